@@ -1,0 +1,18 @@
+/* Sleeping and CPU-time helpers. */
+#include "clock.h"
+
+#include <errno.h>
+
+void clock_sleep_ns(int64_t ns)
+{
+    if (ns <= 0) return;
+    struct timespec ts = clock_ts(ns), rem;
+    while (nanosleep(&ts, &rem) != 0 && errno == EINTR) ts = rem;
+}
+
+int64_t clock_process_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}

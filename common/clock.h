@@ -1,0 +1,32 @@
+/* Clocks: monotonic nanoseconds for deadlines and latency, and sleeping helpers.
+ * Every deadline in rdkv is an absolute clock_now_ns() value; 0 means "none". */
+#ifndef RDKV_CLOCK_H
+#define RDKV_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+#define NS_PER_US 1000LL
+#define NS_PER_MS 1000000LL
+#define NS_PER_S 1000000000LL
+
+static inline int64_t clock_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+static inline struct timespec clock_ts(int64_t ns)
+{
+    struct timespec ts = {.tv_sec = ns / NS_PER_S, .tv_nsec = ns % NS_PER_S};
+    return ts;
+}
+
+/* Sleeps for ns nanoseconds (restarting after signals). */
+void clock_sleep_ns(int64_t ns);
+
+/* CPU time (user + system) consumed so far by the whole process, in nanoseconds. */
+int64_t clock_process_cpu_ns(void);
+
+#endif

@@ -1,0 +1,57 @@
+/* Logging implementation: one write(2) per line so lines from threads never interleave. */
+#include "log.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+static char log_tag[64] = "rdkv";
+static int log_level = -1;
+
+void log_set_tag(const char *tag)
+{
+    snprintf(log_tag, sizeof log_tag, "%s", tag);
+}
+
+void log_set_level(enum log_level level)
+{
+    __atomic_store_n(&log_level, (int)level, __ATOMIC_RELAXED);
+}
+
+enum log_level log_get_level(void)
+{
+    int l = __atomic_load_n(&log_level, __ATOMIC_RELAXED);
+    if (l >= 0) return (enum log_level)l;
+    const char *e = getenv("RDKV_LOG");
+    l = LOG_WARN;
+    if (e) {
+        if (!strcasecmp(e, "error")) l = LOG_ERROR;
+        else if (!strcasecmp(e, "warn")) l = LOG_WARN;
+        else if (!strcasecmp(e, "info")) l = LOG_INFO;
+        else if (!strcasecmp(e, "debug")) l = LOG_DEBUG;
+    }
+    __atomic_store_n(&log_level, l, __ATOMIC_RELAXED);
+    return (enum log_level)l;
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+    if (level > log_get_level()) return;
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    char line[1024];
+    int n = snprintf(line, sizeof line, "%s: %s: ", log_tag, names[level]);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (m < 0) m = 0;
+    size_t len = (size_t)n + (size_t)m;
+    if (len > sizeof line - 2) len = sizeof line - 2;
+    line[len++] = '\n';
+    ssize_t w = write(STDERR_FILENO, line, len);
+    (void)w;
+}

@@ -1,0 +1,766 @@
+/* Per-thread contexts: endpoints to peers, posting chains and RPCs, the completion queue, progress
+ * (spin briefly, then block in io_uring), deadlines, and failure handling. The soft transport's
+ * initiator side lives here too: a chain becomes request frames on the endpoint's TCP stream. */
+#include "internal.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define CTX_RING_ENTRIES 256
+#define CTX_BUFS 16
+#define CTX_BUFSZ (64u << 10)
+#define CTX_BGID 0
+#define SLOT_NONE 0xFFFFu
+#define BACKOFF_MIN_NS (50 * NS_PER_MS)
+#define BACKOFF_MAX_NS (1 * NS_PER_S)
+
+/* A context's connection to one peer. */
+struct cconn {
+    struct conn c; /* first: user_data points at it */
+    struct fab_ctx *ctx;
+    struct cconn *prev, *next;
+    uint16_t node;
+};
+
+static int ctx_progress(struct fab_ctx *c, int64_t wait_ns);
+
+int fab_ctx_create(struct fabric *f, struct fab_ctx **out)
+{
+    *out = NULL;
+    struct fab_ctx *c = calloc(1, sizeof *c);
+    if (!c) return RDKV_ENOMEM;
+    c->f = f;
+    char err[128];
+    int rc = uring_setup(&c->ring, CTX_RING_ENTRIES, err, sizeof err);
+    if (rc) {
+        log_error("%s", err);
+        free(c);
+        return rc;
+    }
+    rc = bufring_init(&c->ring, &c->br, CTX_BGID, CTX_BUFS, CTX_BUFSZ);
+    if (rc) {
+        log_error("io_uring provided-buffer rings unavailable (kernel 5.19+ needed)");
+        io_uring_queue_exit(&c->ring);
+        free(c);
+        return rc;
+    }
+    c->eps = calloc(f->nnodes, sizeof *c->eps);
+    if (!c->eps) {
+        bufring_fini(&c->ring, &c->br);
+        io_uring_queue_exit(&c->ring);
+        free(c);
+        return RDKV_ENOMEM;
+    }
+    for (unsigned i = 0; i < FAB_MAX_INFLIGHT; i++)
+        c->slots[i].next_free = (uint16_t)(i + 1 < FAB_MAX_INFLIGHT ? i + 1 : SLOT_NONE);
+    c->free_head = 0;
+    if (f->transport == FAB_VERBS) {
+        rc = verbs_ctx_init(c);
+        if (rc) {
+            free(c->eps);
+            bufring_fini(&c->ring, &c->br);
+            io_uring_queue_exit(&c->ring);
+            free(c);
+            return rc;
+        }
+    }
+    *out = c;
+    return 0;
+}
+
+/* Frees the connections that are closed and have no operation in flight. */
+static void ctx_sweep(struct fab_ctx *c)
+{
+    for (struct cconn *cc = c->conns, *next; cc && c->closing_conns; cc = next) {
+        next = cc->next;
+        if (!cc->c.closing || cc->c.sqes > 0) continue;
+        if (cc->prev) cc->prev->next = cc->next;
+        else c->conns = cc->next;
+        if (cc->next) cc->next->prev = cc->prev;
+        conn_fini(&cc->c);
+        free(cc);
+        c->closing_conns--;
+    }
+}
+
+void fab_ctx_destroy(struct fab_ctx *c)
+{
+    if (!c) return;
+    struct fabric *f = c->f;
+    for (unsigned i = 0; i < f->nnodes; i++)
+        if (c->eps[i].conn || c->eps[i].vqp) ctx_fail_peer(c, (uint16_t)i, RDKV_ESHUTDOWN);
+    if (c->vctx) verbs_ctx_fini(c);
+    /* Let the closed connections' operations finish (briefly), then the ring's exit cancels
+     * whatever is left before any buffer is freed. */
+    int64_t deadline = clock_now_ns() + NS_PER_S;
+    while (c->closing_conns && clock_now_ns() < deadline) ctx_progress(c, 20 * NS_PER_MS);
+    io_uring_queue_exit(&c->ring);
+    munmap(c->br.br, c->br.map_size);
+    for (struct cconn *cc = c->conns, *next; cc; cc = next) {
+        next = cc->next;
+        conn_fini(&cc->c);
+        free(cc);
+    }
+    for (unsigned i = 0; i < f->nnodes; i++) free(c->eps[i].fifo);
+    free(c->eps);
+    free(c);
+}
+
+struct fabric *fab_ctx_fabric(const struct fab_ctx *c) { return c->f; }
+const struct fab_counters *fab_counters(const struct fab_ctx *c) { return &c->k; }
+void fab_counters_reset(struct fab_ctx *c) { memset(&c->k, 0, sizeof c->k); }
+unsigned fab_inflight(const struct fab_ctx *c) { return c->inflight; }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Slots and the completion queue */
+
+static int slot_alloc(struct fab_ctx *c)
+{
+    if (c->free_head == SLOT_NONE) return -1;
+    unsigned i = c->free_head;
+    struct slot *s = &c->slots[i];
+    c->free_head = s->next_free;
+    uint32_t gen = s->gen + 1;
+    memset(s, 0, sizeof *s);
+    s->gen = gen;
+    c->inflight++;
+    return (int)i;
+}
+
+static void slot_free(struct fab_ctx *c, unsigned i)
+{
+    struct slot *s = &c->slots[i];
+    s->kind = SLOT_FREE;
+    s->next_free = c->free_head;
+    c->free_head = (uint16_t)i;
+    c->inflight--;
+}
+
+void ctx_complete(struct fab_ctx *c, unsigned i, int status)
+{
+    struct slot *s = &c->slots[i];
+    if (s->kind == SLOT_FREE || s->done) return;
+    if (status < 0 && s->status == 0) s->status = status;
+    s->done = true;
+    struct peer_ep *ep = &c->eps[s->node];
+    if (s->kind == SLOT_CHAIN) ep->chains--;
+    else ep->rpcs--;
+    if (s->status < 0) c->k.errors++;
+    if (!s->sync) {
+        c->cq[(c->cq_head + c->cq_count) % FAB_MAX_INFLIGHT] = (uint16_t)i;
+        c->cq_count++;
+    }
+}
+
+static int cq_take(struct fab_ctx *c, struct fab_cqe *out, int max)
+{
+    int n = 0;
+    while (n < max && c->cq_count) {
+        unsigned i = c->cq[c->cq_head];
+        c->cq_head = (c->cq_head + 1) % FAB_MAX_INFLIGHT;
+        c->cq_count--;
+        out[n].tag = c->slots[i].tag;
+        out[n].status = c->slots[i].status;
+        slot_free(c, i);
+        n++;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Endpoints */
+
+static void ep_backoff(struct fabric *f, struct peer_ep *ep)
+{
+    int64_t b = BACKOFF_MIN_NS << (ep->fail_streak < 5 ? ep->fail_streak : 5);
+    if (b > BACKOFF_MAX_NS) b = BACKOFF_MAX_NS;
+    (void)f;
+    ep->retry_after = clock_now_ns() + b;
+    ep->fail_streak++;
+}
+
+int ctx_ep_up(struct fab_ctx *c, uint16_t node)
+{
+    struct fabric *f = c->f;
+    struct peer_ep *ep = &c->eps[node];
+    if (ep->state == EP_UP) return 0;
+    if (clock_now_ns() < ep->retry_after) return RDKV_EUNAVAILABLE;
+    const struct cluster_node *nd = &f->cc->nodes[node];
+    char err[256];
+    int fd = -1;
+    int64_t deadline = clock_now_ns() + f->o.connect_timeout_ns;
+    int rc = net_connect(nd->host, nd->port, deadline, &fd, err, sizeof err);
+    if (rc) {
+        log_debug("node %u: %s", node, err);
+        ep_backoff(f, ep);
+        return RDKV_EUNAVAILABLE;
+    }
+    uint8_t buf[WIRE_HDR_SIZE + WIRE_HELLO_ACK_SIZE];
+    struct wire_hello hello = {.magic = WIRE_MAGIC, .version = WIRE_VERSION,
+                               .kind = WIRE_KIND_FABRIC, .src_node = f->node, .dst_node = node,
+                               .cluster_fp = f->cc->fingerprint};
+    uint8_t hb[WIRE_HDR_SIZE + WIRE_HELLO_SIZE];
+    wire_put_hello(hb, &hello);
+    rc = net_send_all(fd, hb, sizeof hb, deadline);
+    if (!rc) rc = net_recv_all(fd, buf, sizeof buf, deadline);
+    struct wire_hdr h;
+    struct wire_hello_ack ack;
+    if (!rc) {
+        wire_get_hdr(buf, &h);
+        if (wire_get_hello_ack(&h, buf + WIRE_HDR_SIZE, &ack)) rc = RDKV_EPROTO;
+        else if (ack.status) rc = ack.status;
+        else if (ack.node != node) rc = RDKV_ECONFIG;
+    }
+    if (rc) {
+        if (rc == RDKV_ECONFIG || rc == RDKV_EPROTO)
+            log_error("node %u at %s:%u refused us: %s (do both sides use the same cluster "
+                      "config?)", node, nd->host, nd->port, rdkv_strerror(rc));
+        close(fd);
+        ep_backoff(f, ep);
+        return RDKV_EUNAVAILABLE;
+    }
+    struct cconn *cc = calloc(1, sizeof *cc);
+    if (!cc) {
+        close(fd);
+        return RDKV_ENOMEM;
+    }
+    conn_init(&cc->c, fd, f->o.rpc_max_bytes);
+    cc->ctx = c;
+    cc->node = node;
+    cc->next = c->conns;
+    if (c->conns) c->conns->prev = cc;
+    c->conns = cc;
+    conn_arm_recv(&c->ring, &cc->c, CTX_BGID);
+    c->pending_submit = true;
+    ep->conn = &cc->c;
+    ep->arena_size = ack.arena_size;
+    ep->state = EP_UP;
+    ep->fail_streak = 0;
+    ep->needs_reset = false;
+    ep->head = ep->count = 0;
+    return 0;
+}
+
+int fab_peer_arena_size(struct fab_ctx *c, uint16_t node, uint64_t *size)
+{
+    if (node >= c->f->nnodes) return RDKV_EINVAL;
+    int rc = ctx_ep_up(c, node);
+    if (rc) return rc;
+    *size = c->eps[node].arena_size;
+    return 0;
+}
+
+void ctx_fail_peer(struct fab_ctx *c, uint16_t node, int status)
+{
+    struct peer_ep *ep = &c->eps[node];
+    if (ep->conn) {
+        conn_close(&c->ring, ep->conn);
+        c->pending_submit = true;
+        c->closing_conns++;
+        ep->conn = NULL;
+    }
+    if (ep->vqp) verbs_peer_down(c, node);
+    if (ep->state == EP_UP && status != RDKV_ESHUTDOWN) ep_backoff(c->f, ep);
+    ep->state = EP_DOWN;
+    ep->needs_reset = false;
+    /* Every piece in flight fails; so does every chain and RPC still open to this node. */
+    for (unsigned k = 0; k < ep->count; k++) {
+        struct piece *p = &ep->fifo[(ep->head + k) % ep->cap];
+        struct slot *s = &c->slots[p->slot];
+        if (s->kind == SLOT_CHAIN && !s->done && s->ops[p->op].status == 0)
+            s->ops[p->op].status = status;
+    }
+    ep->head = ep->count = 0;
+    for (unsigned i = 0; i < FAB_MAX_INFLIGHT && (ep->chains || ep->rpcs); i++) {
+        struct slot *s = &c->slots[i];
+        if (s->kind != SLOT_FREE && !s->done && s->node == node) {
+            if (s->kind == SLOT_CHAIN)
+                for (unsigned k = 0; k < s->n; k++)
+                    if (s->ops[k].status == 0 && s->status == 0) s->ops[k].status = status;
+            ctx_complete(c, i, status);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Posting */
+
+static int validate_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n)
+{
+    if (!ops || n == 0 || n > FAB_MAX_CHAIN) return RDKV_EINVAL;
+    uint16_t node = rptr_node(ops[0].remote);
+    if (node >= c->f->nnodes) return RDKV_EINVAL;
+    for (unsigned i = 0; i < n; i++) {
+        struct fab_op *o = &ops[i];
+        if (rptr_node(o->remote) != node) return RDKV_EINVAL;
+        switch (o->opcode) {
+        case FAB_OP_READ:
+        case FAB_OP_WRITE:
+            if (o->len == 0 || !o->local || o->len > RPTR_OFF_MASK ||
+                rptr_off(o->remote) > RPTR_OFF_MASK - o->len)
+                return RDKV_EINVAL;
+            break;
+        case FAB_OP_CAS:
+        case FAB_OP_FAA: break;
+        default: return RDKV_EINVAL;
+        }
+    }
+    return 0;
+}
+
+static bool fifo_push(struct peer_ep *ep, struct piece p)
+{
+    if (ep->count == ep->cap) {
+        unsigned ncap = ep->cap ? ep->cap * 2 : 64;
+        struct piece *nf = malloc(ncap * sizeof *nf);
+        if (!nf) return false;
+        for (unsigned k = 0; k < ep->count; k++) nf[k] = ep->fifo[(ep->head + k) % ep->cap];
+        free(ep->fifo);
+        ep->fifo = nf;
+        ep->cap = ncap;
+        ep->head = 0;
+    }
+    ep->fifo[(ep->head + ep->count) % ep->cap] = p;
+    ep->count++;
+    return true;
+}
+
+/* The soft transport's doorbell: the chain becomes request frames appended to the endpoint's
+ * output; one send carries them (and whatever else gathered meanwhile). */
+static int soft_post(struct fab_ctx *c, unsigned si)
+{
+    struct slot *s = &c->slots[si];
+    struct peer_ep *ep = &c->eps[s->node];
+    struct conn *cn = ep->conn;
+    if (ep->needs_reset) {
+        uint8_t *p = conn_reserve(cn, WIRE_HDR_SIZE);
+        if (!p) return RDKV_ENOMEM;
+        wire_put_hdr(p, WIRE_OP_RESET, 0);
+        ep->needs_reset = false;
+    }
+    for (unsigned i = 0; i < s->n; i++) {
+        struct fab_op *o = &s->ops[i];
+        bool atomic = o->opcode == FAB_OP_CAS || o->opcode == FAB_OP_FAA;
+        uint64_t len = atomic ? 8 : o->len;
+        for (uint64_t at = 0; at < len; at += WIRE_OP_MAX) {
+            uint32_t chunk = (uint32_t)(len - at < WIRE_OP_MAX ? len - at : WIRE_OP_MAX);
+            uint32_t payload = o->opcode == FAB_OP_WRITE ? chunk : 0;
+            uint8_t *p = conn_reserve(cn, WIRE_HDR_SIZE + WIRE_OP_REQ_SIZE + payload);
+            if (!p || !fifo_push(ep, (struct piece){.slot = (uint16_t)si, .op = (uint8_t)i,
+                                                    .len = chunk, .at = at}))
+                return RDKV_ENOMEM;
+            struct wire_op_req rq = {.op = o->opcode, .len = atomic ? 0 : chunk,
+                                     .off = rptr_off(o->remote) + at, .arg = o->arg,
+                                     .swap = o->swap};
+            wire_put_op_req(p, &rq, payload);
+            if (payload)
+                memcpy(p + WIRE_HDR_SIZE + WIRE_OP_REQ_SIZE, (const uint8_t *)o->local + at, payload);
+            s->pending++;
+        }
+    }
+    conn_flush(&c->ring, cn);
+    io_uring_submit(&c->ring);
+    c->pending_submit = false;
+    return 0;
+}
+
+static int post_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_t tag, bool sync,
+                      int *slot_out)
+{
+    int rc = validate_chain(c, ops, n);
+    if (rc) return rc;
+    int si = slot_alloc(c);
+    if (si < 0) return RDKV_EBUSY;
+    struct slot *s = &c->slots[si];
+    s->kind = SLOT_CHAIN;
+    s->sync = sync;
+    s->tag = tag;
+    s->ops = ops;
+    s->n = n;
+    s->node = rptr_node(ops[0].remote);
+    s->deadline = clock_now_ns() + c->f->o.op_timeout_ns;
+    for (unsigned i = 0; i < n; i++) {
+        ops[i].status = 0;
+        ops[i].result = 0;
+        switch (ops[i].opcode) {
+        case FAB_OP_READ: c->k.reads++; c->k.bytes_read += ops[i].len; break;
+        case FAB_OP_WRITE: c->k.writes++; c->k.bytes_written += ops[i].len; break;
+        case FAB_OP_CAS: c->k.cas++; break;
+        case FAB_OP_FAA: c->k.faa++; break;
+        }
+    }
+    c->k.round_trips++;
+    c->eps[s->node].chains++;
+    *slot_out = si;
+    rc = ctx_ep_up(c, s->node);
+    if (rc == 0) rc = c->f->transport == FAB_VERBS ? verbs_post(c, (unsigned)si) : soft_post(c, (unsigned)si);
+    if (rc) {
+        for (unsigned i = 0; i < n; i++)
+            if (ops[i].status == 0) ops[i].status = rc;
+        if (rc == RDKV_ENOMEM) ctx_fail_peer(c, s->node, rc);
+        ctx_complete(c, (unsigned)si, rc);
+    }
+    return 0;
+}
+
+int fab_post(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_t tag)
+{
+    int si;
+    return post_chain(c, ops, n, tag, false, &si);
+}
+
+static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void *req, size_t len,
+                    struct fab_buf *resp, int64_t timeout_ns, uint64_t tag, bool sync, int *slot_out)
+{
+    struct fabric *f = c->f;
+    if (node >= f->nnodes || len > f->o.rpc_max_bytes || (len && !req)) return RDKV_EINVAL;
+    int si = slot_alloc(c);
+    if (si < 0) return RDKV_EBUSY;
+    struct slot *s = &c->slots[si];
+    s->kind = SLOT_RPC;
+    s->sync = sync;
+    s->tag = tag;
+    s->node = node;
+    s->resp = resp;
+    if (resp) resp->len = 0;
+    s->deadline = clock_now_ns() + (timeout_ns > 0 ? timeout_ns : f->o.rpc_timeout_ns);
+    c->k.rpcs++;
+    c->eps[node].rpcs++;
+    *slot_out = si;
+    int rc = ctx_ep_up(c, node);
+    if (rc == 0) {
+        uint8_t *p = conn_reserve(c->eps[node].conn, WIRE_HDR_SIZE + WIRE_RPC_SIZE + len);
+        if (!p) {
+            rc = RDKV_ENOMEM;
+        } else {
+            uint64_t id = ((uint64_t)s->gen << 16) | (unsigned)si;
+            wire_put_rpc_req(p, id, type, (uint32_t)len);
+            if (len) memcpy(p + WIRE_HDR_SIZE + WIRE_RPC_SIZE, req, len);
+            conn_flush(&c->ring, c->eps[node].conn);
+            io_uring_submit(&c->ring);
+            c->pending_submit = false;
+        }
+    }
+    if (rc) {
+        if (rc == RDKV_ENOMEM) ctx_fail_peer(c, node, rc);
+        ctx_complete(c, (unsigned)si, rc);
+    }
+    return 0;
+}
+
+int fab_rpc_post(struct fab_ctx *c, uint16_t node, uint16_t type, const void *req, size_t len,
+                 struct fab_buf *resp, int64_t timeout_ns, uint64_t tag)
+{
+    int si;
+    return post_rpc(c, node, type, req, len, resp, timeout_ns, tag, false, &si);
+}
+
+void fab_buf_free(struct fab_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Receiving */
+
+static int on_op_resp(struct fab_ctx *c, struct cconn *cc, const struct wire_hdr *h,
+                      const uint8_t *body)
+{
+    struct peer_ep *ep = &c->eps[cc->node];
+    struct wire_op_resp r;
+    const uint8_t *payload;
+    if (wire_get_op_resp(h, body, &r, &payload) || ep->count == 0) return RDKV_EPROTO;
+    struct piece p = ep->fifo[ep->head];
+    ep->head = (ep->head + 1) % ep->cap;
+    ep->count--;
+    struct slot *s = &c->slots[p.slot];
+    if (s->kind != SLOT_CHAIN || s->done) return 0; /* its chain already failed */
+    struct fab_op *o = &s->ops[p.op];
+    if (r.status == 0) {
+        if (o->opcode == FAB_OP_READ) {
+            if (r.len != p.len) return RDKV_EPROTO;
+            memcpy((uint8_t *)o->local + p.at, payload, p.len);
+        } else if (r.len != 0) {
+            return RDKV_EPROTO;
+        }
+        if (o->opcode == FAB_OP_CAS || o->opcode == FAB_OP_FAA) o->result = r.value;
+    } else {
+        if (r.status > 0 || r.status < RDKV_STATUS_MIN) r.status = RDKV_EPROTO;
+        if (o->status == 0) o->status = r.status;
+        if (s->status == 0) s->status = r.status;
+        /* The target's endpoint is in its error state until we reset it. */
+        ep->needs_reset = true;
+    }
+    if (--s->pending == 0) ctx_complete(c, p.slot, s->status);
+    return 0;
+}
+
+static int on_rpc_resp(struct fab_ctx *c, struct cconn *cc, const struct wire_hdr *h,
+                       const uint8_t *body)
+{
+    struct wire_rpc r;
+    const uint8_t *payload;
+    size_t plen;
+    if (wire_get_rpc(h, body, &r, &payload, &plen) || h->type != WIRE_RPC_RESP) return RDKV_EPROTO;
+    unsigned si = (unsigned)(r.id & 0xFFFF);
+    uint32_t gen = (uint32_t)(r.id >> 16);
+    if (si >= FAB_MAX_INFLIGHT) return RDKV_EPROTO;
+    struct slot *s = &c->slots[si];
+    if (s->kind != SLOT_RPC || s->gen != gen || s->done || s->node != cc->node)
+        return 0; /* a late answer to an RPC that already timed out */
+    int status = r.status;
+    if (s->resp && plen) {
+        if (s->resp->cap < plen) {
+            void *nd = realloc(s->resp->data, plen);
+            if (!nd) {
+                ctx_complete(c, si, RDKV_ENOMEM);
+                return 0;
+            }
+            s->resp->data = nd;
+            s->resp->cap = plen;
+        }
+        memcpy(s->resp->data, payload, plen);
+        s->resp->len = plen;
+    }
+    ctx_complete(c, si, status);
+    return 0;
+}
+
+static int on_ctx_frame(void *arg, const struct wire_hdr *h, const uint8_t *body)
+{
+    struct cconn *cc = arg;
+    if (cc->c.closing) return RDKV_ESHUTDOWN;
+    switch (h->type) {
+    case WIRE_OP_RESP: return on_op_resp(cc->ctx, cc, h, body);
+    case WIRE_RPC_RESP: return on_rpc_resp(cc->ctx, cc, h, body);
+    default: return RDKV_EPROTO;
+    }
+}
+
+static void ctx_on_recv(struct fab_ctx *c, struct cconn *cc, struct io_uring_cqe *cqe)
+{
+    if (!(cqe->flags & IORING_CQE_F_MORE)) {
+        cc->c.recv_armed = false;
+        cc->c.sqes--;
+    }
+    bool failed = false;
+    int why = RDKV_EUNAVAILABLE;
+    if (cqe->res > 0 && (cqe->flags & IORING_CQE_F_BUFFER)) {
+        unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
+        if (!cc->c.closing) {
+            int rc = wire_asm_feed(&cc->c.in, bufring_buf(&c->br, bid), (size_t)cqe->res,
+                                   on_ctx_frame, cc);
+            if (rc && rc != RDKV_ESHUTDOWN) {
+                failed = true;
+                why = rc == RDKV_EPROTO ? RDKV_EPROTO : RDKV_EUNAVAILABLE;
+                log_warn("node %u sent a malformed frame; dropping the connection", cc->node);
+            }
+        }
+        bufring_recycle(&c->br, bid);
+    } else if (cqe->res != -ENOBUFS) {
+        failed = true; /* EOF or error: the peer is gone */
+    }
+    if (failed && !cc->c.closing) {
+        ctx_fail_peer(c, cc->node, why);
+    } else if (!cc->c.recv_armed && !cc->c.closing) {
+        conn_arm_recv(&c->ring, &cc->c, CTX_BGID);
+        c->pending_submit = true;
+    }
+}
+
+static void ctx_handle_cqe(struct fab_ctx *c, struct io_uring_cqe *cqe)
+{
+    uint64_t ud = io_uring_cqe_get_data64(cqe);
+    switch (ev_kind_of(ud)) {
+    case EV_RECV: ctx_on_recv(c, ev_ptr(ud), cqe); break;
+    case EV_SEND: {
+        struct cconn *cc = ev_ptr(ud);
+        if (!conn_on_send(&cc->c, cqe->res)) {
+            if (!cc->c.closing) ctx_fail_peer(c, cc->node, RDKV_EUNAVAILABLE);
+        } else if (cc->c.dirty && !cc->c.closing) {
+            conn_flush(&c->ring, &cc->c);
+            c->pending_submit = true;
+        }
+        break;
+    }
+    case EV_POLL: verbs_on_channel(c); break;
+    default: break;
+    }
+}
+
+/* Fails what ran past its deadline: a stuck one-sided chain resets its whole endpoint (as an RC
+ * queue pair does after its retries), an RPC fails alone. */
+static void check_deadlines(struct fab_ctx *c, int64_t now)
+{
+    int64_t next = now + 100 * NS_PER_MS;
+    for (unsigned i = 0; i < FAB_MAX_INFLIGHT; i++) {
+        struct slot *s = &c->slots[i];
+        if (s->kind == SLOT_FREE || s->done) continue;
+        if (s->deadline <= now) {
+            if (s->kind == SLOT_CHAIN) ctx_fail_peer(c, s->node, RDKV_ETIMEDOUT);
+            else ctx_complete(c, i, RDKV_ETIMEDOUT);
+        } else if (s->deadline < next) {
+            next = s->deadline;
+        }
+    }
+    c->next_check = next;
+}
+
+static int ctx_progress(struct fab_ctx *c, int64_t wait_ns)
+{
+    int r;
+    if (wait_ns == 0) {
+        if (c->pending_submit || io_uring_sq_ready(&c->ring)) io_uring_submit(&c->ring);
+        r = io_uring_get_events(&c->ring);
+    } else {
+        struct io_uring_cqe *cqe;
+        struct __kernel_timespec ts;
+        if (wait_ns > 0) {
+            ts.tv_sec = wait_ns / NS_PER_S;
+            ts.tv_nsec = wait_ns % NS_PER_S;
+        }
+        r = io_uring_submit_and_wait_timeout(&c->ring, &cqe, 1, wait_ns > 0 ? &ts : NULL, NULL);
+    }
+    (void)r;
+    c->pending_submit = false;
+    struct io_uring_cqe *cqe;
+    unsigned head, n = 0;
+    io_uring_for_each_cqe(&c->ring, head, cqe)
+    {
+        ctx_handle_cqe(c, cqe);
+        n++;
+    }
+    io_uring_cq_advance(&c->ring, n);
+    if (c->vctx) n += (unsigned)verbs_poll(c);
+    int64_t now = clock_now_ns();
+    if (c->inflight && now >= c->next_check) check_deadlines(c, now);
+    if (c->closing_conns) ctx_sweep(c);
+    if (c->pending_submit) {
+        io_uring_submit(&c->ring);
+        c->pending_submit = false;
+    }
+    return (int)n;
+}
+
+static inline void cpu_relax(void) { __builtin_ia32_pause(); }
+
+/* Waits until cond(c, arg) holds or the deadline passes: polls for spin_ns, then blocks. */
+static bool wait_until(struct fab_ctx *c, bool (*cond)(struct fab_ctx *, void *), void *arg,
+                       int64_t deadline)
+{
+    if (cond(c, arg)) return true;
+    int64_t start = clock_now_ns();
+    int64_t spin_end = start + c->f->o.spin_ns;
+    for (;;) {
+        ctx_progress(c, 0);
+        if (cond(c, arg)) return true;
+        int64_t now = clock_now_ns();
+        if (deadline >= 0 && now >= deadline) return false;
+        if (now < spin_end) {
+            cpu_relax();
+            continue;
+        }
+        /* Block, but wake for the next deadline check. */
+        int64_t w = c->inflight ? c->next_check - now : 100 * NS_PER_MS;
+        if (deadline >= 0 && deadline - now < w) w = deadline - now;
+        if (w < 1000) w = 1000;
+        if (c->vctx) {
+            verbs_arm(c);
+            if (verbs_poll(c) > 0 && cond(c, arg)) return true;
+        }
+        ctx_progress(c, w);
+        if (cond(c, arg)) return true;
+    }
+}
+
+static bool cq_nonempty(struct fab_ctx *c, void *arg)
+{
+    (void)arg;
+    return c->cq_count > 0 || c->inflight == 0;
+}
+
+int fab_poll(struct fab_ctx *c, struct fab_cqe *out, int max)
+{
+    if (max <= 0) return 0;
+    if (c->cq_count < (unsigned)max) ctx_progress(c, 0);
+    return cq_take(c, out, max);
+}
+
+int fab_wait(struct fab_ctx *c, struct fab_cqe *out, int max, int64_t timeout_ns)
+{
+    if (max <= 0) return 0;
+    if (!c->cq_count) {
+        int64_t deadline = timeout_ns < 0 ? -1 : clock_now_ns() + timeout_ns;
+        wait_until(c, cq_nonempty, NULL, deadline);
+    }
+    return cq_take(c, out, max);
+}
+
+static bool slot_done(struct fab_ctx *c, void *arg)
+{
+    return c->slots[(unsigned)(uintptr_t)arg].done;
+}
+
+static int finish_sync(struct fab_ctx *c, int si)
+{
+    /* Every slot has a deadline, and deadlines fail it, so this returns. */
+    wait_until(c, slot_done, (void *)(uintptr_t)si, -1);
+    int st = c->slots[si].status;
+    slot_free(c, (unsigned)si);
+    return st;
+}
+
+int fab_exec(struct fab_ctx *c, struct fab_op *ops, unsigned n)
+{
+    int si;
+    int rc = post_chain(c, ops, n, 0, true, &si);
+    if (rc) return rc;
+    return finish_sync(c, si);
+}
+
+int fab_read(struct fab_ctx *c, rptr src, void *dst, uint64_t len)
+{
+    struct fab_op o = fab_op_read(src, dst, len);
+    return fab_exec(c, &o, 1);
+}
+
+int fab_write(struct fab_ctx *c, rptr dst, const void *src, uint64_t len)
+{
+    struct fab_op o = fab_op_write(dst, src, len);
+    return fab_exec(c, &o, 1);
+}
+
+int fab_cas(struct fab_ctx *c, rptr dst, uint64_t expect, uint64_t desired, uint64_t *old)
+{
+    struct fab_op o = fab_op_cas(dst, expect, desired);
+    int rc = fab_exec(c, &o, 1);
+    if (old) *old = o.result;
+    return rc;
+}
+
+int fab_faa(struct fab_ctx *c, rptr dst, uint64_t add, uint64_t *old)
+{
+    struct fab_op o = fab_op_faa(dst, add);
+    int rc = fab_exec(c, &o, 1);
+    if (old) *old = o.result;
+    return rc;
+}
+
+int fab_rpc_call(struct fab_ctx *c, uint16_t node, uint16_t type, const void *req, size_t len,
+                 struct fab_buf *resp, int64_t timeout_ns)
+{
+    int si;
+    int rc = post_rpc(c, node, type, req, len, resp, timeout_ns, 0, true, &si);
+    if (rc) return rc;
+    return finish_sync(c, si);
+}

@@ -1,0 +1,303 @@
+/* The node: options, the arena and its region directory, RPC registration, and start/stop. */
+#include "internal.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define DEFAULT_ARENA (256ull << 20)
+#define MIN_ARENA (64ull << 10)
+
+void fab_opts_init(struct fab_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->transport = FAB_AUTO;
+    o->listen_fd = -1;
+    o->rpc_threads = 2;
+    o->op_timeout_ns = 5 * NS_PER_S;
+    o->rpc_timeout_ns = 10 * NS_PER_S;
+    o->connect_timeout_ns = 2 * NS_PER_S;
+    o->spin_ns = 20 * NS_PER_US;
+    o->rpc_max_bytes = 16u << 20;
+    o->verbs_port = 1;
+    o->verbs_gid_index = -1;
+    o->verbs_cm = FAB_CM_AUTO;
+}
+
+int fab_transport_parse(const char *s, enum fab_transport *out)
+{
+    if (!s) return RDKV_EINVAL;
+    if (!strcmp(s, "soft")) *out = FAB_SOFT;
+    else if (!strcmp(s, "verbs")) *out = FAB_VERBS;
+    else if (!strcmp(s, "auto")) *out = FAB_AUTO;
+    else return RDKV_EINVAL;
+    return 0;
+}
+
+const char *fab_transport_name(enum fab_transport t)
+{
+    switch (t) {
+    case FAB_SOFT: return "soft";
+    case FAB_VERBS: return "verbs";
+    case FAB_AUTO: return "auto";
+    }
+    return "?";
+}
+
+bool fab_verbs_available(void) { return verbs_available(); }
+
+static void echo_handler(struct fab_rpc_req *req, void *arg)
+{
+    (void)arg;
+    fab_rpc_reply(req, 0, fab_rpc_data(req), fab_rpc_len(req));
+}
+
+int fab_open(const struct fab_opts *o, struct fabric **out, char *err, size_t errcap)
+{
+    char dummy[8];
+    if (!err) {
+        err = dummy;
+        errcap = sizeof dummy;
+    }
+    err[0] = 0;
+    *out = NULL;
+    if (!o->cluster || o->cluster->n == 0) {
+        snprintf(err, errcap, "no cluster configuration");
+        return RDKV_EINVAL;
+    }
+    if (o->node != FAB_NODE_CLIENT && o->node >= o->cluster->n) {
+        snprintf(err, errcap, "node %u is not in the cluster configuration (nodes 0..%u)", o->node,
+                 o->cluster->n - 1);
+        return RDKV_ECONFIG;
+    }
+    struct fabric *f = calloc(1, sizeof *f);
+    if (!f) return RDKV_ENOMEM;
+    f->o = *o;
+    if (!f->o.rpc_threads) f->o.rpc_threads = 1;
+    if (f->o.op_timeout_ns <= 0) f->o.op_timeout_ns = 5 * NS_PER_S;
+    if (f->o.rpc_timeout_ns <= 0) f->o.rpc_timeout_ns = 10 * NS_PER_S;
+    if (f->o.connect_timeout_ns <= 0) f->o.connect_timeout_ns = 2 * NS_PER_S;
+    if (f->o.rpc_max_bytes < (1u << 20)) f->o.rpc_max_bytes = 1u << 20;
+    f->cc = o->cluster;
+    f->node = o->node;
+    f->nnodes = o->cluster->n;
+    f->start_ns = clock_now_ns();
+    pthread_mutex_init(&f->region_lock, NULL);
+    int listen_fd = o->listen_fd;
+    int rc = 0;
+
+    f->transport = o->transport;
+    if (f->transport == FAB_AUTO) f->transport = verbs_available() ? FAB_VERBS : FAB_SOFT;
+    if (f->transport == FAB_VERBS && !verbs_available()) {
+        snprintf(err, errcap, "transport verbs: no RDMA device found");
+        rc = RDKV_ENOTSUP;
+        goto fail;
+    }
+
+    if (f->node != FAB_NODE_CLIENT) {
+        uint64_t size = o->arena_size ? o->arena_size : o->cluster->arena_size;
+        if (!size) size = DEFAULT_ARENA;
+        size = (size + 4095) & ~4095ull;
+        if (size < MIN_ARENA || size > RPTR_OFF_MASK) {
+            snprintf(err, errcap, "arena size %llu is outside %llu..2^48 bytes",
+                     (unsigned long long)size, (unsigned long long)MIN_ARENA);
+            rc = RDKV_EINVAL;
+            goto fail;
+        }
+        void *m = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) {
+            snprintf(err, errcap, "cannot map a %llu-byte arena: %s", (unsigned long long)size,
+                     strerror(errno));
+            rc = RDKV_ENOMEM;
+            goto fail;
+        }
+        f->arena = m;
+        f->arena_size = size;
+        struct arena_hdr *h = (struct arena_hdr *)f->arena;
+        h->size = size;
+        h->next_free = ARENA_HDR_SIZE;
+        h->version = 1;
+        __atomic_store_n(&h->magic, ARENA_MAGIC, __ATOMIC_RELEASE);
+
+        if (listen_fd < 0) {
+            const struct cluster_node *me = &o->cluster->nodes[f->node];
+            rc = net_listen(me->host, me->port, &listen_fd, err, errcap);
+            if (rc) goto fail;
+        }
+    }
+
+    if (f->transport == FAB_VERBS) {
+        rc = verbs_node_open(f, err, errcap);
+        if (rc) goto fail;
+    }
+
+    fab_rpc_register(f, FAB_RPC_ECHO, echo_handler, NULL, FAB_RPC_INLINE);
+
+    if (f->node != FAB_NODE_CLIENT) {
+        rc = svc_start(f, listen_fd, err, errcap);
+        if (rc) goto fail;
+        listen_fd = -1; /* the service owns it now */
+    }
+    *out = f;
+    return 0;
+
+fail:
+    if (listen_fd >= 0 && listen_fd != o->listen_fd) close(listen_fd);
+    if (f->vn) verbs_node_close(f);
+    if (f->arena) munmap(f->arena, f->arena_size);
+    pthread_mutex_destroy(&f->region_lock);
+    free(f);
+    return rc;
+}
+
+void fab_close(struct fabric *f)
+{
+    if (!f) return;
+    svc_stop(f);
+    if (f->vn) verbs_node_close(f);
+    if (f->arena) munmap(f->arena, f->arena_size);
+    pthread_mutex_destroy(&f->region_lock);
+    free(f);
+}
+
+uint16_t fab_node_id(const struct fabric *f) { return f->node; }
+unsigned fab_num_nodes(const struct fabric *f) { return f->nnodes; }
+enum fab_transport fab_transport_of(const struct fabric *f) { return f->transport; }
+const struct cluster_config *fab_cluster(const struct fabric *f) { return f->cc; }
+void *fab_arena_base(const struct fabric *f) { return f->arena; }
+uint64_t fab_arena_size(const struct fabric *f) { return f->arena_size; }
+
+void *fab_local(const struct fabric *f, rptr p)
+{
+    if (rptr_node(p) != f->node || !f->arena) return NULL;
+    uint64_t off = rptr_off(p);
+    return off < f->arena_size ? f->arena + off : NULL;
+}
+
+rptr fab_rptr_of(const struct fabric *f, const void *p)
+{
+    const uint8_t *b = p;
+    if (!f->arena || b < f->arena || b >= f->arena + f->arena_size) return RPTR_NULL;
+    return rptr_make(f->node, (uint64_t)(b - f->arena));
+}
+
+void fab_soft_set_atomic_hook(struct fabric *f, fab_atomic_hook fn, void *arg)
+{
+    atomic_store_explicit(&f->hook_arg, arg, memory_order_release);
+    atomic_store_explicit(&f->hook_fn, fn, memory_order_release);
+}
+
+int fab_rpc_register(struct fabric *f, uint16_t type, fab_rpc_handler fn, void *arg, unsigned flags)
+{
+    if (type >= FAB_RPC_MAX_TYPES || !fn) return RDKV_EINVAL;
+    struct rpc_entry *e = &f->rpc[type];
+    if (atomic_load(&e->fn)) return RDKV_EEXIST;
+    e->arg = arg;
+    e->flags = flags;
+    atomic_store_explicit(&e->fn, fn, memory_order_release);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Regions */
+
+static uint64_t region_seal(const struct arena_region *r)
+{
+    struct {
+        char name[FAB_REGION_NAME_MAX + 1];
+        uint64_t off, size;
+    } k;
+    memcpy(k.name, r->name, sizeof k.name);
+    k.off = r->off;
+    k.size = r->size;
+    uint64_t s = XXH3_64bits(&k, sizeof k);
+    return s ? s : 1;
+}
+
+static bool name_ok(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    return n > 0 && n <= FAB_REGION_NAME_MAX;
+}
+
+static int find_region(const struct arena_hdr *h, uint32_t nregions, const char *name, rptr *out,
+                       uint64_t *size, uint16_t node)
+{
+    if (nregions > ARENA_MAX_REGIONS) nregions = ARENA_MAX_REGIONS;
+    for (uint32_t i = 0; i < nregions; i++) {
+        const struct arena_region *r = &h->regions[i];
+        if (r->seal != region_seal(r)) continue; /* torn or not yet published */
+        if (strncmp(r->name, name, sizeof r->name)) continue;
+        if (out) *out = rptr_make(node, r->off);
+        if (size) *size = r->size;
+        return 0;
+    }
+    return RDKV_ENOTFOUND;
+}
+
+int fab_region(struct fabric *f, const char *name, uint64_t size, uint64_t align, rptr *out)
+{
+    if (!f->arena || !name_ok(name) || size == 0 || align == 0 || (align & (align - 1)) ||
+        align > 4096)
+        return RDKV_EINVAL;
+    pthread_mutex_lock(&f->region_lock);
+    struct arena_hdr *h = (struct arena_hdr *)f->arena;
+    uint64_t have;
+    int rc = find_region(h, h->nregions, name, out, &have, f->node);
+    if (rc == 0) {
+        rc = have == size ? 0 : RDKV_EEXIST;
+        goto out;
+    }
+    if (h->nregions >= ARENA_MAX_REGIONS) {
+        rc = RDKV_ENOSPC;
+        goto out;
+    }
+    uint64_t off = (h->next_free + align - 1) & ~(align - 1);
+    if (off > f->arena_size || size > f->arena_size - off) {
+        rc = RDKV_ENOSPC;
+        goto out;
+    }
+    struct arena_region *r = &h->regions[h->nregions];
+    memset(r->name, 0, sizeof r->name);
+    memcpy(r->name, name, strlen(name));
+    r->off = off;
+    r->size = size;
+    __atomic_store_n(&r->seal, region_seal(r), __ATOMIC_RELEASE);
+    __atomic_store_n(&h->nregions, h->nregions + 1, __ATOMIC_RELEASE);
+    h->next_free = off + size;
+    *out = rptr_make(f->node, off);
+    rc = 0;
+out:
+    pthread_mutex_unlock(&f->region_lock);
+    return rc;
+}
+
+int fab_region_lookup(struct fab_ctx *c, uint16_t node, const char *name, rptr *out, uint64_t *size)
+{
+    struct fabric *f = c->f;
+    if (!name_ok(name) || node >= f->nnodes) return RDKV_EINVAL;
+    if (node == f->node && f->arena) {
+        pthread_mutex_lock(&f->region_lock);
+        const struct arena_hdr *h = (const struct arena_hdr *)f->arena;
+        int rc = find_region(h, h->nregions, name, out, size, node);
+        pthread_mutex_unlock(&f->region_lock);
+        return rc;
+    }
+    struct arena_hdr *h = malloc(sizeof *h);
+    if (!h) return RDKV_ENOMEM;
+    int rc = fab_read(c, rptr_make(node, 0), h, sizeof *h);
+    if (rc == 0) {
+        if (h->magic != ARENA_MAGIC) rc = RDKV_EPROTO;
+        else rc = find_region(h, h->nregions, name, out, size, node);
+    }
+    free(h);
+    return rc;
+}

@@ -1,0 +1,251 @@
+/* The fabric: how every rdkv thread reaches memory on any node. It offers RDMA's one-sided
+ * operations (READ of any length, WRITE, CAS64, FAA64) on one registered arena per node, and
+ * two-sided RPC, over real verbs or the soft transport, with the same promises on both:
+ * in-order execution per endpoint, completion = effect at the target, NIC atomics atomic only
+ * among NIC atomics, aligned 8-byte READ/WRITE atomic with CPU loads/stores, and error
+ * completions (never crashes, never hangs) for bad addresses and dead peers. docs/fabric.md. */
+#ifndef RDKV_FABRIC_H
+#define RDKV_FABRIC_H
+
+#include "common/config.h"
+#include "rdkv_status.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * Remote pointers: node:16 | offset:48 into that node's arena. Offset 0 is the arena header, so
+ * RPTR_NULL never names an object. */
+typedef uint64_t rptr;
+
+#define RPTR_NULL ((rptr)0)
+#define RPTR_OFF_BITS 48
+#define RPTR_OFF_MASK ((1ull << RPTR_OFF_BITS) - 1)
+
+static inline rptr rptr_make(uint16_t node, uint64_t off)
+{
+    return ((uint64_t)node << RPTR_OFF_BITS) | (off & RPTR_OFF_MASK);
+}
+static inline uint16_t rptr_node(rptr p) { return (uint16_t)(p >> RPTR_OFF_BITS); }
+static inline uint64_t rptr_off(rptr p) { return p & RPTR_OFF_MASK; }
+static inline rptr rptr_add(rptr p, uint64_t delta) { return rptr_make(rptr_node(p), rptr_off(p) + delta); }
+
+/* ---------------------------------------------------------------------------------------------
+ * Opening a node (or a client that owns no arena). */
+enum fab_transport { FAB_SOFT = 0, FAB_VERBS = 1, FAB_AUTO = 2 };
+
+/* "soft", "verbs" or "auto". */
+int fab_transport_parse(const char *s, enum fab_transport *out);
+const char *fab_transport_name(enum fab_transport t);
+/* True when libibverbs lists at least one device here. */
+bool fab_verbs_available(void);
+
+#define FAB_NODE_CLIENT 0xFFFFu /* a fabric that owns no arena and serves nothing */
+
+enum fab_verbs_cm { FAB_CM_AUTO = 0, FAB_CM_RDMACM = 1, FAB_CM_OOB = 2 };
+
+struct fab_opts {
+    const struct cluster_config *cluster; /* required; not copied, must outlive the fabric */
+    uint16_t node;                        /* this node's id, or FAB_NODE_CLIENT */
+    enum fab_transport transport;         /* default FAB_AUTO: verbs when a device exists */
+    uint64_t arena_size;                  /* default: the config's, else 256 MiB */
+    int listen_fd;                        /* -1: bind the configured address; else an inherited,
+                                             already listening socket (launchers use this) */
+    unsigned rpc_threads;                 /* threads running RPC handlers; default 2 */
+    int64_t op_timeout_ns;                /* a one-sided op not completed by then fails with
+                                             RDKV_ETIMEDOUT and resets its endpoint; default 2 s */
+    int64_t rpc_timeout_ns;               /* default deadline of an RPC; default 10 s */
+    int64_t connect_timeout_ns;           /* default 2 s */
+    int64_t spin_ns;                      /* a waiting thread polls this long, then blocks; 20 us */
+    uint32_t rpc_max_bytes;               /* largest RPC request or response; default 16 MiB */
+    /* soft transport: a NIC atomic sleeps this long between its load and its store (tests) */
+    int64_t soft_atomic_pause_ns;
+    /* verbs transport */
+    const char *verbs_device;             /* NULL: the first device */
+    int verbs_port;                       /* default 1 */
+    int verbs_gid_index;                  /* -1: the first RoCE v2 IPv4 GID, else index 0 */
+    enum fab_verbs_cm verbs_cm;           /* auto: rdma_cm, and the out-of-band exchange where
+                                             rdma_cm cannot resolve a route */
+};
+
+void fab_opts_init(struct fab_opts *o);
+
+struct fabric;
+struct fab_ctx;
+
+/* Opens the node: maps and registers the arena, starts the node's service thread (the soft NIC)
+ * and its RPC threads, and listens. On failure returns a status and writes a one-line reason
+ * into err. */
+int fab_open(const struct fab_opts *o, struct fabric **out, char *err, size_t errcap);
+/* Opens a listening TCP socket on host:port (port 0: the kernel picks one) and reports the port
+ * it got. Launchers bind nodes' sockets this way and hand them over with fab_opts.listen_fd. */
+int fab_listen(const char *host, uint16_t port, int *fd_out, uint16_t *port_out, char *err,
+               size_t errcap);
+/* Stops the service and RPC threads and frees everything. No fab_ctx may be in use, and RPC
+ * handlers must have replied to every request they deferred. */
+void fab_close(struct fabric *f);
+
+uint16_t fab_node_id(const struct fabric *f);
+unsigned fab_num_nodes(const struct fabric *f);
+enum fab_transport fab_transport_of(const struct fabric *f);
+const struct cluster_config *fab_cluster(const struct fabric *f);
+void *fab_arena_base(const struct fabric *f);
+uint64_t fab_arena_size(const struct fabric *f);
+/* The local fast path: a plain pointer when p lies in this node's arena, else NULL. */
+void *fab_local(const struct fabric *f, rptr p);
+/* The rptr of a pointer into this node's arena (RPTR_NULL if it is not in the arena). */
+rptr fab_rptr_of(const struct fabric *f, const void *p);
+
+/* Named regions of the arena, for structures that other nodes must find (lock tables, indexes).
+ * The directory lives in the arena header, so a peer finds a region with one-sided READs.
+ * fab_region reserves size bytes (zeroed, aligned to `align`, a power of two <= 4096) under name,
+ * or returns the existing one when the name is taken with the same size. */
+#define FAB_REGION_NAME_MAX 23
+int fab_region(struct fabric *f, const char *name, uint64_t size, uint64_t align, rptr *out);
+int fab_region_lookup(struct fab_ctx *c, uint16_t node, const char *name, rptr *out,
+                      uint64_t *size);
+
+/* Soft transport test hook: called on the NIC thread between a remote atomic's load and its
+ * store, with the target and the loaded value. NULL removes it. */
+typedef void (*fab_atomic_hook)(void *arg, rptr target, uint64_t loaded);
+void fab_soft_set_atomic_hook(struct fabric *f, fab_atomic_hook fn, void *arg);
+
+/* ---------------------------------------------------------------------------------------------
+ * Per-thread contexts. A context holds the thread's endpoints (one per peer, created on first
+ * use) and its completion queue. It must be created, used and destroyed by one thread. */
+int fab_ctx_create(struct fabric *f, struct fab_ctx **out);
+void fab_ctx_destroy(struct fab_ctx *c);
+struct fabric *fab_ctx_fabric(const struct fab_ctx *c);
+
+/* One-sided operations. */
+enum fab_opcode { FAB_OP_READ = 1, FAB_OP_WRITE = 2, FAB_OP_CAS = 3, FAB_OP_FAA = 4 };
+
+struct fab_op {
+    uint8_t opcode;     /* enum fab_opcode */
+    int32_t status;     /* out: 0 or RDKV_E* */
+    uint64_t len;       /* READ/WRITE length in bytes (>= 1); atomics ignore it */
+    rptr remote;        /* target; atomics need 8-byte alignment */
+    void *local;        /* READ: destination; WRITE: source (copied or sent before fab_post
+                           returns, so it may be reused at once) */
+    uint64_t arg;       /* CAS: the expected value; FAA: the addend */
+    uint64_t swap;      /* CAS: the new value */
+    uint64_t result;    /* out, CAS/FAA: the value the word held before the operation */
+};
+
+static inline struct fab_op fab_op_read(rptr src, void *dst, uint64_t len)
+{
+    struct fab_op o = {.opcode = FAB_OP_READ, .len = len, .remote = src, .local = dst};
+    return o;
+}
+static inline struct fab_op fab_op_write(rptr dst, const void *src, uint64_t len)
+{
+    struct fab_op o = {.opcode = FAB_OP_WRITE, .len = len, .remote = dst, .local = (void *)src};
+    return o;
+}
+static inline struct fab_op fab_op_cas(rptr dst, uint64_t expect, uint64_t desired)
+{
+    struct fab_op o = {.opcode = FAB_OP_CAS, .len = 8, .remote = dst, .arg = expect, .swap = desired};
+    return o;
+}
+static inline struct fab_op fab_op_faa(rptr dst, uint64_t add)
+{
+    struct fab_op o = {.opcode = FAB_OP_FAA, .len = 8, .remote = dst, .arg = add};
+    return o;
+}
+
+/* Most chains and RPCs one context may have in flight; more gives RDKV_EBUSY. */
+#define FAB_MAX_INFLIGHT 1024
+/* Most operations in one chain. */
+#define FAB_MAX_CHAIN 64
+
+/* Posts ops[0..n) as one chain to the node of ops[0].remote (every op must target that node):
+ * the chain leaves as one doorbell (verbs) or one send (soft), the ops execute in order, and the
+ * chain produces exactly one completion carrying `tag`, with the first failure (if any) as its
+ * status. An op after a failed one in the same endpoint completes with RDKV_EFLUSHED. The ops
+ * array must stay valid until the completion, which also fills status/result and READ data.
+ * Returns 0, RDKV_EINVAL (bad arguments: nothing posted) or RDKV_EBUSY (too many in flight). */
+int fab_post(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_t tag);
+
+struct fab_cqe {
+    uint64_t tag;
+    int status;
+};
+
+/* Progresses I/O and returns up to max completions without blocking. */
+int fab_poll(struct fab_ctx *c, struct fab_cqe *out, int max);
+/* Like fab_poll, but when none is ready it polls for spin_ns and then blocks until one is, or
+ * timeout_ns passes (< 0: no timeout). Returns the number of completions (0 on timeout). */
+int fab_wait(struct fab_ctx *c, struct fab_cqe *out, int max, int64_t timeout_ns);
+/* Chains and RPCs posted and not yet returned by fab_poll/fab_wait. */
+unsigned fab_inflight(const struct fab_ctx *c);
+
+/* Synchronous helpers: post one chain and wait for it. Completions of other chains that arrive
+ * meanwhile are kept for fab_poll. They return the chain's status. */
+int fab_exec(struct fab_ctx *c, struct fab_op *ops, unsigned n);
+int fab_read(struct fab_ctx *c, rptr src, void *dst, uint64_t len);
+int fab_write(struct fab_ctx *c, rptr dst, const void *src, uint64_t len);
+int fab_cas(struct fab_ctx *c, rptr dst, uint64_t expect, uint64_t desired, uint64_t *old);
+int fab_faa(struct fab_ctx *c, rptr dst, uint64_t add, uint64_t *old);
+
+/* ---------------------------------------------------------------------------------------------
+ * Two-sided RPC. A handler runs on one of the node's RPC threads (or, when registered with
+ * FAB_RPC_INLINE, on the service thread itself, where it must not block), and must call
+ * fab_rpc_reply exactly once, from any thread, now or later. */
+struct fab_rpc_req;
+typedef void (*fab_rpc_handler)(struct fab_rpc_req *req, void *arg);
+
+#define FAB_RPC_INLINE 1u
+#define FAB_RPC_USER_BASE 64 /* message types below this are the fabric's own */
+#define FAB_RPC_MAX_TYPES 1024
+
+enum fab_rpc_builtin {
+    FAB_RPC_ECHO = 1,         /* replies with the request's bytes */
+    FAB_RPC_VERBS_CONNECT = 2 /* verbs out-of-band queue-pair exchange */
+};
+
+int fab_rpc_register(struct fabric *f, uint16_t type, fab_rpc_handler fn, void *arg,
+                     unsigned flags);
+const void *fab_rpc_data(const struct fab_rpc_req *req);
+size_t fab_rpc_len(const struct fab_rpc_req *req);
+/* The caller's node id, or FAB_NODE_CLIENT. */
+uint16_t fab_rpc_src(const struct fab_rpc_req *req);
+/* Sends the response (status and bytes, copied) and frees req. */
+void fab_rpc_reply(struct fab_rpc_req *req, int status, const void *data, size_t len);
+
+/* A growable byte buffer for RPC responses, reused across calls. */
+struct fab_buf {
+    void *data;
+    size_t len, cap;
+};
+void fab_buf_free(struct fab_buf *b);
+
+/* Sends an RPC; its completion (status = the handler's status or a transport error) carries tag,
+ * and the response bytes land in resp, which must stay valid until then. timeout_ns 0 means the
+ * fabric's rpc_timeout_ns. */
+int fab_rpc_post(struct fab_ctx *c, uint16_t node, uint16_t type, const void *req, size_t len,
+                 struct fab_buf *resp, int64_t timeout_ns, uint64_t tag);
+int fab_rpc_call(struct fab_ctx *c, uint16_t node, uint16_t type, const void *req, size_t len,
+                 struct fab_buf *resp, int64_t timeout_ns);
+
+/* ---------------------------------------------------------------------------------------------
+ * Per-context counters: what this thread issued. A round trip is one chain or one RPC. */
+struct fab_counters {
+    uint64_t reads, writes, cas, faa;
+    uint64_t bytes_read, bytes_written;
+    uint64_t round_trips;
+    uint64_t rpcs;
+    uint64_t errors; /* chains and RPCs that completed with an error */
+};
+
+const struct fab_counters *fab_counters(const struct fab_ctx *c);
+void fab_counters_reset(struct fab_ctx *c);
+static inline uint64_t fab_counters_ops(const struct fab_counters *k)
+{
+    return k->reads + k->writes + k->cas + k->faa;
+}
+
+/* Information about the peer as learned at connection time (for tools and tests). */
+int fab_peer_arena_size(struct fab_ctx *c, uint16_t node, uint64_t *size);
+
+#endif

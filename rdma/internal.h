@@ -1,0 +1,234 @@
+/* Internals shared by the fabric's parts: the node (struct fabric), the per-thread context
+ * (struct fab_ctx), the io_uring connection machinery both sides use, the node service (soft NIC
+ * and RPC front end), and the interface of the verbs backend. Not for use outside rdma/. */
+#ifndef RDKV_RDMA_INTERNAL_H
+#define RDKV_RDMA_INTERNAL_H
+
+#include "fabric.h"
+#include "wire.h"
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * io_uring plumbing. user_data = pointer | event kind (pointers are 8-byte aligned). */
+enum ev_kind {
+    EV_RECV = 1,   /* multishot recv on a conn */
+    EV_SEND = 2,   /* send of a conn's output buffer */
+    EV_ACCEPT = 3, /* multishot accept on the listening socket */
+    EV_WAKE = 4,   /* read on the service's eventfd */
+    EV_POLL = 5,   /* poll on a verbs completion channel */
+    EV_IGNORE = 6, /* cancel requests and the like */
+};
+#define EV_MASK 7ull
+static inline uint64_t ev_tag(void *p, enum ev_kind k) { return (uint64_t)(uintptr_t)p | k; }
+static inline enum ev_kind ev_kind_of(uint64_t ud) { return (enum ev_kind)(ud & EV_MASK); }
+static inline void *ev_ptr(uint64_t ud) { return (void *)(uintptr_t)(ud & ~EV_MASK); }
+
+/* Sets up a ring with SINGLE_ISSUER|DEFER_TASKRUN, falling back to COOP_TASKRUN and then to no
+ * flags on kernels without them. Must run on the thread that will use the ring. */
+int uring_setup(struct io_uring *ring, unsigned entries, char *err, size_t errcap);
+/* An SQE, submitting first if the queue is full. Never NULL. */
+struct io_uring_sqe *uring_sqe(struct io_uring *ring);
+
+/* A ring of provided buffers for multishot recv. */
+struct bufring {
+    struct io_uring_buf_ring *br;
+    uint8_t *bufs;
+    size_t map_size;
+    unsigned nbufs, bufsz;
+    int bgid;
+};
+int bufring_init(struct io_uring *ring, struct bufring *b, int bgid, unsigned nbufs, unsigned bufsz);
+void bufring_fini(struct io_uring *ring, struct bufring *b);
+static inline uint8_t *bufring_buf(struct bufring *b, unsigned bid) { return b->bufs + (size_t)bid * b->bufsz; }
+void bufring_recycle(struct bufring *b, unsigned bid);
+
+/* A framed TCP connection driven by one ring: multishot recv into the ring's provided buffers,
+ * reassembly, and an output buffer with at most one send in flight (later frames gather in the
+ * other buffer and leave together: doorbell batching). */
+struct obuf {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+struct conn {
+    int fd;
+    int sqes;           /* SQEs in flight that name this conn */
+    bool recv_armed;
+    bool sending;
+    bool closing;       /* no new I/O; freed by the owner when sqes == 0 */
+    bool dirty;         /* output waiting in out[cur] */
+    int cur;            /* out[cur] gathers; out[cur ^ 1] is being sent */
+    struct obuf out[2];
+    struct wire_asm in;
+};
+
+void conn_init(struct conn *c, int fd, uint32_t rpc_max);
+/* Frees buffers and closes the fd (sqes must be 0). */
+void conn_fini(struct conn *c);
+/* Space for n more output bytes (NULL when out of memory). The caller fills it completely. */
+uint8_t *conn_reserve(struct conn *c, size_t n);
+/* Starts a send of the gathered output if none is in flight. */
+void conn_flush(struct io_uring *ring, struct conn *c);
+/* Handles a send completion; returns false when the connection failed. */
+bool conn_on_send(struct conn *c, int res);
+void conn_arm_recv(struct io_uring *ring, struct conn *c, int bgid);
+/* Stops I/O: shuts the socket down so in-flight operations finish, and cancels the recv. */
+void conn_close(struct io_uring *ring, struct conn *c);
+
+/* Blocking helpers used before a socket joins a ring (handshakes) and by the echo baseline. */
+int net_connect(const char *host, uint16_t port, int64_t deadline_ns, int *fd_out, char *err,
+                size_t errcap);
+int net_listen(const char *host, uint16_t port, int *fd_out, char *err, size_t errcap);
+int net_send_all(int fd, const void *buf, size_t len, int64_t deadline_ns);
+int net_recv_all(int fd, void *buf, size_t len, int64_t deadline_ns);
+void net_tune(int fd);
+
+/* ---------------------------------------------------------------------------------------------
+ * The node. */
+#define ARENA_MAGIC 0x414e455241564452ull /* "RDVARENA" */
+#define ARENA_HDR_SIZE 4096u
+#define ARENA_MAX_REGIONS 64
+
+struct arena_region {
+    char name[FAB_REGION_NAME_MAX + 1];
+    uint64_t off;
+    uint64_t size;
+    uint64_t seal; /* hash of the three fields above, written last: a torn READ never matches */
+};
+
+struct arena_hdr {
+    uint64_t magic;
+    uint64_t size;
+    uint64_t next_free;
+    uint32_t nregions;
+    uint32_t version;
+    struct arena_region regions[ARENA_MAX_REGIONS];
+};
+_Static_assert(sizeof(struct arena_hdr) <= ARENA_HDR_SIZE, "arena header fits its page");
+
+struct rpc_entry {
+    _Atomic(fab_rpc_handler) fn;
+    void *arg;
+    unsigned flags;
+};
+
+struct svc;
+struct verbs_node;
+
+struct fabric {
+    struct fab_opts o;
+    const struct cluster_config *cc;
+    uint16_t node;
+    unsigned nnodes;
+    enum fab_transport transport;
+    uint8_t *arena;
+    uint64_t arena_size;
+    pthread_mutex_t region_lock;
+    struct rpc_entry rpc[FAB_RPC_MAX_TYPES];
+    _Atomic(fab_atomic_hook) hook_fn; /* soft NIC test hook; set while no atomic is running */
+    void *_Atomic hook_arg;
+    struct svc *svc;
+    struct verbs_node *vn;
+    int64_t start_ns;
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * The per-thread context. */
+enum ep_state { EP_DOWN = 0, EP_UP = 1 };
+
+/* One part of a soft one-sided op in flight: ops longer than WIRE_OP_MAX travel as several. */
+struct piece {
+    uint16_t slot;
+    uint8_t op;
+    uint32_t len;
+    uint64_t at; /* byte offset inside the op */
+};
+
+struct peer_ep {
+    enum ep_state state;
+    struct conn *conn;
+    uint64_t arena_size;
+    int64_t retry_after;   /* after a failure, new posts fail at once until then */
+    unsigned fail_streak;
+    bool needs_reset;      /* soft: send WIRE_OP_RESET before the next request */
+    struct piece *fifo;    /* soft one-sided pieces in flight, in order */
+    unsigned head, count, cap;
+    unsigned rpcs;         /* RPCs in flight to this peer */
+    unsigned chains;       /* chains in flight to this peer */
+    void *vqp;             /* verbs: the queue pair to this peer */
+};
+
+enum slot_kind { SLOT_FREE = 0, SLOT_CHAIN = 1, SLOT_RPC = 2 };
+
+struct slot {
+    uint8_t kind;
+    bool sync;          /* fab_exec/fab_rpc_call waits for it; not queued as a completion */
+    bool done;
+    uint16_t node;
+    uint32_t gen;
+    int status;
+    uint64_t tag;
+    int64_t deadline;
+    struct fab_op *ops;
+    unsigned n;
+    unsigned pending;   /* pieces (soft) or work requests (verbs) still outstanding */
+    struct fab_buf *resp;
+    uint16_t next_free;
+};
+
+struct cconn;
+
+struct fab_ctx {
+    struct fabric *f;
+    struct io_uring ring;
+    struct bufring br;
+    struct peer_ep *eps;
+    struct slot slots[FAB_MAX_INFLIGHT];
+    uint16_t free_head;
+    unsigned inflight;     /* slots in use */
+    uint16_t cq[FAB_MAX_INFLIGHT];
+    unsigned cq_head, cq_count;
+    int64_t next_check;    /* next deadline scan */
+    bool pending_submit;   /* SQEs prepared and not yet submitted */
+    struct cconn *conns;   /* every connection, open or closing */
+    unsigned closing_conns;
+    struct fab_counters k;
+    void *vctx;            /* verbs per-thread state */
+};
+
+/* Completes a slot (status < 0 on failure): queues its completion or marks the sync waiter. */
+void ctx_complete(struct fab_ctx *c, unsigned slot, int status);
+/* Fails every chain and RPC to node with status and tears the endpoint down (backoff). */
+void ctx_fail_peer(struct fab_ctx *c, uint16_t node, int status);
+/* Makes sure the TCP endpoint to node is up (connecting synchronously if needed). */
+int ctx_ep_up(struct fab_ctx *c, uint16_t node);
+
+/* ---------------------------------------------------------------------------------------------
+ * The node service: accepts connections, runs soft one-sided requests (the soft NIC), and feeds
+ * RPCs to the RPC threads. */
+int svc_start(struct fabric *f, int listen_fd, char *err, size_t errcap);
+void svc_stop(struct fabric *f);
+
+/* ---------------------------------------------------------------------------------------------
+ * The verbs backend (rdma/verbs). Every function returns 0 or RDKV_E*. */
+bool verbs_available(void);
+int verbs_node_open(struct fabric *f, char *err, size_t errcap);
+void verbs_node_close(struct fabric *f);
+int verbs_ctx_init(struct fab_ctx *c);
+void verbs_ctx_fini(struct fab_ctx *c);
+/* Posts slot's chain (already validated) to node. Failures after posting arrive through
+ * ctx_complete. */
+int verbs_post(struct fab_ctx *c, unsigned slot);
+/* Reaps the completion queue; returns how many work completions it handled. */
+int verbs_poll(struct fab_ctx *c);
+/* Arms the completion channel so that the ring's poll fires on the next completion. */
+void verbs_arm(struct fab_ctx *c);
+/* Called on EV_POLL for the channel. */
+void verbs_on_channel(struct fab_ctx *c);
+/* The endpoint to node failed: drop its queue pair (its work requests are failed by the caller). */
+void verbs_peer_down(struct fab_ctx *c, uint16_t node);
+
+#endif

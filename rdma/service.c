@@ -1,0 +1,731 @@
+/* The node service. One thread owns an io_uring and every accepted connection: it answers
+ * handshakes, executes soft one-sided requests against the arena (it *is* the soft NIC: no
+ * application thread takes part), and hands RPCs to the RPC threads, whose replies come back
+ * through a queue and an eventfd. It blocks in io_uring_enter when there is nothing to do. */
+#include "internal.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define SVC_RING_ENTRIES 512
+#define SVC_BUFS 64
+#define SVC_BUFSZ (64u << 10)
+#define SVC_BGID 1
+
+struct sconn {
+    struct conn c; /* first: user_data points at it */
+    struct svc *svc;
+    struct sconn *prev, *next;
+    uint16_t peer;
+    bool hello_done;
+    bool qp_error;    /* soft one-sided: flush everything until WIRE_OP_RESET */
+    bool echo;        /* hand the socket to an echo thread once the recv is cancelled */
+    int reqs;         /* RPC requests that still owe a reply on this connection */
+};
+
+struct fab_rpc_req {
+    struct fab_rpc_req *next;
+    struct sconn *conn;
+    struct fabric *f;
+    uint64_t id;
+    uint16_t type;
+    uint16_t src;
+    size_t len;
+    uint8_t *data;
+    /* reply, filled by fab_rpc_reply from another thread */
+    uint8_t *frame;
+    size_t frame_len;
+};
+
+struct echo_thread {
+    struct echo_thread *next;
+    pthread_t thr;
+    int fd;
+    struct wire_hello_ack ack;
+    _Atomic bool done;
+};
+
+struct svc {
+    struct fabric *f;
+    pthread_t thr;
+    struct io_uring ring;
+    struct bufring br;
+    int listen_fd;
+    int wake_fd;
+    uint64_t wake_buf;
+    _Atomic bool stop;
+    struct sconn *conns;
+    bool accept_armed;
+    /* start-up handshake */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int start_rc;
+    bool started;
+    char start_err[256];
+    /* replies from RPC threads */
+    pthread_mutex_t reply_mu;
+    struct fab_rpc_req *replies, **replies_tail;
+    /* RPC threads */
+    pthread_t *workers;
+    unsigned nworkers;
+    pthread_mutex_t q_mu;
+    pthread_cond_t q_cv;
+    struct fab_rpc_req *q_head, **q_tail;
+    bool q_stop;
+    /* echo threads */
+    struct echo_thread *echoes;
+};
+
+static __thread struct svc *tls_svc; /* set on the service thread */
+
+/* ------------------------------------------------------------------------------------------ */
+/* Replies */
+
+static void req_free(struct fab_rpc_req *r)
+{
+    free(r->frame);
+    free(r);
+}
+
+/* Appends a finished reply to its connection (service thread only). */
+static void deliver_reply(struct svc *s, struct fab_rpc_req *r)
+{
+    struct sconn *sc = r->conn;
+    sc->reqs--;
+    if (!sc->c.closing && r->frame_len) {
+        uint8_t *p = conn_reserve(&sc->c, r->frame_len);
+        if (p) memcpy(p, r->frame, r->frame_len);
+        else conn_close(&s->ring, &sc->c);
+    }
+    req_free(r);
+}
+
+const void *fab_rpc_data(const struct fab_rpc_req *req) { return req->data; }
+size_t fab_rpc_len(const struct fab_rpc_req *req) { return req->len; }
+uint16_t fab_rpc_src(const struct fab_rpc_req *req) { return req->src; }
+
+void fab_rpc_reply(struct fab_rpc_req *req, int status, const void *data, size_t len)
+{
+    struct svc *s = req->conn->svc;
+    if (status > 0) status = RDKV_EINVAL;
+    if (len > req->f->o.rpc_max_bytes) {
+        status = RDKV_ETOOBIG;
+        len = 0;
+    }
+    if (!data) len = 0;
+    req->frame = malloc(WIRE_HDR_SIZE + WIRE_RPC_SIZE + len);
+    if (!req->frame) {
+        status = RDKV_ENOMEM;
+        len = 0;
+        req->frame = malloc(WIRE_HDR_SIZE + WIRE_RPC_SIZE);
+    }
+    if (req->frame) {
+        wire_put_rpc_resp(req->frame, req->id, status, (uint32_t)len);
+        if (len) memcpy(req->frame + WIRE_HDR_SIZE + WIRE_RPC_SIZE, data, len);
+        req->frame_len = WIRE_HDR_SIZE + WIRE_RPC_SIZE + len;
+    } else {
+        req->frame_len = 0; /* out of memory: the caller will time out */
+    }
+    if (tls_svc == s) {
+        deliver_reply(s, req);
+        return;
+    }
+    pthread_mutex_lock(&s->reply_mu);
+    req->next = NULL;
+    *s->replies_tail = req;
+    s->replies_tail = &req->next;
+    pthread_mutex_unlock(&s->reply_mu);
+    uint64_t one = 1;
+    ssize_t w = write(s->wake_fd, &one, sizeof one);
+    (void)w;
+}
+
+static void drain_replies(struct svc *s)
+{
+    pthread_mutex_lock(&s->reply_mu);
+    struct fab_rpc_req *r = s->replies;
+    s->replies = NULL;
+    s->replies_tail = &s->replies;
+    pthread_mutex_unlock(&s->reply_mu);
+    while (r) {
+        struct fab_rpc_req *next = r->next;
+        deliver_reply(s, r);
+        r = next;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* RPC threads */
+
+static void *worker_main(void *arg)
+{
+    struct svc *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->q_mu);
+        while (!s->q_head && !s->q_stop) pthread_cond_wait(&s->q_cv, &s->q_mu);
+        if (s->q_stop) {
+            pthread_mutex_unlock(&s->q_mu);
+            return NULL;
+        }
+        struct fab_rpc_req *r = s->q_head;
+        s->q_head = r->next;
+        if (!s->q_head) s->q_tail = &s->q_head;
+        pthread_mutex_unlock(&s->q_mu);
+        struct rpc_entry *e = &s->f->rpc[r->type];
+        fab_rpc_handler fn = atomic_load_explicit(&e->fn, memory_order_acquire);
+        fn(r, e->arg);
+    }
+}
+
+static void dispatch_rpc(struct svc *s, struct sconn *sc, const struct wire_hdr *h,
+                         const uint8_t *body)
+{
+    struct wire_rpc w;
+    const uint8_t *payload;
+    size_t plen;
+    if (wire_get_rpc(h, body, &w, &payload, &plen) || h->type != WIRE_RPC_REQ) {
+        conn_close(&s->ring, &sc->c);
+        return;
+    }
+    struct fab_rpc_req *r = calloc(1, sizeof *r + plen + 1);
+    if (!r) {
+        conn_close(&s->ring, &sc->c);
+        return;
+    }
+    r->conn = sc;
+    r->f = s->f;
+    r->id = w.id;
+    r->type = w.type;
+    r->src = sc->peer;
+    r->len = plen;
+    r->data = (uint8_t *)(r + 1);
+    memcpy(r->data, payload, plen);
+    sc->reqs++;
+    fab_rpc_handler fn = NULL;
+    unsigned flags = 0;
+    if (w.type < FAB_RPC_MAX_TYPES) {
+        struct rpc_entry *e = &s->f->rpc[w.type];
+        fn = atomic_load_explicit(&e->fn, memory_order_acquire);
+        flags = e->flags;
+    }
+    if (!fn) {
+        fab_rpc_reply(r, RDKV_ENOHANDLER, NULL, 0);
+        return;
+    }
+    if (flags & FAB_RPC_INLINE) {
+        fn(r, s->f->rpc[w.type].arg);
+        return;
+    }
+    pthread_mutex_lock(&s->q_mu);
+    r->next = NULL;
+    *s->q_tail = r;
+    s->q_tail = &r->next;
+    pthread_cond_signal(&s->q_cv);
+    pthread_mutex_unlock(&s->q_mu);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The soft NIC */
+
+static inline uint64_t load64(const uint8_t *p)
+{
+    return __atomic_load_n((const uint64_t *)(const void *)p, __ATOMIC_RELAXED);
+}
+static inline void store64(uint8_t *p, uint64_t v)
+{
+    __atomic_store_n((uint64_t *)(void *)p, v, __ATOMIC_RELAXED);
+}
+
+/* Copies with the one atomicity RDMA promises: an aligned 8-byte transfer is one load/store. */
+static void arena_copy(uint8_t *dst, const uint8_t *src, size_t n, bool dst_is_arena)
+{
+    const uint8_t *aligned = dst_is_arena ? dst : src;
+    if (n == 8 && ((uintptr_t)aligned & 7) == 0) {
+        uint64_t v;
+        if (dst_is_arena) {
+            memcpy(&v, src, 8);
+            store64(dst, v);
+        } else {
+            v = load64(src);
+            memcpy(dst, &v, 8);
+        }
+        return;
+    }
+    memcpy(dst, src, n);
+}
+
+static void nic_respond(struct svc *s, struct sconn *sc, int status, uint64_t value,
+                        const uint8_t *data, uint32_t len)
+{
+    uint8_t *p = conn_reserve(&sc->c, WIRE_HDR_SIZE + WIRE_OP_RESP_SIZE + len);
+    if (!p) {
+        conn_close(&s->ring, &sc->c);
+        return;
+    }
+    struct wire_op_resp r = {.status = status, .len = len, .value = value};
+    wire_put_op_resp(p, &r);
+    if (len) arena_copy(p + WIRE_HDR_SIZE + WIRE_OP_RESP_SIZE, data, len, false);
+}
+
+static void nic_exec(struct svc *s, struct sconn *sc, const struct wire_hdr *h, const uint8_t *body)
+{
+    struct fabric *f = s->f;
+    struct wire_op_req rq;
+    const uint8_t *payload;
+    if (wire_get_op_req(h, body, &rq, &payload)) {
+        conn_close(&s->ring, &sc->c);
+        return;
+    }
+    if (f->transport != FAB_SOFT || !f->arena) {
+        nic_respond(s, sc, RDKV_ENOTSUP, 0, NULL, 0);
+        return;
+    }
+    if (sc->qp_error) {
+        nic_respond(s, sc, RDKV_EFLUSHED, 0, NULL, 0);
+        return;
+    }
+    uint64_t size = f->arena_size;
+    bool atomic = rq.op == FAB_OP_CAS || rq.op == FAB_OP_FAA;
+    uint64_t len = atomic ? 8 : rq.len;
+    bool ok = (rq.op >= FAB_OP_READ && rq.op <= FAB_OP_FAA) && len > 0 && rq.off < size &&
+              len <= size - rq.off && (!atomic || (rq.off & 7) == 0);
+    if (!ok) {
+        sc->qp_error = true;
+        nic_respond(s, sc, RDKV_EACCESS, 0, NULL, 0);
+        return;
+    }
+    uint8_t *addr = f->arena + rq.off;
+    switch (rq.op) {
+    case FAB_OP_READ:
+        nic_respond(s, sc, 0, 0, addr, rq.len);
+        return;
+    case FAB_OP_WRITE:
+        arena_copy(addr, payload, rq.len, true);
+        nic_respond(s, sc, 0, 0, NULL, 0);
+        return;
+    default: {
+        /* A NIC atomic: load, compute, store -- serialized with every other NIC atomic on this
+         * node because this one thread runs them all, but NOT atomic with CPU atomics. */
+        uint64_t old = load64(addr);
+        fab_atomic_hook hook = atomic_load_explicit(&f->hook_fn, memory_order_acquire);
+        if (hook) hook(atomic_load_explicit(&f->hook_arg, memory_order_acquire),
+                       rptr_make(f->node, rq.off), old);
+        if (f->o.soft_atomic_pause_ns > 0) clock_sleep_ns(f->o.soft_atomic_pause_ns);
+        uint64_t nv = rq.op == FAB_OP_FAA ? old + rq.arg : (old == rq.arg ? rq.swap : old);
+        if (rq.op == FAB_OP_FAA || old == rq.arg) store64(addr, nv);
+        nic_respond(s, sc, 0, old, NULL, 0);
+        return;
+    }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Echo baseline: a plain blocking thread, no io_uring, no fabric framing. */
+
+static void *echo_main(void *arg)
+{
+    struct echo_thread *e = arg;
+    uint8_t ack[WIRE_HDR_SIZE + WIRE_HELLO_ACK_SIZE];
+    wire_put_hello_ack(ack, &e->ack);
+    if (send(e->fd, ack, sizeof ack, MSG_NOSIGNAL) == (ssize_t)sizeof ack) {
+        uint8_t m[8];
+        for (;;) {
+            ssize_t r = recv(e->fd, m, sizeof m, MSG_WAITALL);
+            if (r != (ssize_t)sizeof m) break;
+            if (send(e->fd, m, sizeof m, MSG_NOSIGNAL) != (ssize_t)sizeof m) break;
+        }
+    }
+    atomic_store(&e->done, true);
+    return NULL;
+}
+
+static void start_echo(struct svc *s, struct sconn *sc)
+{
+    struct echo_thread *e = calloc(1, sizeof *e);
+    if (!e) return;
+    e->fd = dup(sc->c.fd);
+    if (e->fd < 0) {
+        free(e);
+        return;
+    }
+    e->ack.status = 0;
+    e->ack.node = s->f->node;
+    e->ack.transport = (uint16_t)s->f->transport;
+    e->ack.arena_size = s->f->arena_size;
+    e->ack.cluster_fp = s->f->cc->fingerprint;
+    /* Reap finished echo threads first. */
+    for (struct echo_thread **pp = &s->echoes; *pp;) {
+        struct echo_thread *x = *pp;
+        if (atomic_load(&x->done)) {
+            pthread_join(x->thr, NULL);
+            close(x->fd);
+            *pp = x->next;
+            free(x);
+        } else {
+            pp = &x->next;
+        }
+    }
+    if (pthread_create(&e->thr, NULL, echo_main, e)) {
+        close(e->fd);
+        free(e);
+        return;
+    }
+    e->next = s->echoes;
+    s->echoes = e;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Connections */
+
+static void sconn_new(struct svc *s, int fd)
+{
+    struct sconn *sc = calloc(1, sizeof *sc);
+    if (!sc) {
+        close(fd);
+        return;
+    }
+    net_tune(fd);
+    conn_init(&sc->c, fd, s->f->o.rpc_max_bytes);
+    sc->svc = s;
+    sc->peer = FAB_NODE_CLIENT;
+    sc->next = s->conns;
+    if (s->conns) s->conns->prev = sc;
+    s->conns = sc;
+    conn_arm_recv(&s->ring, &sc->c, SVC_BGID);
+}
+
+static void sconn_maybe_free(struct svc *s, struct sconn *sc)
+{
+    if (!sc->c.closing || sc->c.sqes > 0 || sc->reqs > 0) return;
+    if (sc->prev) sc->prev->next = sc->next;
+    else s->conns = sc->next;
+    if (sc->next) sc->next->prev = sc->prev;
+    conn_fini(&sc->c);
+    free(sc);
+}
+
+static void handle_hello(struct svc *s, struct sconn *sc, const struct wire_hdr *h,
+                         const uint8_t *body)
+{
+    struct fabric *f = s->f;
+    struct wire_hello hello;
+    struct wire_hello_ack ack = {.status = 0, .node = f->node, .transport = (uint16_t)f->transport,
+                                 .arena_size = f->arena_size, .cluster_fp = f->cc->fingerprint};
+    if (wire_get_hello(h, body, &hello) || hello.version != WIRE_VERSION) {
+        ack.status = RDKV_EPROTO;
+    } else if (hello.dst_node != f->node) {
+        ack.status = RDKV_ECONFIG; /* the caller dialled another node's address */
+    } else if (hello.cluster_fp && hello.cluster_fp != f->cc->fingerprint) {
+        ack.status = RDKV_ECONFIG; /* different cluster configs */
+    } else if (hello.kind != WIRE_KIND_FABRIC && hello.kind != WIRE_KIND_ECHO) {
+        ack.status = RDKV_EPROTO;
+    }
+    if (ack.status == 0 && hello.kind == WIRE_KIND_ECHO) {
+        sc->echo = true;
+        sc->hello_done = true;
+        /* The echo thread sends the ack once the recv is cancelled and it owns the socket. */
+        struct io_uring_sqe *sqe = uring_sqe(&s->ring);
+        io_uring_prep_cancel64(sqe, ev_tag(&sc->c, EV_RECV), 0);
+        io_uring_sqe_set_data64(sqe, EV_IGNORE);
+        return;
+    }
+    uint8_t *p = conn_reserve(&sc->c, WIRE_HDR_SIZE + WIRE_HELLO_ACK_SIZE);
+    if (!p) {
+        conn_close(&s->ring, &sc->c);
+        return;
+    }
+    wire_put_hello_ack(p, &ack);
+    if (ack.status) {
+        /* Flush the refusal, then close: the caller reads a clear reason. */
+        conn_flush(&s->ring, &sc->c);
+        sc->c.closing = true;
+        shutdown(sc->c.fd, SHUT_RD);
+        return;
+    }
+    sc->hello_done = true;
+    sc->peer = hello.src_node;
+}
+
+static int on_frame(void *arg, const struct wire_hdr *h, const uint8_t *body)
+{
+    struct sconn *sc = arg;
+    struct svc *s = sc->svc;
+    if (sc->c.closing || sc->echo) return RDKV_ESHUTDOWN;
+    if (!sc->hello_done) {
+        if (h->type != WIRE_HELLO) return RDKV_EPROTO;
+        handle_hello(s, sc, h, body);
+        return 0;
+    }
+    switch (h->type) {
+    case WIRE_OP_REQ: nic_exec(s, sc, h, body); break;
+    case WIRE_OP_RESET: sc->qp_error = false; break;
+    case WIRE_RPC_REQ: dispatch_rpc(s, sc, h, body); break;
+    default: return RDKV_EPROTO;
+    }
+    return sc->c.closing ? RDKV_ESHUTDOWN : 0;
+}
+
+static void on_recv(struct svc *s, struct sconn *sc, struct io_uring_cqe *cqe)
+{
+    bool more = cqe->flags & IORING_CQE_F_MORE;
+    if (!more) {
+        sc->c.recv_armed = false;
+        sc->c.sqes--;
+    }
+    if (cqe->res > 0 && (cqe->flags & IORING_CQE_F_BUFFER)) {
+        unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
+        if (!sc->c.closing && !sc->echo) {
+            int rc = wire_asm_feed(&sc->c.in, bufring_buf(&s->br, bid), (size_t)cqe->res,
+                                   on_frame, sc);
+            if (rc && rc != RDKV_ESHUTDOWN) {
+                log_debug("connection from node %u: %s; closing it", sc->peer, rdkv_strerror(rc));
+                conn_close(&s->ring, &sc->c);
+            }
+        }
+        bufring_recycle(&s->br, bid);
+    } else if (cqe->res == -ENOBUFS) {
+        /* all buffers busy for a moment: re-arm below */
+    } else if (!sc->echo || cqe->res != -ECANCELED) {
+        if (!sc->c.closing) conn_close(&s->ring, &sc->c); /* EOF or error */
+    }
+    if (!sc->c.recv_armed) {
+        if (sc->echo && !sc->c.closing) {
+            start_echo(s, sc);
+            sc->c.closing = true; /* our copy of the fd closes when it is freed */
+        } else if (!sc->c.closing) {
+            conn_arm_recv(&s->ring, &sc->c, SVC_BGID);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The loop */
+
+static void arm_accept(struct svc *s)
+{
+    struct io_uring_sqe *sqe = uring_sqe(&s->ring);
+    io_uring_prep_multishot_accept(sqe, s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    io_uring_sqe_set_data64(sqe, ev_tag(s, EV_ACCEPT));
+    s->accept_armed = true;
+}
+
+static void arm_wake(struct svc *s)
+{
+    struct io_uring_sqe *sqe = uring_sqe(&s->ring);
+    io_uring_prep_read(sqe, s->wake_fd, &s->wake_buf, sizeof s->wake_buf, 0);
+    io_uring_sqe_set_data64(sqe, ev_tag(&s->wake_buf, EV_WAKE));
+}
+
+static void handle_cqe(struct svc *s, struct io_uring_cqe *cqe)
+{
+    uint64_t ud = io_uring_cqe_get_data64(cqe);
+    switch (ev_kind_of(ud)) {
+    case EV_ACCEPT:
+        if (cqe->res >= 0) sconn_new(s, cqe->res);
+        else if (cqe->res != -ECANCELED) log_warn("accept: %s", strerror(-cqe->res));
+        if (!(cqe->flags & IORING_CQE_F_MORE)) s->accept_armed = false;
+        break;
+    case EV_RECV: on_recv(s, ev_ptr(ud), cqe); break;
+    case EV_SEND: {
+        struct sconn *sc = ev_ptr(ud);
+        if (!conn_on_send(&sc->c, cqe->res) && !sc->c.closing) conn_close(&s->ring, &sc->c);
+        break;
+    }
+    case EV_WAKE:
+        drain_replies(s);
+        if (!atomic_load(&s->stop)) arm_wake(s);
+        break;
+    default: break;
+    }
+}
+
+static void *svc_main(void *arg)
+{
+    struct svc *s = arg;
+    tls_svc = s;
+    int rc = uring_setup(&s->ring, SVC_RING_ENTRIES, s->start_err, sizeof s->start_err);
+    if (!rc) {
+        rc = bufring_init(&s->ring, &s->br, SVC_BGID, SVC_BUFS, SVC_BUFSZ);
+        if (rc) {
+            snprintf(s->start_err, sizeof s->start_err,
+                     "io_uring provided-buffer rings unavailable (kernel 5.19+ needed)");
+            io_uring_queue_exit(&s->ring);
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+    s->start_rc = rc;
+    s->started = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (rc) return NULL;
+
+    arm_accept(s);
+    arm_wake(s);
+    while (!atomic_load(&s->stop)) {
+        if (!s->accept_armed) arm_accept(s);
+        int r = io_uring_submit_and_wait(&s->ring, 1);
+        if (r < 0 && r != -EINTR && r != -ETIME && r != -EBUSY) {
+            log_error("service loop: io_uring_submit_and_wait: %s", strerror(-r));
+            break;
+        }
+        struct io_uring_cqe *cqe;
+        unsigned head, n = 0;
+        io_uring_for_each_cqe(&s->ring, head, cqe)
+        {
+            handle_cqe(s, cqe);
+            n++;
+        }
+        io_uring_cq_advance(&s->ring, n);
+        /* Send what the batch produced, and free finished connections. */
+        for (struct sconn *sc = s->conns, *next; sc; sc = next) {
+            next = sc->next;
+            if (sc->c.dirty) conn_flush(&s->ring, &sc->c);
+            sconn_maybe_free(s, sc);
+        }
+    }
+    /* Shut down: close every connection and wait for their operations to finish. */
+    for (struct sconn *sc = s->conns; sc; sc = sc->next) conn_close(&s->ring, &sc->c);
+    if (s->accept_armed) {
+        struct io_uring_sqe *sqe = uring_sqe(&s->ring);
+        io_uring_prep_cancel64(sqe, ev_tag(s, EV_ACCEPT), 0);
+        io_uring_sqe_set_data64(sqe, EV_IGNORE);
+    }
+    int64_t deadline = clock_now_ns() + 2 * NS_PER_S;
+    for (;;) {
+        bool busy = false;
+        for (struct sconn *sc = s->conns; sc; sc = sc->next)
+            if (sc->c.sqes > 0) busy = true;
+        if (!busy || clock_now_ns() > deadline) break;
+        struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 50 * NS_PER_MS};
+        struct io_uring_cqe *cqe;
+        io_uring_submit_and_wait_timeout(&s->ring, &cqe, 1, &ts, NULL);
+        unsigned head, n = 0;
+        io_uring_for_each_cqe(&s->ring, head, cqe)
+        {
+            uint64_t ud = io_uring_cqe_get_data64(cqe);
+            enum ev_kind k = ev_kind_of(ud);
+            if (k == EV_RECV || k == EV_SEND) {
+                struct sconn *sc = ev_ptr(ud);
+                if (k == EV_SEND) conn_on_send(&sc->c, cqe->res);
+                else if (!(cqe->flags & IORING_CQE_F_MORE)) {
+                    sc->c.recv_armed = false;
+                    sc->c.sqes--;
+                }
+                if (k == EV_RECV && (cqe->flags & IORING_CQE_F_BUFFER))
+                    bufring_recycle(&s->br, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+            }
+            n++;
+        }
+        io_uring_cq_advance(&s->ring, n);
+    }
+    /* Whatever is still in flight is cancelled by the ring's exit, before any buffer goes. */
+    io_uring_queue_exit(&s->ring);
+    for (struct sconn *sc = s->conns, *n; sc; sc = n) {
+        n = sc->next;
+        conn_fini(&sc->c);
+        free(sc);
+    }
+    s->conns = NULL;
+    munmap(s->br.br, s->br.map_size);
+    return NULL;
+}
+
+int svc_start(struct fabric *f, int listen_fd, char *err, size_t errcap)
+{
+    struct svc *s = calloc(1, sizeof *s);
+    if (!s) return RDKV_ENOMEM;
+    s->f = f;
+    s->listen_fd = listen_fd;
+    s->wake_fd = eventfd(0, EFD_CLOEXEC);
+    s->replies_tail = &s->replies;
+    s->q_tail = &s->q_head;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_mutex_init(&s->reply_mu, NULL);
+    pthread_mutex_init(&s->q_mu, NULL);
+    pthread_cond_init(&s->q_cv, NULL);
+    if (s->wake_fd < 0) {
+        snprintf(err, errcap, "eventfd: %s", strerror(errno));
+        free(s);
+        return RDKV_EIO;
+    }
+    if (pthread_create(&s->thr, NULL, svc_main, s)) {
+        snprintf(err, errcap, "cannot start the service thread");
+        close(s->wake_fd);
+        free(s);
+        return RDKV_ENOMEM;
+    }
+    pthread_mutex_lock(&s->mu);
+    while (!s->started) pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    if (s->start_rc) {
+        pthread_join(s->thr, NULL);
+        snprintf(err, errcap, "%s", s->start_err);
+        close(s->wake_fd);
+        int rc = s->start_rc;
+        free(s);
+        return rc;
+    }
+    s->nworkers = f->o.rpc_threads;
+    s->workers = calloc(s->nworkers, sizeof *s->workers);
+    for (unsigned i = 0; s->workers && i < s->nworkers; i++) {
+        if (pthread_create(&s->workers[i], NULL, worker_main, s)) {
+            s->nworkers = i;
+            break;
+        }
+    }
+    f->svc = s;
+    return 0;
+}
+
+void svc_stop(struct fabric *f)
+{
+    struct svc *s = f->svc;
+    if (!s) return;
+    /* RPC threads first: they finish the handler they are running. */
+    pthread_mutex_lock(&s->q_mu);
+    s->q_stop = true;
+    pthread_cond_broadcast(&s->q_cv);
+    pthread_mutex_unlock(&s->q_mu);
+    for (unsigned i = 0; i < s->nworkers; i++) pthread_join(s->workers[i], NULL);
+    free(s->workers);
+    atomic_store(&s->stop, true);
+    uint64_t one = 1;
+    ssize_t w = write(s->wake_fd, &one, sizeof one);
+    (void)w;
+    pthread_join(s->thr, NULL);
+    /* Requests never run and replies never delivered. */
+    for (struct fab_rpc_req *r = s->q_head, *n; r; r = n) {
+        n = r->next;
+        req_free(r);
+    }
+    for (struct fab_rpc_req *r = s->replies, *n; r; r = n) {
+        n = r->next;
+        req_free(r);
+    }
+    for (struct echo_thread *e = s->echoes, *n; e; e = n) {
+        n = e->next;
+        shutdown(e->fd, SHUT_RDWR);
+        pthread_join(e->thr, NULL);
+        close(e->fd);
+        free(e);
+    }
+    close(s->wake_fd);
+    close(s->listen_fd);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->reply_mu);
+    pthread_mutex_destroy(&s->q_mu);
+    pthread_cond_destroy(&s->q_cv);
+    free(s);
+    f->svc = NULL;
+}

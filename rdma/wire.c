@@ -1,0 +1,274 @@
+/* Wire format encoders, decoders and the frame reassembler. */
+#include "wire.h"
+
+#include "rdkv_status.h"
+
+#include <endian.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline void put16(uint8_t *p, uint16_t v) { v = htole16(v); memcpy(p, &v, 2); }
+static inline void put32(uint8_t *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
+static inline void put64(uint8_t *p, uint64_t v) { v = htole64(v); memcpy(p, &v, 8); }
+static inline uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
+static inline uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
+static inline uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
+
+void wire_put_hdr(uint8_t *p, uint8_t type, uint32_t body_len)
+{
+    put32(p, body_len);
+    p[4] = type;
+    p[5] = 0;
+    put16(p + 6, 0);
+}
+
+int wire_get_hdr(const uint8_t *p, struct wire_hdr *h)
+{
+    h->len = get32(p);
+    h->type = p[4];
+    h->flags = p[5];
+    h->aux = get16(p + 6);
+    return 0;
+}
+
+void wire_put_hello(uint8_t *p, const struct wire_hello *h)
+{
+    wire_put_hdr(p, WIRE_HELLO, WIRE_HELLO_SIZE);
+    p += WIRE_HDR_SIZE;
+    put32(p, h->magic);
+    put16(p + 4, h->version);
+    put16(p + 6, h->kind);
+    put16(p + 8, h->src_node);
+    put16(p + 10, h->dst_node);
+    put32(p + 12, 0);
+    put64(p + 16, h->cluster_fp);
+}
+
+int wire_get_hello(const struct wire_hdr *h, const uint8_t *b, struct wire_hello *o)
+{
+    if (h->type != WIRE_HELLO || h->len != WIRE_HELLO_SIZE) return RDKV_EPROTO;
+    o->magic = get32(b);
+    o->version = get16(b + 4);
+    o->kind = get16(b + 6);
+    o->src_node = get16(b + 8);
+    o->dst_node = get16(b + 10);
+    o->cluster_fp = get64(b + 16);
+    if (o->magic != WIRE_MAGIC) return RDKV_EPROTO;
+    return 0;
+}
+
+void wire_put_hello_ack(uint8_t *p, const struct wire_hello_ack *a)
+{
+    wire_put_hdr(p, WIRE_HELLO_ACK, WIRE_HELLO_ACK_SIZE);
+    p += WIRE_HDR_SIZE;
+    put32(p, (uint32_t)a->status);
+    put16(p + 4, a->node);
+    put16(p + 6, a->transport);
+    put64(p + 8, a->arena_size);
+    put64(p + 16, a->cluster_fp);
+}
+
+int wire_get_hello_ack(const struct wire_hdr *h, const uint8_t *b, struct wire_hello_ack *o)
+{
+    if (h->type != WIRE_HELLO_ACK || h->len != WIRE_HELLO_ACK_SIZE) return RDKV_EPROTO;
+    o->status = (int32_t)get32(b);
+    o->node = get16(b + 4);
+    o->transport = get16(b + 6);
+    o->arena_size = get64(b + 8);
+    o->cluster_fp = get64(b + 16);
+    return 0;
+}
+
+void wire_put_op_req(uint8_t *p, const struct wire_op_req *r, uint32_t payload)
+{
+    wire_put_hdr(p, WIRE_OP_REQ, WIRE_OP_REQ_SIZE + payload);
+    p += WIRE_HDR_SIZE;
+    p[0] = r->op;
+    p[1] = p[2] = p[3] = 0;
+    put32(p + 4, r->len);
+    put64(p + 8, r->off);
+    put64(p + 16, r->arg);
+    put64(p + 24, r->swap);
+}
+
+int wire_get_op_req(const struct wire_hdr *h, const uint8_t *b, struct wire_op_req *o,
+                    const uint8_t **payload)
+{
+    if (h->type != WIRE_OP_REQ || h->len < WIRE_OP_REQ_SIZE) return RDKV_EPROTO;
+    o->op = b[0];
+    o->len = get32(b + 4);
+    o->off = get64(b + 8);
+    o->arg = get64(b + 16);
+    o->swap = get64(b + 24);
+    uint32_t extra = h->len - WIRE_OP_REQ_SIZE;
+    if (o->len > WIRE_OP_MAX) return RDKV_EPROTO;
+    if (o->op == 2 /* WRITE */) {
+        if (extra != o->len) return RDKV_EPROTO;
+    } else if (extra != 0) {
+        return RDKV_EPROTO;
+    }
+    *payload = b + WIRE_OP_REQ_SIZE;
+    return 0;
+}
+
+void wire_put_op_resp(uint8_t *p, const struct wire_op_resp *r)
+{
+    wire_put_hdr(p, WIRE_OP_RESP, WIRE_OP_RESP_SIZE + r->len);
+    p += WIRE_HDR_SIZE;
+    put32(p, (uint32_t)r->status);
+    put32(p + 4, r->len);
+    put64(p + 8, r->value);
+}
+
+int wire_get_op_resp(const struct wire_hdr *h, const uint8_t *b, struct wire_op_resp *o,
+                     const uint8_t **payload)
+{
+    if (h->type != WIRE_OP_RESP || h->len < WIRE_OP_RESP_SIZE) return RDKV_EPROTO;
+    o->status = (int32_t)get32(b);
+    o->len = get32(b + 4);
+    o->value = get64(b + 8);
+    if (o->len != h->len - WIRE_OP_RESP_SIZE) return RDKV_EPROTO;
+    *payload = b + WIRE_OP_RESP_SIZE;
+    return 0;
+}
+
+void wire_put_rpc_req(uint8_t *p, uint64_t id, uint16_t type, uint32_t payload)
+{
+    wire_put_hdr(p, WIRE_RPC_REQ, WIRE_RPC_SIZE + payload);
+    p += WIRE_HDR_SIZE;
+    put64(p, id);
+    put16(p + 8, type);
+    put16(p + 10, 0);
+    put32(p + 12, 0);
+}
+
+void wire_put_rpc_resp(uint8_t *p, uint64_t id, int32_t status, uint32_t payload)
+{
+    wire_put_hdr(p, WIRE_RPC_RESP, WIRE_RPC_SIZE + payload);
+    p += WIRE_HDR_SIZE;
+    put64(p, id);
+    put32(p + 8, (uint32_t)status);
+    put32(p + 12, 0);
+}
+
+int wire_get_rpc(const struct wire_hdr *h, const uint8_t *b, struct wire_rpc *o,
+                 const uint8_t **payload, size_t *payload_len)
+{
+    if ((h->type != WIRE_RPC_REQ && h->type != WIRE_RPC_RESP) || h->len < WIRE_RPC_SIZE)
+        return RDKV_EPROTO;
+    o->id = get64(b);
+    if (h->type == WIRE_RPC_REQ) {
+        o->type = get16(b + 8);
+        o->status = 0;
+    } else {
+        o->type = 0;
+        o->status = (int32_t)get32(b + 8);
+        if (o->status > 0 || o->status < -1000) return RDKV_EPROTO;
+    }
+    *payload = b + WIRE_RPC_SIZE;
+    *payload_len = h->len - WIRE_RPC_SIZE;
+    return 0;
+}
+
+uint32_t wire_max_body(uint8_t type, uint32_t rpc_max)
+{
+    switch (type) {
+    case WIRE_HELLO: return WIRE_HELLO_SIZE;
+    case WIRE_HELLO_ACK: return WIRE_HELLO_ACK_SIZE;
+    case WIRE_OP_REQ: return WIRE_OP_REQ_SIZE + WIRE_OP_MAX;
+    case WIRE_OP_RESP: return WIRE_OP_RESP_SIZE + WIRE_OP_MAX;
+    case WIRE_OP_RESET: return 0;
+    case WIRE_RPC_REQ:
+    case WIRE_RPC_RESP: return WIRE_RPC_SIZE + rpc_max;
+    }
+    return 0;
+}
+
+void wire_asm_init(struct wire_asm *a, uint32_t rpc_max)
+{
+    memset(a, 0, sizeof *a);
+    a->rpc_max = rpc_max;
+}
+
+void wire_asm_free(struct wire_asm *a)
+{
+    free(a->buf);
+    a->buf = NULL;
+    a->len = a->cap = 0;
+}
+
+/* Validates a header: known type, body within the type's limit. */
+static int check_hdr(const struct wire_asm *a, const struct wire_hdr *h)
+{
+    uint32_t max = wire_max_body(h->type, a->rpc_max);
+    if (max == 0 && h->type != WIRE_OP_RESET) return RDKV_EPROTO;
+    if (h->len > max) return RDKV_EPROTO;
+    return 0;
+}
+
+static int reserve(struct wire_asm *a, size_t need)
+{
+    if (need <= a->cap) return 0;
+    size_t cap = a->cap ? a->cap : 4096;
+    while (cap < need) cap *= 2;
+    uint8_t *nb = realloc(a->buf, cap);
+    if (!nb) return RDKV_ENOMEM;
+    a->buf = nb;
+    a->cap = cap;
+    return 0;
+}
+
+int wire_asm_feed(struct wire_asm *a, const uint8_t *data, size_t n, wire_frame_fn fn, void *arg)
+{
+    int rc;
+    struct wire_hdr h;
+    /* First complete a frame already started in buf. */
+    while (a->len > 0 && n > 0) {
+        if (a->len < WIRE_HDR_SIZE) {
+            size_t take = WIRE_HDR_SIZE - a->len;
+            if (take > n) take = n;
+            if ((rc = reserve(a, WIRE_HDR_SIZE))) return rc;
+            memcpy(a->buf + a->len, data, take);
+            a->len += take;
+            data += take;
+            n -= take;
+            if (a->len < WIRE_HDR_SIZE) return 0;
+            wire_get_hdr(a->buf, &h);
+            if ((rc = check_hdr(a, &h))) return rc;
+        }
+        wire_get_hdr(a->buf, &h);
+        size_t total = WIRE_HDR_SIZE + (size_t)h.len;
+        size_t take = total - a->len;
+        if (take > n) take = n;
+        if ((rc = reserve(a, total))) return rc;
+        memcpy(a->buf + a->len, data, take);
+        a->len += take;
+        data += take;
+        n -= take;
+        if (a->len < total) return 0;
+        a->len = 0;
+        if ((rc = fn(arg, &h, a->buf + WIRE_HDR_SIZE)) < 0) return rc;
+    }
+    /* Then frames wholly inside this chunk, in place. */
+    while (n >= WIRE_HDR_SIZE) {
+        wire_get_hdr(data, &h);
+        if ((rc = check_hdr(a, &h))) return rc;
+        size_t total = WIRE_HDR_SIZE + (size_t)h.len;
+        if (total > n) break;
+        if ((rc = fn(arg, &h, data + WIRE_HDR_SIZE)) < 0) return rc;
+        data += total;
+        n -= total;
+    }
+    /* Keep the tail. */
+    if (n > 0) {
+        if (n >= WIRE_HDR_SIZE) {
+            wire_get_hdr(data, &h);
+            if ((rc = reserve(a, WIRE_HDR_SIZE + (size_t)h.len))) return rc;
+        } else if ((rc = reserve(a, WIRE_HDR_SIZE))) {
+            return rc;
+        }
+        memcpy(a->buf, data, n);
+        a->len = n;
+    }
+    return 0;
+}

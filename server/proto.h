@@ -1,0 +1,13 @@
+/* RPC message types served by kvserver (above the fabric's own, which are below
+ * FAB_RPC_USER_BASE), and their payloads. */
+#ifndef RDKV_SERVER_PROTO_H
+#define RDKV_SERVER_PROTO_H
+
+#include "rdma/fabric.h"
+
+enum kv_rpc {
+    /* status: empty request; the reply is a JSON object (see server/status.c) */
+    KV_RPC_STATUS = FAB_RPC_USER_BASE + 0,
+};
+
+#endif

@@ -1,0 +1,29 @@
+/* Test clusters inside one process: n nodes, each a full fabric (its own service thread, arena and
+ * listening socket on an ephemeral 127.0.0.1 port), talking only through the transport. */
+#ifndef RDKV_TESTENV_H
+#define RDKV_TESTENV_H
+
+#include "rdma/fabric.h"
+
+#define TENV_MAX 8
+
+struct tenv {
+    unsigned n;
+    struct cluster_config cc;
+    struct fabric *f[TENV_MAX];
+};
+
+/* Transport used by tenv_start: from RDKV_TEST_TRANSPORT or --transport (default soft). */
+extern enum fab_transport tenv_transport;
+
+/* Parses and removes the options every test binary takes (--transport T). Returns new argc. */
+int tenv_args(int argc, char **argv);
+
+/* tweak (may be NULL) adjusts each node's options before it opens. */
+int tenv_start(struct tenv *e, unsigned n, uint64_t arena_size,
+               void (*tweak)(struct fab_opts *o, unsigned node));
+void tenv_stop(struct tenv *e);
+/* Closes one node (as if its process died: its sockets close). */
+void tenv_kill(struct tenv *e, unsigned node);
+
+#endif

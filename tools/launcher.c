@@ -1,0 +1,349 @@
+/* The cluster launcher. */
+#include "launcher.h"
+
+#include "common/clock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void launch_opts_init(struct launch_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->transport = FAB_SOFT;
+    o->ready_timeout_ns = 60 * NS_PER_S;
+}
+
+int launch_kvserver_path(const char *bindir, char *out, size_t cap)
+{
+    char self[PATH_MAX];
+    if (!bindir) {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n < 0) return RDKV_EIO;
+        self[n] = 0;
+        bindir = dirname(self);
+    }
+    if ((size_t)snprintf(out, cap, "%s/kvserver", bindir) >= cap) return RDKV_EINVAL;
+    if (access(out, X_OK) != 0) return RDKV_ENOTFOUND;
+    return 0;
+}
+
+static int pidfd_open_(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+
+static void last_log_line(const char *dir, unsigned node, char *out, size_t cap)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/node-%u.log", dir, node);
+    out[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        size_t n = strlen(line);
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+        if (n) snprintf(out, cap, "%s", line);
+    }
+    fclose(f);
+}
+
+static void rm_tree(const char *dir)
+{
+    char path[PATH_MAX + 64];
+    static const char *names[] = {"cluster.conf", NULL};
+    for (const char **n = names; *n; n++) {
+        snprintf(path, sizeof path, "%s/%s", dir, *n);
+        unlink(path);
+    }
+    for (unsigned i = 0; i < LAUNCH_MAX; i++) {
+        snprintf(path, sizeof path, "%s/node-%u.log", dir, i);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/node-%u.pid", dir, i);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+/* Waits for node's process to exit, up to deadline. Returns its exit status (-1 unknown) or -2
+ * on timeout. */
+static int wait_exit(struct launch *L, unsigned i, int64_t deadline)
+{
+    pid_t pid = L->pids[i];
+    int fd = pidfd_open_(pid);
+    if (fd >= 0) {
+        int64_t left = deadline - clock_now_ns();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int ms = left > 0 ? (int)(left / NS_PER_MS) : 0;
+        int r;
+        do r = poll(&p, 1, ms); while (r < 0 && errno == EINTR);
+        close(fd);
+        if (r == 0) return -2;
+    } else {
+        /* no pidfd (old kernel): poll for the exit */
+        while (kill(pid, 0) == 0) {
+            int st;
+            if (L->children && waitpid(pid, &st, WNOHANG) == pid)
+                return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+            if (clock_now_ns() > deadline) return -2;
+            clock_sleep_ns(10 * NS_PER_MS);
+        }
+    }
+    if (!L->children) return 0;
+    int st;
+    if (waitpid(pid, &st, 0) != pid) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_t errcap)
+{
+    memset(L, 0, sizeof *L);
+    if (o->nodes == 0 || o->nodes > LAUNCH_MAX) {
+        snprintf(err, errcap, "node count must be 1..%d", LAUNCH_MAX);
+        return RDKV_EINVAL;
+    }
+    char kvserver[PATH_MAX];
+    if (launch_kvserver_path(o->bindir, kvserver, sizeof kvserver)) {
+        snprintf(err, errcap, "cannot find an executable kvserver (%s)", kvserver);
+        return RDKV_ENOTFOUND;
+    }
+    if (o->dir) {
+        if (mkdir(o->dir, 0755) < 0 && errno != EEXIST) {
+            snprintf(err, errcap, "cannot create %s: %s", o->dir, strerror(errno));
+            return RDKV_EIO;
+        }
+        snprintf(L->dir, sizeof L->dir, "%s", o->dir);
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(L->dir, sizeof L->dir, "%s/rdkv-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(L->dir)) {
+            snprintf(err, errcap, "mkdtemp: %s", strerror(errno));
+            return RDKV_EIO;
+        }
+        L->own_dir = true;
+    }
+    L->n = o->nodes;
+    L->children = !o->detach;
+    int fds[LAUNCH_MAX];
+    uint16_t ports[LAUNCH_MAX];
+    const char *hosts[LAUNCH_MAX];
+    for (unsigned i = 0; i < L->n; i++) {
+        hosts[i] = o->host;
+        int rc = fab_listen(o->host, 0, &fds[i], &ports[i], err, errcap);
+        if (rc) {
+            while (i--) close(fds[i]);
+            return rc;
+        }
+    }
+    cluster_config_make(&L->cc, L->n, hosts, ports);
+    snprintf(L->cc.transport, sizeof L->cc.transport, "%s", fab_transport_name(o->transport));
+    L->cc.arena_size = o->arena_size;
+    snprintf(L->conf, sizeof L->conf, "%s/cluster.conf", L->dir);
+    FILE *cf = fopen(L->conf, "w");
+    if (!cf || cluster_config_write(&L->cc, cf) || fclose(cf)) {
+        snprintf(err, errcap, "cannot write %s", L->conf);
+        for (unsigned i = 0; i < L->n; i++) close(fds[i]);
+        return RDKV_EIO;
+    }
+    int ready[LAUNCH_MAX];
+    int rc = 0;
+    unsigned started = 0;
+    for (unsigned i = 0; i < L->n; i++) {
+        int pfd[2];
+        if (pipe2(pfd, O_CLOEXEC) < 0) {
+            snprintf(err, errcap, "pipe: %s", strerror(errno));
+            rc = RDKV_EIO;
+            break;
+        }
+        char logp[PATH_MAX + 32], nodes[16];
+        snprintf(logp, sizeof logp, "%s/node-%u.log", L->dir, i);
+        snprintf(nodes, sizeof nodes, "%u", i);
+        pid_t pid = fork();
+        if (pid < 0) {
+            snprintf(err, errcap, "fork: %s", strerror(errno));
+            close(pfd[0]);
+            close(pfd[1]);
+            rc = RDKV_EIO;
+            break;
+        }
+        if (pid == 0) {
+            if (o->detach) setsid();
+            int log = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            int devnull = open("/dev/null", O_RDONLY);
+            /* fds 3 and 4 become the listening socket and the ready pipe */
+            int lfd = fcntl(fds[i], F_DUPFD, 10), rfd = fcntl(pfd[1], F_DUPFD, 10);
+            if (log < 0 || devnull < 0 || lfd < 0 || rfd < 0) _exit(127);
+            dup2(devnull, 0);
+            dup2(log, 1);
+            dup2(log, 2);
+            dup2(lfd, 3);
+            dup2(rfd, 4);
+            for (int fd = 5; fd < 1024; fd++) close(fd);
+            const char *argv[32];
+            int a = 0;
+            argv[a++] = kvserver;
+            argv[a++] = "--config";
+            argv[a++] = L->conf;
+            argv[a++] = "--node";
+            argv[a++] = nodes;
+            argv[a++] = "--listen-fd";
+            argv[a++] = "3";
+            argv[a++] = "--ready-fd";
+            argv[a++] = "4";
+            for (int k = 0; k < 8 && o->extra[k] && a < 30; k++) argv[a++] = o->extra[k];
+            argv[a] = NULL;
+            execv(kvserver, (char *const *)argv);
+            _exit(127);
+        }
+        close(pfd[1]);
+        ready[i] = pfd[0];
+        L->pids[i] = pid;
+        started++;
+        if (o->detach) {
+            char pp[PATH_MAX + 32];
+            snprintf(pp, sizeof pp, "%s/node-%u.pid", L->dir, i);
+            FILE *pf = fopen(pp, "w");
+            if (pf) {
+                fprintf(pf, "%d\n", (int)pid);
+                fclose(pf);
+            }
+        }
+    }
+    for (unsigned i = 0; i < L->n; i++) close(fds[i]);
+    /* Wait for every node's "ready" line (or its exit, which closes the pipe). */
+    int64_t deadline = clock_now_ns() + (o->ready_timeout_ns > 0 ? o->ready_timeout_ns : 60 * NS_PER_S);
+    for (unsigned i = 0; i < started && rc == 0; i++) {
+        char buf[64];
+        size_t got = 0;
+        for (;;) {
+            int64_t left = deadline - clock_now_ns();
+            if (left <= 0) {
+                snprintf(err, errcap, "node %u was not ready in time (log: %s/node-%u.log)", i,
+                         L->dir, i);
+                rc = RDKV_ETIMEDOUT;
+                break;
+            }
+            struct pollfd p = {.fd = ready[i], .events = POLLIN};
+            int r = poll(&p, 1, (int)(left / NS_PER_MS) + 1);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) continue;
+            ssize_t n = read(ready[i], buf + got, sizeof buf - 1 - got);
+            if (n > 0) {
+                got += (size_t)n;
+                buf[got] = 0;
+                if (strstr(buf, "ready")) break;
+                if (got >= sizeof buf - 1) got = 0;
+                continue;
+            }
+            char line[400];
+            last_log_line(L->dir, i, line, sizeof line);
+            snprintf(err, errcap, "node %u failed to start: %s", i,
+                     line[0] ? line : "exited without a message");
+            rc = RDKV_EUNAVAILABLE;
+            break;
+        }
+    }
+    for (unsigned i = 0; i < started; i++) close(ready[i]);
+    if (rc) {
+        L->n = started;
+        bool own = L->own_dir;
+        L->own_dir = false; /* keep the logs for the user to read */
+        launch_stop(L, 5 * NS_PER_S);
+        if (own) fprintf(stderr, "logs kept in %s\n", L->dir);
+        return rc;
+    }
+    return 0;
+}
+
+int launch_attach(struct launch *L, const char *dir, char *err, size_t errcap)
+{
+    memset(L, 0, sizeof *L);
+    snprintf(L->dir, sizeof L->dir, "%s", dir);
+    snprintf(L->conf, sizeof L->conf, "%s/cluster.conf", dir);
+    int rc = cluster_config_load(L->conf, &L->cc, err, errcap);
+    if (rc) return rc;
+    L->n = L->cc.n > LAUNCH_MAX ? LAUNCH_MAX : L->cc.n;
+    for (unsigned i = 0; i < L->n; i++) {
+        char pp[PATH_MAX + 32];
+        snprintf(pp, sizeof pp, "%s/node-%u.pid", dir, i);
+        FILE *pf = fopen(pp, "r");
+        int pid = 0;
+        if (pf) {
+            if (fscanf(pf, "%d", &pid) != 1) pid = 0;
+            fclose(pf);
+        }
+        /* Only a kvserver that runs this very config is ours to signal. */
+        char cmd[PATH_MAX + 64], line[4096];
+        snprintf(cmd, sizeof cmd, "/proc/%d/cmdline", pid);
+        FILE *cl = pid > 0 ? fopen(cmd, "r") : NULL;
+        bool ours = false;
+        if (cl) {
+            size_t n = fread(line, 1, sizeof line - 1, cl);
+            fclose(cl);
+            for (size_t k = 0; k < n; k++)
+                if (!line[k]) line[k] = ' ';
+            line[n] = 0;
+            ours = strstr(line, "kvserver") && strstr(line, L->conf);
+        }
+        L->pids[i] = ours ? pid : 0;
+    }
+    return 0;
+}
+
+int launch_signal(struct launch *L, unsigned node, int sig)
+{
+    if (node >= L->n || L->pids[node] <= 0) return RDKV_EINVAL;
+    return kill(L->pids[node], sig) == 0 ? 0 : RDKV_EIO;
+}
+
+bool launch_alive(struct launch *L, unsigned node)
+{
+    if (node >= L->n || L->pids[node] <= 0) return false;
+    if (L->children) {
+        int st;
+        if (waitpid(L->pids[node], &st, WNOHANG) == L->pids[node]) {
+            L->pids[node] = -L->pids[node];
+            return false;
+        }
+    }
+    return kill(L->pids[node], 0) == 0;
+}
+
+int launch_stop(struct launch *L, int64_t timeout_ns)
+{
+    int rc = 0;
+    for (unsigned i = 0; i < L->n; i++)
+        if (L->pids[i] > 0) {
+            kill(L->pids[i], SIGCONT);
+            kill(L->pids[i], SIGTERM);
+        }
+    int64_t deadline = clock_now_ns() + timeout_ns;
+    for (unsigned i = 0; i < L->n; i++) {
+        if (L->pids[i] <= 0) continue;
+        int st = wait_exit(L, i, deadline);
+        if (st == -2) {
+            kill(L->pids[i], SIGKILL);
+            st = wait_exit(L, i, clock_now_ns() + 5 * NS_PER_S);
+            fprintf(stderr, "node %u did not stop on SIGTERM; killed\n", i);
+            rc = RDKV_ETIMEDOUT;
+        } else if (st != 0 && rc == 0) {
+            rc = RDKV_EIO;
+        }
+        L->pids[i] = 0;
+        char pp[PATH_MAX + 32];
+        snprintf(pp, sizeof pp, "%s/node-%u.pid", L->dir, i);
+        unlink(pp);
+    }
+    if (L->own_dir) rm_tree(L->dir);
+    cluster_config_free(&L->cc);
+    L->n = 0;
+    return rc;
+}

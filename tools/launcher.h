@@ -1,0 +1,52 @@
+/* The cluster launcher: starts N kvserver processes on this host, each on a port the kernel
+ * picked (bound here and handed down, so there is no race for ports), waits until every node says
+ * it is ready, and stops them all again. kvbench --nodes, kvcluster and the tests use it. */
+#ifndef RDKV_LAUNCHER_H
+#define RDKV_LAUNCHER_H
+
+#include "rdma/fabric.h"
+
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define LAUNCH_MAX 64
+
+struct launch_opts {
+    unsigned nodes;
+    const char *bindir;            /* where kvserver is; NULL: next to the running program */
+    const char *host;              /* default 127.0.0.1 */
+    enum fab_transport transport;  /* default soft */
+    uint64_t arena_size;           /* 0: kvserver's default */
+    const char *dir;               /* config, logs, pids; NULL: a new temporary directory */
+    bool detach;                   /* nodes outlive the launcher (kvcluster) */
+    int64_t ready_timeout_ns;      /* default 60 s */
+    const char *extra[8];          /* more kvserver arguments, NULL-terminated */
+};
+
+struct launch {
+    unsigned n;
+    struct cluster_config cc;
+    char dir[PATH_MAX];
+    char conf[PATH_MAX + 32];
+    pid_t pids[LAUNCH_MAX];
+    bool own_dir;                  /* a temporary directory that launch_stop removes */
+    bool children;                 /* pids are our children (waitpid) */
+};
+
+void launch_opts_init(struct launch_opts *o);
+/* Starts the nodes and waits for all to be ready; on failure stops the ones it started and says
+ * why (with the last line of the failing node's log). */
+int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_t errcap);
+/* Reads a directory written by a detached launch (for kvcluster stop/status). */
+int launch_attach(struct launch *L, const char *dir, char *err, size_t errcap);
+int launch_signal(struct launch *L, unsigned node, int sig);
+/* True while node's process exists. */
+bool launch_alive(struct launch *L, unsigned node);
+/* SIGTERM to every node, wait up to timeout for each, SIGKILL the rest. Returns 0 when every
+ * node exited with status 0 (or, for detached nodes, exited at all). Frees L's resources. */
+int launch_stop(struct launch *L, int64_t timeout_ns);
+/* Path of the kvserver binary next to the running program (or in bindir). */
+int launch_kvserver_path(const char *bindir, char *out, size_t cap);
+
+#endif
