@@ -593,7 +593,7 @@ static void ctx_handle_cqe(struct fab_ctx *c, struct io_uring_cqe *cqe)
         }
         break;
     }
-    case EV_POLL: verbs_on_channel(c); break;
+    case EV_POLL: verbs_on_channel(c, cqe->res); break;
     default: break;
     }
 }

@@ -211,6 +211,9 @@ int ctx_ep_up(struct fab_ctx *c, uint16_t node);
  * RPCs to the RPC threads. */
 int svc_start(struct fabric *f, int listen_fd, char *err, size_t errcap);
 void svc_stop(struct fabric *f);
+/* The service connection an RPC arrived on: an id unique for the fabric's lifetime. Resources a
+ * handler creates for a peer (verbs queue pairs) are tied to it. */
+uint64_t svc_req_conn_id(const struct fab_rpc_req *req);
 
 /* ---------------------------------------------------------------------------------------------
  * The verbs backend (rdma/verbs). Every function returns 0 or RDKV_E*. */
@@ -226,9 +229,12 @@ int verbs_post(struct fab_ctx *c, unsigned slot);
 int verbs_poll(struct fab_ctx *c);
 /* Arms the completion channel so that the ring's poll fires on the next completion. */
 void verbs_arm(struct fab_ctx *c);
-/* Called on EV_POLL for the channel. */
-void verbs_on_channel(struct fab_ctx *c);
+/* Called on EV_POLL for the channel (res is the poll CQE's result). */
+void verbs_on_channel(struct fab_ctx *c, int res);
 /* The endpoint to node failed: drop its queue pair (its work requests are failed by the caller). */
 void verbs_peer_down(struct fab_ctx *c, uint16_t node);
+/* The service closed connection conn_id: drop the passive queue pairs created for it. Called on
+ * the service thread. */
+void verbs_conn_gone(struct fabric *f, uint64_t conn_id);
 
 #endif

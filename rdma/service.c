@@ -30,6 +30,7 @@ struct sconn {
     bool qp_error;    /* soft one-sided: flush everything until WIRE_OP_RESET */
     bool echo;        /* hand the socket to an echo thread once the recv is cancelled */
     int reqs;         /* RPC requests that still owe a reply on this connection */
+    uint64_t id;
 };
 
 struct fab_rpc_req {
@@ -64,6 +65,7 @@ struct svc {
     uint64_t wake_buf;
     _Atomic bool stop;
     struct sconn *conns;
+    uint64_t next_conn_id;
     bool accept_armed;
     /* start-up handshake */
     pthread_mutex_t mu;
@@ -112,6 +114,7 @@ static void deliver_reply(struct svc *s, struct fab_rpc_req *r)
 const void *fab_rpc_data(const struct fab_rpc_req *req) { return req->data; }
 size_t fab_rpc_len(const struct fab_rpc_req *req) { return req->len; }
 uint16_t fab_rpc_src(const struct fab_rpc_req *req) { return req->src; }
+uint64_t svc_req_conn_id(const struct fab_rpc_req *req) { return req->conn->id; }
 
 void fab_rpc_reply(struct fab_rpc_req *req, int status, const void *data, size_t len)
 {
@@ -397,6 +400,7 @@ static void sconn_new(struct svc *s, int fd)
     conn_init(&sc->c, fd, s->f->o.rpc_max_bytes);
     sc->svc = s;
     sc->peer = FAB_NODE_CLIENT;
+    sc->id = ++s->next_conn_id;
     sc->next = s->conns;
     if (s->conns) s->conns->prev = sc;
     s->conns = sc;
@@ -409,6 +413,7 @@ static void sconn_maybe_free(struct svc *s, struct sconn *sc)
     if (sc->prev) sc->prev->next = sc->next;
     else s->conns = sc->next;
     if (sc->next) sc->next->prev = sc->prev;
+    if (s->f->vn) verbs_conn_gone(s->f, sc->id);
     conn_fini(&sc->c);
     free(sc);
 }
@@ -631,6 +636,7 @@ static void *svc_main(void *arg)
     io_uring_queue_exit(&s->ring);
     for (struct sconn *sc = s->conns, *n; sc; sc = n) {
         n = sc->next;
+        if (s->f->vn) verbs_conn_gone(s->f, sc->id);
         conn_fini(&sc->c);
         free(sc);
     }
