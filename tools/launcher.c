@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -166,6 +167,7 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
         char logp[PATH_MAX + 32], nodes[16];
         snprintf(logp, sizeof logp, "%s/node-%u.log", L->dir, i);
         snprintf(nodes, sizeof nodes, "%u", i);
+        pid_t parent = getpid();
         pid_t pid = fork();
         if (pid < 0) {
             snprintf(err, errcap, "fork: %s", strerror(errno));
@@ -176,6 +178,8 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
         }
         if (pid == 0) {
             if (o->detach) setsid();
+            else if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != parent)
+                _exit(1); /* never outlive the launcher by accident */
             int log = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
             int devnull = open("/dev/null", O_RDONLY);
             /* fds 3 and 4 become the listening socket and the ready pipe */

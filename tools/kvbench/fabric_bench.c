@@ -1,1 +1,518 @@
-/* fabric */
+/* kvbench fabric: round-trip latency and throughput of every fabric operation at queue depth 1
+ * and 16, against a raw TCP ping-pong on the same hosts as the baseline, plus the CPU an idle
+ * node burns. */
+#include "bench.h"
+
+#include "common/clock.h"
+#include "common/parse.h"
+#include "rdma/wire.h"
+#include "server/proto.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static const char usage[] =
+    "usage: kvbench fabric [--nodes N | --config FILE] [options]\n"
+    "\n"
+    "Measures the fabric: p50/p99/p99.9 round-trip latency and ops/s of READ 8 B, 64 B and 4 KiB,\n"
+    "WRITE 8 B, CAS, FAA and an RPC echo, each at queue depth 1 and 16, and as the baseline a\n"
+    "raw TCP ping-pong of 8-byte messages to the same node (no fabric). It also reports the CPU\n"
+    "an idle node uses.\n"
+    "\n"
+    "  --nodes N          start N local kvserver nodes for the run (default 3)\n"
+    "  --config FILE      use the running cluster in FILE instead\n"
+    "  --transport T      soft, verbs or auto (default soft with --nodes, else the config's)\n"
+    "  --seconds S        length of each measurement (default 2)\n"
+    "  --threads T        client threads; thread i targets node (target + i) mod N (default 1)\n"
+    "  --target-node N    the node the first thread measures (default 0)\n"
+    "  --ops LIST         comma-separated subset of read8,read64,read4k,write8,cas,faa,rpc\n"
+    "  --depths LIST      comma-separated queue depths (default 1,16)\n"
+    "  --idle-seconds S   how long to watch idle nodes (default 2; 0 skips it)\n"
+    "  --spin-us U        a waiting client thread polls U us before it blocks (default 20;\n"
+    "                     the ping-pong baseline always blocks)\n"
+    "  --json FILE        also write the results as JSON\n"
+    "  -h, --help         this text\n";
+
+enum bop { B_READ8, B_READ64, B_READ4K, B_WRITE8, B_CAS, B_FAA, B_RPC, B_NOPS };
+static const char *const bop_key[B_NOPS] = {"read8", "read64", "read4k", "write8", "cas", "faa", "rpc"};
+static const char *const bop_op[B_NOPS] = {"READ", "READ", "READ", "WRITE", "CAS", "FAA", "RPC_ECHO"};
+static const unsigned bop_size[B_NOPS] = {8, 64, 4096, 8, 8, 8, 8};
+
+#define MAX_DEPTH 256
+#define MAX_THREADS 64
+#define TARGET_OFF (1u << 20) /* far from the arena header */
+
+struct worker {
+    struct fabric *f;
+    uint16_t node;
+    enum bop op;
+    unsigned depth;
+    int64_t warmup_ns, run_ns;
+    struct bench_stats st;
+    uint64_t rt_before, rt_after;
+    int rc;
+};
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct fab_ctx *c;
+    w->rc = fab_ctx_create(w->f, &c);
+    if (w->rc) return NULL;
+    hist_init(&w->st.h);
+    static __thread uint8_t bufs[MAX_DEPTH][4096];
+    static __thread struct fab_buf resp[MAX_DEPTH];
+    struct fab_op ops[MAX_DEPTH];
+    int64_t posted_at[MAX_DEPTH];
+    uint64_t ctr = 0;
+    rptr base = rptr_make(w->node, TARGET_OFF);
+    int64_t start = clock_now_ns(), measure_from = start + w->warmup_ns;
+    int64_t end = measure_from + w->run_ns;
+    bool measuring = false, stopping = false;
+    unsigned freelist[MAX_DEPTH], nfree = w->depth;
+    for (unsigned i = 0; i < w->depth; i++) freelist[i] = i;
+    for (;;) {
+        int64_t now = clock_now_ns();
+        if (!measuring && now >= measure_from) {
+            measuring = true;
+            hist_init(&w->st.h);
+            w->st.ok = w->st.errors = 0;
+            w->rt_before = fab_counters(c)->round_trips + fab_counters(c)->rpcs;
+        }
+        if (now >= end || bench_stop) stopping = true;
+        while (!stopping && nfree > 0) {
+            unsigned slot = freelist[--nfree];
+            rptr p = rptr_add(base, (uint64_t)slot * 4096);
+            int rc;
+            switch (w->op) {
+            case B_READ8:
+            case B_READ64:
+            case B_READ4K: ops[slot] = fab_op_read(p, bufs[slot], bop_size[w->op]); break;
+            case B_WRITE8:
+                ctr++;
+                memcpy(bufs[slot], &ctr, 8);
+                ops[slot] = fab_op_write(p, bufs[slot], 8);
+                break;
+            case B_CAS: ops[slot] = fab_op_cas(p, ctr, ctr + 1); ctr++; break;
+            case B_FAA: ops[slot] = fab_op_faa(p, 1); break;
+            default: break;
+            }
+            posted_at[slot] = clock_now_ns();
+            if (w->op == B_RPC)
+                rc = fab_rpc_post(c, w->node, FAB_RPC_ECHO, "12345678", 8, &resp[slot], 0, slot);
+            else
+                rc = fab_post(c, &ops[slot], 1, slot);
+            if (rc) {
+                freelist[nfree++] = slot;
+                w->rc = rc;
+                stopping = true;
+            }
+        }
+        if (nfree == w->depth) break;
+        struct fab_cqe cq[MAX_DEPTH];
+        int n = fab_wait(c, cq, (int)w->depth, 100 * NS_PER_MS);
+        int64_t done = clock_now_ns();
+        for (int k = 0; k < n; k++) {
+            unsigned slot = (unsigned)cq[k].tag;
+            if (measuring) {
+                if (cq[k].status == 0) {
+                    w->st.ok++;
+                    hist_record(&w->st.h, (uint64_t)(done - posted_at[slot]));
+                } else {
+                    w->st.errors++;
+                }
+            }
+            freelist[nfree++] = slot;
+        }
+    }
+    w->st.seconds = (double)(clock_now_ns() - measure_from) / 1e9;
+    if (w->st.seconds < 0) w->st.seconds = 0;
+    w->rt_after = fab_counters(c)->round_trips + fab_counters(c)->rpcs;
+    for (unsigned i = 0; i < MAX_DEPTH; i++) fab_buf_free(&resp[i]);
+    fab_ctx_destroy(c);
+    return NULL;
+}
+
+/* Runs one (op, depth) measurement on `threads` threads and merges their results. */
+static int measure(struct fabric *f, unsigned threads, unsigned target, enum bop op, unsigned depth,
+                   double seconds, struct bench_stats *out)
+{
+    struct worker w[MAX_THREADS];
+    pthread_t thr[MAX_THREADS];
+    unsigned n = fab_num_nodes(f);
+    for (unsigned t = 0; t < threads; t++) {
+        memset(&w[t], 0, sizeof w[t]);
+        w[t].f = f;
+        w[t].node = (uint16_t)((target + t) % n);
+        w[t].op = op;
+        w[t].depth = depth;
+        w[t].warmup_ns = (int64_t)(seconds * 0.1 * 1e9);
+        if (w[t].warmup_ns > 2 * NS_PER_S) w[t].warmup_ns = 2 * NS_PER_S;
+        if (w[t].warmup_ns < 100 * NS_PER_MS) w[t].warmup_ns = 100 * NS_PER_MS;
+        w[t].run_ns = (int64_t)(seconds * 1e9);
+        pthread_create(&thr[t], NULL, worker_main, &w[t]);
+    }
+    memset(out, 0, sizeof *out);
+    hist_init(&out->h);
+    int rc = 0;
+    uint64_t rts = 0;
+    for (unsigned t = 0; t < threads; t++) {
+        pthread_join(thr[t], NULL);
+        if (w[t].rc && !rc) rc = w[t].rc;
+        hist_merge(&out->h, &w[t].st.h);
+        out->ok += w[t].st.ok;
+        out->errors += w[t].st.errors;
+        if (w[t].st.seconds > out->seconds) out->seconds = w[t].st.seconds;
+        rts += w[t].rt_after - w[t].rt_before;
+    }
+    /* ops/s across threads: each thread's count over the common wall-clock window */
+    out->depth = depth;
+    out->round_trips_per_op = out->ok ? (double)rts / (double)(out->ok + out->errors) : 0;
+    snprintf(out->name, sizeof out->name, "%s-%uB-QD%u", bop_op[op], bop_size[op], depth);
+    return rc;
+}
+
+/* The baseline: 8-byte ping-pong over a plain TCP connection answered by a plain blocking thread
+ * on the node (no io_uring, no fabric framing). */
+static int tcp_pingpong(const struct cluster_config *cc, uint16_t node, double seconds,
+                        struct bench_stats *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    hist_init(&out->h);
+    snprintf(out->name, sizeof out->name, "TCP-PINGPONG-8B");
+    out->depth = 1;
+    const struct cluster_node *nd = &cc->nodes[node];
+    char port[8];
+    snprintf(port, sizeof port, "%u", nd->port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai;
+    if (getaddrinfo(nd->host, port, &hints, &ai)) {
+        snprintf(err, errcap, "cannot resolve %s", nd->host);
+        return RDKV_EUNAVAILABLE;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+        snprintf(err, errcap, "connect %s:%u: %s", nd->host, nd->port, strerror(errno));
+        freeaddrinfo(ai);
+        if (fd >= 0) close(fd);
+        return RDKV_EUNAVAILABLE;
+    }
+    freeaddrinfo(ai);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    uint8_t hb[WIRE_HDR_SIZE + WIRE_HELLO_SIZE], ab[WIRE_HDR_SIZE + WIRE_HELLO_ACK_SIZE];
+    struct wire_hello hello = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .kind = WIRE_KIND_ECHO,
+                               .src_node = FAB_NODE_CLIENT, .dst_node = node,
+                               .cluster_fp = cc->fingerprint};
+    wire_put_hello(hb, &hello);
+    struct wire_hdr h;
+    struct wire_hello_ack ack;
+    if (send(fd, hb, sizeof hb, MSG_NOSIGNAL) != (ssize_t)sizeof hb ||
+        recv(fd, ab, sizeof ab, MSG_WAITALL) != (ssize_t)sizeof ab ||
+        (wire_get_hdr(ab, &h), wire_get_hello_ack(&h, ab + WIRE_HDR_SIZE, &ack)) || ack.status) {
+        snprintf(err, errcap, "node %u refused the ping-pong connection", node);
+        close(fd);
+        return RDKV_EPROTO;
+    }
+    int64_t warm_end = clock_now_ns() + (int64_t)(seconds * 0.1e9) + 100 * NS_PER_MS;
+    int64_t start = 0, end = 0;
+    uint64_t m = 0;
+    int rc = 0;
+    for (bool measuring = false;;) {
+        int64_t t0 = clock_now_ns();
+        if (!measuring && t0 >= warm_end) {
+            measuring = true;
+            start = t0;
+            end = start + (int64_t)(seconds * 1e9);
+        }
+        if ((measuring && t0 >= end) || bench_stop) break;
+        m++;
+        uint64_t back;
+        if (send(fd, &m, 8, MSG_NOSIGNAL) != 8 || recv(fd, &back, 8, MSG_WAITALL) != 8 || back != m) {
+            snprintf(err, errcap, "ping-pong with node %u broke", node);
+            rc = RDKV_EIO;
+            break;
+        }
+        if (measuring) {
+            hist_record(&out->h, (uint64_t)(clock_now_ns() - t0));
+            out->ok++;
+        }
+    }
+    out->seconds = (double)(clock_now_ns() - start) / 1e9;
+    close(fd);
+    return rc;
+}
+
+/* CPU used by each node over an idle window, from the nodes' own status RPC. */
+static int idle_cpu(struct fabric *f, double seconds, double *pct, char *err, size_t errcap)
+{
+    struct fab_ctx *c;
+    if (fab_ctx_create(f, &c)) return RDKV_ENOMEM;
+    unsigned n = fab_num_nodes(f);
+    int64_t cpu0[LAUNCH_MAX], t0[LAUNCH_MAX];
+    struct fab_buf resp = {0};
+    int rc = 0;
+    for (unsigned pass = 0; pass < 2 && rc == 0; pass++) {
+        if (pass == 1) {
+            int64_t until = clock_now_ns() + (int64_t)(seconds * 1e9);
+            while (clock_now_ns() < until && !bench_stop) clock_sleep_ns(50 * NS_PER_MS);
+        }
+        for (unsigned i = 0; i < n && i < LAUNCH_MAX; i++) {
+            rc = fab_rpc_call(c, (uint16_t)i, KV_RPC_STATUS, NULL, 0, &resp, 5 * NS_PER_S);
+            if (rc) {
+                snprintf(err, errcap, "status of node %u: %s", i, rdkv_strerror(rc));
+                break;
+            }
+            char *js = strndup(resp.data, resp.len);
+            const char *k = js ? strstr(js, "\"cpu_ns\":") : NULL;
+            int64_t cpu = k ? strtoll(k + 9, NULL, 10) : -1;
+            free(js);
+            int64_t now = clock_now_ns();
+            if (pass == 0) {
+                cpu0[i] = cpu;
+                t0[i] = now;
+            } else {
+                pct[i] = 100.0 * (double)(cpu - cpu0[i]) / (double)(now - t0[i]);
+            }
+        }
+    }
+    fab_buf_free(&resp);
+    fab_ctx_destroy(c);
+    return rc;
+}
+
+static unsigned parse_list(const char *s, const char *const *keys, unsigned nkeys, bool *sel)
+{
+    unsigned count = 0;
+    char *dup = strdup(s), *save = NULL;
+    for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        unsigned k;
+        for (k = 0; k < nkeys; k++)
+            if (!strcmp(t, keys[k])) break;
+        if (k == nkeys) {
+            free(dup);
+            bench_usage_error("fabric", "unknown op '%s' in --ops", t);
+        }
+        if (!sel[k]) count++;
+        sel[k] = true;
+    }
+    free(dup);
+    return count;
+}
+
+int cmd_fabric(int argc, char **argv)
+{
+    struct bench_common co;
+    bench_common_init(&co);
+    unsigned threads = 1, target = 0, ndepths = 2;
+    unsigned depths[8] = {1, 16};
+    double idle_s = 2;
+    bool sel[B_NOPS];
+    for (unsigned k = 0; k < B_NOPS; k++) sel[k] = true;
+    bool transport_given = false;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t u;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (!strcmp(o, "--transport")) transport_given = true;
+        if (bench_common_opt(&co, argc, argv, &i)) continue;
+        if (!strcmp(o, "--threads")) {
+            if (!v || parse_uint_range(v, 1, MAX_THREADS, &u)) bench_usage_error("fabric", "--threads needs 1..64 (got '%s')", v ? v : "");
+            threads = (unsigned)u;
+        } else if (!strcmp(o, "--target-node")) {
+            if (!v || parse_uint_range(v, 0, 65534, &u)) bench_usage_error("fabric", "bad --target-node '%s'", v ? v : "");
+            target = (unsigned)u;
+        } else if (!strcmp(o, "--ops")) {
+            if (!v) bench_usage_error("fabric", "%s needs a list", o);
+            for (unsigned k = 0; k < B_NOPS; k++) sel[k] = false;
+            parse_list(v, bop_key, B_NOPS, sel);
+        } else if (!strcmp(o, "--depths")) {
+            if (!v) bench_usage_error("fabric", "%s needs a list", o);
+            ndepths = 0;
+            char *dup = strdup(v), *save = NULL;
+            for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (ndepths == 8 || parse_uint_range(t, 1, MAX_DEPTH, &u))
+                    bench_usage_error("fabric", "bad --depths '%s' (up to 8 values in 1..256)", v);
+                depths[ndepths++] = (unsigned)u;
+            }
+            free(dup);
+            if (!ndepths) bench_usage_error("fabric", "bad --depths '%s'", v);
+        } else if (!strcmp(o, "--idle-seconds")) {
+            if (!v || parse_double(v, &idle_s) || idle_s < 0) bench_usage_error("fabric", "bad --idle-seconds '%s'", v ? v : "");
+        } else {
+            bench_usage_error("fabric", "unknown option '%s'", o);
+        }
+        i++;
+    }
+    if (co.config && !transport_given) co.transport = FAB_AUTO;
+    bench_install_signals();
+
+    struct bench_cluster bc;
+    char err[512];
+    if (bench_cluster_open(&bc, &co, 30 * NS_PER_S, err, sizeof err)) {
+        fprintf(stderr, "kvbench fabric: error: %s\n", err);
+        return 1;
+    }
+    unsigned nn = fab_num_nodes(bc.f);
+    if (target >= nn) {
+        fprintf(stderr, "kvbench fabric: error: --target-node %u, but the cluster has %u nodes\n", target, nn);
+        bench_cluster_close(&bc);
+        return 2;
+    }
+    printf("# kvbench fabric: transport %s, %u node%s%s, %u client thread%s (first -> node %u), "
+           "%.1f s per measurement\n",
+           fab_transport_name(bc.transport), nn, nn == 1 ? "" : "s",
+           bc.launched ? " (local processes)" : "", threads, threads == 1 ? "" : "s", target,
+           co.seconds);
+    fflush(stdout);
+
+    int rc = 0;
+    double idle[LAUNCH_MAX] = {0};
+    bool have_idle = false;
+    if (idle_s > 0) {
+        if (idle_cpu(bc.f, idle_s, idle, err, sizeof err)) {
+            fprintf(stderr, "kvbench fabric: idle measurement failed: %s\n", err);
+        } else {
+            have_idle = true;
+        }
+    }
+
+    struct bench_stats res[B_NOPS * 8];
+    unsigned nres = 0;
+    for (unsigned k = 0; k < B_NOPS && !bench_stop; k++) {
+        if (!sel[k]) continue;
+        for (unsigned d = 0; d < ndepths && !bench_stop; d++) {
+            struct bench_stats *s = &res[nres++];
+            int r = measure(bc.f, threads, target, (enum bop)k, depths[d], co.seconds, s);
+            if (r) {
+                fprintf(stderr, "kvbench fabric: %s: %s\n", s->name, rdkv_strerror(r));
+                rc = 1;
+            }
+            if (s->errors) rc = 1;
+            bench_print_ycsb(stdout, s);
+            fflush(stdout);
+        }
+    }
+    struct bench_stats base;
+    bool have_base = false;
+    if (!bench_stop) {
+        if (tcp_pingpong(bc.cfg, (uint16_t)target, co.seconds, &base, err, sizeof err)) {
+            fprintf(stderr, "kvbench fabric: baseline: %s\n", err);
+            rc = 1;
+        } else {
+            have_base = true;
+            bench_print_ycsb(stdout, &base);
+        }
+    }
+    if (have_idle)
+        for (unsigned i = 0; i < nn && i < LAUNCH_MAX; i++)
+            printf("[IDLE], Node%uCPU(%%), %.2f\n", i, idle[i]);
+
+    /* A readable summary, with the targets of docs/benchmarks.md. */
+    printf("\n%-18s %5s %12s %10s %10s %10s %8s\n", "op", "depth", "ops/s", "p50(us)", "p99(us)",
+           "p99.9(us)", "RT/op");
+    for (unsigned i = 0; i < nres; i++) {
+        const struct bench_stats *s = &res[i];
+        printf("%-18s %5u %12.0f %10.1f %10.1f %10.1f %8.2f\n", s->name, s->depth,
+               bench_ops_per_s(s), hist_percentile(&s->h, 50) / 1e3, hist_percentile(&s->h, 99) / 1e3,
+               hist_percentile(&s->h, 99.9) / 1e3, s->round_trips_per_op);
+    }
+    if (have_base)
+        printf("%-18s %5u %12.0f %10.1f %10.1f %10.1f %8s\n", base.name, 1u, bench_ops_per_s(&base),
+               hist_percentile(&base.h, 50) / 1e3, hist_percentile(&base.h, 99) / 1e3,
+               hist_percentile(&base.h, 99.9) / 1e3, "-");
+    const struct bench_stats *r8q1 = NULL, *r8q16 = NULL;
+    for (unsigned i = 0; i < nres; i++) {
+        if (!strcmp(res[i].name, "READ-8B-QD1")) r8q1 = &res[i];
+        if (!strcmp(res[i].name, "READ-8B-QD16")) r8q16 = &res[i];
+    }
+    double ratio = 0;
+    if (r8q1 && have_base && hist_percentile(&base.h, 50)) {
+        ratio = (double)hist_percentile(&r8q1->h, 50) / (double)hist_percentile(&base.h, 50);
+        printf("\nREAD 8B QD1 p50 / TCP ping-pong p50 = %.2f (target <= 1.5)\n", ratio);
+    }
+    if (r8q16 && threads == 1) printf("READ 8B QD16 throughput = %.0f ops/s (target >= 100000)\n", bench_ops_per_s(r8q16));
+    if (have_idle) {
+        double mx = 0;
+        for (unsigned i = 0; i < nn && i < LAUNCH_MAX; i++) if (idle[i] > mx) mx = idle[i];
+        printf("idle node CPU, worst node = %.2f%% of a core (target < 2%%)\n", mx);
+    }
+
+    if (co.json) {
+        FILE *jf = fopen(co.json, "w");
+        if (!jf) {
+            fprintf(stderr, "kvbench fabric: cannot write %s: %s\n", co.json, strerror(errno));
+            rc = 1;
+        } else {
+            struct json j;
+            json_init(&j, jf, true);
+            json_obj_begin(&j);
+            json_kv_str(&j, "benchmark", "fabric");
+            json_key(&j, "config");
+            json_obj_begin(&j);
+            json_kv_str(&j, "transport", fab_transport_name(bc.transport));
+            json_kv_u64(&j, "nodes", nn);
+            json_kv_bool(&j, "local_nodes", bc.launched);
+            json_kv_u64(&j, "threads", threads);
+            json_kv_u64(&j, "target_node", target);
+            json_kv_double(&j, "seconds", co.seconds);
+            json_kv_double(&j, "client_spin_us", co.spin_ns < 0 ? 20.0 : (double)co.spin_ns / 1e3);
+            json_obj_end(&j);
+            json_key(&j, "results");
+            json_arr_begin(&j);
+            for (unsigned i = 0; i < nres; i++) {
+                unsigned k;
+                for (k = 0; k < B_NOPS; k++) {
+                    char nm[48];
+                    snprintf(nm, sizeof nm, "%s-%uB-QD%u", bop_op[k], bop_size[k], res[i].depth);
+                    if (!strcmp(nm, res[i].name)) break;
+                }
+                json_obj_begin(&j);
+                json_kv_str(&j, "op", k < B_NOPS ? bop_op[k] : res[i].name);
+                json_kv_u64(&j, "size", k < B_NOPS ? bop_size[k] : 0);
+                json_kv_u64(&j, "depth", res[i].depth);
+                bench_json_metrics(&j, &res[i]);
+                json_obj_end(&j);
+            }
+            json_arr_end(&j);
+            if (have_base) {
+                json_key(&j, "baseline");
+                json_obj_begin(&j);
+                json_kv_str(&j, "op", "TCP_PINGPONG");
+                json_kv_u64(&j, "size", 8);
+                json_kv_u64(&j, "depth", 1);
+                bench_json_metrics(&j, &base);
+                json_obj_end(&j);
+            }
+            if (have_idle) {
+                json_key(&j, "idle_cpu_percent");
+                json_arr_begin(&j);
+                for (unsigned i = 0; i < nn && i < LAUNCH_MAX; i++) json_double(&j, idle[i]);
+                json_arr_end(&j);
+            }
+            if (ratio > 0) json_kv_double(&j, "read8_qd1_p50_over_tcp_p50", ratio);
+            json_obj_end(&j);
+            if (fclose(jf)) rc = 1;
+        }
+    }
+    if (bench_cluster_close(&bc)) {
+        fprintf(stderr, "kvbench fabric: a node did not stop cleanly\n");
+        rc = 1;
+    }
+    if (bench_stop) {
+        fprintf(stderr, "kvbench fabric: interrupted\n");
+        return 130;
+    }
+    return rc;
+}

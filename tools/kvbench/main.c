@@ -1,1 +1,27 @@
-int main(void){return 0;}
+/* kvbench: rdkv's benchmark driver. Each subcommand measures one layer and prints YCSB-style
+ * text (and JSON on request). */
+#include <stdio.h>
+#include <string.h>
+
+int cmd_fabric(int argc, char **argv);
+
+static const char usage[] =
+    "usage: kvbench COMMAND [options]\n"
+    "\n"
+    "Commands:\n"
+    "  fabric    latency and throughput of the fabric's operations (READ, WRITE, CAS, FAA, RPC)\n"
+    "            against a raw TCP ping-pong baseline\n"
+    "\n"
+    "Run 'kvbench COMMAND --help' for a command's options. Results go to stdout as YCSB-style\n"
+    "'[SERIES], Metric, value' lines followed by a summary table; --json FILE writes JSON too.\n";
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "fabric")) return cmd_fabric(argc - 1, argv + 1);
+    fprintf(stderr, "kvbench: unknown command '%s'\nTry 'kvbench --help'.\n", argv[1]);
+    return 2;
+}

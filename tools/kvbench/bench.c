@@ -1,0 +1,196 @@
+/* Shared kvbench pieces. */
+#include "bench.h"
+
+#include "common/clock.h"
+#include "common/parse.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+volatile int bench_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    bench_stop = 1;
+}
+
+void bench_install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+_Noreturn void bench_usage_error(const char *cmd, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "kvbench %s: ", cmd);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'kvbench %s --help'.\n", cmd);
+    exit(2);
+}
+
+void bench_common_init(struct bench_common *c)
+{
+    memset(c, 0, sizeof *c);
+    c->nodes = 3;
+    c->transport = FAB_SOFT;
+    c->seconds = 2;
+    c->spin_ns = -1;
+}
+
+int bench_common_opt(struct bench_common *c, int argc, char **argv, int *i)
+{
+    const char *o = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    uint64_t u;
+    if (!strcmp(o, "--nodes")) {
+        if (!v || parse_uint_range(v, 1, LAUNCH_MAX, &u))
+            bench_usage_error("", "--nodes needs a count from 1 to 64 (got '%s')", v ? v : "");
+        c->nodes = (unsigned)u;
+    } else if (!strcmp(o, "--config")) {
+        if (!v) bench_usage_error("", "%s needs a file", o);
+        c->config = v;
+    } else if (!strcmp(o, "--transport")) {
+        if (!v || fab_transport_parse(v, &c->transport))
+            bench_usage_error("", "--transport must be soft, verbs or auto (got '%s')", v ? v : "");
+    } else if (!strcmp(o, "--arena")) {
+        if (!v || parse_size(v, &c->arena) || !c->arena)
+            bench_usage_error("", "--arena needs a size such as 256M (got '%s')", v ? v : "");
+    } else if (!strcmp(o, "--seconds")) {
+        if (!v || parse_double(v, &c->seconds) || c->seconds <= 0 || c->seconds > 86400)
+            bench_usage_error("", "--seconds needs a positive number (got '%s')", v ? v : "");
+    } else if (!strcmp(o, "--spin-us")) {
+        double d;
+        if (!v || parse_double(v, &d) || d < 0 || d > 1e6)
+            bench_usage_error("", "--spin-us needs a number of microseconds (got '%s')", v ? v : "");
+        c->spin_ns = (int64_t)(d * 1000);
+    } else if (!strcmp(o, "--json")) {
+        if (!v) bench_usage_error("", "%s needs a file name", o);
+        c->json = v;
+    } else {
+        return 0;
+    }
+    (*i)++;
+    return 1;
+}
+
+int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, int64_t wait_ns,
+                       char *err, size_t errcap)
+{
+    memset(b, 0, sizeof *b);
+    const char *config = co->config;
+    enum fab_transport t = co->transport;
+    int rc;
+    if (config) {
+        rc = cluster_config_load(config, &b->cc, err, errcap);
+        if (rc) return rc;
+        b->cfg = &b->cc;
+        if (t == FAB_AUTO && b->cc.transport[0]) fab_transport_parse(b->cc.transport, &t);
+    } else {
+        struct launch_opts lo;
+        launch_opts_init(&lo);
+        lo.nodes = co->nodes;
+        lo.transport = t == FAB_AUTO ? (fab_verbs_available() ? FAB_VERBS : FAB_SOFT) : t;
+        lo.arena_size = co->arena;
+        rc = launch_start(&b->L, &lo, err, errcap);
+        if (rc) return rc;
+        b->launched = true;
+        b->cfg = &b->L.cc;
+        t = lo.transport;
+    }
+    struct fab_opts o;
+    fab_opts_init(&o);
+    o.cluster = b->cfg;
+    o.node = FAB_NODE_CLIENT;
+    o.transport = t;
+    if (co->spin_ns >= 0) o.spin_ns = co->spin_ns;
+    rc = fab_open(&o, &b->f, err, errcap);
+    if (rc) {
+        bench_cluster_close(b);
+        return rc;
+    }
+    b->transport = fab_transport_of(b->f);
+    /* Every node must answer before the measurement starts. */
+    struct fab_ctx *c;
+    rc = fab_ctx_create(b->f, &c);
+    if (rc) {
+        snprintf(err, errcap, "cannot create a fabric context");
+        bench_cluster_close(b);
+        return rc;
+    }
+    int64_t deadline = clock_now_ns() + wait_ns;
+    struct fab_buf resp = {0};
+    for (unsigned n = 0; n < b->cfg->n && rc == 0; n++) {
+        for (;;) {
+            int r = fab_rpc_call(c, (uint16_t)n, FAB_RPC_ECHO, "ping", 4, &resp, NS_PER_S);
+            if (r == 0) break;
+            if (clock_now_ns() >= deadline || bench_stop) {
+                snprintf(err, errcap, "node %u at %s:%u does not answer: %s", n,
+                         b->cfg->nodes[n].host, b->cfg->nodes[n].port, rdkv_strerror(r));
+                rc = r;
+                break;
+            }
+            clock_sleep_ns(100 * NS_PER_MS); /* bounded wait for a node that is still starting */
+        }
+    }
+    fab_buf_free(&resp);
+    fab_ctx_destroy(c);
+    if (rc) bench_cluster_close(b);
+    return rc;
+}
+
+int bench_cluster_close(struct bench_cluster *b)
+{
+    int rc = 0;
+    if (b->f) fab_close(b->f);
+    b->f = NULL;
+    if (b->launched) rc = launch_stop(&b->L, 10 * NS_PER_S);
+    b->launched = false;
+    if (b->cfg == &b->cc) cluster_config_free(&b->cc);
+    b->cfg = NULL;
+    return rc;
+}
+
+double bench_ops_per_s(const struct bench_stats *s)
+{
+    return s->seconds > 0 ? (double)s->ok / s->seconds : 0;
+}
+
+static double us(uint64_t ns) { return (double)ns / 1000.0; }
+
+void bench_print_ycsb(FILE *out, const struct bench_stats *s)
+{
+    const struct hist *h = &s->h;
+    fprintf(out, "[%s], Operations, %llu\n", s->name, (unsigned long long)s->ok);
+    fprintf(out, "[%s], Throughput(ops/sec), %.1f\n", s->name, bench_ops_per_s(s));
+    fprintf(out, "[%s], AverageLatency(us), %.2f\n", s->name, hist_mean(h) / 1000.0);
+    fprintf(out, "[%s], MinLatency(us), %.2f\n", s->name, h->count ? us(h->min) : 0.0);
+    fprintf(out, "[%s], MaxLatency(us), %.2f\n", s->name, us(h->max));
+    fprintf(out, "[%s], 50thPercentileLatency(us), %.2f\n", s->name, us(hist_percentile(h, 50)));
+    fprintf(out, "[%s], 99thPercentileLatency(us), %.2f\n", s->name, us(hist_percentile(h, 99)));
+    fprintf(out, "[%s], 99.9thPercentileLatency(us), %.2f\n", s->name, us(hist_percentile(h, 99.9)));
+    if (s->round_trips_per_op > 0)
+        fprintf(out, "[%s], RoundTripsPerOp, %.2f\n", s->name, s->round_trips_per_op);
+    fprintf(out, "[%s], Return=OK, %llu\n", s->name, (unsigned long long)s->ok);
+    if (s->errors) fprintf(out, "[%s], Return=ERROR, %llu\n", s->name, (unsigned long long)s->errors);
+}
+
+void bench_json_metrics(struct json *j, const struct bench_stats *s)
+{
+    const struct hist *h = &s->h;
+    json_kv_u64(j, "ops", s->ok);
+    json_kv_u64(j, "errors", s->errors);
+    json_kv_double(j, "seconds", s->seconds);
+    json_kv_double(j, "ops_per_s", bench_ops_per_s(s));
+    json_kv_double(j, "mean_us", hist_mean(h) / 1000.0);
+    json_kv_double(j, "p50_us", us(hist_percentile(h, 50)));
+    json_kv_double(j, "p99_us", us(hist_percentile(h, 99)));
+    json_kv_double(j, "p999_us", us(hist_percentile(h, 99.9)));
+    json_kv_double(j, "max_us", us(h->max));
+    if (s->round_trips_per_op > 0) json_kv_double(j, "round_trips_per_op", s->round_trips_per_op);
+}

@@ -1,0 +1,68 @@
+/* Pieces every kvbench subcommand shares: getting a cluster (launching local nodes or reading a
+ * config), a client fabric on it, stop-on-signal, per-measurement statistics, and the output
+ * formats (YCSB-style text, JSON). */
+#ifndef RDKV_KVBENCH_H
+#define RDKV_KVBENCH_H
+
+#include "common/hist.h"
+#include "common/json.h"
+#include "rdma/fabric.h"
+#include "tools/launcher.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+struct bench_cluster {
+    struct launch L;
+    bool launched;
+    struct cluster_config cc; /* when read from --config */
+    const struct cluster_config *cfg;
+    struct fabric *f;         /* a client fabric (owns no arena) */
+    enum fab_transport transport;
+};
+
+/* Common option parsing: returns 1 if argv[*i] was one of the shared options (and consumes its
+ * value), 0 if not, or exits with a usage error. */
+struct bench_common {
+    unsigned nodes;
+    const char *config;
+    enum fab_transport transport;
+    uint64_t arena;
+    double seconds;
+    const char *json;
+    int64_t spin_ns; /* client contexts poll this long before blocking; < 0: the default */
+};
+/* Either launches `nodes` local kvserver processes (config == NULL) or uses the cluster in
+ * config; then opens a client fabric on it and waits (up to wait_ns) until every node answers. */
+int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, int64_t wait_ns,
+                       char *err, size_t errcap);
+/* Closes the fabric and stops the nodes it launched. Returns non-zero if a node did not exit
+ * cleanly. */
+int bench_cluster_close(struct bench_cluster *b);
+
+/* Set by SIGINT/SIGTERM: measurements end early, launched nodes are still stopped. */
+extern volatile int bench_stop;
+void bench_install_signals(void);
+
+/* One measured series. Latencies are recorded in nanoseconds. */
+struct bench_stats {
+    char name[48];
+    unsigned depth;
+    uint64_t ok, errors;
+    double seconds;
+    double round_trips_per_op;
+    struct hist h;
+};
+
+double bench_ops_per_s(const struct bench_stats *s);
+/* YCSB text: "[NAME], Metric, value" lines. */
+void bench_print_ycsb(FILE *out, const struct bench_stats *s);
+/* A JSON object with op/size/depth supplied by the caller already open: adds the metrics. */
+void bench_json_metrics(struct json *j, const struct bench_stats *s);
+
+void bench_common_init(struct bench_common *c);
+int bench_common_opt(struct bench_common *c, int argc, char **argv, int *i);
+
+_Noreturn void bench_usage_error(const char *cmd, const char *fmt, const char *arg);
+
+#endif
