@@ -115,7 +115,7 @@ void json_double(struct json *j, double v)
 {
     pre_value(j);
     if (!isfinite(v)) fputs("null", j->f);
-    else fprintf(j->f, "%.10g", v);
+    else fprintf(j->f, "%.15g", v);
 }
 
 void json_bool(struct json *j, bool v)

@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/tsan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -126,9 +127,14 @@ uint8_t *conn_reserve(struct conn *c, size_t n)
     return p;
 }
 
+#ifdef RDKV_TSAN
+char tsan_wire_sync;
+#endif
+
 void conn_flush(struct io_uring *ring, struct conn *c)
 {
     if (c->sending || c->closing || !c->out[c->cur].len) return;
+    TSAN_WIRE_SEND();
     struct obuf *o = &c->out[c->cur];
     struct io_uring_sqe *sqe = uring_sqe(ring);
     io_uring_prep_send(sqe, c->fd, o->p, o->len, MSG_NOSIGNAL | MSG_WAITALL);

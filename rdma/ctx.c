@@ -5,6 +5,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/tsan.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -557,6 +558,7 @@ static void ctx_on_recv(struct fab_ctx *c, struct cconn *cc, struct io_uring_cqe
     int why = RDKV_EUNAVAILABLE;
     if (cqe->res > 0 && (cqe->flags & IORING_CQE_F_BUFFER)) {
         unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
+        TSAN_WIRE_RECV();
         if (!cc->c.closing) {
             int rc = wire_asm_feed(&cc->c.in, bufring_buf(&c->br, bid), (size_t)cqe->res,
                                    on_ctx_frame, cc);

@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/tsan.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -488,6 +489,7 @@ static void on_recv(struct svc *s, struct sconn *sc, struct io_uring_cqe *cqe)
     }
     if (cqe->res > 0 && (cqe->flags & IORING_CQE_F_BUFFER)) {
         unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
+        TSAN_WIRE_RECV();
         if (!sc->c.closing && !sc->echo) {
             int rc = wire_asm_feed(&sc->c.in, bufring_buf(&s->br, bid), (size_t)cqe->res,
                                    on_frame, sc);

@@ -308,6 +308,20 @@ int launch_signal(struct launch *L, unsigned node, int sig)
     return kill(L->pids[node], sig) == 0 ? 0 : RDKV_EIO;
 }
 
+int launch_pause(struct launch *L, unsigned node, bool pause)
+{
+    if (node >= L->n || L->pids[node] <= 0 || !L->children) return RDKV_EINVAL;
+    pid_t pid = L->pids[node];
+    if (kill(pid, pause ? SIGSTOP : SIGCONT) != 0) return RDKV_EIO;
+    int st;
+    pid_t r;
+    do r = waitpid(pid, &st, pause ? WUNTRACED : WCONTINUED);
+    while (r < 0 && errno == EINTR);
+    if (r != pid) return RDKV_EIO;
+    if (pause ? !WIFSTOPPED(st) : !WIFCONTINUED(st)) return RDKV_EIO; /* it exited instead */
+    return 0;
+}
+
 bool launch_alive(struct launch *L, unsigned node)
 {
     if (node >= L->n || L->pids[node] <= 0) return false;

@@ -721,7 +721,8 @@ static void proc_peer(bool hang)
     CHECK_EQ(fab_faa(c, rptr_make(1, DATA), 1, &v), 0);
     enum { N = 16 };
     static struct fab_op ops[N];
-    launch_signal(&L, 1, hang ? SIGSTOP : SIGKILL);
+    if (hang) CHECK_EQ(launch_pause(&L, 1, true), 0); /* returns once the node is stopped */
+    else launch_signal(&L, 1, SIGKILL);
     for (unsigned i = 0; i < N; i++) {
         ops[i] = fab_op_faa(rptr_make(1, DATA), 1);
         REQUIRE(fab_post(c, &ops[i], 1, i) == 0);
@@ -738,7 +739,7 @@ static void proc_peer(bool hang)
         int r = fab_rpc_call(c, 1, FAB_RPC_ECHO, "x", 1, &resp, 500 * NS_PER_MS);
         CHECK(r == RDKV_ETIMEDOUT || r == RDKV_EUNAVAILABLE);
         fab_buf_free(&resp);
-        launch_signal(&L, 1, SIGCONT);
+        CHECK_EQ(launch_pause(&L, 1, false), 0);
         /* it comes back: after the endpoint's backoff, a new connection works */
         int ok = -1;
         for (int attempt = 0; attempt < 100 && ok != 0; attempt++) {

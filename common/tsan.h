@@ -1,0 +1,26 @@
+/* ThreadSanitizer annotations. TSan cannot see the happens-before that a message through a
+ * socket creates (the kernel and io_uring are invisible to it), so the fabric marks it: every
+ * send releases and every receive acquires one sync object. Without TSan these are no-ops. */
+#ifndef RDKV_TSAN_H
+#define RDKV_TSAN_H
+
+#if defined(__SANITIZE_THREAD__)
+#define RDKV_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RDKV_TSAN 1
+#endif
+#endif
+
+#ifdef RDKV_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+extern char tsan_wire_sync;
+#define TSAN_WIRE_SEND() __tsan_release(&tsan_wire_sync)
+#define TSAN_WIRE_RECV() __tsan_acquire(&tsan_wire_sync)
+#else
+#define TSAN_WIRE_SEND() ((void)0)
+#define TSAN_WIRE_RECV() ((void)0)
+#endif
+
+#endif

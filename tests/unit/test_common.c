@@ -1,0 +1,350 @@
+/* Unit tests of the pure modules: histograms, parsers, the cluster config, the JSON writer and
+ * the wire format (encoders, decoders, reassembly from arbitrary chunking). */
+#include "tests/harness.h"
+
+#include "common/config.h"
+#include "common/hist.h"
+#include "common/json.h"
+#include "common/parse.h"
+#include "rdkv_status.h"
+#include "rdma/fabric.h"
+#include "rdma/wire.h"
+
+#include <math.h>
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void t_hist_buckets(void)
+{
+    /* every value lands in a bucket whose range holds it; buckets are contiguous and ordered */
+    uint64_t prev_hi = 0;
+    for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+        uint64_t lo, hi;
+        hist_bucket_range(i, &lo, &hi);
+        if (i > 0) CHECK(lo == prev_hi + 1);
+        CHECK(hi >= lo);
+        CHECK_EQ(hist_index(lo), i);
+        CHECK_EQ(hist_index(hi), i);
+        /* relative width under 1/64 beyond the exact range */
+        if (lo >= HIST_SUB) CHECK((double)(hi - lo) / (double)lo <= 1.0 / 64 + 1e-12);
+        prev_hi = hi;
+    }
+    CHECK(prev_hi == UINT64_MAX);
+    CHECK(hist_index(UINT64_MAX) == HIST_BUCKETS - 1);
+}
+
+static void t_hist_percentiles(void)
+{
+    enum { N = 100000 };
+    static uint64_t v[N];
+    struct hist a, b, all;
+    hist_init(&a);
+    hist_init(&b);
+    hist_init(&all);
+    for (unsigned i = 0; i < N; i++) {
+        /* a long-tailed mix: mostly 10-100 us, some ms */
+        uint64_t x = 10000 + rng() % 90000;
+        if (rng() % 100 == 0) x = 1000000 + rng() % 9000000;
+        v[i] = x;
+        hist_record(i % 2 ? &a : &b, x);
+    }
+    hist_merge(&all, &a);
+    hist_merge(&all, &b);
+    qsort(v, N, sizeof v[0], cmp_u64);
+    CHECK_EQ(all.count, N);
+    CHECK_EQ(all.min, v[0]);
+    CHECK_EQ(all.max, v[N - 1]);
+    double ps[] = {1, 50, 90, 99, 99.9, 99.99};
+    for (unsigned k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+        size_t rank = (size_t)ceil(ps[k] / 100.0 * N);
+        uint64_t exact = v[rank - 1];
+        uint64_t got = hist_percentile(&all, ps[k]);
+        double err = fabs((double)got - (double)exact) / (double)exact;
+        if (err > 0.01) fprintf(stderr, "  p%g: exact %" PRIu64 " got %" PRIu64 "\n", ps[k], exact, got);
+        CHECK(err <= 0.01);
+    }
+    long double sum = 0;
+    for (unsigned i = 0; i < N; i++) sum += v[i];
+    CHECK(fabs(hist_mean(&all) - (double)(sum / N)) < 1e-6 * hist_mean(&all));
+    struct hist e;
+    hist_init(&e);
+    CHECK_EQ(hist_percentile(&e, 50), 0);
+    hist_record(&e, 42);
+    CHECK_EQ(hist_percentile(&e, 99.9), 42);
+}
+
+static void t_parse(void)
+{
+    uint64_t u;
+    int64_t d;
+    CHECK(parse_u64("123", &u) == 0 && u == 123);
+    CHECK(parse_u64("", &u) != 0);
+    CHECK(parse_u64("-1", &u) != 0);
+    CHECK(parse_u64("12x", &u) != 0);
+    CHECK(parse_u64("99999999999999999999999", &u) != 0);
+    CHECK(parse_uint_range("7", 1, 5, &u) != 0);
+    CHECK(parse_size("64K", &u) == 0 && u == 65536);
+    CHECK(parse_size("256M", &u) == 0 && u == 256ull << 20);
+    CHECK(parse_size("1GiB", &u) == 0 && u == 1ull << 30);
+    CHECK(parse_size("4096", &u) == 0 && u == 4096);
+    CHECK(parse_size("12Q", &u) != 0);
+    CHECK(parse_size("1Kx", &u) != 0);
+    CHECK(parse_size("99999999999T", &u) != 0);
+    CHECK(parse_duration_ns("1.5", &d) == 0 && d == 1500000000);
+    CHECK(parse_duration_ns("250ms", &d) == 0 && d == 250000000);
+    CHECK(parse_duration_ns("20us", &d) == 0 && d == 20000);
+    CHECK(parse_duration_ns("-1", &d) != 0);
+    CHECK(parse_duration_ns("5 s", &d) != 0);
+    char host[64];
+    uint16_t port;
+    CHECK(parse_hostport("127.0.0.1:7100", host, sizeof host, &port, 0) == 0);
+    CHECK(!strcmp(host, "127.0.0.1") && port == 7100);
+    CHECK(parse_hostport("[::1]:80", host, sizeof host, &port, 0) == 0 && !strcmp(host, "::1"));
+    CHECK(parse_hostport("node-3.example:1", host, sizeof host, &port, 0) == 0);
+    CHECK(parse_hostport("host:0", host, sizeof host, &port, 0) != 0);
+    CHECK(parse_hostport("host:0", host, sizeof host, &port, 1) == 0);
+    CHECK(parse_hostport("host:65536", host, sizeof host, &port, 0) != 0);
+    CHECK(parse_hostport("host", host, sizeof host, &port, 0) != 0);
+    CHECK(parse_hostport(":80", host, sizeof host, &port, 0) != 0);
+    CHECK(parse_hostport("a:b:80", host, sizeof host, &port, 0) != 0);
+    CHECK(parse_hostport("bad host:80", host, sizeof host, &port, 0) != 0);
+}
+
+static int parse_cfg(const char *text, struct cluster_config *c, char *err, size_t cap)
+{
+    return cluster_config_parse(text, strlen(text), "t.conf", c, err, cap);
+}
+
+static void t_config(void)
+{
+    struct cluster_config c;
+    char err[256];
+    CHECK_EQ(parse_cfg("# cluster\ntransport soft\narena 64M\n\nnode 1 127.0.0.1:7101  # two\n"
+                       "node 0 127.0.0.1:7100\n",
+                       &c, err, sizeof err),
+             0);
+    CHECK_EQ(c.n, 2);
+    CHECK(c.nodes[0].port == 7100 && c.nodes[1].port == 7101);
+    CHECK(!strcmp(c.transport, "soft"));
+    CHECK(c.arena_size == 64ull << 20);
+    CHECK(c.fingerprint != 0);
+    uint64_t fp = c.fingerprint;
+    /* writing and reading back gives the same cluster */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    CHECK_EQ(cluster_config_write(&c, m), 0);
+    fclose(m);
+    cluster_config_free(&c);
+    CHECK_EQ(cluster_config_parse(buf, len, "w", &c, err, sizeof err), 0);
+    CHECK(c.fingerprint == fp);
+    cluster_config_free(&c);
+    free(buf);
+    /* a different node list gives a different fingerprint */
+    CHECK_EQ(parse_cfg("node 0 127.0.0.1:7100\nnode 1 127.0.0.1:7102\n", &c, err, sizeof err), 0);
+    CHECK(c.fingerprint != fp);
+    cluster_config_free(&c);
+
+    struct {
+        const char *text, *msg;
+    } bad[] = {
+        {"", "no 'node"},
+        {"node 0 127.0.0.1:7100\nnode 0 127.0.0.1:7101\n", "t.conf:2: node 0 is already defined on line 1"},
+        {"node 0 127.0.0.1:7100\nnode 2 127.0.0.1:7101\n", "node 1 is missing"},
+        {"node x 127.0.0.1:7100\n", "t.conf:1: node id 'x'"},
+        {"node 0 127.0.0.1\n", "t.conf:1: bad address"},
+        {"node 0 127.0.0.1:99999\n", "bad address"},
+        {"node 0\n", "expected 'node ID HOST:PORT'"},
+        {"node 0 a:1 extra\n", "expected 'node ID HOST:PORT'"},
+        {"transport rdma\nnode 0 a:1\n", "t.conf:1: expected 'transport soft|verbs|auto'"},
+        {"arena lots\nnode 0 a:1\n", "expected 'arena SIZE'"},
+        {"nodes 0 a:1\n", "unknown keyword 'nodes'"},
+        {"node 0 a:1\nnode 1 a:1\n", "node 1 has the same address as node 0"},
+        {"node 1024 a:1\n", "not a number in 0..1023"},
+    };
+    for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        int rc = parse_cfg(bad[i].text, &c, err, sizeof err);
+        CHECK_EQ(rc, RDKV_ECONFIG);
+        if (!strstr(err, bad[i].msg)) fprintf(stderr, "  case %u: message '%s'\n", i, err);
+        CHECK(strstr(err, bad[i].msg) != NULL);
+        CHECK(c.nodes == NULL && c.n == 0);
+    }
+    CHECK_EQ(cluster_config_parse("node 0 a:1\0x", 12, "t", &c, err, sizeof err), RDKV_ECONFIG);
+    CHECK_EQ(cluster_config_load("/nonexistent/x.conf", &c, err, sizeof err), RDKV_ECONFIG);
+    CHECK(strstr(err, "cannot open") != NULL);
+}
+
+static void t_json(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    struct json j;
+    json_init(&j, m, false);
+    json_obj_begin(&j);
+    json_kv_str(&j, "s", "a\"b\\c\n\x01");
+    json_key(&j, "arr");
+    json_arr_begin(&j);
+    json_i64(&j, -5);
+    json_u64(&j, 18446744073709551615ull);
+    json_double(&j, 1.5);
+    json_double(&j, NAN);
+    json_bool(&j, true);
+    json_null(&j);
+    json_obj_begin(&j);
+    json_obj_end(&j);
+    json_arr_end(&j);
+    json_kv_double(&j, "big", 123456789.25);
+    json_obj_end(&j);
+    fclose(m);
+    const char *want = "{\"s\":\"a\\\"b\\\\c\\n\\u0001\",\"arr\":[-5,18446744073709551615,1.5,null,"
+                       "true,null,{}],\"big\":123456789.25}";
+    if (strcmp(buf, want)) fprintf(stderr, "  got  %s\n  want %s\n", buf, want);
+    CHECK(!strcmp(buf, want));
+    free(buf);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+struct frames {
+    unsigned n;
+    uint8_t types[64];
+    uint32_t lens[64];
+    uint8_t first[64];
+};
+
+static int collect_frame(void *arg, const struct wire_hdr *h, const uint8_t *body)
+{
+    struct frames *f = arg;
+    if (f->n < 64) {
+        f->types[f->n] = h->type;
+        f->lens[f->n] = h->len;
+        f->first[f->n] = h->len ? body[0] : 0;
+        f->n++;
+    }
+    return 0;
+}
+
+static void t_wire(void)
+{
+    /* build a stream of varied frames */
+    static uint8_t stream[1 << 20];
+    size_t at = 0;
+    struct wire_hello hello = {.magic = WIRE_MAGIC, .version = 1, .kind = 1, .src_node = 3,
+                               .dst_node = 4, .cluster_fp = 99};
+    wire_put_hello(stream + at, &hello);
+    at += WIRE_HDR_SIZE + WIRE_HELLO_SIZE;
+    struct wire_op_req rq = {.op = FAB_OP_WRITE, .len = 5000, .off = 4096, .arg = 1, .swap = 2};
+    wire_put_op_req(stream + at, &rq, 5000);
+    memset(stream + at + WIRE_HDR_SIZE + WIRE_OP_REQ_SIZE, 0x5A, 5000);
+    at += WIRE_HDR_SIZE + WIRE_OP_REQ_SIZE + 5000;
+    wire_put_hdr(stream + at, WIRE_OP_RESET, 0);
+    at += WIRE_HDR_SIZE;
+    wire_put_rpc_req(stream + at, 77, 65, 3);
+    memcpy(stream + at + WIRE_HDR_SIZE + WIRE_RPC_SIZE, "abc", 3);
+    at += WIRE_HDR_SIZE + WIRE_RPC_SIZE + 3;
+    struct wire_op_resp rs = {.status = 0, .len = 100000, .value = 7};
+    wire_put_op_resp(stream + at, &rs);
+    memset(stream + at + WIRE_HDR_SIZE + WIRE_OP_RESP_SIZE, 0x33, 100000);
+    at += WIRE_HDR_SIZE + WIRE_OP_RESP_SIZE + 100000;
+    /* decoders */
+    struct wire_hdr h;
+    wire_get_hdr(stream, &h);
+    struct wire_hello hb;
+    CHECK_EQ(wire_get_hello(&h, stream + WIRE_HDR_SIZE, &hb), 0);
+    CHECK(hb.src_node == 3 && hb.dst_node == 4 && hb.cluster_fp == 99);
+    /* feed in random chunks many times: always the same 5 frames */
+    for (unsigned round = 0; round < 200; round++) {
+        struct wire_asm a;
+        wire_asm_init(&a, 1 << 20);
+        struct frames f = {0};
+        size_t pos = 0;
+        while (pos < at) {
+            size_t chunk = 1 + rng() % (round % 4 == 0 ? 7 : 70000);
+            if (chunk > at - pos) chunk = at - pos;
+            CHECK_EQ(wire_asm_feed(&a, stream + pos, chunk, collect_frame, &f), 0);
+            pos += chunk;
+        }
+        CHECK_EQ(f.n, 5);
+        CHECK(f.types[0] == WIRE_HELLO && f.types[1] == WIRE_OP_REQ && f.types[2] == WIRE_OP_RESET &&
+              f.types[3] == WIRE_RPC_REQ && f.types[4] == WIRE_OP_RESP);
+        CHECK(f.lens[1] == WIRE_OP_REQ_SIZE + 5000 && f.lens[4] == WIRE_OP_RESP_SIZE + 100000);
+        CHECK(f.first[3] == 77);
+        wire_asm_free(&a);
+    }
+    /* limits */
+    struct wire_asm a;
+    wire_asm_init(&a, 1 << 20);
+    struct frames f = {0};
+    uint8_t hdr[WIRE_HDR_SIZE];
+    wire_put_hdr(hdr, WIRE_RPC_REQ, (1u << 20) + WIRE_RPC_SIZE + 1);
+    CHECK_EQ(wire_asm_feed(&a, hdr, sizeof hdr, collect_frame, &f), RDKV_EPROTO);
+    wire_asm_free(&a);
+    wire_asm_init(&a, 1 << 20);
+    wire_put_hdr(hdr, 0, 0);
+    CHECK_EQ(wire_asm_feed(&a, hdr, sizeof hdr, collect_frame, &f), RDKV_EPROTO);
+    wire_asm_free(&a);
+    wire_asm_init(&a, 1 << 20);
+    wire_put_hdr(hdr, WIRE_HELLO, 25);
+    CHECK_EQ(wire_asm_feed(&a, hdr, 5, collect_frame, &f), 0); /* incomplete header: wait */
+    CHECK_EQ(wire_asm_feed(&a, hdr + 5, 3, collect_frame, &f), RDKV_EPROTO);
+    wire_asm_free(&a);
+    /* body-shape checks */
+    struct wire_op_req oq;
+    const uint8_t *pl;
+    uint8_t b[WIRE_HDR_SIZE + WIRE_OP_REQ_SIZE + 8];
+    struct wire_op_req bad = {.op = FAB_OP_READ, .len = 8};
+    wire_put_op_req(b, &bad, 8); /* a READ must not carry a payload */
+    wire_get_hdr(b, &h);
+    CHECK_EQ(wire_get_op_req(&h, b + WIRE_HDR_SIZE, &oq, &pl), RDKV_EPROTO);
+    struct wire_op_req big = {.op = FAB_OP_READ, .len = WIRE_OP_MAX + 1};
+    wire_put_op_req(b, &big, 0);
+    wire_get_hdr(b, &h);
+    CHECK_EQ(wire_get_op_req(&h, b + WIRE_HDR_SIZE, &oq, &pl), RDKV_EPROTO);
+    struct wire_rpc r;
+    size_t plen;
+    uint8_t rb[WIRE_HDR_SIZE + WIRE_RPC_SIZE];
+    wire_put_rpc_resp(rb, 1, 5, 0); /* positive status: not a status */
+    wire_get_hdr(rb, &h);
+    CHECK_EQ(wire_get_rpc(&h, rb + WIRE_HDR_SIZE, &r, &pl, &plen), RDKV_EPROTO);
+}
+
+static void t_status(void)
+{
+    for (int s = 0; s >= RDKV_STATUS_MIN; s--) CHECK(strcmp(rdkv_strerror(s), "unknown status") != 0);
+    CHECK(!strcmp(rdkv_strerror(-999), "unknown status"));
+    CHECK(!strcmp(rdkv_strerror(RDKV_EACCESS), "remote access error (out of bounds or misaligned)"));
+    CHECK(rptr_node(rptr_make(65535, RPTR_OFF_MASK)) == 65535);
+    CHECK(rptr_off(rptr_make(3, RPTR_OFF_MASK)) == RPTR_OFF_MASK);
+    CHECK(rptr_off(rptr_add(rptr_make(3, 100), 28)) == 128);
+    enum fab_transport t;
+    CHECK(fab_transport_parse("soft", &t) == 0 && t == FAB_SOFT);
+    CHECK(fab_transport_parse("verbs", &t) == 0 && t == FAB_VERBS);
+    CHECK(fab_transport_parse("rdma", &t) != 0);
+}
+
+static const struct test_case cases[] = {
+    {"hist_buckets", t_hist_buckets}, {"hist_percentiles", t_hist_percentiles},
+    {"parse", t_parse},               {"config", t_config},
+    {"json", t_json},                 {"wire", t_wire},
+    {"status", t_status},
+};
+
+int main(int argc, char **argv)
+{
+    return test_main(argc - 1, argv + 1, cases, sizeof cases / sizeof cases[0]);
+}
