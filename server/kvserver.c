@@ -247,15 +247,14 @@ int main(int argc, char **argv)
         return 1;
     }
     fab_rpc_register(srv.f, KV_RPC_STATUS, status_handler, &srv, FAB_RPC_INLINE);
-    const struct cluster_node *me = &cc.nodes[node];
-    fprintf(stderr, "kvserver: node %ld of %u serving at %s:%u (transport %s, arena %llu MiB)\n",
-            node, cc.n, me->host, me->port, fab_transport_name(fab_transport_of(srv.f)),
-            (unsigned long long)(fab_arena_size(srv.f) >> 20));
-
     bool stopped = false;
     int rc = 0;
     if (peer_wait > 0) rc = wait_for_peers(srv.f, peer_wait, &sigs, &stopped);
     if (rc == 0) {
+        const struct cluster_node *me = &cc.nodes[node];
+        fprintf(stderr, "kvserver: node %ld of %u serving at %s:%u (transport %s, arena %llu MiB)\n",
+                node, cc.n, me->host, me->port, fab_transport_name(fab_transport_of(srv.f)),
+                (unsigned long long)(fab_arena_size(srv.f) >> 20));
         if (ready_fd >= 0) {
             ssize_t w = write(ready_fd, "ready\n", 6);
             (void)w;

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Command-line behaviour of kvserver, kvcluster and kvbench: help, usage errors (exit 2), bad
+# configs, ports in use and unreachable peers (one-line error, exit 1, never a hang), and a clean
+# exit 0 on SIGTERM. Every command runs under `timeout`, so a hang fails the test.
+# usage: cli.sh BIN_DIR
+set -u
+bin=${1:?usage: cli.sh BIN_DIR}
+work=$(mktemp -d)
+pass=0 fail=0
+cleanup() {
+    "$bin/kvcluster" stop --dir "$work/c1" >/dev/null 2>&1
+    [ -n "${bgpid:-}" ] && kill -9 "$bgpid" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+ok() { pass=$((pass + 1)); echo "PASS $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -f "$work/err" ] && sed 's/^/    stderr: /' "$work/err"; }
+
+# expect NAME STATUS [GREP] -- CMD...: runs CMD with a 30 s limit, checks the exit status and that
+# stderr matches GREP; for status 1 the error must be exactly one line.
+expect() {
+    local name=$1 want=$2 pat=$3
+    shift 4
+    timeout 30 "$@" >"$work/out" 2>"$work/err" </dev/null
+    local got=$?
+    if [ "$got" != "$want" ]; then bad "$name (exit $got, wanted $want)"; return; fi
+    if [ -n "$pat" ] && ! grep -q -- "$pat" "$work/err" "$work/out"; then bad "$name (no '$pat')"; return; fi
+    if [ "$want" = 1 ] && [ "$(wc -l <"$work/err")" != 1 ]; then bad "$name (error is not one line)"; return; fi
+    ok "$name"
+}
+
+expect "kvserver --help" 0 "usage: kvserver" -- "$bin/kvserver" --help
+expect "kvserver without arguments" 2 "is required" -- "$bin/kvserver"
+expect "kvserver unknown option" 2 "unknown" -- "$bin/kvserver" --bogus
+expect "kvserver bad --arena" 2 "bad --arena" -- "$bin/kvserver" --config x --node 0 --arena lots
+expect "kvserver missing config" 1 "cannot open" -- "$bin/kvserver" --config "$work/none.conf" --node 0
+
+printf 'node 0 127.0.0.1:1\nnode 0 127.0.0.1:2\n' >"$work/dup.conf"
+expect "kvserver duplicate node" 1 "dup.conf:2: node 0 is already defined" -- "$bin/kvserver" --config "$work/dup.conf" --node 0
+printf 'node 0 127.0.0.1\n' >"$work/noport.conf"
+expect "kvserver address without port" 1 "noport.conf:1: bad address" -- "$bin/kvserver" --config "$work/noport.conf" --node 0
+printf 'node 0 127.0.0.1:7000\n' >"$work/one.conf"
+expect "kvserver node not in config" 1 "node 3 is not in" -- "$bin/kvserver" --config "$work/one.conf" --node 3
+printf '\177ELF\002\001garbage\nnode one two\n\000\001' >"$work/garbage.conf"
+expect "kvserver garbage config" 1 "garbage.conf" -- "$bin/kvserver" --config "$work/garbage.conf" --node 0
+
+# A running one-node cluster gives us a port in use.
+if timeout 60 "$bin/kvcluster" start --nodes 1 --dir "$work/c1" >"$work/out" 2>"$work/err"; then
+    ok "kvcluster start"
+    expect "kvserver port in use" 1 "Address already in use" -- "$bin/kvserver" --config "$work/c1/cluster.conf" --node 0 --peer-wait 0
+    expect "kvcluster status" 0 '"node":0' -- "$bin/kvcluster" status --dir "$work/c1"
+    expect "kvcluster start twice" 1 "already running" -- "$bin/kvcluster" start --nodes 1 --dir "$work/c1"
+    port=$(awk '/^node 0/{split($3,a,":"); print a[2]}' "$work/c1/cluster.conf")
+    expect "kvcluster stop" 0 "stopped 1 node" -- "$bin/kvcluster" stop --dir "$work/c1"
+    # Nobody listens on that port now: as node 1's address it is an unreachable peer.
+    printf 'node 0 127.0.0.1:0\nnode 1 127.0.0.1:%s\n' "$port" >"$work/two.conf"
+    # node 0's own port must be free and real: take one the kernel assigns through kvcluster.
+    timeout 60 "$bin/kvcluster" start --nodes 1 --dir "$work/c2" >/dev/null 2>&1
+    p0=$(awk '/^node 0/{split($3,a,":"); print a[2]}' "$work/c2/cluster.conf")
+    "$bin/kvcluster" stop --dir "$work/c2" >/dev/null 2>&1
+    printf 'node 0 127.0.0.1:%s\nnode 1 127.0.0.1:%s\n' "$p0" "$port" >"$work/two.conf"
+    expect "kvserver unreachable peer" 1 "peer node 1 at 127.0.0.1:$port is unreachable" -- "$bin/kvserver" --config "$work/two.conf" --node 0 --peer-wait 1
+else
+    bad "kvcluster start"
+fi
+expect "kvcluster bad usage" 2 "needs --nodes" -- "$bin/kvcluster" start --dir "$work/c3"
+expect "kvcluster status of nothing" 1 "cannot open" -- "$bin/kvcluster" status --dir "$work/none"
+
+# SIGTERM: clean stop with status 0, after the node said it was ready.
+mkfifo "$work/ready"
+printf 'node 0 127.0.0.1:%s\n' "${p0:-7999}" >"$work/solo.conf"
+"$bin/kvserver" --config "$work/solo.conf" --node 0 --ready-fd 3 3>"$work/ready" 2>"$work/err" &
+bgpid=$!
+if read -r -t 30 line <"$work/ready" && [ "$line" = ready ]; then
+    kill -TERM "$bgpid"
+    timeout 30 tail --pid="$bgpid" -f /dev/null
+    wait "$bgpid"
+    st=$?
+    bgpid=
+    if [ "$st" = 0 ] && grep -q "stopping" "$work/err"; then ok "kvserver SIGTERM"; else bad "kvserver SIGTERM (exit $st)"; fi
+else
+    bad "kvserver ready"
+fi
+
+expect "kvbench --help" 0 "fabric" -- "$bin/kvbench" --help
+expect "kvbench fabric --help" 0 "usage: kvbench fabric" -- "$bin/kvbench" fabric --help
+expect "kvbench unknown command" 2 "unknown command" -- "$bin/kvbench" frobnicate
+expect "kvbench bad --nodes" 2 "--nodes" -- "$bin/kvbench" fabric --nodes 0
+expect "kvbench bad --ops" 2 "unknown op" -- "$bin/kvbench" fabric --ops read9
+expect "kvbench missing config" 1 "cannot open" -- "$bin/kvbench" fabric --config "$work/none.conf"
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

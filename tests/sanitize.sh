@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds rdkv with a sanitizer and runs the core suites with it: ASan+UBSan (with leak checks)
+# or TSan. Any sanitizer report fails the run.
+# usage: sanitize.sh address|thread SOURCE_DIR BUILD_DIR
+set -euo pipefail
+kind=${1:?address or thread} src=${2:?source dir} out=${3:?build dir}
+cmake -S "$src" -B "$out" -DRDKV_SANITIZE="$kind" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$out" -j "$(nproc 2>/dev/null || echo 2)" --target fabric_conformance kvserver \
+    kvcluster kvbench test_common fuzz_wire_smoke fuzz_config_smoke >/dev/null
+export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=66
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1
+status=0
+run() {
+    echo "== [$kind] $*"
+    if ! "$@"; then
+        echo "== [$kind] FAILED: $*"
+        status=1
+    fi
+}
+run "$out/bin/test_common"
+run "$out/bin/fabric_conformance" --transport soft --bindir "$out/bin"
+run "$src/tests/integration/cli.sh" "$out/bin"
+if [ "$kind" = address ]; then
+    run "$out/bin/fuzz_wire_smoke" 50000
+    run "$out/bin/fuzz_config_smoke" 50000
+fi
+[ $status = 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
+exit $status
