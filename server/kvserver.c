@@ -201,6 +201,9 @@ int main(int argc, char **argv)
         }
     }
     if (optind < argc) die_usage("unexpected argument '%s'", argv[optind]);
+    enum fab_transport t = FAB_AUTO;
+    if (transport_s && fab_transport_parse(transport_s, &t))
+        die_usage("bad --transport '%s' (soft, verbs or auto)", transport_s);
     if (!config) die_usage("%s", "--config FILE is required");
     if (node < 0) die_usage("%s", "--node N is required");
     if (o.listen_fd >= 0 && fcntl(o.listen_fd, F_GETFD) < 0)
@@ -222,11 +225,11 @@ int main(int argc, char **argv)
     if ((unsigned long)node >= cc.n) {
         fprintf(stderr, "kvserver: error: node %ld is not in %s (it lists nodes 0..%u)\n", node,
                 config, cc.n - 1);
+        cluster_config_free(&cc);
         return 1;
     }
-    enum fab_transport t = FAB_AUTO;
-    if (!transport_s && cc.transport[0]) transport_s = cc.transport;
-    if (transport_s && fab_transport_parse(transport_s, &t)) die_usage("bad --transport '%s' (soft, verbs or auto)", transport_s);
+    /* The command line wins over the config (whose value the parser already checked). */
+    if (!transport_s && cc.transport[0]) fab_transport_parse(cc.transport, &t);
     o.cluster = &cc;
     o.node = (uint16_t)node;
     o.transport = t;

@@ -297,10 +297,7 @@ static unsigned parse_list(const char *s, const char *const *keys, unsigned nkey
         unsigned k;
         for (k = 0; k < nkeys; k++)
             if (!strcmp(t, keys[k])) break;
-        if (k == nkeys) {
-            free(dup);
-            bench_usage_error("fabric", "unknown op '%s' in --ops", t);
-        }
+        if (k == nkeys) bench_usage_error("fabric", "unknown op '%s' in --ops", t);
         if (!sel[k]) count++;
         sel[k] = true;
     }
