@@ -126,8 +126,9 @@ struct fab_op {
     int32_t status;     /* out: 0 or RDKV_E* */
     uint64_t len;       /* READ/WRITE length in bytes (>= 1); atomics ignore it */
     rptr remote;        /* target; atomics need 8-byte alignment */
-    void *local;        /* READ: destination; WRITE: source (copied or sent before fab_post
-                           returns, so it may be reused at once) */
+    void *local;        /* READ: destination; WRITE: source. Both must stay valid and, for a
+                           WRITE, unchanged until the completion (verbs may read it when the
+                           op executes; the soft transport happens to copy it at post) */
     uint64_t arg;       /* CAS: the expected value; FAA: the addend */
     uint64_t swap;      /* CAS: the new value */
     uint64_t result;    /* out, CAS/FAA: the value the word held before the operation */

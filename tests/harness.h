@@ -1,6 +1,6 @@
 /* A minimal test harness: CHECK records a failure and goes on, REQUIRE ends the test.
  * test_main runs every test (or those named on the command line), prints one line per test and
- * a closing "N passed, N failed" line, and exits non-zero if anything failed. Tests are bounded
+ * a closing "N passed, N failed (N skipped)" line, and exits non-zero if anything failed. Tests are bounded
  * by ctest's TIMEOUT, never by sleeps. */
 #ifndef RDKV_TEST_HARNESS_H
 #define RDKV_TEST_HARNESS_H
@@ -12,6 +12,14 @@
 #include <string.h>
 
 extern int harness_failures; /* failures in the current test */
+extern const char *harness_skip; /* set by SKIP: why the current test did not run */
+
+/* Ends the current test as skipped (it counts neither as passed nor as failed). */
+#define SKIP(why)                                                                                  \
+    do {                                                                                           \
+        harness_skip = (why);                                                                      \
+        return;                                                                                    \
+    } while (0)
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

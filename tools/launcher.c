@@ -308,6 +308,19 @@ int launch_signal(struct launch *L, unsigned node, int sig)
     return kill(L->pids[node], sig) == 0 ? 0 : RDKV_EIO;
 }
 
+int launch_kill(struct launch *L, unsigned node)
+{
+    if (node >= L->n || L->pids[node] <= 0 || !L->children) return RDKV_EINVAL;
+    pid_t pid = L->pids[node];
+    if (kill(pid, SIGKILL) != 0) return RDKV_EIO;
+    int st;
+    pid_t r;
+    do r = waitpid(pid, &st, 0);
+    while (r < 0 && errno == EINTR);
+    L->pids[node] = 0; /* reaped: launch_stop leaves it alone */
+    return r == pid ? 0 : RDKV_EIO;
+}
+
 int launch_pause(struct launch *L, unsigned node, bool pause)
 {
     if (node >= L->n || L->pids[node] <= 0 || !L->children) return RDKV_EINVAL;

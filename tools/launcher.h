@@ -41,6 +41,9 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
 /* Reads a directory written by a detached launch (for kvcluster stop/status). */
 int launch_attach(struct launch *L, const char *dir, char *err, size_t errcap);
 int launch_signal(struct launch *L, unsigned node, int sig);
+/* SIGKILLs a node and returns once it is dead (children only): from then on its sockets are
+ * closed and, on verbs, its queue pairs are gone. */
+int launch_kill(struct launch *L, unsigned node);
 /* Stops (SIGSTOP) or continues (SIGCONT) a node and returns once it has (children only). */
 int launch_pause(struct launch *L, unsigned node, bool pause);
 /* True while node's process exists. */
