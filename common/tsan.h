@@ -16,11 +16,19 @@
 void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
 extern char tsan_wire_sync;
+extern char tsan_ring_sync;
 #define TSAN_WIRE_SEND() __tsan_release(&tsan_wire_sync)
 #define TSAN_WIRE_RECV() __tsan_acquire(&tsan_wire_sync)
+/* liburing maps rings with raw syscalls TSan does not intercept, so a new ring mapped where an
+ * old one was looks like a race with the old ring's owner. Tearing a ring down releases, setting
+ * one up acquires. */
+#define TSAN_RING_GONE() __tsan_release(&tsan_ring_sync)
+#define TSAN_RING_NEW() __tsan_acquire(&tsan_ring_sync)
 #else
 #define TSAN_WIRE_SEND() ((void)0)
 #define TSAN_WIRE_RECV() ((void)0)
+#define TSAN_RING_GONE() ((void)0)
+#define TSAN_RING_NEW() ((void)0)
 #endif
 
 #endif

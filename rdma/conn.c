@@ -20,6 +20,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#ifdef RDKV_TSAN
+char tsan_wire_sync, tsan_ring_sync;
+#endif
+
+void uring_exit(struct io_uring *ring)
+{
+    io_uring_queue_exit(ring);
+    TSAN_RING_GONE();
+}
+
 int uring_setup(struct io_uring *ring, unsigned entries, char *err, size_t errcap)
 {
     static const unsigned flag_sets[] = {
@@ -34,7 +44,10 @@ int uring_setup(struct io_uring *ring, unsigned entries, char *err, size_t errca
         p.flags = flag_sets[i];
         p.cq_entries = entries * 4;
         rc = io_uring_queue_init_params(entries, ring, &p);
-        if (rc == 0) return 0;
+        if (rc == 0) {
+            TSAN_RING_NEW();
+            return 0;
+        }
         if (rc != -EINVAL) break;
     }
     snprintf(err, errcap, "io_uring unavailable: %s", strerror(-rc));
@@ -127,9 +140,6 @@ uint8_t *conn_reserve(struct conn *c, size_t n)
     return p;
 }
 
-#ifdef RDKV_TSAN
-char tsan_wire_sync;
-#endif
 
 void conn_flush(struct io_uring *ring, struct conn *c)
 {

@@ -49,14 +49,14 @@ int fab_ctx_create(struct fabric *f, struct fab_ctx **out)
     rc = bufring_init(&c->ring, &c->br, CTX_BGID, CTX_BUFS, CTX_BUFSZ);
     if (rc) {
         log_error("io_uring provided-buffer rings unavailable (kernel 5.19+ needed)");
-        io_uring_queue_exit(&c->ring);
+        uring_exit(&c->ring);
         free(c);
         return rc;
     }
     c->eps = calloc(f->nnodes, sizeof *c->eps);
     if (!c->eps) {
         bufring_fini(&c->ring, &c->br);
-        io_uring_queue_exit(&c->ring);
+        uring_exit(&c->ring);
         free(c);
         return RDKV_ENOMEM;
     }
@@ -68,7 +68,7 @@ int fab_ctx_create(struct fabric *f, struct fab_ctx **out)
         if (rc) {
             free(c->eps);
             bufring_fini(&c->ring, &c->br);
-            io_uring_queue_exit(&c->ring);
+            uring_exit(&c->ring);
             free(c);
             return rc;
         }
@@ -103,7 +103,7 @@ void fab_ctx_destroy(struct fab_ctx *c)
      * whatever is left before any buffer is freed. */
     int64_t deadline = clock_now_ns() + NS_PER_S;
     while (c->closing_conns && clock_now_ns() < deadline) ctx_progress(c, 20 * NS_PER_MS);
-    io_uring_queue_exit(&c->ring);
+    uring_exit(&c->ring);
     munmap(c->br.br, c->br.map_size);
     for (struct cconn *cc = c->conns, *next; cc; cc = next) {
         next = cc->next;

@@ -29,6 +29,7 @@ static inline void *ev_ptr(uint64_t ud) { return (void *)(uintptr_t)(ud & ~EV_MA
 /* Sets up a ring with SINGLE_ISSUER|DEFER_TASKRUN, falling back to COOP_TASKRUN and then to no
  * flags on kernels without them. Must run on the thread that will use the ring. */
 int uring_setup(struct io_uring *ring, unsigned entries, char *err, size_t errcap);
+void uring_exit(struct io_uring *ring);
 /* An SQE, submitting first if the queue is full. Never NULL. */
 struct io_uring_sqe *uring_sqe(struct io_uring *ring);
 

@@ -565,7 +565,7 @@ static void *svc_main(void *arg)
         if (rc) {
             snprintf(s->start_err, sizeof s->start_err,
                      "io_uring provided-buffer rings unavailable (kernel 5.19+ needed)");
-            io_uring_queue_exit(&s->ring);
+            uring_exit(&s->ring);
         }
     }
     pthread_mutex_lock(&s->mu);
@@ -635,7 +635,7 @@ static void *svc_main(void *arg)
         io_uring_cq_advance(&s->ring, n);
     }
     /* Whatever is still in flight is cancelled by the ring's exit, before any buffer goes. */
-    io_uring_queue_exit(&s->ring);
+    uring_exit(&s->ring);
     for (struct sconn *sc = s->conns, *n; sc; sc = n) {
         n = sc->next;
         if (s->f->vn) verbs_conn_gone(s->f, sc->id);

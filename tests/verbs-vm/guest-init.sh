@@ -9,7 +9,7 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 # shellcheck disable=SC1091
-. /params # MODS, GUEST_CMD, GUEST_ENV
+. /params # MODS, SCRATCH, GUEST_CMD, GUEST_ENV
 
 for m in $MODS; do
     insmod "/mods/$m.ko" || echo "rdkv-vm: insmod $m failed"
@@ -20,7 +20,8 @@ if ! mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 hostroot /host
 fi
 mkdir -p /dev/shm
 for d in proc sys dev; do mount --bind "/$d" "/host/$d"; done
-mount -t tmpfs -o mode=1777 tmp /host/tmp
+# a writable scratch directory (run.sh picked one that does not hide the build tree)
+mount -t tmpfs -o mode=1777 scratch "/host$SCRATCH"
 mount -t tmpfs -o mode=1777 shm /host/dev/shm
 ip link set lo up
 if ! chroot /host /usr/bin/rdma link add rxe0 type rxe netdev lo; then
@@ -29,7 +30,8 @@ fi
 echo "rdkv-vm: $(uname -r), $(nproc) CPUs, $(ls /sys/class/infiniband 2>/dev/null) up"
 echo "=== RDKV-VM SUITE START"
 # shellcheck disable=SC2086 # GUEST_ENV is a list of VAR=value words
-chroot /host /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/tmp \
+chroot /host /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME="$SCRATCH" \
+    TMPDIR="$SCRATCH" \
     $GUEST_ENV /bin/sh -c "$GUEST_CMD"
 echo "=== RDKV-VM SUITE rc=$?"
 for d in /sys/class/infiniband/*/ports/*/hw_counters; do

@@ -121,14 +121,25 @@ mkdir -p "$initrd"/{bin,proc,sys,dev,host,mods} || fail "cannot build $initrd"
 cp "$busybox" "$initrd/bin/busybox" || fail "cannot copy busybox"
 for b in $order; do cp "$work/mods/$b.ko" "$initrd/mods/" || fail "cannot copy module $b"; done
 
-cmd="cd /tmp && exec timeout -k 10 $suite_timeout $build/bin/fabric_conformance --transport verbs"
+# The guest's root is the host's, read-only; a tmpfs over one directory gives it scratch space.
+# Pick one that does not hide the build tree (a clone in /tmp, say).
+scratch=""
+for d in /tmp /var/tmp /mnt /srv /opt; do
+    [ -d "$d" ] || continue
+    case "$build/" in "$d"/*) continue ;; esac
+    scratch=$d
+    break
+done
+[ -n "$scratch" ] || fail "no directory for the guest's scratch space outside $build"
+cmd="cd $scratch && exec timeout -k 10 $suite_timeout $build/bin/fabric_conformance --transport verbs"
 cmd="$cmd --quick --bindir $build/bin"
 for t in ${tests[@]+"${tests[@]}"}; do cmd="$cmd $t"; done
-[ -n "${RDKV_VM_CMD:-}" ] && cmd="cd /tmp && $RDKV_VM_CMD" # debugging: any command instead
+[ -n "${RDKV_VM_CMD:-}" ] && cmd="cd $scratch && $RDKV_VM_CMD" # debugging: any command instead
 genv=""
 [ -n "${RDKV_LOG:-}" ] && genv="RDKV_LOG=$RDKV_LOG"
 {
     echo "MODS='$order'"
+    echo "SCRATCH='$scratch'"
     echo "GUEST_CMD='$cmd'"
     echo "GUEST_ENV='$genv ${RDKV_VM_ENV:-}'"
 } >"$initrd/params"
