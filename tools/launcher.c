@@ -98,7 +98,13 @@ static int wait_exit(struct launch *L, unsigned i, int64_t deadline)
             clock_sleep_ns(10 * NS_PER_MS);
         }
     }
-    if (!L->children) return 0;
+    if (!L->children) {
+        /* Exited; its parent (init) reaps it. Wait, briefly, until it is gone from the process
+         * table too, so that "no process left behind" holds when we return. */
+        int64_t gone_by = clock_now_ns() + 2 * NS_PER_S;
+        while (kill(pid, 0) == 0 && clock_now_ns() < gone_by) clock_sleep_ns(5 * NS_PER_MS);
+        return 0;
+    }
     int st;
     if (waitpid(pid, &st, 0) != pid) return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
