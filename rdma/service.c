@@ -314,6 +314,10 @@ static void nic_exec(struct svc *s, struct sconn *sc, const struct wire_hdr *h, 
         return;
     case FAB_OP_WRITE:
         arena_copy(addr, payload, rq.len, true);
+        /* A NIC's DMA write is visible before any later access it makes (PCIe reads do not pass
+         * posted writes); without this fence x86 could let the next READ's loads pass the store
+         * (Peterson's store->load order depends on it). */
+        atomic_thread_fence(memory_order_seq_cst);
         nic_respond(s, sc, 0, 0, NULL, 0);
         return;
     default: {
@@ -326,6 +330,7 @@ static void nic_exec(struct svc *s, struct sconn *sc, const struct wire_hdr *h, 
         if (f->o.soft_atomic_pause_ns > 0) clock_sleep_ns(f->o.soft_atomic_pause_ns);
         uint64_t nv = rq.op == FAB_OP_FAA ? old + rq.arg : (old == rq.arg ? rq.swap : old);
         if (rq.op == FAB_OP_FAA || old == rq.arg) store64(addr, nv);
+        atomic_thread_fence(memory_order_seq_cst); /* as for WRITE */
         nic_respond(s, sc, 0, old, NULL, 0);
         return;
     }
