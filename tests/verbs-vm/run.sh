@@ -4,6 +4,8 @@
 # root file system read-only over 9p, so the guest runs the binaries of BUILD_DIR as they are.
 #
 # usage: tests/verbs-vm/run.sh BUILD_DIR [test names...]
+# The suites (RDKV_VM_SUITES, default "fabric_conformance lock_stress") run with
+# --transport verbs --quick; test names, if given, are passed to each suite.
 # Exit: 0 the suite passed; 1 it failed (or the guest never reported); 77 skipped, only when the
 # guest cannot be prepared here (a tool missing, the kernel package not downloadable).
 # Environment: RDKV_VM_TIMEOUT (seconds for the whole guest, default 780), RDKV_LOG (passed to
@@ -131,9 +133,17 @@ for d in /tmp /var/tmp /mnt /srv /opt; do
     break
 done
 [ -n "$scratch" ] || fail "no directory for the guest's scratch space outside $build"
-cmd="cd $scratch && exec timeout -k 10 $suite_timeout $build/bin/fabric_conformance --transport verbs"
-cmd="$cmd --quick --bindir $build/bin"
-for t in ${tests[@]+"${tests[@]}"}; do cmd="$cmd $t"; done
+# Each suite runs on verbs in its quick size; the guest's status is the first failure's.
+suites=${RDKV_VM_SUITES:-fabric_conformance lock_stress}
+cmd="cd $scratch && st=0"
+for suite in $suites; do
+    [ -x "$build/bin/$suite" ] || fail "$build/bin/$suite is not built"
+    one="timeout -k 10 $suite_timeout $build/bin/$suite --transport verbs --quick"
+    [ "$suite" = fabric_conformance ] && one="$one --bindir $build/bin"
+    for t in ${tests[@]+"${tests[@]}"}; do one="$one $t"; done
+    cmd="$cmd; echo \"verbs-vm: suite $suite\"; $one || { r=\$?; [ \$st = 0 ] && st=\$r; }"
+done
+cmd="$cmd; exit \$st"
 [ -n "${RDKV_VM_CMD:-}" ] && cmd="cd $scratch && $RDKV_VM_CMD" # debugging: any command instead
 genv=""
 [ -n "${RDKV_LOG:-}" ] && genv="RDKV_LOG=$RDKV_LOG"

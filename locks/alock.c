@@ -1,0 +1,192 @@
+/* ALock (Baran et al., SPAA'24): Peterson's algorithm between a local and a remote cohort, each
+ * cohort an MCS queue, with budgets for fairness. Threads on the lock's node use only CPU atomics
+ * and loads/stores; threads elsewhere use only one-sided fabric operations; nobody uses loopback.
+ *
+ * The rule that makes it safe under RDMA's weak atomicity: every word that sees a read-modify-
+ * write is RMW'd by one class only -- tail_l by local CPUs, tail_r by NICs -- and the other class
+ * only reads it. victim is only ever written (8-byte stores and WRITEs are atomic with each
+ * other) and read. The fixes to the printed pseudocode (seeds-digest 1.1.6) are applied:
+ * the Peterson wait is "other cohort locked AND victim is us", the enqueue is a CAS loop (verbs
+ * have no swap), node ids are 16 bits (rptr), and there is a store->load fence between writing
+ * victim and reading the other tail (seq_cst locally; remotely the WRITE and the READ travel in
+ * one chain, executed in order). docs/locks.md has the argument; tests/models/alock.pml checks it. */
+#include "lock_internal.h"
+
+#include "common/clock.h"
+
+#define AL_TAIL_R 0
+#define AL_TAIL_L 16
+#define AL_VICTIM 32
+#define VICTIM_LOCAL 1
+#define VICTIM_REMOTE 2
+
+struct alock_line {
+    uint64_t tail_r;  /* @0: rptr of the remote cohort's last descriptor (NIC CAS only) */
+    uint64_t pad0;
+    uint64_t tail_l;  /* @16: rptr of the local cohort's last descriptor (CPU atomics only) */
+    uint64_t pad1;
+    uint64_t victim;  /* @32: the cohort that yields: 0, VICTIM_LOCAL or VICTIM_REMOTE */
+    uint64_t pad2[3];
+};
+_Static_assert(sizeof(struct alock_line) == LOCK_LINE, "an ALock is one line");
+
+#define AUX_LOCAL 1
+
+/* ---------------------------------------------------------------------------------------------
+ * Local cohort: CPU atomics on this node's memory. */
+
+static void peterson_local(struct alock_line *L)
+{
+    /* seq_cst store (xchg on x86): the store->load fence Peterson needs before reading tail_r */
+    __atomic_store_n(&L->victim, VICTIM_LOCAL, __ATOMIC_SEQ_CST);
+    for (unsigned r = 0;; r++) {
+        if (__atomic_load_n(&L->tail_r, __ATOMIC_SEQ_CST) == 0) return;
+        if (__atomic_load_n(&L->victim, __ATOMIC_SEQ_CST) != VICTIM_LOCAL) return;
+        lock_backoff(r); /* tail_r and victim are written by NICs: nobody can wake us */
+    }
+}
+
+static int local_acquire(struct lock_thread *t, struct alock_line *L, rptr me, struct lock_desc *d)
+{
+    __atomic_store_n(&d->budget, -1, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->next, 0, __ATOMIC_RELAXED);
+    uint64_t prev = __atomic_exchange_n(&L->tail_l, me, __ATOMIC_SEQ_CST);
+    if (prev == 0) {
+        d->budget = t->cfg.alock_local_budget;
+        peterson_local(L);
+        return 0;
+    }
+    struct lock_desc *pd = fab_local(t->f, prev);
+    __atomic_store_n(&pd->next, me, __ATOMIC_SEQ_CST);
+    lock_wake(&pd->next, &pd->sleeping);
+    lock_wait_change((uint64_t *)&d->budget, (uint64_t)-1, &d->sleeping, 0);
+    if (__atomic_load_n(&d->budget, __ATOMIC_ACQUIRE) == 0) {
+        peterson_local(L);
+        d->budget = t->cfg.alock_local_budget;
+    }
+    return 0;
+}
+
+static void local_release(struct lock_thread *t, struct alock_line *L, rptr me, struct lock_desc *d)
+{
+    uint64_t next = ld64(&d->next);
+    if (!next) {
+        uint64_t expect = me;
+        if (__atomic_compare_exchange_n(&L->tail_l, &expect, 0, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST))
+            return; /* queue empty: this also clears the local Peterson flag */
+        lock_wait_change(&d->next, 0, &d->sleeping, 0); /* a successor is linking in */
+        next = ld64(&d->next);
+    }
+    struct lock_desc *nd = fab_local(t->f, next);
+    __atomic_store_n(&nd->budget, d->budget - 1, __ATOMIC_SEQ_CST);
+    lock_wake((uint64_t *)&nd->budget, &nd->sleeping);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Remote cohort: one-sided operations only. */
+
+static int peterson_remote(struct fab_ctx *c, rptr line)
+{
+    uint64_t victim = VICTIM_REMOTE, snap[LOCK_LINE / 8];
+    /* The WRITE and the READ go as one chain: executed in order at the lock's node, so the READ
+     * of tail_l happens after victim is written (the store->load order Peterson needs). */
+    struct fab_op ops[2] = {fab_op_write(rptr_add(line, AL_VICTIM), &victim, 8),
+                            fab_op_read(line, snap, LOCK_LINE)};
+    int rc = fab_exec(c, ops, 2);
+    while (rc == 0) {
+        if (snap[AL_TAIL_L / 8] == 0 || snap[AL_VICTIM / 8] != VICTIM_REMOTE) return 0;
+        rc = fab_read(c, line, snap, LOCK_LINE); /* remote spinning, one round trip each */
+    }
+    return rc;
+}
+
+static int remote_acquire(struct lock_thread *t, rptr line, rptr me, struct lock_desc *d)
+{
+    __atomic_store_n(&d->budget, -1, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->next, 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    /* swap(tail_r, me), emulated by a CAS loop that retries with the value it learned */
+    uint64_t expect = 0, prev = 0;
+    for (;;) {
+        int rc = fab_cas(t->c, rptr_add(line, AL_TAIL_R), expect, me, &prev);
+        if (rc) return rc;
+        if (prev == expect) break;
+        expect = prev;
+    }
+    if (prev == 0) {
+        d->budget = t->cfg.alock_remote_budget;
+        return peterson_remote(t->c, line);
+    }
+    uint64_t mine = me;
+    int rc = fab_write(t->c, rptr_add(prev, DESC_NEXT), &mine, 8);
+    if (rc) return rc;
+    lock_wait_change((uint64_t *)&d->budget, (uint64_t)-1, &d->sleeping, 0);
+    if (__atomic_load_n(&d->budget, __ATOMIC_ACQUIRE) == 0) {
+        rc = peterson_remote(t->c, line);
+        d->budget = t->cfg.alock_remote_budget;
+    }
+    return rc;
+}
+
+static int remote_release(struct lock_thread *t, rptr line, rptr me, struct lock_desc *d)
+{
+    uint64_t next = ld64(&d->next);
+    if (!next) {
+        uint64_t cur;
+        int rc = fab_cas(t->c, rptr_add(line, AL_TAIL_R), me, 0, &cur);
+        if (rc) return rc;
+        if (cur == me) return 0; /* queue empty: this also clears the remote Peterson flag */
+        lock_wait_change(&d->next, 0, &d->sleeping, 0);
+        next = ld64(&d->next);
+    }
+    int64_t budget = d->budget - 1;
+    return fab_write(t->c, rptr_add(next, DESC_BUDGET), &budget, 8);
+}
+
+/* ---------------------------------------------------------------------------------------------*/
+
+static int alock_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadline)
+{
+    (void)deadline; /* a queue lock has no abort path: see docs/locks.md */
+    if (mode != LOCK_EXCLUSIVE) return RDKV_ENOTSUP;
+    struct lock_thread *t = h->t;
+    unsigned idx;
+    rptr me;
+    struct lock_desc *d;
+    int rc = desc_get(t, &idx, &me, &d);
+    if (rc) return rc;
+    struct alock_line *L = fab_local(t->f, h->line);
+    if (L) rc = local_acquire(t, L, me, d);
+    else rc = remote_acquire(t, h->line, me, d);
+    if (rc) {
+        desc_put(t, idx);
+        return rc;
+    }
+    h->desc = (uint8_t)idx;
+    h->aux = L ? AUX_LOCAL : 0;
+    h->mode = LOCK_EXCLUSIVE;
+    return 0;
+}
+
+static int alock_release(struct lock_handle *h)
+{
+    if (h->mode != LOCK_EXCLUSIVE) return RDKV_EINVAL;
+    struct lock_thread *t = h->t;
+    struct lock_desc *d = desc_at(t, h->desc);
+    rptr me = rptr_add(t->descs, (uint64_t)h->desc * LOCK_LINE);
+    int rc = 0;
+    if (h->aux & AUX_LOCAL) local_release(t, fab_local(t->f, h->line), me, d);
+    else rc = remote_release(t, h->line, me, d);
+    desc_put(t, h->desc);
+    h->mode = 0;
+    return rc;
+}
+
+const struct lock_algo lock_alock = {
+    .name = "alock",
+    .modes = 1u << LOCK_EXCLUSIVE,
+    .uses_descriptors = true,
+    .acquire = alock_acquire,
+    .release = alock_release,
+};

@@ -1,0 +1,205 @@
+/* Shared lock machinery: the algorithm registry, per-thread descriptor slabs, the lock table, and
+ * bounded waiting. */
+#include "lock.h"
+
+#include "common/clock.h"
+#include "locks/lock_internal.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static const struct lock_algo *const algos[] = {&lock_alock, &lock_spin, &lock_mcs};
+
+const struct lock_algo *lock_algo_find(const char *name)
+{
+    if (!name) return NULL;
+    for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
+        if (!strcmp(algos[i]->name, name)) return algos[i];
+    return NULL;
+}
+
+const char *lock_algo_names(void) { return "alock, spin, mcs"; }
+
+void lock_cfg_init(struct lock_cfg *cfg)
+{
+    cfg->alock_local_budget = 5;
+    cfg->alock_remote_budget = 20;
+    cfg->spin_backoff_min_ns = 1 * NS_PER_US;
+    cfg->spin_backoff_max_ns = 64 * NS_PER_US;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Descriptor slabs. The node's "lockdesc" region starts with a 64-byte bitmap header (256 bits:
+ * which slabs are taken), changed only by this node's threads with CPU atomics, then
+ * LOCK_MAX_THREADS slabs of LOCK_DESCS descriptors. */
+#define DESC_REGION "lockdesc"
+#define SLAB_BYTES ((uint64_t)LOCK_DESCS * LOCK_LINE)
+#define DESC_REGION_BYTES (LOCK_LINE + (uint64_t)LOCK_MAX_THREADS * SLAB_BYTES)
+
+int lock_thread_init(struct lock_thread *t, struct fab_ctx *c, const struct lock_cfg *cfg)
+{
+    memset(t, 0, sizeof *t);
+    t->c = c;
+    t->f = fab_ctx_fabric(c);
+    t->node = fab_node_id(t->f);
+    /* Lock waits sleep for tens of microseconds; the default 50 us timer slack would double
+     * them. This thread's sleeps get 1 us of slack. */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    if (cfg) t->cfg = *cfg;
+    else lock_cfg_init(&t->cfg);
+    if (!fab_arena_base(t->f)) return RDKV_EINVAL; /* descriptors need this node's arena */
+    rptr region;
+    int rc = fab_region(t->f, DESC_REGION, DESC_REGION_BYTES, LOCK_LINE, &region);
+    if (rc) return rc;
+    uint64_t *bits = fab_local(t->f, region);
+    for (unsigned s = 0; s < LOCK_MAX_THREADS; s++) {
+        uint64_t *w = &bits[s / 64], m = 1ull << (s % 64);
+        if (__atomic_fetch_or(w, m, __ATOMIC_ACQ_REL) & m) continue;
+        t->slab = s;
+        t->descs = rptr_add(region, LOCK_LINE + s * SLAB_BYTES);
+        t->id = ((uint32_t)t->node << 16 | s) + 1;
+        t->free_mask = ~0ull;
+        memset(fab_local(t->f, t->descs), 0, SLAB_BYTES);
+        return 0;
+    }
+    return RDKV_EBUSY;
+}
+
+void lock_thread_fini(struct lock_thread *t)
+{
+    if (!t->id) return;
+    rptr region;
+    if (fab_region(t->f, DESC_REGION, DESC_REGION_BYTES, LOCK_LINE, &region) == 0) {
+        uint64_t *bits = fab_local(t->f, region);
+        __atomic_fetch_and(&bits[t->slab / 64], ~(1ull << (t->slab % 64)), __ATOMIC_ACQ_REL);
+    }
+    t->id = 0;
+}
+
+int desc_get(struct lock_thread *t, unsigned *idx, rptr *r, struct lock_desc **d)
+{
+    if (!t->free_mask) return RDKV_EBUSY;
+    unsigned i = (unsigned)__builtin_ctzll(t->free_mask);
+    t->free_mask &= ~(1ull << i);
+    *idx = i;
+    *r = rptr_add(t->descs, (uint64_t)i * LOCK_LINE);
+    *d = fab_local(t->f, *r);
+    return 0;
+}
+
+void desc_put(struct lock_thread *t, unsigned idx) { t->free_mask |= 1ull << idx; }
+
+struct lock_desc *desc_at(struct lock_thread *t, unsigned idx)
+{
+    return fab_local(t->f, rptr_add(t->descs, (uint64_t)idx * LOCK_LINE));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The lock table */
+#define TABLE_REGION "locktable"
+
+static void share(uint32_t total, unsigned nodes, uint16_t node, uint32_t *first, uint32_t *count)
+{
+    uint32_t base = total / nodes, extra = total % nodes;
+    *count = base + (node < extra ? 1 : 0);
+    *first = node * base + (node < extra ? node : extra);
+}
+
+uint32_t locktable_count(const struct locktable *lt, uint16_t node)
+{
+    uint32_t first, count;
+    share(lt->total, lt->nodes, node, &first, &count);
+    return count;
+}
+
+int locktable_reset(struct fabric *f, uint32_t total)
+{
+    uint32_t first, count;
+    unsigned n = fab_num_nodes(f);
+    if (total == 0 || total / n + 1 > LOCKTABLE_MAX_PER_NODE) return RDKV_EINVAL;
+    share(total, n, fab_node_id(f), &first, &count);
+    rptr base;
+    int rc = fab_region(f, TABLE_REGION, (uint64_t)LOCKTABLE_MAX_PER_NODE * LOCKTABLE_ENTRY,
+                        LOCK_LINE, &base);
+    if (rc) return rc;
+    uint64_t *p = fab_local(f, base);
+    size_t words = (size_t)count * LOCKTABLE_ENTRY / 8;
+    for (size_t i = 0; i < words; i++) __atomic_store_n(&p[i], 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return 0;
+}
+
+int locktable_open(struct locktable *lt, struct fab_ctx *c, uint32_t total)
+{
+    struct fabric *f = fab_ctx_fabric(c);
+    memset(lt, 0, sizeof *lt);
+    lt->nodes = fab_num_nodes(f);
+    lt->total = total;
+    if (total == 0 || total / lt->nodes + 1 > LOCKTABLE_MAX_PER_NODE) return RDKV_EINVAL;
+    for (unsigned n = 0; n < lt->nodes; n++) {
+        uint64_t size;
+        int rc = fab_region_lookup(c, (uint16_t)n, TABLE_REGION, &lt->base[n], &size);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Waiting */
+
+static inline void cpu_relax(void) { __builtin_ia32_pause(); }
+
+#define SPIN_ROUNDS 512           /* about 1-3 us of pause instructions */
+#define NAP_MAX_NS (128 * NS_PER_US) /* longest sleep between looks at a NIC-written word */
+
+static int futex_wait32(uint32_t *addr, uint32_t val, int64_t ns)
+{
+    struct timespec ts = clock_ts(ns);
+    return (int)syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+}
+
+int lock_wait_change(uint64_t *w, uint64_t v, uint32_t *sleeping, int64_t deadline)
+{
+    for (unsigned i = 0; i < SPIN_ROUNDS; i++) {
+        if (__atomic_load_n(w, __ATOMIC_ACQUIRE) != v) return 0;
+        cpu_relax();
+    }
+    int64_t nap = 20 * NS_PER_US;
+    for (;;) {
+        if (__atomic_load_n(w, __ATOMIC_ACQUIRE) != v) return 0;
+        int64_t now = clock_now_ns();
+        if (deadline && now >= deadline) return RDKV_ETIMEDOUT;
+        int64_t t = nap;
+        if (deadline && deadline - now < t) t = deadline - now;
+        if (sleeping) __atomic_store_n(sleeping, 1, __ATOMIC_SEQ_CST);
+        /* the low half of the word: it changes whenever the value does, for every use here */
+        if (__atomic_load_n(w, __ATOMIC_SEQ_CST) == v)
+            futex_wait32((uint32_t *)(void *)w, (uint32_t)v, t);
+        if (sleeping) __atomic_store_n(sleeping, 0, __ATOMIC_RELAXED);
+        if (nap < NAP_MAX_NS) nap *= 2;
+    }
+}
+
+void lock_wake(uint64_t *w, uint32_t *sleeping)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!sleeping || __atomic_load_n(sleeping, __ATOMIC_RELAXED))
+        syscall(SYS_futex, (uint32_t *)(void *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void lock_backoff(unsigned round)
+{
+    if (round < 8) {
+        for (unsigned i = 0; i < (64u << round); i++) cpu_relax();
+    } else if (round < 12) {
+        sched_yield();
+    } else {
+        unsigned r = round - 12;
+        clock_sleep_ns((int64_t)NS_PER_US << (r < 7 ? r : 7)); /* 1 us .. 128 us */
+    }
+}
