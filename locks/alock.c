@@ -7,9 +7,10 @@
  * only reads it. victim is only ever written (8-byte stores and WRITEs are atomic with each
  * other) and read. The fixes to the printed pseudocode (seeds-digest 1.1.6) are applied:
  * the Peterson wait is "other cohort locked AND victim is us", the enqueue is a CAS loop (verbs
- * have no swap), node ids are 16 bits (rptr), and there is a store->load fence between writing
- * victim and reading the other tail (seq_cst locally; remotely the WRITE and the READ travel in
- * one chain, executed in order). docs/locks.md has the argument; tests/models/alock.pml checks it. */
+ * have no swap) made starvation-free by a pending count (below), node ids are 16 bits, and there
+ * is a store->load fence between writing victim and reading the other tail (seq_cst locally;
+ * remotely the WRITE and the READ travel in one chain, executed in order). docs/locks.md has the
+ * argument; tests/models/alock.pml checks it. */
 #include "lock_internal.h"
 
 #include "common/clock.h"
@@ -20,8 +21,32 @@
 #define VICTIM_LOCAL 1
 #define VICTIM_REMOTE 2
 
+/* tail_r packs the remote cohort's tail with a count of remote threads that are enqueueing:
+ *   bits  0..41  the tail descriptor: node:16 | (arena offset / 64):26, 0 = empty
+ *   bits 42..63  pending enqueuers
+ * Verbs have no swap, so the enqueue is a CAS loop, and a CAS loop alone can starve: another
+ * remote thread may change the tail between every two of our tries forever (spin found exactly
+ * that). A thread whose first CAS fails registers in the count (FAA); while the count is
+ * nonzero a holder may not release by emptying the tail, so the tail changes only when another
+ * enqueuer succeeds, which each thread can do at most once per acquisition: our retries are
+ * bounded. See docs/locks.md. */
+#define TR_TAIL_BITS 42
+#define TR_TAIL_MASK ((1ull << TR_TAIL_BITS) - 1)
+#define TR_PENDING_ONE (1ull << TR_TAIL_BITS)
+#define TR_OFF_BITS 26
+
+static inline uint64_t tr_encode(rptr d)
+{
+    return ((uint64_t)rptr_node(d) << TR_OFF_BITS) | (rptr_off(d) >> 6);
+}
+static inline rptr tr_decode(uint64_t w)
+{
+    uint64_t t = w & TR_TAIL_MASK;
+    return rptr_make((uint16_t)(t >> TR_OFF_BITS), (t & ((1ull << TR_OFF_BITS) - 1)) << 6);
+}
+
 struct alock_line {
-    uint64_t tail_r;  /* @0: rptr of the remote cohort's last descriptor (NIC CAS only) */
+    uint64_t tail_r;  /* @0: the remote cohort's tail and pending count (NIC atomics only) */
     uint64_t pad0;
     uint64_t tail_l;  /* @16: rptr of the local cohort's last descriptor (CPU atomics only) */
     uint64_t pad1;
@@ -40,7 +65,7 @@ static void peterson_local(struct alock_line *L)
     /* seq_cst store (xchg on x86): the store->load fence Peterson needs before reading tail_r */
     __atomic_store_n(&L->victim, VICTIM_LOCAL, __ATOMIC_SEQ_CST);
     for (unsigned r = 0;; r++) {
-        if (__atomic_load_n(&L->tail_r, __ATOMIC_SEQ_CST) == 0) return;
+        if ((__atomic_load_n(&L->tail_r, __ATOMIC_SEQ_CST) & TR_TAIL_MASK) == 0) return;
         if (__atomic_load_n(&L->victim, __ATOMIC_SEQ_CST) != VICTIM_LOCAL) return;
         lock_backoff(r); /* tail_r and victim are written by NICs: nobody can wake us */
     }
@@ -106,20 +131,30 @@ static int remote_acquire(struct lock_thread *t, rptr line, rptr me, struct lock
     __atomic_store_n(&d->budget, -1, __ATOMIC_RELAXED);
     __atomic_store_n(&d->next, 0, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    /* swap(tail_r, me), emulated by a CAS loop that retries with the value it learned */
-    uint64_t expect = 0, prev = 0;
-    for (;;) {
-        int rc = fab_cas(t->c, rptr_add(line, AL_TAIL_R), expect, me, &prev);
+    /* swap(tail_r, me): first optimistically from empty; if that fails, register as pending
+     * and CAS with the value learned, dropping our pending mark in the same CAS. */
+    rptr tr = rptr_add(line, AL_TAIL_R);
+    uint64_t mine = tr_encode(me), cur = 0;
+    int rc = fab_cas(t->c, tr, 0, mine, &cur);
+    if (rc) return rc;
+    if (cur != 0) {
+        rc = fab_faa(t->c, tr, TR_PENDING_ONE, &cur);
         if (rc) return rc;
-        if (prev == expect) break;
-        expect = prev;
+        cur += TR_PENDING_ONE; /* the word now, as far as we know */
+        for (;;) {
+            uint64_t want = (cur & ~TR_TAIL_MASK) - TR_PENDING_ONE + mine, got;
+            rc = fab_cas(t->c, tr, cur, want, &got);
+            if (rc) return rc;
+            if (got == cur) break;
+            cur = got;
+        }
     }
-    if (prev == 0) {
+    if ((cur & TR_TAIL_MASK) == 0) {
         d->budget = t->cfg.alock_remote_budget;
         return peterson_remote(t->c, line);
     }
-    uint64_t mine = me;
-    int rc = fab_write(t->c, rptr_add(prev, DESC_NEXT), &mine, 8);
+    uint64_t me_val = me;
+    rc = fab_write(t->c, rptr_add(tr_decode(cur), DESC_NEXT), &me_val, 8);
     if (rc) return rc;
     lock_wait_change((uint64_t *)&d->budget, (uint64_t)-1, &d->sleeping, 0);
     if (__atomic_load_n(&d->budget, __ATOMIC_ACQUIRE) == 0) {
@@ -133,10 +168,11 @@ static int remote_release(struct lock_thread *t, rptr line, rptr me, struct lock
 {
     uint64_t next = ld64(&d->next);
     if (!next) {
-        uint64_t cur;
-        int rc = fab_cas(t->c, rptr_add(line, AL_TAIL_R), me, 0, &cur);
+        /* Succeeds only if we are the tail and nobody is enqueueing. */
+        uint64_t cur, mine = tr_encode(me);
+        int rc = fab_cas(t->c, rptr_add(line, AL_TAIL_R), mine, 0, &cur);
         if (rc) return rc;
-        if (cur == me) return 0; /* queue empty: this also clears the remote Peterson flag */
+        if (cur == mine) return 0; /* queue empty: this also clears the remote Peterson flag */
         lock_wait_change(&d->next, 0, &d->sleeping, 0);
         next = ld64(&d->next);
     }
@@ -154,6 +190,9 @@ static int alock_acquire(struct lock_handle *h, enum lock_mode mode, int64_t dea
     unsigned idx;
     rptr me;
     struct lock_desc *d;
+    /* tail_r holds descriptors in 26 bits of (offset / 64): the slab must lie below 4 GiB */
+    if (rptr_off(t->descs) + (uint64_t)LOCK_DESCS * LOCK_LINE > (1ull << (TR_OFF_BITS + 6)))
+        return RDKV_ENOSPC;
     int rc = desc_get(t, &idx, &me, &d);
     if (rc) return rc;
     struct alock_line *L = fab_local(t->f, h->line);

@@ -3,9 +3,10 @@
 
 RDKV_PKGS_BUILD="gcc make cmake pkg-config libibverbs-dev librdmacm-dev liburing-dev libxxhash-dev
 libjemalloc-dev ibverbs-providers"
-# The verbs suite boots Debian's kernel under QEMU with Soft-RoCE; clang brings libFuzzer.
+# The verbs suite boots Debian's kernel under QEMU with Soft-RoCE; clang brings libFuzzer; spin
+# checks the Promela lock models.
 RDKV_PKGS_TEST="$RDKV_PKGS_BUILD qemu-system-x86 kmod cpio busybox-static iproute2 clang
-libclang-rt-14-dev"
+libclang-rt-14-dev spin"
 
 # rdkv_ensure_packages build|test
 rdkv_ensure_packages() {
