@@ -2,6 +2,8 @@
  * is split into HIST_SUB/2 equal buckets, so a bucket's width is at most 1/64 of its values. */
 #include "hist.h"
 
+#include "pack.h"
+
 #include <string.h>
 
 void hist_init(struct hist *h)
@@ -93,4 +95,42 @@ void hist_cdf(const struct hist *h, bool (*fn)(void *arg, uint64_t value, double
         seen += h->b[i];
         if (!fn(arg, bucket_mid(i, h), (double)seen / (double)h->count)) return;
     }
+}
+
+void hist_pack(const struct hist *h, struct pack_w *w)
+{
+    uint32_t nonempty = 0;
+    for (unsigned i = 0; i < HIST_BUCKETS; i++) nonempty += h->b[i] != 0;
+    pack_u64(w, h->count);
+    pack_u64(w, h->min);
+    pack_u64(w, h->max);
+    pack_u64(w, (uint64_t)h->sum); /* whole nanoseconds are plenty */
+    pack_u32(w, nonempty);
+    for (unsigned i = 0; i < HIST_BUCKETS; i++)
+        if (h->b[i]) {
+            pack_u16(w, (uint16_t)i);
+            pack_u64(w, h->b[i]);
+        }
+}
+
+bool hist_unpack(struct hist *h, struct pack_r *r)
+{
+    hist_init(h);
+    h->count = unpack_u64(r);
+    h->min = unpack_u64(r);
+    h->max = unpack_u64(r);
+    h->sum = (long double)unpack_u64(r);
+    uint32_t n = unpack_u32(r);
+    if (n > HIST_BUCKETS) return false;
+    uint64_t total = 0;
+    for (uint32_t k = 0; k < n && !r->err; k++) {
+        uint16_t i = unpack_u16(r);
+        uint64_t c = unpack_u64(r);
+        if (i >= HIST_BUCKETS) return false;
+        h->b[i] += c;
+        total += c;
+    }
+    if (r->err || total != h->count) return false;
+    if (!h->count) h->min = UINT64_MAX;
+    return true;
 }

@@ -34,4 +34,12 @@ void hist_cdf(const struct hist *h, bool (*fn)(void *arg, uint64_t value, double
 unsigned hist_index(uint64_t v);
 void hist_bucket_range(unsigned idx, uint64_t *lo, uint64_t *hi);
 
+
+/* Serialization for RPC replies: count, min, max, sum, then the non-empty buckets. */
+struct pack_w;
+struct pack_r;
+void hist_pack(const struct hist *h, struct pack_w *w);
+/* Returns false if the bytes do not describe a histogram. */
+bool hist_unpack(struct hist *h, struct pack_r *r);
+
 #endif

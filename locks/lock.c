@@ -194,12 +194,14 @@ void lock_wake(uint64_t *w, uint32_t *sleeping)
 
 void lock_backoff(unsigned round)
 {
-    if (round < 8) {
+    /* About 2 us of spinning in all, then yields, then sleeps: on a 2-core machine a spinning
+     * waiter takes the CPU from the thread it waits for. */
+    if (round < 4) {
         for (unsigned i = 0; i < (64u << round); i++) cpu_relax();
-    } else if (round < 12) {
+    } else if (round < 8) {
         sched_yield();
     } else {
-        unsigned r = round - 12;
+        unsigned r = round - 8;
         clock_sleep_ns((int64_t)NS_PER_US << (r < 7 ? r : 7)); /* 1 us .. 128 us */
     }
 }

@@ -1,6 +1,7 @@
 /* kvserver: one rdkv node. It maps and registers the node's arena, serves the fabric (the soft
  * NIC or verbs) and RPCs, answers status, and runs until SIGTERM or SIGINT, then exits cleanly.
  * Bad configs, ports in use and unreachable peers end it with a one-line error and exit 1. */
+#include "server/bench.h"
 #include "server/proto.h"
 
 #include "common/clock.h"
@@ -36,6 +37,8 @@ static const char usage[] =
     "  --ready-fd FD         write \"ready\" to FD once serving and all peers answered\n"
     "  --verbs-device NAME   RDMA device (default: the first)\n"
     "  --verbs-cm MODE       auto, rdmacm or oob: how queue pairs are connected (default auto)\n"
+    "  --spin-us U           a thread waiting for a completion polls U us before it blocks\n"
+    "                        (default 20)\n"
     "  --soft-atomic-pause-us N  testing: each soft NIC atomic pauses N us between load and store\n"
     "  -h, --help            this text\n"
     "  --version             print the version\n"
@@ -137,7 +140,7 @@ int main(int argc, char **argv)
     uint64_t v;
     enum {
         O_CONFIG = 256, O_NODE, O_TRANSPORT, O_ARENA, O_RPC_THREADS, O_PEER_WAIT, O_LISTEN_FD,
-        O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_VERSION
+        O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION
     };
     static const struct option longopts[] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -151,6 +154,7 @@ int main(int argc, char **argv)
         {"verbs-device", required_argument, 0, O_VDEV},
         {"verbs-cm", required_argument, 0, O_VCM},
         {"soft-atomic-pause-us", required_argument, 0, O_PAUSE},
+        {"spin-us", required_argument, 0, O_SPIN},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, O_VERSION},
         {0, 0, 0, 0},
@@ -194,6 +198,10 @@ int main(int argc, char **argv)
         case O_PAUSE:
             if (parse_uint_range(optarg, 0, 10000000, &v)) die_usage("bad --soft-atomic-pause-us '%s'", optarg);
             o.soft_atomic_pause_ns = (int64_t)v * NS_PER_US;
+            break;
+        case O_SPIN:
+            if (parse_uint_range(optarg, 0, 1000000, &v)) die_usage("bad --spin-us '%s'", optarg);
+            o.spin_ns = (int64_t)v * NS_PER_US;
             break;
         case 'h': fputs(usage, stdout); return 0;
         case O_VERSION: printf("kvserver %s\n", KVSERVER_VERSION); return 0;
@@ -250,6 +258,7 @@ int main(int argc, char **argv)
         return 1;
     }
     fab_rpc_register(srv.f, KV_RPC_STATUS, status_handler, &srv, FAB_RPC_INLINE);
+    bench_register(srv.f);
     bool stopped = false;
     int rc = 0;
     if (peer_wait > 0) rc = wait_for_peers(srv.f, peer_wait, &sigs, &stopped);
@@ -268,6 +277,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "kvserver: node %ld stopping (%s)\n", node, strsignal(sig));
     } else if (stopped) {
         rc = 0;
+    }
+    if (!bench_shutdown(10 * NS_PER_S)) {
+        /* a benchmark's threads still use the fabric (a peer died under them): leave it to
+         * the kernel rather than free memory they are using */
+        fprintf(stderr, "kvserver: node %ld: a benchmark did not stop; exiting without cleanup\n",
+                node);
+        fflush(NULL);
+        _exit(rc);
     }
     fab_close(srv.f);
     cluster_config_free(&cc);

@@ -8,6 +8,9 @@
 enum kv_rpc {
     /* status: empty request; the reply is a JSON object (see server/status.c) */
     KV_RPC_STATUS = FAB_RPC_USER_BASE + 0,
+    /* embedded benchmarks (server/bench.h) */
+    KV_RPC_BENCH_LOCK_PREPARE = FAB_RPC_USER_BASE + 1,
+    KV_RPC_BENCH_LOCK_RUN = FAB_RPC_USER_BASE + 2,
 };
 
 #endif

@@ -83,6 +83,7 @@ int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, i
                        char *err, size_t errcap)
 {
     memset(b, 0, sizeof *b);
+    char spin_arg[32];
     const char *config = co->config;
     enum fab_transport t = co->transport;
     int rc;
@@ -97,6 +98,12 @@ int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, i
         lo.nodes = co->nodes;
         lo.transport = t == FAB_AUTO ? (fab_verbs_available() ? FAB_VERBS : FAB_SOFT) : t;
         lo.arena_size = co->arena;
+        if (co->spin_ns >= 0) {
+            /* the nodes' own waiting threads (embedded workers) spin the same */
+            snprintf(spin_arg, sizeof spin_arg, "%lld", (long long)(co->spin_ns / NS_PER_US));
+            lo.extra[0] = "--spin-us";
+            lo.extra[1] = spin_arg;
+        }
         rc = launch_start(&b->L, &lo, err, errcap);
         if (rc) return rc;
         b->launched = true;

@@ -1,0 +1,550 @@
+/* kvbench lock: the ALock paper's lock-table benchmark. Worker threads inside every node take one
+ * lock at a time (acquire + release = one op), on their own node's locks with probability
+ * --locality and on other nodes' locks otherwise; the nodes are separate processes that share
+ * nothing but the fabric. --sweep runs the paper's grid for alock, spin and mcs and writes a
+ * table and gnuplot plots. */
+#include "bench.h"
+
+#include "common/clock.h"
+#include "common/parse.h"
+#include "locks/lock.h"
+#include "server/bench.h"
+#include "server/proto.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char usage[] =
+    "usage: kvbench lock [--algo A] [--nodes N | --config FILE] [options]\n"
+    "\n"
+    "Each op is one acquire and one release of a lock from a table partitioned equally across\n"
+    "the nodes: one of the worker's own node's locks with probability --locality, else one of\n"
+    "the other nodes' locks, chosen uniformly. Workers run inside the nodes (kvserver), so local\n"
+    "locks are in the worker's own arena. Reports ops/s, p50/p99/p99.9 latency, fabric round\n"
+    "trips per op and the latency CDF.\n"
+    "\n"
+    "  --algo A          alock, spin or mcs (default alock)\n"
+    "  --nodes N         start N local nodes for the run (default 2)\n"
+    "  --config FILE     use the running cluster in FILE instead\n"
+    "  --transport T     soft, verbs or auto (default soft with --nodes)\n"
+    "  --threads T       worker threads per node (default 2)\n"
+    "  --locks L         locks in the table (default 20)\n"
+    "  --locality P      percent of ops on the worker's own node's locks (default 95)\n"
+    "  --seconds S       measured seconds per run (default 2), after --warmup S (default 0.5)\n"
+    "  --cs-ns N         busy nanoseconds inside each critical section (default 0)\n"
+    "  --budgets L,R     ALock's local and remote budgets (default 5,20)\n"
+    "  --spin-us U       a thread waiting for a fabric completion polls U us before it blocks\n"
+    "                    (default 0 here: workers and NIC threads outnumber the cores on small\n"
+    "                    machines, and polling takes the CPU from the thread being waited for)\n"
+    "  --json FILE       write the results as JSON\n"
+    "  --cdf FILE        write the latency CDF as CSV (latency_us,fraction)\n"
+    "  --sweep           run the paper's grid -- locks 20/100/1000 x locality 85/90/95/100 x\n"
+    "                    threads 1..T -- for alock, spin and mcs; write a table and gnuplot\n"
+    "                    plots (needs gnuplot) into --out\n"
+    "  --out DIR         where --sweep writes lock-sweep.md and plots/ (default docs)\n"
+    "  -h, --help        this text\n";
+
+struct lock_point {
+    char algo[16];
+    unsigned threads, locks, locality;
+    struct bench_lock_res r; /* merged over nodes */
+    double seconds;
+};
+
+static double ops_per_s(const struct lock_point *p)
+{
+    return p->seconds > 0 ? (double)p->r.ops / p->seconds : 0;
+}
+static double rt_per_op(const struct lock_point *p)
+{
+    return p->r.ops ? (double)p->r.round_trips / (double)p->r.ops : 0;
+}
+
+/* One measurement on every node at once. */
+static int run_point(struct fabric *f, struct lock_point *pt, const struct bench_lock_req *base,
+                     char *err, size_t errcap)
+{
+    struct fab_ctx *c;
+    if (fab_ctx_create(f, &c)) {
+        snprintf(err, errcap, "cannot create a fabric context");
+        return RDKV_ENOMEM;
+    }
+    unsigned n = fab_num_nodes(f);
+    struct fab_buf *resp = calloc(n, sizeof *resp);
+    int rc = 0;
+    struct pack_w w;
+    pack_w_init(&w);
+    pack_u32(&w, pt->locks);
+    for (unsigned i = 0; i < n && !rc; i++) {
+        rc = fab_rpc_call(c, (uint16_t)i, KV_RPC_BENCH_LOCK_PREPARE, w.p, w.len, &resp[i], 0);
+        if (rc) snprintf(err, errcap, "node %u: preparing the lock table: %s", i, rdkv_strerror(rc));
+    }
+    pack_w_free(&w);
+    struct bench_lock_req q = *base;
+    snprintf(q.algo, sizeof q.algo, "%s", pt->algo);
+    q.threads = pt->threads;
+    q.locks = pt->locks;
+    q.locality = pt->locality;
+    pack_w_init(&w);
+    bench_lock_req_pack(&q, &w);
+    int64_t timeout = q.warmup_ns + q.run_ns + 60 * NS_PER_S;
+    for (unsigned i = 0; i < n && !rc; i++) {
+        rc = fab_rpc_post(c, (uint16_t)i, KV_RPC_BENCH_LOCK_RUN, w.p, w.len, &resp[i], timeout, i);
+        if (rc) snprintf(err, errcap, "node %u: %s", i, rdkv_strerror(rc));
+    }
+    pack_w_free(&w);
+    memset(&pt->r, 0, sizeof pt->r);
+    hist_init(&pt->r.h);
+    pt->seconds = 0;
+    unsigned got = 0;
+    while (!rc && got < n) {
+        struct fab_cqe cq[LAUNCH_MAX];
+        int k = fab_wait(c, cq, LAUNCH_MAX, -1);
+        for (int j = 0; j < k; j++) {
+            unsigned i = (unsigned)cq[j].tag;
+            struct bench_lock_res r;
+            if (cq[j].status) {
+                rc = cq[j].status;
+                snprintf(err, errcap, "node %u: the run failed: %s", i, rdkv_strerror(rc));
+            } else if (bench_lock_res_unpack(&r, resp[i].data, resp[i].len)) {
+                rc = RDKV_EPROTO;
+                snprintf(err, errcap, "node %u: malformed result", i);
+            } else {
+                pt->r.ops += r.ops;
+                pt->r.local_ops += r.local_ops;
+                pt->r.errors += r.errors;
+                pt->r.round_trips += r.round_trips;
+                pt->r.fabric_ops += r.fabric_ops;
+                hist_merge(&pt->r.h, &r.h);
+                double s = (double)r.elapsed_ns / 1e9;
+                if (s > pt->seconds) pt->seconds = s;
+            }
+            got++;
+        }
+    }
+    /* whatever is still in flight completes (or times out) before the context goes away */
+    while (fab_inflight(c)) {
+        struct fab_cqe cq[LAUNCH_MAX];
+        fab_wait(c, cq, LAUNCH_MAX, -1);
+    }
+    for (unsigned i = 0; i < n; i++) fab_buf_free(&resp[i]);
+    free(resp);
+    fab_ctx_destroy(c);
+    return rc;
+}
+
+static void series_name(const struct lock_point *p, char *out, size_t cap)
+{
+    char up[16];
+    size_t i;
+    for (i = 0; p->algo[i] && i < sizeof up - 1; i++)
+        up[i] = (char)(p->algo[i] >= 'a' && p->algo[i] <= 'z' ? p->algo[i] - 32 : p->algo[i]);
+    up[i] = 0;
+    snprintf(out, cap, "%s-L%u-P%u-T%u", up, p->locks, p->locality, p->threads);
+}
+
+static void print_point(const struct lock_point *p)
+{
+    struct bench_stats s;
+    memset(&s, 0, sizeof s);
+    series_name(p, s.name, sizeof s.name);
+    s.ok = p->r.ops;
+    s.errors = p->r.errors;
+    s.seconds = p->seconds;
+    s.round_trips_per_op = rt_per_op(p);
+    s.h = p->r.h;
+    bench_print_ycsb(stdout, &s);
+    printf("[%s], FabricOpsPerOp, %.3f\n", s.name,
+           p->r.ops ? (double)p->r.fabric_ops / (double)p->r.ops : 0.0);
+    printf("[%s], LocalOps(%%), %.1f\n", s.name,
+           p->r.ops ? 100.0 * (double)p->r.local_ops / (double)p->r.ops : 0.0);
+    fflush(stdout);
+}
+
+struct cdf_out {
+    FILE *f;
+    struct json *j;
+};
+
+static bool cdf_csv(void *arg, uint64_t v, double cum)
+{
+    fprintf(((struct cdf_out *)arg)->f, "%.3f,%.6f\n", (double)v / 1e3, cum);
+    return true;
+}
+
+static bool cdf_json(void *arg, uint64_t v, double cum)
+{
+    struct json *j = ((struct cdf_out *)arg)->j;
+    json_arr_begin(j);
+    json_double(j, (double)v / 1e3);
+    json_double(j, cum);
+    json_arr_end(j);
+    return true;
+}
+
+static void json_point(struct json *j, const struct lock_point *p, unsigned nodes)
+{
+    json_obj_begin(j);
+    json_kv_str(j, "algo", p->algo);
+    json_kv_u64(j, "nodes", nodes);
+    json_kv_u64(j, "threads", p->threads);
+    json_kv_u64(j, "locks", p->locks);
+    json_kv_u64(j, "locality", p->locality);
+    struct bench_stats s;
+    memset(&s, 0, sizeof s);
+    s.ok = p->r.ops;
+    s.errors = p->r.errors;
+    s.seconds = p->seconds;
+    s.round_trips_per_op = rt_per_op(p);
+    s.h = p->r.h;
+    bench_json_metrics(j, &s);
+    json_kv_double(j, "round_trips_per_op", rt_per_op(p));
+    json_kv_double(j, "fabric_ops_per_op",
+                   p->r.ops ? (double)p->r.fabric_ops / (double)p->r.ops : 0.0);
+    json_key(j, "cdf");
+    json_arr_begin(j);
+    struct cdf_out co = {.j = j};
+    hist_cdf(&p->r.h, cdf_json, &co);
+    json_arr_end(j);
+    json_obj_end(j);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The sweep: tables and plots */
+
+static const unsigned sweep_locks[] = {20, 100, 1000};
+static const unsigned sweep_loc[] = {85, 90, 95, 100};
+static const char *const sweep_algos[] = {"alock", "spin", "mcs"};
+#define NLOCKS 3
+#define NLOC 4
+#define NALG 3
+
+static int write_plots(const char *out, struct lock_point *pts, unsigned maxt, unsigned nodes,
+                       const char *transport)
+{
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof dir, "%s/plots", out);
+    mkdir(out, 0755);
+    mkdir(dir, 0755);
+    /* data: one file per lock count; rows = locality, threads; columns = algos */
+    for (unsigned l = 0; l < NLOCKS; l++) {
+        snprintf(path, sizeof path, "%s/lock-sweep-L%u.dat", dir, sweep_locks[l]);
+        FILE *f = fopen(path, "w");
+        if (!f) return RDKV_EIO;
+        fprintf(f, "# locality threads alock_ops_s spin_ops_s mcs_ops_s\n");
+        for (unsigned p = 0; p < NLOC; p++) {
+            fprintf(f, "# locality %u\n", sweep_loc[p]);
+            for (unsigned t = 1; t <= maxt; t++) {
+                fprintf(f, "%u %u", sweep_loc[p], t);
+                for (unsigned a = 0; a < NALG; a++) {
+                    size_t i = (((size_t)l * NLOC + p) * maxt + (t - 1)) * NALG + a;
+                    fprintf(f, " %.1f", ops_per_s(&pts[i]));
+                }
+                fprintf(f, "\n");
+            }
+            fprintf(f, "\n\n");
+        }
+        fclose(f);
+        for (unsigned p = 0; p < NLOC; p += 2) {
+            /* CDFs at the most threads, 100% and 95% locality */
+            unsigned loc = p == 0 ? 3 : 2;
+            snprintf(path, sizeof path, "%s/lock-cdf-L%u-P%u.dat", dir, sweep_locks[l],
+                     sweep_loc[loc]);
+            f = fopen(path, "w");
+            if (!f) return RDKV_EIO;
+            for (unsigned a = 0; a < NALG; a++) {
+                size_t i = (((size_t)l * NLOC + loc) * maxt + (maxt - 1)) * NALG + a;
+                fprintf(f, "# %s\n", sweep_algos[a]);
+                struct cdf_out co = {.f = f};
+                hist_cdf(&pts[i].r.h, cdf_csv, &co);
+                fprintf(f, "\n\n");
+            }
+            fclose(f);
+        }
+    }
+    snprintf(path, sizeof path, "%s/lock-sweep.gp", dir);
+    FILE *g = fopen(path, "w");
+    if (!g) return RDKV_EIO;
+    fprintf(g, "set terminal png size 1600,420 font ',10'\nset datafile separator whitespace\n"
+               "set key top left\nset logscale y\nset grid\nset xlabel 'threads per node'\n"
+               "set ylabel 'ops/s (lock+unlock)'\nset xtics 1\n");
+    for (unsigned l = 0; l < NLOCKS; l++) {
+        fprintf(g, "set output '%s/lock-sweep-L%u.png'\n", dir, sweep_locks[l]);
+        fprintf(g, "set multiplot layout 1,4 title '%u locks, %u nodes, %s transport'\n",
+                sweep_locks[l], nodes, transport);
+        for (unsigned p = 0; p < NLOC; p++)
+            fprintf(g, "set title '%u%% local'\nplot [0.5:%u.5] '%s/lock-sweep-L%u.dat' index %u "
+                       "using 2:3 with linespoints title 'alock', '' index %u using 2:4 with "
+                       "linespoints title 'spin', '' index %u using 2:5 with linespoints title "
+                       "'mcs'\n",
+                    sweep_loc[p], maxt, dir, sweep_locks[l], p, p, p);
+        fprintf(g, "unset multiplot\n");
+    }
+    fprintf(g, "set terminal png size 1400,800 font ',10'\nset output '%s/lock-cdf.png'\n"
+               "set logscale x\nset xtics autofreq\nset format x '%%g'\nunset logscale y\n"
+               "set xlabel 'latency (us), log scale'\nset ylabel 'CDF'\n"
+               "set datafile separator ','\nset key bottom right\n"
+               "set multiplot layout 2,3 title 'latency CDF, %u threads per node, %u nodes'\n",
+            dir, maxt, nodes);
+    for (unsigned r = 0; r < 2; r++)
+        for (unsigned l = 0; l < NLOCKS; l++) {
+            unsigned loc = r == 0 ? 100 : 95;
+            fprintf(g, "set title '%u locks, %u%% local'\nplot [:] [0:1] '%s/lock-cdf-L%u-P%u.dat' "
+                       "index 0 using 1:2 with lines title 'alock', '' index 1 using 1:2 with "
+                       "lines title 'spin', '' index 2 using 1:2 with lines title 'mcs'\n",
+                    sweep_locks[l], loc, dir, sweep_locks[l], loc);
+        }
+    fprintf(g, "unset multiplot\n");
+    fclose(g);
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", path);
+    FILE *pp = popen(cmd, "r");
+    if (!pp) return RDKV_EIO;
+    char line[512];
+    while (fgets(line, sizeof line, pp)) fprintf(stderr, "gnuplot: %s", line);
+    int st = pclose(pp);
+    return st == 0 ? 0 : RDKV_EIO;
+}
+
+static void write_table(FILE *f, struct lock_point *pts, unsigned maxt)
+{
+    fprintf(f, "| locks | local %% | threads/node | alock ops/s | spin ops/s | mcs ops/s | "
+               "alock / spin | alock / mcs | alock p50 (us) | spin p50 (us) | mcs p50 (us) | "
+               "alock RT/op |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (unsigned l = 0; l < NLOCKS; l++)
+        for (unsigned p = 0; p < NLOC; p++)
+            for (unsigned t = 1; t <= maxt; t++) {
+                size_t i = (((size_t)l * NLOC + p) * maxt + (t - 1)) * NALG;
+                struct lock_point *a = &pts[i], *s = &pts[i + 1], *m = &pts[i + 2];
+                fprintf(f, "| %u | %u | %u | %.0f | %.0f | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f "
+                           "| %.2f |\n",
+                        sweep_locks[l], sweep_loc[p], t, ops_per_s(a), ops_per_s(s), ops_per_s(m),
+                        ops_per_s(s) > 0 ? ops_per_s(a) / ops_per_s(s) : 0,
+                        ops_per_s(m) > 0 ? ops_per_s(a) / ops_per_s(m) : 0,
+                        hist_percentile(&a->r.h, 50) / 1e3, hist_percentile(&s->r.h, 50) / 1e3,
+                        hist_percentile(&m->r.h, 50) / 1e3, rt_per_op(a));
+            }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+int cmd_lock(int argc, char **argv)
+{
+    struct bench_common co;
+    bench_common_init(&co);
+    co.nodes = 2;
+    co.spin_ns = 0; /* workers block at once: see --help */
+    const char *algo = "alock", *cdf = NULL, *out = "docs";
+    unsigned threads = 2, locks = 20, locality = 95;
+    bool sweep = false, transport_given = false;
+    double warmup = 0.5;
+    struct bench_lock_req base;
+    memset(&base, 0, sizeof base);
+    base.local_budget = 5;
+    base.remote_budget = 20;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t u;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (!strcmp(o, "--transport")) transport_given = true;
+        if (!strcmp(o, "--sweep")) {
+            sweep = true;
+            continue;
+        }
+        if (bench_common_opt(&co, argc, argv, &i)) continue;
+        if (!v) bench_usage_error("lock", "option '%s' needs a value (or is unknown)", o);
+        if (!strcmp(o, "--algo")) {
+            if (!lock_algo_find(v)) bench_usage_error("lock", "--algo must be alock, spin or mcs (got '%s')", v);
+            algo = v;
+        } else if (!strcmp(o, "--threads")) {
+            if (parse_uint_range(v, 1, BENCH_MAX_THREADS, &u)) bench_usage_error("lock", "--threads must be 1..64 (got '%s')", v);
+            threads = (unsigned)u;
+        } else if (!strcmp(o, "--locks")) {
+            if (parse_uint_range(v, 1, 1000000, &u)) bench_usage_error("lock", "--locks must be 1..1000000 (got '%s')", v);
+            locks = (unsigned)u;
+        } else if (!strcmp(o, "--locality")) {
+            if (parse_uint_range(v, 0, 100, &u)) bench_usage_error("lock", "--locality must be 0..100 (got '%s')", v);
+            locality = (unsigned)u;
+        } else if (!strcmp(o, "--warmup")) {
+            if (parse_double(v, &warmup) || warmup < 0 || warmup > 600) bench_usage_error("lock", "bad --warmup '%s'", v);
+        } else if (!strcmp(o, "--cs-ns")) {
+            if (parse_uint_range(v, 0, 1000000000, &u)) bench_usage_error("lock", "bad --cs-ns '%s'", v);
+            base.cs_ns = (int64_t)u;
+        } else if (!strcmp(o, "--budgets")) {
+            unsigned long lb, rb;
+            char extra;
+            if (sscanf(v, "%lu,%lu%c", &lb, &rb, &extra) != 2 || lb < 1 || rb < 1 || lb > 1000000 || rb > 1000000)
+                bench_usage_error("lock", "--budgets needs LOCAL,REMOTE, both >= 1 (got '%s')", v);
+            base.local_budget = (int64_t)lb;
+            base.remote_budget = (int64_t)rb;
+        } else if (!strcmp(o, "--cdf")) {
+            cdf = v;
+        } else if (!strcmp(o, "--out")) {
+            out = v;
+        } else {
+            bench_usage_error("lock", "unknown option '%s'", o);
+        }
+        i++;
+    }
+    if (co.config && !transport_given) co.transport = FAB_AUTO;
+    base.warmup_ns = (int64_t)(warmup * 1e9);
+    base.run_ns = (int64_t)(co.seconds * 1e9);
+    base.seed = (uint64_t)clock_now_ns();
+    bench_install_signals();
+
+    struct bench_cluster bc;
+    char err[512];
+    if (bench_cluster_open(&bc, &co, 30 * NS_PER_S, err, sizeof err)) {
+        fprintf(stderr, "kvbench lock: error: %s\n", err);
+        return 1;
+    }
+    unsigned nn = fab_num_nodes(bc.f);
+    if (locks / nn + 1 > LOCKTABLE_MAX_PER_NODE) {
+        fprintf(stderr, "kvbench lock: error: at most %u locks per node\n", LOCKTABLE_MAX_PER_NODE - 1);
+        bench_cluster_close(&bc);
+        return 2;
+    }
+    const char *tname = fab_transport_name(bc.transport);
+    printf("# kvbench lock: transport %s, %u node%s%s, %.1f s per run after %.1f s warm-up, "
+           "budgets %lld/%lld, critical section %lld ns\n",
+           tname, nn, nn == 1 ? "" : "s", bc.launched ? " (local processes)" : "", co.seconds,
+           warmup, (long long)base.local_budget, (long long)base.remote_budget,
+           (long long)base.cs_ns);
+    fflush(stdout);
+
+    int rc = 0;
+    size_t npts = sweep ? (size_t)NLOCKS * NLOC * threads * NALG : 1;
+    struct lock_point *pts = calloc(npts, sizeof *pts);
+    if (!pts) {
+        bench_cluster_close(&bc);
+        return 1;
+    }
+    for (size_t i = 0; i < npts && !bench_stop; i++) {
+        struct lock_point *p = &pts[i];
+        if (sweep) {
+            size_t a = i % NALG, t = (i / NALG) % threads, loc = (i / NALG / threads) % NLOC,
+                   l = i / NALG / threads / NLOC;
+            snprintf(p->algo, sizeof p->algo, "%s", sweep_algos[a]);
+            p->threads = (unsigned)t + 1;
+            p->locality = sweep_loc[loc];
+            p->locks = sweep_locks[l];
+        } else {
+            snprintf(p->algo, sizeof p->algo, "%s", algo);
+            p->threads = threads;
+            p->locality = locality;
+            p->locks = locks;
+        }
+        int r = run_point(bc.f, p, &base, err, sizeof err);
+        if (r) {
+            fprintf(stderr, "kvbench lock: %s\n", err);
+            rc = 1;
+            break;
+        }
+        if (p->r.errors) rc = 1;
+        print_point(p);
+    }
+
+    if (!sweep && !rc && !bench_stop) {
+        const struct lock_point *p = &pts[0];
+        printf("\n%-8s %7s %6s %8s %12s %10s %10s %10s %8s\n", "algo", "threads", "locks", "local%",
+               "ops/s", "p50(us)", "p99(us)", "p99.9(us)", "RT/op");
+        printf("%-8s %7u %6u %8u %12.0f %10.2f %10.2f %10.2f %8.3f\n", p->algo, p->threads, p->locks,
+               p->locality, ops_per_s(p), hist_percentile(&p->r.h, 50) / 1e3,
+               hist_percentile(&p->r.h, 99) / 1e3, hist_percentile(&p->r.h, 99.9) / 1e3,
+               rt_per_op(p));
+        printf("latency CDF (us): p1 %.2f  p10 %.2f  p25 %.2f  p50 %.2f  p75 %.2f  p90 %.2f  p99 %.2f"
+               "  p99.9 %.2f  max %.2f\n",
+               hist_percentile(&p->r.h, 1) / 1e3, hist_percentile(&p->r.h, 10) / 1e3,
+               hist_percentile(&p->r.h, 25) / 1e3, hist_percentile(&p->r.h, 50) / 1e3,
+               hist_percentile(&p->r.h, 75) / 1e3, hist_percentile(&p->r.h, 90) / 1e3,
+               hist_percentile(&p->r.h, 99) / 1e3, hist_percentile(&p->r.h, 99.9) / 1e3,
+               p->r.h.max / 1e3);
+    }
+    if (cdf && !sweep) {
+        FILE *f = fopen(cdf, "w");
+        if (!f) {
+            fprintf(stderr, "kvbench lock: cannot write %s: %s\n", cdf, strerror(errno));
+            rc = 1;
+        } else {
+            fprintf(f, "latency_us,fraction\n");
+            struct cdf_out c2 = {.f = f};
+            hist_cdf(&pts[0].r.h, cdf_csv, &c2);
+            fclose(f);
+        }
+    }
+    size_t done = 0;
+    while (done < npts && pts[done].r.ops + pts[done].r.errors > 0) done++;
+    if (co.json) {
+        FILE *jf = fopen(co.json, "w");
+        if (!jf) {
+            fprintf(stderr, "kvbench lock: cannot write %s: %s\n", co.json, strerror(errno));
+            rc = 1;
+        } else {
+            struct json j;
+            json_init(&j, jf, true);
+            json_obj_begin(&j);
+            json_kv_str(&j, "benchmark", "lock");
+            json_key(&j, "config");
+            json_obj_begin(&j);
+            json_kv_str(&j, "transport", tname);
+            json_kv_u64(&j, "nodes", nn);
+            json_kv_bool(&j, "local_nodes", bc.launched);
+            json_kv_double(&j, "seconds", co.seconds);
+            json_kv_double(&j, "warmup_seconds", warmup);
+            json_kv_i64(&j, "alock_local_budget", base.local_budget);
+            json_kv_i64(&j, "alock_remote_budget", base.remote_budget);
+            json_kv_i64(&j, "cs_ns", base.cs_ns);
+            json_kv_bool(&j, "sweep", sweep);
+            json_obj_end(&j);
+            json_key(&j, "results");
+            json_arr_begin(&j);
+            for (size_t i = 0; i < done; i++) json_point(&j, &pts[i], nn);
+            json_arr_end(&j);
+            json_obj_end(&j);
+            if (fclose(jf)) rc = 1;
+        }
+    }
+    if (sweep && done == npts) {
+        char path[4200];
+        mkdir(out, 0755);
+        snprintf(path, sizeof path, "%s/lock-sweep.md", out);
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            fprintf(stderr, "kvbench lock: cannot write %s: %s\n", path, strerror(errno));
+            rc = 1;
+        } else {
+            fprintf(f, "# kvbench lock --sweep\n\nGenerated by `kvbench lock --sweep --nodes %u "
+                       "--threads %u --seconds %g` (transport %s, %u nodes as separate processes, "
+                       "budgets %lld/%lld, empty critical sections). Plots: `plots/lock-sweep-L*.png`"
+                       " (throughput) and `plots/lock-cdf.png` (latency CDFs).\n\n",
+                    nn, threads, co.seconds, tname, nn, (long long)base.local_budget,
+                    (long long)base.remote_budget);
+            write_table(f, pts, threads);
+            fclose(f);
+            printf("\nwrote %s\n", path);
+        }
+        if (write_plots(out, pts, threads, nn, tname)) {
+            fprintf(stderr, "kvbench lock: plotting failed (is gnuplot installed? Debian: "
+                            "gnuplot-nox); the data files are in %s/plots\n", out);
+            rc = 1;
+        } else {
+            printf("wrote %s/plots/lock-sweep-L{20,100,1000}.png and lock-cdf.png\n", out);
+        }
+    }
+    free(pts);
+    if (bench_cluster_close(&bc)) {
+        fprintf(stderr, "kvbench lock: a node did not stop cleanly\n");
+        rc = 1;
+    }
+    if (bench_stop) {
+        fprintf(stderr, "kvbench lock: interrupted\n");
+        return 130;
+    }
+    return rc;
+}
