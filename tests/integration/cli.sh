@@ -89,6 +89,20 @@ expect "kvbench unknown command" 2 "unknown command" -- "$bin/kvbench" frobnicat
 expect "kvbench bad --nodes" 2 "--nodes" -- "$bin/kvbench" fabric --nodes 0
 expect "kvbench bad --ops" 2 "unknown op" -- "$bin/kvbench" fabric --ops read9
 expect "kvbench missing config" 1 "cannot open" -- "$bin/kvbench" fabric --config "$work/none.conf"
+expect "kvbench lock --help" 0 "usage: kvbench lock" -- "$bin/kvbench" lock --help
+expect "kvbench lock bad --algo" 2 "--algo must be" -- "$bin/kvbench" lock --algo ticket
+expect "kvbench lock bad --locality" 2 "--locality must be" -- "$bin/kvbench" lock --locality 101
+expect "kvbench lock bad --budgets" 2 "--budgets needs" -- "$bin/kvbench" lock --budgets 5
+# A short real run: nodes start, workers run inside them, results come back, nodes stop.
+for algo in alock spin mcs; do
+    expect "kvbench lock $algo runs" 0 "Return=OK" -- "$bin/kvbench" lock --algo "$algo" --nodes 2 \
+        --threads 1 --locks 4 --locality 50 --seconds 0.2 --warmup 0 --json "$work/lock-$algo.json"
+    if grep -q '"algo": "'"$algo"'"' "$work/lock-$algo.json" && grep -q '"p999_us"' "$work/lock-$algo.json"; then
+        ok "kvbench lock $algo json"
+    else
+        bad "kvbench lock $algo json"
+    fi
+done
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -23,7 +23,9 @@
  *   liveness   starvation freedom, [] (trying[i] -> <> (owner == i)), under weak fairness
  *              (pan -a -f), for one local and one remote thread (the others are symmetric);
  *              threads are free to stop competing forever;
- *   -DOR_BUG   the printed pseudocode's "other locked OR victim is us" wait must fail.
+ *   -DOR_BUG   the printed pseudocode's "other locked OR victim is us" wait must fail;
+ *   -DPAPER_ENQUEUE  the paper's plain CAS-loop enqueue (no pending count) must fail too: a remote
+ *              thread can retry forever while the other remote thread acquires and releases.
  */
 
 #define NULL 0
@@ -183,6 +185,18 @@ ncs:
     :: goto end_idle
     fi;
     atomic { trying[d] = 1; budget[d] = -1; next[d] = NULL };
+#ifdef PAPER_ENQUEUE
+    /* the paper's enqueue: a plain CAS loop on the tail, retried with the value learned */
+    et = NULL;
+    do
+    :: nic_cas(et, 0, d, 0, ot, op);
+       if
+       :: ot == et -> break
+       :: else -> et = ot
+       fi
+    od;
+    atomic { prev = et; et = 0; ot = 0; op = 0 };
+#else
     /* swap(tail_r, d): optimistically from empty ... */
     nic_cas(NULL, 0, d, 0, ot, op);
     if
@@ -201,6 +215,7 @@ ncs:
         od;
         atomic { prev = et; et = 0; ep = 0; ot = 0; op = 0 }
     fi;
+#endif
     if
     :: prev == NULL ->
         budget[d] = RB;
