@@ -26,7 +26,8 @@ static const char usage[] =
     "locks are in the worker's own arena. Reports ops/s, p50/p99/p99.9 latency, fabric round\n"
     "trips per op and the latency CDF.\n"
     "\n"
-    "  --algo A          alock, spin or mcs (default alock)\n"
+    "  --algo A[,A...]   alock, spin or mcs, or a list to compare them in one run\n"
+    "                    (default alock)\n"
     "  --nodes N         start N local nodes for the run (default 2)\n"
     "  --config FILE     use the running cluster in FILE instead\n"
     "  --transport T     soft, verbs or auto (default soft with --nodes)\n"
@@ -40,7 +41,7 @@ static const char usage[] =
     "                    (default 0 here: workers and NIC threads outnumber the cores on small\n"
     "                    machines, and polling takes the CPU from the thread being waited for)\n"
     "  --json FILE       write the results as JSON\n"
-    "  --cdf FILE        write the latency CDF as CSV (latency_us,fraction)\n"
+    "  --cdf FILE        write the (first algorithm's) latency CDF as CSV (latency_us,fraction)\n"
     "  --repeat N        run each point N times and report the run with the median ops/s\n"
     "                    (default 1)\n"
     "  --sweep           run the paper's grid -- locks 20/100/1000 x locality 85/90/95/100 x\n"
@@ -339,7 +340,8 @@ int cmd_lock(int argc, char **argv)
     bench_common_init(&co);
     co.nodes = 2;
     co.spin_ns = 0; /* workers block at once: see --help */
-    const char *algo = "alock", *cdf = NULL, *out = "docs";
+    const char *algos[8] = {"alock"}, *cdf = NULL, *out = "docs";
+    unsigned nalgos = 1;
     unsigned threads = 2, locks = 20, locality = 95, repeat = 1;
     bool sweep = false, transport_given = false;
     double warmup = 0.5;
@@ -362,8 +364,15 @@ int cmd_lock(int argc, char **argv)
         if (bench_common_opt(&co, argc, argv, &i)) continue;
         if (!v) bench_usage_error("lock", "option '%s' needs a value (or is unknown)", o);
         if (!strcmp(o, "--algo")) {
-            if (!lock_algo_find(v)) bench_usage_error("lock", "--algo must be alock, spin or mcs (got '%s')", v);
-            algo = v;
+            nalgos = 0;
+            char *dup = strdup(v), *save = NULL;
+            for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (!lock_algo_find(t) || nalgos == 8)
+                    bench_usage_error("lock", "--algo must be alock, spin, mcs or a list of them (got '%s')", v);
+                algos[nalgos++] = lock_algo_find(t)->name;
+            }
+            free(dup);
+            if (!nalgos) bench_usage_error("lock", "--algo must be alock, spin, mcs or a list of them (got '%s')", v);
         } else if (!strcmp(o, "--threads")) {
             if (parse_uint_range(v, 1, BENCH_MAX_THREADS, &u)) bench_usage_error("lock", "--threads must be 1..64 (got '%s')", v);
             threads = (unsigned)u;
@@ -424,7 +433,7 @@ int cmd_lock(int argc, char **argv)
     fflush(stdout);
 
     int rc = 0;
-    size_t npts = sweep ? (size_t)NLOCKS * NLOC * threads * NALG : 1;
+    size_t npts = sweep ? (size_t)NLOCKS * NLOC * threads * NALG : nalgos;
     struct lock_point *pts = calloc(npts, sizeof *pts);
     if (!pts) {
         bench_cluster_close(&bc);
@@ -440,7 +449,7 @@ int cmd_lock(int argc, char **argv)
             p->locality = sweep_loc[loc];
             p->locks = sweep_locks[l];
         } else {
-            snprintf(p->algo, sizeof p->algo, "%s", algo);
+            snprintf(p->algo, sizeof p->algo, "%s", algos[i]);
             p->threads = threads;
             p->locality = locality;
             p->locks = locks;
@@ -476,20 +485,29 @@ int cmd_lock(int argc, char **argv)
     }
 
     if (!sweep && !rc && !bench_stop) {
-        const struct lock_point *p = &pts[0];
         printf("\n%-8s %7s %6s %8s %12s %10s %10s %10s %8s\n", "algo", "threads", "locks", "local%",
                "ops/s", "p50(us)", "p99(us)", "p99.9(us)", "RT/op");
-        printf("%-8s %7u %6u %8u %12.0f %10.2f %10.2f %10.2f %8.3f\n", p->algo, p->threads, p->locks,
-               p->locality, ops_per_s(p), hist_percentile(&p->r.h, 50) / 1e3,
-               hist_percentile(&p->r.h, 99) / 1e3, hist_percentile(&p->r.h, 99.9) / 1e3,
-               rt_per_op(p));
-        printf("latency CDF (us): p1 %.2f  p10 %.2f  p25 %.2f  p50 %.2f  p75 %.2f  p90 %.2f  p99 %.2f"
-               "  p99.9 %.2f  max %.2f\n",
-               hist_percentile(&p->r.h, 1) / 1e3, hist_percentile(&p->r.h, 10) / 1e3,
-               hist_percentile(&p->r.h, 25) / 1e3, hist_percentile(&p->r.h, 50) / 1e3,
-               hist_percentile(&p->r.h, 75) / 1e3, hist_percentile(&p->r.h, 90) / 1e3,
-               hist_percentile(&p->r.h, 99) / 1e3, hist_percentile(&p->r.h, 99.9) / 1e3,
-               p->r.h.max / 1e3);
+        for (unsigned i = 0; i < nalgos; i++) {
+            const struct lock_point *p = &pts[i];
+            printf("%-8s %7u %6u %8u %12.0f %10.2f %10.2f %10.2f %8.3f\n", p->algo, p->threads,
+                   p->locks, p->locality, ops_per_s(p), hist_percentile(&p->r.h, 50) / 1e3,
+                   hist_percentile(&p->r.h, 99) / 1e3, hist_percentile(&p->r.h, 99.9) / 1e3,
+                   rt_per_op(p));
+        }
+        for (unsigned i = 0; i < nalgos; i++) {
+            const struct lock_point *p = &pts[i];
+            printf("%s latency CDF (us): p1 %.2f  p10 %.2f  p25 %.2f  p50 %.2f  p75 %.2f  p90 %.2f"
+                   "  p99 %.2f  p99.9 %.2f  max %.2f\n",
+                   p->algo, hist_percentile(&p->r.h, 1) / 1e3, hist_percentile(&p->r.h, 10) / 1e3,
+                   hist_percentile(&p->r.h, 25) / 1e3, hist_percentile(&p->r.h, 50) / 1e3,
+                   hist_percentile(&p->r.h, 75) / 1e3, hist_percentile(&p->r.h, 90) / 1e3,
+                   hist_percentile(&p->r.h, 99) / 1e3, hist_percentile(&p->r.h, 99.9) / 1e3,
+                   p->r.h.max / 1e3);
+        }
+        for (unsigned i = 1; i < nalgos; i++)
+            if (ops_per_s(&pts[i]) > 0)
+                printf("%s / %s throughput: %.1fx\n", pts[0].algo, pts[i].algo,
+                       ops_per_s(&pts[0]) / ops_per_s(&pts[i]));
     }
     if (cdf && !sweep) {
         FILE *f = fopen(cdf, "w");
@@ -499,7 +517,7 @@ int cmd_lock(int argc, char **argv)
         } else {
             fprintf(f, "latency_us,fraction\n");
             struct cdf_out c2 = {.f = f};
-            hist_cdf(&pts[0].r.h, cdf_csv, &c2);
+            hist_cdf(&pts[0].r.h, cdf_csv, &c2); /* the first algorithm's */
             fclose(f);
         }
     }
