@@ -14,6 +14,7 @@
 #include "lock_internal.h"
 
 #include "common/clock.h"
+#include "common/fence.h"
 
 #define AL_TAIL_R 0
 #define AL_TAIL_L 16
@@ -130,7 +131,7 @@ static int remote_acquire(struct lock_thread *t, rptr line, rptr me, struct lock
 {
     __atomic_store_n(&d->budget, -1, __ATOMIC_RELAXED);
     __atomic_store_n(&d->next, 0, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    full_fence();
     /* swap(tail_r, me): first optimistically from empty; if that fails, register as pending
      * and CAS with the value learned, dropping our pending mark in the same CAS. */
     rptr tr = rptr_add(line, AL_TAIL_R);

@@ -3,6 +3,7 @@
 #include "lock.h"
 
 #include "common/clock.h"
+#include "common/fence.h"
 #include "locks/lock_internal.h"
 
 #include <errno.h>
@@ -130,7 +131,7 @@ int locktable_reset(struct fabric *f, uint32_t total)
     uint64_t *p = fab_local(f, base);
     size_t words = (size_t)count * LOCKTABLE_ENTRY / 8;
     for (size_t i = 0; i < words; i++) __atomic_store_n(&p[i], 0, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    full_fence();
     return 0;
 }
 
@@ -187,7 +188,7 @@ int lock_wait_change(uint64_t *w, uint64_t v, uint32_t *sleeping, int64_t deadli
 
 void lock_wake(uint64_t *w, uint32_t *sleeping)
 {
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    full_fence();
     if (!sleeping || __atomic_load_n(sleeping, __ATOMIC_RELAXED))
         syscall(SYS_futex, (uint32_t *)(void *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }

@@ -7,6 +7,8 @@
  * already linked in. */
 #include "lock_internal.h"
 
+#include "common/fence.h"
+
 static int mcs_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadline)
 {
     (void)deadline; /* a queue lock has no abort path: see docs/locks.md */
@@ -19,7 +21,7 @@ static int mcs_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadl
     if (rc) return rc;
     __atomic_store_n(&d->budget, -1, __ATOMIC_RELAXED);
     __atomic_store_n(&d->next, 0, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    full_fence();
     uint64_t expect = 0, prev = 0;
     for (;;) {
         rc = fab_cas(t->c, h->line, expect, me, &prev);

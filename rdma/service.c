@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include "common/clock.h"
+#include "common/fence.h"
 #include "common/log.h"
 #include "common/tsan.h"
 
@@ -317,7 +318,7 @@ static void nic_exec(struct svc *s, struct sconn *sc, const struct wire_hdr *h, 
         /* A NIC's DMA write is visible before any later access it makes (PCIe reads do not pass
          * posted writes); without this fence x86 could let the next READ's loads pass the store
          * (Peterson's store->load order depends on it). */
-        atomic_thread_fence(memory_order_seq_cst);
+        full_fence();
         nic_respond(s, sc, 0, 0, NULL, 0);
         return;
     default: {
@@ -330,7 +331,7 @@ static void nic_exec(struct svc *s, struct sconn *sc, const struct wire_hdr *h, 
         if (f->o.soft_atomic_pause_ns > 0) clock_sleep_ns(f->o.soft_atomic_pause_ns);
         uint64_t nv = rq.op == FAB_OP_FAA ? old + rq.arg : (old == rq.arg ? rq.swap : old);
         if (rq.op == FAB_OP_FAA || old == rq.arg) store64(addr, nv);
-        atomic_thread_fence(memory_order_seq_cst); /* as for WRITE */
+        full_fence(); /* as for WRITE */
         nic_respond(s, sc, 0, old, NULL, 0);
         return;
     }
