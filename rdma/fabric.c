@@ -265,14 +265,22 @@ int fab_region(struct fabric *f, const char *name, uint64_t size, uint64_t align
         rc = RDKV_ENOSPC;
         goto out;
     }
+    /* Peers may READ the directory while it changes: fill the entry word by word (atomic
+     * stores), then publish it with its seal. */
+    struct arena_region e;
+    memset(&e, 0, sizeof e);
+    memcpy(e.name, name, strlen(name));
+    e.off = off;
+    e.size = size;
+    e.seal = region_seal(&e);
     struct arena_region *r = &h->regions[h->nregions];
-    memset(r->name, 0, sizeof r->name);
-    memcpy(r->name, name, strlen(name));
-    r->off = off;
-    r->size = size;
-    __atomic_store_n(&r->seal, region_seal(r), __ATOMIC_RELEASE);
+    uint64_t words[sizeof e / 8];
+    memcpy(words, &e, sizeof e);
+    for (size_t i = 0; i + 1 < sizeof e / 8; i++)
+        __atomic_store_n((uint64_t *)(void *)r + i, words[i], __ATOMIC_RELAXED);
+    __atomic_store_n(&r->seal, e.seal, __ATOMIC_RELEASE);
     __atomic_store_n(&h->nregions, h->nregions + 1, __ATOMIC_RELEASE);
-    h->next_free = off + size;
+    __atomic_store_n(&h->next_free, off + size, __ATOMIC_RELAXED);
     *out = rptr_make(f->node, off);
     rc = 0;
 out:

@@ -241,31 +241,45 @@ static void dispatch_rpc(struct svc *s, struct sconn *sc, const struct wire_hdr 
 /* ------------------------------------------------------------------------------------------ */
 /* The soft NIC */
 
+/* The NIC's word accesses: release/acquire, so a CPU thread that sees a value the NIC stored also
+ * sees what happened before it on the wire (as with a real RNIC, whose DMA write is visible
+ * before its completion is), and plain movs on x86. */
 static inline uint64_t load64(const uint8_t *p)
 {
-    return __atomic_load_n((const uint64_t *)(const void *)p, __ATOMIC_RELAXED);
+    return __atomic_load_n((const uint64_t *)(const void *)p, __ATOMIC_ACQUIRE);
 }
 static inline void store64(uint8_t *p, uint64_t v)
 {
-    __atomic_store_n((uint64_t *)(void *)p, v, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)(void *)p, v, __ATOMIC_RELEASE);
 }
 
-/* Copies with the one atomicity RDMA promises: an aligned 8-byte transfer is one load/store. */
+/* Copies between the arena and a private buffer so that every 8-byte-aligned arena word moves
+ * in one 8-byte access (RDMA's one promise for READ/WRITE atomicity), and bytes of partial words
+ * move one by one. CPU threads on the node read and write arena words concurrently with the NIC
+ * by design; word-sized atomic accesses keep that well defined. */
 static void arena_copy(uint8_t *dst, const uint8_t *src, size_t n, bool dst_is_arena)
 {
-    const uint8_t *aligned = dst_is_arena ? dst : src;
-    if (n == 8 && ((uintptr_t)aligned & 7) == 0) {
+    uint8_t *arena = dst_is_arena ? dst : (uint8_t *)(uintptr_t)src;
+    size_t i = 0;
+    while (i < n && ((uintptr_t)(arena + i) & 7)) {
+        if (dst_is_arena) __atomic_store_n(&dst[i], src[i], __ATOMIC_RELEASE);
+        else dst[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
+        i++;
+    }
+    for (; i + 8 <= n; i += 8) {
         uint64_t v;
         if (dst_is_arena) {
-            memcpy(&v, src, 8);
-            store64(dst, v);
+            memcpy(&v, src + i, 8);
+            store64(dst + i, v);
         } else {
-            v = load64(src);
-            memcpy(dst, &v, 8);
+            v = load64(src + i);
+            memcpy(dst + i, &v, 8);
         }
-        return;
     }
-    memcpy(dst, src, n);
+    for (; i < n; i++) {
+        if (dst_is_arena) __atomic_store_n(&dst[i], src[i], __ATOMIC_RELEASE);
+        else dst[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
+    }
 }
 
 static void nic_respond(struct svc *s, struct sconn *sc, int status, uint64_t value,

@@ -98,7 +98,8 @@ struct lock_run {
     struct lock_worker w[BENCH_MAX_THREADS];
 };
 
-static _Atomic int lock_run_busy;
+static _Atomic int lock_run_busy;    /* a run is set up or running: refuse another */
+static _Atomic int lock_run_threads; /* run threads that may still touch the fabric */
 static _Atomic bool bench_stopping;
 
 static inline uint64_t xorshift(uint64_t *s)
@@ -239,6 +240,7 @@ static void *lock_run_main(void *arg)
     atomic_store(&lock_run_busy, 0);
     fab_rpc_reply(req, st, w.p, w.err ? 0 : w.len);
     pack_w_free(&w);
+    atomic_fetch_sub_explicit(&lock_run_threads, 1, memory_order_release); /* last fabric use */
     return NULL;
 }
 
@@ -286,8 +288,10 @@ static void on_lock_run(struct fab_rpc_req *req, void *arg)
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    atomic_fetch_add(&lock_run_threads, 1);
     if (pthread_create(&thr, &at, lock_run_main, run)) {
         free(run);
+        atomic_fetch_sub(&lock_run_threads, 1);
         atomic_store(&lock_run_busy, 0);
         fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);
     }
@@ -304,7 +308,7 @@ bool bench_shutdown(int64_t wait_ns)
 {
     atomic_store(&bench_stopping, true);
     int64_t deadline = clock_now_ns() + wait_ns;
-    while (atomic_load(&lock_run_busy)) {
+    while (atomic_load_explicit(&lock_run_threads, memory_order_acquire)) {
         if (clock_now_ns() >= deadline) return false;
         clock_sleep_ns(10 * NS_PER_MS);
     }
