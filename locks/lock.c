@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "common/fence.h"
 #include "locks/lock_internal.h"
+#include "locks/ticket.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -14,7 +15,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static const struct lock_algo *const algos[] = {&lock_alock, &lock_spin, &lock_mcs};
+static const struct lock_algo *const algos[] = {&lock_alock, &lock_spin,  &lock_mcs,
+                                                &lock_dslr,  &lock_dslr_u, &lock_drtm,
+                                                &lock_rof,   &lock_trad,  &lock_rwlock};
 
 const struct lock_algo *lock_algo_find(const char *name)
 {
@@ -24,7 +27,10 @@ const struct lock_algo *lock_algo_find(const char *name)
     return NULL;
 }
 
-const char *lock_algo_names(void) { return "alock, spin, mcs"; }
+const char *lock_algo_names(void)
+{
+    return "alock, spin, mcs, dslr, dslr-u, drtm, rof, trad, rwlock";
+}
 
 void lock_cfg_init(struct lock_cfg *cfg)
 {
@@ -32,6 +38,20 @@ void lock_cfg_init(struct lock_cfg *cfg)
     cfg->alock_remote_budget = 20;
     cfg->spin_backoff_min_ns = 1 * NS_PER_US;
     cfg->spin_backoff_max_ns = 64 * NS_PER_US;
+    cfg->lease_ns = 10 * NS_PER_MS;
+    cfg->dslr_omega_ns = 0;
+    cfg->dslr_backoff_r_ns = 10 * NS_PER_US;
+    cfg->dslr_backoff_max_ns = 10 * NS_PER_MS;
+    cfg->drtm_lease_ns = 1 * NS_PER_MS;
+    cfg->rwlock_local_budget = 5;
+    cfg->rwlock_remote_budget = 20;
+}
+
+bool lock_lease_ok(const struct lock_handle *h)
+{
+    if (!h->mode) return false;
+    if (!h->lease_ns) return true; /* no lease */
+    return clock_now_ns() - h->granted_at < h->lease_ns - h->lease_ns / 4;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -74,6 +94,8 @@ int lock_thread_init(struct lock_thread *t, struct fab_ctx *c, const struct lock
 void lock_thread_fini(struct lock_thread *t)
 {
     if (!t->id) return;
+    lock_thread_poll(t);
+    lock_thread_drop_abandoned(t);
     rptr region;
     if (fab_region(t->f, DESC_REGION, DESC_REGION_BYTES, LOCK_LINE, &region) == 0) {
         uint64_t *bits = fab_local(t->f, region);

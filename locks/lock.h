@@ -13,7 +13,10 @@
 
 #define LOCK_LINE 64
 
-enum lock_mode { LOCK_SHARED = 1, LOCK_EXCLUSIVE = 2 };
+/* Shared and exclusive, plus DSLR's update mode: granted alongside shared holders (it reads),
+ * excludes other update and exclusive holders, and becomes exclusive with lock_upgrade once the
+ * shared holders before it have left. */
+enum lock_mode { LOCK_SHARED = 1, LOCK_EXCLUSIVE = 2, LOCK_UPDATE = 3 };
 
 struct lock_handle;
 
@@ -21,31 +24,73 @@ struct lock_algo {
     const char *name;
     unsigned modes;        /* bitmask of (1 << enum lock_mode) it supports */
     bool uses_descriptors; /* queue locks take one descriptor per held lock */
-    /* Returns 0 (held), RDKV_ETIMEDOUT (deadline passed, not held), RDKV_ENOTSUP (mode), or a
-     * fabric error (the lock is not held and the lock line is unchanged by this call's failure
-     * only where the algorithm says so; see docs/locks.md). deadline: clock_now_ns() value, or
-     * 0 for none. */
+    /* 0: held. RDKV_ETIMEDOUT: the deadline passed first; not held, nothing left behind (a
+     * ticket already taken is released on the holder's behalf when its turn comes).
+     * RDKV_EABORTED: a lease-expiry reset skipped or consumed this request (DSLR's FAILURE):
+     * not held; the caller should release its other locks and retry. RDKV_ENOTSUP: mode.
+     * Other negative values are fabric errors. deadline: a clock_now_ns() value, 0 = none. */
     int (*acquire)(struct lock_handle *h, enum lock_mode mode, int64_t deadline);
+    /* 0, or RDKV_ETIMEDOUT when the holder's lease had expired: others may have reset the lock,
+     * so the holder must treat what it did under the lock as unprotected (abort, not commit). */
     int (*release)(struct lock_handle *h);
+    /* LOCK_UPDATE -> LOCK_EXCLUSIVE (NULL where the mode is unsupported). */
+    int (*upgrade)(struct lock_handle *h, int64_t deadline);
 };
 
-extern const struct lock_algo lock_alock; /* ALock: local CPU atomics, remote one-sided verbs */
-extern const struct lock_algo lock_spin;  /* RDMA CAS spinlock, loopback for local locks */
-extern const struct lock_algo lock_mcs;   /* RDMA MCS queue lock, loopback for local locks */
+extern const struct lock_algo lock_alock;  /* ALock: local CPU atomics, remote one-sided verbs */
+extern const struct lock_algo lock_spin;   /* RDMA CAS spinlock, loopback for local locks */
+extern const struct lock_algo lock_mcs;    /* RDMA MCS queue lock, loopback for local locks */
+extern const struct lock_algo lock_dslr;   /* DSLR: FA tickets {nX,nS,maxX,maxS}, leases */
+extern const struct lock_algo lock_dslr_u; /* DSLR with update locks (six 10-bit counters) */
+extern const struct lock_algo lock_drtm;   /* DrTM: CAS for both modes, leases for shared */
+extern const struct lock_algo lock_rof;    /* retry-on-fail: CAS exclusive, FA shared */
+extern const struct lock_algo lock_trad;   /* an RPC lock manager on the owner, FIFO queues */
+extern const struct lock_algo lock_rwlock; /* rdkv's row lock: DSLR tickets with locality */
 
-/* "alock", "spin", "mcs" (and later algorithms), or NULL. */
+/* RPC message types of the lock layer (FAB_RPC_USER_BASE + 32 .. + 63). */
+enum lock_rpc {
+    LOCK_RPC_TRAD_LOCK = FAB_RPC_USER_BASE + 32,
+    LOCK_RPC_TRAD_UNLOCK = FAB_RPC_USER_BASE + 33,
+};
+
+/* The trad lock manager of a node: serve it (registers its RPC handlers and starts its sweeper
+ * thread; lease as for DSLR), stop it before fab_close (waiters get RDKV_ESHUTDOWN), free it
+ * after. A node that does not serve it answers trad requests RDKV_ENOHANDLER. */
+struct trad_mgr;
+struct trad_mgr *lock_trad_serve(struct fabric *f, int64_t lease_ns);
+void lock_trad_stop(struct trad_mgr *m);
+void lock_trad_free(struct trad_mgr *m);
+
+/* By name ("alock", "dslr", ...), or NULL. */
 const struct lock_algo *lock_algo_find(const char *name);
 /* Comma-separated names, for --help texts. */
 const char *lock_algo_names(void);
 
 /* Tunables; lock_cfg_init gives the defaults. */
 struct lock_cfg {
-    int64_t alock_local_budget;  /* default 5: local handovers before yielding to remote */
-    int64_t alock_remote_budget; /* default 20 */
-    int64_t spin_backoff_min_ns; /* spinlock: first back-off after a failed CAS (default 1 us) */
-    int64_t spin_backoff_max_ns; /* default 64 us */
+    int64_t alock_local_budget;   /* default 5: local handovers before yielding to remote */
+    int64_t alock_remote_budget;  /* default 20 */
+    int64_t spin_backoff_min_ns;  /* spin, drtm, rof: first back-off after a failed try (1 us) */
+    int64_t spin_backoff_max_ns;  /* default 64 us */
+    int64_t lease_ns;             /* dslr, rwlock: a holder's lease (default 10 ms); waiters
+                                     reset a lock whose counters did not move for 2 leases */
+    int64_t dslr_omega_ns;        /* dslr poll unit per ticket ahead; 0: the measured round trip */
+    int64_t dslr_backoff_r_ns;    /* truncated exponential back-off unit (10 us) ... */
+    int64_t dslr_backoff_max_ns;  /* ... and cap (10 ms) */
+    int64_t drtm_lease_ns;        /* drtm: a shared holder's lease (default 1 ms) */
+    int64_t rwlock_local_budget;  /* rwlock: grants before a cohort yields priority (5) */
+    int64_t rwlock_remote_budget; /* default 20 */
 };
 void lock_cfg_init(struct lock_cfg *cfg);
+
+/* What a thread's locks went through (benchmarks report them). */
+struct lock_stats {
+    uint64_t resets;        /* lease-expiry resets this thread performed */
+    uint64_t aborts;        /* acquires that returned RDKV_EABORTED */
+    uint64_t timeouts;      /* acquires that returned RDKV_ETIMEDOUT */
+    uint64_t lease_expired; /* releases after the lease had run out */
+    uint64_t overflow_resets; /* counter resets at COUNT_MAX this thread completed */
+};
 
 /* ---------------------------------------------------------------------------------------------
  * Per-thread lock state. A queue lock needs one descriptor per lock a thread holds or waits for;
@@ -53,6 +98,8 @@ void lock_cfg_init(struct lock_cfg *cfg);
  * taken from a per-thread slab of LOCK_DESCS. */
 #define LOCK_DESCS 64
 #define LOCK_MAX_THREADS 256 /* per node */
+
+struct lock_abandoned; /* tickets given up at a deadline, released when their turn comes */
 
 struct lock_thread {
     struct fabric *f;
@@ -63,6 +110,10 @@ struct lock_thread {
     rptr descs;           /* this thread's LOCK_DESCS descriptors */
     uint64_t free_mask;   /* bit i set: descriptor i is free */
     struct lock_cfg cfg;
+    struct lock_stats stats;
+    int64_t omega_ns;     /* dslr's poll unit once calibrated */
+    struct lock_abandoned *abandoned;
+    uint64_t rng;
 };
 
 /* Attaches the calling thread (which owns c) to the locks of its node. cfg may be NULL. It also
@@ -76,7 +127,10 @@ struct lock_handle {
     struct lock_thread *t;
     uint8_t mode;                 /* the mode held, 0 when not held */
     uint8_t desc;                 /* queue locks: the descriptor in use */
-    uint64_t aux;                 /* algorithm-private */
+    uint16_t slots;               /* dslr: multi-slot leasing, tickets (and leases) held: 1.. */
+    uint64_t aux, aux2;           /* algorithm-private (tickets, reset targets) */
+    int64_t granted_at;           /* when the lock was granted */
+    int64_t lease_ns;             /* the hold's lease, 0 = none (set by the algorithm) */
 };
 
 static inline void lock_handle_init(struct lock_handle *h, struct lock_thread *t,
@@ -87,13 +141,26 @@ static inline void lock_handle_init(struct lock_handle *h, struct lock_thread *t
     h->t = t;
     h->mode = 0;
     h->desc = 0;
-    h->aux = 0;
+    h->slots = 1;
+    h->aux = h->aux2 = 0;
+    h->granted_at = 0;
+    h->lease_ns = 0;
 }
 static inline int lock_acquire(struct lock_handle *h, enum lock_mode m, int64_t deadline)
 {
     return h->algo->acquire(h, m, deadline);
 }
 static inline int lock_release(struct lock_handle *h) { return h->algo->release(h); }
+static inline int lock_upgrade(struct lock_handle *h, int64_t deadline)
+{
+    return h->algo->upgrade ? h->algo->upgrade(h, deadline) : RDKV_ENOTSUP;
+}
+/* True while a held lock's lease still covers the holder, with a quarter lease to spare (a
+ * transaction checks this before it commits). Algorithms without leases always hold. */
+bool lock_lease_ok(const struct lock_handle *h);
+/* Releases, on the thread's behalf, tickets it gave up at a deadline once their turn has come.
+ * Every acquire calls it; a thread that stops taking locks should call it now and then. */
+void lock_thread_poll(struct lock_thread *t);
 
 /* ---------------------------------------------------------------------------------------------
  * The lock table: `total` locks partitioned equally across the nodes (node n owns locks

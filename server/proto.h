@@ -1,5 +1,6 @@
 /* RPC message types served by kvserver (above the fabric's own, which are below
- * FAB_RPC_USER_BASE), and their payloads. */
+ * FAB_RPC_USER_BASE), and their payloads. The server layer uses FAB_RPC_USER_BASE + 0 .. 31; the
+ * lock layer + 32 .. 63 (locks/lock.h). */
 #ifndef RDKV_SERVER_PROTO_H
 #define RDKV_SERVER_PROTO_H
 

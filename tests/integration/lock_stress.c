@@ -65,9 +65,12 @@ static const struct lock_algo lock_naive = {
 struct stress {
     const struct lock_algo *algo;
     struct tenv e;
-    unsigned nodes, threads_per_node, locks, iters, locality;
-    uint32_t *acq;               /* acquisitions per lock (global index) */
-    _Atomic uint64_t violations; /* owner word not as expected */
+    struct trad_mgr *trad[TENV_MAX];
+    unsigned nodes, threads_per_node, locks, iters, locality, shared_pct;
+    int64_t cs_ns;               /* extra time inside each exclusive critical section */
+    uint32_t *acq;               /* exclusive acquisitions per lock (global index) */
+    _Atomic uint64_t violations; /* the checker saw someone it should not have */
+    _Atomic uint64_t shared_ops;
     _Atomic int errors;          /* fabric or lock errors */
 };
 
@@ -76,30 +79,72 @@ struct worker {
     unsigned node, idx;
 };
 
-/* The critical section: a non-atomic increment, bracketed by owner checks. */
-static bool critical_section(struct lock_thread *t, rptr data)
+/* The data line next to each lock:
+ *   @0  counter        incremented non-atomically by exclusive holders
+ *   @8  writer         the exclusive holder's id while it is inside
+ *   @16 local readers  shared holders on the lock's node (CPU fetch-and-add only)
+ *   @24 remote readers shared holders elsewhere (NIC fetch-and-add only)
+ * No word sees both CPU and NIC read-modify-writes, so the checker itself is sound. */
+#define D_COUNT 0
+#define D_WRITER 8
+#define D_LREAD 16
+#define D_RREAD 24
+
+static void linger(int64_t ns)
+{
+    if (ns <= 0) return;
+    int64_t until = clock_now_ns() + ns;
+    while (clock_now_ns() < until) __builtin_ia32_pause();
+}
+
+static bool check_exclusive(struct lock_thread *t, rptr data, int64_t cs_ns)
 {
     bool ok = true;
     uint64_t *p = fab_local(t->f, data);
     if (p) {
-        if (__atomic_load_n(&p[1], __ATOMIC_RELAXED) != 0) ok = false;
-        __atomic_store_n(&p[1], t->id, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&p[1], __ATOMIC_SEQ_CST) != 0) ok = false;
+        __atomic_store_n(&p[1], t->id, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&p[2], __ATOMIC_SEQ_CST) || __atomic_load_n(&p[3], __ATOMIC_SEQ_CST))
+            ok = false;
         uint64_t v = __atomic_load_n(&p[0], __ATOMIC_RELAXED);
         for (int i = 0; i < 16; i++) __builtin_ia32_pause(); /* widen the window a little */
+        linger(cs_ns);
         __atomic_store_n(&p[0], v + 1, __ATOMIC_RELAXED);
-        if (__atomic_load_n(&p[1], __ATOMIC_RELAXED) != t->id) ok = false;
-        __atomic_store_n(&p[1], 0, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&p[1], __ATOMIC_SEQ_CST) != t->id) ok = false;
+        if (__atomic_load_n(&p[2], __ATOMIC_SEQ_CST) || __atomic_load_n(&p[3], __ATOMIC_SEQ_CST))
+            ok = false;
+        __atomic_store_n(&p[1], 0, __ATOMIC_SEQ_CST);
         return ok;
     }
-    uint64_t owner = 0, v = 0, id = t->id, zero = 0;
-    rptr ownerp = rptr_add(data, 8);
-    if (fab_read(t->c, ownerp, &owner, 8) || owner != 0) ok = false;
-    if (fab_write(t->c, ownerp, &id, 8)) ok = false;
+    uint64_t line[4], id = t->id, zero = 0, v;
+    if (fab_read(t->c, data, line, sizeof line) || line[1] || line[2] || line[3]) ok = false;
+    if (fab_write(t->c, rptr_add(data, D_WRITER), &id, 8)) ok = false;
     if (fab_read(t->c, data, &v, 8)) ok = false;
     v++;
+    linger(cs_ns);
     if (fab_write(t->c, data, &v, 8)) ok = false;
-    if (fab_read(t->c, ownerp, &owner, 8) || owner != id) ok = false;
-    if (fab_write(t->c, ownerp, &zero, 8)) ok = false;
+    if (fab_read(t->c, data, line, sizeof line) || line[1] != id || line[2] || line[3]) ok = false;
+    if (fab_write(t->c, rptr_add(data, D_WRITER), &zero, 8)) ok = false;
+    return ok;
+}
+
+static bool check_shared(struct lock_thread *t, rptr data)
+{
+    bool ok = true;
+    uint64_t *p = fab_local(t->f, data);
+    if (p) {
+        __atomic_fetch_add(&p[2], 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&p[1], __ATOMIC_SEQ_CST) != 0) ok = false;
+        for (int i = 0; i < 16; i++) __builtin_ia32_pause();
+        if (__atomic_load_n(&p[1], __ATOMIC_SEQ_CST) != 0) ok = false;
+        __atomic_fetch_sub(&p[2], 1, __ATOMIC_SEQ_CST);
+        return ok;
+    }
+    uint64_t w = 0;
+    if (fab_faa(t->c, rptr_add(data, D_RREAD), 1, NULL)) ok = false;
+    if (fab_read(t->c, rptr_add(data, D_WRITER), &w, 8) || w) ok = false;
+    if (fab_read(t->c, rptr_add(data, D_WRITER), &w, 8) || w) ok = false;
+    if (fab_faa(t->c, rptr_add(data, D_RREAD), (uint64_t)-1, NULL)) ok = false;
     return ok;
 }
 
@@ -114,11 +159,16 @@ static void *stress_thread(void *arg)
         s->errors++;
         return NULL;
     }
-    if (lock_thread_init(&t, c, NULL) || locktable_open(&lt, c, s->locks)) {
+    struct lock_cfg cfg;
+    lock_cfg_init(&cfg);
+    cfg.lease_ns = 5 * NS_PER_S; /* nobody dies here: no lease may run out under load */
+    cfg.drtm_lease_ns = 20 * NS_PER_MS; /* writers wait out readers' leases: keep them short */
+    if (lock_thread_init(&t, c, &cfg) || locktable_open(&lt, c, s->locks)) {
         s->errors++;
         fab_ctx_destroy(c);
         return NULL;
     }
+    bool shared_ok = s->algo->modes & (1u << LOCK_SHARED);
     uint64_t seed = 0x243F6A8885A308D3ull * (w->idx + 1);
     for (unsigned i = 0; i < s->iters; i++) {
         seed ^= seed << 13;
@@ -129,19 +179,27 @@ static void *stress_thread(void *arg)
         while (locktable_count(&lt, (uint16_t)node) == 0) node = (node + 1) % s->nodes;
         uint32_t n = locktable_count(&lt, (uint16_t)node);
         uint32_t k = (uint32_t)((seed >> 16) % n);
+        enum lock_mode mode = shared_ok && (seed >> 40) % 100 < s->shared_pct ? LOCK_SHARED : LOCK_EXCLUSIVE;
         struct lock_handle h;
         lock_handle_init(&h, &t, s->algo, locktable_line(&lt, (uint16_t)node, k));
-        int rc = lock_acquire(&h, LOCK_EXCLUSIVE, 0);
+        int rc;
+        do rc = lock_acquire(&h, mode, 0);
+        while (rc == RDKV_EABORTED); /* a lease reset: retry, as a transaction would */
         if (rc) {
             fprintf(stderr, "  acquire: %s\n", rdkv_strerror(rc));
             s->errors++;
             break;
         }
-        if (!critical_section(&t, locktable_data(&lt, (uint16_t)node, k))) s->violations++;
-        /* global lock index: locks are numbered node by node */
-        uint32_t g = k;
-        for (unsigned m = 0; m < node; m++) g += locktable_count(&lt, (uint16_t)m);
-        __atomic_fetch_add(&s->acq[g], 1, __ATOMIC_RELAXED);
+        rptr data = locktable_data(&lt, (uint16_t)node, k);
+        bool ok = mode == LOCK_SHARED ? check_shared(&t, data) : check_exclusive(&t, data, s->cs_ns);
+        if (!ok) s->violations++;
+        if (mode == LOCK_SHARED) {
+            s->shared_ops++;
+        } else {
+            uint32_t g = k; /* global lock index: locks are numbered node by node */
+            for (unsigned m = 0; m < node; m++) g += locktable_count(&lt, (uint16_t)m);
+            __atomic_fetch_add(&s->acq[g], 1, __ATOMIC_RELAXED);
+        }
         rc = lock_release(&h);
         if (rc) {
             fprintf(stderr, "  release: %s\n", rdkv_strerror(rc));
@@ -161,15 +219,18 @@ static void with_pause(struct fab_opts *o, unsigned node)
     o->soft_atomic_pause_ns = pause_ns;
 }
 
-/* Runs the stress and returns the number of mismatches found (violations + bad counters), or -1
- * if it could not run cleanly. */
-static long run_stress(const struct lock_algo *algo, unsigned nodes, unsigned tpn, unsigned locks,
-                       unsigned iters, unsigned locality, int64_t pause)
+/* Runs the stress and returns the number of mismatches found (checker violations + counters
+ * that disagree with the exclusive acquisitions), or -1 if it could not run cleanly. */
+static long run_stress_cs(const struct lock_algo *algo, unsigned nodes, unsigned tpn,
+                          unsigned locks, unsigned iters, unsigned locality, unsigned shared_pct,
+                          int64_t pause, int64_t cs_ns)
 {
     struct stress s = {.algo = algo, .nodes = nodes, .threads_per_node = tpn, .locks = locks,
-                       .iters = iters, .locality = locality};
+                       .iters = iters, .locality = locality, .shared_pct = shared_pct,
+                       .cs_ns = cs_ns};
     pause_ns = pause;
     if (tenv_start(&s.e, nodes, 16u << 20, pause ? with_pause : NULL)) return -1;
+    for (unsigned n = 0; n < nodes; n++) s.trad[n] = lock_trad_serve(s.e.f[n], 0);
     s.acq = calloc(locks, sizeof *s.acq);
     for (unsigned n = 0; n < nodes; n++) locktable_reset(s.e.f[n], locks);
     unsigned nt = nodes * tpn;
@@ -190,20 +251,36 @@ static long run_stress(const struct lock_algo *algo, unsigned nodes, unsigned tp
             for (uint32_t k = 0; k < locktable_count(&lt, (uint16_t)n); k++, g++) {
                 uint64_t *d = fab_local(s.e.f[n], locktable_data(&lt, (uint16_t)n, k));
                 if (d[0] != s.acq[g]) bad++;
-                if (d[1] != 0) bad++;
+                if (d[1] || d[2] || d[3]) bad++;
                 total += d[0];
             }
         fab_ctx_destroy(c);
     } else {
         s.errors++;
     }
-    fprintf(stderr, "  %s: %u nodes x %u threads, %u locks, %u%% local%s: %" PRIu64
-                    " acquisitions, %ld mismatches\n",
-            algo->name, nodes, tpn, locks, locality, pause ? ", NIC atomics paused" : "", total, bad);
+    fprintf(stderr, "  %s: %u nodes x %u threads, %u locks, %u%% local, %u%% shared%s: %" PRIu64
+                    " exclusive + %" PRIu64 " shared acquisitions, %ld mismatches\n",
+            algo->name, nodes, tpn, locks, locality, shared_pct,
+            pause ? ", NIC atomics paused" : "", total, (uint64_t)s.shared_ops, bad);
     int errors = s.errors;
     free(s.acq);
+    for (unsigned n = 0; n < nodes; n++) lock_trad_stop(s.trad[n]);
     tenv_stop(&s.e);
+    for (unsigned n = 0; n < nodes; n++) lock_trad_free(s.trad[n]);
     return errors ? -1 : bad;
+}
+
+static long run_stress_mix(const struct lock_algo *algo, unsigned nodes, unsigned tpn,
+                           unsigned locks, unsigned iters, unsigned locality, unsigned shared_pct,
+                           int64_t pause)
+{
+    return run_stress_cs(algo, nodes, tpn, locks, iters, locality, shared_pct, pause, 0);
+}
+
+static long run_stress(const struct lock_algo *algo, unsigned nodes, unsigned tpn, unsigned locks,
+                       unsigned iters, unsigned locality, int64_t pause)
+{
+    return run_stress_mix(algo, nodes, tpn, locks, iters, locality, 0, pause);
 }
 
 static unsigned iters(unsigned full) { return quick ? full / 5 : full; }
@@ -215,13 +292,32 @@ static void t_stress_alock_3nodes(void)
 {
     CHECK_EQ(run_stress(&lock_alock, 3, 2, 4, iters(300), 70, 0), 0);
 }
+/* The shared/exclusive algorithms: half the acquisitions shared. */
+static void t_stress_dslr(void) { CHECK_EQ(run_stress_mix(&lock_dslr, 2, 2, 3, iters(400), 50, 50, 0), 0); }
+static void t_stress_dslr_u(void) { CHECK_EQ(run_stress_mix(&lock_dslr_u, 2, 2, 3, iters(300), 50, 50, 0), 0); }
+static void t_stress_drtm(void) { CHECK_EQ(run_stress_mix(&lock_drtm, 2, 2, 3, iters(100), 50, 50, 0), 0); }
+static void t_stress_rof(void) { CHECK_EQ(run_stress_mix(&lock_rof, 2, 2, 3, iters(400), 50, 50, 0), 0); }
+static void t_stress_trad(void) { CHECK_EQ(run_stress_mix(&lock_trad, 2, 2, 3, iters(400), 50, 50, 0), 0); }
+static void t_stress_rwlock(void)
+{
+    CHECK_EQ(run_stress_mix(&lock_rwlock, 2, 2, 3, iters(500), 50, 50, 0), 0);
+    CHECK_EQ(run_stress_mix(&lock_rwlock, 3, 2, 4, iters(300), 70, 30, 0), 0);
+    CHECK_EQ(run_stress_mix(&lock_rwlock, 2, 2, 2, iters(300), 50, 90, 0), 0);
+}
 
-/* Every NIC atomic pauses 30 us between its load and its store: ALock still excludes, because no
- * word it RMWs is RMW'd by both CPUs and NICs. */
+/* Every NIC atomic pauses 30 us between its load and its store, and critical sections last
+ * 40 us: ALock still excludes, because no word it RMWs is RMW'd by both CPUs and NICs. */
 static void t_alock_paused(void)
 {
     if (tenv_transport != FAB_SOFT) SKIP("the pause is the soft NIC's");
-    CHECK_EQ(run_stress(&lock_alock, 2, 2, 2, iters(300), 50, 30 * NS_PER_US), 0);
+    CHECK_EQ(run_stress_cs(&lock_alock, 2, 2, 2, iters(300), 50, 0, 30 * NS_PER_US, 40 * NS_PER_US), 0);
+}
+
+/* The same for rwlock, shared and exclusive. */
+static void t_rwlock_paused(void)
+{
+    if (tenv_transport != FAB_SOFT) SKIP("the pause is the soft NIC's");
+    CHECK_EQ(run_stress_cs(&lock_rwlock, 2, 2, 2, iters(300), 50, 50, 30 * NS_PER_US, 40 * NS_PER_US), 0);
 }
 
 /* The naive lock is caught by the same checker, with the same pause. */
@@ -230,7 +326,7 @@ static void t_naive_caught(void)
     if (tenv_transport != FAB_SOFT) SKIP("the pause is the soft NIC's");
     long bad = 0;
     for (int round = 0; round < 10 && bad == 0; round++) {
-        bad = run_stress(&lock_naive, 2, 2, 2, 200, 50, 30 * NS_PER_US);
+        bad = run_stress_cs(&lock_naive, 2, 2, 2, 200, 50, 0, 30 * NS_PER_US, 40 * NS_PER_US);
         CHECK(bad >= 0);
         if (bad < 0) return;
     }
@@ -343,7 +439,14 @@ static const struct test_case cases[] = {
     {"stress_spin", t_stress_spin},
     {"stress_mcs", t_stress_mcs},
     {"stress_alock_3nodes", t_stress_alock_3nodes},
+    {"stress_dslr", t_stress_dslr},
+    {"stress_dslr_u", t_stress_dslr_u},
+    {"stress_drtm", t_stress_drtm},
+    {"stress_rof", t_stress_rof},
+    {"stress_trad", t_stress_trad},
+    {"stress_rwlock", t_stress_rwlock},
     {"alock_paused", t_alock_paused},
+    {"rwlock_paused", t_rwlock_paused},
     {"naive_caught", t_naive_caught},
     {"spin_deadline", t_spin_deadline},
 };

@@ -1,0 +1,148 @@
+/* DSLR (Yoon, Chowdhury, Mozafari, SIGMOD'18): one 64-bit word {n_X, n_S, max_X, max_S} per lock,
+ * an acquire is one fetch-and-add that takes a ticket, conflicts are waited out by READ polling
+ * in proportion to the tickets ahead, leases (judged by local clocks only) let waiters reset a
+ * lock whose holder died, counters are reset before they overflow, long transactions can take
+ * several tickets (multi-slot leasing), and the six-counter variant `dslr-u` adds update locks.
+ * Like the paper, DSLR uses the fabric for every access, local locks included. The ticket logic
+ * lives in ticket.c; this file is the lock interface around it. */
+#include "ticket.h"
+
+#include "common/clock.h"
+
+#include <stdlib.h>
+
+/* The poll unit: the transport's measured round trip (median of a few loopback READs), unless
+ * configured. */
+static void calibrate(struct lock_thread *t)
+{
+    if (t->omega_ns) return;
+    if (t->cfg.dslr_omega_ns > 0) {
+        t->omega_ns = t->cfg.dslr_omega_ns;
+        return;
+    }
+    int64_t rt[5];
+    uint64_t v;
+    for (int i = 0; i < 5; i++) {
+        int64_t t0 = clock_now_ns();
+        if (fab_read(t->c, t->descs, &v, 8)) {
+            t->omega_ns = 5 * NS_PER_US;
+            return;
+        }
+        rt[i] = clock_now_ns() - t0;
+    }
+    for (int i = 0; i < 5; i++)
+        for (int k = i + 1; k < 5; k++)
+            if (rt[k] < rt[i]) {
+                int64_t x = rt[i];
+                rt[i] = rt[k];
+                rt[k] = x;
+            }
+    t->omega_ns = rt[2] > 0 ? rt[2] : 1;
+}
+
+static void req_of(struct lock_handle *h, const struct tk_layout *l, enum tk_class cls,
+                   struct tk_req *r)
+{
+    r->lay = l;
+    r->ops = &tk_nic;
+    r->word = h->line;
+    r->cls = (uint8_t)cls;
+    r->waits = (uint8_t)tk_waits_for(l, cls);
+    r->k = h->slots ? h->slots : 1;
+    r->allow_reset = true;
+    r->prev = h->aux;
+    r->reset_from = h->aux2;
+}
+
+static int dslr_acquire_l(struct lock_handle *h, enum lock_mode mode, int64_t deadline,
+                          const struct tk_layout *l)
+{
+    struct lock_thread *t = h->t;
+    enum tk_class cls;
+    switch (mode) {
+    case LOCK_SHARED: cls = TK_S; break;
+    case LOCK_EXCLUSIVE: cls = TK_X; break;
+    case LOCK_UPDATE:
+        if (l->nclass < 3) return RDKV_ENOTSUP;
+        cls = TK_U;
+        break;
+    default: return RDKV_EINVAL;
+    }
+    if (h->slots == 0 || h->slots >= l->count_max / 2) return RDKV_EINVAL;
+    lock_thread_poll(t);
+    calibrate(t);
+    struct tk_req r;
+    req_of(h, l, cls, &r);
+    int rc = tk_take(t, &r, deadline);
+    if (rc == 0) {
+        /* The word before our FA often grants us already: then no READ at all. */
+        uint64_t v = r.prev;
+        rc = tk_granted(&r, v) ? 0 : tk_wait(t, &r, 0, deadline);
+        if (rc == RDKV_ETIMEDOUT) tk_abandon(t, &r);
+    }
+    if (rc == RDKV_ETIMEDOUT) t->stats.timeouts++;
+    if (rc == RDKV_EABORTED) t->stats.aborts++;
+    if (rc) return rc;
+    h->mode = (uint8_t)mode;
+    h->desc = (uint8_t)cls;
+    h->aux = r.prev;
+    h->aux2 = r.reset_from;
+    h->granted_at = clock_now_ns();
+    h->lease_ns = t->cfg.lease_ns * r.k;
+    return 0;
+}
+
+static int dslr_release_l(struct lock_handle *h, const struct tk_layout *l)
+{
+    if (!h->mode) return RDKV_EINVAL;
+    struct lock_thread *t = h->t;
+    struct tk_req r;
+    req_of(h, l, (enum tk_class)h->desc, &r);
+    h->mode = 0;
+    /* A holder whose lease ran out does not release (waiters may have reset the lock since, and
+     * its FA would count twice) -- unless it is the one that must finish a COUNT_MAX reset. */
+    if (clock_now_ns() - h->granted_at >= h->lease_ns && !r.reset_from) {
+        t->stats.lease_expired++;
+        return RDKV_ETIMEDOUT;
+    }
+    return tk_release(t, &r);
+}
+
+static int dslr_upgrade_l(struct lock_handle *h, int64_t deadline, const struct tk_layout *l)
+{
+    if (h->mode != LOCK_UPDATE) return RDKV_EINVAL;
+    struct lock_thread *t = h->t;
+    struct tk_req r;
+    req_of(h, l, TK_U, &r);
+    r.waits |= 1u << TK_S; /* the shared holders that came before us must leave */
+    int rc = tk_wait(t, &r, 0, deadline);
+    if (rc == RDKV_ETIMEDOUT) t->stats.timeouts++; /* still held in update mode */
+    if (rc == RDKV_EABORTED) {
+        t->stats.aborts++;
+        h->mode = 0; /* a reset took our ticket with it: nothing is held, nothing to release */
+    }
+    if (rc) return rc;
+    h->mode = LOCK_EXCLUSIVE;
+    return 0;
+}
+
+static int dslr_acquire(struct lock_handle *h, enum lock_mode m, int64_t d) { return dslr_acquire_l(h, m, d, &tk_dslr4); }
+static int dslr_release(struct lock_handle *h) { return dslr_release_l(h, &tk_dslr4); }
+static int dslru_acquire(struct lock_handle *h, enum lock_mode m, int64_t d) { return dslr_acquire_l(h, m, d, &tk_dslr6); }
+static int dslru_release(struct lock_handle *h) { return dslr_release_l(h, &tk_dslr6); }
+static int dslru_upgrade(struct lock_handle *h, int64_t d) { return dslr_upgrade_l(h, d, &tk_dslr6); }
+
+const struct lock_algo lock_dslr = {
+    .name = "dslr",
+    .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
+    .acquire = dslr_acquire,
+    .release = dslr_release,
+};
+
+const struct lock_algo lock_dslr_u = {
+    .name = "dslr-u",
+    .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE | 1u << LOCK_UPDATE,
+    .acquire = dslru_acquire,
+    .release = dslru_release,
+    .upgrade = dslru_upgrade,
+};

@@ -1,0 +1,66 @@
+/* Retry-on-fail (Chung and Zamanian, as the DSLR paper describes it): one 64-bit word, bit 63 =
+ * exclusive, bits 0..31 = the number of shared holders. Exclusive is a CAS from 0, shared a
+ * fetch-and-add that is undone if the exclusive bit was set; a failed attempt backs off and
+ * retries until the deadline. Exclusive release subtracts its bit (readers' transient increments
+ * survive it), shared release subtracts one. Every access goes through the fabric. */
+#include "lock.h"
+
+#include "common/clock.h"
+
+#define ROF_X (1ull << 63)
+
+static int rof_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadline)
+{
+    struct lock_thread *t = h->t;
+    if (mode != LOCK_SHARED && mode != LOCK_EXCLUSIVE) return RDKV_ENOTSUP;
+    int64_t b = t->cfg.spin_backoff_min_ns;
+    uint64_t seed = (uint64_t)t->id * 0xD1B54A32D192ED03ull ^ (uint64_t)clock_now_ns();
+    for (;;) {
+        uint64_t old;
+        int rc;
+        if (mode == LOCK_EXCLUSIVE) {
+            rc = fab_cas(t->c, h->line, 0, ROF_X, &old);
+            if (rc) return rc;
+            if (old == 0) break;
+        } else {
+            rc = fab_faa(t->c, h->line, 1, &old);
+            if (rc) return rc;
+            if (!(old & ROF_X)) break;
+            rc = fab_faa(t->c, h->line, (uint64_t)-1, NULL); /* a writer holds it: undo */
+            if (rc) return rc;
+        }
+        if (deadline && clock_now_ns() >= deadline) {
+            t->stats.timeouts++;
+            return RDKV_ETIMEDOUT;
+        }
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        int64_t wait = b / 2 + (int64_t)(seed % (uint64_t)(b / 2 + 1));
+        if (wait < 20 * NS_PER_US) {
+            int64_t until = clock_now_ns() + wait;
+            while (clock_now_ns() < until) __builtin_ia32_pause();
+        } else {
+            clock_sleep_ns(wait);
+        }
+        if (b < t->cfg.spin_backoff_max_ns) b *= 2;
+    }
+    h->mode = (uint8_t)mode;
+    h->granted_at = clock_now_ns();
+    return 0;
+}
+
+static int rof_release(struct lock_handle *h)
+{
+    if (!h->mode) return RDKV_EINVAL;
+    uint64_t sub = h->mode == LOCK_EXCLUSIVE ? ROF_X : 1;
+    h->mode = 0;
+    return fab_faa(h->t->c, h->line, (uint64_t)0 - sub, NULL);
+}
+
+const struct lock_algo lock_rof = {
+    .name = "rof",
+    .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
+    .acquire = rof_acquire,
+    .release = rof_release,
+};

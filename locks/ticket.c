@@ -1,0 +1,371 @@
+/* DSLR ticket words (see ticket.h). The digest's fixes to the printed pseudocode are marked
+ * "fix N" with the numbering of docs/locks.md. */
+#include "ticket.h"
+
+#include "common/clock.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const struct tk_layout tk_dslr4 = {
+    .nclass = 2, .width = 16, .n_sh = {48, 32, 0}, .m_sh = {16, 0, 0}, .count_max = 1u << 15};
+const struct tk_layout tk_dslr6 = {
+    .nclass = 3, .width = 10, .n_sh = {40, 30, 50}, .m_sh = {10, 0, 20}, .count_max = 1u << 9};
+
+/* ------------------------------------------------------------------------------------------ */
+/* The two ways to touch a word */
+
+static int nic_faa(struct lock_thread *t, rptr w, uint64_t add, uint64_t *old)
+{
+    return fab_faa(t->c, w, add, old);
+}
+static int nic_cas(struct lock_thread *t, rptr w, uint64_t e, uint64_t d, uint64_t *old)
+{
+    return fab_cas(t->c, w, e, d, old);
+}
+static int nic_read(struct lock_thread *t, rptr w, uint64_t *v) { return fab_read(t->c, w, v, 8); }
+
+static int cpu_faa(struct lock_thread *t, rptr w, uint64_t add, uint64_t *old)
+{
+    uint64_t *p = fab_local(t->f, w), o = __atomic_fetch_add(p, add, __ATOMIC_SEQ_CST);
+    if (old) *old = o;
+    return 0;
+}
+static int cpu_cas(struct lock_thread *t, rptr w, uint64_t e, uint64_t d, uint64_t *old)
+{
+    uint64_t *p = fab_local(t->f, w);
+    __atomic_compare_exchange_n(p, &e, d, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    *old = e; /* the value found: equal to the expected one when the CAS succeeded */
+    return 0;
+}
+static int cpu_read(struct lock_thread *t, rptr w, uint64_t *v)
+{
+    *v = __atomic_load_n((uint64_t *)fab_local(t->f, w), __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+const struct tk_ops tk_nic = {.faa = nic_faa, .cas = nic_cas, .read = nic_read};
+const struct tk_ops tk_cpu = {.faa = cpu_faa, .cas = cpu_cas, .read = cpu_read};
+
+/* ------------------------------------------------------------------------------------------ */
+
+unsigned tk_waits_for(const struct tk_layout *l, enum tk_class cls)
+{
+    unsigned u = l->nclass > 2 ? 1u << TK_U : 0;
+    switch (cls) {
+    case TK_X: return 1u << TK_X | 1u << TK_S | u;
+    case TK_S: return 1u << TK_X | u;
+    case TK_U: return 1u << TK_X | u;
+    }
+    return 0;
+}
+
+static inline uint64_t n_of(const struct tk_layout *l, uint64_t v, unsigned c) { return tk_get(l, v, l->n_sh[c]); }
+static inline uint64_t m_of(const struct tk_layout *l, uint64_t v, unsigned c) { return tk_get(l, v, l->m_sh[c]); }
+
+static uint64_t n_fields(const struct tk_layout *l, uint64_t v)
+{
+    uint64_t mask = 0;
+    for (unsigned c = 0; c < l->nclass; c++) mask |= ((1ull << l->width) - 1) << l->n_sh[c];
+    return v & mask;
+}
+
+static uint64_t with_field(const struct tk_layout *l, uint64_t v, unsigned sh, uint64_t x)
+{
+    uint64_t mask = ((1ull << l->width) - 1) << sh;
+    return (v & ~mask) | ((x << sh) & mask);
+}
+
+/* A COUNT_MAX reset is pending: some "next ticket" counter reached COUNT_MAX. */
+static bool pending_reset(const struct tk_layout *l, uint64_t v)
+{
+    for (unsigned c = 0; c < l->nclass; c++)
+        if (m_of(l, v, c) >= l->count_max) return true;
+    return false;
+}
+
+static int64_t lease_of(const struct lock_thread *t) { return t->cfg.lease_ns; }
+
+static uint64_t rnd(struct lock_thread *t)
+{
+    uint64_t x = t->rng ? t->rng : (0x9E3779B97F4A7C15ull ^ t->id);
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return t->rng = x;
+}
+
+void tk_backoff(struct lock_thread *t, unsigned failures)
+{
+    /* W ~ U[0, min(R * 2^(c-1), L)] (DSLR appendix A.3) */
+    int64_t cap = t->cfg.dslr_backoff_r_ns << (failures > 1 ? (failures - 1 < 20 ? failures - 1 : 20) : 0);
+    if (cap > t->cfg.dslr_backoff_max_ns) cap = t->cfg.dslr_backoff_max_ns;
+    if (cap < 1) cap = 1;
+    clock_sleep_ns((int64_t)(rnd(t) % (uint64_t)cap));
+}
+
+void tk_took(struct lock_thread *t, struct tk_req *r, uint64_t prev)
+{
+    (void)t;
+    const struct tk_layout *l = r->lay;
+    r->prev = prev;
+    r->reset_from = 0;
+    /* fix 11 (multi-slot): the request whose k tickets cross COUNT_MAX resets the counters once
+     * everyone up to and including it has left; newcomers back off until then. */
+    uint64_t mine = m_of(l, prev, r->cls);
+    if (mine < l->count_max && mine + r->k >= l->count_max) {
+        uint64_t v = 0;
+        for (unsigned c = 0; c < l->nclass; c++) {
+            uint64_t m = m_of(l, prev, c) + (c == r->cls ? r->k : 0);
+            v = with_field(l, v, l->n_sh[c], m);
+            v = with_field(l, v, l->m_sh[c], m);
+        }
+        r->reset_from = v;
+    }
+}
+
+int tk_take(struct lock_thread *t, struct tk_req *r, int64_t deadline)
+{
+    const struct tk_layout *l = r->lay;
+    uint64_t add = (uint64_t)r->k << l->m_sh[r->cls];
+    unsigned fails = 0;
+    uint64_t stuck_n = ~0ull;
+    int64_t stuck_since = 0;
+    for (;;) {
+        uint64_t prev;
+        int rc = r->ops->faa(t, r->word, add, &prev);
+        if (rc) return rc;
+        if (!pending_reset(l, prev)) {
+            tk_took(t, r, prev);
+            return 0;
+        }
+        /* A reset is pending: give the ticket back, back off, and retry from the start
+         * (fix 1: never fall through with a returned ticket). */
+        rc = r->ops->faa(t, r->word, (uint64_t)0 - add, NULL);
+        if (rc) return rc;
+        fails++;
+        int64_t now = clock_now_ns();
+        uint64_t n = n_fields(l, prev);
+        if (n != stuck_n) {
+            stuck_n = n;
+            stuck_since = now;
+        } else if (r->allow_reset && now - stuck_since > 2 * lease_of(t)) {
+            /* fix 2: nobody released for two leases while the reset waits: whoever should
+             * have finished is dead. Reset from a fresh read, only if still unmoved. */
+            uint64_t v, got;
+            if ((rc = r->ops->read(t, r->word, &v))) return rc;
+            if (n_fields(l, v) == stuck_n && pending_reset(l, v)) {
+                if ((rc = r->ops->cas(t, r->word, v, 0, &got))) return rc;
+                if (got == v) {
+                    t->stats.resets++;
+                    return RDKV_EABORTED;
+                }
+            }
+            stuck_since = now;
+        }
+        if (deadline && now >= deadline) return RDKV_ETIMEDOUT;
+        tk_backoff(t, fails);
+    }
+}
+
+bool tk_granted(const struct tk_req *r, uint64_t v)
+{
+    const struct tk_layout *l = r->lay;
+    for (unsigned c = 0; c < l->nclass; c++)
+        if ((r->waits & (1u << c)) && n_of(l, v, c) != m_of(l, r->prev, c)) return false;
+    return true;
+}
+
+/* Our ticket no longer exists: a reset went past it, or the counters went backwards. */
+static bool ticket_gone(const struct tk_req *r, uint64_t v)
+{
+    const struct tk_layout *l = r->lay;
+    for (unsigned c = 0; c < l->nclass; c++) {
+        uint64_t np = n_of(l, r->prev, c), nv = n_of(l, v, c);
+        uint64_t mp = m_of(l, r->prev, c) + (c == r->cls ? r->k : 0), mv = m_of(l, v, c);
+        if (nv < np || mv < mp) return true;                            /* fix 3 */
+        if ((r->waits & (1u << c)) && nv > m_of(l, r->prev, c)) return true; /* skipped */
+    }
+    return false;
+}
+
+/* Tickets ahead of us in the classes we wait on (fix 4d: a shared waiter counts only the
+ * exclusive tickets it actually waits for). */
+static uint64_t tickets_ahead(const struct tk_req *r, uint64_t v)
+{
+    const struct tk_layout *l = r->lay;
+    uint64_t a = 0;
+    for (unsigned c = 0; c < l->nclass; c++)
+        if (r->waits & (1u << c)) {
+            uint64_t m = m_of(l, r->prev, c), n = n_of(l, v, c);
+            if (m > n) a += m - n;
+        }
+    return a;
+}
+
+/* The word after a stuck waiter's reset. Shared-style waiters (S, U, an upgrade) mark every
+ * earlier ticket of the classes they wait on as served and so are granted with their ticket
+ * intact (fix 4a); an exclusive waiter marks its own ticket served too and fails, as in the
+ * paper (fix 6: it must not release it). */
+static uint64_t reset_value(const struct tk_req *r, uint64_t v, bool consume)
+{
+    const struct tk_layout *l = r->lay;
+    uint64_t rv = v;
+    for (unsigned c = 0; c < l->nclass; c++) {
+        bool waited = r->waits & (1u << c);
+        if (!waited) continue;
+        uint64_t n = m_of(l, r->prev, c) + (consume && c == r->cls ? r->k : 0);
+        rv = with_field(l, rv, l->n_sh[c], n);
+    }
+    return rv;
+}
+
+static bool overflowed(const struct tk_layout *l, uint64_t v)
+{
+    for (unsigned c = 0; c < l->nclass; c++)
+        if (n_of(l, v, c) >= l->count_max || m_of(l, v, c) >= l->count_max) return true;
+    return false;
+}
+
+/* Brings a word whose counters reached COUNT_MAX back to 0, bounded (fix 8): stops when the word
+ * can no longer become `from` (it moved past it or went backwards) or after two leases. */
+static int cas_to_zero(struct lock_thread *t, const struct tk_req *r, uint64_t from)
+{
+    const struct tk_layout *l = r->lay;
+    int64_t give_up = clock_now_ns() + 2 * lease_of(t);
+    for (unsigned round = 0;; round++) {
+        uint64_t got;
+        int rc = r->ops->cas(t, r->word, from, 0, &got);
+        if (rc) return rc;
+        if (got == from) {
+            t->stats.overflow_resets++;
+            return 0;
+        }
+        for (unsigned c = 0; c < l->nclass; c++)
+            if (n_of(l, got, c) > n_of(l, from, c) || n_of(l, got, c) < n_of(l, r->prev, c))
+                return 0; /* someone else reset it, or it can never match */
+        if (clock_now_ns() > give_up) return 0; /* newcomers' stuck-reset takes over */
+        lock_backoff(round);
+    }
+}
+
+static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, bool consume,
+                     int64_t deadline)
+{
+    const struct tk_layout *l = r->lay;
+    int64_t last = clock_now_ns();
+    uint64_t last_n = n_fields(l, v);
+    int64_t omega = t->omega_ns > 0 ? t->omega_ns : 5 * NS_PER_US;
+    for (;;) {
+        if (ticket_gone(r, v)) return RDKV_EABORTED;
+        if (tk_granted(r, v)) return 0;
+        int64_t now = clock_now_ns();
+        uint64_t n = n_fields(l, v);
+        if (n != last_n) { /* fix 5: any movement of the serving counters restarts the clock */
+            last_n = n;
+            last = now;
+        }
+        uint64_t ahead = tickets_ahead(r, v);
+        /* Multi-slot leasing: each ticket ahead may hold its own lease, so patience grows with
+         * them; with one ticket ahead it is the paper's two leases. */
+        int64_t patience = 2 * lease_of(t) * (int64_t)(ahead > 1 ? ahead : 1);
+        if (r->allow_reset && now - last > patience) {
+            uint64_t rv = reset_value(r, v, consume), got;
+            int rc = r->ops->cas(t, r->word, v, rv, &got);
+            if (rc) return rc;
+            if (got == v) {
+                t->stats.resets++;
+                if (consume) {
+                    if (overflowed(l, rv)) cas_to_zero(t, r, rv);
+                    return RDKV_EABORTED;
+                }
+                v = rv;
+                last = now;
+                continue;
+            }
+            v = got;
+            continue;
+        }
+        if (deadline && now >= deadline) return RDKV_ETIMEDOUT;
+        /* Dynamic interval polling: wait in proportion to the tickets ahead, but well under a
+         * lease (fix 7) and not past the deadline. */
+        int64_t nap = (int64_t)(ahead ? ahead : 1) * omega;
+        if (nap > lease_of(t) / 4) nap = lease_of(t) / 4;
+        if (deadline && nap > deadline - now) nap = deadline - now;
+        if (nap > 0) clock_sleep_ns(nap);
+        int rc = r->ops->read(t, r->word, &v);
+        if (rc) return rc;
+    }
+}
+
+int tk_wait(struct lock_thread *t, struct tk_req *r, uint64_t v0, int64_t deadline)
+{
+    uint64_t v = v0;
+    if (!v) {
+        int rc = r->ops->read(t, r->word, &v);
+        if (rc) return rc;
+    }
+    return wait_loop(t, r, v, r->cls == TK_X && (r->waits & (1u << TK_X)), deadline);
+}
+
+int tk_overflow_reset(struct lock_thread *t, const struct tk_req *r)
+{
+    return r->reset_from ? cas_to_zero(t, r, r->reset_from) : 0;
+}
+
+bool tk_pending_reset(const struct tk_layout *l, uint64_t v) { return pending_reset(l, v); }
+
+int tk_release(struct lock_thread *t, struct tk_req *r)
+{
+    const struct tk_layout *l = r->lay;
+    int rc = r->ops->faa(t, r->word, (uint64_t)r->k << l->n_sh[r->cls], NULL);
+    if (rc || !r->reset_from) return rc;
+    return cas_to_zero(t, r, r->reset_from);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tickets given up at a deadline */
+
+struct lock_abandoned {
+    struct lock_abandoned *next;
+    struct tk_req r;
+    int64_t since;
+};
+
+void tk_abandon(struct lock_thread *t, const struct tk_req *r)
+{
+    struct lock_abandoned *a = malloc(sizeof *a);
+    if (!a) return; /* the lease-expiry reset recovers the ticket */
+    a->r = *r;
+    a->since = clock_now_ns();
+    a->next = t->abandoned;
+    t->abandoned = a;
+}
+
+void lock_thread_poll(struct lock_thread *t)
+{
+    for (struct lock_abandoned **pp = &t->abandoned; *pp;) {
+        struct lock_abandoned *a = *pp;
+        uint64_t v;
+        bool done = true;
+        if (a->r.ops->read(t, a->r.word, &v) == 0 && !ticket_gone(&a->r, v)) {
+            if (tk_granted(&a->r, v)) tk_release(t, &a->r); /* our turn: pass it on at once */
+            else done = clock_now_ns() - a->since > 8 * lease_of(t); /* reset by now */
+        }
+        if (done) {
+            *pp = a->next;
+            free(a);
+        } else {
+            pp = &a->next;
+        }
+    }
+}
+
+void lock_thread_drop_abandoned(struct lock_thread *t)
+{
+    while (t->abandoned) {
+        struct lock_abandoned *a = t->abandoned;
+        t->abandoned = a->next;
+        free(a);
+    }
+}

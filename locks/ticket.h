@@ -1,0 +1,84 @@
+/* DSLR-style ticket words, shared by dslr and rwlock: a 64-bit word of "now serving" and "next
+ * ticket" counters per class (exclusive, shared, update), taken with one fetch-and-add, waited on
+ * by polling in proportion to the tickets ahead, with leases (a waiter resets counters that did
+ * not move for two leases), the COUNT_MAX overflow reset, and the fixes to the printed
+ * pseudocode listed in docs/locks.md. The word is touched through an ops table, so one code path
+ * serves NIC atomics (dslr, rwlock's remote cohort) and CPU atomics (rwlock's local cohort).
+ * Internal to locks/. */
+#ifndef RDKV_LOCK_TICKET_H
+#define RDKV_LOCK_TICKET_H
+
+#include "lock.h"
+
+enum tk_class { TK_X = 0, TK_S = 1, TK_U = 2 };
+
+struct tk_layout {
+    uint8_t nclass;      /* 2 (X, S) or 3 (X, S, U) */
+    uint8_t width;       /* bits per counter */
+    uint8_t n_sh[3];     /* "now serving" counter of each class */
+    uint8_t m_sh[3];     /* "next ticket" counter of each class */
+    uint32_t count_max;  /* counters may reach this; the bit above is the canary */
+};
+
+extern const struct tk_layout tk_dslr4; /* {nX, nS, mX, mS}, 16 bits each, COUNT_MAX 32768 */
+extern const struct tk_layout tk_dslr6; /* {nU, nX, nS, mU, mX, mS}, 10 bits, COUNT_MAX 512 */
+
+/* How the word is touched: NIC atomics through the fabric, or CPU atomics on this node. */
+struct tk_ops {
+    int (*faa)(struct lock_thread *t, rptr w, uint64_t add, uint64_t *old);
+    int (*cas)(struct lock_thread *t, rptr w, uint64_t expect, uint64_t desired, uint64_t *old);
+    int (*read)(struct lock_thread *t, rptr w, uint64_t *v);
+};
+extern const struct tk_ops tk_nic, tk_cpu;
+
+/* One request's ticket. */
+struct tk_req {
+    const struct tk_layout *lay;
+    const struct tk_ops *ops;
+    rptr word;
+    uint8_t cls;          /* the class of the ticket taken */
+    uint8_t waits;        /* classes whose earlier tickets it waits for (bitmask) */
+    uint16_t k;           /* tickets taken (multi-slot leasing) */
+    bool allow_reset;     /* lease-expiry recovery allowed (not for rwlock's local cohort) */
+    uint64_t prev;        /* the word before our fetch-and-add */
+    uint64_t reset_from;  /* non-zero: after releasing, CAS the word from this to 0 */
+};
+
+static inline uint64_t tk_get(const struct tk_layout *l, uint64_t v, unsigned sh)
+{
+    return (v >> sh) & ((1ull << l->width) - 1);
+}
+
+/* Which classes a mode waits on: S waits for X (and U), X for everything, U for X and U; an
+ * upgrade additionally for S. */
+unsigned tk_waits_for(const struct tk_layout *l, enum tk_class cls);
+
+/* Takes a ticket (one FA; if a COUNT_MAX reset is pending, undoes it, backs off and retries;
+ * after two leases of no movement it resets the stuck word and fails). r->prev is set on
+ * success. Returns 0, RDKV_EABORTED, RDKV_ETIMEDOUT or a fabric error. */
+int tk_take(struct lock_thread *t, struct tk_req *r, int64_t deadline);
+/* Interprets a ticket taken elsewhere (rwlock's chained fast path): sets reset_from. */
+void tk_took(struct lock_thread *t, struct tk_req *r, uint64_t prev);
+/* True if the word value v grants the ticket. */
+bool tk_granted(const struct tk_req *r, uint64_t v);
+/* Waits until the ticket is granted. v0: a value of the word already read after the FA (or 0).
+ * Returns 0 (granted), RDKV_EABORTED (skipped by a reset, or it reset the word and consumed its
+ * own ticket: release nothing), RDKV_ETIMEDOUT (deadline: the ticket is still outstanding; hand
+ * it to tk_abandon) or a fabric error. */
+int tk_wait(struct lock_thread *t, struct tk_req *r, uint64_t v0, int64_t deadline);
+/* Releases the ticket (FA on its "now serving" counter), then completes a COUNT_MAX reset if it
+ * was the one to cross. Returns 0 or a fabric error. */
+int tk_release(struct lock_thread *t, struct tk_req *r);
+/* After the ticket's "now serving" FA was issued elsewhere (rwlock's release chain): completes a
+ * COUNT_MAX reset if this ticket crossed it. */
+int tk_overflow_reset(struct lock_thread *t, const struct tk_req *r);
+/* A COUNT_MAX reset is pending in word value v (newcomers must give their ticket back). */
+bool tk_pending_reset(const struct tk_layout *l, uint64_t v);
+/* A ticket given up at its deadline: the thread releases it when its turn comes (polled). */
+void tk_abandon(struct lock_thread *t, const struct tk_req *r);
+/* Frees the abandoned tickets without releasing them (thread exit: leases recover them). */
+void lock_thread_drop_abandoned(struct lock_thread *t);
+/* Sleeps for a truncated binary exponential back-off after `failures` consecutive failures. */
+void tk_backoff(struct lock_thread *t, unsigned failures);
+
+#endif
