@@ -164,12 +164,19 @@ int locktable_open(struct locktable *lt, struct fab_ctx *c, uint32_t total)
     lt->nodes = fab_num_nodes(f);
     lt->total = total;
     if (total == 0 || total / lt->nodes + 1 > LOCKTABLE_MAX_PER_NODE) return RDKV_EINVAL;
+    unsigned up = 0;
     for (unsigned n = 0; n < lt->nodes; n++) {
         uint64_t size;
         int rc = fab_region_lookup(c, (uint16_t)n, TABLE_REGION, &lt->base[n], &size);
+        if (rc == RDKV_EUNAVAILABLE) {
+            lt->unreachable |= 1ull << n;
+            lt->base[n] = rptr_make((uint16_t)n, 0); /* any access reaches the dead peer: fails */
+            continue;
+        }
         if (rc) return rc;
+        up++;
     }
-    return 0;
+    return up ? 0 : RDKV_EUNAVAILABLE;
 }
 
 /* ---------------------------------------------------------------------------------------------

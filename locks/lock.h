@@ -174,11 +174,15 @@ struct locktable {
     unsigned nodes;
     uint32_t total;
     rptr base[CLUSTER_MAX_NODES];
+    uint64_t unreachable; /* bit n: node n did not answer at open; its locks fail RDKV_EUNAVAILABLE */
 };
 
 /* Reserves (once) and zeroes this node's part of the table; no lock of it may be in use. */
 int locktable_reset(struct fabric *f, uint32_t total);
-/* Finds every node's part (one-sided READs of their arena headers). */
+/* Finds every node's part (one-sided READs of their arena headers). A node that is down is noted
+ * in lt->unreachable rather than failing the open, so that locks homed elsewhere stay usable;
+ * operations on its locks then fail with RDKV_EUNAVAILABLE from the fabric. Fails only when no
+ * node answers or on another error. */
 int locktable_open(struct locktable *lt, struct fab_ctx *c, uint32_t total);
 uint32_t locktable_count(const struct locktable *lt, uint16_t node);
 static inline rptr locktable_line(const struct locktable *lt, uint16_t node, uint32_t i)

@@ -30,6 +30,14 @@ struct bench_lock_res {
     struct hist h;                    /* acquire + release latency, ns */
 };
 
+/* KV_RPC_BENCH_LOCK_HOLD (failure tests): take locks and never give them back: str algo,
+ * u64 lease_ns, u32 table locks, u32 count, then count x {u16 node, u32 index, u8 mode}. Answered
+ * once all are held; the holder thread then waits for the node to die (or to stop).
+ * KV_RPC_BENCH_LOCK_TRY: take one lock and give it back: str algo, u64 lease_ns, u32 table locks,
+ * u16 node, u32 index, u8 mode, u64 timeout_ns. Answers its status (a lease reset that aborts
+ * the request is retried) with u64 elapsed_ns and the 64-byte lock line as read after the
+ * release. */
+
 void bench_lock_req_pack(const struct bench_lock_req *q, struct pack_w *w);
 int bench_lock_req_unpack(struct bench_lock_req *q, const void *p, size_t len);
 void bench_lock_res_pack(const struct bench_lock_res *r, struct pack_w *w);

@@ -100,6 +100,20 @@ struct lock_run {
 
 static _Atomic int lock_run_busy;    /* a run is set up or running: refuse another */
 static _Atomic int lock_run_threads; /* run threads that may still touch the fabric */
+
+/* Starts a detached thread counted in lock_run_threads (the thread uncounts itself last). */
+static int spawn(void *(*fn)(void *), void *arg)
+{
+    pthread_t thr;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    atomic_fetch_add(&lock_run_threads, 1);
+    int rc = pthread_create(&thr, &at, fn, arg);
+    if (rc) atomic_fetch_sub(&lock_run_threads, 1);
+    pthread_attr_destroy(&at);
+    return rc;
+}
 static _Atomic bool bench_stopping;
 
 static inline uint64_t xorshift(uint64_t *s)
@@ -284,24 +298,153 @@ static void on_lock_run(struct fab_rpc_req *req, void *arg)
     }
     run->f = f;
     run->req = req;
-    pthread_t thr;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    atomic_fetch_add(&lock_run_threads, 1);
-    if (pthread_create(&thr, &at, lock_run_main, run)) {
+    if (spawn(lock_run_main, run)) {
         free(run);
-        atomic_fetch_sub(&lock_run_threads, 1);
         atomic_store(&lock_run_busy, 0);
         fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);
     }
-    pthread_attr_destroy(&at);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Failure-test hooks */
+
+struct hold {
+    struct fabric *f;
+    struct fab_rpc_req *req;
+    char algo[16];
+    int64_t lease;
+    uint32_t locks, n;
+    struct { uint16_t node; uint32_t idx; uint8_t mode; } it[16];
+};
+
+static void *hold_main(void *arg)
+{
+    struct hold *hd = arg;
+    struct fab_ctx *c = NULL;
+    struct lock_thread t;
+    struct locktable lt;
+    struct lock_cfg cfg;
+    lock_cfg_init(&cfg);
+    cfg.lease_ns = hd->lease;
+    struct lock_handle h[16];
+    unsigned held = 0;
+    int rc = fab_ctx_create(hd->f, &c);
+    if (!rc) rc = lock_thread_init(&t, c, &cfg);
+    if (!rc) rc = locktable_open(&lt, c, hd->locks);
+    for (unsigned i = 0; !rc && i < hd->n; i++) {
+        if (hd->it[i].node >= lt.nodes || hd->it[i].idx >= locktable_count(&lt, hd->it[i].node)) {
+            rc = RDKV_EINVAL;
+            break;
+        }
+        lock_handle_init(&h[i], &t, lock_algo_find(hd->algo),
+                         locktable_line(&lt, hd->it[i].node, hd->it[i].idx));
+        rc = lock_acquire(&h[i], (enum lock_mode)hd->it[i].mode, clock_now_ns() + 10 * NS_PER_S);
+        if (!rc) held++;
+    }
+    fab_rpc_reply(hd->req, rc, NULL, 0);
+    /* Hold until the node dies; a clean stop gives everything back. */
+    while (!rc && !atomic_load(&bench_stopping)) clock_sleep_ns(10 * NS_PER_MS);
+    for (unsigned i = 0; i < held; i++) lock_release(&h[i]);
+    if (c) {
+        lock_thread_fini(&t);
+        fab_ctx_destroy(c);
+    }
+    free(hd);
+    atomic_fetch_sub_explicit(&lock_run_threads, 1, memory_order_release);
+    return NULL;
+}
+
+static void on_lock_hold(struct fab_rpc_req *req, void *arg)
+{
+    struct hold *hd = calloc(1, sizeof *hd);
+    if (!hd) {
+        fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);
+        return;
+    }
+    struct pack_r r;
+    pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
+    unpack_str(&r, hd->algo, sizeof hd->algo);
+    hd->lease = (int64_t)unpack_u64(&r);
+    hd->locks = unpack_u32(&r);
+    hd->n = unpack_u32(&r);
+    for (unsigned i = 0; i < hd->n && i < 16; i++) {
+        hd->it[i].node = unpack_u16(&r);
+        hd->it[i].idx = unpack_u32(&r);
+        hd->it[i].mode = unpack_u8(&r);
+    }
+    if (!unpack_done(&r) || hd->n > 16 || !lock_algo_find(hd->algo) || hd->lease <= 0 ||
+        hd->locks == 0) {
+        free(hd);
+        fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
+        return;
+    }
+    hd->f = arg;
+    hd->req = req;
+    if (spawn(hold_main, hd)) {
+        free(hd);
+        fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);
+    }
+}
+
+/* Runs on an RPC thread: it may wait up to its timeout. */
+static void on_lock_try(struct fab_rpc_req *req, void *arg)
+{
+    struct fabric *f = arg;
+    struct pack_r r;
+    pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
+    char algo[16];
+    unpack_str(&r, algo, sizeof algo);
+    int64_t lease = (int64_t)unpack_u64(&r);
+    uint32_t locks = unpack_u32(&r);
+    uint16_t node = unpack_u16(&r);
+    uint32_t idx = unpack_u32(&r);
+    uint8_t mode = unpack_u8(&r);
+    int64_t timeout = (int64_t)unpack_u64(&r);
+    const struct lock_algo *a = lock_algo_find(algo);
+    if (!unpack_done(&r) || !a || lease <= 0 || !locks || timeout <= 0 || timeout > 600 * NS_PER_S) {
+        fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
+        return;
+    }
+    struct fab_ctx *c = NULL;
+    struct lock_thread t;
+    struct locktable lt;
+    struct lock_cfg cfg;
+    lock_cfg_init(&cfg);
+    cfg.lease_ns = lease;
+    uint64_t line[8] = {0};
+    int64_t t0 = clock_now_ns();
+    int rc = fab_ctx_create(f, &c);
+    bool attached = false;
+    if (!rc) rc = lock_thread_init(&t, c, &cfg);
+    attached = rc == 0;
+    if (!rc) rc = locktable_open(&lt, c, locks);
+    if (!rc && (node >= lt.nodes || idx >= locktable_count(&lt, node))) rc = RDKV_EINVAL;
+    if (!rc) {
+        struct lock_handle h;
+        lock_handle_init(&h, &t, a, locktable_line(&lt, node, idx));
+        int64_t deadline = t0 + timeout;
+        do rc = lock_acquire(&h, (enum lock_mode)mode, deadline);
+        while (rc == RDKV_EABORTED); /* our request was consumed by a reset: take a new ticket */
+        if (!rc) rc = lock_release(&h);
+        if (!rc) rc = fab_read(c, locktable_line(&lt, node, idx), line, sizeof line);
+    }
+    int64_t elapsed = clock_now_ns() - t0;
+    if (attached) lock_thread_fini(&t);
+    if (c) fab_ctx_destroy(c);
+    struct pack_w w;
+    pack_w_init(&w);
+    pack_u64(&w, (uint64_t)elapsed);
+    for (int i = 0; i < 8; i++) pack_u64(&w, line[i]);
+    fab_rpc_reply(req, rc, w.p, w.err ? 0 : w.len);
+    pack_w_free(&w);
 }
 
 void bench_register(struct fabric *f)
 {
     fab_rpc_register(f, KV_RPC_BENCH_LOCK_PREPARE, on_lock_prepare, f, 0);
     fab_rpc_register(f, KV_RPC_BENCH_LOCK_RUN, on_lock_run, f, 0);
+    fab_rpc_register(f, KV_RPC_BENCH_LOCK_HOLD, on_lock_hold, f, 0);
+    fab_rpc_register(f, KV_RPC_BENCH_LOCK_TRY, on_lock_try, f, 0);
 }
 
 bool bench_shutdown(int64_t wait_ns)

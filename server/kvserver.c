@@ -1,6 +1,7 @@
 /* kvserver: one rdkv node. It maps and registers the node's arena, serves the fabric (the soft
  * NIC or verbs) and RPCs, answers status, and runs until SIGTERM or SIGINT, then exits cleanly.
  * Bad configs, ports in use and unreachable peers end it with a one-line error and exit 1. */
+#include "locks/lock.h"
 #include "server/bench.h"
 #include "server/proto.h"
 
@@ -259,6 +260,7 @@ int main(int argc, char **argv)
     }
     fab_rpc_register(srv.f, KV_RPC_STATUS, status_handler, &srv, FAB_RPC_INLINE);
     bench_register(srv.f);
+    struct trad_mgr *trad = lock_trad_serve(srv.f, 0); /* the RPC lock manager baseline */
     bool stopped = false;
     int rc = 0;
     if (peer_wait > 0) rc = wait_for_peers(srv.f, peer_wait, &sigs, &stopped);
@@ -286,7 +288,9 @@ int main(int argc, char **argv)
         fflush(NULL);
         _exit(rc);
     }
+    lock_trad_stop(trad);
     fab_close(srv.f);
+    lock_trad_free(trad);
     cluster_config_free(&cc);
     return rc;
 }

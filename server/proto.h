@@ -12,6 +12,8 @@ enum kv_rpc {
     /* embedded benchmarks (server/bench.h) */
     KV_RPC_BENCH_LOCK_PREPARE = FAB_RPC_USER_BASE + 1,
     KV_RPC_BENCH_LOCK_RUN = FAB_RPC_USER_BASE + 2,
+    KV_RPC_BENCH_LOCK_HOLD = FAB_RPC_USER_BASE + 3,
+    KV_RPC_BENCH_LOCK_TRY = FAB_RPC_USER_BASE + 4,
 };
 
 #endif

@@ -72,6 +72,8 @@ struct stress {
     _Atomic uint64_t violations; /* the checker saw someone it should not have */
     _Atomic uint64_t shared_ops;
     _Atomic int errors;          /* fabric or lock errors */
+    _Atomic uint64_t overflow_resets, resets;
+    uint64_t preset;             /* non-zero: every lock's ticket words start at this value */
 };
 
 struct worker {
@@ -207,6 +209,8 @@ static void *stress_thread(void *arg)
             break;
         }
     }
+    s->overflow_resets += t.stats.overflow_resets;
+    s->resets += t.stats.resets;
     lock_thread_fini(&t);
     fab_ctx_destroy(c);
     return NULL;
@@ -221,18 +225,35 @@ static void with_pause(struct fab_opts *o, unsigned node)
 
 /* Runs the stress and returns the number of mismatches found (checker violations + counters
  * that disagree with the exclusive acquisitions), or -1 if it could not run cleanly. */
+static uint64_t last_overflow_resets, preset_next;
+
 static long run_stress_cs(const struct lock_algo *algo, unsigned nodes, unsigned tpn,
                           unsigned locks, unsigned iters, unsigned locality, unsigned shared_pct,
                           int64_t pause, int64_t cs_ns)
 {
     struct stress s = {.algo = algo, .nodes = nodes, .threads_per_node = tpn, .locks = locks,
                        .iters = iters, .locality = locality, .shared_pct = shared_pct,
-                       .cs_ns = cs_ns};
+                       .cs_ns = cs_ns, .preset = preset_next};
+    preset_next = 0;
     pause_ns = pause;
     if (tenv_start(&s.e, nodes, 16u << 20, pause ? with_pause : NULL)) return -1;
     for (unsigned n = 0; n < nodes; n++) s.trad[n] = lock_trad_serve(s.e.f[n], 0);
     s.acq = calloc(locks, sizeof *s.acq);
     for (unsigned n = 0; n < nodes; n++) locktable_reset(s.e.f[n], locks);
+    if (s.preset) {
+        /* start the ticket words close to COUNT_MAX: dslr's word at @0, rwlock's at @0 and @16 */
+        struct fab_ctx *pc;
+        struct locktable plt;
+        if (fab_ctx_create(s.e.f[0], &pc) == 0 && locktable_open(&plt, pc, locks) == 0) {
+            for (unsigned n = 0; n < nodes; n++)
+                for (uint32_t k = 0; k < locktable_count(&plt, (uint16_t)n); k++) {
+                    uint64_t *l = fab_local(s.e.f[n], locktable_line(&plt, (uint16_t)n, k));
+                    l[0] = s.preset;
+                    if (algo == &lock_rwlock) l[2] = s.preset;
+                }
+            fab_ctx_destroy(pc);
+        }
+    }
     unsigned nt = nodes * tpn;
     pthread_t thr[64];
     struct worker w[64];
@@ -262,6 +283,10 @@ static long run_stress_cs(const struct lock_algo *algo, unsigned nodes, unsigned
                     " exclusive + %" PRIu64 " shared acquisitions, %ld mismatches\n",
             algo->name, nodes, tpn, locks, locality, shared_pct,
             pause ? ", NIC atomics paused" : "", total, (uint64_t)s.shared_ops, bad);
+    if (s.preset)
+        fprintf(stderr, "  %" PRIu64 " COUNT_MAX resets, %" PRIu64 " lease resets\n",
+                (uint64_t)s.overflow_resets, (uint64_t)s.resets);
+    last_overflow_resets = s.overflow_resets;
     int errors = s.errors;
     free(s.acq);
     for (unsigned n = 0; n < nodes; n++) lock_trad_stop(s.trad[n]);
@@ -303,6 +328,29 @@ static void t_stress_rwlock(void)
     CHECK_EQ(run_stress_mix(&lock_rwlock, 2, 2, 3, iters(500), 50, 50, 0), 0);
     CHECK_EQ(run_stress_mix(&lock_rwlock, 3, 2, 4, iters(300), 70, 30, 0), 0);
     CHECK_EQ(run_stress_mix(&lock_rwlock, 2, 2, 2, iters(300), 50, 90, 0), 0);
+}
+
+/* DSLR's word {nX, nS, mX, mS} starts 4 tickets short of COUNT_MAX (32768) on every lock; under
+ * contention the counters cross it, newcomers back off, the crossing request resets the word to
+ * 0, and the checker still sees perfect exclusion. The same for rwlock's two ticket words. */
+static uint64_t near_max(void)
+{
+    uint64_t c = 32768 - 4;
+    return c << 48 | c << 32 | c << 16 | c;
+}
+
+static void t_count_max_dslr(void)
+{
+    preset_next = near_max();
+    CHECK_EQ(run_stress_mix(&lock_dslr, 2, 2, 2, iters(200), 50, 50, 0), 0);
+    CHECK(last_overflow_resets > 0);
+}
+
+static void t_count_max_rwlock(void)
+{
+    preset_next = near_max();
+    CHECK_EQ(run_stress_mix(&lock_rwlock, 2, 2, 2, iters(200), 50, 50, 0), 0);
+    CHECK(last_overflow_resets > 0);
 }
 
 /* Every NIC atomic pauses 30 us between its load and its store, and critical sections last
@@ -445,6 +493,8 @@ static const struct test_case cases[] = {
     {"stress_rof", t_stress_rof},
     {"stress_trad", t_stress_trad},
     {"stress_rwlock", t_stress_rwlock},
+    {"count_max_dslr", t_count_max_dslr},
+    {"count_max_rwlock", t_count_max_rwlock},
     {"alock_paused", t_alock_paused},
     {"rwlock_paused", t_rwlock_paused},
     {"naive_caught", t_naive_caught},

@@ -1,0 +1,202 @@
+/* Dead holders do not wedge rows. A kvserver process takes shared and exclusive DSLR and rwlock
+ * locks on two other nodes, local and remote to those nodes' threads, and is killed with
+ * SIGKILL while it holds them. Threads on the surviving nodes must get every one of those locks
+ * before a deadline of three leases (through the lease-expiry resets), and afterwards the
+ * counters must be intact: nothing outstanding, no stray marks, and the locks keep working. */
+#include "tests/harness.h"
+#include "tests/testenv.h"
+#include "tools/launcher.h"
+
+#include "common/clock.h"
+#include "common/pack.h"
+#include "locks/lock.h"
+#include "server/proto.h"
+
+#include <signal.h>
+
+static const char *bindir;
+#define LEASE (200 * NS_PER_MS) /* long enough that a loaded CI machine keeps its leases */
+#define LOCKS 12               /* 4 per node */
+
+struct cluster {
+    struct launch L;
+    struct fabric *f;
+    struct fab_ctx *c;
+};
+
+static int start(struct cluster *cl)
+{
+    struct launch_opts lo;
+    launch_opts_init(&lo);
+    lo.nodes = 3;
+    lo.bindir = bindir;
+    lo.transport = tenv_transport;
+    lo.arena_size = 16u << 20;
+    char err[256];
+    int rc = launch_start(&cl->L, &lo, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "  launch: %s\n", err);
+        return rc;
+    }
+    struct fab_opts o;
+    fab_opts_init(&o);
+    o.cluster = &cl->L.cc;
+    o.node = FAB_NODE_CLIENT;
+    o.transport = tenv_transport;
+    rc = fab_open(&o, &cl->f, err, sizeof err);
+    if (!rc) rc = fab_ctx_create(cl->f, &cl->c);
+    if (rc) {
+        fprintf(stderr, "  open: %s\n", err);
+        launch_stop(&cl->L, 5 * NS_PER_S);
+    }
+    return rc;
+}
+
+static void stop(struct cluster *cl)
+{
+    fab_ctx_destroy(cl->c);
+    fab_close(cl->f);
+    launch_stop(&cl->L, 10 * NS_PER_S);
+}
+
+struct item {
+    uint16_t node;
+    uint32_t idx;
+    uint8_t mode;
+};
+
+static int hold(struct cluster *cl, uint16_t on, const char *algo, const struct item *it, unsigned n)
+{
+    struct pack_w w;
+    pack_w_init(&w);
+    pack_str(&w, algo);
+    pack_u64(&w, LEASE);
+    pack_u32(&w, LOCKS);
+    pack_u32(&w, n);
+    for (unsigned i = 0; i < n; i++) {
+        pack_u16(&w, it[i].node);
+        pack_u32(&w, it[i].idx);
+        pack_u8(&w, it[i].mode);
+    }
+    struct fab_buf resp = {0};
+    int rc = fab_rpc_call(cl->c, on, KV_RPC_BENCH_LOCK_HOLD, w.p, w.len, &resp, 30 * NS_PER_S);
+    pack_w_free(&w);
+    fab_buf_free(&resp);
+    return rc;
+}
+
+static int try_lock(struct cluster *cl, uint16_t on, const char *algo, struct item it,
+                    int64_t timeout, uint64_t line[8], int64_t *elapsed)
+{
+    struct pack_w w;
+    pack_w_init(&w);
+    pack_str(&w, algo);
+    pack_u64(&w, LEASE);
+    pack_u32(&w, LOCKS);
+    pack_u16(&w, it.node);
+    pack_u32(&w, it.idx);
+    pack_u8(&w, it.mode);
+    pack_u64(&w, (uint64_t)timeout);
+    struct fab_buf resp = {0};
+    int rc = fab_rpc_call(cl->c, on, KV_RPC_BENCH_LOCK_TRY, w.p, w.len, &resp, timeout + 30 * NS_PER_S);
+    pack_w_free(&w);
+    if (rc == 0) {
+        struct pack_r r;
+        pack_r_init(&r, resp.data, resp.len);
+        *elapsed = (int64_t)unpack_u64(&r);
+        for (int i = 0; i < 8; i++) line[i] = unpack_u64(&r);
+        if (!unpack_done(&r)) rc = RDKV_EPROTO;
+    }
+    fab_buf_free(&resp);
+    return rc;
+}
+
+static bool dslr_quiet(uint64_t w)
+{
+    return (w >> 48 & 0xFFFF) == (w >> 16 & 0xFFFF) && (w >> 32 & 0xFFFF) == (w & 0xFFFF);
+}
+
+/* rwlock: both ticket words served up to their last ticket, both cross words empty. */
+static bool rwlock_quiet(const uint64_t l[8])
+{
+    uint64_t marks = (1ull << 48) - 1;
+    return dslr_quiet(l[0]) && dslr_quiet(l[2]) && !(l[1] & marks) && !(l[3] & marks);
+}
+
+static void dead_holder(const char *algo, uint32_t base)
+{
+    if (!bindir) SKIP("needs --bindir to find kvserver");
+    struct cluster cl;
+    REQUIRE(start(&cl) == 0);
+    struct pack_w w;
+    pack_w_init(&w);
+    pack_u32(&w, LOCKS);
+    struct fab_buf resp = {0};
+    for (uint16_t n = 0; n < 3; n++)
+        CHECK_EQ(fab_rpc_call(cl.c, n, KV_RPC_BENCH_LOCK_PREPARE, w.p, w.len, &resp, 0), 0);
+    pack_w_free(&w);
+    fab_buf_free(&resp);
+    /* node 2 holds X and S locks on nodes 0 and 1 */
+    struct item held[4] = {{0, base, LOCK_EXCLUSIVE}, {0, base + 1, LOCK_SHARED},
+                           {1, base, LOCK_EXCLUSIVE}, {1, base + 1, LOCK_SHARED}};
+    CHECK_EQ(hold(&cl, 2, algo, held, 4), 0);
+    CHECK_EQ(launch_kill(&cl.L, 2), 0);
+    /* Every held lock, exclusively, first from a thread on the other surviving node (remote:
+     * it must get past the dead holder's ticket), then from a thread on the lock's own node
+     * (local: for rwlock, the CPU side recovering the dead member's mark in the remote cohort's
+     * cross word). Each within three leases. */
+    for (unsigned i = 0; i < 4; i++) {
+        uint16_t home = held[i].node, order[2] = {(uint16_t)(1 - home), home};
+        uint64_t line[8] = {0};
+        int64_t elapsed = 0;
+        bool ok = true;
+        for (unsigned k = 0; k < 2; k++) {
+            struct item want = held[i];
+            want.mode = LOCK_EXCLUSIVE;
+            int rc = try_lock(&cl, order[k], algo, want, 3 * LEASE, line, &elapsed);
+            fprintf(stderr, "  %s: lock %u on node %u (held %s by the dead node) from node %u: %s"
+                            " after %.0f ms\n", algo, want.idx, want.node,
+                    held[i].mode == LOCK_SHARED ? "shared" : "exclusively", order[k],
+                    rdkv_strerror(rc), rc ? 3.0 * LEASE / 1e6 : (double)elapsed / 1e6);
+            CHECK_EQ(rc, 0);
+            ok = ok && rc == 0;
+        }
+        if (!ok) continue;
+        /* the counters are intact: nothing outstanding, no stray marks */
+        if (!strcmp(algo, "rwlock")) CHECK(rwlock_quiet(line));
+        else CHECK(dslr_quiet(line[0]));
+        /* and the lock keeps working in both modes from both sides, without waiting for leases */
+        static const uint8_t modes[2] = {LOCK_SHARED, LOCK_EXCLUSIVE};
+        for (unsigned k = 0; k < 4; k++) {
+            struct item want = held[i];
+            want.mode = modes[k % 2];
+            CHECK_EQ(try_lock(&cl, order[k / 2], algo, want, LEASE, line, &elapsed), 0);
+        }
+        if (!strcmp(algo, "rwlock")) CHECK(rwlock_quiet(line));
+        else CHECK(dslr_quiet(line[0]));
+    }
+    stop(&cl);
+}
+
+static void t_dead_holder_dslr(void) { dead_holder("dslr", 0); }
+static void t_dead_holder_rwlock(void) { dead_holder("rwlock", 2); }
+
+static const struct test_case cases[] = {
+    {"dead_holder_dslr", t_dead_holder_dslr},
+    {"dead_holder_rwlock", t_dead_holder_rwlock},
+};
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    char **args = argv + 1;
+    int n = tenv_args(argc - 1, args), out = 0;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(args[i], "--bindir") && i + 1 < n) bindir = args[++i];
+        else if (!strcmp(args[i], "--quick")) continue;
+        else args[out++] = args[i];
+    }
+    fprintf(stderr, "lock failure tests on the %s transport (lease %.0f ms)\n",
+            fab_transport_name(tenv_transport), (double)LEASE / 1e6);
+    return test_main(out, args, cases, sizeof cases / sizeof cases[0]);
+}
