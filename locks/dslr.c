@@ -52,6 +52,7 @@ static void req_of(struct lock_handle *h, const struct tk_layout *l, enum tk_cla
     r->allow_reset = true;
     r->prev = h->aux;
     r->reset_from = h->aux2;
+    r->sleepers = NULL;
 }
 
 static int dslr_acquire_l(struct lock_handle *h, enum lock_mode mode, int64_t deadline,
@@ -134,6 +135,7 @@ static int dslru_upgrade(struct lock_handle *h, int64_t d) { return dslr_upgrade
 
 const struct lock_algo lock_dslr = {
     .name = "dslr",
+    .recovers = true,
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
     .acquire = dslr_acquire,
     .release = dslr_release,
@@ -141,6 +143,7 @@ const struct lock_algo lock_dslr = {
 
 const struct lock_algo lock_dslr_u = {
     .name = "dslr-u",
+    .recovers = true,
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE | 1u << LOCK_UPDATE,
     .acquire = dslru_acquire,
     .release = dslru_release,

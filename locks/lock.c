@@ -222,6 +222,20 @@ void lock_wake(uint64_t *w, uint32_t *sleeping)
         syscall(SYS_futex, (uint32_t *)(void *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+void lock_nap(uint32_t *w, uint32_t seen, uint32_t *sleepers, int64_t ns)
+{
+    __atomic_fetch_add(sleepers, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(w, __ATOMIC_SEQ_CST) == seen) futex_wait32(w, seen, ns);
+    __atomic_fetch_sub(sleepers, 1, __ATOMIC_SEQ_CST);
+}
+
+void lock_wake_all(uint32_t *w, uint32_t *sleepers)
+{
+    full_fence();
+    if (__atomic_load_n(sleepers, __ATOMIC_SEQ_CST))
+        syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
 void lock_backoff(unsigned round)
 {
     /* About 2 us of spinning in all, then yields, then sleeps: on a 2-core machine a spinning

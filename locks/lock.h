@@ -24,6 +24,7 @@ struct lock_algo {
     const char *name;
     unsigned modes;        /* bitmask of (1 << enum lock_mode) it supports */
     bool uses_descriptors; /* queue locks take one descriptor per held lock */
+    bool recovers;         /* a holder that dies never wedges the lock (leases) */
     /* 0: held. RDKV_ETIMEDOUT: the deadline passed first; not held, nothing left behind (a
      * ticket already taken is released on the holder's behalf when its turn comes).
      * RDKV_EABORTED: a lease-expiry reset skipped or consumed this request (DSLR's FAILURE):
@@ -202,6 +203,12 @@ static inline rptr locktable_data(const struct locktable *lt, uint16_t node, uin
  * writers can skip the wake-up syscall when nobody sleeps. Returns 0 or RDKV_ETIMEDOUT. */
 int lock_wait_change(uint64_t *w, uint64_t v, uint32_t *sleeping, int64_t deadline);
 void lock_wake(uint64_t *w, uint32_t *sleeping);
+/* The same for a 32-bit word that several threads wait on: lock_nap counts itself in *sleepers
+ * and sleeps (at most ns) while *w == seen; lock_wake_all wakes every sleeper, and costs no
+ * system call when none sleeps. Both are full fences, so a change made before lock_wake_all is
+ * either seen by the sleeper's re-check or followed by its wake-up. */
+void lock_nap(uint32_t *w, uint32_t seen, uint32_t *sleepers, int64_t ns);
+void lock_wake_all(uint32_t *w, uint32_t *sleepers);
 /* A short pause between polls that cannot be woken: spins first, then yields, then sleeps
  * 1 us .. 128 us (for pollers of words only a NIC writes). round counts up from 0. */
 void lock_backoff(unsigned round);

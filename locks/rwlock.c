@@ -9,6 +9,7 @@
  *   LT   @16  local cohort's tickets                             (CPU atomics)
  *   LC   @24  local cohort's cross word                          (CPU atomics)
  *   TURN @32  the cohort with priority: 0 local, 1 remote        (stores)
+ *   LSLEEP @40 local waiters asleep on LT (a futex count)        (CPU atomics)
  *
  * A request takes a ticket in its cohort's word and waits for its turn there (DSLR's rules: S
  * after the earlier X, X after everyone earlier). Then it "raises" its mode in its cohort's
@@ -29,6 +30,7 @@
 #define RW_LT 16
 #define RW_LC 24
 #define RW_TURN 32
+#define RW_LSLEEP 40 /* local waiters asleep on LT's "now serving" half (CPU atomics only) */
 #define TURN_LOCAL 0
 #define TURN_REMOTE 1
 
@@ -103,6 +105,8 @@ static void tk_req_of(struct lock_handle *h, struct side *s, enum tk_class cls, 
     r->allow_reset = s->remote;
     r->prev = h->aux;
     r->reset_from = h->aux2;
+    /* local waiters sleep on LT until a local releaser wakes them */
+    r->sleepers = s->remote ? NULL : (uint32_t *)(void *)&s->lp[RW_LSLEEP / 8];
 }
 
 /* Lease recovery of the remote cohort's cross word by a local waiter: if it has not moved for
@@ -271,12 +275,14 @@ static int rw_release(struct lock_handle *h)
         if (yield) __atomic_store_n(&s.lp[RW_TURN / 8], other_prio, __ATOMIC_SEQ_CST);
         __atomic_fetch_add(&s.lp[RW_LC / 8], lower, __ATOMIC_SEQ_CST);
         __atomic_fetch_add(&s.lp[RW_LT / 8], served, __ATOMIC_SEQ_CST);
+        tk_wake(t, &r);
     }
     return tk_overflow_reset(t, &r);
 }
 
 const struct lock_algo lock_rwlock = {
     .name = "rwlock",
+    .recovers = true,
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
     .acquire = rw_acquire,
     .release = rw_release,

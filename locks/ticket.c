@@ -104,6 +104,17 @@ void tk_backoff(struct lock_thread *t, unsigned failures)
     clock_sleep_ns((int64_t)(rnd(t) % (uint64_t)cap));
 }
 
+/* The "now serving" counters live in the high half of the word (little-endian). */
+static uint32_t *serving_half(struct lock_thread *t, const struct tk_req *r)
+{
+    return (uint32_t *)fab_local(t->f, r->word) + 1;
+}
+
+void tk_wake(struct lock_thread *t, const struct tk_req *r)
+{
+    if (r->sleepers) lock_wake_all(serving_half(t, r), r->sleepers);
+}
+
 void tk_took(struct lock_thread *t, struct tk_req *r, uint64_t prev)
 {
     (void)t;
@@ -164,7 +175,10 @@ int tk_take(struct lock_thread *t, struct tk_req *r, int64_t deadline)
             stuck_since = now;
         }
         if (deadline && now >= deadline) return RDKV_ETIMEDOUT;
-        tk_backoff(t, fails);
+        /* A CPU word's reset completes within a critical section or two: back off briefly.
+         * (DSLR's long random back-off is for NIC words, whose holders are round trips away.) */
+        if (r->sleepers) lock_backoff(fails + 3 < 15 ? fails + 3 : 15);
+        else tk_backoff(t, fails);
     }
 }
 
@@ -239,6 +253,7 @@ static int cas_to_zero(struct lock_thread *t, const struct tk_req *r, uint64_t f
         if (rc) return rc;
         if (got == from) {
             t->stats.overflow_resets++;
+            tk_wake(t, r);
             return 0;
         }
         for (unsigned c = 0; c < l->nclass; c++)
@@ -256,6 +271,7 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, bool c
     int64_t last = clock_now_ns();
     uint64_t last_n = n_fields(l, v);
     int64_t omega = t->omega_ns > 0 ? t->omega_ns : 5 * NS_PER_US;
+    unsigned spins = 0;
     for (;;) {
         if (ticket_gone(r, v)) return RDKV_EABORTED;
         if (tk_granted(r, v)) return 0;
@@ -275,6 +291,7 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, bool c
             if (rc) return rc;
             if (got == v) {
                 t->stats.resets++;
+                tk_wake(t, r);
                 if (consume) {
                     if (overflowed(l, rv)) cas_to_zero(t, r, rv);
                     return RDKV_EABORTED;
@@ -287,12 +304,25 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, bool c
             continue;
         }
         if (deadline && now >= deadline) return RDKV_ETIMEDOUT;
-        /* Dynamic interval polling: wait in proportion to the tickets ahead, but well under a
-         * lease (fix 7) and not past the deadline. */
-        int64_t nap = (int64_t)(ahead ? ahead : 1) * omega;
-        if (nap > lease_of(t) / 4) nap = lease_of(t) / 4;
-        if (deadline && nap > deadline - now) nap = deadline - now;
-        if (nap > 0) clock_sleep_ns(nap);
+        if (r->sleepers) {
+            /* A CPU word: spin briefly, then sleep until a releaser wakes us (bounded, so the
+             * deadline is kept). */
+            if (spins < 256) {
+                spins++;
+                __builtin_ia32_pause();
+            } else {
+                int64_t nap = 128 * NS_PER_US;
+                if (deadline && nap > deadline - now) nap = deadline - now;
+                if (nap > 0) lock_nap(serving_half(t, r), (uint32_t)(v >> 32), r->sleepers, nap);
+            }
+        } else {
+            /* Dynamic interval polling: wait in proportion to the tickets ahead, but well under
+             * a lease (fix 7) and not past the deadline. */
+            int64_t nap = (int64_t)(ahead ? ahead : 1) * omega;
+            if (nap > lease_of(t) / 4) nap = lease_of(t) / 4;
+            if (deadline && nap > deadline - now) nap = deadline - now;
+            if (nap > 0) clock_sleep_ns(nap);
+        }
         int rc = r->ops->read(t, r->word, &v);
         if (rc) return rc;
     }
@@ -319,6 +349,7 @@ int tk_release(struct lock_thread *t, struct tk_req *r)
 {
     const struct tk_layout *l = r->lay;
     int rc = r->ops->faa(t, r->word, (uint64_t)r->k << l->n_sh[r->cls], NULL);
+    if (!rc) tk_wake(t, r);
     if (rc || !r->reset_from) return rc;
     return cas_to_zero(t, r, r->reset_from);
 }

@@ -42,6 +42,8 @@ struct tk_req {
     bool allow_reset;     /* lease-expiry recovery allowed (not for rwlock's local cohort) */
     uint64_t prev;        /* the word before our fetch-and-add */
     uint64_t reset_from;  /* non-zero: after releasing, CAS the word from this to 0 */
+    uint32_t *sleepers;   /* CPU words only (else NULL): waiters sleep on the word's "now
+                             serving" half, counted here, and whoever moves it wakes them */
 };
 
 static inline uint64_t tk_get(const struct tk_layout *l, uint64_t v, unsigned sh)
@@ -80,5 +82,7 @@ void tk_abandon(struct lock_thread *t, const struct tk_req *r);
 void lock_thread_drop_abandoned(struct lock_thread *t);
 /* Sleeps for a truncated binary exponential back-off after `failures` consecutive failures. */
 void tk_backoff(struct lock_thread *t, unsigned failures);
+/* Wakes the sleepers of a CPU word after its "now serving" half moved (no-op for NIC words). */
+void tk_wake(struct lock_thread *t, const struct tk_req *r);
 
 #endif

@@ -1,8 +1,9 @@
 /* The "traditional" lock manager the DSLR paper compares against: every lock request, local or
  * remote, is an RPC to the lock's owner node, whose manager keeps per-lock holders and a FIFO
  * queue of waiters and answers a request when it is granted (a deferred RPC reply). A waiter
- * whose deadline passes gets RDKV_ETIMEDOUT; a holder that keeps a lock for more than two leases
- * while others wait is evicted (the same lease rule as DSLR), and its late release is answered
+ * whose deadline passes gets RDKV_ETIMEDOUT; a holder that keeps a lock for more than two of its
+ * leases (sent with the request) while others wait is evicted (the same rule as DSLR), and its
+ * late release is answered
  * RDKV_ETIMEDOUT. The manager's handlers run inline on the node's service thread; a sweeper
  * thread handles deadlines and evictions. */
 #include "lock.h"
@@ -21,12 +22,14 @@ struct trad_waiter {
     struct fab_rpc_req *req;
     uint8_t mode;
     int64_t deadline; /* 0: none */
+    int64_t lease_ns;
 };
 
 struct trad_holder {
     struct trad_holder *next;
     uint64_t token;
     int64_t since;
+    int64_t lease_ns; /* the requester's lease (0: the manager's default) */
     uint8_t mode;
 };
 
@@ -106,7 +109,8 @@ static bool compatible(const struct trad_lock *l, uint8_t mode)
     return mode == LOCK_SHARED ? l->nX == 0 : l->nX == 0 && l->nS == 0;
 }
 
-static void grant(struct trad_mgr *m, struct trad_lock *l, struct fab_rpc_req *req, uint8_t mode)
+static void grant(struct trad_mgr *m, struct trad_lock *l, struct fab_rpc_req *req, uint8_t mode,
+                  int64_t lease_ns)
 {
     struct trad_holder *h = malloc(sizeof *h);
     if (!h) {
@@ -115,6 +119,7 @@ static void grant(struct trad_mgr *m, struct trad_lock *l, struct fab_rpc_req *r
     }
     h->token = ++m->next_token;
     h->since = clock_now_ns();
+    h->lease_ns = lease_ns > 0 ? lease_ns : m->lease_ns;
     h->mode = mode;
     h->next = l->holders;
     l->holders = h;
@@ -132,7 +137,7 @@ static void pump(struct trad_mgr *m, struct trad_lock *l)
         struct trad_waiter *w = l->qhead;
         l->qhead = w->next;
         if (!l->qhead) l->qtail = NULL;
-        grant(m, l, w->req, w->mode);
+        grant(m, l, w->req, w->mode, w->lease_ns);
         free(w);
     }
     mark_contended(m, l, l->qhead != NULL);
@@ -155,7 +160,9 @@ static void on_lock(struct fab_rpc_req *req, void *arg)
     uint64_t off = unpack_u64(&r);
     uint8_t mode = unpack_u8(&r);
     int64_t timeout = (int64_t)unpack_u64(&r);
+    int64_t lease = (int64_t)unpack_u64(&r);
     if (!unpack_done(&r) || (mode != LOCK_SHARED && mode != LOCK_EXCLUSIVE) || timeout < 0 ||
+        lease < 0 || lease > 3600 * NS_PER_S ||
         off % LOCK_LINE || off >= fab_arena_size(m->f)) {
         fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
         return;
@@ -173,7 +180,7 @@ static void on_lock(struct fab_rpc_req *req, void *arg)
         return;
     }
     if (!l->qhead && compatible(l, mode)) {
-        grant(m, l, req, mode);
+        grant(m, l, req, mode, lease);
     } else {
         struct trad_waiter *w = malloc(sizeof *w);
         if (!w) {
@@ -185,6 +192,7 @@ static void on_lock(struct fab_rpc_req *req, void *arg)
         w->req = req;
         w->mode = mode;
         w->deadline = timeout ? clock_now_ns() + timeout : 0;
+        w->lease_ns = lease;
         w->next = NULL;
         if (l->qtail) l->qtail->next = w;
         else l->qhead = w;
@@ -244,7 +252,7 @@ static void *sweeper(void *arg)
                 pp = &w->next;
             }
             for (struct trad_holder **pp = &l->holders; *pp;) {
-                int64_t expiry = (*pp)->since + 2 * m->lease_ns;
+                int64_t expiry = (*pp)->since + 2 * (*pp)->lease_ns;
                 if (l->qhead && expiry <= now) {
                     drop_holder(l, pp); /* a holder that outlived two leases while others wait */
                     continue;
@@ -340,12 +348,13 @@ static int trad_acquire(struct lock_handle *h, enum lock_mode mode, int64_t dead
         t->stats.timeouts++;
         return RDKV_ETIMEDOUT;
     }
-    uint8_t req[17];
+    uint8_t req[25];
     struct pack_w w;
     pack_w_init(&w);
     pack_u64(&w, rptr_off(h->line));
     pack_u8(&w, (uint8_t)mode);
     pack_u64(&w, (uint64_t)left);
+    pack_u64(&w, (uint64_t)t->cfg.lease_ns);
     if (w.err) return RDKV_ENOMEM;
     memcpy(req, w.p, sizeof req);
     pack_w_free(&w);
@@ -361,7 +370,7 @@ static int trad_acquire(struct lock_handle *h, enum lock_mode mode, int64_t dead
         h->aux = unpack_u64(&r);
         h->mode = (uint8_t)mode;
         h->granted_at = clock_now_ns();
-        h->lease_ns = 0; /* the manager only evicts after two leases, and only if someone waits */
+        h->lease_ns = t->cfg.lease_ns; /* evicted only after two, and only if someone waits */
     } else if (rc == RDKV_ETIMEDOUT) {
         t->stats.timeouts++;
     }
@@ -389,6 +398,7 @@ static int trad_release(struct lock_handle *h)
 
 const struct lock_algo lock_trad = {
     .name = "trad",
+    .recovers = true,
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
     .acquire = trad_acquire,
     .release = trad_release,

@@ -8,6 +8,7 @@
 #include "locks/lock.h"
 #include "server/proto.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -25,6 +26,49 @@ void bench_lock_req_pack(const struct bench_lock_req *q, struct pack_w *w)
     pack_u64(w, (uint64_t)q->local_budget);
     pack_u64(w, (uint64_t)q->remote_budget);
     pack_u64(w, q->seed);
+    pack_u32(w, q->read_ratio);
+    pack_u32(w, q->locks_per_op);
+    pack_u64(w, (uint64_t)q->think_ns);
+    pack_u32(w, q->dist);
+    pack_u32(w, q->alpha_milli);
+    pack_u32(w, q->fail_ppm);
+    pack_u64(w, (uint64_t)q->lease_ns);
+    pack_u64(w, (uint64_t)q->timeout_ns);
+    pack_u64(w, (uint64_t)q->omega_ns);
+}
+
+/* Checks a request (from kvbench's command line or the network): 0 or a message. */
+const char *bench_lock_req_check(const struct bench_lock_req *q)
+{
+    const struct lock_algo *a = lock_algo_find(q->algo);
+    if (!a) return "unknown lock algorithm";
+    if (q->threads < 1 || q->threads > BENCH_MAX_THREADS) return "threads must be 1..64";
+    if (q->locks < 1) return "no locks";
+    if (q->locality > 100 || q->read_ratio > 100) return "a percentage above 100";
+    if (q->warmup_ns < 0 || q->warmup_ns > 600 * NS_PER_S || q->run_ns <= 0 ||
+        q->run_ns > 3600 * NS_PER_S)
+        return "run or warm-up time out of range";
+    if (q->cs_ns < 0 || q->cs_ns > NS_PER_S || q->think_ns < 0 || q->think_ns > NS_PER_S)
+        return "critical section or think time out of range (0..1 s)";
+    if (q->local_budget < 1 || q->remote_budget < 1 || q->local_budget > 1000000 ||
+        q->remote_budget > 1000000)
+        return "budgets must be 1..1000000";
+    if (q->locks_per_op < 1 || q->locks_per_op > BENCH_MAX_LOCKS_PER_OP)
+        return "locks per op must be 1..16";
+    if (q->locks_per_op > q->locks) return "more locks per op than locks in the table";
+    if (q->dist > BENCH_DIST_POWERLAW) return "unknown distribution";
+    if (q->dist == BENCH_DIST_POWERLAW && (q->alpha_milli <= 1000 || q->alpha_milli > 10000))
+        return "the power-law exponent must be in (1, 10]";
+    if (q->fail_ppm > 1000000) return "failure rate above 100%";
+    if (q->lease_ns < 0 || q->lease_ns > 60 * NS_PER_S) return "lease out of range (0..60 s)";
+    if (q->timeout_ns < 0 || q->timeout_ns > 600 * NS_PER_S) return "timeout out of range";
+    if (q->omega_ns < 0 || q->omega_ns > 100 * NS_PER_MS) return "omega out of range (0..100 ms)";
+    if (q->fail_ppm && !a->recovers)
+        return "this algorithm cannot recover from dead holders: failure injection would wedge "
+               "its locks for good";
+    if (q->read_ratio && !(a->modes & (1u << LOCK_SHARED)))
+        return "this algorithm has no shared mode (use --read-ratio 0)";
+    return NULL;
 }
 
 int bench_lock_req_unpack(struct bench_lock_req *q, const void *p, size_t len)
@@ -42,14 +86,17 @@ int bench_lock_req_unpack(struct bench_lock_req *q, const void *p, size_t len)
     q->local_budget = (int64_t)unpack_u64(&r);
     q->remote_budget = (int64_t)unpack_u64(&r);
     q->seed = unpack_u64(&r);
+    q->read_ratio = unpack_u32(&r);
+    q->locks_per_op = unpack_u32(&r);
+    q->think_ns = (int64_t)unpack_u64(&r);
+    q->dist = unpack_u32(&r);
+    q->alpha_milli = unpack_u32(&r);
+    q->fail_ppm = unpack_u32(&r);
+    q->lease_ns = (int64_t)unpack_u64(&r);
+    q->timeout_ns = (int64_t)unpack_u64(&r);
+    q->omega_ns = (int64_t)unpack_u64(&r);
     if (!unpack_done(&r)) return RDKV_EPROTO;
-    if (!lock_algo_find(q->algo) || q->threads < 1 || q->threads > BENCH_MAX_THREADS ||
-        q->locks < 1 || q->locality > 100 || q->warmup_ns < 0 || q->run_ns <= 0 ||
-        q->run_ns > 3600 * NS_PER_S || q->warmup_ns > 600 * NS_PER_S || q->cs_ns < 0 ||
-        q->cs_ns > NS_PER_S || q->local_budget < 1 || q->remote_budget < 1 ||
-        q->local_budget > 1000000 || q->remote_budget > 1000000)
-        return RDKV_EINVAL;
-    return 0;
+    return bench_lock_req_check(q) ? RDKV_EINVAL : 0;
 }
 
 void bench_lock_res_pack(const struct bench_lock_res *r, struct pack_w *w)
@@ -60,6 +107,13 @@ void bench_lock_res_pack(const struct bench_lock_res *r, struct pack_w *w)
     pack_u64(w, r->round_trips);
     pack_u64(w, r->fabric_ops);
     pack_u64(w, (uint64_t)r->elapsed_ns);
+    pack_u64(w, r->timeouts);
+    pack_u64(w, r->aborts);
+    pack_u64(w, r->resets);
+    pack_u64(w, r->lease_expired);
+    pack_u64(w, r->overflow_resets);
+    pack_u64(w, r->retries);
+    pack_u64(w, r->injected);
     hist_pack(&r->h, w);
 }
 
@@ -73,8 +127,33 @@ int bench_lock_res_unpack(struct bench_lock_res *r, const void *p, size_t len)
     r->round_trips = unpack_u64(&rd);
     r->fabric_ops = unpack_u64(&rd);
     r->elapsed_ns = (int64_t)unpack_u64(&rd);
+    r->timeouts = unpack_u64(&rd);
+    r->aborts = unpack_u64(&rd);
+    r->resets = unpack_u64(&rd);
+    r->lease_expired = unpack_u64(&rd);
+    r->overflow_resets = unpack_u64(&rd);
+    r->retries = unpack_u64(&rd);
+    r->injected = unpack_u64(&rd);
     if (!hist_unpack(&r->h, &rd) || !unpack_done(&rd)) return RDKV_EPROTO;
     return 0;
+}
+
+void bench_lock_res_add(struct bench_lock_res *dst, const struct bench_lock_res *r)
+{
+    dst->ops += r->ops;
+    dst->local_ops += r->local_ops;
+    dst->errors += r->errors;
+    dst->round_trips += r->round_trips;
+    dst->fabric_ops += r->fabric_ops;
+    if (r->elapsed_ns > dst->elapsed_ns) dst->elapsed_ns = r->elapsed_ns;
+    dst->timeouts += r->timeouts;
+    dst->aborts += r->aborts;
+    dst->resets += r->resets;
+    dst->lease_expired += r->lease_expired;
+    dst->overflow_resets += r->overflow_resets;
+    dst->retries += r->retries;
+    dst->injected += r->injected;
+    hist_merge(&dst->h, &r->h);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -125,6 +204,117 @@ static inline uint64_t xorshift(uint64_t *s)
     return *s = x;
 }
 
+/* A uniform double in [0, 1). */
+static inline double unit(uint64_t *s) { return (double)(xorshift(s) >> 11) * 0x1p-53; }
+
+/* An index in [0, n): uniform, or power-law P(i) ~ (i + 1)^-alpha (DSLR's skewed micro-benchmark)
+ * by inverting the continuous distribution over [1, n + 1). */
+static uint32_t pick_index(const struct bench_lock_req *q, uint32_t n, uint64_t *seed)
+{
+    if (q->dist != BENCH_DIST_POWERLAW) return (uint32_t)(xorshift(seed) % n);
+    double a1 = 1.0 - (double)q->alpha_milli / 1000.0; /* < 0 */
+    double tail = pow((double)n + 1.0, a1);
+    double x = pow(1.0 - unit(seed) * (1.0 - tail), 1.0 / a1);
+    uint64_t i = (uint64_t)x - 1;
+    return i < n ? (uint32_t)i : n - 1;
+}
+
+struct pick {
+    uint16_t node;
+    uint32_t idx;
+    uint8_t mode;
+};
+
+static int pick_cmp(const void *a, const void *b)
+{
+    const struct pick *x = a, *y = b;
+    if (x->node != y->node) return x->node < y->node ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Chooses an op's K distinct locks (each on this node with probability locality%, else on
+ * another node, then an index there by the distribution) in ascending order, the global order
+ * that makes K-lock ops deadlock-free. */
+static void pick_op(const struct bench_lock_req *q, const struct locktable *lt, uint16_t me,
+                    uint64_t *seed, struct pick *out)
+{
+    unsigned nodes = lt->nodes;
+    uint32_t mine = locktable_count(lt, me);
+    for (unsigned k = 0; k < q->locks_per_op; k++) {
+        struct pick p;
+        for (unsigned tries = 0;; tries++) {
+            p.node = me;
+            if (nodes > 1 && (xorshift(seed) % 100 >= q->locality || mine == 0)) {
+                p.node = (uint16_t)((me + 1 + (xorshift(seed) % (nodes - 1))) % nodes);
+                while (locktable_count(lt, p.node) == 0) p.node = (uint16_t)((p.node + 1) % nodes);
+            }
+            p.idx = pick_index(q, locktable_count(lt, p.node), seed);
+            bool dup = false;
+            for (unsigned j = 0; j < k && !dup; j++)
+                dup = out[j].node == p.node && out[j].idx == p.idx;
+            if (!dup) break;
+            if (tries < 64) continue;
+            /* a very skewed draw keeps hitting the same few locks: walk to a free one */
+            for (;;) {
+                if (++p.idx >= locktable_count(lt, p.node)) {
+                    p.idx = 0;
+                    do p.node = (uint16_t)((p.node + 1) % nodes);
+                    while (locktable_count(lt, p.node) == 0);
+                }
+                dup = false;
+                for (unsigned j = 0; j < k && !dup; j++)
+                    dup = out[j].node == p.node && out[j].idx == p.idx;
+                if (!dup) break;
+            }
+            break;
+        }
+        p.mode = xorshift(seed) % 100 < q->read_ratio ? LOCK_SHARED : LOCK_EXCLUSIVE;
+        out[k] = p;
+    }
+    qsort(out, q->locks_per_op, sizeof *out, pick_cmp);
+}
+
+static void stats_delta(struct bench_lock_res *res, const struct lock_stats *now,
+                        const struct lock_stats *then)
+{
+    res->timeouts = now->timeouts - then->timeouts;
+    res->aborts = now->aborts - then->aborts;
+    res->resets = now->resets - then->resets;
+    res->lease_expired = now->lease_expired - then->lease_expired;
+    res->overflow_resets = now->overflow_resets - then->overflow_resets;
+}
+
+/* One attempt at an op: take the locks in order, spend cs_ns inside, release them all -- except
+ * remote holdings picked by failure injection, which are never released (their holder "died";
+ * the lock's lease recovery must take over). 0 when every lock was taken and released within
+ * its lease; otherwise what went wrong, with nothing left held. */
+static int attempt(const struct bench_lock_req *q, struct lock_thread *t,
+                   const struct lock_algo *algo, const struct locktable *lt, uint16_t me,
+                   const struct pick *ps, uint64_t *seed, uint64_t *injected)
+{
+    struct lock_handle h[BENCH_MAX_LOCKS_PER_OP];
+    unsigned held = 0;
+    int64_t deadline = q->timeout_ns ? clock_now_ns() + q->timeout_ns : 0;
+    int rc = 0;
+    for (; held < q->locks_per_op; held++) {
+        lock_handle_init(&h[held], t, algo, locktable_line(lt, ps[held].node, ps[held].idx));
+        if ((rc = lock_acquire(&h[held], (enum lock_mode)ps[held].mode, deadline))) break;
+    }
+    if (!rc && q->cs_ns) {
+        int64_t until = clock_now_ns() + q->cs_ns;
+        while (clock_now_ns() < until) __builtin_ia32_pause();
+    }
+    for (unsigned i = 0; i < held; i++) {
+        if (!rc && q->fail_ppm && ps[i].node != me && xorshift(seed) % 1000000 < q->fail_ppm) {
+            (*injected)++;
+            continue;
+        }
+        int r = lock_release(&h[i]);
+        if (!rc) rc = r; /* RDKV_ETIMEDOUT: the lease ran out while we held it */
+    }
+    return rc;
+}
+
 static void *lock_worker_main(void *arg)
 {
     struct lock_worker *w = arg;
@@ -137,8 +327,10 @@ static void *lock_worker_main(void *arg)
     struct locktable lt;
     struct lock_cfg cfg;
     lock_cfg_init(&cfg);
-    cfg.alock_local_budget = q->local_budget;
-    cfg.alock_remote_budget = q->remote_budget;
+    cfg.alock_local_budget = cfg.rwlock_local_budget = q->local_budget;
+    cfg.alock_remote_budget = cfg.rwlock_remote_budget = q->remote_budget;
+    if (q->lease_ns) cfg.lease_ns = q->lease_ns;
+    cfg.dslr_omega_ns = q->omega_ns;
     bool ok = fab_ctx_create(run->f, &c) == 0 && lock_thread_init(&t, c, &cfg) == 0 &&
               locktable_open(&lt, c, q->locks) == 0;
     if (!ok) {
@@ -149,58 +341,57 @@ static void *lock_worker_main(void *arg)
     if (!ok || run->failed) goto out;
     const struct lock_algo *algo = lock_algo_find(q->algo);
     uint16_t me = fab_node_id(run->f);
-    unsigned nodes = fab_num_nodes(run->f);
-    uint32_t mine = locktable_count(&lt, me);
     uint64_t seed = q->seed ^ ((uint64_t)me << 32) ^ (w->idx * 0x9E3779B97F4A7C15ull) ^ 1;
     bool measuring = false;
-    uint64_t rt0 = 0, ops0 = 0;
+    uint64_t rt0 = 0, ops0 = 0, injected = 0;
+    struct lock_stats st0 = {0};
     int64_t t_start = 0, now = clock_now_ns();
+    unsigned hard = 0; /* consecutive fabric errors */
     while (now < run->t_end && !atomic_load_explicit(&bench_stopping, memory_order_relaxed)) {
-        /* pick a lock: our own with probability locality%, else any other node's */
-        uint16_t node = me;
-        uint64_t x = xorshift(&seed);
-        if (nodes > 1 && (x % 100 >= q->locality || mine == 0)) {
-            node = (uint16_t)((me + 1 + (xorshift(&seed) % (nodes - 1))) % nodes);
-            while (locktable_count(&lt, node) == 0) node = (uint16_t)((node + 1) % nodes);
-        }
-        uint32_t k = (uint32_t)(xorshift(&seed) % locktable_count(&lt, node));
-        struct lock_handle h;
-        lock_handle_init(&h, &t, algo, locktable_line(&lt, node, k));
+        struct pick ps[BENCH_MAX_LOCKS_PER_OP];
+        pick_op(q, &lt, me, &seed, ps);
         int64_t t0 = clock_now_ns();
         if (!measuring && t0 >= run->t_measure) {
             measuring = true;
             t_start = t0;
             rt0 = fab_counters(c)->round_trips;
             ops0 = fab_counters_ops(fab_counters(c));
+            st0 = t.stats;
+            injected = 0;
         }
-        int rc = lock_acquire(&h, LOCK_EXCLUSIVE, 0);
-        if (rc == 0) {
-            if (q->cs_ns) {
-                int64_t until = clock_now_ns() + q->cs_ns;
-                while (clock_now_ns() < until) __builtin_ia32_pause();
-            }
-            rc = lock_release(&h);
+        int rc;
+        /* An op that times out, is aborted by a lease reset or outlives its lease is retried
+         * (after a short random back-off) until it succeeds or the run ends: its latency
+         * covers every attempt, as a transaction's would. */
+        for (unsigned tries = 0;; tries++) {
+            rc = attempt(q, &t, algo, &lt, me, ps, &seed, &injected);
+            if (rc != RDKV_ETIMEDOUT && rc != RDKV_EABORTED) break;
+            if (measuring) res->retries++;
+            if (clock_now_ns() >= run->t_end || atomic_load(&bench_stopping)) break;
+            lock_backoff(tries < 10 ? tries : 10);
         }
         int64_t t1 = clock_now_ns();
-        if (measuring) {
-            if (rc == 0) {
+        if (rc == 0) {
+            hard = 0;
+            if (measuring) {
                 res->ops++;
-                res->local_ops += node == me;
+                res->local_ops += ps[0].node == me && ps[q->locks_per_op - 1].node == me;
                 hist_record(&res->h, (uint64_t)(t1 - t0));
-            } else {
-                res->errors++;
             }
+        } else if (rc != RDKV_ETIMEDOUT && rc != RDKV_EABORTED) {
+            if (measuring) res->errors++;
+            log_warn("bench lock: %s: %s", q->algo, rdkv_strerror(rc));
+            if (!measuring || ++hard > 100) break;
         }
-        if (rc) {
-            log_warn("bench lock: %s on node %u: %s", q->algo, node, rdkv_strerror(rc));
-            if (!measuring || res->errors > 100) break;
-        }
-        now = t1;
+        if (q->think_ns) clock_sleep_ns(q->think_ns);
+        now = clock_now_ns();
     }
     if (measuring) {
         res->elapsed_ns = now - t_start;
         res->round_trips = fab_counters(c)->round_trips - rt0;
         res->fabric_ops = fab_counters_ops(fab_counters(c)) - ops0;
+        stats_delta(res, &t.stats, &st0);
+        res->injected = injected;
     }
     lock_thread_fini(&t);
 out:
@@ -234,14 +425,7 @@ static void *lock_run_main(void *arg)
     hist_init(&total.h);
     for (unsigned i = 0; i < started; i++) {
         pthread_join(run->w[i].thr, NULL);
-        struct bench_lock_res *r = &run->w[i].res;
-        total.ops += r->ops;
-        total.local_ops += r->local_ops;
-        total.errors += r->errors;
-        total.round_trips += r->round_trips;
-        total.fabric_ops += r->fabric_ops;
-        if (r->elapsed_ns > total.elapsed_ns) total.elapsed_ns = r->elapsed_ns;
-        hist_merge(&total.h, &r->h);
+        bench_lock_res_add(&total, &run->w[i].res);
     }
     pthread_barrier_destroy(&run->ready);
     struct pack_w w;

@@ -1,8 +1,9 @@
-/* kvbench lock: the ALock paper's lock-table benchmark. Worker threads inside every node take one
- * lock at a time (acquire + release = one op), on their own node's locks with probability
- * --locality and on other nodes' locks otherwise; the nodes are separate processes that share
- * nothing but the fabric. --sweep runs the paper's grid for alock, spin and mcs and writes a
- * table and gnuplot plots. */
+/* kvbench lock: the lock-table benchmark of the ALock and DSLR papers. Worker threads inside every
+ * node run ops -- take K locks (on their own node's part of the table with probability
+ * --locality, else on other nodes'; shared with probability --read-ratio), release them -- and
+ * the nodes are separate processes that share nothing but the fabric. Ops that time out or are
+ * aborted by a lease reset are retried, as transactions would be. --sweep runs the ALock paper's
+ * grid for alock, spin and mcs and writes a table and gnuplot plots. */
 #include "bench.h"
 
 #include "common/clock.h"
@@ -18,25 +19,44 @@
 #include <unistd.h>
 
 static const char usage[] =
-    "usage: kvbench lock [--algo A] [--nodes N | --config FILE] [options]\n"
+    "usage: kvbench lock [--algo A[,A...]] [--nodes N | --config FILE] [options]\n"
     "\n"
-    "Each op is one acquire and one release of a lock from a table partitioned equally across\n"
-    "the nodes: one of the worker's own node's locks with probability --locality, else one of\n"
-    "the other nodes' locks, chosen uniformly. Workers run inside the nodes (kvserver), so local\n"
-    "locks are in the worker's own arena. Reports ops/s, p50/p99/p99.9 latency, fabric round\n"
-    "trips per op and the latency CDF.\n"
+    "Each op takes --locks-per-op distinct locks of a table partitioned equally across the\n"
+    "nodes, in ascending order, holds them for --cs-ns, then releases them all. Each lock is on\n"
+    "the worker's own node with probability --locality, else on another node; within a node's\n"
+    "part its index is uniform or power-law distributed; it is taken shared with probability\n"
+    "--read-ratio. Workers run inside the nodes (kvserver), so local locks are in the worker's\n"
+    "own arena. An op whose attempt times out (--timeout-ms), is aborted by a lease reset, or\n"
+    "outlives a lease is released and retried until it succeeds; its latency covers every\n"
+    "attempt. Reports ops/s, mean and p50/p99/p99.9 latency, fabric round trips per op, the\n"
+    "counts of timeouts, aborts and lease resets, and the latency CDF.\n"
     "\n"
-    "  --algo A[,A...]   alock, spin or mcs, or a list to compare them in one run\n"
+    "  --algo A[,A...]   alock, spin, mcs, dslr, dslr-u, drtm, rof, trad or rwlock, or a list\n"
+    "                    to compare them in one run; ratios to the first are printed\n"
     "                    (default alock)\n"
     "  --nodes N         start N local nodes for the run (default 2)\n"
     "  --config FILE     use the running cluster in FILE instead\n"
     "  --transport T     soft, verbs or auto (default soft with --nodes)\n"
     "  --threads T       worker threads per node (default 2)\n"
     "  --locks L         locks in the table (default 20)\n"
-    "  --locality P      percent of ops on the worker's own node's locks (default 95)\n"
-    "  --seconds S       measured seconds per run (default 2), after --warmup S (default 0.5)\n"
+    "  --locality P      percent of locks on the worker's own node (default 95)\n"
+    "  --read-ratio R    percent of locks taken shared (default 0; alock, spin and mcs have\n"
+    "                    only the exclusive mode)\n"
+    "  --locks-per-op K  distinct locks per op, 1..16 (default 1)\n"
+    "  --dist D          uniform or powerlaw: how the index within a node's part is chosen\n"
+    "                    (default uniform); powerlaw: P(i) ~ (i+1)^-alpha\n"
+    "  --alpha A         the power-law exponent, > 1 (default 2, as in DSLR's Figure 15)\n"
     "  --cs-ns N         busy nanoseconds inside each critical section (default 0)\n"
-    "  --budgets L,R     ALock's local and remote budgets (default 5,20)\n"
+    "  --think-us U      microseconds a worker sleeps between ops, holding nothing (default 0)\n"
+    "  --lease-ms M      lease of dslr, dslr-u, trad and rwlock holders (default 10)\n"
+    "  --timeout-ms M    deadline of one attempt of an op, 0 = none (default 100)\n"
+    "  --omega-us W      DSLR's poll unit (a waiter sleeps W x the tickets ahead before it\n"
+    "                    looks again); default: the transport's round trip, measured\n"
+    "  --fail-pct P      percent (may be fractional) of holdings of other nodes' locks that are\n"
+    "                    never released, as if their holder died (default 0); only for the\n"
+    "                    algorithms that recover from dead holders: dslr, dslr-u, trad, rwlock\n"
+    "  --seconds S       measured seconds per run (default 2), after --warmup S (default 0.5)\n"
+    "  --budgets L,R     ALock's and rwlock's local and remote budgets (default 5,20)\n"
     "  --spin-us U       a thread waiting for a fabric completion polls U us before it blocks\n"
     "                    (default 0 here: workers and NIC threads outnumber the cores on small\n"
     "                    machines, and polling takes the CPU from the thread being waited for)\n"
@@ -44,15 +64,21 @@ static const char usage[] =
     "  --cdf FILE        write the (first algorithm's) latency CDF as CSV (latency_us,fraction)\n"
     "  --repeat N        run each point N times and report the run with the median ops/s\n"
     "                    (default 1)\n"
-    "  --sweep           run the paper's grid -- locks 20/100/1000 x locality 85/90/95/100 x\n"
-    "                    threads 1..T -- for alock, spin and mcs; write a table and gnuplot\n"
-    "                    plots (needs gnuplot) into --out\n"
+    "  --sweep           run the ALock paper's grid -- locks 20/100/1000 x locality\n"
+    "                    85/90/95/100 x threads 1..T -- for alock, spin and mcs; write a table\n"
+    "                    and gnuplot plots (needs gnuplot) into --out\n"
     "  --out DIR         where --sweep writes lock-sweep.md and plots/ (default docs)\n"
-    "  -h, --help        this text\n";
+    "  -h, --help        this text\n"
+    "\n"
+    "examples:\n"
+    "  kvbench lock --algo dslr,drtm,rof --locks 4 --read-ratio 50 --locality 50\n"
+    "  kvbench lock --algo rwlock,dslr --locks 1000 --read-ratio 50 --locality 95\n"
+    "  kvbench lock --algo dslr --dist powerlaw --alpha 2 --locks 10000 --fail-pct 0.1\n";
 
 struct lock_point {
     char algo[16];
     unsigned threads, locks, locality;
+    unsigned read_ratio, k; /* percent shared, locks per op */
     struct bench_lock_res r; /* merged over nodes */
     double seconds;
 };
@@ -116,12 +142,7 @@ static int run_point(struct fabric *f, struct lock_point *pt, const struct bench
                 rc = RDKV_EPROTO;
                 snprintf(err, errcap, "node %u: malformed result", i);
             } else {
-                pt->r.ops += r.ops;
-                pt->r.local_ops += r.local_ops;
-                pt->r.errors += r.errors;
-                pt->r.round_trips += r.round_trips;
-                pt->r.fabric_ops += r.fabric_ops;
-                hist_merge(&pt->r.h, &r.h);
+                bench_lock_res_add(&pt->r, &r);
                 double s = (double)r.elapsed_ns / 1e9;
                 if (s > pt->seconds) pt->seconds = s;
             }
@@ -146,7 +167,9 @@ static void series_name(const struct lock_point *p, char *out, size_t cap)
     for (i = 0; p->algo[i] && i < sizeof up - 1; i++)
         up[i] = (char)(p->algo[i] >= 'a' && p->algo[i] <= 'z' ? p->algo[i] - 32 : p->algo[i]);
     up[i] = 0;
-    snprintf(out, cap, "%s-L%u-P%u-T%u", up, p->locks, p->locality, p->threads);
+    int n = snprintf(out, cap, "%s-L%u-P%u-T%u", up, p->locks, p->locality, p->threads);
+    if (n > 0 && (size_t)n < cap && (p->read_ratio || p->k > 1))
+        snprintf(out + n, cap - (size_t)n, "-R%u-K%u", p->read_ratio, p->k);
 }
 
 static void print_point(const struct lock_point *p)
@@ -164,6 +187,14 @@ static void print_point(const struct lock_point *p)
            p->r.ops ? (double)p->r.fabric_ops / (double)p->r.ops : 0.0);
     printf("[%s], LocalOps(%%), %.1f\n", s.name,
            p->r.ops ? 100.0 * (double)p->r.local_ops / (double)p->r.ops : 0.0);
+    printf("[%s], Timeouts, %llu\n[%s], Aborts, %llu\n[%s], LeaseResets, %llu\n"
+           "[%s], LeaseExpiredReleases, %llu\n[%s], OverflowResets, %llu\n[%s], Retries, %llu\n"
+           "[%s], InjectedFailures, %llu\n",
+           s.name, (unsigned long long)p->r.timeouts, s.name, (unsigned long long)p->r.aborts,
+           s.name, (unsigned long long)p->r.resets, s.name,
+           (unsigned long long)p->r.lease_expired, s.name,
+           (unsigned long long)p->r.overflow_resets, s.name, (unsigned long long)p->r.retries,
+           s.name, (unsigned long long)p->r.injected);
     fflush(stdout);
 }
 
@@ -196,6 +227,8 @@ static void json_point(struct json *j, const struct lock_point *p, unsigned node
     json_kv_u64(j, "threads", p->threads);
     json_kv_u64(j, "locks", p->locks);
     json_kv_u64(j, "locality", p->locality);
+    json_kv_u64(j, "read_ratio", p->read_ratio);
+    json_kv_u64(j, "locks_per_op", p->k);
     struct bench_stats s;
     memset(&s, 0, sizeof s);
     s.ok = p->r.ops;
@@ -207,6 +240,13 @@ static void json_point(struct json *j, const struct lock_point *p, unsigned node
     json_kv_double(j, "round_trips_per_op", rt_per_op(p));
     json_kv_double(j, "fabric_ops_per_op",
                    p->r.ops ? (double)p->r.fabric_ops / (double)p->r.ops : 0.0);
+    json_kv_u64(j, "timeouts", p->r.timeouts);
+    json_kv_u64(j, "aborts", p->r.aborts);
+    json_kv_u64(j, "lease_resets", p->r.resets);
+    json_kv_u64(j, "lease_expired_releases", p->r.lease_expired);
+    json_kv_u64(j, "overflow_resets", p->r.overflow_resets);
+    json_kv_u64(j, "retries", p->r.retries);
+    json_kv_u64(j, "injected_failures", p->r.injected);
     json_key(j, "cdf");
     json_arr_begin(j);
     struct cdf_out co = {.j = j};
@@ -349,6 +389,11 @@ int cmd_lock(int argc, char **argv)
     memset(&base, 0, sizeof base);
     base.local_budget = 5;
     base.remote_budget = 20;
+    base.locks_per_op = 1;
+    base.alpha_milli = 2000;
+    base.timeout_ns = 100 * NS_PER_MS;
+    base.lease_ns = 10 * NS_PER_MS;
+    bool alpha_given = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t u;
@@ -368,11 +413,11 @@ int cmd_lock(int argc, char **argv)
             char *dup = strdup(v), *save = NULL;
             for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 if (!lock_algo_find(t) || nalgos == 8)
-                    bench_usage_error("lock", "--algo must be alock, spin, mcs or a list of them (got '%s')", v);
+                    bench_usage_error("lock", "--algo must be one of alock, spin, mcs, dslr, dslr-u, drtm, rof, trad, rwlock or a list of up to 8 (got '%s')", v);
                 algos[nalgos++] = lock_algo_find(t)->name;
             }
             free(dup);
-            if (!nalgos) bench_usage_error("lock", "--algo must be alock, spin, mcs or a list of them (got '%s')", v);
+            if (!nalgos) bench_usage_error("lock", "--algo must be one of alock, spin, mcs, dslr, dslr-u, drtm, rof, trad, rwlock or a list of up to 8 (got '%s')", v);
         } else if (!strcmp(o, "--threads")) {
             if (parse_uint_range(v, 1, BENCH_MAX_THREADS, &u)) bench_usage_error("lock", "--threads must be 1..64 (got '%s')", v);
             threads = (unsigned)u;
@@ -382,6 +427,42 @@ int cmd_lock(int argc, char **argv)
         } else if (!strcmp(o, "--locality")) {
             if (parse_uint_range(v, 0, 100, &u)) bench_usage_error("lock", "--locality must be 0..100 (got '%s')", v);
             locality = (unsigned)u;
+        } else if (!strcmp(o, "--read-ratio")) {
+            if (parse_uint_range(v, 0, 100, &u)) bench_usage_error("lock", "--read-ratio must be 0..100 (got '%s')", v);
+            base.read_ratio = (uint32_t)u;
+        } else if (!strcmp(o, "--locks-per-op")) {
+            if (parse_uint_range(v, 1, BENCH_MAX_LOCKS_PER_OP, &u)) bench_usage_error("lock", "--locks-per-op must be 1..16 (got '%s')", v);
+            base.locks_per_op = (uint32_t)u;
+        } else if (!strcmp(o, "--dist")) {
+            if (!strcmp(v, "uniform")) base.dist = BENCH_DIST_UNIFORM;
+            else if (!strcmp(v, "powerlaw")) base.dist = BENCH_DIST_POWERLAW;
+            else bench_usage_error("lock", "--dist must be uniform or powerlaw (got '%s')", v);
+        } else if (!strcmp(o, "--alpha")) {
+            double a;
+            if (parse_double(v, &a) || !(a > 1.0) || a > 10.0) bench_usage_error("lock", "--alpha must be in (1, 10] (got '%s')", v);
+            base.alpha_milli = (uint32_t)(a * 1000.0 + 0.5);
+            if (base.alpha_milli <= 1000) base.alpha_milli = 1001;
+            alpha_given = true;
+        } else if (!strcmp(o, "--think-us")) {
+            if (parse_uint_range(v, 0, 1000000, &u)) bench_usage_error("lock", "--think-us must be 0..1000000 (got '%s')", v);
+            base.think_ns = (int64_t)u * NS_PER_US;
+        } else if (!strcmp(o, "--lease-ms")) {
+            double m;
+            if (parse_double(v, &m) || !(m >= 0.01) || m > 60000) bench_usage_error("lock", "--lease-ms must be 0.01..60000 (got '%s')", v);
+            base.lease_ns = (int64_t)(m * 1e6);
+        } else if (!strcmp(o, "--timeout-ms")) {
+            double m;
+            if (parse_double(v, &m) || !(m >= 0) || m > 600000) bench_usage_error("lock", "--timeout-ms must be 0..600000 (got '%s')", v);
+            base.timeout_ns = (int64_t)(m * 1e6);
+        } else if (!strcmp(o, "--omega-us")) {
+            double m;
+            if (parse_double(v, &m) || !(m > 0) || m > 100000) bench_usage_error("lock", "--omega-us must be in (0, 100000] (got '%s')", v);
+            base.omega_ns = (int64_t)(m * 1e3);
+            if (base.omega_ns < 1) base.omega_ns = 1;
+        } else if (!strcmp(o, "--fail-pct")) {
+            double pc;
+            if (parse_double(v, &pc) || !(pc >= 0) || pc > 100) bench_usage_error("lock", "--fail-pct must be 0..100 (got '%s')", v);
+            base.fail_ppm = (uint32_t)(pc * 1e4 + 0.5);
         } else if (!strcmp(o, "--warmup")) {
             if (parse_double(v, &warmup) || warmup < 0 || warmup > 600) bench_usage_error("lock", "bad --warmup '%s'", v);
         } else if (!strcmp(o, "--cs-ns")) {
@@ -410,6 +491,21 @@ int cmd_lock(int argc, char **argv)
     base.warmup_ns = (int64_t)(warmup * 1e9);
     base.run_ns = (int64_t)(co.seconds * 1e9);
     base.seed = (uint64_t)clock_now_ns();
+    if (alpha_given && base.dist != BENCH_DIST_POWERLAW)
+        bench_usage_error("lock", "--alpha goes with --dist powerlaw (got '%s')", "--dist uniform");
+    /* every request is checked here, before any node starts, with the nodes' own rules */
+    for (unsigned i = 0; i < (sweep ? (unsigned)NALG : nalgos); i++) {
+        struct bench_lock_req q = base;
+        snprintf(q.algo, sizeof q.algo, "%s", sweep ? sweep_algos[i] : algos[i]);
+        q.threads = threads;
+        q.locks = sweep ? sweep_locks[0] : locks;
+        q.locality = locality;
+        const char *why = bench_lock_req_check(&q);
+        if (why) {
+            fprintf(stderr, "kvbench lock: error: %s: %s\n", q.algo, why);
+            return 2;
+        }
+    }
     bench_install_signals();
 
     struct bench_cluster bc;
@@ -426,10 +522,16 @@ int cmd_lock(int argc, char **argv)
     }
     const char *tname = fab_transport_name(bc.transport);
     printf("# kvbench lock: transport %s, %u node%s%s, %.1f s per run after %.1f s warm-up, "
-           "budgets %lld/%lld, critical section %lld ns\n",
+           "budgets %lld/%lld, critical section %lld ns, think %lld us, %u%% shared, %u lock%s "
+           "per op, %s, lease %.1f ms, attempt timeout %.1f ms, %.4f%% injected failures\n",
            tname, nn, nn == 1 ? "" : "s", bc.launched ? " (local processes)" : "", co.seconds,
            warmup, (long long)base.local_budget, (long long)base.remote_budget,
-           (long long)base.cs_ns);
+           (long long)base.cs_ns, (long long)(base.think_ns / NS_PER_US), base.read_ratio,
+           base.locks_per_op, base.locks_per_op == 1 ? "" : "s",
+           base.dist == BENCH_DIST_POWERLAW ? "power-law" : "uniform", (double)base.lease_ns / 1e6,
+           (double)base.timeout_ns / 1e6, (double)base.fail_ppm / 1e4);
+    if (base.dist == BENCH_DIST_POWERLAW)
+        printf("# power-law exponent %.3f\n", (double)base.alpha_milli / 1000.0);
     fflush(stdout);
 
     int rc = 0;
@@ -448,11 +550,15 @@ int cmd_lock(int argc, char **argv)
             p->threads = (unsigned)t + 1;
             p->locality = sweep_loc[loc];
             p->locks = sweep_locks[l];
+            p->read_ratio = base.read_ratio;
+            p->k = base.locks_per_op;
         } else {
             snprintf(p->algo, sizeof p->algo, "%s", algos[i]);
             p->threads = threads;
             p->locality = locality;
             p->locks = locks;
+            p->read_ratio = base.read_ratio;
+            p->k = base.locks_per_op;
         }
         int r = 0;
         struct lock_point *runs = calloc(repeat, sizeof *runs); /* ~30 KB each */
@@ -485,14 +591,18 @@ int cmd_lock(int argc, char **argv)
     }
 
     if (!sweep && !rc && !bench_stop) {
-        printf("\n%-8s %7s %6s %8s %12s %10s %10s %10s %8s\n", "algo", "threads", "locks", "local%",
-               "ops/s", "p50(us)", "p99(us)", "p99.9(us)", "RT/op");
+        printf("\n%-7s %4s %6s %4s %4s %2s %11s %9s %9s %9s %10s %7s %8s %7s %7s\n", "algo",
+               "thr", "locks", "loc%", "rd%", "K", "ops/s", "mean(us)", "p50(us)", "p99(us)",
+               "p99.9(us)", "RT/op", "timeouts", "aborts", "resets");
         for (unsigned i = 0; i < nalgos; i++) {
             const struct lock_point *p = &pts[i];
-            printf("%-8s %7u %6u %8u %12.0f %10.2f %10.2f %10.2f %8.3f\n", p->algo, p->threads,
-                   p->locks, p->locality, ops_per_s(p), hist_percentile(&p->r.h, 50) / 1e3,
+            printf("%-7s %4u %6u %4u %4u %2u %11.0f %9.2f %9.2f %9.2f %10.2f %7.3f %8llu %7llu "
+                   "%7llu\n",
+                   p->algo, p->threads, p->locks, p->locality, p->read_ratio, p->k, ops_per_s(p),
+                   hist_mean(&p->r.h) / 1e3, hist_percentile(&p->r.h, 50) / 1e3,
                    hist_percentile(&p->r.h, 99) / 1e3, hist_percentile(&p->r.h, 99.9) / 1e3,
-                   rt_per_op(p));
+                   rt_per_op(p), (unsigned long long)p->r.timeouts,
+                   (unsigned long long)p->r.aborts, (unsigned long long)p->r.resets);
         }
         for (unsigned i = 0; i < nalgos; i++) {
             const struct lock_point *p = &pts[i];
@@ -504,10 +614,13 @@ int cmd_lock(int argc, char **argv)
                    hist_percentile(&p->r.h, 99) / 1e3, hist_percentile(&p->r.h, 99.9) / 1e3,
                    p->r.h.max / 1e3);
         }
-        for (unsigned i = 1; i < nalgos; i++)
-            if (ops_per_s(&pts[i]) > 0)
-                printf("%s / %s throughput: %.1fx\n", pts[0].algo, pts[i].algo,
-                       ops_per_s(&pts[0]) / ops_per_s(&pts[i]));
+        for (unsigned i = 1; i < nalgos; i++) {
+            double p0 = (double)hist_percentile(&pts[0].r.h, 99.9),
+                   pi = (double)hist_percentile(&pts[i].r.h, 99.9);
+            if (ops_per_s(&pts[i]) > 0 && pi > 0)
+                printf("%s / %s: throughput %.2fx, p99.9 latency %.3fx\n", pts[0].algo,
+                       pts[i].algo, ops_per_s(&pts[0]) / ops_per_s(&pts[i]), p0 / pi);
+        }
     }
     if (cdf && !sweep) {
         FILE *f = fopen(cdf, "w");
@@ -543,6 +656,14 @@ int cmd_lock(int argc, char **argv)
             json_kv_i64(&j, "alock_local_budget", base.local_budget);
             json_kv_i64(&j, "alock_remote_budget", base.remote_budget);
             json_kv_i64(&j, "cs_ns", base.cs_ns);
+            json_kv_i64(&j, "think_ns", base.think_ns);
+            json_kv_str(&j, "dist", base.dist == BENCH_DIST_POWERLAW ? "powerlaw" : "uniform");
+            if (base.dist == BENCH_DIST_POWERLAW)
+                json_kv_double(&j, "alpha", (double)base.alpha_milli / 1000.0);
+            json_kv_i64(&j, "lease_ns", base.lease_ns);
+            json_kv_i64(&j, "timeout_ns", base.timeout_ns);
+            json_kv_double(&j, "fail_pct", (double)base.fail_ppm / 1e4);
+            json_kv_i64(&j, "omega_ns", base.omega_ns);
             json_kv_bool(&j, "sweep", sweep);
             json_obj_end(&j);
             json_key(&j, "results");
