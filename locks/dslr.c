@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 /* The poll unit: the transport's measured round trip (median of a few loopback READs), unless
- * configured. */
+ * configured; after that it follows the round trips the thread sees (ticket.c). */
 static void calibrate(struct lock_thread *t)
 {
     if (t->omega_ns) return;
@@ -53,6 +53,8 @@ static void req_of(struct lock_handle *h, const struct tk_layout *l, enum tk_cla
     r->prev = h->aux;
     r->reset_from = h->aux2;
     r->sleepers = NULL;
+    r->alive_mask = 0;
+    r->on_reset = NULL;
 }
 
 static int dslr_acquire_l(struct lock_handle *h, enum lock_mode mode, int64_t deadline,

@@ -5,7 +5,7 @@
  * atomics, LT and LC only CPU atomics; TURN is only ever stored.
  *
  *   RT   @0   remote cohort's tickets {nX, nS, mX, mS}          (NIC FAA/CAS)
- *   RC   @8   remote cohort's cross word {act, eX, eS}           (NIC FAA/CAS)
+ *   RC   @8   remote cohort's cross word {act, eW, eX, eS}       (NIC FAA/CAS)
  *   LT   @16  local cohort's tickets                             (CPU atomics)
  *   LC   @24  local cohort's cross word                          (CPU atomics)
  *   TURN @32  the cohort with priority: 0 local, 1 remote        (stores)
@@ -19,8 +19,10 @@
  * two *groups*: counters are the flags (so any number of members of a cohort can hold at once,
  * and none of them ever writes a victim variable -- the trap of Peterson's handshake with several
  * writers per side), and TURN only breaks ties. A member whose ticket index ends a budget (5
- * local, 20 remote) hands priority to the other cohort when it leaves. The argument is in
- * docs/locks.md; tests/models/rwlock.pml checks it with spin. */
+ * local, 20 remote) hands priority to the other cohort when it leaves, unless a member of its own
+ * cohort that backed off still waits (eW counts them): spin found that without that rule a
+ * backed-off member can starve while its peers use and close every priority window. The
+ * argument is in docs/locks.md; tests/models/rwlock.pml checks it with spin. */
 #include "ticket.h"
 
 #include "common/clock.h"
@@ -34,17 +36,31 @@
 #define TURN_LOCAL 0
 #define TURN_REMOTE 1
 
-/* cross word: act (16 bits, bumped by every operation: an activity counter for lease checks),
- * eX and eS (24 bits each) */
-#define CW_ACT_ONE (1ull << 48)
-#define CW_X_SH 24
-#define CW_MASK24 ((1ull << 24) - 1)
-static inline uint64_t cw_x(uint64_t v) { return (v >> CW_X_SH) & CW_MASK24; }
-static inline uint64_t cw_s(uint64_t v) { return v & CW_MASK24; }
-static inline uint64_t cw_raise(enum lock_mode m)
-{
-    return CW_ACT_ONE + (m == LOCK_EXCLUSIVE ? 1ull << CW_X_SH : 1ull);
-}
+/* Cross word, from the top: three 8-bit activity counters -- actO, bumped by every raise and
+ * lower; actR, bumped by a raised member's refresh while it waits for the other cohort; actW, by
+ * a backed-off member's refresh -- then the counts of members backed off and still waiting (eW,
+ * 13 bits), raised exclusive (eX, 13 bits) and raised shared (eS, 14 bits). A cohort may have
+ * at most 8191 requests raised or waiting at once on one row. A counter's carry only bumps the
+ * activity counter above it. The local cohort's word has the same layout; only its counts are
+ * used. */
+#define CW_ACTO (1ull << 56)
+#define CW_ACTR (1ull << 48)
+#define CW_ACTW (1ull << 40)
+#define CW_W (1ull << 27)
+#define CW_X (1ull << 14)
+#define CW_S 1ull
+#define CW_XS ((1ull << 27) - 1)
+static inline uint64_t cw_w(uint64_t v) { return (v >> 27) & 0x1FFF; }
+static inline uint64_t cw_x(uint64_t v) { return (v >> 14) & 0x1FFF; }
+static inline uint64_t cw_s(uint64_t v) { return v & 0x3FFF; }
+static inline uint64_t cw_mode(enum lock_mode m) { return m == LOCK_EXCLUSIVE ? CW_X : CW_S; }
+#define CW_ACTR_BITS (0xFFull << 48)
+#define CW_ACTW_BITS (0xFFull << 40)
+#define CW_W_BITS (0x1FFFull << 27)
+/* what a raised member that lives changes within half a lease: all but actW and eW */
+#define CW_RAISED_LIVE (~(CW_ACTW_BITS | CW_W_BITS))
+/* the refreshes: the remote ticket waiters' sign that members granted before them live */
+#define CW_REFRESHES (CW_ACTR_BITS | CW_ACTW_BITS)
 
 static bool conflict(enum lock_mode m, uint64_t other)
 {
@@ -71,25 +87,63 @@ static void side_of(struct lock_handle *h, struct side *s)
     s->prio = s->remote ? TURN_REMOTE : TURN_LOCAL;
 }
 
-/* The other cohort's cross word and TURN, read after our own raise (store->load order: a CPU
- * atomic is a full fence; a NIC READ chained after the NIC FAA executes after it). */
-static int look(struct lock_thread *t, struct side *s, uint64_t *other, uint64_t *turn)
+/* A request's standing in its cohort's cross word. */
+struct member {
+    struct side s;
+    enum lock_mode mode;
+    bool raised;        /* counted in eX or eS */
+    bool marked;        /* counted in eW: it backed off, and has not released since */
+    int64_t touched;    /* remote: when it last changed the cross word while counted there */
+};
+
+/* Remote members keep their marks alive: one that went more than a lease without touching the
+ * cross word (the process stalled) may have had them reset by a local waiter, and must not
+ * touch them again -- its FAA would take someone else's mark. It abandons the request. */
+static bool stalled(struct lock_thread *t, const struct member *m)
 {
-    if (!s->remote) {
-        *other = __atomic_load_n(&s->lp[RW_RC / 8], __ATOMIC_SEQ_CST);
-        *turn = __atomic_load_n(&s->lp[RW_TURN / 8], __ATOMIC_SEQ_CST);
-        return 0;
-    }
-    uint64_t snap[5];
-    int rc = fab_read(t->c, s->line, snap, sizeof snap);
-    *other = snap[RW_LC / 8];
-    *turn = snap[RW_TURN / 8];
+    return m->s.remote && (m->raised || m->marked) &&
+           clock_now_ns() - m->touched > t->cfg.lease_ns;
+}
+
+static int cross_add(struct lock_thread *t, struct member *m, uint64_t add)
+{
+    if (stalled(t, m)) return RDKV_EABORTED;
+    int64_t t0 = clock_now_ns();
+    int rc = m->s.ops->faa(t, m->s.C, add, NULL);
+    if (!rc) m->touched = t0;
     return rc;
 }
 
-static int cross_add(struct lock_thread *t, struct side *s, uint64_t add)
+/* The other cohort's cross word and TURN, read after our own raise (store->load order: a CPU
+ * atomic is a full fence; a NIC READ chained after the NIC FAA executes after it). A local
+ * member also gets the remote ticket word, for the lease check. */
+static int look(struct lock_thread *t, struct member *m, uint64_t *other, uint64_t *turn,
+                uint64_t *rt)
 {
-    return s->ops->faa(t, s->C, add, NULL);
+    if (!m->s.remote) {
+        uint64_t *lp = m->s.lp;
+        *other = __atomic_load_n(&lp[RW_RC / 8], __ATOMIC_SEQ_CST);
+        *turn = __atomic_load_n(&lp[RW_TURN / 8], __ATOMIC_SEQ_CST);
+        *rt = __atomic_load_n(&lp[RW_RT / 8], __ATOMIC_SEQ_CST);
+        return 0;
+    }
+    uint64_t snap[5];
+    int rc = fab_read(t->c, m->s.line, snap, sizeof snap);
+    *other = snap[RW_LC / 8];
+    *turn = snap[RW_TURN / 8];
+    *rt = 0;
+    return rc;
+}
+
+/* After a remote waiter's stuck reset of RT (no member granted before it showed life for the
+ * whole patience), every waiter mark in RC is a dead or stalled member's: clear them, if RC is
+ * still exactly as read with the reset value. */
+static void clear_waiter_marks(struct lock_thread *t, const struct tk_req *r, uint64_t rc_seen)
+{
+    uint64_t got;
+    if (!cw_w(rc_seen)) return;
+    uint64_t fresh = rc_seen - cw_w(rc_seen) * CW_W + CW_ACTO;
+    fab_cas(t->c, rptr_add(r->word, RW_RC - RW_RT), rc_seen, fresh, &got);
 }
 
 static void tk_req_of(struct lock_handle *h, struct side *s, enum tk_class cls, struct tk_req *r)
@@ -107,136 +161,177 @@ static void tk_req_of(struct lock_handle *h, struct side *s, enum tk_class cls, 
     r->reset_from = h->aux2;
     /* local waiters sleep on LT until a local releaser wakes them */
     r->sleepers = s->remote ? NULL : (uint32_t *)(void *)&s->lp[RW_LSLEEP / 8];
+    /* remote ticket waiters count RC's refreshes as signs of life of the members before them */
+    r->alive_mask = s->remote ? CW_REFRESHES : 0;
+    r->on_reset = s->remote ? clear_waiter_marks : NULL;
 }
 
-/* Lease recovery of the remote cohort's cross word by a local waiter: if it has not moved for
- * two leases, every remote member counted there is dead or past its lease. This is the one place
- * a local thread uses the NIC (a loopback CAS): the word is a NIC word, and only a NIC atomic may
- * change it. */
-static void recover_rc(struct lock_thread *t, struct side *s, uint64_t seen)
+/* Lease recovery of the remote cohort's raised marks by a local waiter. `seen` has been RC's
+ * value (but for backed-off members' refreshes and waiter marks) for two leases, and RT has not
+ * changed either: no remote request arrived, no remote member raised or lowered, no raised
+ * member refreshed. So every raised mark is a holder past its lease (which will not release),
+ * a dead member, or a stalled one (which will not touch RC again): clear eX and eS, keeping the
+ * waiter marks of members that live. This is the one place a local thread uses the NIC (a
+ * loopback CAS): RC is a NIC word, and only a NIC atomic may change it. */
+static bool recover_rc(struct lock_thread *t, struct member *m, uint64_t seen)
 {
     uint64_t got;
-    uint64_t fresh = (seen & ~(CW_MASK24 | CW_MASK24 << CW_X_SH)) + CW_ACT_ONE;
-    if (fab_cas(t->c, rptr_add(s->line, RW_RC), seen, fresh, &got) == 0 && got == seen)
-        t->stats.resets++;
+    uint64_t fresh = (seen & ~CW_XS) + CW_ACTO;
+    if (fab_cas(t->c, rptr_add(m->s.line, RW_RC), seen, fresh, &got) || got != seen) return false;
+    t->stats.resets++;
+    return true;
 }
 
-/* A4: the cross-cohort handshake; we are raised in mode m. Returns 0 (enter), RDKV_ETIMEDOUT
- * (lowered again), or a fabric error (state as it was). */
-static int cross(struct lock_thread *t, struct side *s, enum lock_mode m, uint64_t other,
-                 uint64_t turn, int64_t deadline)
+/* Lowers our mark (if raised) and unmarks us (if marked, and `unmark`), with one FA. */
+static int lower(struct lock_thread *t, struct member *m, bool unmark)
 {
-    int64_t lease = t->cfg.lease_ns, since = clock_now_ns(), refreshed = since;
-    uint64_t watched = other;
-    bool raised = true;
+    uint64_t add = CW_ACTO;
+    if (m->raised) add -= cw_mode(m->mode);
+    if (unmark && m->marked) add -= CW_W;
+    int rc = cross_add(t, m, add);
+    if (rc) return rc;
+    m->raised = false;
+    if (unmark) m->marked = false;
+    return 0;
+}
+
+/* A4: the cross-cohort handshake; we are raised. Returns 0 (enter: raised), RDKV_ETIMEDOUT
+ * (lowered and unmarked again), RDKV_EABORTED (stalled: marks abandoned) or a fabric error
+ * (standing as in *m). */
+static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64_t turn,
+                 uint64_t rt, int64_t deadline)
+{
+    struct side *s = &m->s;
+    int64_t lease = t->cfg.lease_ns, now = clock_now_ns();
+    int64_t since = now, refreshed = now, backed = now;
+    uint64_t watched = other & CW_RAISED_LIVE, watched_rt = rt;
     for (unsigned round = 0;; round++) {
-        int64_t now = clock_now_ns();
-        if (raised && !conflict(m, other)) return 0;
-        if (other != watched) {
-            watched = other;
-            since = now;
-        } else if (!s->remote && now - since > 2 * lease && (cw_x(other) || cw_s(other))) {
-            recover_rc(t, s, other);
-            since = now;
+        now = clock_now_ns();
+        if (m->raised && !conflict(m->mode, other)) return 0;
+        if (!s->remote) {
+            if ((other & CW_RAISED_LIVE) != watched || rt != watched_rt) {
+                watched = other & CW_RAISED_LIVE;
+                watched_rt = rt;
+                since = now;
+            } else if (now - since > 2 * lease && (other & CW_XS) && recover_rc(t, m, other)) {
+                since = now; /* (a failed CAS -- a refresh came in between -- retries next look) */
+            }
         }
-        if (!raised) {
+        if (!m->raised) {
             /* backed off: come back when we have priority or the other side is empty */
             if (turn == s->prio || (cw_x(other) + cw_s(other)) == 0) {
-                int rc = cross_add(t, s, cw_raise(m));
+                int rc = cross_add(t, m, CW_ACTO + cw_mode(m->mode));
                 if (rc) return rc;
-                raised = true;
-                int r2 = look(t, s, &other, &turn);
-                if (r2) return r2;
+                m->raised = true;
+                if ((rc = look(t, m, &other, &turn, &rt))) return rc;
                 continue;
             }
+            if (!s->remote && now - backed > 2 * lease) {
+                /* Two leases without priority: the remote cohort may be keeping it for a dead
+                 * member's stale waiter mark. TURN only breaks ties (safety rests on the
+                 * marks), so a local waiter may take it back; the budgets resume after. */
+                __atomic_store_n(&s->lp[RW_TURN / 8], s->prio, __ATOMIC_SEQ_CST);
+                backed = now;
+            } else if (s->remote && now - refreshed > lease / 2) {
+                int rc = cross_add(t, m, CW_ACTW); /* alive, backed off */
+                if (rc) return rc;
+                refreshed = now;
+            }
         } else if (turn != s->prio) {
-            /* the other side has priority: lower our mark and wait */
-            int rc = cross_add(t, s, CW_ACT_ONE - (cw_raise(m) - CW_ACT_ONE));
+            /* the other side has priority: lower our mark, stay marked as a waiter, and wait */
+            uint64_t add = CW_ACTO - cw_mode(m->mode) + (m->marked ? 0 : CW_W);
+            int rc = cross_add(t, m, add);
             if (rc) return rc;
-            raised = false;
+            m->raised = false;
+            m->marked = true;
+            backed = refreshed = now;
         } else if (s->remote && now - refreshed > lease / 2) {
-            /* waiting with our mark raised: show we are alive (local waiters reset a cross word
-             * that does not move for two leases) */
-            int rc = cross_add(t, s, CW_ACT_ONE);
+            int rc = cross_add(t, m, CW_ACTR); /* alive, raised */
             if (rc) return rc;
             refreshed = now;
         }
         if (deadline && now >= deadline) {
-            if (raised) {
-                int rc = cross_add(t, s, CW_ACT_ONE - (cw_raise(m) - CW_ACT_ONE));
-                if (rc) return rc;
-            }
-            return RDKV_ETIMEDOUT;
+            int rc = lower(t, m, true);
+            return rc ? rc : RDKV_ETIMEDOUT;
         }
         if (!s->remote) lock_backoff(round < 12 ? round : 12);
         else if (round > 2) lock_backoff(round < 10 ? round : 10);
-        int rc = look(t, s, &other, &turn);
+        int rc = look(t, m, &other, &turn, &rt);
         if (rc) return rc;
     }
 }
+
+#define DESC_MARKED 0x80 /* h->desc: the ticket class, and this bit while marked */
 
 static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadline)
 {
     struct lock_thread *t = h->t;
     if (mode != LOCK_SHARED && mode != LOCK_EXCLUSIVE) return RDKV_ENOTSUP;
     lock_thread_poll(t);
-    struct side s;
-    side_of(h, &s);
+    struct member m = {.mode = mode};
+    side_of(h, &m.s);
+    struct side *s = &m.s;
     enum tk_class cls = mode == LOCK_EXCLUSIVE ? TK_X : TK_S;
     struct tk_req r;
     h->aux = h->aux2 = 0;
-    tk_req_of(h, &s, cls, &r);
-    uint64_t add_t = 1ull << tk_dslr4.m_sh[cls], raise = cw_raise(mode);
-    uint64_t other = 0, turn = 0;
-    bool raised = false;
+    tk_req_of(h, s, cls, &r);
+    uint64_t add_t = 1ull << tk_dslr4.m_sh[cls], raise = CW_ACTO + cw_mode(mode);
+    uint64_t other = 0, turn = 0, rt = 0;
     int rc = 0;
-    if (s.remote) {
+    if (s->remote) {
         /* The fast path: ticket, optimistic raise and a look at the line, as one chain. */
         uint64_t snap[5];
-        struct fab_op ops[3] = {fab_op_faa(s.T, add_t), fab_op_faa(s.C, raise),
-                                fab_op_read(s.line, snap, sizeof snap)};
+        struct fab_op ops[3] = {fab_op_faa(s->T, add_t), fab_op_faa(s->C, raise),
+                                fab_op_read(s->line, snap, sizeof snap)};
+        int64_t t0 = clock_now_ns();
         if ((rc = fab_exec(t->c, ops, 3))) return rc;
         uint64_t prev = ops[0].result;
+        m.raised = true;
+        m.touched = t0;
         if (tk_pending_reset(&tk_dslr4, prev)) {
-            struct fab_op undo[2] = {fab_op_faa(s.T, (uint64_t)0 - add_t),
-                                     fab_op_faa(s.C, CW_ACT_ONE - (raise - CW_ACT_ONE))};
+            /* a COUNT_MAX reset is pending: give both back, then the slow way */
+            if (stalled(t, &m)) return RDKV_EABORTED;
+            struct fab_op undo[2] = {fab_op_faa(s->T, (uint64_t)0 - add_t),
+                                     fab_op_faa(s->C, CW_ACTO - cw_mode(mode))};
             if ((rc = fab_exec(t->c, undo, 2))) return rc;
-            rc = tk_take(t, &r, deadline); /* the slow way, with its back-off */
+            m.raised = false;
+            rc = tk_take(t, &r, deadline);
         } else {
             tk_took(t, &r, prev);
             if (tk_granted(&r, prev)) {
-                raised = true;
                 other = snap[RW_LC / 8];
                 turn = snap[RW_TURN / 8];
             } else {
-                rc = cross_add(t, &s, CW_ACT_ONE - (raise - CW_ACT_ONE)); /* not our turn */
+                rc = lower(t, &m, false); /* not our turn yet */
             }
         }
     } else {
         rc = tk_take(t, &r, deadline);
     }
-    if (!rc && !raised) {
+    if (!rc && !m.raised) {
         if (!tk_granted(&r, r.prev)) rc = tk_wait(t, &r, 0, deadline);
         if (rc == RDKV_ETIMEDOUT) tk_abandon(t, &r);
         if (!rc) {
-            rc = cross_add(t, &s, raise);
-            if (!rc) rc = look(t, &s, &other, &turn);
-            raised = !rc;
+            rc = cross_add(t, &m, raise);
+            if (!rc) {
+                m.raised = true;
+                rc = look(t, &m, &other, &turn, &rt);
+            }
         }
     }
     if (!rc) {
-        rc = cross(t, &s, mode, other, turn, deadline);
+        rc = cross(t, &m, other, turn, rt, deadline);
         if (rc == RDKV_ETIMEDOUT) tk_release(t, &r); /* granted in our cohort: pass it on */
     }
     if (rc == RDKV_ETIMEDOUT) t->stats.timeouts++;
     if (rc == RDKV_EABORTED) t->stats.aborts++;
     if (rc) return rc;
     h->mode = (uint8_t)mode;
-    h->desc = (uint8_t)cls;
+    h->desc = (uint8_t)(cls | (m.marked ? DESC_MARKED : 0));
     h->aux = r.prev;
     h->aux2 = r.reset_from;
     h->granted_at = clock_now_ns();
-    h->lease_ns = s.remote ? t->cfg.lease_ns : 0;
+    h->lease_ns = s->remote ? t->cfg.lease_ns : 0;
     return 0;
 }
 
@@ -245,35 +340,48 @@ static int rw_release(struct lock_handle *h)
     if (!h->mode) return RDKV_EINVAL;
     struct lock_thread *t = h->t;
     enum lock_mode mode = (enum lock_mode)h->mode;
+    enum tk_class cls = (enum tk_class)(h->desc & ~DESC_MARKED);
+    bool marked = h->desc & DESC_MARKED;
     h->mode = 0;
     struct side s;
     side_of(h, &s);
     struct tk_req r;
-    tk_req_of(h, &s, (enum tk_class)h->desc, &r);
-    /* The ticket index ending a budget hands priority to the other cohort. */
+    tk_req_of(h, &s, cls, &r);
+    /* The ticket index that ends a budget hands priority to the other cohort -- unless another
+     * member of ours backed off and still waits for its turn (it would starve if we kept closing
+     * the windows it waits for); then the priority stays, and a later release hands it over. */
     int64_t budget = s.remote ? t->cfg.rwlock_remote_budget : t->cfg.rwlock_local_budget;
     uint64_t index = tk_get(&tk_dslr4, r.prev, tk_dslr4.m_sh[TK_X]) +
                      tk_get(&tk_dslr4, r.prev, tk_dslr4.m_sh[TK_S]);
-    bool yield = budget <= 1 || index % (uint64_t)budget == (uint64_t)budget - 1;
+    bool boundary = budget <= 1 || index % (uint64_t)budget == (uint64_t)budget - 1;
     uint64_t other_prio = s.remote ? TURN_LOCAL : TURN_REMOTE;
-    uint64_t lower = CW_ACT_ONE - (cw_raise(mode) - CW_ACT_ONE);
-    uint64_t served = 1ull << tk_dslr4.n_sh[h->desc];
+    uint64_t lower_add = CW_ACTO - cw_mode(mode) - (marked ? CW_W : 0);
+    uint64_t served = 1ull << tk_dslr4.n_sh[cls];
     if (s.remote) {
         if (clock_now_ns() - h->granted_at >= h->lease_ns && !r.reset_from) {
             /* past the lease: waiters may have reset our marks already; leave them to it */
             t->stats.lease_expired++;
             return RDKV_ETIMEDOUT;
         }
+        bool yield = false;
+        if (boundary) {
+            uint64_t c;
+            int rc = fab_read(t->c, s.C, &c, 8);
+            if (rc) return rc;
+            yield = cw_w(c) == (marked ? 1u : 0u);
+        }
         struct fab_op ops[3];
         unsigned n = 0;
         if (yield) ops[n++] = fab_op_write(rptr_add(s.line, RW_TURN), &other_prio, 8);
-        ops[n++] = fab_op_faa(s.C, lower);
+        ops[n++] = fab_op_faa(s.C, lower_add);
         ops[n++] = fab_op_faa(s.T, served);
         int rc = fab_exec(t->c, ops, n);
         if (rc) return rc;
     } else {
-        if (yield) __atomic_store_n(&s.lp[RW_TURN / 8], other_prio, __ATOMIC_SEQ_CST);
-        __atomic_fetch_add(&s.lp[RW_LC / 8], lower, __ATOMIC_SEQ_CST);
+        if (boundary &&
+            cw_w(__atomic_load_n(&s.lp[RW_LC / 8], __ATOMIC_SEQ_CST)) == (marked ? 1u : 0u))
+            __atomic_store_n(&s.lp[RW_TURN / 8], other_prio, __ATOMIC_SEQ_CST);
+        __atomic_fetch_add(&s.lp[RW_LC / 8], lower_add, __ATOMIC_SEQ_CST);
         __atomic_fetch_add(&s.lp[RW_LT / 8], served, __ATOMIC_SEQ_CST);
         tk_wake(t, &r);
     }

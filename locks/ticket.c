@@ -15,15 +15,34 @@ const struct tk_layout tk_dslr6 = {
 /* ------------------------------------------------------------------------------------------ */
 /* The two ways to touch a word */
 
+/* The poll unit ω follows the round trips this thread sees (an average over the last eight or
+ * so), unless it was configured: a load that slows the fabric down slows the polling with it. */
+static void omega_sample(struct lock_thread *t, int64_t t0)
+{
+    if (t->cfg.dslr_omega_ns > 0) return;
+    int64_t rt = clock_now_ns() - t0;
+    t->omega_ns = t->omega_ns > 0 ? t->omega_ns + (rt - t->omega_ns) / 8 : rt;
+    if (t->omega_ns < 1) t->omega_ns = 1;
+}
+
 static int nic_faa(struct lock_thread *t, rptr w, uint64_t add, uint64_t *old)
 {
-    return fab_faa(t->c, w, add, old);
+    int64_t t0 = clock_now_ns();
+    int rc = fab_faa(t->c, w, add, old);
+    omega_sample(t, t0);
+    return rc;
 }
 static int nic_cas(struct lock_thread *t, rptr w, uint64_t e, uint64_t d, uint64_t *old)
 {
     return fab_cas(t->c, w, e, d, old);
 }
-static int nic_read(struct lock_thread *t, rptr w, uint64_t *v) { return fab_read(t->c, w, v, 8); }
+static int nic_read(struct lock_thread *t, rptr w, uint64_t *v)
+{
+    int64_t t0 = clock_now_ns();
+    int rc = fab_read(t->c, w, v, 8);
+    omega_sample(t, t0);
+    return rc;
+}
 
 static int cpu_faa(struct lock_thread *t, rptr w, uint64_t add, uint64_t *old)
 {
@@ -135,13 +154,36 @@ void tk_took(struct lock_thread *t, struct tk_req *r, uint64_t prev)
     }
 }
 
+/* Reads the ticket word (and, with alive_mask, the word after it, in the same READ). */
+static int read_pair(struct lock_thread *t, const struct tk_req *r, uint64_t *v, uint64_t *next)
+{
+    if (!r->alive_mask) {
+        *next = 0;
+        return r->ops->read(t, r->word, v);
+    }
+    uint64_t pair[2];
+    int64_t t0 = clock_now_ns();
+    int rc = fab_read(t->c, r->word, pair, sizeof pair);
+    omega_sample(t, t0);
+    *v = pair[0];
+    *next = pair[1];
+    return rc;
+}
+
+/* What counts as movement: the serving counters, and the liveness bits of the next word. */
+static uint64_t motion(const struct tk_req *r, uint64_t v, uint64_t next)
+{
+    return n_fields(r->lay, v) ^ ((next & r->alive_mask) * 0x9E3779B97F4A7C15ull);
+}
+
 int tk_take(struct lock_thread *t, struct tk_req *r, int64_t deadline)
 {
     const struct tk_layout *l = r->lay;
     uint64_t add = (uint64_t)r->k << l->m_sh[r->cls];
     unsigned fails = 0;
-    uint64_t stuck_n = ~0ull;
+    uint64_t stuck_n = ~0ull, next = 0;
     int64_t stuck_since = 0;
+    bool first = true;
     for (;;) {
         uint64_t prev;
         int rc = r->ops->faa(t, r->word, add, &prev);
@@ -156,19 +198,22 @@ int tk_take(struct lock_thread *t, struct tk_req *r, int64_t deadline)
         if (rc) return rc;
         fails++;
         int64_t now = clock_now_ns();
-        uint64_t n = n_fields(l, prev);
-        if (n != stuck_n) {
+        if (r->alive_mask && (rc = read_pair(t, r, &prev, &next))) return rc;
+        uint64_t n = motion(r, prev, next);
+        if (first || n != stuck_n) {
+            first = false;
             stuck_n = n;
             stuck_since = now;
         } else if (r->allow_reset && now - stuck_since > 2 * lease_of(t)) {
             /* fix 2: nobody released for two leases while the reset waits: whoever should
              * have finished is dead. Reset from a fresh read, only if still unmoved. */
             uint64_t v, got;
-            if ((rc = r->ops->read(t, r->word, &v))) return rc;
-            if (n_fields(l, v) == stuck_n && pending_reset(l, v)) {
+            if ((rc = read_pair(t, r, &v, &next))) return rc;
+            if (motion(r, v, next) == stuck_n && pending_reset(l, v)) {
                 if ((rc = r->ops->cas(t, r->word, v, 0, &got))) return rc;
                 if (got == v) {
                     t->stats.resets++;
+                    if (r->on_reset) r->on_reset(t, r, next);
                     return RDKV_EABORTED;
                 }
             }
@@ -264,19 +309,19 @@ static int cas_to_zero(struct lock_thread *t, const struct tk_req *r, uint64_t f
     }
 }
 
-static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, bool consume,
-                     int64_t deadline)
+static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64_t next,
+                     bool consume, int64_t deadline)
 {
     const struct tk_layout *l = r->lay;
     int64_t last = clock_now_ns();
-    uint64_t last_n = n_fields(l, v);
+    uint64_t last_n = motion(r, v, next);
     int64_t omega = t->omega_ns > 0 ? t->omega_ns : 5 * NS_PER_US;
     unsigned spins = 0;
     for (;;) {
         if (ticket_gone(r, v)) return RDKV_EABORTED;
         if (tk_granted(r, v)) return 0;
         int64_t now = clock_now_ns();
-        uint64_t n = n_fields(l, v);
+        uint64_t n = motion(r, v, next);
         if (n != last_n) { /* fix 5: any movement of the serving counters restarts the clock */
             last_n = n;
             last = now;
@@ -292,6 +337,7 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, bool c
             if (got == v) {
                 t->stats.resets++;
                 tk_wake(t, r);
+                if (r->on_reset) r->on_reset(t, r, next);
                 if (consume) {
                     if (overflowed(l, rv)) cas_to_zero(t, r, rv);
                     return RDKV_EABORTED;
@@ -323,19 +369,19 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, bool c
             if (deadline && nap > deadline - now) nap = deadline - now;
             if (nap > 0) clock_sleep_ns(nap);
         }
-        int rc = r->ops->read(t, r->word, &v);
+        int rc = read_pair(t, r, &v, &next);
         if (rc) return rc;
     }
 }
 
 int tk_wait(struct lock_thread *t, struct tk_req *r, uint64_t v0, int64_t deadline)
 {
-    uint64_t v = v0;
-    if (!v) {
-        int rc = r->ops->read(t, r->word, &v);
+    uint64_t v = v0, next = 0;
+    if (!v || r->alive_mask) {
+        int rc = read_pair(t, r, &v, &next);
         if (rc) return rc;
     }
-    return wait_loop(t, r, v, r->cls == TK_X && (r->waits & (1u << TK_X)), deadline);
+    return wait_loop(t, r, v, next, r->cls == TK_X && (r->waits & (1u << TK_X)), deadline);
 }
 
 int tk_overflow_reset(struct lock_thread *t, const struct tk_req *r)

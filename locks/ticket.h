@@ -44,6 +44,14 @@ struct tk_req {
     uint64_t reset_from;  /* non-zero: after releasing, CAS the word from this to 0 */
     uint32_t *sleepers;   /* CPU words only (else NULL): waiters sleep on the word's "now
                              serving" half, counted here, and whoever moves it wakes them */
+    /* NIC words only (else 0): the 8-byte word right after the ticket word carries liveness
+     * signals in these bits (rwlock: refreshes by members granted here but still waiting for
+     * the other cohort); a change there counts as movement, so nobody resets tickets whose
+     * holders are alive. Read with the ticket word in one 16-byte READ. */
+    uint64_t alive_mask;
+    /* Called after this request's stuck reset succeeded, with the word after the ticket word
+     * as read with the value the reset replaced (NULL: nothing to do). */
+    void (*on_reset)(struct lock_thread *t, const struct tk_req *r, uint64_t next_seen);
 };
 
 static inline uint64_t tk_get(const struct tk_layout *l, uint64_t v, unsigned sh)

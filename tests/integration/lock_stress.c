@@ -385,6 +385,184 @@ static void t_rwlock_paused(void)
     CHECK_EQ(run_stress_cs(&lock_rwlock, 2, 2, 2, iters(300), 50, 50, 30 * NS_PER_US, 40 * NS_PER_US), 0);
 }
 
+/* Two remote members died on one row: a reader inside its critical section (its shared mark
+ * stays raised in the remote cohort's cross word) and one that had backed off (its waiter mark
+ * stays, so remote releases keep the priority for it). Remote readers keep streaming in. A local
+ * writer conflicts with the dead reader's mark for ever and never gets the priority from the
+ * remote releases; it must still get in: after two leases without priority it takes TURN back,
+ * the live remote readers back off, the remote words go quiet but for their refreshes, and two
+ * leases later it clears the dead reader's mark. */
+struct reader_flood {
+    struct tenv *e;
+    _Atomic bool stop;
+    _Atomic int errors;
+    _Atomic uint64_t ops;
+};
+
+static void *flood_main(void *arg)
+{
+    struct reader_flood *fl = arg;
+    struct fab_ctx *c;
+    struct lock_thread t;
+    struct locktable lt;
+    struct lock_cfg cfg;
+    lock_cfg_init(&cfg);
+    cfg.lease_ns = 20 * NS_PER_MS;
+    if (fab_ctx_create(fl->e->f[1], &c)) {
+        fl->errors++;
+        return NULL;
+    }
+    if (lock_thread_init(&t, c, &cfg) || locktable_open(&lt, c, 2)) {
+        fl->errors++;
+        fab_ctx_destroy(c);
+        return NULL;
+    }
+    while (!atomic_load(&fl->stop)) {
+        struct lock_handle h;
+        lock_handle_init(&h, &t, &lock_rwlock, locktable_line(&lt, 0, 0));
+        int rc = lock_acquire(&h, LOCK_SHARED, clock_now_ns() + NS_PER_S);
+        if (rc == RDKV_EABORTED || rc == RDKV_ETIMEDOUT) continue;
+        if (rc) {
+            fl->errors++;
+            break;
+        }
+        linger(NS_PER_MS); /* long reads: the readers' marks overlap */
+        if (lock_release(&h)) fl->errors++;
+        fl->ops++;
+    }
+    lock_thread_fini(&t);
+    fab_ctx_destroy(c);
+    return NULL;
+}
+
+static void t_rwlock_stale_mark(void)
+{
+    struct tenv e;
+    REQUIRE(tenv_start(&e, 2, 16u << 20, NULL) == 0);
+    locktable_reset(e.f[0], 2);
+    locktable_reset(e.f[1], 2);
+    struct fab_ctx *c;
+    REQUIRE(fab_ctx_create(e.f[0], &c) == 0);
+    struct lock_thread t;
+    struct locktable lt;
+    struct lock_cfg cfg;
+    lock_cfg_init(&cfg);
+    cfg.lease_ns = 20 * NS_PER_MS;
+    REQUIRE(lock_thread_init(&t, c, &cfg) == 0);
+    REQUIRE(locktable_open(&lt, c, 2) == 0);
+    uint64_t *line = fab_local(e.f[0], locktable_line(&lt, 0, 0));
+    line[1] = 1ull << 27 | 1; /* RC: a dead backed-off waiter (eW) and a dead reader (eS) */
+    line[4] = 1;              /* TURN: the remote cohort has priority */
+    struct reader_flood fl = {.e = &e};
+    pthread_t thr[3];
+    for (int i = 0; i < 3; i++) pthread_create(&thr[i], NULL, flood_main, &fl);
+    while (fl.ops < 20 && !fl.errors) clock_sleep_ns(NS_PER_MS); /* the flood is on */
+    struct lock_handle h;
+    lock_handle_init(&h, &t, &lock_rwlock, locktable_line(&lt, 0, 0));
+    int64_t t0 = clock_now_ns();
+    int rc = lock_acquire(&h, LOCK_EXCLUSIVE, t0 + 25 * cfg.lease_ns);
+    int64_t waited = clock_now_ns() - t0;
+    uint64_t during = fl.ops;
+    if (rc == 0) rc = lock_release(&h);
+    atomic_store(&fl.stop, true);
+    for (int i = 0; i < 3; i++) pthread_join(thr[i], NULL);
+    fprintf(stderr, "  local writer: %s after %.1f ms, %" PRIu64 " remote reads meanwhile\n",
+            rdkv_strerror(rc), (double)waited / 1e6, during);
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(fl.errors, 0);
+    CHECK(t.stats.resets > 0); /* it got in by clearing the dead reader's mark */
+    lock_thread_fini(&t);
+    fab_ctx_destroy(c);
+    tenv_stop(&e);
+}
+
+/* A local writer holds a row for several leases (local holders have no lease: they share the
+ * row's fate). Two remote writers queue for it: the first is granted in the remote cohort and
+ * waits for the local one; the second waits behind it in the remote ticket word, which does not
+ * move. The second must not take the first for dead and reset the tickets -- the first shows it
+ * lives by refreshing the remote cross word -- or both would be granted at once. */
+struct long_hold {
+    struct tenv *e;
+    _Atomic int errors, violations;
+    _Atomic uint64_t resets;
+    _Atomic int started;
+};
+
+static void *remote_writer(void *arg)
+{
+    struct long_hold *lh = arg;
+    struct fab_ctx *c;
+    struct lock_thread t;
+    struct locktable lt;
+    struct lock_cfg cfg;
+    lock_cfg_init(&cfg);
+    cfg.lease_ns = 20 * NS_PER_MS;
+    if (fab_ctx_create(lh->e->f[1], &c)) {
+        lh->errors++;
+        return NULL;
+    }
+    if (lock_thread_init(&t, c, &cfg) || locktable_open(&lt, c, 2)) {
+        lh->errors++;
+        fab_ctx_destroy(c);
+        return NULL;
+    }
+    struct lock_handle h;
+    lock_handle_init(&h, &t, &lock_rwlock, locktable_line(&lt, 0, 0));
+    lh->started++;
+    int rc = lock_acquire(&h, LOCK_EXCLUSIVE, clock_now_ns() + 5 * NS_PER_S);
+    if (rc == 0) {
+        if (!check_exclusive(&t, locktable_data(&lt, 0, 0), 2 * NS_PER_MS)) lh->violations++;
+        if (lock_release(&h)) lh->errors++;
+    } else {
+        fprintf(stderr, "  remote writer: %s\n", rdkv_strerror(rc));
+        lh->errors++;
+    }
+    lh->resets += t.stats.resets;
+    lock_thread_fini(&t);
+    fab_ctx_destroy(c);
+    return NULL;
+}
+
+static void t_rwlock_long_local_hold(void)
+{
+    struct tenv e;
+    REQUIRE(tenv_start(&e, 2, 16u << 20, NULL) == 0);
+    locktable_reset(e.f[0], 2);
+    locktable_reset(e.f[1], 2);
+    struct fab_ctx *c;
+    REQUIRE(fab_ctx_create(e.f[0], &c) == 0);
+    struct lock_thread t;
+    struct locktable lt;
+    struct lock_cfg cfg;
+    lock_cfg_init(&cfg);
+    cfg.lease_ns = 20 * NS_PER_MS;
+    REQUIRE(lock_thread_init(&t, c, &cfg) == 0);
+    REQUIRE(locktable_open(&lt, c, 2) == 0);
+    struct lock_handle h;
+    lock_handle_init(&h, &t, &lock_rwlock, locktable_line(&lt, 0, 0));
+    REQUIRE(lock_acquire(&h, LOCK_EXCLUSIVE, 0) == 0);
+    struct long_hold lh = {.e = &e};
+    pthread_t thr[2];
+    for (int i = 0; i < 2; i++) pthread_create(&thr[i], NULL, remote_writer, &lh);
+    while (lh.started < 2) clock_sleep_ns(NS_PER_MS);
+    /* hold for six leases: the remote tickets stand still all that time */
+    uint64_t *d = fab_local(e.f[0], locktable_data(&lt, 0, 0));
+    __atomic_store_n(&d[1], t.id, __ATOMIC_SEQ_CST);
+    clock_sleep_ns(6 * cfg.lease_ns);
+    if (__atomic_load_n(&d[1], __ATOMIC_SEQ_CST) != t.id) lh.violations++;
+    __atomic_store_n(&d[1], 0, __ATOMIC_SEQ_CST);
+    CHECK_EQ(lock_release(&h), 0);
+    for (int i = 0; i < 2; i++) pthread_join(thr[i], NULL);
+    fprintf(stderr, "  %d violations, %" PRIu64 " lease resets by the remote writers\n",
+            (int)lh.violations, (uint64_t)lh.resets);
+    CHECK_EQ(lh.errors, 0);
+    CHECK_EQ(lh.violations, 0);
+    CHECK_EQ(lh.resets, 0);
+    lock_thread_fini(&t);
+    fab_ctx_destroy(c);
+    tenv_stop(&e);
+}
+
 /* The naive lock is caught by the same checker, with the same pause. */
 static void t_naive_caught(void)
 {
@@ -514,6 +692,8 @@ static const struct test_case cases[] = {
     {"count_max_rwlock", t_count_max_rwlock},
     {"alock_paused", t_alock_paused},
     {"rwlock_paused", t_rwlock_paused},
+    {"rwlock_stale_mark", t_rwlock_stale_mark},
+    {"rwlock_long_local_hold", t_rwlock_long_local_hold},
     {"naive_caught", t_naive_caught},
     {"spin_deadline", t_spin_deadline},
 };
