@@ -392,6 +392,24 @@ static void t_rwlock_paused(void)
  * remote releases; it must still get in: after two leases without priority it takes TURN back,
  * the live remote readers back off, the remote words go quiet but for their refreshes, and two
  * leases later it clears the dead reader's mark. */
+#define ROW_LEASE (20 * NS_PER_MS)
+
+/* A lock thread on `node` with ROW_LEASE, on a two-lock table (one row per node). */
+static int row_thread(struct tenv *e, unsigned node, struct fab_ctx **c, struct lock_thread *t,
+                      struct locktable *lt)
+{
+    struct lock_cfg cfg;
+    lock_cfg_init(&cfg);
+    cfg.lease_ns = ROW_LEASE;
+    if (fab_ctx_create(e->f[node], c)) return -1;
+    if (lock_thread_init(t, *c, &cfg) == 0) {
+        if (locktable_open(lt, *c, 2) == 0) return 0;
+        lock_thread_fini(t);
+    }
+    fab_ctx_destroy(*c);
+    return -1;
+}
+
 struct reader_flood {
     struct tenv *e;
     _Atomic bool stop;
@@ -405,16 +423,8 @@ static void *flood_main(void *arg)
     struct fab_ctx *c;
     struct lock_thread t;
     struct locktable lt;
-    struct lock_cfg cfg;
-    lock_cfg_init(&cfg);
-    cfg.lease_ns = 20 * NS_PER_MS;
-    if (fab_ctx_create(fl->e->f[1], &c)) {
+    if (row_thread(fl->e, 1, &c, &t, &lt)) {
         fl->errors++;
-        return NULL;
-    }
-    if (lock_thread_init(&t, c, &cfg) || locktable_open(&lt, c, 2)) {
-        fl->errors++;
-        fab_ctx_destroy(c);
         return NULL;
     }
     while (!atomic_load(&fl->stop)) {
@@ -442,14 +452,9 @@ static void t_rwlock_stale_mark(void)
     locktable_reset(e.f[0], 2);
     locktable_reset(e.f[1], 2);
     struct fab_ctx *c;
-    REQUIRE(fab_ctx_create(e.f[0], &c) == 0);
     struct lock_thread t;
     struct locktable lt;
-    struct lock_cfg cfg;
-    lock_cfg_init(&cfg);
-    cfg.lease_ns = 20 * NS_PER_MS;
-    REQUIRE(lock_thread_init(&t, c, &cfg) == 0);
-    REQUIRE(locktable_open(&lt, c, 2) == 0);
+    REQUIRE(row_thread(&e, 0, &c, &t, &lt) == 0);
     uint64_t *line = fab_local(e.f[0], locktable_line(&lt, 0, 0));
     line[1] = 1ull << 27 | 1; /* RC: a dead backed-off waiter (eW) and a dead reader (eS) */
     line[4] = 1;              /* TURN: the remote cohort has priority */
@@ -460,7 +465,7 @@ static void t_rwlock_stale_mark(void)
     struct lock_handle h;
     lock_handle_init(&h, &t, &lock_rwlock, locktable_line(&lt, 0, 0));
     int64_t t0 = clock_now_ns();
-    int rc = lock_acquire(&h, LOCK_EXCLUSIVE, t0 + 25 * cfg.lease_ns);
+    int rc = lock_acquire(&h, LOCK_EXCLUSIVE, t0 + 25 * ROW_LEASE);
     int64_t waited = clock_now_ns() - t0;
     uint64_t during = fl.ops;
     if (rc == 0) rc = lock_release(&h);
@@ -494,16 +499,8 @@ static void *remote_writer(void *arg)
     struct fab_ctx *c;
     struct lock_thread t;
     struct locktable lt;
-    struct lock_cfg cfg;
-    lock_cfg_init(&cfg);
-    cfg.lease_ns = 20 * NS_PER_MS;
-    if (fab_ctx_create(lh->e->f[1], &c)) {
+    if (row_thread(lh->e, 1, &c, &t, &lt)) {
         lh->errors++;
-        return NULL;
-    }
-    if (lock_thread_init(&t, c, &cfg) || locktable_open(&lt, c, 2)) {
-        lh->errors++;
-        fab_ctx_destroy(c);
         return NULL;
     }
     struct lock_handle h;
@@ -530,14 +527,9 @@ static void t_rwlock_long_local_hold(void)
     locktable_reset(e.f[0], 2);
     locktable_reset(e.f[1], 2);
     struct fab_ctx *c;
-    REQUIRE(fab_ctx_create(e.f[0], &c) == 0);
     struct lock_thread t;
     struct locktable lt;
-    struct lock_cfg cfg;
-    lock_cfg_init(&cfg);
-    cfg.lease_ns = 20 * NS_PER_MS;
-    REQUIRE(lock_thread_init(&t, c, &cfg) == 0);
-    REQUIRE(locktable_open(&lt, c, 2) == 0);
+    REQUIRE(row_thread(&e, 0, &c, &t, &lt) == 0);
     struct lock_handle h;
     lock_handle_init(&h, &t, &lock_rwlock, locktable_line(&lt, 0, 0));
     REQUIRE(lock_acquire(&h, LOCK_EXCLUSIVE, 0) == 0);
@@ -548,7 +540,7 @@ static void t_rwlock_long_local_hold(void)
     /* hold for six leases: the remote tickets stand still all that time */
     uint64_t *d = fab_local(e.f[0], locktable_data(&lt, 0, 0));
     __atomic_store_n(&d[1], t.id, __ATOMIC_SEQ_CST);
-    clock_sleep_ns(6 * cfg.lease_ns);
+    clock_sleep_ns(6 * ROW_LEASE);
     if (__atomic_load_n(&d[1], __ATOMIC_SEQ_CST) != t.id) lh.violations++;
     __atomic_store_n(&d[1], 0, __ATOMIC_SEQ_CST);
     CHECK_EQ(lock_release(&h), 0);
