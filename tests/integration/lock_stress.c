@@ -614,6 +614,54 @@ static void t_alock_costs(void)
     tenv_stop(&e);
 }
 
+/* The costs of DSLR and rwlock, counted: DSLR goes through the fabric for everything (one FA
+ * to acquire, one to release); rwlock's local ops use none, and an uncontended remote acquire +
+ * release is two round trips -- one chain {FA ticket, FA raise, READ line} and one chain
+ * {FA lower, FA ticket} -- plus a READ of its cohort's cross word on the release that ends a
+ * budget (every 20th). */
+static void t_ticket_costs(void)
+{
+    struct tenv e;
+    REQUIRE(tenv_start(&e, 2, 16u << 20, NULL) == 0);
+    locktable_reset(e.f[0], 2);
+    locktable_reset(e.f[1], 2);
+    struct fab_ctx *c;
+    struct lock_thread t;
+    struct locktable lt;
+    REQUIRE(row_thread(&e, 0, &c, &t, &lt) == 0);
+    struct lock_handle h;
+    static const enum lock_mode modes[2] = {LOCK_SHARED, LOCK_EXCLUSIVE};
+    for (unsigned node = 0; node < 2; node++) {
+        lock_handle_init(&h, &t, &lock_dslr, locktable_line(&lt, (uint16_t)node, 0));
+        CHECK_EQ(lock_acquire(&h, LOCK_SHARED, 0), 0); /* calibrates omega once */
+        CHECK_EQ(lock_release(&h), 0);
+        fab_counters_reset(c);
+        for (int i = 0; i < 100; i++) {
+            CHECK_EQ(lock_acquire(&h, modes[i % 2], 0), 0);
+            CHECK_EQ(lock_release(&h), 0);
+        }
+        CHECK_EQ(fab_counters(c)->round_trips, 200);
+    }
+    lock_handle_init(&h, &t, &lock_rwlock, locktable_line(&lt, 0, 0));
+    fab_counters_reset(c);
+    for (int i = 0; i < 100; i++) {
+        CHECK_EQ(lock_acquire(&h, modes[i % 2], 0), 0);
+        CHECK_EQ(lock_release(&h), 0);
+    }
+    CHECK_EQ(fab_counters_ops(fab_counters(c)), 0);
+    lock_handle_init(&h, &t, &lock_rwlock, locktable_line(&lt, 1, 0));
+    fab_counters_reset(c);
+    for (int i = 0; i < 100; i++) {
+        CHECK_EQ(lock_acquire(&h, modes[i % 2], 0), 0);
+        CHECK_EQ(lock_release(&h), 0);
+    }
+    CHECK_EQ(fab_counters(c)->round_trips, 200 + 100 / 20);
+    CHECK_EQ(lock_acquire(&h, LOCK_UPDATE, 0), RDKV_ENOTSUP);
+    lock_thread_fini(&t);
+    fab_ctx_destroy(c);
+    tenv_stop(&e);
+}
+
 struct holder {
     struct fabric *f;
     rptr line;
@@ -670,6 +718,7 @@ static void t_spin_deadline(void)
 
 static const struct test_case cases[] = {
     {"alock_costs", t_alock_costs},
+    {"ticket_costs", t_ticket_costs},
     {"stress_alock", t_stress_alock},
     {"stress_spin", t_stress_spin},
     {"stress_mcs", t_stress_mcs},
