@@ -93,6 +93,14 @@ expect "kvbench lock --help" 0 "usage: kvbench lock" -- "$bin/kvbench" lock --he
 expect "kvbench lock bad --algo" 2 "--algo must be" -- "$bin/kvbench" lock --algo ticket
 expect "kvbench lock bad --locality" 2 "--locality must be" -- "$bin/kvbench" lock --locality 101
 expect "kvbench lock bad --budgets" 2 "--budgets needs" -- "$bin/kvbench" lock --budgets 5
+expect "kvbench lock shared needs the mode" 2 "no shared mode" -- "$bin/kvbench" lock --algo alock \
+    --read-ratio 50
+expect "kvbench lock injection needs recovery" 2 "cannot recover from dead holders" -- \
+    "$bin/kvbench" lock --algo rof --fail-pct 1
+expect "kvbench lock bad --alpha" 2 "--alpha must be" -- "$bin/kvbench" lock --dist powerlaw --alpha 1
+expect "kvbench lock --alpha without powerlaw" 2 "--alpha goes with" -- "$bin/kvbench" lock --alpha 2
+expect "kvbench lock K above the table" 2 "more locks per op" -- "$bin/kvbench" lock --locks 2 \
+    --locks-per-op 3
 # A short real run: nodes start, workers run inside them, results come back, nodes stop.
 for algo in alock spin mcs; do
     expect "kvbench lock $algo runs" 0 "Return=OK" -- "$bin/kvbench" lock --algo "$algo" --nodes 2 \
@@ -103,6 +111,20 @@ for algo in alock spin mcs; do
         bad "kvbench lock $algo json"
     fi
 done
+# DSLR's workloads: shared and exclusive, several locks per op, skew, injected dead holders.
+for algo in dslr dslr-u drtm rof trad rwlock; do
+    expect "kvbench lock $algo shared, 3 locks per op, power-law" 0 "Return=OK" -- \
+        "$bin/kvbench" lock --algo "$algo" --nodes 2 --threads 1 --locks 8 --locality 50 \
+        --read-ratio 50 --locks-per-op 3 --dist powerlaw --alpha 2 --seconds 0.2 --warmup 0
+done
+expect "kvbench lock dslr,rwlock with dead holders" 0 "InjectedFailures" -- "$bin/kvbench" lock \
+    --algo dslr,rwlock --nodes 2 --threads 1 --locks 8 --locality 50 --read-ratio 50 \
+    --fail-pct 5 --lease-ms 2 --seconds 0.3 --warmup 0 --json "$work/lock-fail.json"
+if grep -q '"injected_failures": [1-9]' "$work/lock-fail.json" && grep -q '"lease_resets"' "$work/lock-fail.json"; then
+    ok "kvbench lock failure injection json"
+else
+    bad "kvbench lock failure injection json"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
