@@ -48,6 +48,11 @@ extern const struct lock_algo lock_rof;    /* retry-on-fail: CAS exclusive, FA s
 extern const struct lock_algo lock_trad;   /* an RPC lock manager on the owner, FIFO queues */
 extern const struct lock_algo lock_rwlock; /* rdkv's row lock: DSLR tickets with locality */
 
+/* The transaction layer's default row lock. rwlock earned it (docs/benchmarks.md, "DSLR, its
+ * baselines and rwlock"): its spin model passes and it meets its targets against dslr (3x at 95%
+ * locality, within 20% at 0%). dslr is the fallback should either stop holding. */
+#define LOCK_ROW_DEFAULT "rwlock"
+
 /* RPC message types of the lock layer (FAB_RPC_USER_BASE + 32 .. + 63). */
 enum lock_rpc {
     LOCK_RPC_TRAD_LOCK = FAB_RPC_USER_BASE + 32,
