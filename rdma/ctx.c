@@ -434,6 +434,7 @@ static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void 
     if (resp) resp->len = 0;
     s->deadline = clock_now_ns() + (timeout_ns > 0 ? timeout_ns : f->o.rpc_timeout_ns);
     c->k.rpcs++;
+    c->k.round_trips++; /* "a round trip is one chain or one RPC" (fabric.h) */
     c->eps[node].rpcs++;
     *slot_out = si;
     int rc = ctx_ep_up(c, node);
