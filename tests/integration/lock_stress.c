@@ -165,7 +165,8 @@ static void *stress_thread(void *arg)
     struct lock_cfg cfg;
     lock_cfg_init(&cfg);
     cfg.lease_ns = 5 * NS_PER_S; /* nobody dies here: no lease may run out under load */
-    cfg.drtm_lease_ns = 20 * NS_PER_MS; /* writers wait out readers' leases: keep them short */
+    cfg.drtm_lease_ns = 50 * NS_PER_MS; /* writers wait out readers' leases: short, but long enough
+                                           for a reader slowed by TSan on a busy machine */
     if (lock_thread_init(&t, c, &cfg) || locktable_open(&lt, c, s->locks)) {
         s->errors++;
         fab_ctx_destroy(c);
