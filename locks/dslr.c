@@ -111,6 +111,49 @@ static int dslr_release_l(struct lock_handle *h, const struct tk_layout *l)
     return tk_release(t, &r);
 }
 
+/* Releases n held dslr locks (lock_dslr handles) at once: the plain releases -- one FAA each --
+ * go out as one chain per node, one round trip for all of them, in the order given; the ones
+ * that need more (a lease that ran out, a COUNT_MAX reset to finish) are released one by one.
+ * Returns 0, RDKV_ETIMEDOUT if some lease had run out (that lock was not released: waiters reset
+ * it), or the first fabric error. Every handle is left not held. */
+int lock_dslr_release_all(struct lock_handle *hs, unsigned n)
+{
+    int ret = 0;
+    struct fab_op ops[FAB_MAX_CHAIN];
+    unsigned nops = 0;
+    struct lock_thread *t = n ? hs[0].t : NULL;
+    for (unsigned i = 0; i <= n; i++) {
+        struct lock_handle *h = i < n ? &hs[i] : NULL;
+        struct tk_req r;
+        bool batch = false;
+        if (h) {
+            if (!h->mode || h->algo != &lock_dslr || h->t != t) {
+                int rc = h->mode ? lock_release(h) : RDKV_EINVAL;
+                if (rc == RDKV_ETIMEDOUT || (rc && !ret)) ret = rc;
+                continue;
+            }
+            req_of(h, &tk_dslr4, (enum tk_class)h->desc, &r);
+            batch = !r.reset_from && clock_now_ns() - h->granted_at < h->lease_ns;
+        }
+        /* a chain goes to one node and holds at most FAB_MAX_CHAIN ops: send what we have */
+        if (nops && (!h || (batch && (nops == FAB_MAX_CHAIN ||
+                                      rptr_node(ops[0].remote) != rptr_node(h->line))))) {
+            int rc = fab_exec(t->c, ops, nops);
+            if (rc && !ret) ret = rc;
+            nops = 0;
+        }
+        if (!h) break;
+        if (batch) {
+            h->mode = 0;
+            ops[nops++] = fab_op_faa(r.word, (uint64_t)r.k << tk_dslr4.n_sh[r.cls]);
+        } else {
+            int rc = dslr_release_l(h, &tk_dslr4);
+            if (rc == RDKV_ETIMEDOUT || (rc && !ret)) ret = rc;
+        }
+    }
+    return ret;
+}
+
 static int dslr_upgrade_l(struct lock_handle *h, int64_t deadline, const struct tk_layout *l)
 {
     if (h->mode != LOCK_UPDATE) return RDKV_EINVAL;

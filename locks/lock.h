@@ -48,6 +48,11 @@ extern const struct lock_algo lock_rof;    /* retry-on-fail: CAS exclusive, FA s
 extern const struct lock_algo lock_trad;   /* an RPC lock manager on the owner, FIFO queues */
 extern const struct lock_algo lock_rwlock; /* rdkv's row lock: DSLR tickets with locality */
 
+/* Releases n held dslr locks with one round trip per node for the plain releases (the range
+ * locks built of DSLR words use it). 0, RDKV_ETIMEDOUT if some lease had run out, or the first
+ * fabric error; every handle is left not held. */
+int lock_dslr_release_all(struct lock_handle *hs, unsigned n);
+
 /* The transaction layer's default row lock. rwlock earned it (docs/benchmarks.md, "DSLR, its
  * baselines and rwlock"): its spin model passes and it meets its targets against dslr (3x at 95%
  * locality, within 20% at 0%). dslr is the fallback should either stop holding. */
