@@ -62,10 +62,100 @@ const char *bench_lock_req_check(const struct bench_lock_req *q);
 /* Merges r into dst (counts add up, the window is the longest, histograms merge). */
 void bench_lock_res_add(struct bench_lock_res *dst, const struct bench_lock_res *r);
 
-/* Registers the node-side handlers (kvserver calls it once). */
-void bench_register(struct fabric *f);
+/* Registers the node-side handlers (kvserver calls it once); rs is the node's range-lock
+ * service (kvbench range creates its spaces there). */
+struct range_server;
+void bench_register(struct fabric *f, struct range_server *rs);
 /* Asks a running benchmark to stop and waits up to wait_ns for it. Returns false if it is still
  * running (the caller must not close the fabric under it). */
 bool bench_shutdown(int64_t wait_ns);
+
+/* ------------------------------------------------------------------------------------------
+ * kvbench range (server/bench_range.c): clients of a range-lock space, as threads inside nodes.
+ *
+ * KV_RPC_BENCH_RANGE_PREPARE (to the space's owner): a bench_range_space. Creates the space on
+ *   the node's range_server (or finds it, if it exists with the same layout); answers the status
+ *   (RDKV_EEXIST: it exists with another layout).
+ * KV_RPC_BENCH_RANGE_STATS (to the owner): empty; answers the owner's range_server_stats as
+ *   u64 grants, waits, releases, cancels, batches (kvbench takes the difference over a run).
+ * KV_RPC_BENCH_RANGE_RUN: a bench_range_req; answered when the run ends with a
+ *   bench_range_res. A design error (anything but a timeout or a lease-reset abort) stops every
+ *   client of the node and comes back in the result, not as the RPC's status. */
+enum bench_range_workload { BENCH_RANGE_MICRO = 0, BENCH_RANGE_OLTP = 1 };
+/* Op classes: micro has shared (READ) and exclusive (WRITE) ops; oltp has its readers (READ),
+ * writers (WRITE) and log writer (LOG). */
+enum bench_range_class { BENCH_RANGE_READ = 0, BENCH_RANGE_WRITE = 1, BENCH_RANGE_LOG = 2 };
+#define BENCH_RANGE_CLASSES 3
+/* The oltp layout (the thesis's Filebench-OLTP-like E-R2): the space is cut into 8 data files
+ * and 1 log file, 9 equal parts of floor(2^bits / 9) units (the last few units are unused).
+ * Readers lock shared 2^6-unit ranges in a random data file; writers exclusive 2^6-unit ranges,
+ * data files round-robin; whenever the readers have done 1000 reads, each writer does 100
+ * writes, and the log writer locks one exclusive 2^11-unit range of the log per 3200 reads. */
+#define BENCH_RANGE_OLTP_FILES 8
+#define BENCH_RANGE_OLTP_UNITS 64u
+#define BENCH_RANGE_OLTP_LOG_UNITS 2048u
+#define BENCH_RANGE_OLTP_READS_PER_BATCH 1000u
+#define BENCH_RANGE_OLTP_WRITES_PER_BATCH 100u
+#define BENCH_RANGE_OLTP_READS_PER_LOG 3200u
+
+struct bench_range_space {
+    uint16_t space;                  /* 1..RANGE_MAX_SPACES */
+    uint32_t bits, seg_bits, tree_depth;
+};
+
+struct bench_range_req {
+    char algo[16];
+    uint32_t workload;      /* enum bench_range_workload */
+    uint16_t owner, space;  /* the space: its node and id */
+    uint32_t bits;          /* the space covers [0, 2^bits) units; 12..32 (oltp: 15..32) */
+    uint32_t threads;       /* client threads on this node, 1..BENCH_MAX_THREADS */
+    uint32_t first_client;  /* the global index of this node's first client (seeds, files) */
+    uint32_t write_pct;     /* micro: percent of ops exclusive, 0..100 */
+    uint32_t max_units;     /* micro: range sizes are uniform in [1, max_units] */
+    /* oltp: this node's clients by role (they sum to threads) and the totals over all nodes;
+     * a node's writers are paced by its own readers' count scaled to all readers, so a node
+     * with writers or a log writer has readers too */
+    uint32_t readers, writers, loggers;
+    uint32_t total_readers, total_writers, total_loggers;
+    int64_t warmup_ns, run_ns;
+    int64_t cs_ns;          /* held this long (busy) between acquire and release */
+    int64_t timeout_ns;     /* per attempt of an op; 0: none */
+    uint64_t seed;
+};
+
+struct bench_range_res {
+    uint64_t ops, retries;            /* measured ops; failed attempts (timeouts, aborts) */
+    uint64_t errors;                  /* ops that ended in a design error */
+    int32_t error;                    /* the first design error, 0 if none */
+    uint32_t error_op;                /* 0 acquire, 1 release, 2 client set-up */
+    uint64_t round_trips, fabric_ops, rpcs; /* over the measured ops; round trips = chains of
+                                               one-sided ops + RPCs */
+    int64_t elapsed_ns;               /* measured window */
+    int64_t pacing_ns;                /* oltp: time writers spent waiting for reads */
+    uint64_t class_ops[BENCH_RANGE_CLASSES];
+    struct hist h;                    /* op latency (acquire + hold + release, all attempts), ns */
+    struct hist class_h[BENCH_RANGE_CLASSES];
+};
+
+void bench_range_space_pack(const struct bench_range_space *s, struct pack_w *w);
+int bench_range_space_unpack(struct bench_range_space *s, const void *p, size_t len);
+void bench_range_req_pack(const struct bench_range_req *q, struct pack_w *w);
+int bench_range_req_unpack(struct bench_range_req *q, const void *p, size_t len);
+void bench_range_res_pack(const struct bench_range_res *r, struct pack_w *w);
+int bench_range_res_unpack(struct bench_range_res *r, const void *p, size_t len);
+/* NULL if the request is valid, else what is wrong with it. */
+const char *bench_range_req_check(const struct bench_range_req *q);
+const char *bench_range_space_check(const struct bench_range_space *s);
+/* Merges r into dst (counts add up, the window is the longest, histograms merge, the first
+ * error stays). */
+void bench_range_res_add(struct bench_range_res *dst, const struct bench_range_res *r);
+/* kvbench range's op classes and roles, for messages. */
+const char *bench_range_error_op(uint32_t op);
+
+/* Registers kvbench range's handlers (bench_register calls it). */
+void bench_range_register(struct fabric *f, struct range_server *rs);
+/* Asks a running range benchmark to stop and waits up to wait_ns for its threads (like
+ * bench_shutdown, which should call it). */
+bool bench_range_shutdown(int64_t wait_ns);
 
 #endif

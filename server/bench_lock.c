@@ -623,8 +623,9 @@ static void on_lock_try(struct fab_rpc_req *req, void *arg)
     pack_w_free(&w);
 }
 
-void bench_register(struct fabric *f)
+void bench_register(struct fabric *f, struct range_server *rs)
 {
+    bench_range_register(f, rs); /* kvbench range: server/bench_range.c */
     fab_rpc_register(f, KV_RPC_BENCH_LOCK_PREPARE, on_lock_prepare, f, 0);
     fab_rpc_register(f, KV_RPC_BENCH_LOCK_RUN, on_lock_run, f, 0);
     fab_rpc_register(f, KV_RPC_BENCH_LOCK_HOLD, on_lock_hold, f, 0);
@@ -639,5 +640,6 @@ bool bench_shutdown(int64_t wait_ns)
         if (clock_now_ns() >= deadline) return false;
         clock_sleep_ns(10 * NS_PER_MS);
     }
-    return true;
+    int64_t left = deadline - clock_now_ns();
+    return bench_range_shutdown(left > 0 ? left : 0);
 }

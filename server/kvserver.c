@@ -2,6 +2,7 @@
  * NIC or verbs) and RPCs, answers status, and runs until SIGTERM or SIGINT, then exits cleanly.
  * Bad configs, ports in use and unreachable peers end it with a one-line error and exit 1. */
 #include "locks/lock.h"
+#include "locks/range/range.h"
 #include "server/bench.h"
 #include "server/proto.h"
 
@@ -259,7 +260,14 @@ int main(int argc, char **argv)
         return 1;
     }
     fab_rpc_register(srv.f, KV_RPC_STATUS, status_handler, &srv, FAB_RPC_INLINE);
-    bench_register(srv.f);
+    struct range_server *ranges = NULL; /* range locks: the combiner, itree, client-side spaces */
+    if (range_server_start(srv.f, 0, &ranges)) {
+        fprintf(stderr, "kvserver: error: cannot start the range-lock service\n");
+        fab_close(srv.f);
+        cluster_config_free(&cc);
+        return 1;
+    }
+    bench_register(srv.f, ranges);
     struct trad_mgr *trad = lock_trad_serve(srv.f, 0); /* the RPC lock manager baseline */
     bool stopped = false;
     int rc = 0;
@@ -289,8 +297,10 @@ int main(int argc, char **argv)
         _exit(rc);
     }
     lock_trad_stop(trad);
+    range_server_stop(ranges);
     fab_close(srv.f);
     lock_trad_free(trad);
+    range_server_free(ranges);
     cluster_config_free(&cc);
     return rc;
 }

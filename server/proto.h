@@ -14,6 +14,10 @@ enum kv_rpc {
     KV_RPC_BENCH_LOCK_RUN = FAB_RPC_USER_BASE + 2,
     KV_RPC_BENCH_LOCK_HOLD = FAB_RPC_USER_BASE + 3,
     KV_RPC_BENCH_LOCK_TRY = FAB_RPC_USER_BASE + 4,
+    /* kvbench range (server/bench.h, server/bench_range.c) */
+    KV_RPC_BENCH_RANGE_PREPARE = FAB_RPC_USER_BASE + 5,
+    KV_RPC_BENCH_RANGE_RUN = FAB_RPC_USER_BASE + 6,
+    KV_RPC_BENCH_RANGE_STATS = FAB_RPC_USER_BASE + 7,
 };
 
 #endif

@@ -6,7 +6,7 @@ set -euo pipefail
 kind=${1:?address or thread} src=${2:?source dir} out=${3:?build dir}
 cmake -S "$src" -B "$out" -DRDKV_SANITIZE="$kind" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$out" -j "$(nproc 2>/dev/null || echo 2)" --target fabric_conformance kvserver \
-    kvcluster kvbench test_common lock_stress lock_failure fuzz_wire_smoke fuzz_config_smoke >/dev/null
+    kvcluster kvbench test_common test_range lock_stress lock_failure range_stress fuzz_wire_smoke fuzz_config_smoke >/dev/null
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=66
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1
@@ -22,6 +22,8 @@ run "$out/bin/test_common"
 run "$out/bin/fabric_conformance" --transport soft --bindir "$out/bin"
 run "$out/bin/lock_stress" --transport soft
 run "$out/bin/lock_failure" --transport soft --bindir "$out/bin"
+run "$out/bin/test_range"
+run "$out/bin/range_stress" --transport soft --quick
 run "$src/tests/integration/cli.sh" "$out/bin"
 if [ "$kind" = address ]; then
     run "$out/bin/fuzz_wire_smoke" 50000

@@ -5,6 +5,7 @@
 
 int cmd_fabric(int argc, char **argv);
 int cmd_lock(int argc, char **argv);
+int cmd_range(int argc, char **argv);
 
 static const char usage[] =
     "usage: kvbench COMMAND [options]\n"
@@ -13,6 +14,8 @@ static const char usage[] =
     "  fabric    latency and throughput of the fabric's operations (READ, WRITE, CAS, FAA, RPC)\n"
     "            against a raw TCP ping-pong baseline\n"
     "  lock      the lock-table benchmark: alock, spin and mcs, workers inside the nodes\n"
+    "  range     the range-lock benchmark: combiner-rpc, combiner-rdma, itree, segment and\n"
+    "            citron on the range-lock thesis's micro and OLTP workloads\n"
     "\n"
     "Run 'kvbench COMMAND --help' for a command's options. Results go to stdout as YCSB-style\n"
     "'[SERIES], Metric, value' lines followed by a summary table; --json FILE writes JSON too.\n";
@@ -25,6 +28,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "fabric")) return cmd_fabric(argc - 1, argv + 1);
     if (!strcmp(argv[1], "lock")) return cmd_lock(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "range")) return cmd_range(argc - 1, argv + 1);
     fprintf(stderr, "kvbench: unknown command '%s'\nTry 'kvbench --help'.\n", argv[1]);
     return 2;
 }

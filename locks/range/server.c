@@ -1,0 +1,795 @@
+/* The server-side range locks: the combiner (the range-lock thesis's design, corrected as
+ * docs/range-locks.md says) and the interval-tree baseline, plus the spaces' regions that the
+ * client-side designs use.
+ *
+ * Both server-side designs keep, per space, a table of the requests inserted and not yet gone:
+ * an interval tree (itv.h) of granted and waiting requests, each with `blocking`, the number of
+ * earlier requests in the table that overlap it and conflict (not both shared). A request is
+ * granted when blocking reaches 0; when a request leaves (release, cancel, deadline, eviction),
+ * every later overlapping conflicting request loses one. This grants FIFO per conflict: a reader
+ * behind a waiting writer waits, so a stream of readers cannot starve a writer.
+ *
+ *   combiner  RPC handlers only parse and enqueue; one combiner thread takes the whole queue at
+ *             once (a batch) and applies it to the tables under the table mutex, then answers.
+ *             A blocked request waits for its grant either in its lock RPC, answered at the grant
+ *             (combiner-rpc), or by polling with one-sided READs a ready flag of its own in the
+ *             owner's arena, one cache line each, into which the combiner stores the request's
+ *             token at the grant (combiner-rdma).
+ *   itree     the RPC handler applies the request to the table itself under the table mutex, on
+ *             the node's service thread (one server thread, the thesis's best setting); a
+ *             blocked request's RPC is answered at its grant.
+ * The combiner thread also sweeps both kinds of tables: waiters past their deadline are removed
+ * (RDKV_ETIMEDOUT), and a holder that has kept its range for two leases while a conflicting
+ * request waits is evicted (its late release gets RDKV_ETIMEDOUT), so a dead client cannot wedge
+ * a range for good. */
+#include "locks/range/range.h"
+#include "locks/range/itv.h"
+
+#include "common/clock.h"
+#include "common/pack.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Lock request: u16 space, u8 mode, u8 flags, u64 lo, u64 hi, u64 timeout (ns, 0: none).
+ * Reply: u64 token, u8 state, u64 flag offset (RANGE_QUEUED only). */
+#define RANGE_F_RDMA 1u
+enum { RANGE_GRANTED = 1, RANGE_QUEUED = 2 };
+/* Unlock request: u16 space, u64 token, u8 cancel. Reply: empty (released or cancelled), or for a
+ * cancel that came too late, u8 RANGE_GRANTED: the request holds, and the client releases it. */
+
+#define RANGE_FLAG_SLOTS 4096
+#define TOKEN_BUCKETS 4096
+
+enum table_kind { KIND_COMBINER = 0, KIND_ITREE = 1 };
+
+struct rreq {
+    struct itv_node itv;       /* lo, hi, seq (= token) */
+    struct rreq *hnext;        /* token hash chain */
+    struct rreq *lnext, *lprev; /* the table's list of requests, in insertion order */
+    struct fab_rpc_req *req;   /* lock RPC not answered yet */
+    uint16_t space;
+    uint8_t mode;
+    uint8_t kind;
+    bool granted;
+    int32_t flag;              /* ready-flag slot, -1: none */
+    uint32_t blocking;
+    int64_t deadline;          /* waiting: when to give up (0: never) */
+    int64_t granted_at;
+};
+
+struct rtable {
+    struct itv_tree tree;
+    struct rreq *head, *tail; /* every request inserted, oldest first */
+    unsigned waiting;
+};
+
+struct range_space {
+    bool used;
+    struct range_space_cfg cfg;
+    rptr region;
+    struct rtable tab[2];
+};
+
+/* A queued combiner operation. */
+struct qop {
+    struct qop *next;
+    struct fab_rpc_req *req;
+    bool lock, cancel, rdma;
+    uint16_t space;
+    uint8_t mode;
+    uint64_t lo, hi, token;
+    int64_t deadline;
+};
+
+struct range_server {
+    struct fabric *f;
+    int64_t lease_ns;
+    pthread_mutex_t mu; /* the tables, the token hash, the flag slots, the spaces */
+    struct range_space spaces[RANGE_MAX_SPACES + 1];
+    struct rreq *tokens[TOKEN_BUCKETS];
+    uint64_t next_token;
+    uint64_t *flags; /* RANGE_FLAG_SLOTS lines in the arena */
+    rptr flags_rptr;
+    int32_t free_flags[RANGE_FLAG_SLOTS];
+    unsigned nfree_flags;
+    range_grant_hook hook;
+    void *hook_arg;
+    struct range_server_stats stats;
+    /* the combiner's queue */
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;
+    struct qop *qhead, *qtail;
+    bool stop, sleeping, thread_started;
+    pthread_t thr;
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* The tables (s->mu held). */
+
+static unsigned token_bucket(uint64_t token)
+{
+    return (unsigned)((token * 0x9E3779B97F4A7C15ull) >> 52) % TOKEN_BUCKETS;
+}
+
+static struct rreq *token_find(struct range_server *s, uint64_t token, bool unlink)
+{
+    for (struct rreq **pp = &s->tokens[token_bucket(token)]; *pp; pp = &(*pp)->hnext)
+        if ((*pp)->itv.seq == token) {
+            struct rreq *r = *pp;
+            if (unlink) *pp = r->hnext;
+            return r;
+        }
+    return NULL;
+}
+
+static bool conflict(uint8_t a, uint8_t b) { return a == LOCK_EXCLUSIVE || b == LOCK_EXCLUSIVE; }
+
+static int count_blocker(struct itv_node *n, void *arg)
+{
+    struct rreq *x = (struct rreq *)n, *r = arg;
+    if (conflict(x->mode, r->mode)) r->blocking++;
+    return 0;
+}
+
+static void reply_lock(struct fab_rpc_req *req, int status, uint64_t token, uint8_t state,
+                       uint64_t flag_off)
+{
+    uint8_t out[17];
+    size_t n = 0;
+    if (status == 0) {
+        for (int i = 0; i < 8; i++) out[n++] = (uint8_t)(token >> (8 * i));
+        out[n++] = state;
+        for (int i = 0; i < 8; i++) out[n++] = (uint8_t)(flag_off >> (8 * i));
+    }
+    fab_rpc_reply(req, status, out, n);
+}
+
+static void grant(struct range_server *s, struct rreq *r)
+{
+    r->granted = true;
+    r->granted_at = clock_now_ns();
+    r->deadline = 0;
+    s->stats.grants++;
+    if (s->hook) s->hook(s->hook_arg, r->space, r->itv.lo, r->itv.hi, r->mode, true);
+    if (r->req) {
+        reply_lock(r->req, 0, r->itv.seq, RANGE_GRANTED, 0);
+        r->req = NULL;
+    } else if (r->flag >= 0) {
+        /* the client READs its flag until it holds its token; an 8-byte aligned store is atomic
+         * with respect to the NIC's READ */
+        __atomic_store_n(&s->flags[(size_t)r->flag * 8], r->itv.seq, __ATOMIC_RELEASE);
+    }
+}
+
+struct leave_ctx {
+    struct range_server *s;
+    struct rreq *gone;
+};
+
+static int unblock_one(struct itv_node *n, void *arg)
+{
+    struct leave_ctx *c = arg;
+    struct rreq *x = (struct rreq *)n;
+    /* only requests inserted after `gone` counted it, and only when the modes conflict */
+    if (x->itv.seq > c->gone->itv.seq && !x->granted && conflict(x->mode, c->gone->mode) &&
+        --x->blocking == 0) {
+        struct rtable *t = &c->s->spaces[x->space].tab[x->kind];
+        t->waiting--;
+        grant(c->s, x);
+    }
+    return 0;
+}
+
+/* Takes r out of its table and grants what it was the last blocker of; frees r. r must already
+ * be out of the token hash. */
+static void leave(struct range_server *s, struct rreq *r)
+{
+    struct rtable *t = &s->spaces[r->space].tab[r->kind];
+    itv_remove(&t->tree, &r->itv);
+    if (r->lprev) r->lprev->lnext = r->lnext;
+    else t->head = r->lnext;
+    if (r->lnext) r->lnext->lprev = r->lprev;
+    else t->tail = r->lprev;
+    if (r->req) fab_rpc_reply(r->req, RDKV_ETIMEDOUT, NULL, 0); /* a waiter given up */
+    if (!r->granted) t->waiting--;
+    else if (s->hook) s->hook(s->hook_arg, r->space, r->itv.lo, r->itv.hi, r->mode, false);
+    struct leave_ctx c = {s, r};
+    itv_overlaps(&t->tree, r->itv.lo, r->itv.hi, unblock_one, &c);
+    if (r->flag >= 0) s->free_flags[s->nfree_flags++] = r->flag;
+    free(r);
+}
+
+/* Inserts a lock request; answers it now if granted (or if rdma-polling, with its flag), else
+ * keeps the RPC for the grant. */
+static void do_lock(struct range_server *s, struct fab_rpc_req *req, enum table_kind kind,
+                    uint16_t space, uint8_t mode, uint64_t lo, uint64_t hi, int64_t deadline,
+                    bool rdma)
+{
+    struct range_space *sp = &s->spaces[space];
+    if (!sp->used) {
+        fab_rpc_reply(req, RDKV_ENOTFOUND, NULL, 0);
+        return;
+    }
+    if (sp->cfg.bits < 64 && hi >> sp->cfg.bits) {
+        fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
+        return;
+    }
+    struct rreq *r = calloc(1, sizeof *r);
+    if (!r) {
+        fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);
+        return;
+    }
+    struct rtable *t = &sp->tab[kind];
+    r->itv.lo = lo;
+    r->itv.hi = hi;
+    r->itv.seq = ++s->next_token;
+    r->space = space;
+    r->mode = mode;
+    r->kind = (uint8_t)kind;
+    r->flag = -1;
+    r->deadline = deadline;
+    itv_overlaps(&t->tree, lo, hi, count_blocker, r);
+    itv_insert(&t->tree, &r->itv);
+    r->lprev = t->tail;
+    if (t->tail) t->tail->lnext = r;
+    else t->head = r;
+    t->tail = r;
+    unsigned b = token_bucket(r->itv.seq);
+    r->hnext = s->tokens[b];
+    s->tokens[b] = r;
+    if (r->blocking == 0) {
+        r->req = req;
+        grant(s, r);
+        return;
+    }
+    t->waiting++;
+    s->stats.waits++;
+    if (rdma && s->nfree_flags) {
+        r->flag = s->free_flags[--s->nfree_flags];
+        __atomic_store_n(&s->flags[(size_t)r->flag * 8], 0, __ATOMIC_RELEASE);
+        reply_lock(req, 0, r->itv.seq, RANGE_QUEUED,
+                   rptr_off(s->flags_rptr) + (uint64_t)r->flag * 64);
+    } else {
+        r->req = req; /* answered at the grant (also when rdma mode finds no free flag) */
+    }
+}
+
+static void do_unlock(struct range_server *s, struct fab_rpc_req *req, uint16_t space,
+                      uint64_t token, bool cancel)
+{
+    struct rreq *r = token_find(s, token, false);
+    if (!r || r->space != space) {
+        /* evicted after its lease, or timed out while waiting: not held */
+        fab_rpc_reply(req, RDKV_ETIMEDOUT, NULL, 0);
+        return;
+    }
+    if (cancel && r->granted) {
+        uint8_t st = RANGE_GRANTED;
+        fab_rpc_reply(req, 0, &st, 1);
+        return;
+    }
+    if (!cancel && !r->granted) { /* a release of a request that does not hold yet */
+        fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
+        return;
+    }
+    token_find(s, token, true);
+    if (cancel) s->stats.cancels++;
+    else s->stats.releases++;
+    leave(s, r);
+    fab_rpc_reply(req, 0, NULL, 0);
+}
+
+/* Deadlines of waiters and evictions of holders that outlived two leases while someone waits.
+ * Returns when it next needs to run (0: nothing to watch). */
+struct evict_ctx {
+    struct rreq *holder;
+    bool waited_on;
+};
+static int find_waiter(struct itv_node *n, void *arg)
+{
+    struct evict_ctx *c = arg;
+    struct rreq *x = (struct rreq *)n;
+    if (!x->granted && x->itv.seq > c->holder->itv.seq && conflict(x->mode, c->holder->mode)) {
+        c->waited_on = true;
+        return 1;
+    }
+    return 0;
+}
+
+static int64_t sweep(struct range_server *s, int64_t now)
+{
+    int64_t next = 0;
+#define SOONER(t) (next = (next == 0 || (t) < next) ? (t) : next)
+    for (unsigned id = 1; id <= RANGE_MAX_SPACES; id++) {
+        struct range_space *sp = &s->spaces[id];
+        if (!sp->used) continue;
+        for (int k = 0; k < 2; k++) {
+            struct rtable *t = &sp->tab[k];
+            if (!t->waiting) continue;
+            for (struct rreq *r = t->head, *rn; r; r = rn) {
+                rn = r->lnext;
+                if (!r->granted) {
+                    if (r->deadline && r->deadline <= now) {
+                        token_find(s, r->itv.seq, true);
+                        s->stats.cancels++;
+                        /* leave() answers r's RPC, may grant others, and frees only r: rn
+                         * stays valid */
+                        leave(s, r);
+                    } else if (r->deadline) {
+                        SOONER(r->deadline);
+                    }
+                    continue;
+                }
+                int64_t expiry = r->granted_at + 2 * s->lease_ns;
+                struct evict_ctx c = {r, false};
+                itv_overlaps(&t->tree, r->itv.lo, r->itv.hi, find_waiter, &c);
+                if (!c.waited_on) continue;
+                if (expiry <= now) {
+                    token_find(s, r->itv.seq, true);
+                    leave(s, r);
+                } else {
+                    SOONER(expiry);
+                }
+            }
+        }
+    }
+#undef SOONER
+    return next;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* RPC handlers. */
+
+static bool parse_lock(struct fab_rpc_req *req, uint16_t *space, uint8_t *mode, bool *rdma,
+                       uint64_t *lo, uint64_t *hi, int64_t *deadline)
+{
+    struct pack_r r;
+    pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
+    *space = unpack_u16(&r);
+    *mode = unpack_u8(&r);
+    uint8_t flags = unpack_u8(&r);
+    *lo = unpack_u64(&r);
+    *hi = unpack_u64(&r);
+    uint64_t timeout = unpack_u64(&r);
+    if (!unpack_done(&r) || *space < 1 || *space > RANGE_MAX_SPACES ||
+        (*mode != LOCK_SHARED && *mode != LOCK_EXCLUSIVE) || (flags & ~RANGE_F_RDMA) ||
+        *lo > *hi || timeout > 3600ull * NS_PER_S)
+        return false;
+    *rdma = flags & RANGE_F_RDMA;
+    *deadline = timeout ? clock_now_ns() + (int64_t)timeout : 0;
+    return true;
+}
+
+static bool parse_unlock(struct fab_rpc_req *req, uint16_t *space, uint64_t *token, bool *cancel)
+{
+    struct pack_r r;
+    pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
+    *space = unpack_u16(&r);
+    *token = unpack_u64(&r);
+    uint8_t c = unpack_u8(&r);
+    if (!unpack_done(&r) || *space < 1 || *space > RANGE_MAX_SPACES || c > 1) return false;
+    *cancel = c;
+    return true;
+}
+
+static void enqueue(struct range_server *s, struct qop *op)
+{
+    pthread_mutex_lock(&s->qmu);
+    if (s->stop) {
+        pthread_mutex_unlock(&s->qmu);
+        fab_rpc_reply(op->req, RDKV_ESHUTDOWN, NULL, 0);
+        free(op);
+        return;
+    }
+    op->next = NULL;
+    if (s->qtail) s->qtail->next = op;
+    else s->qhead = op;
+    s->qtail = op;
+    bool wake = s->sleeping;
+    pthread_mutex_unlock(&s->qmu);
+    if (wake) pthread_cond_signal(&s->qcv);
+}
+
+static void on_lock(struct fab_rpc_req *req, void *arg)
+{
+    struct range_server *s = arg;
+    struct qop *op = calloc(1, sizeof *op);
+    if (!op) {
+        fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);
+        return;
+    }
+    if (!parse_lock(req, &op->space, &op->mode, &op->rdma, &op->lo, &op->hi, &op->deadline)) {
+        free(op);
+        fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
+        return;
+    }
+    op->req = req;
+    op->lock = true;
+    enqueue(s, op);
+}
+
+static void on_unlock(struct fab_rpc_req *req, void *arg)
+{
+    struct range_server *s = arg;
+    struct qop *op = calloc(1, sizeof *op);
+    if (!op) {
+        fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);
+        return;
+    }
+    if (!parse_unlock(req, &op->space, &op->token, &op->cancel)) {
+        free(op);
+        fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
+        return;
+    }
+    op->req = req;
+    enqueue(s, op);
+}
+
+static void on_ilock(struct fab_rpc_req *req, void *arg)
+{
+    struct range_server *s = arg;
+    uint16_t space;
+    uint8_t mode;
+    bool rdma;
+    uint64_t lo, hi;
+    int64_t deadline;
+    if (!parse_lock(req, &space, &mode, &rdma, &lo, &hi, &deadline) || rdma) {
+        fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    bool stopping = __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
+    if (!stopping) do_lock(s, req, KIND_ITREE, space, mode, lo, hi, deadline, false);
+    bool watch = !stopping && s->spaces[space].used && s->spaces[space].tab[KIND_ITREE].waiting;
+    pthread_mutex_unlock(&s->mu);
+    if (stopping) fab_rpc_reply(req, RDKV_ESHUTDOWN, NULL, 0);
+    /* a new waiter: let the sweeper know it has deadlines and holders to watch */
+    if (watch) {
+        pthread_mutex_lock(&s->qmu);
+        bool wake = s->sleeping;
+        pthread_mutex_unlock(&s->qmu);
+        if (wake) pthread_cond_signal(&s->qcv);
+    }
+}
+
+static void on_iunlock(struct fab_rpc_req *req, void *arg)
+{
+    struct range_server *s = arg;
+    uint16_t space;
+    uint64_t token;
+    bool cancel;
+    if (!parse_unlock(req, &space, &token, &cancel)) {
+        fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    do_unlock(s, req, space, token, cancel);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The combiner: takes the whole queue, applies it under the table mutex, sweeps, sleeps. */
+static void *combiner_main(void *arg)
+{
+    struct range_server *s = arg;
+    int64_t next_sweep = 0;
+    pthread_mutex_lock(&s->qmu);
+    for (;;) {
+        while (!s->qhead && !s->stop) {
+            int64_t now = clock_now_ns();
+            if (next_sweep && next_sweep <= now) break;
+            /* Re-check for waiters at least every half lease: itree waiters arrive without
+             * passing through the queue. */
+            int64_t until = now + s->lease_ns / 2;
+            if (next_sweep && next_sweep < until) until = next_sweep;
+            struct timespec ts = clock_ts(until);
+            s->sleeping = true;
+            pthread_cond_timedwait(&s->qcv, &s->qmu, &ts);
+            s->sleeping = false;
+            if (!s->qhead) {
+                pthread_mutex_unlock(&s->qmu);
+                pthread_mutex_lock(&s->mu);
+                next_sweep = sweep(s, clock_now_ns());
+                pthread_mutex_unlock(&s->mu);
+                pthread_mutex_lock(&s->qmu);
+            }
+        }
+        struct qop *batch = s->qhead;
+        s->qhead = s->qtail = NULL;
+        bool stop = s->stop;
+        pthread_mutex_unlock(&s->qmu);
+        pthread_mutex_lock(&s->mu);
+        if (batch) s->stats.batches++;
+        while (batch) {
+            struct qop *op = batch;
+            batch = op->next;
+            if (op->lock)
+                do_lock(s, op->req, KIND_COMBINER, op->space, op->mode, op->lo, op->hi,
+                        op->deadline, op->rdma);
+            else
+                do_unlock(s, op->req, op->space, op->token, op->cancel);
+            free(op);
+        }
+        int64_t now = clock_now_ns();
+        if (!next_sweep || next_sweep <= now) next_sweep = sweep(s, now);
+        pthread_mutex_unlock(&s->mu);
+        if (stop) break;
+        pthread_mutex_lock(&s->qmu);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The service. */
+
+int range_server_start(struct fabric *f, int64_t lease_ns, struct range_server **out)
+{
+    struct range_server *s = calloc(1, sizeof *s);
+    if (!s) return RDKV_ENOMEM;
+    s->f = f;
+    s->lease_ns = lease_ns > 0 ? lease_ns : 10 * NS_PER_MS;
+    int rc = fab_region(f, "range.flags", (uint64_t)RANGE_FLAG_SLOTS * 64, 64, &s->flags_rptr);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    s->flags = fab_local(f, s->flags_rptr);
+    for (int i = RANGE_FLAG_SLOTS - 1; i >= 0; i--) s->free_flags[s->nfree_flags++] = i;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->qmu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->qcv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&s->thr, NULL, combiner_main, s)) {
+        range_server_free(s);
+        return RDKV_ENOMEM;
+    }
+    s->thread_started = true;
+    /* The combiner's handlers only enqueue, and run on the RPC threads; itree's run inline on
+     * the service thread, its one server thread. */
+    if ((rc = fab_rpc_register(f, RANGE_RPC_LOCK, on_lock, s, FAB_RPC_INLINE)) ||
+        (rc = fab_rpc_register(f, RANGE_RPC_UNLOCK, on_unlock, s, FAB_RPC_INLINE)) ||
+        (rc = fab_rpc_register(f, RANGE_RPC_ILOCK, on_ilock, s, FAB_RPC_INLINE)) ||
+        (rc = fab_rpc_register(f, RANGE_RPC_IUNLOCK, on_iunlock, s, FAB_RPC_INLINE))) {
+        range_server_stop(s);
+        range_server_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+static uint64_t tree_nodes(unsigned depth)
+{
+    uint64_t n = 0, level = 1;
+    for (unsigned d = 0; d <= depth; d++, level *= 4) n += level;
+    return n;
+}
+
+int range_space_create(struct range_server *s, uint16_t id, const struct range_space_cfg *cfg)
+{
+    struct range_space_cfg c;
+    if (cfg) c = *cfg;
+    else range_space_cfg_init(&c);
+    if (id < 1 || id > RANGE_MAX_SPACES || c.bits < 1 || c.bits > 64 || c.seg_bits > 14 ||
+        c.seg_bits > c.bits || c.tree_depth < 1 || c.tree_depth > 7 || 2 * c.tree_depth > c.bits)
+        return RDKV_EINVAL;
+    pthread_mutex_lock(&s->mu);
+    struct range_space *sp = &s->spaces[id];
+    int rc = 0;
+    if (sp->used) {
+        rc = memcmp(&sp->cfg, &c, sizeof c) ? RDKV_EEXIST : 0;
+        goto out;
+    }
+    uint64_t nodes = tree_nodes(c.tree_depth);
+    uint64_t size = 64 + ((uint64_t)1 << c.seg_bits) * 64 + nodes * 64;
+    char name[FAB_REGION_NAME_MAX + 1];
+    snprintf(name, sizeof name, "range.%u", (unsigned)id);
+    rptr r;
+    rc = fab_region(s->f, name, size, 64, &r);
+    if (rc) goto out;
+    struct range_space_hdr *h = fab_local(s->f, r);
+    h->bits = c.bits;
+    h->seg_bits = c.seg_bits;
+    h->tree_depth = c.tree_depth;
+    h->nodes = nodes;
+    __atomic_store_n(&h->magic, RANGE_SPACE_MAGIC, __ATOMIC_RELEASE);
+    sp->cfg = c;
+    sp->region = r;
+    for (int k = 0; k < 2; k++) itv_init(&sp->tab[k].tree);
+    sp->used = true;
+out:
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void range_server_stop(struct range_server *s)
+{
+    if (!s) return;
+    pthread_mutex_lock(&s->qmu);
+    __atomic_store_n(&s->stop, true, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&s->qmu);
+    pthread_cond_signal(&s->qcv);
+    if (s->thread_started) pthread_join(s->thr, NULL);
+    s->thread_started = false;
+    /* Waiters with an unanswered RPC learn that the service is gone. */
+    pthread_mutex_lock(&s->mu);
+    for (unsigned b = 0; b < TOKEN_BUCKETS; b++)
+        for (struct rreq *r = s->tokens[b]; r; r = r->hnext)
+            if (r->req) {
+                fab_rpc_reply(r->req, RDKV_ESHUTDOWN, NULL, 0);
+                r->req = NULL;
+            }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void range_server_free(struct range_server *s)
+{
+    if (!s) return;
+    for (unsigned b = 0; b < TOKEN_BUCKETS; b++)
+        for (struct rreq *r = s->tokens[b], *n; r; r = n) {
+            n = r->hnext;
+            free(r);
+        }
+    pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->qmu);
+    pthread_cond_destroy(&s->qcv);
+    free(s);
+}
+
+void range_server_set_hook(struct range_server *s, range_grant_hook fn, void *arg)
+{
+    pthread_mutex_lock(&s->mu);
+    s->hook = fn;
+    s->hook_arg = arg;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void range_server_stats(struct range_server *s, struct range_server_stats *out)
+{
+    pthread_mutex_lock(&s->mu);
+    *out = s->stats;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The client side. */
+
+static int send_lock(struct range_handle *h, uint16_t type, enum lock_mode mode, bool rdma,
+                     int64_t deadline, uint8_t *state, uint64_t *flag_off)
+{
+    struct lock_thread *t = h->t;
+    int64_t left = deadline ? deadline - clock_now_ns() : 0;
+    if (deadline && left <= 0) return RDKV_ETIMEDOUT;
+    struct pack_w w;
+    pack_w_init(&w);
+    pack_u16(&w, h->space);
+    pack_u8(&w, (uint8_t)mode);
+    pack_u8(&w, rdma ? RANGE_F_RDMA : 0);
+    pack_u64(&w, h->lo);
+    pack_u64(&w, h->hi);
+    pack_u64(&w, (uint64_t)left);
+    if (w.err) return RDKV_ENOMEM;
+    struct fab_buf resp = {0};
+    /* The owner answers by the deadline; the RPC's own timeout only covers a lost node. */
+    int64_t rpc_timeout = deadline ? left + 2 * NS_PER_S : 3600 * NS_PER_S;
+    int rc = fab_rpc_call(t->c, h->node, type, w.p, w.len, &resp, rpc_timeout);
+    pack_w_free(&w);
+    if (rc == 0) {
+        struct pack_r r;
+        pack_r_init(&r, resp.data, resp.len);
+        h->token = unpack_u64(&r);
+        *state = unpack_u8(&r);
+        *flag_off = unpack_u64(&r);
+        if (!unpack_done(&r) || (*state != RANGE_GRANTED && *state != RANGE_QUEUED)) rc = RDKV_EPROTO;
+    }
+    fab_buf_free(&resp);
+    return rc;
+}
+
+static int send_unlock(struct range_handle *h, uint16_t type, bool cancel, bool *was_granted)
+{
+    struct pack_w w;
+    pack_w_init(&w);
+    pack_u16(&w, h->space);
+    pack_u64(&w, h->token);
+    pack_u8(&w, cancel ? 1 : 0);
+    if (w.err) return RDKV_ENOMEM;
+    struct fab_buf resp = {0};
+    int rc = fab_rpc_call(h->t->c, h->node, type, w.p, w.len, &resp, 0);
+    pack_w_free(&w);
+    if (was_granted) *was_granted = rc == 0 && resp.len == 1 && ((uint8_t *)resp.data)[0] == RANGE_GRANTED;
+    fab_buf_free(&resp);
+    return rc;
+}
+
+static int check_args(struct range_handle *h, enum lock_mode mode)
+{
+    if (mode != LOCK_SHARED && mode != LOCK_EXCLUSIVE) return RDKV_ENOTSUP;
+    if (h->mode || h->lo > h->hi || h->space < 1 || h->space > RANGE_MAX_SPACES) return RDKV_EINVAL;
+    if (h->node >= fab_num_nodes(h->t->f)) return RDKV_EINVAL;
+    return 0;
+}
+
+static void held(struct range_handle *h, enum lock_mode mode)
+{
+    h->mode = (uint8_t)mode;
+}
+
+static int server_acquire(struct range_handle *h, enum lock_mode mode, int64_t deadline,
+                          uint16_t type, bool rdma)
+{
+    int rc = check_args(h, mode);
+    if (rc) return rc;
+    uint8_t state;
+    uint64_t flag_off;
+    rc = send_lock(h, type, mode, rdma, deadline, &state, &flag_off);
+    if (rc) {
+        if (rc == RDKV_ETIMEDOUT) h->t->stats.timeouts++;
+        return rc;
+    }
+    if (state == RANGE_GRANTED) {
+        held(h, mode);
+        return 0;
+    }
+    /* combiner-rdma, queued: READ the ready flag until it holds our token. */
+    rptr flag = rptr_make(h->node, flag_off);
+    for (unsigned round = 0;; round++) {
+        uint64_t v = 0;
+        rc = fab_read(h->t->c, flag, &v, sizeof v);
+        if (rc) break;
+        if (v == h->token) {
+            held(h, mode);
+            return 0;
+        }
+        if (deadline && clock_now_ns() >= deadline) {
+            rc = RDKV_ETIMEDOUT;
+            break;
+        }
+        lock_backoff(round < 5 ? round : 5);
+    }
+    /* Give the request up; if it was granted meanwhile, release it. */
+    bool was_granted = false;
+    int rc2 = send_unlock(h, RANGE_RPC_UNLOCK, true, &was_granted);
+    if (rc2 == 0 && was_granted) send_unlock(h, RANGE_RPC_UNLOCK, false, NULL);
+    if (rc == RDKV_ETIMEDOUT) h->t->stats.timeouts++;
+    return rc;
+}
+
+static int server_release(struct range_handle *h, uint16_t type)
+{
+    if (!h->mode) return RDKV_EINVAL;
+    h->mode = 0;
+    int rc = send_unlock(h, type, false, NULL);
+    if (rc == RDKV_ETIMEDOUT) h->t->stats.lease_expired++;
+    return rc;
+}
+
+static int crpc_acquire(struct range_handle *h, enum lock_mode m, int64_t d)
+{
+    return server_acquire(h, m, d, RANGE_RPC_LOCK, false);
+}
+static int crdma_acquire(struct range_handle *h, enum lock_mode m, int64_t d)
+{
+    return server_acquire(h, m, d, RANGE_RPC_LOCK, true);
+}
+static int comb_release(struct range_handle *h) { return server_release(h, RANGE_RPC_UNLOCK); }
+static int itree_acquire(struct range_handle *h, enum lock_mode m, int64_t d)
+{
+    return server_acquire(h, m, d, RANGE_RPC_ILOCK, false);
+}
+static int itree_release(struct range_handle *h) { return server_release(h, RANGE_RPC_IUNLOCK); }
+
+#define SX (1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE)
+const struct range_algo range_combiner_rpc = {.name = "combiner-rpc", .server_side = true,
+                                              .modes = SX, .acquire = crpc_acquire,
+                                              .release = comb_release};
+const struct range_algo range_combiner_rdma = {.name = "combiner-rdma", .server_side = true,
+                                               .modes = SX, .acquire = crdma_acquire,
+                                               .release = comb_release};
+const struct range_algo range_itree = {.name = "itree", .server_side = true, .modes = SX,
+                                       .acquire = itree_acquire, .release = itree_release};

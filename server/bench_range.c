@@ -1,0 +1,624 @@
+/* The node side of kvbench range: client threads of a range-lock space (on the owner node, made
+ * by a prepare RPC) that acquire, hold and release ranges -- the thesis's micro-benchmark (random
+ * ranges, shared or exclusive) or its Filebench-OLTP-like mix (readers, paced writers, a log
+ * writer) -- on the node's own fabric, and report their latency histograms and fabric counts.
+ * One run at a time per node; a run answers its RPC when it ends. Every field that comes over
+ * the network is checked before it is used: a bad request gets RDKV_EINVAL or RDKV_EPROTO. */
+#include "server/bench.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "locks/lock.h"
+#include "locks/range/range.h"
+#include "server/proto.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+void bench_range_space_pack(const struct bench_range_space *s, struct pack_w *w)
+{
+    pack_u16(w, s->space);
+    pack_u32(w, s->bits);
+    pack_u32(w, s->seg_bits);
+    pack_u32(w, s->tree_depth);
+}
+
+const char *bench_range_space_check(const struct bench_range_space *s)
+{
+    if (s->space < 1 || s->space > RANGE_MAX_SPACES) return "space id must be 1..64";
+    if (s->bits < 1 || s->bits > 64) return "space bits must be 1..64";
+    if (s->seg_bits > 14 || s->seg_bits > s->bits) return "segment bits must be 0..14 and <= bits";
+    if (s->tree_depth < 1 || s->tree_depth > 7 || 2 * s->tree_depth > s->bits)
+        return "tree depth must be 1..7 and 2 x depth <= bits";
+    return NULL;
+}
+
+int bench_range_space_unpack(struct bench_range_space *s, const void *p, size_t len)
+{
+    struct pack_r r;
+    pack_r_init(&r, p, len);
+    memset(s, 0, sizeof *s);
+    s->space = unpack_u16(&r);
+    s->bits = unpack_u32(&r);
+    s->seg_bits = unpack_u32(&r);
+    s->tree_depth = unpack_u32(&r);
+    if (!unpack_done(&r)) return RDKV_EPROTO;
+    return bench_range_space_check(s) ? RDKV_EINVAL : 0;
+}
+
+void bench_range_req_pack(const struct bench_range_req *q, struct pack_w *w)
+{
+    pack_str(w, q->algo);
+    pack_u32(w, q->workload);
+    pack_u16(w, q->owner);
+    pack_u16(w, q->space);
+    pack_u32(w, q->bits);
+    pack_u32(w, q->threads);
+    pack_u32(w, q->first_client);
+    pack_u32(w, q->write_pct);
+    pack_u32(w, q->max_units);
+    pack_u32(w, q->readers);
+    pack_u32(w, q->writers);
+    pack_u32(w, q->loggers);
+    pack_u32(w, q->total_readers);
+    pack_u32(w, q->total_writers);
+    pack_u32(w, q->total_loggers);
+    pack_u64(w, (uint64_t)q->warmup_ns);
+    pack_u64(w, (uint64_t)q->run_ns);
+    pack_u64(w, (uint64_t)q->cs_ns);
+    pack_u64(w, (uint64_t)q->timeout_ns);
+    pack_u64(w, q->seed);
+}
+
+/* Checks a request (from kvbench's command line or the network): NULL or a message. */
+const char *bench_range_req_check(const struct bench_range_req *q)
+{
+    if (!memchr(q->algo, 0, sizeof q->algo) || !range_algo_find(q->algo))
+        return "unknown range-lock design";
+    if (q->workload > BENCH_RANGE_OLTP) return "unknown workload";
+    if (q->space < 1 || q->space > RANGE_MAX_SPACES) return "space id must be 1..64";
+    if (q->owner == FAB_NODE_CLIENT) return "bad owner node";
+    if (q->threads < 1 || q->threads > BENCH_MAX_THREADS) return "threads must be 1..64";
+    if (q->first_client > 1u << 20) return "client index out of range";
+    if (q->bits < 12 || q->bits > 32) return "space bits must be 12..32";
+    if (q->warmup_ns < 0 || q->warmup_ns > 600 * NS_PER_S || q->run_ns <= 0 ||
+        q->run_ns > 3600 * NS_PER_S)
+        return "run or warm-up time out of range";
+    if (q->cs_ns < 0 || q->cs_ns > NS_PER_S) return "critical section out of range (0..1 s)";
+    if (q->timeout_ns < 0 || q->timeout_ns > 600 * NS_PER_S) return "timeout out of range";
+    uint64_t units = (uint64_t)1 << q->bits;
+    if (q->workload == BENCH_RANGE_MICRO) {
+        if (q->write_pct > 100) return "write percentage above 100";
+        if (q->max_units < 1 || q->max_units > units) return "range size cap must be 1..2^bits";
+        if (q->readers || q->writers || q->loggers || q->total_readers || q->total_writers ||
+            q->total_loggers)
+            return "roles are for the oltp workload only";
+    } else {
+        if (units / 9 < BENCH_RANGE_OLTP_LOG_UNITS) return "oltp needs space bits >= 15";
+        if ((uint64_t)q->readers + q->writers + q->loggers != q->threads)
+            return "oltp roles do not add up to the threads";
+        if (q->readers > q->total_readers || q->writers > q->total_writers ||
+            q->loggers > q->total_loggers || q->total_readers > 1u << 20 ||
+            q->total_writers > 1u << 20 || q->total_loggers > 1u << 20)
+            return "oltp roles above their totals";
+        if ((q->writers || q->loggers) && !q->readers)
+            return "oltp: a node with writers needs readers to pace them";
+    }
+    return NULL;
+}
+
+int bench_range_req_unpack(struct bench_range_req *q, const void *p, size_t len)
+{
+    struct pack_r r;
+    pack_r_init(&r, p, len);
+    memset(q, 0, sizeof *q);
+    unpack_str(&r, q->algo, sizeof q->algo);
+    q->workload = unpack_u32(&r);
+    q->owner = unpack_u16(&r);
+    q->space = unpack_u16(&r);
+    q->bits = unpack_u32(&r);
+    q->threads = unpack_u32(&r);
+    q->first_client = unpack_u32(&r);
+    q->write_pct = unpack_u32(&r);
+    q->max_units = unpack_u32(&r);
+    q->readers = unpack_u32(&r);
+    q->writers = unpack_u32(&r);
+    q->loggers = unpack_u32(&r);
+    q->total_readers = unpack_u32(&r);
+    q->total_writers = unpack_u32(&r);
+    q->total_loggers = unpack_u32(&r);
+    q->warmup_ns = (int64_t)unpack_u64(&r);
+    q->run_ns = (int64_t)unpack_u64(&r);
+    q->cs_ns = (int64_t)unpack_u64(&r);
+    q->timeout_ns = (int64_t)unpack_u64(&r);
+    q->seed = unpack_u64(&r);
+    if (!unpack_done(&r)) return RDKV_EPROTO;
+    q->algo[sizeof q->algo - 1] = 0;
+    return bench_range_req_check(q) ? RDKV_EINVAL : 0;
+}
+
+void bench_range_res_pack(const struct bench_range_res *r, struct pack_w *w)
+{
+    pack_u64(w, r->ops);
+    pack_u64(w, r->retries);
+    pack_u64(w, r->errors);
+    pack_u32(w, (uint32_t)r->error);
+    pack_u32(w, r->error_op);
+    pack_u64(w, r->round_trips);
+    pack_u64(w, r->fabric_ops);
+    pack_u64(w, r->rpcs);
+    pack_u64(w, (uint64_t)r->elapsed_ns);
+    pack_u64(w, (uint64_t)r->pacing_ns);
+    for (int k = 0; k < BENCH_RANGE_CLASSES; k++) pack_u64(w, r->class_ops[k]);
+    hist_pack(&r->h, w);
+    for (int k = 0; k < BENCH_RANGE_CLASSES; k++) hist_pack(&r->class_h[k], w);
+}
+
+int bench_range_res_unpack(struct bench_range_res *r, const void *p, size_t len)
+{
+    struct pack_r rd;
+    pack_r_init(&rd, p, len);
+    r->ops = unpack_u64(&rd);
+    r->retries = unpack_u64(&rd);
+    r->errors = unpack_u64(&rd);
+    r->error = (int32_t)unpack_u32(&rd);
+    r->error_op = unpack_u32(&rd);
+    r->round_trips = unpack_u64(&rd);
+    r->fabric_ops = unpack_u64(&rd);
+    r->rpcs = unpack_u64(&rd);
+    r->elapsed_ns = (int64_t)unpack_u64(&rd);
+    r->pacing_ns = (int64_t)unpack_u64(&rd);
+    for (int k = 0; k < BENCH_RANGE_CLASSES; k++) r->class_ops[k] = unpack_u64(&rd);
+    if (!hist_unpack(&r->h, &rd)) return RDKV_EPROTO;
+    for (int k = 0; k < BENCH_RANGE_CLASSES; k++)
+        if (!hist_unpack(&r->class_h[k], &rd)) return RDKV_EPROTO;
+    if (!unpack_done(&rd) || r->error > 0 || r->error_op > 2 || r->elapsed_ns < 0)
+        return RDKV_EPROTO;
+    return 0;
+}
+
+void bench_range_res_add(struct bench_range_res *dst, const struct bench_range_res *r)
+{
+    dst->ops += r->ops;
+    dst->retries += r->retries;
+    dst->errors += r->errors;
+    if (!dst->error && r->error) {
+        dst->error = r->error;
+        dst->error_op = r->error_op;
+    }
+    dst->round_trips += r->round_trips;
+    dst->fabric_ops += r->fabric_ops;
+    dst->rpcs += r->rpcs;
+    if (r->elapsed_ns > dst->elapsed_ns) dst->elapsed_ns = r->elapsed_ns;
+    dst->pacing_ns += r->pacing_ns;
+    hist_merge(&dst->h, &r->h);
+    for (int k = 0; k < BENCH_RANGE_CLASSES; k++) {
+        dst->class_ops[k] += r->class_ops[k];
+        hist_merge(&dst->class_h[k], &r->class_h[k]);
+    }
+}
+
+const char *bench_range_error_op(uint32_t op)
+{
+    return op == 0 ? "acquire" : op == 1 ? "release" : "client set-up";
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+struct range_run;
+
+struct range_worker {
+    struct range_run *run;
+    unsigned idx;      /* on this node */
+    unsigned role;     /* enum bench_range_class (oltp); micro: unused */
+    unsigned role_idx; /* global index among the clients of its role (writers' files) */
+    pthread_t thr;
+    struct bench_range_res res;
+};
+
+struct range_run {
+    struct fabric *f;
+    struct fab_rpc_req *req;
+    struct bench_range_req q;
+    pthread_barrier_t ready;
+    int64_t t_measure, t_end;
+    _Atomic int failed;       /* a client could not start */
+    _Atomic int stop;         /* a client hit a design error: everyone stops */
+    _Atomic uint64_t reads;   /* oltp: reads done on this node since the start (pacing) */
+    struct range_worker w[BENCH_MAX_THREADS];
+};
+
+static struct range_server *bench_rs;
+static _Atomic int range_run_busy;    /* a run is set up or running: refuse another */
+static _Atomic int range_run_threads; /* run threads that may still touch the fabric */
+static _Atomic bool range_stopping;
+
+static inline uint64_t xorshift(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* Uniform in [0, n), n > 0 (the modulo bias is below 2^-40 for the n used here). */
+static inline uint64_t below(uint64_t *s, uint64_t n) { return xorshift(s) % n; }
+
+struct range_op {
+    uint64_t lo, hi;
+    enum lock_mode mode;
+    unsigned cls;
+};
+
+/* The oltp files: 9 equal parts of floor(2^bits / 9) units; file 8 is the log. */
+static uint64_t file_units(const struct bench_range_req *q) { return ((uint64_t)1 << q->bits) / 9; }
+
+static void pick_micro(const struct bench_range_req *q, uint64_t *seed, struct range_op *op)
+{
+    uint64_t units = (uint64_t)1 << q->bits;
+    uint64_t len = 1 + below(seed, q->max_units);
+    op->lo = below(seed, units - len + 1);
+    op->hi = op->lo + len - 1;
+    bool excl = below(seed, 100) < q->write_pct;
+    op->mode = excl ? LOCK_EXCLUSIVE : LOCK_SHARED;
+    op->cls = excl ? BENCH_RANGE_WRITE : BENCH_RANGE_READ;
+}
+
+static void pick_oltp(const struct bench_range_req *q, const struct range_worker *w, uint64_t n,
+                      uint64_t *seed, struct range_op *op)
+{
+    uint64_t fu = file_units(q), file, len;
+    switch (w->role) {
+    case BENCH_RANGE_READ:
+        file = below(seed, BENCH_RANGE_OLTP_FILES);
+        len = BENCH_RANGE_OLTP_UNITS;
+        op->mode = LOCK_SHARED;
+        break;
+    case BENCH_RANGE_WRITE:
+        file = (w->role_idx + n) % BENCH_RANGE_OLTP_FILES; /* round-robin over the data files */
+        len = BENCH_RANGE_OLTP_UNITS;
+        op->mode = LOCK_EXCLUSIVE;
+        break;
+    default:
+        file = BENCH_RANGE_OLTP_FILES; /* the log */
+        len = BENCH_RANGE_OLTP_LOG_UNITS;
+        op->mode = LOCK_EXCLUSIVE;
+        break;
+    }
+    op->lo = file * fu + below(seed, fu - len + 1);
+    op->hi = op->lo + len - 1;
+    op->cls = w->role;
+}
+
+/* The reads done by all readers, estimated from this node's (its readers are a share of all). */
+static uint64_t reads_all(const struct range_run *run)
+{
+    const struct bench_range_req *q = &run->q;
+    uint64_t mine = atomic_load_explicit(&run->reads, memory_order_relaxed);
+    if (!q->readers) return 0;
+    return (uint64_t)((long double)mine * q->total_readers / q->readers);
+}
+
+/* oltp pacing: may a writer that has done n writes do another? */
+static bool paced_ok(const struct range_run *run, const struct range_worker *w, uint64_t n)
+{
+    uint64_t r = reads_all(run);
+    if (w->role == BENCH_RANGE_WRITE)
+        return n < r / BENCH_RANGE_OLTP_READS_PER_BATCH * BENCH_RANGE_OLTP_WRITES_PER_BATCH;
+    return n < r / BENCH_RANGE_OLTP_READS_PER_LOG;
+}
+
+/* One attempt: acquire, hold cs_ns, release. 0, a retryable RDKV_ETIMEDOUT / RDKV_EABORTED (a
+ * release that reports RDKV_ETIMEDOUT lost its lease while held: the hold was unprotected), or
+ * a design error with *where set. */
+static int attempt(const struct bench_range_req *q, struct lock_thread *t,
+                   const struct range_algo *algo, const struct range_op *op, unsigned *where)
+{
+    /* One handle per thread, re-targeted op after op: the client-side designs read the space's
+     * layout once, as a long-running client would. */
+    static _Thread_local struct range_handle h;
+    if (h.algo != algo || h.t != t || h.node != q->owner || h.space != q->space || h.mode)
+        range_handle_init(&h, t, algo, q->owner, q->space, op->lo, op->hi);
+    else
+        range_handle_retarget(&h, op->lo, op->hi);
+    int64_t deadline = q->timeout_ns ? clock_now_ns() + q->timeout_ns : 0;
+    int rc = range_acquire(&h, op->mode, deadline);
+    if (rc) {
+        *where = 0;
+        return rc;
+    }
+    if (q->cs_ns) {
+        int64_t until = clock_now_ns() + q->cs_ns;
+        while (clock_now_ns() < until) __builtin_ia32_pause();
+    }
+    rc = range_release(&h);
+    *where = 1;
+    return rc;
+}
+
+static void worker_fail(struct range_worker *w, int rc, unsigned where)
+{
+    struct bench_range_res *res = &w->res;
+    res->errors++;
+    if (!res->error) {
+        res->error = rc;
+        res->error_op = where;
+    }
+    atomic_store(&w->run->stop, 1);
+}
+
+static bool should_stop(struct range_run *run, int64_t now)
+{
+    return now >= run->t_end || atomic_load_explicit(&run->stop, memory_order_relaxed) ||
+           atomic_load_explicit(&range_stopping, memory_order_relaxed);
+}
+
+static void *range_worker_main(void *arg)
+{
+    struct range_worker *w = arg;
+    struct range_run *run = w->run;
+    const struct bench_range_req *q = &run->q;
+    struct bench_range_res *res = &w->res;
+    hist_init(&res->h);
+    for (int k = 0; k < BENCH_RANGE_CLASSES; k++) hist_init(&res->class_h[k]);
+    struct fab_ctx *c = NULL;
+    struct lock_thread t;
+    int rc = fab_ctx_create(run->f, &c);
+    bool attached = false;
+    if (!rc) rc = lock_thread_init(&t, c, NULL);
+    attached = c && rc == 0;
+    if (rc) {
+        log_error("bench range: client %u could not start: %s", w->idx, rdkv_strerror(rc));
+        worker_fail(w, rc, 2);
+        run->failed = 1;
+    }
+    pthread_barrier_wait(&run->ready);
+    if (rc || run->failed) goto out;
+    const struct range_algo *algo = range_algo_find(q->algo);
+    uint64_t gidx = (uint64_t)q->first_client + w->idx;
+    uint64_t seed = q->seed ^ (gidx * 0x9E3779B97F4A7C15ull) ^ 0x5DEECE66Dull;
+    if (!seed) seed = 1;
+    bool measuring = false;
+    uint64_t rt0 = 0, ops0 = 0, rpc0 = 0, n = 0; /* n: ops done since the start (pacing) */
+    int64_t t_start = 0, now = clock_now_ns();
+    while (!should_stop(run, now)) {
+        struct range_op op;
+        if (q->workload == BENCH_RANGE_MICRO) {
+            pick_micro(q, &seed, &op);
+        } else {
+            if (w->role != BENCH_RANGE_READ && !paced_ok(run, w, n)) {
+                /* ahead of the readers: nap in small steps, never spin */
+                int64_t p0 = clock_now_ns();
+                while (!paced_ok(run, w, n) && !should_stop(run, clock_now_ns()))
+                    clock_sleep_ns(30 * NS_PER_US);
+                now = clock_now_ns();
+                if (measuring) res->pacing_ns += now - p0;
+                if (should_stop(run, now)) break;
+            }
+            pick_oltp(q, w, n, &seed, &op);
+        }
+        int64_t t0 = clock_now_ns();
+        if (!measuring && t0 >= run->t_measure) {
+            measuring = true;
+            t_start = t0;
+            rt0 = fab_counters(c)->round_trips;
+            ops0 = fab_counters_ops(fab_counters(c));
+            rpc0 = fab_counters(c)->rpcs;
+        }
+        unsigned where = 0;
+        /* An attempt that times out, is aborted by a lease reset, or outlives its lease is
+         * retried (after a short random back-off) until it succeeds or the run ends; the op's
+         * latency covers every attempt. */
+        for (unsigned tries = 0;; tries++) {
+            rc = attempt(q, &t, algo, &op, &where);
+            if (rc != RDKV_ETIMEDOUT && rc != RDKV_EABORTED) break;
+            if (measuring) res->retries++;
+            if (should_stop(run, clock_now_ns())) break;
+            lock_backoff(tries < 10 ? tries : 10);
+        }
+        int64_t t1 = clock_now_ns();
+        if (rc == 0) {
+            n++;
+            if (op.cls == BENCH_RANGE_READ && q->workload == BENCH_RANGE_OLTP)
+                atomic_fetch_add_explicit(&run->reads, 1, memory_order_relaxed);
+            if (measuring) {
+                res->ops++;
+                res->class_ops[op.cls]++;
+                hist_record(&res->h, (uint64_t)(t1 - t0));
+                hist_record(&res->class_h[op.cls], (uint64_t)(t1 - t0));
+            }
+        } else if (rc != RDKV_ETIMEDOUT && rc != RDKV_EABORTED) {
+            log_warn("bench range: %s: %s [%llu, %llu]: %s", q->algo, bench_range_error_op(where),
+                     (unsigned long long)op.lo, (unsigned long long)op.hi, rdkv_strerror(rc));
+            worker_fail(w, rc, where);
+            break;
+        }
+        now = clock_now_ns();
+    }
+    now = clock_now_ns();
+    if (measuring) {
+        res->elapsed_ns = now - t_start;
+        /* round_trips counts chains and RPCs; rpcs the RPCs among them */
+        res->rpcs = fab_counters(c)->rpcs - rpc0;
+        res->round_trips = fab_counters(c)->round_trips - rt0;
+        res->fabric_ops = fab_counters_ops(fab_counters(c)) - ops0;
+    }
+out:
+    if (attached) lock_thread_fini(&t);
+    if (c) fab_ctx_destroy(c);
+    return NULL;
+}
+
+static void *range_run_main(void *arg)
+{
+    struct range_run *run = arg;
+    const struct bench_range_req *q = &run->q;
+    int64_t start = clock_now_ns();
+    run->t_measure = start + q->warmup_ns;
+    run->t_end = run->t_measure + q->run_ns;
+    pthread_barrier_init(&run->ready, NULL, q->threads);
+    /* roles, in order: readers, writers, log writers (oltp) */
+    for (unsigned i = 0; i < q->threads; i++) {
+        struct range_worker *w = &run->w[i];
+        w->run = run;
+        w->idx = i;
+        w->role = BENCH_RANGE_READ;
+        w->role_idx = q->first_client + i;
+        if (q->workload == BENCH_RANGE_OLTP) {
+            if (i < q->readers) {
+                w->role = BENCH_RANGE_READ;
+            } else if (i < q->readers + q->writers) {
+                w->role = BENCH_RANGE_WRITE;
+                w->role_idx = q->first_client + (i - q->readers);
+            } else {
+                w->role = BENCH_RANGE_LOG;
+            }
+        }
+    }
+    unsigned started = 0;
+    for (unsigned i = 0; i < q->threads; i++) {
+        if (pthread_create(&run->w[i].thr, NULL, range_worker_main, &run->w[i])) break;
+        started++;
+    }
+    if (started < q->threads) {
+        /* the barrier can never fill: give up before anyone waits on it forever */
+        log_error("bench range: could not start %u threads", q->threads);
+        run->failed = 1;
+        for (unsigned i = started; i < q->threads; i++) pthread_barrier_wait(&run->ready);
+    }
+    struct bench_range_res *total = calloc(1, sizeof *total);
+    if (total) {
+        hist_init(&total->h);
+        for (int k = 0; k < BENCH_RANGE_CLASSES; k++) hist_init(&total->class_h[k]);
+    }
+    for (unsigned i = 0; i < started; i++) {
+        pthread_join(run->w[i].thr, NULL);
+        if (total) bench_range_res_add(total, &run->w[i].res);
+    }
+    pthread_barrier_destroy(&run->ready);
+    struct pack_w w;
+    pack_w_init(&w);
+    int st;
+    if (!total) {
+        st = RDKV_ENOMEM;
+    } else {
+        if (started < q->threads && !total->error) {
+            total->error = RDKV_ENOMEM;
+            total->error_op = 2;
+        }
+        bench_range_res_pack(total, &w);
+        st = w.err ? RDKV_ENOMEM : 0;
+    }
+    free(total);
+    struct fab_rpc_req *req = run->req;
+    free(run);
+    /* idle again before the answer leaves: the caller may start the next run at once */
+    atomic_store(&range_run_busy, 0);
+    fab_rpc_reply(req, st, st ? NULL : w.p, st ? 0 : w.len);
+    pack_w_free(&w);
+    atomic_fetch_sub_explicit(&range_run_threads, 1, memory_order_release); /* last fabric use */
+    return NULL;
+}
+
+static void on_range_prepare(struct fab_rpc_req *req, void *arg)
+{
+    (void)arg;
+    struct bench_range_space s;
+    int rc = bench_range_space_unpack(&s, fab_rpc_data(req), fab_rpc_len(req));
+    if (rc) {
+        fab_rpc_reply(req, rc, NULL, 0);
+        return;
+    }
+    if (!bench_rs) {
+        fab_rpc_reply(req, RDKV_ENOTSUP, NULL, 0);
+        return;
+    }
+    struct range_space_cfg cfg = {.bits = s.bits, .seg_bits = s.seg_bits,
+                                  .tree_depth = s.tree_depth};
+    fab_rpc_reply(req, range_space_create(bench_rs, s.space, &cfg), NULL, 0);
+}
+
+static void on_range_stats(struct fab_rpc_req *req, void *arg)
+{
+    (void)arg;
+    if (fab_rpc_len(req) != 0) {
+        fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
+        return;
+    }
+    if (!bench_rs) {
+        fab_rpc_reply(req, RDKV_ENOTSUP, NULL, 0);
+        return;
+    }
+    struct range_server_stats st;
+    range_server_stats(bench_rs, &st);
+    struct pack_w w;
+    pack_w_init(&w);
+    pack_u64(&w, st.grants);
+    pack_u64(&w, st.waits);
+    pack_u64(&w, st.releases);
+    pack_u64(&w, st.cancels);
+    pack_u64(&w, st.batches);
+    fab_rpc_reply(req, w.err ? RDKV_ENOMEM : 0, w.p, w.err ? 0 : w.len);
+    pack_w_free(&w);
+}
+
+static void on_range_run(struct fab_rpc_req *req, void *arg)
+{
+    struct fabric *f = arg;
+    struct range_run *run = calloc(1, sizeof *run);
+    if (!run) {
+        fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);
+        return;
+    }
+    int rc = bench_range_req_unpack(&run->q, fab_rpc_data(req), fab_rpc_len(req));
+    if (!rc && run->q.owner >= fab_num_nodes(f)) rc = RDKV_EINVAL; /* no such node */
+    if (rc) {
+        free(run);
+        fab_rpc_reply(req, rc, NULL, 0);
+        return;
+    }
+    int idle = 0;
+    if (atomic_load(&range_stopping) ||
+        !atomic_compare_exchange_strong(&range_run_busy, &idle, 1)) {
+        free(run);
+        fab_rpc_reply(req, RDKV_EBUSY, NULL, 0);
+        return;
+    }
+    run->f = f;
+    run->req = req;
+    pthread_t thr;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    atomic_fetch_add(&range_run_threads, 1);
+    rc = pthread_create(&thr, &at, range_run_main, run);
+    pthread_attr_destroy(&at);
+    if (rc) {
+        atomic_fetch_sub(&range_run_threads, 1);
+        free(run);
+        atomic_store(&range_run_busy, 0);
+        fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);
+    }
+}
+
+void bench_range_register(struct fabric *f, struct range_server *rs)
+{
+    bench_rs = rs;
+    fab_rpc_register(f, KV_RPC_BENCH_RANGE_PREPARE, on_range_prepare, f, 0);
+    fab_rpc_register(f, KV_RPC_BENCH_RANGE_STATS, on_range_stats, f, 0);
+    fab_rpc_register(f, KV_RPC_BENCH_RANGE_RUN, on_range_run, f, 0);
+}
+
+bool bench_range_shutdown(int64_t wait_ns)
+{
+    atomic_store(&range_stopping, true);
+    int64_t deadline = clock_now_ns() + wait_ns;
+    while (atomic_load_explicit(&range_run_threads, memory_order_acquire)) {
+        if (clock_now_ns() >= deadline) return false;
+        clock_sleep_ns(10 * NS_PER_MS);
+    }
+    return true;
+}

@@ -1,0 +1,1006 @@
+/* kvbench range: the range-lock benchmark of the range-lock thesis (server-side combining vs
+ * client-side range locks). Node 0 owns a space of 2^16 units; client threads inside the other
+ * nodes (separate kvserver processes that share nothing but the fabric) acquire a range, hold it
+ * for --cs-us, release it, and record the latency. Workloads: the thesis's micro-benchmark
+ * (E-R1: random ranges, shared or exclusive) and its Filebench-OLTP-like mix (E-R2: readers,
+ * paced writers, a log writer). Several designs run one after the other on the same nodes;
+ * --sweep runs the thesis's grids and writes a table and gnuplot plots. */
+#include "bench.h"
+
+#include "common/clock.h"
+#include "common/parse.h"
+#include "locks/range/range.h"
+#include "server/bench.h"
+#include "server/proto.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The space (the thesis's: 2^16 memory units; static segmentation's 2^8-unit segments; Citron's
+ * 4-ary tree of depth 5, 1024 leaves of 64 units). */
+#define SPACE_ID 1
+#define SPACE_BITS 16
+#define SPACE_SEG_BITS 8
+#define SPACE_DEPTH 5
+#define MICRO_MAX_UNITS 2048u /* 2^11 = 8 segments of 2^8: the thesis's cap for segmentation */
+
+static const char usage[] =
+    "usage: kvbench range [--algo A[,A...]] [--workload micro|oltp] [--clients C] [options]\n"
+    "\n"
+    "The range-lock benchmark of the range-lock thesis. kvbench starts --nodes local nodes; node 0\n"
+    "owns one range space of 2^16 units (created for the run: 256 segments of 2^8 units for\n"
+    "segment, a 4-ary tree of depth 5 -- 1024 leaves of 64 units -- for citron). The C clients\n"
+    "are threads inside nodes 1..N-1, round-robin (with --nodes 1, inside node 0), each with its\n"
+    "own fabric context. Each op acquires a range, holds it for --cs-us, and releases it; its\n"
+    "latency is acquire + hold + release. An attempt that times out (--timeout-ms) or is aborted\n"
+    "by a lease reset is retried until it succeeds (its latency covers every attempt; the\n"
+    "retries are counted); any other error ends the run with a message. Reports ops/s, mean and\n"
+    "p50/p99/p99.9 latency, fabric round trips per op (the client nodes' fabric counters: one\n"
+    "RPC or one chain of one-sided ops each), retries, the owner's grants and waits, and ratios\n"
+    "to the first design.\n"
+    "\n"
+    "Designs (--algo, comma-separated to compare them in one run; ratios to the first):\n"
+    "  combiner-rpc   server-side: RPC handlers enqueue, one combiner thread owns the interval\n"
+    "                 tree and grants FIFO; a blocked request's RPC is answered at its grant\n"
+    "  combiner-rdma  the same, but a blocked client polls its ready flag with one-sided READs\n"
+    "  itree          server-side baseline: the RPC handler updates the interval tree under a\n"
+    "                 mutex\n"
+    "  segment        client-side: one DSLR word per 2^8-unit segment, taken in ascending order\n"
+    "  citron         client-side: a 4-ary segment tree of DSLR words (exclusive only: it takes\n"
+    "                 shared requests as exclusive, so its results do not depend on --writes)\n"
+    "The client-side designs lock every segment or tree node covering a range (a superset).\n"
+    "\n"
+    "Workloads (--workload):\n"
+    "  micro   (thesis E-R1) each op locks a range of a size uniform in [1, 2^11] units (2^11 =\n"
+    "          8 segments: the thesis's cap for static segmentation; the same distribution for\n"
+    "          every design) at a uniformly random position fully inside [0, 2^16); exclusive\n"
+    "          with probability --writes percent, else shared\n"
+    "  oltp    (thesis E-R2, Filebench-OLTP-like) the 2^16 units are 8 data files and 1 log\n"
+    "          file, 9 equal parts of floor(65536/9) = 7281 units (the last 7 units unused).\n"
+    "          The clients are readers, writers and one log writer in the thesis's proportion\n"
+    "          39:9:1, scaled to --clients (at least one of each; needs --clients >= 3; the\n"
+    "          split is printed). Readers lock shared 2^6-unit ranges at random positions in a\n"
+    "          random data file; writers lock exclusive 2^6-unit ranges, data files round-robin,\n"
+    "          random position; whenever the readers (together) complete 1000 reads, each\n"
+    "          writer does 100 writes; the log writer locks one exclusive 2^11-unit range of\n"
+    "          the log per 3200 reads. Writers that are ahead nap (30 us steps). Each role is\n"
+    "          placed round-robin over the client nodes, and a node's writers are paced by its\n"
+    "          own readers' count scaled to all readers. --writes is ignored.\n"
+    "\n"
+    "  --algo A[,A...]   combiner-rpc, combiner-rdma, itree, segment, citron, or a list\n"
+    "                    (default combiner-rpc; with --sweep, default all five)\n"
+    "  --workload W      micro or oltp (default micro)\n"
+    "  --clients C       client threads in all, at most 64 per node (default 4; oltp 16)\n"
+    "  --writes W        micro: percent of ops exclusive, 0..100 (default 20)\n"
+    "  --cs-us U         microseconds a range is held (busy) before release (default 0)\n"
+    "  --timeout-ms M    deadline of one attempt of an op, 0 = none (default 100)\n"
+    "  --seconds S       measured seconds per run (default 2), after --warmup S (default 0.5)\n"
+    "  --repeat N        run each point N times and report the run with the median ops/s\n"
+    "                    (default 1)\n"
+    "  --nodes N         start N local nodes (default 2: node 0 owns the space, node 1 runs the\n"
+    "                    clients)\n"
+    "  --config FILE     use the running cluster in FILE instead (node 0 owns the space)\n"
+    "  --transport T     soft, verbs or auto (default soft with --nodes)\n"
+    "  --spin-us U       a thread waiting for a fabric completion polls U us before it blocks\n"
+    "                    (default 0, as kvbench lock: clients outnumber the cores)\n"
+    "  --json FILE       write the results as JSON\n"
+    "  --sweep           run the thesis's grids: micro with writes 0, 1, 20, 100 % x clients\n"
+    "                    1, 2, 4, 8, 16 for every design given, then oltp at --clients (default\n"
+    "                    16) for every design; write range-sweep.md and, with gnuplot,\n"
+    "                    plots/range-micro-w{0,1,20,100}.png into --out\n"
+    "  --out DIR         where --sweep writes (default docs)\n"
+    "  -h, --help        this text\n"
+    "\n"
+    "examples:\n"
+    "  kvbench range --algo combiner-rpc,itree,segment --workload micro --clients 8 --writes 1\n"
+    "  kvbench range --algo combiner-rpc,combiner-rdma,itree,segment,citron --workload oltp\n"
+    "  kvbench range --sweep --seconds 1 --warmup 0.3\n";
+
+static const char *const all_algos[] = {"combiner-rpc", "combiner-rdma", "itree", "segment",
+                                        "citron"};
+#define NALL 5
+#define MAX_ALGOS 8
+static const unsigned sweep_writes[] = {0, 1, 20, 100};
+static const unsigned sweep_clients[] = {1, 2, 4, 8, 16};
+#define NSW 4
+#define NSC 5
+
+struct range_point {
+    char algo[16];
+    unsigned workload, clients, write_pct;
+    unsigned readers, writers, loggers; /* oltp */
+    bool done, failed;                  /* failed: the design reported an error */
+    bool skipped;                       /* --sweep: not run, the design failed earlier */
+    char error[200];
+    double seconds;
+    struct range_server_stats owner;    /* the owner's counters over the run */
+    struct bench_range_res r;           /* merged over the client nodes */
+};
+
+static double ops_per_s(const struct range_point *p)
+{
+    return p->seconds > 0 ? (double)p->r.ops / p->seconds : 0;
+}
+static double per_op(const struct range_point *p, uint64_t v)
+{
+    return p->r.ops ? (double)v / (double)p->r.ops : 0;
+}
+static const char *workload_name(unsigned w) { return w == BENCH_RANGE_OLTP ? "oltp" : "micro"; }
+static const char *const class_names[BENCH_RANGE_CLASSES] = {"READ", "WRITE", "LOG"};
+static const char *const class_json[BENCH_RANGE_CLASSES] = {"read", "write", "log"};
+
+/* The thesis's 39 readers : 9 writers : 1 log writer, scaled to c >= 3 clients. */
+static void oltp_split(unsigned c, unsigned *r, unsigned *w, unsigned *l)
+{
+    *l = (unsigned)lround(c / 49.0);
+    if (*l < 1) *l = 1;
+    *w = (unsigned)lround(c * 9.0 / 49.0);
+    if (*w < 1) *w = 1;
+    *r = c - *w - *l;
+}
+
+/* Where the clients run: per client node, its share. Client nodes are 1..n-1 (0 alone). */
+struct placement {
+    unsigned nodes;      /* client nodes */
+    uint16_t node[LAUNCH_MAX];
+    unsigned threads[LAUNCH_MAX], readers[LAUNCH_MAX], writers[LAUNCH_MAX], loggers[LAUNCH_MAX];
+    unsigned first[LAUNCH_MAX];
+};
+
+static void share(unsigned total, unsigned m, unsigned *out)
+{
+    for (unsigned j = 0; j < m; j++) out[j] = total / m + (j < total % m);
+}
+
+/* Returns false if a node would get more than BENCH_MAX_THREADS clients. */
+static bool place(const struct range_point *p, unsigned nn, struct placement *pl)
+{
+    memset(pl, 0, sizeof *pl);
+    unsigned m = nn > 1 ? nn - 1 : 1;
+    pl->nodes = m;
+    for (unsigned j = 0; j < m; j++) pl->node[j] = (uint16_t)(nn > 1 ? j + 1 : 0);
+    if (p->workload == BENCH_RANGE_OLTP) {
+        /* each role round-robin from the first client node: since readers >= writers >=
+         * log writers, every node with writers has readers to pace them */
+        share(p->readers, m, pl->readers);
+        share(p->writers, m, pl->writers);
+        share(p->loggers, m, pl->loggers);
+        for (unsigned j = 0; j < m; j++)
+            pl->threads[j] = pl->readers[j] + pl->writers[j] + pl->loggers[j];
+    } else {
+        share(p->clients, m, pl->threads);
+    }
+    unsigned first = 0;
+    for (unsigned j = 0; j < m; j++) {
+        pl->first[j] = first;
+        first += pl->threads[j];
+        if (pl->threads[j] > BENCH_MAX_THREADS) return false;
+    }
+    return true;
+}
+
+static void base_req(struct bench_range_req *q, const struct range_point *p, int64_t warmup_ns,
+                     int64_t run_ns, int64_t cs_ns, int64_t timeout_ns, uint64_t seed)
+{
+    memset(q, 0, sizeof *q);
+    snprintf(q->algo, sizeof q->algo, "%s", p->algo);
+    q->workload = p->workload;
+    q->owner = 0;
+    q->space = SPACE_ID;
+    q->bits = SPACE_BITS;
+    q->threads = 1;
+    if (p->workload == BENCH_RANGE_MICRO) {
+        q->write_pct = p->write_pct;
+        q->max_units = MICRO_MAX_UNITS;
+    } else {
+        q->total_readers = p->readers;
+        q->total_writers = p->writers;
+        q->total_loggers = p->loggers;
+        q->readers = 1;
+        q->threads = 1;
+    }
+    q->warmup_ns = warmup_ns;
+    q->run_ns = run_ns;
+    q->cs_ns = cs_ns;
+    q->timeout_ns = timeout_ns;
+    q->seed = seed;
+}
+
+static int owner_stats(struct fab_ctx *c, struct range_server_stats *st, char *err, size_t cap)
+{
+    struct fab_buf resp = {0};
+    int rc = fab_rpc_call(c, 0, KV_RPC_BENCH_RANGE_STATS, NULL, 0, &resp, 0);
+    if (rc) {
+        snprintf(err, cap, "node 0: reading the range-lock service's counters: %s",
+                 rdkv_strerror(rc));
+    } else {
+        struct pack_r r;
+        pack_r_init(&r, resp.data, resp.len);
+        st->grants = unpack_u64(&r);
+        st->waits = unpack_u64(&r);
+        st->releases = unpack_u64(&r);
+        st->cancels = unpack_u64(&r);
+        st->batches = unpack_u64(&r);
+        if (!unpack_done(&r)) {
+            rc = RDKV_EPROTO;
+            snprintf(err, cap, "node 0: malformed range-lock counters");
+        }
+    }
+    fab_buf_free(&resp);
+    return rc;
+}
+
+/* One measurement: the space on node 0, the clients on every client node at once. Returns an
+ * infrastructure error (message in err); a design's error comes back in p->failed/p->error. */
+static int run_point(struct fabric *f, struct range_point *pt, const struct bench_range_req *base,
+                     char *err, size_t errcap)
+{
+    struct fab_ctx *c;
+    if (fab_ctx_create(f, &c)) {
+        snprintf(err, errcap, "cannot create a fabric context");
+        return RDKV_ENOMEM;
+    }
+    unsigned nn = fab_num_nodes(f);
+    struct placement pl;
+    place(pt, nn, &pl); /* checked by the caller */
+    struct fab_buf *resp = calloc(pl.nodes, sizeof *resp);
+    struct fab_buf pr = {0};
+    int rc = resp ? 0 : RDKV_ENOMEM;
+    if (rc) snprintf(err, errcap, "out of memory");
+    struct pack_w w;
+    pack_w_init(&w);
+    struct bench_range_space sp = {.space = SPACE_ID, .bits = SPACE_BITS,
+                                   .seg_bits = SPACE_SEG_BITS, .tree_depth = SPACE_DEPTH};
+    bench_range_space_pack(&sp, &w);
+    if (!rc) {
+        rc = fab_rpc_call(c, 0, KV_RPC_BENCH_RANGE_PREPARE, w.p, w.len, &pr, 0);
+        if (rc == RDKV_EEXIST)
+            snprintf(err, errcap, "node 0: range space %u exists with another layout", SPACE_ID);
+        else if (rc)
+            snprintf(err, errcap, "node 0: creating range space %u: %s", SPACE_ID,
+                     rdkv_strerror(rc));
+    }
+    pack_w_free(&w);
+    struct range_server_stats s0 = {0}, s1 = {0};
+    if (!rc) rc = owner_stats(c, &s0, err, errcap);
+    memset(&pt->r, 0, sizeof pt->r);
+    hist_init(&pt->r.h);
+    for (int k = 0; k < BENCH_RANGE_CLASSES; k++) hist_init(&pt->r.class_h[k]);
+    pt->seconds = 0;
+    pt->failed = false;
+    pt->error[0] = 0;
+    int64_t timeout = base->warmup_ns + base->run_ns + 60 * NS_PER_S;
+    unsigned posted = 0;
+    for (unsigned j = 0; j < pl.nodes && !rc; j++) {
+        if (!pl.threads[j]) continue;
+        struct bench_range_req q = *base;
+        q.threads = pl.threads[j];
+        q.first_client = pl.first[j];
+        if (pt->workload == BENCH_RANGE_OLTP) {
+            q.readers = pl.readers[j];
+            q.writers = pl.writers[j];
+            q.loggers = pl.loggers[j];
+        }
+        pack_w_init(&w);
+        bench_range_req_pack(&q, &w);
+        rc = fab_rpc_post(c, pl.node[j], KV_RPC_BENCH_RANGE_RUN, w.p, w.len, &resp[j], timeout, j);
+        pack_w_free(&w);
+        if (rc) snprintf(err, errcap, "node %u: %s", pl.node[j], rdkv_strerror(rc));
+        else posted++;
+    }
+    unsigned got = 0;
+    struct bench_range_res *r = calloc(1, sizeof *r);
+    if (!r && !rc) {
+        rc = RDKV_ENOMEM;
+        snprintf(err, errcap, "out of memory");
+    }
+    while (!rc && got < posted) {
+        struct fab_cqe cq[LAUNCH_MAX];
+        int k = fab_wait(c, cq, LAUNCH_MAX, -1);
+        for (int j = 0; j < k; j++) {
+            unsigned i = (unsigned)cq[j].tag;
+            got++;
+            if (rc) continue;
+            if (cq[j].status == RDKV_EINVAL) {
+                rc = cq[j].status;
+                snprintf(err, errcap, "node %u refused the run request (a node from another "
+                         "build?)", pl.node[i]);
+            } else if (cq[j].status == RDKV_EBUSY) {
+                rc = cq[j].status;
+                snprintf(err, errcap, "node %u is busy with another range benchmark", pl.node[i]);
+            } else if (cq[j].status) {
+                rc = cq[j].status;
+                snprintf(err, errcap, "node %u: the run failed: %s", pl.node[i],
+                         rdkv_strerror(rc));
+            } else if (bench_range_res_unpack(r, resp[i].data, resp[i].len)) {
+                rc = RDKV_EPROTO;
+                snprintf(err, errcap, "node %u: malformed result", pl.node[i]);
+            } else {
+                if (r->error && !pt->failed) {
+                    pt->failed = true;
+                    snprintf(pt->error, sizeof pt->error, "%s failed on node %u: %s%s",
+                             bench_range_error_op(r->error_op), pl.node[i],
+                             rdkv_strerror(r->error),
+                             r->error == RDKV_ENOTSUP ? " (this design is not implemented in "
+                                                        "this build)" : "");
+                }
+                bench_range_res_add(&pt->r, r);
+                double s = (double)r->elapsed_ns / 1e9;
+                if (s > pt->seconds) pt->seconds = s;
+            }
+        }
+    }
+    free(r);
+    /* whatever is still in flight completes (or times out) before the context goes away */
+    while (fab_inflight(c)) {
+        struct fab_cqe cq[LAUNCH_MAX];
+        fab_wait(c, cq, LAUNCH_MAX, -1);
+    }
+    if (!rc && !owner_stats(c, &s1, err, errcap)) {
+        pt->owner.grants = s1.grants - s0.grants;
+        pt->owner.waits = s1.waits - s0.waits;
+        pt->owner.releases = s1.releases - s0.releases;
+        pt->owner.cancels = s1.cancels - s0.cancels;
+        pt->owner.batches = s1.batches - s0.batches;
+    } else if (!rc) {
+        rc = RDKV_EIO;
+    }
+    if (resp)
+        for (unsigned j = 0; j < pl.nodes; j++) fab_buf_free(&resp[j]);
+    free(resp);
+    fab_buf_free(&pr);
+    fab_ctx_destroy(c);
+    if (!rc) pt->done = true;
+    return rc;
+}
+
+static void series_name(const struct range_point *p, char *out, size_t cap)
+{
+    char up[16];
+    size_t i;
+    for (i = 0; p->algo[i] && i < sizeof up - 1; i++)
+        up[i] = (char)(p->algo[i] >= 'a' && p->algo[i] <= 'z' ? p->algo[i] - 32 : p->algo[i]);
+    up[i] = 0;
+    if (p->workload == BENCH_RANGE_OLTP)
+        snprintf(out, cap, "%s-OLTP-C%u", up, p->clients);
+    else
+        snprintf(out, cap, "%s-MICRO-W%u-C%u", up, p->write_pct, p->clients);
+}
+
+static void print_point(const struct range_point *p)
+{
+    struct bench_stats s;
+    memset(&s, 0, sizeof s);
+    series_name(p, s.name, sizeof s.name);
+    if (p->failed) {
+        printf("[%s], Error, %s\n", s.name, p->error);
+        fflush(stdout);
+        return;
+    }
+    s.ok = p->r.ops;
+    s.errors = p->r.errors;
+    s.seconds = p->seconds;
+    s.round_trips_per_op = per_op(p, p->r.round_trips);
+    s.h = p->r.h;
+    bench_print_ycsb(stdout, &s);
+    printf("[%s], FabricOpsPerOp, %.3f\n[%s], RPCsPerOp, %.3f\n[%s], Retries, %llu\n",
+           s.name, per_op(p, p->r.fabric_ops), s.name, per_op(p, p->r.rpcs), s.name,
+           (unsigned long long)p->r.retries);
+    printf("[%s], OwnerGrants, %llu\n[%s], OwnerWaits, %llu\n[%s], OwnerCancels, %llu\n"
+           "[%s], OwnerBatches, %llu\n",
+           s.name, (unsigned long long)p->owner.grants, s.name, (unsigned long long)p->owner.waits,
+           s.name, (unsigned long long)p->owner.cancels, s.name,
+           (unsigned long long)p->owner.batches);
+    if (p->workload == BENCH_RANGE_OLTP)
+        printf("[%s], WriterPacingWait(ms), %.1f\n", s.name, (double)p->r.pacing_ns / 1e6);
+    char base[48];
+    snprintf(base, sizeof base, "%s", s.name);
+    for (int k = 0; k < BENCH_RANGE_CLASSES; k++) {
+        if (p->workload == BENCH_RANGE_MICRO && k == BENCH_RANGE_LOG) continue;
+        struct bench_stats c;
+        memset(&c, 0, sizeof c);
+        snprintf(c.name, sizeof c.name, "%.40s-%s", base, class_names[k]);
+        c.ok = p->r.class_ops[k];
+        c.seconds = p->seconds;
+        c.h = p->r.class_h[k];
+        bench_print_ycsb(stdout, &c);
+    }
+    fflush(stdout);
+}
+
+static void json_class(struct json *j, const struct range_point *p, int k)
+{
+    const struct hist *h = &p->r.class_h[k];
+    json_key(j, class_json[k]);
+    json_obj_begin(j);
+    json_kv_u64(j, "ops", p->r.class_ops[k]);
+    json_kv_double(j, "ops_per_s", p->seconds > 0 ? (double)p->r.class_ops[k] / p->seconds : 0);
+    json_kv_double(j, "mean_us", hist_mean(h) / 1e3);
+    json_kv_double(j, "p50_us", (double)hist_percentile(h, 50) / 1e3);
+    json_kv_double(j, "p99_us", (double)hist_percentile(h, 99) / 1e3);
+    json_kv_double(j, "p999_us", (double)hist_percentile(h, 99.9) / 1e3);
+    json_kv_double(j, "max_us", (double)h->max / 1e3);
+    json_obj_end(j);
+}
+
+static void json_point(struct json *j, const struct range_point *p, unsigned nodes)
+{
+    json_obj_begin(j);
+    json_kv_str(j, "algo", p->algo);
+    json_kv_str(j, "workload", workload_name(p->workload));
+    json_kv_u64(j, "nodes", nodes);
+    json_kv_u64(j, "clients", p->clients);
+    if (p->workload == BENCH_RANGE_MICRO) {
+        json_kv_u64(j, "write_pct", p->write_pct);
+    } else {
+        json_kv_u64(j, "readers", p->readers);
+        json_kv_u64(j, "writers", p->writers);
+        json_kv_u64(j, "log_writers", p->loggers);
+    }
+    if (p->failed) {
+        json_kv_str(j, "error", p->error);
+        json_obj_end(j);
+        return;
+    }
+    struct bench_stats s;
+    memset(&s, 0, sizeof s);
+    s.ok = p->r.ops;
+    s.errors = p->r.errors;
+    s.seconds = p->seconds;
+    s.h = p->r.h;
+    bench_json_metrics(j, &s);
+    json_kv_double(j, "round_trips_per_op", per_op(p, p->r.round_trips));
+    json_kv_double(j, "fabric_ops_per_op", per_op(p, p->r.fabric_ops));
+    json_kv_double(j, "rpcs_per_op", per_op(p, p->r.rpcs));
+    json_kv_u64(j, "retries", p->r.retries);
+    if (p->workload == BENCH_RANGE_OLTP)
+        json_kv_double(j, "writer_pacing_wait_ms", (double)p->r.pacing_ns / 1e6);
+    json_key(j, "owner");
+    json_obj_begin(j);
+    json_kv_u64(j, "grants", p->owner.grants);
+    json_kv_u64(j, "waits", p->owner.waits);
+    json_kv_u64(j, "releases", p->owner.releases);
+    json_kv_u64(j, "cancels", p->owner.cancels);
+    json_kv_u64(j, "batches", p->owner.batches);
+    json_obj_end(j);
+    json_key(j, "classes");
+    json_obj_begin(j);
+    for (int k = 0; k < BENCH_RANGE_CLASSES; k++)
+        if (p->workload == BENCH_RANGE_OLTP || k != BENCH_RANGE_LOG) json_class(j, p, k);
+    json_obj_end(j);
+    json_obj_end(j);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The closing tables */
+
+static void print_table(const struct range_point *pts, unsigned n)
+{
+    printf("\n%-13s %-8s %7s %4s %11s %9s %9s %9s %10s %7s %8s %8s\n", "algo", "workload",
+           "clients", "wr%", "ops/s", "mean(us)", "p50(us)", "p99(us)", "p99.9(us)", "RT/op",
+           "retries", "waits/op");
+    for (unsigned i = 0; i < n; i++) {
+        const struct range_point *p = &pts[i];
+        char wr[8];
+        snprintf(wr, sizeof wr, "%u", p->write_pct);
+        if (p->failed) {
+            printf("%-13s %-8s %7u %4s  failed: %s\n", p->algo, workload_name(p->workload),
+                   p->clients, p->workload == BENCH_RANGE_OLTP ? "-" : wr, p->error);
+            continue;
+        }
+        printf("%-13s %-8s %7u %4s %11.0f %9.2f %9.2f %9.2f %10.2f %7.3f %8llu %8.3f\n",
+               p->algo, workload_name(p->workload), p->clients,
+               p->workload == BENCH_RANGE_OLTP ? "-" : wr, ops_per_s(p), hist_mean(&p->r.h) / 1e3,
+               (double)hist_percentile(&p->r.h, 50) / 1e3,
+               (double)hist_percentile(&p->r.h, 99) / 1e3,
+               (double)hist_percentile(&p->r.h, 99.9) / 1e3, per_op(p, p->r.round_trips),
+               (unsigned long long)p->r.retries, per_op(p, p->owner.waits));
+    }
+    bool oltp = false;
+    for (unsigned i = 0; i < n; i++) oltp |= pts[i].workload == BENCH_RANGE_OLTP && !pts[i].failed;
+    if (oltp) {
+        printf("\n%-13s %10s %10s %8s %11s %11s %11s %11s %11s\n", "oltp roles", "reads",
+               "writes", "logs", "reads/s", "writes/s", "rd p50(us)", "wr p50(us)",
+               "log p50(us)");
+        for (unsigned i = 0; i < n; i++) {
+            const struct range_point *p = &pts[i];
+            if (p->workload != BENCH_RANGE_OLTP || p->failed) continue;
+            double s = p->seconds > 0 ? p->seconds : 1;
+            printf("%-13s %10llu %10llu %8llu %11.0f %11.0f %11.2f %11.2f %11.2f\n", p->algo,
+                   (unsigned long long)p->r.class_ops[0], (unsigned long long)p->r.class_ops[1],
+                   (unsigned long long)p->r.class_ops[2], (double)p->r.class_ops[0] / s,
+                   (double)p->r.class_ops[1] / s,
+                   (double)hist_percentile(&p->r.class_h[0], 50) / 1e3,
+                   (double)hist_percentile(&p->r.class_h[1], 50) / 1e3,
+                   (double)hist_percentile(&p->r.class_h[2], 50) / 1e3);
+        }
+    }
+    for (unsigned i = 0; i < n; i++) {
+        const struct range_point *p = &pts[i];
+        if (p->failed) continue;
+        printf("%s latency CDF (us): p1 %.2f  p10 %.2f  p25 %.2f  p50 %.2f  p75 %.2f  p90 %.2f"
+               "  p99 %.2f  p99.9 %.2f  max %.2f\n",
+               p->algo, (double)hist_percentile(&p->r.h, 1) / 1e3,
+               (double)hist_percentile(&p->r.h, 10) / 1e3,
+               (double)hist_percentile(&p->r.h, 25) / 1e3,
+               (double)hist_percentile(&p->r.h, 50) / 1e3,
+               (double)hist_percentile(&p->r.h, 75) / 1e3,
+               (double)hist_percentile(&p->r.h, 90) / 1e3,
+               (double)hist_percentile(&p->r.h, 99) / 1e3,
+               (double)hist_percentile(&p->r.h, 99.9) / 1e3, (double)p->r.h.max / 1e3);
+    }
+    if (pts[0].failed) return;
+    for (unsigned i = 1; i < n; i++) {
+        const struct range_point *p = &pts[i];
+        double a50 = (double)hist_percentile(&pts[0].r.h, 50),
+               b50 = (double)hist_percentile(&p->r.h, 50),
+               a999 = (double)hist_percentile(&pts[0].r.h, 99.9),
+               b999 = (double)hist_percentile(&p->r.h, 99.9);
+        if (p->failed || ops_per_s(p) <= 0 || b50 <= 0 || b999 <= 0) continue;
+        printf("%s / %s: throughput %.2fx, p50 latency %.3fx, p99.9 latency %.3fx\n",
+               pts[0].algo, p->algo, ops_per_s(&pts[0]) / ops_per_s(p), a50 / b50, a999 / b999);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The sweep: the micro grid (algo innermost, so drift hits every design alike), then oltp */
+
+static size_t micro_idx(unsigned w, unsigned c, unsigned a, unsigned na)
+{
+    return ((size_t)w * NSC + c) * na + a;
+}
+
+static void write_sweep_md(FILE *f, const struct range_point *pts, const char *const *algos,
+                           unsigned na, unsigned oltp_clients)
+{
+    for (unsigned w = 0; w < NSW; w++) {
+        fprintf(f, "## micro, %u %% writes\n\nThroughput (ops/s; each op = acquire + release):\n\n"
+                   "| clients |", sweep_writes[w]);
+        for (unsigned a = 0; a < na; a++) fprintf(f, " %s |", algos[a]);
+        fprintf(f, "\n|---:|");
+        for (unsigned a = 0; a < na; a++) fprintf(f, "---:|");
+        fprintf(f, "\n");
+        for (unsigned c = 0; c < NSC; c++) {
+            fprintf(f, "| %u |", sweep_clients[c]);
+            for (unsigned a = 0; a < na; a++) {
+                const struct range_point *p = &pts[micro_idx(w, c, a, na)];
+                if (p->done && !p->failed) fprintf(f, " %.0f |", ops_per_s(p));
+                else fprintf(f, " %s |", p->failed ? "failed" : "-");
+            }
+            fprintf(f, "\n");
+        }
+        fprintf(f, "\nLatency p50 / p99 (us) and fabric round trips per op:\n\n| clients |");
+        for (unsigned a = 0; a < na; a++) fprintf(f, " %s |", algos[a]);
+        fprintf(f, "\n|---:|");
+        for (unsigned a = 0; a < na; a++) fprintf(f, "---:|");
+        fprintf(f, "\n");
+        for (unsigned c = 0; c < NSC; c++) {
+            fprintf(f, "| %u |", sweep_clients[c]);
+            for (unsigned a = 0; a < na; a++) {
+                const struct range_point *p = &pts[micro_idx(w, c, a, na)];
+                if (p->done && !p->failed)
+                    fprintf(f, " %.1f / %.1f, %.2f RT |", (double)hist_percentile(&p->r.h, 50) / 1e3,
+                            (double)hist_percentile(&p->r.h, 99) / 1e3, per_op(p, p->r.round_trips));
+                else fprintf(f, " %s |", p->failed ? "failed" : "-");
+            }
+            fprintf(f, "\n");
+        }
+        fprintf(f, "\n![micro, %u %% writes](plots/range-micro-w%u.png)\n\n", sweep_writes[w],
+                sweep_writes[w]);
+    }
+    const struct range_point *o = &pts[(size_t)NSW * NSC * na];
+    fprintf(f, "## oltp (Filebench-OLTP-like), %u clients: %u readers, %u writers, %u log "
+               "writer%s\n\n(the thesis's Table 6)\n\n| design | ops/s | p50 (us) | p99 (us) | "
+               "reads | writes | logs | RT/op | retries | ops/s of %s / this |\n"
+               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            oltp_clients, o->readers, o->writers, o->loggers, o->loggers == 1 ? "" : "s", algos[0]);
+    for (unsigned a = 0; a < na; a++) {
+        const struct range_point *p = &o[a];
+        if (!p->done || p->failed) {
+            fprintf(f, "| %s | %s | | | | | | | | |\n", algos[a],
+                    p->failed ? p->error : "not run");
+            continue;
+        }
+        double ratio = o[0].done && !o[0].failed && ops_per_s(p) > 0
+                           ? ops_per_s(&o[0]) / ops_per_s(p) : 0;
+        fprintf(f, "| %s | %.0f | %.1f | %.1f | %llu | %llu | %llu | %.2f | %llu | %.2f |\n",
+                algos[a], ops_per_s(p), (double)hist_percentile(&p->r.h, 50) / 1e3,
+                (double)hist_percentile(&p->r.h, 99) / 1e3, (unsigned long long)p->r.class_ops[0],
+                (unsigned long long)p->r.class_ops[1], (unsigned long long)p->r.class_ops[2],
+                per_op(p, p->r.round_trips), (unsigned long long)p->r.retries, ratio);
+    }
+    fprintf(f, "\n");
+}
+
+/* 0: plotted; 1: gnuplot is missing (the data files are written); -1: plotting failed. */
+static int write_plots(const char *out, const struct range_point *pts, const char *const *algos,
+                       unsigned na, unsigned nodes, const char *transport)
+{
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof dir, "%s/plots", out);
+    mkdir(out, 0755);
+    mkdir(dir, 0755);
+    bool ok_algo[MAX_ALGOS] = {false};
+    bool any = false;
+    for (unsigned w = 0; w < NSW; w++) {
+        snprintf(path, sizeof path, "%s/range-micro-w%u.dat", dir, sweep_writes[w]);
+        FILE *f = fopen(path, "w");
+        if (!f) return -1;
+        fprintf(f, "# clients");
+        for (unsigned a = 0; a < na; a++) fprintf(f, " %s_ops_s", algos[a]);
+        fprintf(f, "\n");
+        for (unsigned c = 0; c < NSC; c++) {
+            fprintf(f, "%u", sweep_clients[c]);
+            for (unsigned a = 0; a < na; a++) {
+                const struct range_point *p = &pts[micro_idx(w, c, a, na)];
+                if (p->done && !p->failed && ops_per_s(p) > 0) {
+                    fprintf(f, " %.1f", ops_per_s(p));
+                    ok_algo[a] = any = true;
+                } else {
+                    fprintf(f, " NaN");
+                }
+            }
+            fprintf(f, "\n");
+        }
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/range-sweep.gp", dir);
+    FILE *g = fopen(path, "w");
+    if (!g) return -1;
+    fprintf(g, "set terminal png size 900,600 font ',10'\nset datafile missing 'NaN'\n"
+               "set key outside right\nset grid\nset logscale x 2\nset logscale y\n"
+               "set xlabel 'clients'\nset ylabel 'ops/s (acquire + release), log scale'\n");
+    for (unsigned w = 0; w < NSW; w++) {
+        fprintf(g, "set output '%s/range-micro-w%u.png'\nset title 'range locks, micro, %u%% "
+                   "writes (%u nodes, %s transport)'\nplot [0.8:20]",
+                dir, sweep_writes[w], sweep_writes[w], nodes, transport);
+        bool first = true;
+        for (unsigned a = 0; a < na; a++) {
+            if (!ok_algo[a]) continue;
+            fprintf(g, "%s '%s/range-micro-w%u.dat' using 1:%u with linespoints title '%s'",
+                    first ? "" : ",", dir, sweep_writes[w], a + 2, algos[a]);
+            first = false;
+        }
+        fprintf(g, "\n");
+    }
+    fclose(g);
+    if (!any) return -1;
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) return 1;
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", path);
+    FILE *pp = popen(cmd, "r");
+    if (!pp) return -1;
+    char line[512];
+    while (fgets(line, sizeof line, pp)) fprintf(stderr, "gnuplot: %s", line);
+    return pclose(pp) == 0 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+int cmd_range(int argc, char **argv)
+{
+    struct bench_common co;
+    bench_common_init(&co);
+    co.nodes = 2;
+    co.spin_ns = 0; /* clients block at once, as kvbench lock's workers: see --help */
+    const char *algos[MAX_ALGOS] = {"combiner-rpc"}, *out = "docs", *clients_arg = "";
+    unsigned nalgos = 1, workload = BENCH_RANGE_MICRO, write_pct = 20, repeat = 1, clients = 0;
+    bool sweep = false, transport_given = false, algo_given = false, writes_given = false;
+    double warmup = 0.5;
+    int64_t cs_ns = 0, timeout_ns = 100 * NS_PER_MS;
+    static const char algo_err[] = "--algo must be combiner-rpc, combiner-rdma, itree, segment, "
+                                   "citron or a comma-separated list of up to 8 (got '%s')";
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t u;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (!strcmp(o, "--transport")) transport_given = true;
+        if (!strcmp(o, "--sweep")) {
+            sweep = true;
+            continue;
+        }
+        if (bench_common_opt(&co, argc, argv, &i)) continue;
+        if (!v) bench_usage_error("range", "option '%s' needs a value (or is unknown)", o);
+        if (!strcmp(o, "--algo")) {
+            nalgos = 0;
+            algo_given = true;
+            char *dup = strdup(v), *save = NULL;
+            if (!dup) bench_usage_error("range", "out of memory reading '%s'", v);
+            for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (!range_algo_find(t) || nalgos == MAX_ALGOS) {
+                    free(dup);
+                    bench_usage_error("range", algo_err, v);
+                }
+                algos[nalgos++] = range_algo_find(t)->name;
+            }
+            free(dup);
+            if (!nalgos) bench_usage_error("range", algo_err, v);
+        } else if (!strcmp(o, "--workload")) {
+            if (!strcmp(v, "micro")) workload = BENCH_RANGE_MICRO;
+            else if (!strcmp(v, "oltp")) workload = BENCH_RANGE_OLTP;
+            else bench_usage_error("range", "--workload must be micro or oltp (got '%s')", v);
+        } else if (!strcmp(o, "--clients")) {
+            if (parse_uint_range(v, 1, (uint64_t)BENCH_MAX_THREADS * (LAUNCH_MAX - 1), &u))
+                bench_usage_error("range", "--clients must be 1..4032 (at most 64 per node; got '%s')", v);
+            clients = (unsigned)u;
+            clients_arg = v;
+        } else if (!strcmp(o, "--writes")) {
+            if (parse_uint_range(v, 0, 100, &u))
+                bench_usage_error("range", "--writes must be a percentage 0..100 (got '%s')", v);
+            write_pct = (unsigned)u;
+            writes_given = true;
+        } else if (!strcmp(o, "--cs-us")) {
+            double d;
+            if (parse_double(v, &d) || !(d >= 0) || d > 1e6)
+                bench_usage_error("range", "--cs-us must be 0..1000000 microseconds (got '%s')", v);
+            cs_ns = (int64_t)(d * 1e3);
+        } else if (!strcmp(o, "--timeout-ms")) {
+            double m;
+            if (parse_double(v, &m) || !(m >= 0) || m > 600000)
+                bench_usage_error("range", "--timeout-ms must be 0..600000 (got '%s')", v);
+            timeout_ns = (int64_t)(m * 1e6);
+        } else if (!strcmp(o, "--warmup")) {
+            if (parse_double(v, &warmup) || !(warmup >= 0) || warmup > 600)
+                bench_usage_error("range", "--warmup must be 0..600 seconds (got '%s')", v);
+        } else if (!strcmp(o, "--repeat")) {
+            if (parse_uint_range(v, 1, 99, &u))
+                bench_usage_error("range", "--repeat must be 1..99 (got '%s')", v);
+            repeat = (unsigned)u;
+        } else if (!strcmp(o, "--out")) {
+            out = v;
+        } else {
+            bench_usage_error("range", "unknown option '%s'", o);
+        }
+        i++;
+    }
+    if (co.config && !transport_given) co.transport = FAB_AUTO;
+    if (sweep && !algo_given) {
+        nalgos = NALL;
+        for (unsigned a = 0; a < NALL; a++) algos[a] = all_algos[a];
+    }
+    unsigned oltp_clients = clients ? clients : 16;
+    if (!clients) clients = workload == BENCH_RANGE_OLTP ? 16 : 4;
+    if ((workload == BENCH_RANGE_OLTP || sweep) && oltp_clients < 3)
+        bench_usage_error("range", "the oltp workload (also run by --sweep) needs --clients >= 3: "
+                                   "a reader, a writer and a log writer (got '%s')", clients_arg);
+    if (sweep && writes_given)
+        fprintf(stderr, "kvbench range: note: --sweep runs writes 0, 1, 20 and 100 %%; --writes is "
+                        "ignored\n");
+    else if (workload == BENCH_RANGE_OLTP && writes_given)
+        fprintf(stderr, "kvbench range: note: --writes is ignored for the oltp workload (its mix "
+                        "is fixed)\n");
+    /* every request is checked here, before any node starts, with the nodes' own rules */
+    for (unsigned x = 0; x < 2 * nalgos; x++) {
+        unsigned a = x / 2;
+        if (!sweep && (x % 2) != workload) continue;
+        struct range_point p;
+        memset(&p, 0, sizeof p);
+        snprintf(p.algo, sizeof p.algo, "%s", algos[a]);
+        p.workload = x % 2;
+        p.write_pct = write_pct;
+        oltp_split(oltp_clients, &p.readers, &p.writers, &p.loggers);
+        struct bench_range_req q;
+        base_req(&q, &p, (int64_t)(warmup * 1e9), (int64_t)(co.seconds * 1e9), cs_ns, timeout_ns, 1);
+        const char *why = bench_range_req_check(&q);
+        if (why) {
+            fprintf(stderr, "kvbench range: error: %s: %s\n", q.algo, why);
+            return 2;
+        }
+    }
+    if (!co.config) {
+        unsigned cn = co.nodes > 1 ? co.nodes - 1 : 1;
+        unsigned cmax0 = sweep ? (oltp_clients > 16 ? oltp_clients : 16) : clients;
+        if ((cmax0 + cn - 1) / cn > BENCH_MAX_THREADS)
+            bench_usage_error("range", "too many clients for the client nodes: at most 64 per node "
+                                       "(%s)", "add --nodes");
+    }
+    bench_install_signals();
+
+    struct bench_cluster bc;
+    char err[512];
+    if (bench_cluster_open(&bc, &co, 30 * NS_PER_S, err, sizeof err)) {
+        fprintf(stderr, "kvbench range: error: %s\n", err);
+        return 1;
+    }
+    unsigned nn = fab_num_nodes(bc.f);
+    unsigned cmax = sweep ? (oltp_clients > 16 ? oltp_clients : 16) : clients;
+    if ((cmax + (nn > 1 ? nn - 2 : 0)) / (nn > 1 ? nn - 1 : 1) > BENCH_MAX_THREADS) {
+        fprintf(stderr, "kvbench range: error: %u clients on %u client node%s: at most %u per "
+                        "node\n", cmax, nn > 1 ? nn - 1 : 1, nn > 2 ? "s" : "", BENCH_MAX_THREADS);
+        bench_cluster_close(&bc);
+        return 2;
+    }
+    const char *tname = fab_transport_name(bc.transport);
+    char where[32];
+    if (nn <= 2) snprintf(where, sizeof where, "node %u", nn - 1);
+    else snprintf(where, sizeof where, "nodes 1..%u", nn - 1);
+    printf("# kvbench range: transport %s, %u node%s%s; node 0 owns range space %u: 2^%u units, "
+           "%u segments of 2^%u, citron depth %u (%u leaves of %u units); clients on %s; %.1f s "
+           "per run after %.1f s warm-up; hold %.1f us; attempt timeout %.1f ms\n",
+           tname, nn, nn == 1 ? "" : "s", bc.launched ? " (local processes)" : "", SPACE_ID,
+           SPACE_BITS, 1u << SPACE_SEG_BITS, SPACE_SEG_BITS, SPACE_DEPTH, 1u << (2 * SPACE_DEPTH),
+           1u << (SPACE_BITS - 2 * SPACE_DEPTH), where, co.seconds, warmup, (double)cs_ns / 1e3,
+           (double)timeout_ns / 1e6);
+    if (sweep || workload == BENCH_RANGE_MICRO)
+        printf("# micro: range sizes uniform in [1, %u] units at uniform positions inside [0, "
+               "2^%u)%s\n", MICRO_MAX_UNITS, SPACE_BITS,
+               sweep ? "" : "; exclusive with the --writes probability");
+    if (sweep || workload == BENCH_RANGE_OLTP) {
+        unsigned r, w, l;
+        oltp_split(oltp_clients, &r, &w, &l);
+        printf("# oltp: %u clients = %u reader%s + %u writer%s + %u log writer%s (39:9:1 scaled); "
+               "8 data files + 1 log of %u units; 2^6-unit reads and writes, 100 writes per "
+               "writer per 1000 reads, one 2^11-unit log write per 3200 reads\n",
+               oltp_clients, r, r == 1 ? "" : "s", w, w == 1 ? "" : "s", l, l == 1 ? "" : "s",
+               (1u << SPACE_BITS) / 9);
+    }
+    fflush(stdout);
+
+    size_t npts = sweep ? (size_t)NSW * NSC * nalgos + nalgos : nalgos;
+    struct range_point *pts = calloc(npts, sizeof *pts);
+    struct range_point *runs = calloc(repeat, sizeof *runs);
+    if (!pts || !runs) {
+        free(pts);
+        free(runs);
+        bench_cluster_close(&bc);
+        fprintf(stderr, "kvbench range: out of memory\n");
+        return 1;
+    }
+    int rc = 0;
+    bool algo_failed[MAX_ALGOS] = {false};
+    struct bench_range_req base;
+    for (size_t i = 0; i < npts && !bench_stop; i++) {
+        struct range_point *p = &pts[i];
+        unsigned a;
+        if (sweep && i < (size_t)NSW * NSC * nalgos) {
+            a = (unsigned)(i % nalgos);
+            p->workload = BENCH_RANGE_MICRO;
+            p->clients = sweep_clients[(i / nalgos) % NSC];
+            p->write_pct = sweep_writes[i / nalgos / NSC];
+        } else {
+            a = sweep ? (unsigned)(i - (size_t)NSW * NSC * nalgos) : (unsigned)i;
+            p->workload = sweep ? BENCH_RANGE_OLTP : workload;
+            p->clients = p->workload == BENCH_RANGE_OLTP ? oltp_clients : clients;
+            p->write_pct = p->workload == BENCH_RANGE_OLTP ? 0 : write_pct;
+        }
+        snprintf(p->algo, sizeof p->algo, "%s", algos[a]);
+        if (p->workload == BENCH_RANGE_OLTP) oltp_split(p->clients, &p->readers, &p->writers, &p->loggers);
+        if (algo_failed[a]) {
+            /* the design already failed in this sweep: its later points are skipped */
+            p->failed = p->skipped = true;
+            snprintf(p->error, sizeof p->error, "skipped (the design failed earlier)");
+            continue;
+        }
+        base_req(&base, p, (int64_t)(warmup * 1e9), (int64_t)(co.seconds * 1e9), cs_ns,
+                 timeout_ns, (uint64_t)clock_now_ns());
+        int r = 0;
+        unsigned nrun = 0;
+        for (unsigned k = 0; k < repeat && !r && !bench_stop; k++) {
+            runs[k] = *p;
+            r = run_point(bc.f, &runs[k], &base, err, sizeof err);
+            if (r) break;
+            nrun++;
+            if (runs[k].failed) break;
+        }
+        if (r) {
+            fprintf(stderr, "kvbench range: %s: %s\n", p->algo, err);
+            rc = 1;
+            break;
+        }
+        if (!nrun) break; /* interrupted */
+        if (runs[nrun - 1].failed) {
+            *p = runs[nrun - 1];
+            algo_failed[a] = true;
+            fprintf(stderr, "kvbench range: %s: %s\n", p->algo, p->error);
+            rc = 1;
+        } else {
+            /* the run with the median throughput stands for the point */
+            for (unsigned x = 0; x < nrun; x++)
+                for (unsigned y = x + 1; y < nrun; y++)
+                    if (ops_per_s(&runs[y]) < ops_per_s(&runs[x])) {
+                        struct range_point tmp = runs[x];
+                        runs[x] = runs[y];
+                        runs[y] = tmp;
+                    }
+            *p = runs[nrun / 2];
+        }
+        print_point(p);
+    }
+    free(runs);
+    bool complete = true;
+    for (size_t i = 0; i < npts; i++) complete &= pts[i].done || pts[i].failed;
+
+    if (!sweep && complete && !bench_stop) print_table(pts, nalgos);
+    if (sweep && complete && !bench_stop) {
+        /* the oltp rows compare like the thesis's Table 6 */
+        print_table(&pts[(size_t)NSW * NSC * nalgos], nalgos);
+    }
+    if (co.json) {
+        FILE *jf = fopen(co.json, "w");
+        if (!jf) {
+            fprintf(stderr, "kvbench range: cannot write %s: %s\n", co.json, strerror(errno));
+            rc = 1;
+        } else {
+            struct json j;
+            json_init(&j, jf, true);
+            json_obj_begin(&j);
+            json_kv_str(&j, "benchmark", "range");
+            json_key(&j, "config");
+            json_obj_begin(&j);
+            json_kv_str(&j, "transport", tname);
+            json_kv_u64(&j, "nodes", nn);
+            json_kv_bool(&j, "local_nodes", bc.launched);
+            json_kv_double(&j, "seconds", co.seconds);
+            json_kv_double(&j, "warmup_seconds", warmup);
+            json_kv_u64(&j, "repeat", repeat);
+            json_kv_i64(&j, "cs_ns", cs_ns);
+            json_kv_i64(&j, "timeout_ns", timeout_ns);
+            json_kv_u64(&j, "space_bits", SPACE_BITS);
+            json_kv_u64(&j, "segment_bits", SPACE_SEG_BITS);
+            json_kv_u64(&j, "tree_depth", SPACE_DEPTH);
+            json_kv_u64(&j, "micro_max_units", MICRO_MAX_UNITS);
+            json_kv_bool(&j, "sweep", sweep);
+            json_obj_end(&j);
+            json_key(&j, "results");
+            json_arr_begin(&j);
+            for (size_t i = 0; i < npts; i++)
+                if (pts[i].done || (pts[i].failed && !pts[i].skipped))
+                    json_point(&j, &pts[i], nn);
+            json_arr_end(&j);
+            json_obj_end(&j);
+            if (fclose(jf)) rc = 1;
+        }
+    }
+    if (sweep && complete && !bench_stop) {
+        char path[4200];
+        mkdir(out, 0755);
+        snprintf(path, sizeof path, "%s/range-sweep.md", out);
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            fprintf(stderr, "kvbench range: cannot write %s: %s\n", path, strerror(errno));
+            rc = 1;
+        } else {
+            fprintf(f, "# kvbench range --sweep\n\nGenerated by `kvbench range --sweep --nodes %u "
+                       "--clients %u --seconds %g --warmup %g --repeat %u --cs-us %g` (transport "
+                       "%s, %u nodes as separate processes; node 0 owns a space of 2^%u units, "
+                       "the clients run in %s; each point is the median-throughput run of %u). "
+                       "micro: range sizes uniform in [1, %u] units at uniform positions (the "
+                       "same for every design), exclusive with the given probability; citron "
+                       "takes shared ranges as exclusive. Plots: `plots/range-micro-w*.png`.\n\n",
+                    nn, oltp_clients, co.seconds, warmup, repeat, (double)cs_ns / 1e3, tname, nn,
+                    SPACE_BITS, where, repeat, MICRO_MAX_UNITS);
+            write_sweep_md(f, pts, algos, nalgos, oltp_clients);
+            if (fclose(f)) rc = 1;
+            else printf("\nwrote %s\n", path);
+        }
+        int pr = write_plots(out, pts, algos, nalgos, nn, tname);
+        if (pr == 0)
+            printf("wrote %s/plots/range-micro-w{0,1,20,100}.png\n", out);
+        else if (pr == 1)
+            fprintf(stderr, "kvbench range: gnuplot is not installed (Debian: apt-get install "
+                            "gnuplot-nox): no plots; the data files and script are in %s/plots\n",
+                    out);
+        else {
+            fprintf(stderr, "kvbench range: plotting failed (no design succeeded, or gnuplot "
+                            "reported an error); the data files are in %s/plots\n", out);
+            rc = 1;
+        }
+    }
+    free(pts);
+    if (bench_cluster_close(&bc)) {
+        fprintf(stderr, "kvbench range: a node did not stop cleanly\n");
+        rc = 1;
+    }
+    if (bench_stop) {
+        fprintf(stderr, "kvbench range: interrupted\n");
+        return 130;
+    }
+    return rc;
+}
