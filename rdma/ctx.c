@@ -96,6 +96,10 @@ void fab_ctx_destroy(struct fab_ctx *c)
 {
     if (!c) return;
     struct fabric *f = c->f;
+    /* One-way messages (fab_rpc_send) must not die with the context: give their answers, which
+     * say they were delivered, a moment to come (each is bounded by the RPC timeout anyway). */
+    int64_t until = clock_now_ns() + NS_PER_S;
+    while (c->discards && clock_now_ns() < until) ctx_progress(c, 20 * NS_PER_MS);
     for (unsigned i = 0; i < f->nnodes; i++)
         if (c->eps[i].conn || c->eps[i].vqp) ctx_fail_peer(c, (uint16_t)i, RDKV_ESHUTDOWN);
     if (c->vctx) verbs_ctx_fini(c);
@@ -155,6 +159,11 @@ void ctx_complete(struct fab_ctx *c, unsigned i, int status)
     if (s->kind == SLOT_CHAIN) ep->chains--;
     else ep->rpcs--;
     if (s->status < 0) c->k.errors++;
+    if (s->discard) {
+        c->discards--;
+        slot_free(c, i);
+        return;
+    }
     if (!s->sync) {
         c->cq[(c->cq_head + c->cq_count) % FAB_MAX_INFLIGHT] = (uint16_t)i;
         c->cq_count++;
@@ -419,7 +428,8 @@ int fab_post(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_t tag)
 }
 
 static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void *req, size_t len,
-                    struct fab_buf *resp, int64_t timeout_ns, uint64_t tag, bool sync, int *slot_out)
+                    struct fab_buf *resp, int64_t timeout_ns, uint64_t tag, bool sync, bool discard,
+                    int *slot_out)
 {
     struct fabric *f = c->f;
     if (node >= f->nnodes || len > f->o.rpc_max_bytes || (len && !req)) return RDKV_EINVAL;
@@ -428,13 +438,15 @@ static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void 
     struct slot *s = &c->slots[si];
     s->kind = SLOT_RPC;
     s->sync = sync;
+    s->discard = discard;
+    if (discard) c->discards++;
     s->tag = tag;
     s->node = node;
     s->resp = resp;
     if (resp) resp->len = 0;
     s->deadline = clock_now_ns() + (timeout_ns > 0 ? timeout_ns : f->o.rpc_timeout_ns);
     c->k.rpcs++;
-    c->k.round_trips++; /* "a round trip is one chain or one RPC" (fabric.h) */
+    if (!discard) c->k.round_trips++; /* a round trip: one chain or one RPC waited for */
     c->eps[node].rpcs++;
     *slot_out = si;
     int rc = ctx_ep_up(c, node);
@@ -462,7 +474,13 @@ int fab_rpc_post(struct fab_ctx *c, uint16_t node, uint16_t type, const void *re
                  struct fab_buf *resp, int64_t timeout_ns, uint64_t tag)
 {
     int si;
-    return post_rpc(c, node, type, req, len, resp, timeout_ns, tag, false, &si);
+    return post_rpc(c, node, type, req, len, resp, timeout_ns, tag, false, false, &si);
+}
+
+int fab_rpc_send(struct fab_ctx *c, uint16_t node, uint16_t type, const void *req, size_t len)
+{
+    int si;
+    return post_rpc(c, node, type, req, len, NULL, 0, 0, false, true, &si);
 }
 
 void fab_buf_free(struct fab_buf *b)
@@ -763,7 +781,7 @@ int fab_rpc_call(struct fab_ctx *c, uint16_t node, uint16_t type, const void *re
                  struct fab_buf *resp, int64_t timeout_ns)
 {
     int si;
-    int rc = post_rpc(c, node, type, req, len, resp, timeout_ns, 0, true, &si);
+    int rc = post_rpc(c, node, type, req, len, resp, timeout_ns, 0, true, false, &si);
     if (rc) return rc;
     return finish_sync(c, si);
 }

@@ -228,9 +228,16 @@ int fab_rpc_post(struct fab_ctx *c, uint16_t node, uint16_t type, const void *re
                  struct fab_buf *resp, int64_t timeout_ns, uint64_t tag);
 int fab_rpc_call(struct fab_ctx *c, uint16_t node, uint16_t type, const void *req, size_t len,
                  struct fab_buf *resp, int64_t timeout_ns);
+/* Sends an RPC whose answer nobody waits for (a one-way message in RPC framing): the handler runs
+ * as for any RPC, its answer is dropped when it arrives, no completion is queued, and a failure
+ * is not reported. A thread's requests to one node arrive in the order sent; handlers registered
+ * FAB_RPC_INLINE run in that order too, so such a handler sees this request before any later one
+ * from the same thread. Counts as an RPC, not a round trip. */
+int fab_rpc_send(struct fab_ctx *c, uint16_t node, uint16_t type, const void *req, size_t len);
 
 /* ---------------------------------------------------------------------------------------------
- * Per-context counters: what this thread issued. A round trip is one chain or one RPC. */
+ * Per-context counters: what this thread issued. A round trip is one chain or one RPC waited
+ * for (fab_rpc_send's are counted in rpcs only). */
 struct fab_counters {
     uint64_t reads, writes, cas, faa;
     uint64_t bytes_read, bytes_written;

@@ -167,6 +167,7 @@ enum slot_kind { SLOT_FREE = 0, SLOT_CHAIN = 1, SLOT_RPC = 2 };
 struct slot {
     uint8_t kind;
     bool sync;          /* fab_exec/fab_rpc_call waits for it; not queued as a completion */
+    bool discard;       /* fab_rpc_send: nobody waits; freed, not queued, when it completes */
     bool done;
     uint16_t node;
     uint32_t gen;
@@ -190,6 +191,7 @@ struct fab_ctx {
     struct slot slots[FAB_MAX_INFLIGHT];
     uint16_t free_head;
     unsigned inflight;     /* slots in use */
+    unsigned discards;     /* fab_rpc_send messages not answered yet */
     uint16_t cq[FAB_MAX_INFLIGHT];
     unsigned cq_head, cq_count;
     int64_t next_check;    /* next deadline scan */

@@ -265,6 +265,7 @@ static void t_errors(void)
 #define T_FAIL (FAB_RPC_USER_BASE + 2)
 #define T_DEFER (FAB_RPC_USER_BASE + 3)
 #define T_HUGE (FAB_RPC_USER_BASE + 4)
+#define T_LOG (FAB_RPC_USER_BASE + 5) /* inline: logs one-way messages; a call reads the log */
 
 static void h_sum(struct fab_rpc_req *r, void *arg)
 {
@@ -326,12 +327,70 @@ static void *release_thread(void *arg)
     return NULL;
 }
 
+/* One-way messages: T_LOG with an 8-byte payload appends it; with none, answers what it got. */
+static struct {
+    uint64_t n, in_order;
+} oneway;
+static void h_log(struct fab_rpc_req *r, void *arg)
+{
+    (void)arg;
+    if (fab_rpc_len(r) == 8) {
+        uint64_t v;
+        memcpy(&v, fab_rpc_data(r), 8);
+        if (v == oneway.n) oneway.in_order++;
+        oneway.n++;
+        fab_rpc_reply(r, 0, NULL, 0);
+        return;
+    }
+    uint64_t out[2] = {oneway.n, oneway.in_order};
+    fab_rpc_reply(r, 0, out, sizeof out);
+}
+
 static void reg_handlers(struct fabric *f)
 {
+    fab_rpc_register(f, T_LOG, h_log, NULL, FAB_RPC_INLINE);
     fab_rpc_register(f, T_SUM, h_sum, NULL, 0);
     fab_rpc_register(f, T_FAIL, h_fail, NULL, 0);
     fab_rpc_register(f, T_DEFER, h_defer, NULL, FAB_RPC_INLINE);
     fab_rpc_register(f, T_HUGE, h_huge, NULL, 0);
+}
+
+/* fab_rpc_send: handled in order before a later call from the same thread, not counted as a
+ * round trip, no completion, and not lost when the context goes away right after. */
+static void t_rpc_oneway(void)
+{
+    struct tenv e;
+    REQUIRE(tenv_start(&e, 2, ARENA, NULL) == 0);
+    reg_handlers(e.f[1]);
+    memset(&oneway, 0, sizeof oneway);
+    struct fab_ctx *c;
+    REQUIRE(fab_ctx_create(e.f[0], &c) == 0);
+    enum { N = 500 };
+    for (uint64_t i = 0; i < N; i++) CHECK_EQ(fab_rpc_send(c, 1, T_LOG, &i, 8), 0);
+    CHECK_EQ(fab_counters(c)->round_trips, 0);
+    CHECK_EQ(fab_counters(c)->rpcs, N);
+    struct fab_buf resp = {0};
+    CHECK_EQ(fab_rpc_call(c, 1, T_LOG, NULL, 0, &resp, 0), 0);
+    REQUIRE(resp.len == 16);
+    uint64_t got[2];
+    memcpy(got, resp.data, 16);
+    CHECK_EQ(got[0], N); /* all of them, before the call */
+    CHECK_EQ(got[1], N); /* in the order sent */
+    struct fab_cqe cq[4];
+    CHECK_EQ(fab_poll(c, cq, 4), 0); /* no completions for them */
+    uint64_t last = N;
+    CHECK_EQ(fab_rpc_send(c, 1, T_LOG, &last, 8), 0);
+    fab_ctx_destroy(c); /* right after: the message must still arrive */
+    REQUIRE(fab_ctx_create(e.f[0], &c) == 0);
+    CHECK_EQ(fab_rpc_call(c, 1, T_LOG, NULL, 0, &resp, 0), 0);
+    REQUIRE(resp.len == 16);
+    memcpy(got, resp.data, 16);
+    CHECK_EQ(got[0], N + 1);
+    /* to a bad node: refused at once */
+    CHECK_EQ(fab_rpc_send(c, 9, T_LOG, &last, 8), RDKV_EINVAL);
+    fab_buf_free(&resp);
+    fab_ctx_destroy(c);
+    tenv_stop(&e);
 }
 
 static void t_rpc(void)
@@ -961,6 +1020,7 @@ static const struct test_case cases[] = {
     {"ordering", t_ordering},
     {"errors", t_errors},
     {"rpc", t_rpc},
+    {"rpc_oneway", t_rpc_oneway},
     {"threads_peers", t_threads_peers},
     {"hazard_soft", t_hazard_soft},
     {"hazard_stat", t_hazard_stat},
