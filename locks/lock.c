@@ -94,7 +94,14 @@ int lock_thread_init(struct lock_thread *t, struct fab_ctx *c, const struct lock
 void lock_thread_fini(struct lock_thread *t)
 {
     if (!t->id) return;
-    lock_thread_poll(t);
+    /* Tickets given up at a deadline still sit in their words: pass each on when its turn comes
+     * (lock_thread_poll forgets one after eight leases, when a reset has recovered it), so a
+     * thread that goes away leaves no word waiting for a reset. */
+    for (unsigned round = 0;; round++) {
+        lock_thread_poll(t);
+        if (!t->abandoned) break;
+        lock_backoff(round < 12 ? round : 12);
+    }
     lock_thread_drop_abandoned(t);
     rptr region;
     if (fab_region(t->f, DESC_REGION, DESC_REGION_BYTES, LOCK_LINE, &region) == 0) {
