@@ -62,7 +62,9 @@ void range_server_set_hook(struct range_server *s, range_grant_hook fn, void *ar
 
 /* Counters of the owner's work (benchmarks report them). */
 struct range_server_stats {
-    uint64_t grants, waits, releases, cancels, batches;
+    uint64_t grants, waits, releases, cancels;
+    uint64_t batches; /* combiner: batches its thread applied */
+    uint64_t direct;  /* combiner: requests applied by their handler (tables free, queue empty) */
 };
 void range_server_stats(struct range_server *s, struct range_server_stats *out);
 
@@ -77,6 +79,9 @@ struct range_handle {
     uint64_t lo, hi;
     uint8_t mode;        /* held mode, 0 when not held */
     uint64_t token;      /* server-side designs: the owner's name for this request */
+    int64_t sent_at;     /* server-side designs: when the lock request was sent, */
+    int64_t granted_min; /* the earliest the grant can have come, by our clock, */
+    int64_t lease_ns;    /* and the owner's lease, from its answer */
     unsigned nheld;      /* client-side designs: lock handles held, in acquisition order */
     struct lock_handle held[RANGE_MAX_WORDS];
     struct range_space_cfg cfg; /* client-side designs: the space's layout, read at first use */

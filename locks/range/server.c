@@ -9,8 +9,11 @@
  * every later overlapping conflicting request loses one. This grants FIFO per conflict: a reader
  * behind a waiting writer waits, so a stream of readers cannot starve a writer.
  *
- *   combiner  RPC handlers only parse and enqueue; one combiner thread takes the whole queue at
- *             once (a batch) and applies it to the tables under the table mutex, then answers.
+ *   combiner  RPC handlers (on the service thread) queue requests; one combiner takes the whole
+ *             queue at once (a batch) and applies it to the tables under the table mutex, then
+ *             answers. The combiner role goes to whoever finds it free: a handler that finds the
+ *             tables free and the queue empty applies its own request (try_apply); otherwise the
+ *             combiner thread applies the queue. Releases are one-way messages.
  *             A blocked request waits for its grant either in its lock RPC, answered at the grant
  *             (combiner-rpc), or by polling with one-sided READs a ready flag of its own in the
  *             owner's arena, one cache line each, into which the combiner stores the request's
@@ -34,11 +37,14 @@
 #include <string.h>
 
 /* Lock request: u16 space, u8 mode, u8 flags, u64 lo, u64 hi, u64 timeout (ns, 0: none).
- * Reply: u64 token, u8 state, u64 flag offset (RANGE_QUEUED only). */
+ * Reply: u64 token, u8 state, u64 flag offset (RANGE_QUEUED only), u64 the owner's lease (ns),
+ * u64 how long the request waited at the owner before its grant (ns; 0 when queued). */
 #define RANGE_F_RDMA 1u
 enum { RANGE_GRANTED = 1, RANGE_QUEUED = 2 };
 /* Unlock request: u16 space, u64 token, u8 cancel. Reply: empty (released or cancelled), or for a
- * cancel that came too late, u8 RANGE_GRANTED: the request holds, and the client releases it. */
+ * cancel that came too late, u8 RANGE_GRANTED: the request holds, and the client releases it.
+ * The combiner answers a release as soon as it is queued; itree once it is done (RDKV_ETIMEDOUT:
+ * the hold had been evicted). */
 
 #define RANGE_FLAG_SLOTS 4096
 #define TOKEN_BUCKETS 4096
@@ -57,6 +63,7 @@ struct rreq {
     int32_t flag;              /* ready-flag slot, -1: none */
     uint32_t blocking;
     int64_t deadline;          /* waiting: when to give up (0: never) */
+    int64_t arrived_at;        /* when the owner inserted it */
     int64_t granted_at;
 };
 
@@ -134,17 +141,25 @@ static int count_blocker(struct itv_node *n, void *arg)
     return 0;
 }
 
-static void reply_lock(struct fab_rpc_req *req, int status, uint64_t token, uint8_t state,
-                       uint64_t flag_off)
+static void reply_lock(struct range_server *s, struct fab_rpc_req *req, int status,
+                       uint64_t token, uint8_t state, uint64_t flag_off, int64_t waited)
 {
-    uint8_t out[17];
+    uint8_t out[33];
     size_t n = 0;
     if (status == 0) {
         for (int i = 0; i < 8; i++) out[n++] = (uint8_t)(token >> (8 * i));
         out[n++] = state;
         for (int i = 0; i < 8; i++) out[n++] = (uint8_t)(flag_off >> (8 * i));
+        for (int i = 0; i < 8; i++) out[n++] = (uint8_t)((uint64_t)s->lease_ns >> (8 * i));
+        for (int i = 0; i < 8; i++) out[n++] = (uint8_t)((uint64_t)waited >> (8 * i));
     }
     fab_rpc_reply(req, status, out, n);
+}
+
+/* Answers an RPC if there is one to answer (a combiner release was answered when queued). */
+static void answer(struct fab_rpc_req *req, int status, const void *data, size_t len)
+{
+    if (req) fab_rpc_reply(req, status, data, len);
 }
 
 static void grant(struct range_server *s, struct rreq *r)
@@ -155,7 +170,7 @@ static void grant(struct range_server *s, struct rreq *r)
     s->stats.grants++;
     if (s->hook) s->hook(s->hook_arg, r->space, r->itv.lo, r->itv.hi, r->mode, true);
     if (r->req) {
-        reply_lock(r->req, 0, r->itv.seq, RANGE_GRANTED, 0);
+        reply_lock(s, r->req, 0, r->itv.seq, RANGE_GRANTED, 0, r->granted_at - r->arrived_at);
         r->req = NULL;
     } else if (r->flag >= 0) {
         /* the client READs its flag until it holds its token; an 8-byte aligned store is atomic
@@ -231,6 +246,7 @@ static void do_lock(struct range_server *s, struct fab_rpc_req *req, enum table_
     r->kind = (uint8_t)kind;
     r->flag = -1;
     r->deadline = deadline;
+    r->arrived_at = clock_now_ns();
     itv_overlaps(&t->tree, lo, hi, count_blocker, r);
     itv_insert(&t->tree, &r->itv);
     r->lprev = t->tail;
@@ -250,8 +266,8 @@ static void do_lock(struct range_server *s, struct fab_rpc_req *req, enum table_
     if (rdma && s->nfree_flags) {
         r->flag = s->free_flags[--s->nfree_flags];
         __atomic_store_n(&s->flags[(size_t)r->flag * 8], 0, __ATOMIC_RELEASE);
-        reply_lock(req, 0, r->itv.seq, RANGE_QUEUED,
-                   rptr_off(s->flags_rptr) + (uint64_t)r->flag * 64);
+        reply_lock(s, req, 0, r->itv.seq, RANGE_QUEUED,
+                   rptr_off(s->flags_rptr) + (uint64_t)r->flag * 64, 0);
     } else {
         r->req = req; /* answered at the grant (also when rdma mode finds no free flag) */
     }
@@ -263,23 +279,23 @@ static void do_unlock(struct range_server *s, struct fab_rpc_req *req, uint16_t 
     struct rreq *r = token_find(s, token, false);
     if (!r || r->space != space) {
         /* evicted after its lease, or timed out while waiting: not held */
-        fab_rpc_reply(req, RDKV_ETIMEDOUT, NULL, 0);
+        answer(req, RDKV_ETIMEDOUT, NULL, 0);
         return;
     }
     if (cancel && r->granted) {
         uint8_t st = RANGE_GRANTED;
-        fab_rpc_reply(req, 0, &st, 1);
+        answer(req, 0, &st, 1);
         return;
     }
     if (!cancel && !r->granted) { /* a release of a request that does not hold yet */
-        fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
+        answer(req, RDKV_EINVAL, NULL, 0);
         return;
     }
     token_find(s, token, true);
     if (cancel) s->stats.cancels++;
     else s->stats.releases++;
     leave(s, r);
-    fab_rpc_reply(req, 0, NULL, 0);
+    answer(req, 0, NULL, 0);
 }
 
 /* Deadlines of waiters and evictions of holders that outlived two leases while someone waits.
@@ -375,12 +391,22 @@ static bool parse_unlock(struct fab_rpc_req *req, uint16_t *space, uint64_t *tok
     return true;
 }
 
+/* A new waiter arrived without the queue: let the combiner thread, which sweeps, know that it
+ * has deadlines and holders to watch. */
+static void wake_sweeper(struct range_server *s)
+{
+    pthread_mutex_lock(&s->qmu);
+    bool wake = s->sleeping;
+    pthread_mutex_unlock(&s->qmu);
+    if (wake) pthread_cond_signal(&s->qcv);
+}
+
 static void enqueue(struct range_server *s, struct qop *op)
 {
     pthread_mutex_lock(&s->qmu);
     if (s->stop) {
         pthread_mutex_unlock(&s->qmu);
-        fab_rpc_reply(op->req, RDKV_ESHUTDOWN, NULL, 0);
+        answer(op->req, RDKV_ESHUTDOWN, NULL, 0);
         free(op);
         return;
     }
@@ -391,6 +417,32 @@ static void enqueue(struct range_server *s, struct qop *op)
     bool wake = s->sleeping;
     pthread_mutex_unlock(&s->qmu);
     if (wake) pthread_cond_signal(&s->qcv);
+}
+
+/* Combining without a hand-over: when the tables are free and nothing is queued, the handler
+ * applies its request itself, as the combiner would have, in the same order (nothing queued
+ * means nothing received earlier is still unapplied). Otherwise it queues the request for the
+ * combiner thread. Returns true when applied. On this node the handlers all run on the service
+ * thread, so under load the queue, not the lock, is what they meet. */
+static bool try_apply(struct range_server *s, struct qop *op)
+{
+    if (pthread_mutex_trylock(&s->mu)) return false;
+    pthread_mutex_lock(&s->qmu);
+    bool go = !s->qhead && !s->stop;
+    pthread_mutex_unlock(&s->qmu);
+    if (go) {
+        if (op->lock)
+            do_lock(s, op->req, KIND_COMBINER, op->space, op->mode, op->lo, op->hi, op->deadline,
+                    op->rdma);
+        else
+            do_unlock(s, op->req, op->space, op->token, op->cancel);
+        s->stats.direct++;
+    }
+    bool watch = go && op->lock && s->spaces[op->space].used &&
+                 s->spaces[op->space].tab[KIND_COMBINER].waiting;
+    pthread_mutex_unlock(&s->mu);
+    if (watch) wake_sweeper(s);
+    return go;
 }
 
 static void on_lock(struct fab_rpc_req *req, void *arg)
@@ -408,7 +460,8 @@ static void on_lock(struct fab_rpc_req *req, void *arg)
     }
     op->req = req;
     op->lock = true;
-    enqueue(s, op);
+    if (try_apply(s, op)) free(op);
+    else enqueue(s, op);
 }
 
 static void on_unlock(struct fab_rpc_req *req, void *arg)
@@ -424,8 +477,19 @@ static void on_unlock(struct fab_rpc_req *req, void *arg)
         fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
         return;
     }
-    op->req = req;
-    enqueue(s, op);
+    if (op->cancel) {
+        op->req = req; /* a cancel's answer says whether the grant came first */
+        enqueue(s, op);
+        return;
+    }
+    /* A release is answered as soon as it is queued (as in the thesis): the queue is FIFO, so
+     * it takes effect before anything this client sends next, and the client has nothing to
+     * wait for. Whether the owner evicted the hold, the client judges from its own clock and
+     * the lease the grant carried. */
+    op->req = NULL;
+    if (try_apply(s, op)) free(op);
+    else enqueue(s, op);
+    fab_rpc_reply(req, 0, NULL, 0);
 }
 
 static void on_ilock(struct fab_rpc_req *req, void *arg)
@@ -446,13 +510,7 @@ static void on_ilock(struct fab_rpc_req *req, void *arg)
     bool watch = !stopping && s->spaces[space].used && s->spaces[space].tab[KIND_ITREE].waiting;
     pthread_mutex_unlock(&s->mu);
     if (stopping) fab_rpc_reply(req, RDKV_ESHUTDOWN, NULL, 0);
-    /* a new waiter: let the sweeper know it has deadlines and holders to watch */
-    if (watch) {
-        pthread_mutex_lock(&s->qmu);
-        bool wake = s->sleeping;
-        pthread_mutex_unlock(&s->qmu);
-        if (wake) pthread_cond_signal(&s->qcv);
-    }
+    if (watch) wake_sweeper(s);
 }
 
 static void on_iunlock(struct fab_rpc_req *req, void *arg)
@@ -496,11 +554,16 @@ static void *combiner_main(void *arg)
                 pthread_mutex_lock(&s->qmu);
             }
         }
+        /* Take the batch while holding the tables (lock order: mu, then qmu), so that a
+         * handler that finds the tables free and the queue empty knows no batch is in flight
+         * (see try_apply). */
+        pthread_mutex_unlock(&s->qmu);
+        pthread_mutex_lock(&s->mu);
+        pthread_mutex_lock(&s->qmu);
         struct qop *batch = s->qhead;
         s->qhead = s->qtail = NULL;
         bool stop = s->stop;
         pthread_mutex_unlock(&s->qmu);
-        pthread_mutex_lock(&s->mu);
         if (batch) s->stats.batches++;
         while (batch) {
             struct qop *op = batch;
@@ -663,7 +726,8 @@ static int send_lock(struct range_handle *h, uint16_t type, enum lock_mode mode,
                      int64_t deadline, uint8_t *state, uint64_t *flag_off)
 {
     struct lock_thread *t = h->t;
-    int64_t left = deadline ? deadline - clock_now_ns() : 0;
+    h->sent_at = clock_now_ns();
+    int64_t left = deadline ? deadline - h->sent_at : 0;
     if (deadline && left <= 0) return RDKV_ETIMEDOUT;
     struct pack_w w;
     pack_w_init(&w);
@@ -685,6 +749,9 @@ static int send_lock(struct range_handle *h, uint16_t type, enum lock_mode mode,
         h->token = unpack_u64(&r);
         *state = unpack_u8(&r);
         *flag_off = unpack_u64(&r);
+        h->lease_ns = (int64_t)unpack_u64(&r);
+        /* the grant came at least `waited` after the request arrived, so after this: */
+        h->granted_min = h->sent_at + (int64_t)unpack_u64(&r);
         if (!unpack_done(&r) || (*state != RANGE_GRANTED && *state != RANGE_QUEUED)) rc = RDKV_EPROTO;
     }
     fab_buf_free(&resp);
@@ -736,16 +803,19 @@ static int server_acquire(struct range_handle *h, enum lock_mode mode, int64_t d
         held(h, mode);
         return 0;
     }
-    /* combiner-rdma, queued: READ the ready flag until it holds our token. */
+    /* combiner-rdma, queued: READ the ready flag until it holds our token. The grant came
+     * after the last READ that did not see it executed, so after that READ was sent. */
     rptr flag = rptr_make(h->node, flag_off);
     for (unsigned round = 0;; round++) {
         uint64_t v = 0;
+        int64_t sent = clock_now_ns();
         rc = fab_read(h->t->c, flag, &v, sizeof v);
         if (rc) break;
         if (v == h->token) {
             held(h, mode);
             return 0;
         }
+        h->granted_min = sent;
         if (deadline && clock_now_ns() >= deadline) {
             rc = RDKV_ETIMEDOUT;
             break;
@@ -764,7 +834,21 @@ static int server_release(struct range_handle *h, uint16_t type)
 {
     if (!h->mode) return RDKV_EINVAL;
     h->mode = 0;
-    int rc = send_unlock(h, type, false, NULL);
+    /* The owner may evict a hold two of its leases after the grant, which came no earlier than
+     * granted_min by our clock: past that, the hold may have been evicted. */
+    bool outlived = h->lease_ns > 0 && clock_now_ns() - h->granted_min >= 2 * h->lease_ns;
+    /* Nothing in the answer is news (the owner queues or applies the release, or had evicted
+     * the hold, which we judged above), so it is not waited for: one message, no round trip.
+     * The handlers run inline, in arrival order, so the release comes before anything this
+     * thread asks the owner next. */
+    struct pack_w w;
+    pack_w_init(&w);
+    pack_u16(&w, h->space);
+    pack_u64(&w, h->token);
+    pack_u8(&w, 0);
+    int rc = w.err ? RDKV_ENOMEM : fab_rpc_send(h->t->c, h->node, type, w.p, w.len);
+    pack_w_free(&w);
+    if (rc == 0 && outlived) rc = RDKV_ETIMEDOUT;
     if (rc == RDKV_ETIMEDOUT) h->t->stats.lease_expired++;
     return rc;
 }

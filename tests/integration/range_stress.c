@@ -231,6 +231,17 @@ static void stress_algo(const char *name, int64_t pause)
     nanosleep(&ts, NULL); /* the run's length, not a synchronization */
     atomic_store(&s.stop, true);
     for (int i = 0; i < W; i++) pthread_join(th[i], NULL);
+    if (s.algo->server_side) {
+        /* releases are one-way messages: wait (boundedly) for the owner to have applied them */
+        int64_t until = clock_now_ns() + 5 * NS_PER_S;
+        for (unsigned round = 0; clock_now_ns() < until; round++) {
+            pthread_mutex_lock(&s.owner.mu);
+            unsigned held = s.owner.n;
+            pthread_mutex_unlock(&s.owner.mu);
+            if (!held) break;
+            lock_backoff(round < 12 ? round : 12);
+        }
+    }
     range_server_set_hook(s.rs, NULL, NULL);
     uint64_t lost = 0;
     for (int u = 0; u < UNITS; u++) lost += s.expected[u] - s.counters[u];
