@@ -309,12 +309,22 @@ static int cas_to_zero(struct lock_thread *t, const struct tk_req *r, uint64_t f
     }
 }
 
+static struct lock_stuck *stuck_slot(struct lock_thread *t, rptr word)
+{
+    return &t->stuck[(word >> 6) * 0x9E3779B97F4A7C15ull >> 61];
+}
+
 static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64_t next,
                      bool consume, int64_t deadline)
 {
     const struct tk_layout *l = r->lay;
     int64_t last = clock_now_ns();
     uint64_t last_n = motion(r, v, next);
+    /* Resume the patience clock of an earlier wait that gave up on this word unmoved, if it
+     * gave up less than a lease ago: too little time for the counters to have gone all the way
+     * round to the same values. */
+    struct lock_stuck *st = stuck_slot(t, r->word);
+    if (st->word == r->word && st->n == last_n && last - st->left < lease_of(t)) last = st->since;
     int64_t omega = t->omega_ns > 0 ? t->omega_ns : 5 * NS_PER_US;
     unsigned spins = 0;
     for (;;) {
@@ -349,7 +359,13 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64
             v = got;
             continue;
         }
-        if (deadline && now >= deadline) return RDKV_ETIMEDOUT;
+        if (deadline && now >= deadline) {
+            st->word = r->word;
+            st->n = last_n;
+            st->since = last;
+            st->left = now;
+            return RDKV_ETIMEDOUT;
+        }
         if (r->sleepers) {
             /* A CPU word: spin briefly, then sleep until a releaser wakes us (bounded, so the
              * deadline is kept). */
