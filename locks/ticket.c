@@ -309,6 +309,8 @@ static int cas_to_zero(struct lock_thread *t, const struct tk_req *r, uint64_t f
     }
 }
 
+static unsigned own_abandoned(const struct lock_thread *t, rptr word);
+
 static struct lock_stuck *stuck_slot(struct lock_thread *t, rptr word)
 {
     return &t->stuck[(word >> 6) * 0x9E3779B97F4A7C15ull >> 61];
@@ -325,6 +327,7 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64
      * round to the same values. */
     struct lock_stuck *st = stuck_slot(t, r->word);
     if (st->word == r->word && st->n == last_n && last - st->left < lease_of(t)) last = st->since;
+    unsigned mine_ahead = own_abandoned(t, r->word);
     int64_t omega = t->omega_ns > 0 ? t->omega_ns : 5 * NS_PER_US;
     unsigned spins = 0;
     for (;;) {
@@ -337,6 +340,10 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64
             last = now;
         }
         uint64_t ahead = tickets_ahead(r, v);
+        /* Our own tickets given up earlier on this word are passed on as soon as their turn
+         * comes (lock_thread_poll): they hold no lease, so they add no patience. */
+        if (ahead > mine_ahead) ahead -= mine_ahead;
+        else if (ahead) ahead = 1;
         /* Multi-slot leasing: each ticket ahead may hold its own lease, so patience grows with
          * them; with one ticket ahead it is the paper's two leases. */
         int64_t patience = 2 * lease_of(t) * (int64_t)(ahead > 1 ? ahead : 1);
@@ -385,6 +392,11 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64
             if (deadline && nap > deadline - now) nap = deadline - now;
             if (nap > 0) clock_sleep_ns(nap);
         }
+        if (mine_ahead) {
+            /* one of our given-up tickets may be the one being served: pass it on */
+            lock_thread_poll(t);
+            mine_ahead = own_abandoned(t, r->word);
+        }
         int rc = read_pair(t, r, &v, &next);
         if (rc) return rc;
     }
@@ -424,6 +436,14 @@ struct lock_abandoned {
     struct tk_req r;
     int64_t since;
 };
+
+static unsigned own_abandoned(const struct lock_thread *t, rptr word)
+{
+    unsigned n = 0;
+    for (const struct lock_abandoned *a = t->abandoned; a; a = a->next)
+        if (a->r.word == word) n += a->r.k;
+    return n;
+}
 
 void tk_abandon(struct lock_thread *t, const struct tk_req *r)
 {

@@ -521,6 +521,45 @@ static void *remote_writer(void *arg)
     return NULL;
 }
 
+/* A dead DSLR holder (granted, never released) behind waiters whose deadlines are shorter than
+ * the patience (two leases): each attempt gives up before it could reset the word, but the next
+ * resumes the patience clock (the word has not moved), and its own given-up tickets add no
+ * patience, so the waiter gets the lock after a few attempts. */
+static void t_dslr_short_deadlines(void)
+{
+    struct tenv e;
+    REQUIRE(tenv_start(&e, 2, 16u << 20, NULL) == 0);
+    locktable_reset(e.f[0], 2);
+    locktable_reset(e.f[1], 2);
+    struct fab_ctx *c[2];
+    struct lock_thread t[2];
+    struct locktable lt[2];
+    REQUIRE(row_thread(&e, 1, &c[0], &t[0], &lt[0]) == 0);
+    REQUIRE(row_thread(&e, 1, &c[1], &t[1], &lt[1]) == 0);
+    rptr line = locktable_line(&lt[0], 0, 0);
+    struct lock_handle dead, w;
+    lock_handle_init(&dead, &t[0], &lock_dslr, line);
+    REQUIRE(lock_acquire(&dead, LOCK_EXCLUSIVE, 0) == 0); /* and never released */
+    int attempts = 0, rc = RDKV_ETIMEDOUT;
+    while (rc && attempts < 100) {
+        attempts++;
+        lock_handle_init(&w, &t[1], &lock_dslr, line);
+        rc = lock_acquire(&w, LOCK_EXCLUSIVE, clock_now_ns() + 3 * ROW_LEASE / 4);
+        CHECK(rc == 0 || rc == RDKV_ETIMEDOUT || rc == RDKV_EABORTED);
+    }
+    fprintf(stderr, "  got the lock after %d attempts of 3/4 lease each, %" PRIu64 " resets\n",
+            attempts, t[1].stats.resets);
+    CHECK_EQ(rc, 0);
+    CHECK(attempts < 20);
+    CHECK(t[1].stats.resets >= 1);
+    if (rc == 0) CHECK_EQ(lock_release(&w), 0);
+    for (int i = 0; i < 2; i++) {
+        lock_thread_fini(&t[i]);
+        fab_ctx_destroy(c[i]);
+    }
+    tenv_stop(&e);
+}
+
 static void t_rwlock_long_local_hold(void)
 {
     struct tenv e;
@@ -736,6 +775,7 @@ static const struct test_case cases[] = {
     {"rwlock_paused", t_rwlock_paused},
     {"rwlock_stale_mark", t_rwlock_stale_mark},
     {"rwlock_long_local_hold", t_rwlock_long_local_hold},
+    {"dslr_short_deadlines", t_dslr_short_deadlines},
     {"naive_caught", t_naive_caught},
     {"spin_deadline", t_spin_deadline},
 };
