@@ -392,8 +392,10 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64
             if (deadline && nap > deadline - now) nap = deadline - now;
             if (nap > 0) clock_sleep_ns(nap);
         }
-        if (mine_ahead) {
-            /* one of our given-up tickets may be the one being served: pass it on */
+        if (t->abandoned) {
+            /* A ticket we gave up on any word may be the one being served there now, and others
+             * wait for it while we wait here: pass it on. Otherwise an abandoned ticket is a
+             * lock held out of order, and two waiters can each wait for the other's. */
             lock_thread_poll(t);
             mine_ahead = own_abandoned(t, r->word);
         }
