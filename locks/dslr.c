@@ -71,7 +71,7 @@ static int dslr_acquire_l(struct lock_handle *h, enum lock_mode mode, int64_t de
         break;
     default: return RDKV_EINVAL;
     }
-    if (h->slots == 0 || h->slots >= l->count_max / 2) return RDKV_EINVAL;
+    if (h->slots == 0 || h->slots > LOCK_DSLR_MAX_SLOTS) return RDKV_EINVAL;
     lock_thread_poll(t);
     calibrate(t);
     struct tk_req r;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #define LOCK_LINE 64
+#define LOCK_DSLR_MAX_SLOTS 8 /* multi-slot leasing: the most leases one request may take */
 
 /* Shared and exclusive, plus DSLR's update mode: granted alongside shared holders (it reads),
  * excludes other update and exclusive holders, and becomes exclusive with lock_upgrade once the
@@ -147,7 +148,8 @@ struct lock_handle {
     struct lock_thread *t;
     uint8_t mode;                 /* the mode held, 0 when not held */
     uint8_t desc;                 /* queue locks: the descriptor in use */
-    uint16_t slots;               /* dslr: multi-slot leasing, tickets (and leases) held: 1.. */
+    uint16_t slots;               /* dslr: multi-slot leasing, tickets (and leases) held:
+                                     1..LOCK_DSLR_MAX_SLOTS */
     uint64_t aux, aux2;           /* algorithm-private (tickets, reset targets) */
     int64_t granted_at;           /* when the lock was granted */
     int64_t lease_ns;             /* the hold's lease, 0 = none (set by the algorithm) */

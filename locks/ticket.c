@@ -344,9 +344,13 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64
          * comes (lock_thread_poll): they hold no lease, so they add no patience. */
         if (ahead > mine_ahead) ahead -= mine_ahead;
         else if (ahead) ahead = 1;
-        /* Multi-slot leasing: each ticket ahead may hold its own lease, so patience grows with
-         * them; with one ticket ahead it is the paper's two leases. */
-        int64_t patience = 2 * lease_of(t) * (int64_t)(ahead > 1 ? ahead : 1);
+        /* Patience: the counters move at least once per lease while the holder lives, so two
+         * still leases mean a dead holder (the paper's rule) -- unless the holder took k slots
+         * (multi-slot leasing: k leases), so it grows with the tickets ahead, up to the most
+         * slots one request may take. Not further: stale tickets ahead (a dead holder's, or
+         * ones passed on late) would otherwise put the reset beyond every waiter's deadline. */
+        uint64_t k = ahead < LOCK_DSLR_MAX_SLOTS ? ahead : LOCK_DSLR_MAX_SLOTS;
+        int64_t patience = 2 * lease_of(t) * (int64_t)(k > 1 ? k : 1);
         if (r->allow_reset && now - last > patience) {
             uint64_t rv = reset_value(r, v, consume), got;
             int rc = r->ops->cas(t, r->word, v, rv, &got);

@@ -560,6 +560,47 @@ static void t_dslr_short_deadlines(void)
     tenv_stop(&e);
 }
 
+/* Multi-slot leasing: a holder that took 3 slots may hold for up to 3 leases; a waiter behind
+ * it does not reset it meanwhile, and the holder's release is in time. More slots than
+ * LOCK_DSLR_MAX_SLOTS are refused. */
+static void t_dslr_multi_slot(void)
+{
+    struct tenv e;
+    REQUIRE(tenv_start(&e, 2, 16u << 20, NULL) == 0);
+    locktable_reset(e.f[0], 2);
+    locktable_reset(e.f[1], 2);
+    struct fab_ctx *c[2];
+    struct lock_thread t[2];
+    struct locktable lt[2];
+    REQUIRE(row_thread(&e, 1, &c[0], &t[0], &lt[0]) == 0);
+    REQUIRE(row_thread(&e, 0, &c[1], &t[1], &lt[1]) == 0);
+    rptr line = locktable_line(&lt[0], 0, 1);
+    struct lock_handle h;
+    lock_handle_init(&h, &t[0], &lock_dslr, line);
+    h.slots = LOCK_DSLR_MAX_SLOTS + 1;
+    CHECK_EQ(lock_acquire(&h, LOCK_EXCLUSIVE, 0), RDKV_EINVAL);
+    h.slots = 3;
+    REQUIRE(lock_acquire(&h, LOCK_EXCLUSIVE, 0) == 0);
+    CHECK_EQ(h.lease_ns, 3 * ROW_LEASE);
+    /* a waiter with a long deadline, on another thread's ticket, while we hold 2.5 leases */
+    struct lock_handle w;
+    lock_handle_init(&w, &t[1], &lock_dslr, line);
+    int64_t until = clock_now_ns() + 5 * ROW_LEASE / 2;
+    int rc = lock_acquire(&w, LOCK_EXCLUSIVE, until); /* times out: still held, not reset */
+    CHECK_EQ(rc, RDKV_ETIMEDOUT);
+    CHECK_EQ(t[1].stats.resets, 0);
+    CHECK_EQ(lock_release(&h), 0); /* within its three leases */
+    lock_handle_init(&w, &t[1], &lock_dslr, line);
+    CHECK_EQ(lock_acquire(&w, LOCK_EXCLUSIVE, clock_now_ns() + 20 * ROW_LEASE), 0);
+    CHECK_EQ(lock_release(&w), 0);
+    CHECK_EQ(t[1].stats.resets, 0);
+    for (int i = 0; i < 2; i++) {
+        lock_thread_fini(&t[i]);
+        fab_ctx_destroy(c[i]);
+    }
+    tenv_stop(&e);
+}
+
 static void t_rwlock_long_local_hold(void)
 {
     struct tenv e;
@@ -776,6 +817,7 @@ static const struct test_case cases[] = {
     {"rwlock_stale_mark", t_rwlock_stale_mark},
     {"rwlock_long_local_hold", t_rwlock_long_local_hold},
     {"dslr_short_deadlines", t_dslr_short_deadlines},
+    {"dslr_multi_slot", t_dslr_multi_slot},
     {"naive_caught", t_naive_caught},
     {"spin_deadline", t_spin_deadline},
 };
