@@ -120,6 +120,7 @@ struct bench_range_req {
     int64_t warmup_ns, run_ns;
     int64_t cs_ns;          /* held this long (busy) between acquire and release */
     int64_t timeout_ns;     /* per attempt of an op; 0: none */
+    int64_t lease_ns;       /* the clients' DSLR lease (segment, citron); 0: DSLR's default */
     uint64_t seed;
 };
 

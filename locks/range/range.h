@@ -50,6 +50,9 @@ int range_server_start(struct fabric *f, int64_t lease_ns, struct range_server *
 /* Creates space `id` (1..RANGE_MAX_SPACES) on this node, or finds it if it exists with the same
  * cfg (RDKV_EEXIST if with another). cfg NULL: defaults. */
 int range_space_create(struct range_server *s, uint16_t id, const struct range_space_cfg *cfg);
+/* Clears the lock words of space `id` (segment's and citron's): every range they lock becomes
+ * free. Only when no client uses the space (benchmarks, between runs). */
+int range_space_reset(struct range_server *s, uint16_t id);
 /* Stops the combiner: waiters get RDKV_ESHUTDOWN; later requests too. */
 void range_server_stop(struct range_server *s);
 void range_server_free(struct range_server *s);

@@ -670,6 +670,24 @@ out:
     return rc;
 }
 
+int range_space_reset(struct range_server *s, uint16_t id)
+{
+    if (id < 1 || id > RANGE_MAX_SPACES) return RDKV_EINVAL;
+    pthread_mutex_lock(&s->mu);
+    struct range_space *sp = &s->spaces[id];
+    int rc = RDKV_ENOTFOUND;
+    if (sp->used) {
+        struct range_space_hdr *h = fab_local(s->f, sp->region);
+        uint64_t *w = (uint64_t *)(h + 1);
+        uint64_t words = (((uint64_t)1 << h->seg_bits) + h->nodes) * 64 / 8;
+        for (uint64_t i = 0; i < words; i++) __atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
 void range_server_stop(struct range_server *s)
 {
     if (!s) return;
