@@ -445,50 +445,48 @@ static bool try_apply(struct range_server *s, struct qop *op)
     return go;
 }
 
-static void on_lock(struct fab_rpc_req *req, void *arg)
+/* Applies a parsed request at once when it can (try_apply), else queues a copy for the
+ * combiner thread. */
+static void submit(struct range_server *s, const struct qop *parsed)
 {
-    struct range_server *s = arg;
-    struct qop *op = calloc(1, sizeof *op);
+    struct qop tmp = *parsed;
+    if (try_apply(s, &tmp)) return;
+    struct qop *op = malloc(sizeof *op);
     if (!op) {
-        fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);
+        answer(parsed->req, RDKV_ENOMEM, NULL, 0);
         return;
     }
-    if (!parse_lock(req, &op->space, &op->mode, &op->rdma, &op->lo, &op->hi, &op->deadline)) {
-        free(op);
+    *op = *parsed;
+    enqueue(s, op);
+}
+
+static void on_lock(struct fab_rpc_req *req, void *arg)
+{
+    struct qop op = {.req = req, .lock = true};
+    if (!parse_lock(req, &op.space, &op.mode, &op.rdma, &op.lo, &op.hi, &op.deadline)) {
         fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
         return;
     }
-    op->req = req;
-    op->lock = true;
-    if (try_apply(s, op)) free(op);
-    else enqueue(s, op);
+    submit(arg, &op);
 }
 
 static void on_unlock(struct fab_rpc_req *req, void *arg)
 {
-    struct range_server *s = arg;
-    struct qop *op = calloc(1, sizeof *op);
-    if (!op) {
-        fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);
-        return;
-    }
-    if (!parse_unlock(req, &op->space, &op->token, &op->cancel)) {
-        free(op);
+    struct qop op = {.req = req};
+    if (!parse_unlock(req, &op.space, &op.token, &op.cancel)) {
         fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
         return;
     }
-    if (op->cancel) {
-        op->req = req; /* a cancel's answer says whether the grant came first */
-        enqueue(s, op);
+    if (op.cancel) { /* a cancel's answer says whether the grant came first */
+        submit(arg, &op);
         return;
     }
     /* A release is answered as soon as it is queued (as in the thesis): the queue is FIFO, so
      * it takes effect before anything this client sends next, and the client has nothing to
-     * wait for. Whether the owner evicted the hold, the client judges from its own clock and
-     * the lease the grant carried. */
-    op->req = NULL;
-    if (try_apply(s, op)) free(op);
-    else enqueue(s, op);
+     * wait for (it sends releases one-way). Whether the owner evicted the hold, the client
+     * judges from its own clock and the lease the grant carried. */
+    op.req = NULL;
+    submit(arg, &op);
     fab_rpc_reply(req, 0, NULL, 0);
 }
 
