@@ -446,7 +446,9 @@ static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void 
     if (resp) resp->len = 0;
     s->deadline = clock_now_ns() + (timeout_ns > 0 ? timeout_ns : f->o.rpc_timeout_ns);
     c->k.rpcs++;
-    if (!discard) c->k.round_trips++; /* a round trip: one chain or one RPC waited for */
+    /* a round trip: one chain or one RPC waited for (the verbs transport's own connection
+     * set-up is not the caller's) */
+    if (!discard && type != FAB_RPC_VERBS_CONNECT) c->k.round_trips++;
     c->eps[node].rpcs++;
     *slot_out = si;
     int rc = ctx_ep_up(c, node);

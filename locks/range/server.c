@@ -678,8 +678,7 @@ int range_space_reset(struct range_server *s, uint16_t id)
         struct range_space_hdr *h = fab_local(s->f, sp->region);
         uint64_t *w = (uint64_t *)(h + 1);
         uint64_t words = (((uint64_t)1 << h->seg_bits) + h->nodes) * 64 / 8;
-        for (uint64_t i = 0; i < words; i++) __atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        for (uint64_t i = 0; i < words; i++) __atomic_store_n(&w[i], 0, __ATOMIC_RELEASE);
         rc = 0;
     }
     pthread_mutex_unlock(&s->mu);
