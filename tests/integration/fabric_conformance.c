@@ -668,7 +668,11 @@ static void t_hazard_stat(void)
         fprintf(stderr, "  round %u: %" PRIu64 " local adds + %u NIC FAAs, final %" PRIu64
                         ", lost %" PRIu64 "\n", round, l.adds, faas, final, expect - final);
     }
-    CHECK(total_lost > 0);
+    /* The soft NIC promises the hazard (its atomics are load, compute, store); on verbs it is
+     * the device's behaviour -- rxe usually shows it, but a busy host can keep the two sides
+     * from overlapping, and that is no fault of ours. */
+    if (tenv_transport == FAB_SOFT) CHECK(total_lost > 0);
+    else if (total_lost == 0) fprintf(stderr, "  (this device showed no lost update in 20 rounds)\n");
     fab_ctx_destroy(c);
 
     /* remote vs remote, from two threads on two nodes, pipelined: exact */

@@ -438,7 +438,10 @@ static void *flood_main(void *arg)
             break;
         }
         linger(NS_PER_MS); /* long reads: the readers' marks overlap */
-        if (lock_release(&h)) fl->errors++;
+        /* RDKV_ETIMEDOUT: a reader slowed past its lease (sanitizers on a busy machine) is told
+         * its hold was unprotected; that is the protocol working, not an error */
+        rc = lock_release(&h);
+        if (rc && rc != RDKV_ETIMEDOUT) fl->errors++;
         fl->ops++;
     }
     lock_thread_fini(&t);
