@@ -1,5 +1,8 @@
 /* In-process test clusters. */
 #include "testenv.h"
+#include "harness.h"
+
+#include <signal.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +10,8 @@
 #include <unistd.h>
 
 enum fab_transport tenv_transport = FAB_SOFT;
+bool tenv_quick;
+const char *tenv_bindir;
 
 int tenv_args(int argc, char **argv)
 {
@@ -24,9 +29,27 @@ int tenv_args(int argc, char **argv)
             }
             continue;
         }
+        if (!strcmp(argv[i], "--quick")) {
+            tenv_quick = true;
+            continue;
+        }
+        if (!strcmp(argv[i], "--bindir") && i + 1 < argc) {
+            tenv_bindir = argv[++i];
+            continue;
+        }
         argv[out++] = argv[i];
     }
     return out;
+}
+
+int tenv_main(int argc, char **argv, const char *what, const struct test_case *cases, size_t n)
+{
+    signal(SIGPIPE, SIG_IGN);
+    char **args = argv + 1;
+    int nargs = tenv_args(argc - 1, args);
+    fprintf(stderr, "%s on the %s transport%s\n", what, fab_transport_name(tenv_transport),
+            tenv_quick ? " (quick)" : "");
+    return test_main(nargs, args, cases, n);
 }
 
 int tenv_start(struct tenv *e, unsigned n, uint64_t arena_size,

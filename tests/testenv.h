@@ -5,6 +5,9 @@
 
 #include "rdma/fabric.h"
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #define TENV_MAX 8
 
 struct tenv {
@@ -15,9 +18,19 @@ struct tenv {
 
 /* Transport used by tenv_start: from RDKV_TEST_TRANSPORT or --transport (default soft). */
 extern enum fab_transport tenv_transport;
+/* --quick: the smaller configuration (the verbs guest runs every suite so). */
+extern bool tenv_quick;
+/* --bindir DIR: where kvserver and the other programs are (tests that start processes). */
+extern const char *tenv_bindir;
 
-/* Parses and removes the options every test binary takes (--transport T). Returns new argc. */
+/* Parses and removes the options every test binary takes (--transport T, --quick, --bindir D).
+ * Returns new argc. */
 int tenv_args(int argc, char **argv);
+
+struct test_case;
+/* The main of a test binary: ignores SIGPIPE, takes the common options, prints "<what> on the
+ * <transport> transport", runs the cases named on the command line (all by default). */
+int tenv_main(int argc, char **argv, const char *what, const struct test_case *cases, size_t n);
 
 /* tweak (may be NULL) adjusts each node's options before it opens. */
 int tenv_start(struct tenv *e, unsigned n, uint64_t arena_size,

@@ -24,8 +24,6 @@
 #define ARENA (16ull << 20)
 #define OFF(x) ((uint64_t)(x))
 
-static bool quick; /* smaller sizes and counts (the verbs guest runs under emulation) */
-
 static void fill(uint8_t *p, size_t n, unsigned seed)
 {
     uint32_t x = seed * 2654435761u + 1;
@@ -55,8 +53,8 @@ static void t_rw_sizes(void)
                                           4097, 65536, (1u << 20) - 1, 1u << 20, (1u << 20) + 1,
                                           (3u << 20) + 5};
     static const uint64_t sizes_quick[] = {1, 7, 8, 9, 64, 65, 4096, 65537, (1u << 20) + 3};
-    const uint64_t *sizes = quick ? sizes_quick : sizes_full;
-    size_t nsizes = quick ? sizeof sizes_quick / 8 : sizeof sizes_full / 8;
+    const uint64_t *sizes = tenv_quick ? sizes_quick : sizes_full;
+    size_t nsizes = tenv_quick ? sizeof sizes_quick / 8 : sizeof sizes_full / 8;
     uint8_t *src = malloc(4u << 20), *dst = malloc(4u << 20);
     REQUIRE(src && dst);
     for (unsigned node = 0; node < 2; node++) {          /* loopback and remote */
@@ -408,7 +406,7 @@ static void t_rpc(void)
     CHECK_EQ(resp.len, 0);
     /* large payloads both ways */
     size_t sizes[] = {1u << 20, (4u << 20) + 3};
-    for (unsigned k = 0; k < (quick ? 1u : 2u); k++) {
+    for (unsigned k = 0; k < (tenv_quick ? 1u : 2u); k++) {
         size_t n = sizes[k];
         uint8_t *big = malloc(n);
         REQUIRE(big);
@@ -509,7 +507,7 @@ static void t_threads_peers(void)
     struct tenv e;
     REQUIRE(tenv_start(&e, 3, ARENA, NULL) == 0);
     enum { T = 6 };
-    unsigned iters = quick ? 50 : 400;
+    unsigned iters = tenv_quick ? 50 : 400;
     pthread_t thr[T];
     struct mt_arg args[T];
     for (unsigned t = 0; t < T; t++) {
@@ -637,7 +635,7 @@ static void t_hazard_stat(void)
     uint64_t *w = (uint64_t *)(void *)target(&e, 1, DATA);
     rptr p = rptr_make(1, DATA);
     enum { DEPTH = 16 };
-    unsigned faas = quick ? 4000 : 20000;
+    unsigned faas = tenv_quick ? 4000 : 20000;
     uint64_t total_lost = 0;
     /* up to 20 rounds until a loss shows (it almost always does in the first) */
     for (unsigned round = 0; round < 20 && total_lost == 0; round++) {
@@ -746,18 +744,17 @@ static void t_dead_peer_inproc(void)
     tenv_stop(&e);
 }
 
-static const char *bindir;
 
 /* kvserver in its own process: killed (dead) or stopped (hung). */
 static void proc_peer(bool hang)
 {
-    if (!bindir) SKIP("needs --bindir to find kvserver");
+    if (!tenv_bindir) SKIP("needs --bindir to find kvserver");
     /* On verbs a stopped process's memory is still served by the RNIC: not a hung peer. */
     if (hang && tenv_transport != FAB_SOFT) SKIP("a stopped node's RNIC keeps serving");
     struct launch_opts lo;
     launch_opts_init(&lo);
     lo.nodes = 2;
-    lo.bindir = bindir;
+    lo.bindir = tenv_bindir;
     lo.transport = tenv_transport;
     lo.arena_size = ARENA;
     struct launch L;
@@ -1038,15 +1035,5 @@ static const struct test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    signal(SIGPIPE, SIG_IGN);
-    char **args = argv + 1;
-    int n = tenv_args(argc - 1, args), out = 0;
-    for (int i = 0; i < n; i++) {
-        if (!strcmp(args[i], "--quick")) quick = true;
-        else if (!strcmp(args[i], "--bindir") && i + 1 < n) bindir = args[++i];
-        else args[out++] = args[i];
-    }
-    fprintf(stderr, "fabric conformance on the %s transport%s\n", fab_transport_name(tenv_transport),
-            quick ? " (quick)" : "");
-    return test_main(out, args, cases, sizeof cases / sizeof cases[0]);
+    return tenv_main(argc, argv, "fabric conformance", cases, sizeof cases / sizeof cases[0]);
 }

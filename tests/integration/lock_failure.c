@@ -12,9 +12,7 @@
 #include "locks/lock.h"
 #include "server/proto.h"
 
-#include <signal.h>
 
-static const char *bindir;
 #define LEASE (200 * NS_PER_MS) /* long enough that a loaded CI machine keeps its leases */
 #define LOCKS 12               /* 4 per node */
 
@@ -29,7 +27,7 @@ static int start(struct cluster *cl)
     struct launch_opts lo;
     launch_opts_init(&lo);
     lo.nodes = 3;
-    lo.bindir = bindir;
+    lo.bindir = tenv_bindir;
     lo.transport = tenv_transport;
     lo.arena_size = 16u << 20;
     char err[256];
@@ -125,7 +123,7 @@ static bool rwlock_quiet(const uint64_t l[8])
 
 static void dead_holder(const char *algo, uint32_t base)
 {
-    if (!bindir) SKIP("needs --bindir to find kvserver");
+    if (!tenv_bindir) SKIP("needs --bindir to find kvserver");
     struct cluster cl;
     REQUIRE(start(&cl) == 0);
     struct pack_w w;
@@ -188,15 +186,5 @@ static const struct test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    signal(SIGPIPE, SIG_IGN);
-    char **args = argv + 1;
-    int n = tenv_args(argc - 1, args), out = 0;
-    for (int i = 0; i < n; i++) {
-        if (!strcmp(args[i], "--bindir") && i + 1 < n) bindir = args[++i];
-        else if (!strcmp(args[i], "--quick")) continue;
-        else args[out++] = args[i];
-    }
-    fprintf(stderr, "lock failure tests on the %s transport (lease %.0f ms)\n",
-            fab_transport_name(tenv_transport), (double)LEASE / 1e6);
-    return test_main(out, args, cases, sizeof cases / sizeof cases[0]);
+    return tenv_main(argc, argv, "lock failure tests", cases, sizeof cases / sizeof cases[0]);
 }

@@ -12,10 +12,8 @@
 #include "locks/lock.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 
-static bool quick;
 
 /* ------------------------------------------------------------------------------------------ */
 /* The naive lock: exactly what ALock must not be. */
@@ -322,7 +320,7 @@ static long run_stress(const struct lock_algo *algo, unsigned nodes, unsigned tp
     return run_stress_mix(algo, nodes, tpn, locks, iters, locality, 0, pause);
 }
 
-static unsigned iters(unsigned full) { return quick ? full / 5 : full; }
+static unsigned iters(unsigned full) { return tenv_quick ? full / 5 : full; }
 
 static void t_stress_alock(void) { CHECK_EQ(run_stress(&lock_alock, 2, 2, 3, iters(400), 50, 0), 0); }
 static void t_stress_spin(void) { CHECK_EQ(run_stress(&lock_spin, 2, 2, 3, iters(400), 50, 0), 0); }
@@ -827,14 +825,5 @@ static const struct test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    signal(SIGPIPE, SIG_IGN);
-    char **args = argv + 1;
-    int n = tenv_args(argc - 1, args), out = 0;
-    for (int i = 0; i < n; i++) {
-        if (!strcmp(args[i], "--quick")) quick = true;
-        else args[out++] = args[i];
-    }
-    fprintf(stderr, "lock stress on the %s transport%s\n", fab_transport_name(tenv_transport),
-            quick ? " (quick)" : "");
-    return test_main(out, args, cases, sizeof cases / sizeof cases[0]);
+    return tenv_main(argc, argv, "lock stress", cases, sizeof cases / sizeof cases[0]);
 }

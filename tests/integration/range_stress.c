@@ -15,10 +15,8 @@
 #include "locks/range/range.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 
-static bool quick;
 
 /* ------------------------------------------------------------------------------------------ */
 /* The checker: ranges held now, by whom. */
@@ -226,7 +224,7 @@ static void stress_algo(const char *name, int64_t pause)
         w[i] = (struct worker){&s, (unsigned)(i % 2), i, 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1)};
         REQUIRE(pthread_create(&th[i], NULL, worker_main, &w[i]) == 0);
     }
-    int64_t run = quick ? 400 * NS_PER_MS : 1500 * NS_PER_MS;
+    int64_t run = tenv_quick ? 400 * NS_PER_MS : 1500 * NS_PER_MS;
     struct timespec ts = clock_ts(run);
     nanosleep(&ts, NULL); /* the run's length, not a synchronization */
     atomic_store(&s.stop, true);
@@ -490,14 +488,5 @@ static const struct test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    signal(SIGPIPE, SIG_IGN);
-    char **args = argv + 1;
-    int n = tenv_args(argc - 1, args), out = 0;
-    for (int i = 0; i < n; i++) {
-        if (!strcmp(args[i], "--quick")) quick = true;
-        else args[out++] = args[i];
-    }
-    fprintf(stderr, "range stress on the %s transport%s\n", fab_transport_name(tenv_transport),
-            quick ? " (quick)" : "");
-    return test_main(out, args, cases, sizeof cases / sizeof cases[0]);
+    return tenv_main(argc, argv, "range stress", cases, sizeof cases / sizeof cases[0]);
 }
