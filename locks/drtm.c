@@ -20,21 +20,6 @@ static uint64_t realtime_us(void)
     return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000ull;
 }
 
-static void backoff(struct lock_thread *t, int64_t *b, uint64_t *seed)
-{
-    *seed ^= *seed << 13;
-    *seed ^= *seed >> 7;
-    *seed ^= *seed << 17;
-    int64_t wait = *b / 2 + (int64_t)(*seed % (uint64_t)(*b / 2 + 1));
-    if (wait < 20 * NS_PER_US) {
-        int64_t until = clock_now_ns() + wait;
-        while (clock_now_ns() < until) __builtin_ia32_pause();
-    } else {
-        clock_sleep_ns(wait);
-    }
-    if (*b < t->cfg.spin_backoff_max_ns) *b *= 2;
-}
-
 static int drtm_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadline)
 {
     struct lock_thread *t = h->t;
@@ -77,7 +62,7 @@ static int drtm_acquire(struct lock_handle *h, enum lock_mode mode, int64_t dead
             t->stats.timeouts++;
             return RDKV_ETIMEDOUT;
         }
-        backoff(t, &b, &seed);
+        lock_retry_backoff(t, &b, &seed);
     }
 }
 

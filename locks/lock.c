@@ -3,6 +3,7 @@
 #include "lock.h"
 
 #include "common/clock.h"
+#include "common/rng.h"
 #include "common/fence.h"
 #include "locks/lock_internal.h"
 #include "locks/ticket.h"
@@ -241,6 +242,18 @@ void lock_wake_all(uint32_t *w, uint32_t *sleepers)
     full_fence();
     if (__atomic_load_n(sleepers, __ATOMIC_SEQ_CST))
         syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+void lock_retry_backoff(struct lock_thread *t, int64_t *b, uint64_t *seed)
+{
+    int64_t wait = *b / 2 + (int64_t)rng_below(seed, (uint64_t)(*b / 2 + 1));
+    if (wait < 20 * NS_PER_US) {
+        int64_t until = clock_now_ns() + wait;
+        while (clock_now_ns() < until) cpu_relax();
+    } else {
+        clock_sleep_ns(wait);
+    }
+    if (*b < t->cfg.spin_backoff_max_ns) *b *= 2;
 }
 
 void lock_backoff(unsigned round)

@@ -230,6 +230,10 @@ void lock_wake(uint64_t *w, uint32_t *sleeping);
  * either seen by the sleeper's re-check or followed by its wake-up. */
 void lock_nap(uint32_t *w, uint32_t seen, uint32_t *sleepers, int64_t ns);
 void lock_wake_all(uint32_t *w, uint32_t *sleepers);
+/* The retrying baselines' back-off (spin, drtm, rof): sleeps (or, under 20 us, spins) a random
+ * time in [b/2, b], then doubles b up to cfg.spin_backoff_max_ns. Start with
+ * b = cfg.spin_backoff_min_ns and any nonzero seed. */
+void lock_retry_backoff(struct lock_thread *t, int64_t *b, uint64_t *seed);
 /* A short pause between polls that cannot be woken: spins first, then yields, then sleeps
  * 1 us .. 128 us (for pollers of words only a NIC writes). round counts up from 0. */
 void lock_backoff(unsigned round);

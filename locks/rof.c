@@ -33,17 +33,7 @@ static int rof_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadl
             t->stats.timeouts++;
             return RDKV_ETIMEDOUT;
         }
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        int64_t wait = b / 2 + (int64_t)(seed % (uint64_t)(b / 2 + 1));
-        if (wait < 20 * NS_PER_US) {
-            int64_t until = clock_now_ns() + wait;
-            while (clock_now_ns() < until) __builtin_ia32_pause();
-        } else {
-            clock_sleep_ns(wait);
-        }
-        if (b < t->cfg.spin_backoff_max_ns) b *= 2;
+        lock_retry_backoff(t, &b, &seed);
     }
     h->mode = (uint8_t)mode;
     h->granted_at = clock_now_ns();

@@ -25,17 +25,7 @@ static int spin_acquire(struct lock_handle *h, enum lock_mode mode, int64_t dead
         }
         int64_t now = clock_now_ns();
         if (deadline && now >= deadline) return RDKV_ETIMEDOUT;
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        int64_t wait = backoff / 2 + (int64_t)(seed % (uint64_t)(backoff / 2 + 1));
-        if (wait < 20 * NS_PER_US) {
-            int64_t until = now + wait;
-            while (clock_now_ns() < until) __builtin_ia32_pause();
-        } else {
-            clock_sleep_ns(wait);
-        }
-        if (backoff < t->cfg.spin_backoff_max_ns) backoff *= 2;
+        lock_retry_backoff(t, &backoff, &seed);
     }
 }
 

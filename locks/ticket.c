@@ -3,6 +3,7 @@
 #include "ticket.h"
 
 #include "common/clock.h"
+#include "common/rng.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -107,11 +108,8 @@ static int64_t lease_of(const struct lock_thread *t) { return t->cfg.lease_ns; }
 
 static uint64_t rnd(struct lock_thread *t)
 {
-    uint64_t x = t->rng ? t->rng : (0x9E3779B97F4A7C15ull ^ t->id);
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return t->rng = x;
+    if (!t->rng) t->rng = 0x9E3779B97F4A7C15ull ^ t->id;
+    return rng_next(&t->rng);
 }
 
 void tk_backoff(struct lock_thread *t, unsigned failures)

@@ -4,6 +4,7 @@
 #include "server/bench.h"
 
 #include "common/clock.h"
+#include "common/rng.h"
 #include "common/log.h"
 #include "locks/lock.h"
 #include "server/proto.h"
@@ -195,26 +196,16 @@ static int spawn(void *(*fn)(void *), void *arg)
 }
 static _Atomic bool bench_stopping;
 
-static inline uint64_t xorshift(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
 
-/* A uniform double in [0, 1). */
-static inline double unit(uint64_t *s) { return (double)(xorshift(s) >> 11) * 0x1p-53; }
 
 /* An index in [0, n): uniform, or power-law P(i) ~ (i + 1)^-alpha (DSLR's skewed micro-benchmark)
  * by inverting the continuous distribution over [1, n + 1). */
 static uint32_t pick_index(const struct bench_lock_req *q, uint32_t n, uint64_t *seed)
 {
-    if (q->dist != BENCH_DIST_POWERLAW) return (uint32_t)(xorshift(seed) % n);
+    if (q->dist != BENCH_DIST_POWERLAW) return (uint32_t)(rng_next(seed) % n);
     double a1 = 1.0 - (double)q->alpha_milli / 1000.0; /* < 0 */
     double tail = pow((double)n + 1.0, a1);
-    double x = pow(1.0 - unit(seed) * (1.0 - tail), 1.0 / a1);
+    double x = pow(1.0 - rng_unit(seed) * (1.0 - tail), 1.0 / a1);
     uint64_t i = (uint64_t)x - 1;
     return i < n ? (uint32_t)i : n - 1;
 }
@@ -244,8 +235,8 @@ static void pick_op(const struct bench_lock_req *q, const struct locktable *lt, 
         struct pick p;
         for (unsigned tries = 0;; tries++) {
             p.node = me;
-            if (nodes > 1 && (xorshift(seed) % 100 >= q->locality || mine == 0)) {
-                p.node = (uint16_t)((me + 1 + (xorshift(seed) % (nodes - 1))) % nodes);
+            if (nodes > 1 && (rng_next(seed) % 100 >= q->locality || mine == 0)) {
+                p.node = (uint16_t)((me + 1 + (rng_next(seed) % (nodes - 1))) % nodes);
                 while (locktable_count(lt, p.node) == 0) p.node = (uint16_t)((p.node + 1) % nodes);
             }
             p.idx = pick_index(q, locktable_count(lt, p.node), seed);
@@ -268,7 +259,7 @@ static void pick_op(const struct bench_lock_req *q, const struct locktable *lt, 
             }
             break;
         }
-        p.mode = xorshift(seed) % 100 < q->read_ratio ? LOCK_SHARED : LOCK_EXCLUSIVE;
+        p.mode = rng_next(seed) % 100 < q->read_ratio ? LOCK_SHARED : LOCK_EXCLUSIVE;
         out[k] = p;
     }
     qsort(out, q->locks_per_op, sizeof *out, pick_cmp);
@@ -305,7 +296,7 @@ static int attempt(const struct bench_lock_req *q, struct lock_thread *t,
         while (clock_now_ns() < until) __builtin_ia32_pause();
     }
     for (unsigned i = 0; i < held; i++) {
-        if (!rc && q->fail_ppm && ps[i].node != me && xorshift(seed) % 1000000 < q->fail_ppm) {
+        if (!rc && q->fail_ppm && ps[i].node != me && rng_next(seed) % 1000000 < q->fail_ppm) {
             (*injected)++;
             continue;
         }

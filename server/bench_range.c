@@ -7,6 +7,7 @@
 #include "server/bench.h"
 
 #include "common/clock.h"
+#include "common/rng.h"
 #include "common/log.h"
 #include "locks/lock.h"
 #include "locks/range/range.h"
@@ -238,17 +239,7 @@ static _Atomic int range_run_busy;    /* a run is set up or running: refuse anot
 static _Atomic int range_run_threads; /* run threads that may still touch the fabric */
 static _Atomic bool range_stopping;
 
-static inline uint64_t xorshift(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
 
-/* Uniform in [0, n), n > 0 (the modulo bias is below 2^-40 for the n used here). */
-static inline uint64_t below(uint64_t *s, uint64_t n) { return xorshift(s) % n; }
 
 struct range_op {
     uint64_t lo, hi;
@@ -262,10 +253,10 @@ static uint64_t file_units(const struct bench_range_req *q) { return ((uint64_t)
 static void pick_micro(const struct bench_range_req *q, uint64_t *seed, struct range_op *op)
 {
     uint64_t units = (uint64_t)1 << q->bits;
-    uint64_t len = 1 + below(seed, q->max_units);
-    op->lo = below(seed, units - len + 1);
+    uint64_t len = 1 + rng_below(seed, q->max_units);
+    op->lo = rng_below(seed, units - len + 1);
     op->hi = op->lo + len - 1;
-    bool excl = below(seed, 100) < q->write_pct;
+    bool excl = rng_below(seed, 100) < q->write_pct;
     op->mode = excl ? LOCK_EXCLUSIVE : LOCK_SHARED;
     op->cls = excl ? BENCH_RANGE_WRITE : BENCH_RANGE_READ;
 }
@@ -276,7 +267,7 @@ static void pick_oltp(const struct bench_range_req *q, const struct range_worker
     uint64_t fu = file_units(q), file, len;
     switch (w->role) {
     case BENCH_RANGE_READ:
-        file = below(seed, BENCH_RANGE_OLTP_FILES);
+        file = rng_below(seed, BENCH_RANGE_OLTP_FILES);
         len = BENCH_RANGE_OLTP_UNITS;
         op->mode = LOCK_SHARED;
         break;
@@ -291,7 +282,7 @@ static void pick_oltp(const struct bench_range_req *q, const struct range_worker
         op->mode = LOCK_EXCLUSIVE;
         break;
     }
-    op->lo = file * fu + below(seed, fu - len + 1);
+    op->lo = file * fu + rng_below(seed, fu - len + 1);
     op->hi = op->lo + len - 1;
     op->cls = w->role;
 }

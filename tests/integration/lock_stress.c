@@ -9,6 +9,7 @@
 #include "tests/testenv.h"
 
 #include "common/clock.h"
+#include "common/rng.h"
 #include "locks/lock.h"
 
 #include <pthread.h>
@@ -173,9 +174,7 @@ static void *stress_thread(void *arg)
     bool shared_ok = s->algo->modes & (1u << LOCK_SHARED);
     uint64_t seed = 0x243F6A8885A308D3ull * (w->idx + 1);
     for (unsigned i = 0; i < s->iters; i++) {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
+        rng_next(&seed);
         unsigned node = w->node;
         if (seed % 100 >= s->locality) node = (w->node + 1 + (unsigned)(seed >> 32) % (s->nodes - 1)) % s->nodes;
         while (locktable_count(&lt, (uint16_t)node) == 0) node = (node + 1) % s->nodes;

@@ -12,6 +12,7 @@
 #include "tests/testenv.h"
 
 #include "common/clock.h"
+#include "common/rng.h"
 #include "locks/range/range.h"
 
 #include <pthread.h>
@@ -104,21 +105,14 @@ struct worker {
     uint64_t seed;
 };
 
-static uint64_t rnd(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
 
 static void pick(uint64_t *seed, uint64_t *lo, uint64_t *hi, uint8_t *mode)
 {
-    uint64_t len = 1 + rnd(seed) % (rnd(seed) % 4 == 0 ? 1024 : 64);
-    uint64_t at = rnd(seed) % (UNITS - len + 1);
+    uint64_t len = 1 + rng_next(seed) % (rng_next(seed) % 4 == 0 ? 1024 : 64);
+    uint64_t at = rng_next(seed) % (UNITS - len + 1);
     *lo = at;
     *hi = at + len - 1;
-    *mode = rnd(seed) % 10 < 3 ? LOCK_EXCLUSIVE : LOCK_SHARED;
+    *mode = rng_next(seed) % 10 < 3 ? LOCK_EXCLUSIVE : LOCK_SHARED;
 }
 
 /* Inside an exclusive hold: a non-atomic increment of the counters of (up to) 4 units. */
@@ -155,7 +149,7 @@ static void *worker_main(void *arg)
     /* citron takes every range exclusively: the checker must know */
     bool x_only = !(s->algo->modes & (1u << LOCK_SHARED));
     while (!atomic_load(&s->stop)) {
-        unsigned want = rnd(&w->seed) % 3 == 0 ? 2 : 1, got = 0;
+        unsigned want = rng_next(&w->seed) % 3 == 0 ? 2 : 1, got = 0;
         int64_t deadline = clock_now_ns() + 50 * NS_PER_MS;
         int rc = 0;
         for (unsigned i = 0; i < want; i++) {
@@ -380,7 +374,7 @@ static void *reader_main(void *arg)
     static _Thread_local struct range_handle h;
     uint64_t seed = (uint64_t)(uintptr_t)&h | 1;
     while (!atomic_load(&f->stop)) {
-        uint64_t lo = rnd(&seed) % 500;
+        uint64_t lo = rng_next(&seed) % 500;
         range_handle_init(&h, &t, f->al, 0, SPACE, lo, lo + 499);
         if (range_acquire(&h, LOCK_SHARED, 0) || range_release(&h)) f->errors++;
         f->ops++;
@@ -453,8 +447,8 @@ static void bad_requests(void)
     uint64_t seed = 42;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (int k = 0; k < 50; k++) {
-            size_t len = rnd(&seed) % sizeof junk;
-            for (size_t j = 0; j < len; j++) junk[j] = (uint8_t)rnd(&seed);
+            size_t len = rng_next(&seed) % sizeof junk;
+            for (size_t j = 0; j < len; j++) junk[j] = (uint8_t)rng_next(&seed);
             if (k == 0) len = 0;
             struct fab_buf resp = {0};
             int rc = fab_rpc_call(v.c[1], 0, types[i], junk, len, &resp, 2 * NS_PER_S);

@@ -4,19 +4,15 @@
  * brute-force array model with fixed seeds. */
 #include "tests/harness.h"
 
+#include "common/rng.h"
+
 #include "locks/range/itv.h"
 
 #include <math.h>
 
 static uint64_t rng_state;
 static void rng_seed(uint64_t s) { rng_state = s ? s : 88172645463325252ull; }
-static uint64_t rng(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
+static uint64_t rng(void) { return rng_next(&rng_state); }
 
 /* ---- collecting callback ---- */
 

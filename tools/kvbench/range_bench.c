@@ -330,11 +330,9 @@ static int run_point(struct fabric *f, struct range_point *pt, const struct benc
             } else {
                 if (r->error && !pt->failed) {
                     pt->failed = true;
-                    snprintf(pt->error, sizeof pt->error, "%s failed on node %u: %s%s",
+                    snprintf(pt->error, sizeof pt->error, "%s failed on node %u: %s",
                              bench_range_error_op(r->error_op), pl.node[i],
-                             rdkv_strerror(r->error),
-                             r->error == RDKV_ENOTSUP ? " (this design is not implemented in "
-                                                        "this build)" : "");
+                             rdkv_strerror(r->error));
                 }
                 bench_range_res_add(&pt->r, r);
                 double s = (double)r->elapsed_ns / 1e9;
