@@ -16,6 +16,13 @@
 #include <stdatomic.h>
 
 
+/* Detaches a lock thread and destroys its fabric context. */
+static void thread_done(struct fab_ctx *c, struct lock_thread *t)
+{
+    lock_thread_fini(t);
+    fab_ctx_destroy(c);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* The naive lock: exactly what ALock must not be. */
 
@@ -220,8 +227,7 @@ static void *stress_thread(void *arg)
     }
     s->overflow_resets += t.stats.overflow_resets;
     s->resets += t.stats.resets;
-    lock_thread_fini(&t);
-    fab_ctx_destroy(c);
+    thread_done(c, &t);
     return NULL;
 }
 
@@ -408,6 +414,32 @@ static int row_thread(struct tenv *e, unsigned node, struct fab_ctx **c, struct 
     return -1;
 }
 
+/* Two nodes with the two-row table, and lock threads (ROW_LEASE) on the given nodes. */
+struct rows {
+    struct tenv e;
+    unsigned n;
+    struct fab_ctx *c[2];
+    struct lock_thread t[2];
+    struct locktable lt[2];
+};
+
+static int rows_start(struct rows *r, unsigned n, const unsigned *nodes)
+{
+    r->n = 0;
+    if (tenv_start(&r->e, 2, 16u << 20, NULL)) return -1;
+    locktable_reset(r->e.f[0], 2);
+    locktable_reset(r->e.f[1], 2);
+    for (; r->n < n; r->n++)
+        if (row_thread(&r->e, nodes[r->n], &r->c[r->n], &r->t[r->n], &r->lt[r->n])) return -1;
+    return 0;
+}
+
+static void rows_stop(struct rows *r)
+{
+    for (unsigned i = 0; i < r->n; i++) thread_done(r->c[i], &r->t[i]);
+    tenv_stop(&r->e);
+}
+
 struct reader_flood {
     struct tenv *e;
     _Atomic bool stop;
@@ -441,30 +473,26 @@ static void *flood_main(void *arg)
         if (rc && rc != RDKV_ETIMEDOUT) fl->errors++;
         fl->ops++;
     }
-    lock_thread_fini(&t);
-    fab_ctx_destroy(c);
+    thread_done(c, &t);
     return NULL;
 }
 
 static void t_rwlock_stale_mark(void)
 {
-    struct tenv e;
-    REQUIRE(tenv_start(&e, 2, 16u << 20, NULL) == 0);
-    locktable_reset(e.f[0], 2);
-    locktable_reset(e.f[1], 2);
-    struct fab_ctx *c;
-    struct lock_thread t;
-    struct locktable lt;
-    REQUIRE(row_thread(&e, 0, &c, &t, &lt) == 0);
-    uint64_t *line = fab_local(e.f[0], locktable_line(&lt, 0, 0));
+    static struct rows r;
+    static const unsigned on[1] = {0};
+    REQUIRE(rows_start(&r, 1, on) == 0);
+    struct lock_thread *t = &r.t[0];
+    struct locktable *lt = &r.lt[0];
+    uint64_t *line = fab_local(r.e.f[0], locktable_line(lt, 0, 0));
     line[1] = 1ull << 27 | 1; /* RC: a dead backed-off waiter (eW) and a dead reader (eS) */
     line[4] = 1;              /* TURN: the remote cohort has priority */
-    struct reader_flood fl = {.e = &e};
+    struct reader_flood fl = {.e = &r.e};
     pthread_t thr[3];
     for (int i = 0; i < 3; i++) pthread_create(&thr[i], NULL, flood_main, &fl);
     while (fl.ops < 20 && !fl.errors) clock_sleep_ns(NS_PER_MS); /* the flood is on */
     struct lock_handle h;
-    lock_handle_init(&h, &t, &lock_rwlock, locktable_line(&lt, 0, 0));
+    lock_handle_init(&h, t, &lock_rwlock, locktable_line(lt, 0, 0));
     int64_t t0 = clock_now_ns();
     int rc = lock_acquire(&h, LOCK_EXCLUSIVE, t0 + 25 * ROW_LEASE);
     int64_t waited = clock_now_ns() - t0;
@@ -476,10 +504,8 @@ static void t_rwlock_stale_mark(void)
             rdkv_strerror(rc), (double)waited / 1e6, during);
     CHECK_EQ(rc, 0);
     CHECK_EQ(fl.errors, 0);
-    CHECK(t.stats.resets > 0); /* it got in by clearing the dead reader's mark */
-    lock_thread_fini(&t);
-    fab_ctx_destroy(c);
-    tenv_stop(&e);
+    CHECK(t->stats.resets > 0); /* it got in by clearing the dead reader's mark */
+    rows_stop(&r);
 }
 
 /* A local writer holds a row for several leases (local holders have no lease: they share the
@@ -516,8 +542,7 @@ static void *remote_writer(void *arg)
         lh->errors++;
     }
     lh->resets += t.stats.resets;
-    lock_thread_fini(&t);
-    fab_ctx_destroy(c);
+    thread_done(c, &t);
     return NULL;
 }
 
@@ -527,16 +552,11 @@ static void *remote_writer(void *arg)
  * patience, so the waiter gets the lock after a few attempts. */
 static void t_dslr_short_deadlines(void)
 {
-    struct tenv e;
-    REQUIRE(tenv_start(&e, 2, 16u << 20, NULL) == 0);
-    locktable_reset(e.f[0], 2);
-    locktable_reset(e.f[1], 2);
-    struct fab_ctx *c[2];
-    struct lock_thread t[2];
-    struct locktable lt[2];
-    REQUIRE(row_thread(&e, 1, &c[0], &t[0], &lt[0]) == 0);
-    REQUIRE(row_thread(&e, 1, &c[1], &t[1], &lt[1]) == 0);
-    rptr line = locktable_line(&lt[0], 0, 0);
+    static struct rows r;
+    static const unsigned on[2] = {1, 1};
+    REQUIRE(rows_start(&r, 2, on) == 0);
+    struct lock_thread *t = r.t;
+    rptr line = locktable_line(&r.lt[0], 0, 0);
     struct lock_handle dead, w;
     lock_handle_init(&dead, &t[0], &lock_dslr, line);
     REQUIRE(lock_acquire(&dead, LOCK_EXCLUSIVE, 0) == 0); /* and never released */
@@ -553,11 +573,7 @@ static void t_dslr_short_deadlines(void)
     CHECK(attempts < 20);
     CHECK(t[1].stats.resets >= 1);
     if (rc == 0) CHECK_EQ(lock_release(&w), 0);
-    for (int i = 0; i < 2; i++) {
-        lock_thread_fini(&t[i]);
-        fab_ctx_destroy(c[i]);
-    }
-    tenv_stop(&e);
+    rows_stop(&r);
 }
 
 /* Multi-slot leasing: a holder that took 3 slots may hold for up to 3 leases; a waiter behind
@@ -565,16 +581,11 @@ static void t_dslr_short_deadlines(void)
  * LOCK_DSLR_MAX_SLOTS are refused. */
 static void t_dslr_multi_slot(void)
 {
-    struct tenv e;
-    REQUIRE(tenv_start(&e, 2, 16u << 20, NULL) == 0);
-    locktable_reset(e.f[0], 2);
-    locktable_reset(e.f[1], 2);
-    struct fab_ctx *c[2];
-    struct lock_thread t[2];
-    struct locktable lt[2];
-    REQUIRE(row_thread(&e, 1, &c[0], &t[0], &lt[0]) == 0);
-    REQUIRE(row_thread(&e, 0, &c[1], &t[1], &lt[1]) == 0);
-    rptr line = locktable_line(&lt[0], 0, 1);
+    static struct rows r;
+    static const unsigned on[2] = {1, 0};
+    REQUIRE(rows_start(&r, 2, on) == 0);
+    struct lock_thread *t = r.t;
+    rptr line = locktable_line(&r.lt[0], 0, 1);
     struct lock_handle h;
     lock_handle_init(&h, &t[0], &lock_dslr, line);
     h.slots = LOCK_DSLR_MAX_SLOTS + 1;
@@ -594,35 +605,28 @@ static void t_dslr_multi_slot(void)
     CHECK_EQ(lock_acquire(&w, LOCK_EXCLUSIVE, clock_now_ns() + 20 * ROW_LEASE), 0);
     CHECK_EQ(lock_release(&w), 0);
     CHECK_EQ(t[1].stats.resets, 0);
-    for (int i = 0; i < 2; i++) {
-        lock_thread_fini(&t[i]);
-        fab_ctx_destroy(c[i]);
-    }
-    tenv_stop(&e);
+    rows_stop(&r);
 }
 
 static void t_rwlock_long_local_hold(void)
 {
-    struct tenv e;
-    REQUIRE(tenv_start(&e, 2, 16u << 20, NULL) == 0);
-    locktable_reset(e.f[0], 2);
-    locktable_reset(e.f[1], 2);
-    struct fab_ctx *c;
-    struct lock_thread t;
-    struct locktable lt;
-    REQUIRE(row_thread(&e, 0, &c, &t, &lt) == 0);
+    static struct rows r;
+    static const unsigned on[1] = {0};
+    REQUIRE(rows_start(&r, 1, on) == 0);
+    struct lock_thread *t = &r.t[0];
+    struct locktable *lt = &r.lt[0];
     struct lock_handle h;
-    lock_handle_init(&h, &t, &lock_rwlock, locktable_line(&lt, 0, 0));
+    lock_handle_init(&h, t, &lock_rwlock, locktable_line(lt, 0, 0));
     REQUIRE(lock_acquire(&h, LOCK_EXCLUSIVE, 0) == 0);
-    struct long_hold lh = {.e = &e};
+    struct long_hold lh = {.e = &r.e};
     pthread_t thr[2];
     for (int i = 0; i < 2; i++) pthread_create(&thr[i], NULL, remote_writer, &lh);
-    while (lh.started < 2) clock_sleep_ns(NS_PER_MS);
+    while (lh.started + lh.errors < 2) clock_sleep_ns(NS_PER_MS); /* each starts or fails */
     /* hold for six leases: the remote tickets stand still all that time */
-    uint64_t *d = fab_local(e.f[0], locktable_data(&lt, 0, 0));
-    __atomic_store_n(&d[1], t.id, __ATOMIC_SEQ_CST);
+    uint64_t *d = fab_local(r.e.f[0], locktable_data(lt, 0, 0));
+    __atomic_store_n(&d[1], t->id, __ATOMIC_SEQ_CST);
     clock_sleep_ns(6 * ROW_LEASE);
-    if (__atomic_load_n(&d[1], __ATOMIC_SEQ_CST) != t.id) lh.violations++;
+    if (__atomic_load_n(&d[1], __ATOMIC_SEQ_CST) != t->id) lh.violations++;
     __atomic_store_n(&d[1], 0, __ATOMIC_SEQ_CST);
     CHECK_EQ(lock_release(&h), 0);
     for (int i = 0; i < 2; i++) pthread_join(thr[i], NULL);
@@ -631,9 +635,7 @@ static void t_rwlock_long_local_hold(void)
     CHECK_EQ(lh.errors, 0);
     CHECK_EQ(lh.violations, 0);
     CHECK_EQ(lh.resets, 0);
-    lock_thread_fini(&t);
-    fab_ctx_destroy(c);
-    tenv_stop(&e);
+    rows_stop(&r);
 }
 
 /* The naive lock is caught by the same checker, with the same pause. */
@@ -763,8 +765,7 @@ static void *hold_thread(void *arg)
         lock_release(&h);
     }
     atomic_store(&hd->state, 3);
-    lock_thread_fini(&t);
-    fab_ctx_destroy(c);
+    thread_done(c, &t);
     return NULL;
 }
 

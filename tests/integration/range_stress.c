@@ -394,7 +394,10 @@ static void writer_not_starved(void)
         pthread_t th[3];
         for (int i = 0; i < 3; i++) REQUIRE(pthread_create(&th[i], NULL, reader_main, &f) == 0);
         /* wait until the readers are going: a count, not a sleep */
-        while (atomic_load(&f.ops) < 200 && !atomic_load(&f.errors)) lock_backoff(8);
+        int64_t give_up = clock_now_ns() + 10 * NS_PER_S;
+        while (atomic_load(&f.ops) < 200 && !atomic_load(&f.errors) && clock_now_ns() < give_up)
+            clock_sleep_ns(100 * NS_PER_US);
+        CHECK(atomic_load(&f.ops) >= 200);
         int got = 0;
         for (int k = 0; k < 5; k++) {
             static struct range_handle hw;
