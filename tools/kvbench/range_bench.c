@@ -560,40 +560,42 @@ static size_t micro_idx(unsigned w, unsigned c, unsigned a, unsigned na)
     return ((size_t)w * NSC + c) * na + a;
 }
 
+/* A markdown table header: "| clients | algo... |" and its alignment row. */
+static void md_header(FILE *f, const char *const *algos, unsigned na)
+{
+    fprintf(f, "| clients |");
+    for (unsigned a = 0; a < na; a++) fprintf(f, " %s |", algos[a]);
+    fprintf(f, "\n|---:|");
+    for (unsigned a = 0; a < na; a++) fprintf(f, "---:|");
+    fprintf(f, "\n");
+}
+
 static void write_sweep_md(FILE *f, const struct range_point *pts, const char *const *algos,
                            unsigned na, unsigned oltp_clients)
 {
     for (unsigned w = 0; w < NSW; w++) {
-        fprintf(f, "## micro, %u %% writes\n\nThroughput (ops/s; each op = acquire + release):\n\n"
-                   "| clients |", sweep_writes[w]);
-        for (unsigned a = 0; a < na; a++) fprintf(f, " %s |", algos[a]);
-        fprintf(f, "\n|---:|");
-        for (unsigned a = 0; a < na; a++) fprintf(f, "---:|");
-        fprintf(f, "\n");
-        for (unsigned c = 0; c < NSC; c++) {
-            fprintf(f, "| %u |", sweep_clients[c]);
-            for (unsigned a = 0; a < na; a++) {
-                const struct range_point *p = &pts[micro_idx(w, c, a, na)];
-                if (p->done && !p->failed) fprintf(f, " %.0f |", ops_per_s(p));
-                else fprintf(f, " %s |", p->failed ? "failed" : "-");
+        fprintf(f, "## micro, %u %% writes\n\nThroughput (ops/s; each op = acquire + release):\n\n",
+                sweep_writes[w]);
+        for (int latency = 0; latency < 2; latency++) {
+            if (latency)
+                fprintf(f, "\nLatency p50 / p99 (us) and fabric round trips per op:\n\n");
+            md_header(f, algos, na);
+            for (unsigned c = 0; c < NSC; c++) {
+                fprintf(f, "| %u |", sweep_clients[c]);
+                for (unsigned a = 0; a < na; a++) {
+                    const struct range_point *p = &pts[micro_idx(w, c, a, na)];
+                    if (!p->done || p->failed)
+                        fprintf(f, " %s |", p->failed ? "failed" : "-");
+                    else if (!latency)
+                        fprintf(f, " %.0f |", ops_per_s(p));
+                    else
+                        fprintf(f, " %.1f / %.1f, %.2f RT |",
+                                (double)hist_percentile(&p->r.h, 50) / 1e3,
+                                (double)hist_percentile(&p->r.h, 99) / 1e3,
+                                per_op(p, p->r.round_trips));
+                }
+                fprintf(f, "\n");
             }
-            fprintf(f, "\n");
-        }
-        fprintf(f, "\nLatency p50 / p99 (us) and fabric round trips per op:\n\n| clients |");
-        for (unsigned a = 0; a < na; a++) fprintf(f, " %s |", algos[a]);
-        fprintf(f, "\n|---:|");
-        for (unsigned a = 0; a < na; a++) fprintf(f, "---:|");
-        fprintf(f, "\n");
-        for (unsigned c = 0; c < NSC; c++) {
-            fprintf(f, "| %u |", sweep_clients[c]);
-            for (unsigned a = 0; a < na; a++) {
-                const struct range_point *p = &pts[micro_idx(w, c, a, na)];
-                if (p->done && !p->failed)
-                    fprintf(f, " %.1f / %.1f, %.2f RT |", (double)hist_percentile(&p->r.h, 50) / 1e3,
-                            (double)hist_percentile(&p->r.h, 99) / 1e3, per_op(p, p->r.round_trips));
-                else fprintf(f, " %s |", p->failed ? "failed" : "-");
-            }
-            fprintf(f, "\n");
         }
         fprintf(f, "\n![micro, %u %% writes](plots/range-micro-w%u.png)\n\n", sweep_writes[w],
                 sweep_writes[w]);
