@@ -220,6 +220,9 @@ struct range_worker {
     unsigned role_idx; /* global index among the clients of its role (writers' files) */
     pthread_t thr;
     struct bench_range_res res;
+    /* the one handle the client locks every range through, re-targeted op after op: the
+     * client-side designs read the space's layout once, as a long-running client would */
+    struct range_handle h;
 };
 
 struct range_run {
@@ -308,18 +311,12 @@ static bool paced_ok(const struct range_run *run, const struct range_worker *w, 
 /* One attempt: acquire, hold cs_ns, release. 0, a retryable RDKV_ETIMEDOUT / RDKV_EABORTED (a
  * release that reports RDKV_ETIMEDOUT lost its lease while held: the hold was unprotected), or
  * a design error with *where set. */
-static int attempt(const struct bench_range_req *q, struct lock_thread *t,
-                   const struct range_algo *algo, const struct range_op *op, unsigned *where)
+static int attempt(const struct bench_range_req *q, struct range_handle *h,
+                   const struct range_op *op, unsigned *where)
 {
-    /* One handle per thread, re-targeted op after op: the client-side designs read the space's
-     * layout once, as a long-running client would. */
-    static _Thread_local struct range_handle h;
-    if (h.algo != algo || h.t != t || h.node != q->owner || h.space != q->space || h.mode)
-        range_handle_init(&h, t, algo, q->owner, q->space, op->lo, op->hi);
-    else
-        range_handle_retarget(&h, op->lo, op->hi);
+    range_handle_retarget(h, op->lo, op->hi);
     int64_t deadline = q->timeout_ns ? clock_now_ns() + q->timeout_ns : 0;
-    int rc = range_acquire(&h, op->mode, deadline);
+    int rc = range_acquire(h, op->mode, deadline);
     if (rc) {
         *where = 0;
         return rc;
@@ -328,7 +325,7 @@ static int attempt(const struct bench_range_req *q, struct lock_thread *t,
         int64_t until = clock_now_ns() + q->cs_ns;
         while (clock_now_ns() < until) __builtin_ia32_pause();
     }
-    rc = range_release(&h);
+    rc = range_release(h);
     *where = 1;
     return rc;
 }
@@ -374,7 +371,7 @@ static void *range_worker_main(void *arg)
     }
     pthread_barrier_wait(&run->ready);
     if (rc || run->failed) goto out;
-    const struct range_algo *algo = range_algo_find(q->algo);
+    range_handle_init(&w->h, &t, range_algo_find(q->algo), q->owner, q->space, 0, 0);
     uint64_t gidx = (uint64_t)q->first_client + w->idx;
     uint64_t seed = q->seed ^ (gidx * 0x9E3779B97F4A7C15ull) ^ 0x5DEECE66Dull;
     if (!seed) seed = 1;
@@ -410,7 +407,7 @@ static void *range_worker_main(void *arg)
          * retried (after a short random back-off) until it succeeds or the run ends; the op's
          * latency covers every attempt. */
         for (unsigned tries = 0;; tries++) {
-            rc = attempt(q, &t, algo, &op, &where);
+            rc = attempt(q, &w->h, &op, &where);
             if (rc != RDKV_ETIMEDOUT && rc != RDKV_EABORTED) break;
             if (measuring) res->retries++;
             if (should_stop(run, clock_now_ns())) break;

@@ -797,11 +797,6 @@ static int check_args(struct range_handle *h, enum lock_mode mode)
     return 0;
 }
 
-static void held(struct range_handle *h, enum lock_mode mode)
-{
-    h->mode = (uint8_t)mode;
-}
-
 static int server_acquire(struct range_handle *h, enum lock_mode mode, int64_t deadline,
                           uint16_t type, bool rdma)
 {
@@ -815,7 +810,7 @@ static int server_acquire(struct range_handle *h, enum lock_mode mode, int64_t d
         return rc;
     }
     if (state == RANGE_GRANTED) {
-        held(h, mode);
+        h->mode = (uint8_t)mode;
         return 0;
     }
     /* combiner-rdma, queued: READ the ready flag until it holds our token. The grant came
@@ -827,7 +822,7 @@ static int server_acquire(struct range_handle *h, enum lock_mode mode, int64_t d
         rc = fab_read(h->t->c, flag, &v, sizeof v);
         if (rc) break;
         if (v == h->token) {
-            held(h, mode);
+            h->mode = (uint8_t)mode;
             return 0;
         }
         h->granted_min = sent;
