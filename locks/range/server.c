@@ -773,18 +773,34 @@ static int send_lock(struct range_handle *h, uint16_t type, enum lock_mode mode,
     return rc;
 }
 
-static int send_unlock(struct range_handle *h, uint16_t type, bool cancel, bool *was_granted)
+/* The unlock message (u16 space, u64 token, u8 cancel, little-endian) into out; its length. */
+static size_t unlock_msg(const struct range_handle *h, bool cancel, uint8_t out[11])
 {
-    struct pack_w w;
-    pack_w_init(&w);
-    pack_u16(&w, h->space);
-    pack_u64(&w, h->token);
-    pack_u8(&w, cancel ? 1 : 0);
-    if (w.err) return RDKV_ENOMEM;
+    out[0] = (uint8_t)h->space;
+    out[1] = (uint8_t)(h->space >> 8);
+    for (int i = 0; i < 8; i++) out[2 + i] = (uint8_t)(h->token >> (8 * i));
+    out[10] = cancel ? 1 : 0;
+    return 11;
+}
+
+/* A release. Nothing in the answer is news (the owner queues or applies the release, or had
+ * evicted the hold, which the caller judges), so it is not waited for: one message, no round
+ * trip. The handlers run inline, in arrival order, so the release comes before anything this
+ * thread asks the owner next. */
+static int send_release(struct range_handle *h, uint16_t type)
+{
+    uint8_t m[11];
+    return fab_rpc_send(h->t->c, h->node, type, m, unlock_msg(h, false, m));
+}
+
+/* combiner-rdma: gives up a queued request; *was_granted when the grant came first (then the
+ * request holds, and the caller releases it). */
+static int send_cancel(struct range_handle *h, bool *was_granted)
+{
+    uint8_t m[11];
     struct fab_buf resp = {0};
-    int rc = fab_rpc_call(h->t->c, h->node, type, w.p, w.len, &resp, 0);
-    pack_w_free(&w);
-    if (was_granted) *was_granted = rc == 0 && resp.len == 1 && ((uint8_t *)resp.data)[0] == RANGE_GRANTED;
+    int rc = fab_rpc_call(h->t->c, h->node, RANGE_RPC_UNLOCK, m, unlock_msg(h, true, m), &resp, 0);
+    *was_granted = rc == 0 && resp.len == 1 && ((uint8_t *)resp.data)[0] == RANGE_GRANTED;
     fab_buf_free(&resp);
     return rc;
 }
@@ -834,8 +850,7 @@ static int server_acquire(struct range_handle *h, enum lock_mode mode, int64_t d
     }
     /* Give the request up; if it was granted meanwhile, release it. */
     bool was_granted = false;
-    int rc2 = send_unlock(h, RANGE_RPC_UNLOCK, true, &was_granted);
-    if (rc2 == 0 && was_granted) send_unlock(h, RANGE_RPC_UNLOCK, false, NULL);
+    if (send_cancel(h, &was_granted) == 0 && was_granted) send_release(h, RANGE_RPC_UNLOCK);
     if (rc == RDKV_ETIMEDOUT) h->t->stats.timeouts++;
     return rc;
 }
@@ -847,17 +862,7 @@ static int server_release(struct range_handle *h, uint16_t type)
     /* The owner may evict a hold two of its leases after the grant, which came no earlier than
      * granted_min by our clock: past that, the hold may have been evicted. */
     bool outlived = h->lease_ns > 0 && clock_now_ns() - h->granted_min >= 2 * h->lease_ns;
-    /* Nothing in the answer is news (the owner queues or applies the release, or had evicted
-     * the hold, which we judged above), so it is not waited for: one message, no round trip.
-     * The handlers run inline, in arrival order, so the release comes before anything this
-     * thread asks the owner next. */
-    struct pack_w w;
-    pack_w_init(&w);
-    pack_u16(&w, h->space);
-    pack_u64(&w, h->token);
-    pack_u8(&w, 0);
-    int rc = w.err ? RDKV_ENOMEM : fab_rpc_send(h->t->c, h->node, type, w.p, w.len);
-    pack_w_free(&w);
+    int rc = send_release(h, type);
     if (rc == 0 && outlived) rc = RDKV_ETIMEDOUT;
     if (rc == RDKV_ETIMEDOUT) h->t->stats.lease_expired++;
     return rc;
