@@ -4,6 +4,7 @@
 #include "common/clock.h"
 #include "common/parse.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,4 +201,23 @@ void bench_json_metrics(struct json *j, const struct bench_stats *s)
     json_kv_double(j, "p999_us", us(hist_percentile(h, 99.9)));
     json_kv_double(j, "max_us", us(h->max));
     if (s->round_trips_per_op > 0) json_kv_double(j, "round_trips_per_op", s->round_trips_per_op);
+}
+
+FILE *bench_json_begin(struct json *j, const char *path, const char *cmd,
+                       const struct bench_cluster *bc, const char *transport, unsigned nodes)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "kvbench %s: cannot write %s: %s\n", cmd, path, strerror(errno));
+        return NULL;
+    }
+    json_init(j, f, true);
+    json_obj_begin(j);
+    json_kv_str(j, "benchmark", cmd);
+    json_key(j, "config");
+    json_obj_begin(j);
+    json_kv_str(j, "transport", transport);
+    json_kv_u64(j, "nodes", nodes);
+    json_kv_bool(j, "local_nodes", bc->launched);
+    return f;
 }

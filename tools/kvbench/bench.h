@@ -59,6 +59,11 @@ double bench_ops_per_s(const struct bench_stats *s);
 void bench_print_ycsb(FILE *out, const struct bench_stats *s);
 /* A JSON object with op/size/depth supplied by the caller already open: adds the metrics. */
 void bench_json_metrics(struct json *j, const struct bench_stats *s);
+/* Opens --json's file for `kvbench <cmd>` and writes the head every result file shares:
+ * {"benchmark": cmd, "config": {"transport", "nodes", "local_nodes", ... -- the config object is
+ * left open for the caller's own keys. NULL, with a message, if the file cannot be written. */
+FILE *bench_json_begin(struct json *j, const char *path, const char *cmd,
+                       const struct bench_cluster *bc, const char *transport, unsigned nodes);
 
 void bench_common_init(struct bench_common *c);
 int bench_common_opt(struct bench_common *c, int argc, char **argv, int *i);

@@ -447,20 +447,11 @@ int cmd_fabric(int argc, char **argv)
     }
 
     if (co.json) {
-        FILE *jf = fopen(co.json, "w");
+        struct json j;
+        FILE *jf = bench_json_begin(&j, co.json, "fabric", &bc, fab_transport_name(bc.transport), nn);
         if (!jf) {
-            fprintf(stderr, "kvbench fabric: cannot write %s: %s\n", co.json, strerror(errno));
             rc = 1;
         } else {
-            struct json j;
-            json_init(&j, jf, true);
-            json_obj_begin(&j);
-            json_kv_str(&j, "benchmark", "fabric");
-            json_key(&j, "config");
-            json_obj_begin(&j);
-            json_kv_str(&j, "transport", fab_transport_name(bc.transport));
-            json_kv_u64(&j, "nodes", nn);
-            json_kv_bool(&j, "local_nodes", bc.launched);
             json_kv_u64(&j, "threads", threads);
             json_kv_u64(&j, "target_node", target);
             json_kv_double(&j, "seconds", co.seconds);

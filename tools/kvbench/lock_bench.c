@@ -637,20 +637,11 @@ int cmd_lock(int argc, char **argv)
     size_t done = 0;
     while (done < npts && pts[done].r.ops + pts[done].r.errors > 0) done++;
     if (co.json) {
-        FILE *jf = fopen(co.json, "w");
+        struct json j;
+        FILE *jf = bench_json_begin(&j, co.json, "lock", &bc, tname, nn);
         if (!jf) {
-            fprintf(stderr, "kvbench lock: cannot write %s: %s\n", co.json, strerror(errno));
             rc = 1;
         } else {
-            struct json j;
-            json_init(&j, jf, true);
-            json_obj_begin(&j);
-            json_kv_str(&j, "benchmark", "lock");
-            json_key(&j, "config");
-            json_obj_begin(&j);
-            json_kv_str(&j, "transport", tname);
-            json_kv_u64(&j, "nodes", nn);
-            json_kv_bool(&j, "local_nodes", bc.launched);
             json_kv_double(&j, "seconds", co.seconds);
             json_kv_double(&j, "warmup_seconds", warmup);
             json_kv_i64(&j, "alock_local_budget", base.local_budget);

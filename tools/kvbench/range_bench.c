@@ -937,20 +937,11 @@ int cmd_range(int argc, char **argv)
         print_table(&pts[(size_t)NSW * NSC * nalgos], nalgos);
     }
     if (co.json) {
-        FILE *jf = fopen(co.json, "w");
+        struct json j;
+        FILE *jf = bench_json_begin(&j, co.json, "range", &bc, tname, nn);
         if (!jf) {
-            fprintf(stderr, "kvbench range: cannot write %s: %s\n", co.json, strerror(errno));
             rc = 1;
         } else {
-            struct json j;
-            json_init(&j, jf, true);
-            json_obj_begin(&j);
-            json_kv_str(&j, "benchmark", "range");
-            json_key(&j, "config");
-            json_obj_begin(&j);
-            json_kv_str(&j, "transport", tname);
-            json_kv_u64(&j, "nodes", nn);
-            json_kv_bool(&j, "local_nodes", bc.launched);
             json_kv_double(&j, "seconds", co.seconds);
             json_kv_double(&j, "warmup_seconds", warmup);
             json_kv_u64(&j, "repeat", repeat);
