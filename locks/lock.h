@@ -126,15 +126,17 @@ struct lock_thread {
     int64_t omega_ns;     /* dslr's poll unit once calibrated */
     struct lock_abandoned *abandoned;
     uint64_t rng;
-    /* dslr: where this thread last gave up waiting on a word that did not move, so that its
-     * next wait on the word resumes the patience clock instead of starting it again (waiters
-     * whose deadlines are shorter than the patience could otherwise never reset a dead ticket) */
-    struct lock_stuck {
-        rptr word;
-        uint64_t n;    /* the serving counters (with liveness bits) it saw */
-        int64_t since; /* when they were first seen so */
-        int64_t left;  /* when it gave up */
-    } stuck[8];
+};
+
+/* dslr: where a waiter last gave up on a word that did not move, so that the next wait on the
+ * word (by any thread of the process) resumes the patience clock instead of starting it again:
+ * waiters whose deadlines are shorter than the patience could otherwise never reset a dead
+ * ticket (locks/ticket.c keeps a table of these). */
+struct lock_stuck {
+    rptr word;
+    uint64_t n;    /* the serving counters (with liveness bits) it saw */
+    int64_t since; /* when they were first seen so */
+    int64_t left;  /* when it gave up */
 };
 
 /* Attaches the calling thread (which owns c) to the locks of its node. cfg may be NULL. It also

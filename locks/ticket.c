@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "common/rng.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -309,9 +310,46 @@ static int cas_to_zero(struct lock_thread *t, const struct tk_req *r, uint64_t f
 
 static unsigned own_abandoned(const struct lock_thread *t, rptr word);
 
-static struct lock_stuck *stuck_slot(struct lock_thread *t, rptr word)
+/* Where waiters last gave up on a word that did not move, shared by every thread of the process
+ * (keyed by fabric and word): an observation "this word has not moved since S" holds for any
+ * thread that sees the same counters, so a waiter resumes the patience of an earlier one, even
+ * of a thread that has gone (transactions' session threads come and go, and each waits only
+ * briefly). A slot is overwritten by a later word that hashes to it; the cost is patience. */
+#define STUCK_SLOTS 256
+static pthread_mutex_t stuck_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct stuck_slot {
+    const struct fabric *f;
+    struct lock_stuck s;
+} stuck_tab[STUCK_SLOTS];
+
+static struct stuck_slot *stuck_slot(const struct lock_thread *t, rptr word)
 {
-    return &t->stuck[(word >> 6) * 0x9E3779B97F4A7C15ull >> 61];
+    uint64_t h = ((word >> 6) ^ ((uint64_t)(uintptr_t)t->f >> 6)) * 0x9E3779B97F4A7C15ull;
+    return &stuck_tab[h >> 56];
+}
+
+static bool stuck_get(const struct lock_thread *t, rptr word, struct lock_stuck *out)
+{
+    struct stuck_slot *sl = stuck_slot(t, word);
+    pthread_mutex_lock(&stuck_mu);
+    bool hit = sl->f == t->f && sl->s.word == word;
+    if (hit) *out = sl->s;
+    pthread_mutex_unlock(&stuck_mu);
+    return hit;
+}
+
+static void stuck_put(const struct lock_thread *t, const struct lock_stuck *st)
+{
+    struct stuck_slot *sl = stuck_slot(t, st->word);
+    pthread_mutex_lock(&stuck_mu);
+    /* keep the longer observation of the same word and counters */
+    if (!(sl->f == t->f && sl->s.word == st->word && sl->s.n == st->n && sl->s.since < st->since)) {
+        sl->f = t->f;
+        sl->s = *st;
+    } else {
+        sl->s.left = st->left;
+    }
+    pthread_mutex_unlock(&stuck_mu);
 }
 
 static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64_t next,
@@ -323,8 +361,9 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64
     /* Resume the patience clock of an earlier wait that gave up on this word unmoved, if it
      * gave up less than a lease ago: too little time for the counters to have gone all the way
      * round to the same values. */
-    struct lock_stuck *st = stuck_slot(t, r->word);
-    if (st->word == r->word && st->n == last_n && last - st->left < lease_of(t)) last = st->since;
+    struct lock_stuck st;
+    if (stuck_get(t, r->word, &st) && st.n == last_n && last - st.left < lease_of(t))
+        last = st.since;
     unsigned mine_ahead = own_abandoned(t, r->word);
     int64_t omega = t->omega_ns > 0 ? t->omega_ns : 5 * NS_PER_US;
     unsigned spins = 0;
@@ -369,10 +408,8 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64
             continue;
         }
         if (deadline && now >= deadline) {
-            st->word = r->word;
-            st->n = last_n;
-            st->since = last;
-            st->left = now;
+            st = (struct lock_stuck){.word = r->word, .n = last_n, .since = last, .left = now};
+            stuck_put(t, &st);
             return RDKV_ETIMEDOUT;
         }
         if (r->sleepers) {

@@ -81,6 +81,8 @@ struct range_handle {
     uint16_t node, space;
     uint64_t lo, hi;
     uint8_t mode;        /* held mode, 0 when not held */
+    uint64_t owner;      /* server-side designs: requests of one nonzero owner (a transaction)
+                            never conflict with each other; 0: none */
     uint64_t token;      /* server-side designs: the owner's name for this request */
     int64_t sent_at;     /* server-side designs: when the lock request was sent, */
     int64_t granted_min; /* the earliest the grant can have come, by our clock, */
@@ -127,6 +129,7 @@ static inline void range_handle_init(struct range_handle *h, struct lock_thread 
     h->lo = lo;
     h->hi = hi;
     h->mode = 0;
+    h->owner = 0;
     h->token = 0;
     h->nheld = 0;
     h->cfg.bits = 0; /* unknown yet */

@@ -60,6 +60,7 @@ struct rreq {
     uint8_t mode;
     uint8_t kind;
     bool granted;
+    uint64_t owner;            /* 0: none; requests of one owner never conflict */
     int32_t flag;              /* ready-flag slot, -1: none */
     uint32_t blocking;
     int64_t deadline;          /* waiting: when to give up (0: never) */
@@ -87,7 +88,7 @@ struct qop {
     bool lock, cancel, rdma;
     uint16_t space;
     uint8_t mode;
-    uint64_t lo, hi, token;
+    uint64_t lo, hi, token, owner;
     int64_t deadline;
 };
 
@@ -132,12 +133,18 @@ static struct rreq *token_find(struct range_server *s, uint64_t token, bool unli
     return NULL;
 }
 
-static bool conflict(uint8_t a, uint8_t b) { return a == LOCK_EXCLUSIVE || b == LOCK_EXCLUSIVE; }
+/* Two requests conflict when one is exclusive, unless one owner (a transaction) made both: it
+ * may hold a shared scan range and an exclusive point inside it at once. */
+static bool conflict(const struct rreq *a, const struct rreq *b)
+{
+    if (a->owner && a->owner == b->owner) return false;
+    return a->mode == LOCK_EXCLUSIVE || b->mode == LOCK_EXCLUSIVE;
+}
 
 static int count_blocker(struct itv_node *n, void *arg)
 {
     struct rreq *x = (struct rreq *)n, *r = arg;
-    if (conflict(x->mode, r->mode)) r->blocking++;
+    if (conflict(x, r)) r->blocking++;
     return 0;
 }
 
@@ -189,7 +196,7 @@ static int unblock_one(struct itv_node *n, void *arg)
     struct leave_ctx *c = arg;
     struct rreq *x = (struct rreq *)n;
     /* only requests inserted after `gone` counted it, and only when the modes conflict */
-    if (x->itv.seq > c->gone->itv.seq && !x->granted && conflict(x->mode, c->gone->mode) &&
+    if (x->itv.seq > c->gone->itv.seq && !x->granted && conflict(x, c->gone) &&
         --x->blocking == 0) {
         struct rtable *t = &c->s->spaces[x->space].tab[x->kind];
         t->waiting--;
@@ -220,8 +227,8 @@ static void leave(struct range_server *s, struct rreq *r)
 /* Inserts a lock request; answers it now if granted (or if rdma-polling, with its flag), else
  * keeps the RPC for the grant. */
 static void do_lock(struct range_server *s, struct fab_rpc_req *req, enum table_kind kind,
-                    uint16_t space, uint8_t mode, uint64_t lo, uint64_t hi, int64_t deadline,
-                    bool rdma)
+                    uint16_t space, uint8_t mode, uint64_t lo, uint64_t hi, uint64_t owner,
+                    int64_t deadline, bool rdma)
 {
     struct range_space *sp = &s->spaces[space];
     if (!sp->used) {
@@ -243,6 +250,7 @@ static void do_lock(struct range_server *s, struct fab_rpc_req *req, enum table_
     r->itv.seq = ++s->next_token;
     r->space = space;
     r->mode = mode;
+    r->owner = owner;
     r->kind = (uint8_t)kind;
     r->flag = -1;
     r->deadline = deadline;
@@ -308,7 +316,7 @@ static int find_waiter(struct itv_node *n, void *arg)
 {
     struct evict_ctx *c = arg;
     struct rreq *x = (struct rreq *)n;
-    if (!x->granted && x->itv.seq > c->holder->itv.seq && conflict(x->mode, c->holder->mode)) {
+    if (!x->granted && x->itv.seq > c->holder->itv.seq && conflict(x, c->holder)) {
         c->waited_on = true;
         return 1;
     }
@@ -360,7 +368,7 @@ static int64_t sweep(struct range_server *s, int64_t now)
 /* RPC handlers. */
 
 static bool parse_lock(struct fab_rpc_req *req, uint16_t *space, uint8_t *mode, bool *rdma,
-                       uint64_t *lo, uint64_t *hi, int64_t *deadline)
+                       uint64_t *lo, uint64_t *hi, uint64_t *owner, int64_t *deadline)
 {
     struct pack_r r;
     pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
@@ -370,6 +378,7 @@ static bool parse_lock(struct fab_rpc_req *req, uint16_t *space, uint8_t *mode, 
     *lo = unpack_u64(&r);
     *hi = unpack_u64(&r);
     uint64_t timeout = unpack_u64(&r);
+    *owner = r.at < r.len ? unpack_u64(&r) : 0; /* optional: older clients send none */
     if (!unpack_done(&r) || *space < 1 || *space > RANGE_MAX_SPACES ||
         (*mode != LOCK_SHARED && *mode != LOCK_EXCLUSIVE) || (flags & ~RANGE_F_RDMA) ||
         *lo > *hi || timeout > 3600ull * NS_PER_S)
@@ -432,8 +441,8 @@ static bool try_apply(struct range_server *s, struct qop *op)
     pthread_mutex_unlock(&s->qmu);
     if (go) {
         if (op->lock)
-            do_lock(s, op->req, KIND_COMBINER, op->space, op->mode, op->lo, op->hi, op->deadline,
-                    op->rdma);
+            do_lock(s, op->req, KIND_COMBINER, op->space, op->mode, op->lo, op->hi, op->owner,
+                    op->deadline, op->rdma);
         else
             do_unlock(s, op->req, op->space, op->token, op->cancel);
         s->stats.direct++;
@@ -463,7 +472,7 @@ static void submit(struct range_server *s, const struct qop *parsed)
 static void on_lock(struct fab_rpc_req *req, void *arg)
 {
     struct qop op = {.req = req, .lock = true};
-    if (!parse_lock(req, &op.space, &op.mode, &op.rdma, &op.lo, &op.hi, &op.deadline)) {
+    if (!parse_lock(req, &op.space, &op.mode, &op.rdma, &op.lo, &op.hi, &op.owner, &op.deadline)) {
         fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
         return;
     }
@@ -496,15 +505,15 @@ static void on_ilock(struct fab_rpc_req *req, void *arg)
     uint16_t space;
     uint8_t mode;
     bool rdma;
-    uint64_t lo, hi;
+    uint64_t lo, hi, owner;
     int64_t deadline;
-    if (!parse_lock(req, &space, &mode, &rdma, &lo, &hi, &deadline) || rdma) {
+    if (!parse_lock(req, &space, &mode, &rdma, &lo, &hi, &owner, &deadline) || rdma) {
         fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
         return;
     }
     pthread_mutex_lock(&s->mu);
     bool stopping = __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
-    if (!stopping) do_lock(s, req, KIND_ITREE, space, mode, lo, hi, deadline, false);
+    if (!stopping) do_lock(s, req, KIND_ITREE, space, mode, lo, hi, owner, deadline, false);
     bool watch = !stopping && s->spaces[space].used && s->spaces[space].tab[KIND_ITREE].waiting;
     pthread_mutex_unlock(&s->mu);
     if (stopping) fab_rpc_reply(req, RDKV_ESHUTDOWN, NULL, 0);
@@ -568,7 +577,7 @@ static void *combiner_main(void *arg)
             batch = op->next;
             if (op->lock)
                 do_lock(s, op->req, KIND_COMBINER, op->space, op->mode, op->lo, op->hi,
-                        op->deadline, op->rdma);
+                        op->owner, op->deadline, op->rdma);
             else
                 do_unlock(s, op->req, op->space, op->token, op->cancel);
             free(op);
@@ -752,6 +761,7 @@ static int send_lock(struct range_handle *h, uint16_t type, enum lock_mode mode,
     pack_u64(&w, h->lo);
     pack_u64(&w, h->hi);
     pack_u64(&w, (uint64_t)left);
+    if (h->owner) pack_u64(&w, h->owner);
     if (w.err) return RDKV_ENOMEM;
     struct fab_buf resp = {0};
     /* The owner answers by the deadline; the RPC's own timeout only covers a lost node. */
