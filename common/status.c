@@ -24,6 +24,35 @@ const char *rdkv_strerror(int status)
     case RDKV_EUNKNOWN: return "commit result unknown";
     case RDKV_ECONFIG: return "bad configuration";
     case RDKV_EEXIST: return "already exists";
+    case RDKV_ESESSION: return "session unknown to its node (expired or restarted)";
     }
     return "unknown status";
+}
+
+const char *rdkv_status_name(int status)
+{
+    switch (status) {
+    case RDKV_OK: return "RDKV_OK";
+    case RDKV_EINVAL: return "RDKV_EINVAL";
+    case RDKV_ENOMEM: return "RDKV_ENOMEM";
+    case RDKV_ENOTFOUND: return "RDKV_ENOTFOUND";
+    case RDKV_ETIMEDOUT: return "RDKV_ETIMEDOUT";
+    case RDKV_EUNAVAILABLE: return "RDKV_EUNAVAILABLE";
+    case RDKV_EACCESS: return "RDKV_EACCESS";
+    case RDKV_EFLUSHED: return "RDKV_EFLUSHED";
+    case RDKV_EPROTO: return "RDKV_EPROTO";
+    case RDKV_ETOOBIG: return "RDKV_ETOOBIG";
+    case RDKV_EBUSY: return "RDKV_EBUSY";
+    case RDKV_ENOHANDLER: return "RDKV_ENOHANDLER";
+    case RDKV_EIO: return "RDKV_EIO";
+    case RDKV_ENOTSUP: return "RDKV_ENOTSUP";
+    case RDKV_ESHUTDOWN: return "RDKV_ESHUTDOWN";
+    case RDKV_ENOSPC: return "RDKV_ENOSPC";
+    case RDKV_EABORTED: return "RDKV_EABORTED";
+    case RDKV_EUNKNOWN: return "RDKV_EUNKNOWN";
+    case RDKV_ECONFIG: return "RDKV_ECONFIG";
+    case RDKV_EEXIST: return "RDKV_EEXIST";
+    case RDKV_ESESSION: return "RDKV_ESESSION";
+    }
+    return "RDKV_E?";
 }

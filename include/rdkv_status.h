@@ -29,12 +29,15 @@ typedef enum rdkv_status {
     RDKV_EUNKNOWN = -17,      /* commit result unknown: it may or may not have taken effect */
     RDKV_ECONFIG = -18,       /* bad configuration */
     RDKV_EEXIST = -19,        /* already exists */
+    RDKV_ESESSION = -20,      /* the session is unknown to its node (expired or restarted) */
 } rdkv_status;
 
-#define RDKV_STATUS_MIN (-19)
+#define RDKV_STATUS_MIN (-20)
 
 /* A static, human-readable message for any status value (unknown values included). */
 const char *rdkv_strerror(int status);
+/* The constant's name ("RDKV_EABORTED"), or "RDKV_E?" for unknown values. */
+const char *rdkv_status_name(int status);
 
 #ifdef __cplusplus
 }

@@ -217,6 +217,10 @@ int ctx_ep_up(struct fab_ctx *c, uint16_t node)
     struct wire_hello hello = {.magic = WIRE_MAGIC, .version = WIRE_VERSION,
                                .kind = WIRE_KIND_FABRIC, .src_node = f->node, .dst_node = node,
                                .cluster_fp = f->cc->fingerprint};
+    if (f->o.endpoints_only) {
+        hello.dst_node = FAB_NODE_ANY;
+        hello.cluster_fp = 0;
+    }
     uint8_t hb[WIRE_HDR_SIZE + WIRE_HELLO_SIZE];
     wire_put_hello(hb, &hello);
     rc = net_send_all(fd, hb, sizeof hb, deadline);
@@ -227,7 +231,7 @@ int ctx_ep_up(struct fab_ctx *c, uint16_t node)
         wire_get_hdr(buf, &h);
         if (wire_get_hello_ack(&h, buf + WIRE_HDR_SIZE, &ack)) rc = RDKV_EPROTO;
         else if (ack.status) rc = ack.status;
-        else if (ack.node != node) rc = RDKV_ECONFIG;
+        else if (ack.node != node && !f->o.endpoints_only) rc = RDKV_ECONFIG;
     }
     if (rc) {
         if (rc == RDKV_ECONFIG || rc == RDKV_EPROTO)

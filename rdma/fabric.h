@@ -42,6 +42,7 @@ const char *fab_transport_name(enum fab_transport t);
 bool fab_verbs_available(void);
 
 #define FAB_NODE_CLIENT 0xFFFFu /* a fabric that owns no arena and serves nothing */
+#define FAB_NODE_ANY 0xFFFEu    /* in a client's hello: "whichever node answers here" */
 
 enum fab_verbs_cm { FAB_CM_AUTO = 0, FAB_CM_RDMACM = 1, FAB_CM_OOB = 2 };
 
@@ -67,6 +68,10 @@ struct fab_opts {
     int verbs_gid_index;                  /* -1: the first RoCE v2 IPv4 GID, else index 0 */
     enum fab_verbs_cm verbs_cm;           /* auto: rdma_cm, and the out-of-band exchange where
                                              rdma_cm cannot resolve a route */
+    /* clients only (node FAB_NODE_CLIENT): the config's entries are endpoints whose node ids
+     * the client does not know (entry i is just the i-th address to dial). Connections then
+     * skip the id and cluster checks, and only RPCs are possible (remote sessions of rdkv.h). */
+    bool endpoints_only;
 };
 
 void fab_opts_init(struct fab_opts *o);

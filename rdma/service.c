@@ -448,7 +448,8 @@ static void handle_hello(struct svc *s, struct sconn *sc, const struct wire_hdr 
                                  .arena_size = f->arena_size, .cluster_fp = f->cc->fingerprint};
     if (wire_get_hello(h, body, &hello) || hello.version != WIRE_VERSION) {
         ack.status = RDKV_EPROTO;
-    } else if (hello.dst_node != f->node) {
+    } else if (hello.dst_node != f->node &&
+               !(hello.dst_node == FAB_NODE_ANY && hello.src_node == FAB_NODE_CLIENT)) {
         ack.status = RDKV_ECONFIG; /* the caller dialled another node's address */
     } else if (hello.cluster_fp && hello.cluster_fp != f->cc->fingerprint) {
         ack.status = RDKV_ECONFIG; /* different cluster configs */
