@@ -159,4 +159,43 @@ void bench_range_register(struct fabric *f, struct range_server *rs);
  * bench_shutdown, which should call it). */
 bool bench_range_shutdown(int64_t wait_ns);
 
+/* ------------------------------------------------------------------------------------------
+ * kvbench txn (server/bench_txn.c): transactions by worker threads inside a node. Keys are
+ * "bench:%08u"; each node holds its first keys_per_node of them (every node computes the same
+ * list).
+ * KV_RPC_BENCH_TXN_LOAD: u32 keys_per_node, u32 value_size. Inserts this node's keys.
+ * KV_RPC_BENCH_TXN_RUN: a bench_txn_req; answered at the end with a bench_txn_res. */
+enum bench_txn_kind {
+    BENCH_TXN_RO_LOCAL = 0,  /* read-only, one key of this node */
+    BENCH_TXN_RO_REMOTE = 1, /* read-only, one key of the next node (location cached) */
+    BENCH_TXN_RW_2PART = 2,  /* read-write: one key here and one on the next node */
+};
+
+struct bench_txn_req {
+    uint8_t kind;
+    uint32_t threads, keys_per_node, value_size;
+    int64_t warmup_ns, run_ns, lock_timeout_ns;
+    uint64_t seed;
+};
+
+struct bench_txn_res {
+    uint64_t ops, aborts, errors;
+    uint64_t round_trips;      /* over the measured window */
+    uint64_t rt_before_commit; /* of committed ops: locks and reads */
+    uint64_t rt_commit;        /* of committed ops: inside commit (releases + 2PC messages) */
+    uint64_t rpc_commit;       /* of committed ops: RPCs sent inside commit */
+    int64_t elapsed_ns;
+    struct hist h;             /* latency of committed transactions, ns */
+    struct hist read_h;        /* the fabric's READ round trip of a remote row, ns */
+};
+
+void bench_txn_req_pack(const struct bench_txn_req *q, struct pack_w *w);
+int bench_txn_req_unpack(struct bench_txn_req *q, const void *p, size_t len);
+void bench_txn_res_pack(const struct bench_txn_res *r, struct pack_w *w);
+int bench_txn_res_unpack(struct bench_txn_res *r, const void *p, size_t len);
+void bench_txn_res_add(struct bench_txn_res *dst, const struct bench_txn_res *r);
+struct txn_env;
+void bench_txn_register(struct fabric *f, struct txn_env *e);
+bool bench_txn_shutdown(int64_t wait_ns);
+
 #endif

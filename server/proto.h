@@ -18,6 +18,35 @@ enum kv_rpc {
     KV_RPC_BENCH_RANGE_PREPARE = FAB_RPC_USER_BASE + 5,
     KV_RPC_BENCH_RANGE_RUN = FAB_RPC_USER_BASE + 6,
     KV_RPC_BENCH_RANGE_STATS = FAB_RPC_USER_BASE + 7,
+    /* + 8 .. + 15: the transaction layer (txn/txn.h) */
+    /* remote sessions of rdkv.h: see below */
+    KV_RPC_SESSION = FAB_RPC_USER_BASE + 16,
+    /* kvbench txn (server/bench.h, server/bench_txn.c) */
+    KV_RPC_BENCH_TXN_LOAD = FAB_RPC_USER_BASE + 18,
+    KV_RPC_BENCH_TXN_RUN = FAB_RPC_USER_BASE + 19,
 };
+
+/* KV_RPC_SESSION request: u64 session id (0 with SES_OPEN), u8 op, then the op's fields. Every
+ * answer (RPC status 0) is u32 status, then, when it is 0, the op's bytes listed below. A
+ * session's requests run in order on the session's own thread in the node; the node closes a
+ * session idle for its --session-idle (later requests get RDKV_ESESSION). Strings are u32
+ * length + bytes.
+ *   SES_OPEN       u64 lock timeout (ns, 0: the node's)         -> u64 session id
+ *   SES_CLOSE                                                    -> (empty)
+ *   SES_BEGIN                                                    -> (empty)
+ *   SES_GET        u8 for_update, str key                        -> str value (RDKV_ENOTFOUND)
+ *   SES_PUT        str key, str value                            -> (empty)
+ *   SES_DEL        str key                                       -> (empty) (RDKV_ENOTFOUND)
+ *   SES_SCAN       str begin, u8 has_end, str end, u64 limit     -> a batch
+ *   SES_SCAN_NEXT                                                -> the next batch
+ *   SES_COMMIT / SES_ABORT                                       -> (empty)
+ *   SES_STATUS                                                   -> JSON text: every node's status
+ * A batch: u8 more, u32 n, then n times {str key, str value}. */
+enum ses_op {
+    SES_OPEN = 1, SES_CLOSE = 2, SES_BEGIN = 3, SES_GET = 4, SES_PUT = 5, SES_DEL = 6,
+    SES_SCAN = 7, SES_SCAN_NEXT = 8, SES_COMMIT = 9, SES_ABORT = 10, SES_STATUS = 11,
+};
+#define SES_BATCH_ROWS 256u
+#define SES_BATCH_BYTES (1u << 20)
 
 #endif

@@ -6,6 +6,7 @@
 int cmd_fabric(int argc, char **argv);
 int cmd_lock(int argc, char **argv);
 int cmd_range(int argc, char **argv);
+int cmd_txn(int argc, char **argv);
 
 static const char usage[] =
     "usage: kvbench COMMAND [options]\n"
@@ -16,6 +17,8 @@ static const char usage[] =
     "  lock      the lock-table benchmark: alock, spin and mcs, workers inside the nodes\n"
     "  range     the range-lock benchmark: combiner-rpc, combiner-rdma, itree, segment and\n"
     "            citron on the range-lock thesis's micro and OLTP workloads\n"
+    "  txn       single transactions of the store: read-only on a local or a remote key, and\n"
+    "            read-write on two partitions, with their fabric round trips\n"
     "\n"
     "Run 'kvbench COMMAND --help' for a command's options. Results go to stdout as YCSB-style\n"
     "'[SERIES], Metric, value' lines followed by a summary table; --json FILE writes JSON too.\n";
@@ -29,6 +32,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "fabric")) return cmd_fabric(argc - 1, argv + 1);
     if (!strcmp(argv[1], "lock")) return cmd_lock(argc - 1, argv + 1);
     if (!strcmp(argv[1], "range")) return cmd_range(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "txn")) return cmd_txn(argc - 1, argv + 1);
     fprintf(stderr, "kvbench: unknown command '%s'\nTry 'kvbench --help'.\n", argv[1]);
     return 2;
 }

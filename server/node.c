@@ -1,0 +1,569 @@
+/* One rdkv node: opens the fabric, the store, the range-lock service and the transaction layer,
+ * serves status and remote sessions, and watches its peers with heartbeats so that operations
+ * needing a dead peer fail fast with RDKV_EUNAVAILABLE instead of hanging. */
+#include "server/node.h"
+
+#include "locks/range/range.h"
+#include "server/bench.h"
+#include "server/proto.h"
+#include "server/session.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/parse.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct node {
+    struct node_opts o;
+    struct cluster_config cc;
+    struct fabric *f;
+    struct store *st;
+    struct range_server *rs;
+    struct trad_mgr *trad;
+    struct txn_env *txn;
+    struct session_svc *sessions;
+    int64_t start_ns;
+    /* the peer watcher */
+    pthread_t watcher;
+    bool watching;
+    pthread_mutex_t wmu;
+    pthread_cond_t wcv;
+    bool wstop;
+    uint32_t *misses;
+    int64_t *last_seen;
+};
+
+const char node_usage[] =
+    "  --config FILE         cluster config: 'node ID HOST:PORT' lines (see docs/fabric.md)\n"
+    "  --node N              this node's id in the config\n"
+    "  --transport T         soft, verbs or auto (default: the config's, else auto:\n"
+    "                        verbs when an RDMA device exists)\n"
+    "  --arena SIZE          arena size, e.g. 512M (default: the config's, else 256M)\n"
+    "  --heap SIZE           of which the row heap (default: half the arena)\n"
+    "  --key-max BYTES       longest key (default 4096)\n"
+    "  --value-max BYTES     longest value (default 1M)\n"
+    "  --row-lock NAME       row lock of transactions: rwlock (default), dslr, dslr-u, drtm,\n"
+    "                        rof, trad, alock (exclusive only: reads lock exclusively)\n"
+    "  --range-lock NAME     range lock of scans: combiner-rpc (default), combiner-rdma, itree\n"
+    "  --lock-timeout DUR    longest lock wait before a transaction aborts (default 100ms)\n"
+    "  --lease DUR           lease of a remote lock (default 10s): a remote session's transaction\n"
+    "                        idle half a lease is aborted, one that holds a lock longer aborts\n"
+    "                        at commit, and a dead holder's locks free after two leases\n"
+    "  --session-idle DUR    close a remote session idle this long (default 60s)\n"
+    "  --max-sessions N      remote sessions at once (default 128)\n"
+    "  --rpc-threads N       threads that run RPC handlers (default 2)\n"
+    "  --peer-wait DUR       at start-up, wait up to this long for every peer to answer, and\n"
+    "                        exit with an error if one does not (default 30s; 0: do not wait)\n"
+    "  --listen-fd FD        serve on this inherited listening socket (used by launchers)\n"
+    "  --ready-fd FD         write \"ready\" to FD once serving and all peers answered\n"
+    "  --verbs-device NAME   RDMA device (default: the first)\n"
+    "  --verbs-cm MODE       auto, rdmacm or oob: how queue pairs are connected (default auto)\n"
+    "  --spin-us U           a thread waiting for a completion polls U us before it blocks\n"
+    "                        (default 20)\n"
+    "  --soft-atomic-pause-us N  testing: each soft NIC atomic pauses N us between load and store\n"
+    "  -h, --help            this text\n"
+    "  --version             print the version\n";
+
+void node_opts_init(struct node_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->node = -1;
+    fab_opts_init(&o->fab);
+    o->peer_wait_ns = 30 * NS_PER_S;
+    o->ready_fd = -1;
+    txn_cfg_init(&o->txn);
+    store_opts_init(&o->store);
+    o->session_idle_ns = 60 * NS_PER_S;
+    o->max_sessions = 128;
+    o->heartbeat_ns = 250 * NS_PER_MS;
+    o->heartbeat_misses = 4;
+}
+
+int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_t errcap)
+{
+    enum {
+        O_CONFIG = 256, O_NODE, O_TRANSPORT, O_ARENA, O_RPC_THREADS, O_PEER_WAIT, O_LISTEN_FD,
+        O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
+        O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_IDLE, O_MAXSESS
+    };
+    static const struct option longopts[] = {
+        {"config", required_argument, 0, O_CONFIG},
+        {"node", required_argument, 0, O_NODE},
+        {"transport", required_argument, 0, O_TRANSPORT},
+        {"arena", required_argument, 0, O_ARENA},
+        {"heap", required_argument, 0, O_HEAP},
+        {"key-max", required_argument, 0, O_KEYMAX},
+        {"value-max", required_argument, 0, O_VALMAX},
+        {"row-lock", required_argument, 0, O_ROWLOCK},
+        {"range-lock", required_argument, 0, O_RANGELOCK},
+        {"lock-timeout", required_argument, 0, O_LOCKTO},
+        {"lease", required_argument, 0, O_LEASE},
+        {"session-idle", required_argument, 0, O_IDLE},
+        {"max-sessions", required_argument, 0, O_MAXSESS},
+        {"rpc-threads", required_argument, 0, O_RPC_THREADS},
+        {"peer-wait", required_argument, 0, O_PEER_WAIT},
+        {"listen-fd", required_argument, 0, O_LISTEN_FD},
+        {"ready-fd", required_argument, 0, O_READY_FD},
+        {"verbs-device", required_argument, 0, O_VDEV},
+        {"verbs-cm", required_argument, 0, O_VCM},
+        {"soft-atomic-pause-us", required_argument, 0, O_PAUSE},
+        {"spin-us", required_argument, 0, O_SPIN},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, O_VERSION},
+        {0, 0, 0, 0},
+    };
+#define BAD(...)                                                                                   \
+    do {                                                                                           \
+        snprintf(err, errcap, __VA_ARGS__);                                                        \
+        return 2;                                                                                  \
+    } while (0)
+    opterr = 0;
+    optind = 1;
+    int ch;
+    uint64_t v;
+    int64_t d;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case O_CONFIG: o->config = optarg; break;
+        case O_NODE:
+            if (parse_uint_range(optarg, 0, 65533, &v)) BAD("bad --node '%s'", optarg);
+            o->node = (long)v;
+            break;
+        case O_TRANSPORT: {
+            enum fab_transport t;
+            if (fab_transport_parse(optarg, &t))
+                BAD("bad --transport '%s' (soft, verbs or auto)", optarg);
+            o->transport = optarg;
+            break;
+        }
+        case O_ARENA:
+            if (parse_size(optarg, &o->fab.arena_size) || !o->fab.arena_size)
+                BAD("bad --arena '%s' (expected a size such as 256M)", optarg);
+            break;
+        case O_HEAP:
+            if (parse_size(optarg, &o->store.heap_bytes) || !o->store.heap_bytes)
+                BAD("bad --heap '%s' (expected a size such as 128M)", optarg);
+            break;
+        case O_KEYMAX:
+            if (parse_size(optarg, &v) || v < 1 || v > STORE_KEY_MAX_LIMIT)
+                BAD("bad --key-max '%s' (1..%u)", optarg, STORE_KEY_MAX_LIMIT);
+            o->store.key_max = (uint32_t)v;
+            break;
+        case O_VALMAX:
+            if (parse_size(optarg, &v) || v < 1 || v > STORE_VALUE_MAX_LIMIT)
+                BAD("bad --value-max '%s' (1..%u)", optarg, STORE_VALUE_MAX_LIMIT);
+            o->store.value_max = (uint32_t)v;
+            break;
+        case O_ROWLOCK:
+            if (!lock_algo_find(optarg))
+                BAD("unknown --row-lock '%s' (one of %s)", optarg, lock_algo_names());
+            o->txn.row_lock = optarg;
+            break;
+        case O_RANGELOCK:
+            if (!range_algo_find(optarg))
+                BAD("unknown --range-lock '%s' (one of %s)", optarg, range_algo_names());
+            o->txn.range_lock = optarg;
+            break;
+        case O_LOCKTO:
+            if (parse_duration_ns(optarg, &d) || d <= 0) BAD("bad --lock-timeout '%s'", optarg);
+            o->txn.lock_timeout_ns = d;
+            break;
+        case O_LEASE:
+            if (parse_duration_ns(optarg, &d) || d < NS_PER_MS) BAD("bad --lease '%s' (>= 1ms)", optarg);
+            o->txn.lease_ns = d;
+            break;
+        case O_IDLE:
+            if (parse_duration_ns(optarg, &d) || d < NS_PER_S) BAD("bad --session-idle '%s' (>= 1s)", optarg);
+            o->session_idle_ns = d;
+            break;
+        case O_MAXSESS:
+            if (parse_uint_range(optarg, 1, 200, &v)) BAD("bad --max-sessions '%s' (1..200)", optarg);
+            o->max_sessions = (unsigned)v;
+            break;
+        case O_RPC_THREADS:
+            if (parse_uint_range(optarg, 1, 64, &v)) BAD("bad --rpc-threads '%s' (1..64)", optarg);
+            o->fab.rpc_threads = (unsigned)v;
+            break;
+        case O_PEER_WAIT:
+            if (parse_duration_ns(optarg, &o->peer_wait_ns)) BAD("bad --peer-wait '%s'", optarg);
+            break;
+        case O_LISTEN_FD:
+            if (parse_uint_range(optarg, 0, 65535, &v)) BAD("bad --listen-fd '%s'", optarg);
+            o->fab.listen_fd = (int)v;
+            break;
+        case O_READY_FD:
+            if (parse_uint_range(optarg, 0, 65535, &v)) BAD("bad --ready-fd '%s'", optarg);
+            o->ready_fd = (int)v;
+            break;
+        case O_VDEV: o->fab.verbs_device = optarg; break;
+        case O_VCM:
+            if (!strcmp(optarg, "auto")) o->fab.verbs_cm = FAB_CM_AUTO;
+            else if (!strcmp(optarg, "rdmacm")) o->fab.verbs_cm = FAB_CM_RDMACM;
+            else if (!strcmp(optarg, "oob")) o->fab.verbs_cm = FAB_CM_OOB;
+            else BAD("bad --verbs-cm '%s' (auto, rdmacm or oob)", optarg);
+            break;
+        case O_PAUSE:
+            if (parse_uint_range(optarg, 0, 10000000, &v)) BAD("bad --soft-atomic-pause-us '%s'", optarg);
+            o->fab.soft_atomic_pause_ns = (int64_t)v * NS_PER_US;
+            break;
+        case O_SPIN:
+            if (parse_uint_range(optarg, 0, 1000000, &v)) BAD("bad --spin-us '%s'", optarg);
+            o->fab.spin_ns = (int64_t)v * NS_PER_US;
+            break;
+        case 'h': snprintf(err, errcap, "help"); return 1;
+        case O_VERSION: snprintf(err, errcap, "version"); return 1;
+        default: BAD("unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) BAD("unexpected argument '%s'", argv[optind]);
+    if (!o->config) BAD("--config FILE is required");
+    if (o->node < 0) BAD("--node N is required");
+    if (o->fab.listen_fd >= 0 && fcntl(o->fab.listen_fd, F_GETFD) < 0)
+        BAD("--listen-fd does not name an open descriptor");
+    if (o->ready_fd >= 0 && fcntl(o->ready_fd, F_GETFD) < 0)
+        BAD("--ready-fd does not name an open descriptor");
+    /* the combiner must know a transaction's own ranges: only server-side designs serve it */
+    const struct range_algo *ra = range_algo_find(o->txn.range_lock);
+    if (ra && !ra->server_side)
+        BAD("--range-lock %s cannot serve transactions (use combiner-rpc, combiner-rdma or "
+            "itree)", o->txn.range_lock);
+#undef BAD
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status. */
+
+char *node_status_json(struct node *n)
+{
+    struct fabric *f = n->f;
+    struct store_stats ss;
+    store_stats(n->st, &ss);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) return NULL;
+    const struct cluster_node *me = &n->cc.nodes[fab_node_id(f)];
+    fprintf(m,
+            "{\"node\":%u,\"address\":\"%s:%u\",\"nodes\":%u,\"transport\":\"%s\","
+            "\"arena_bytes\":%llu,\"uptime_ns\":%lld,\"cpu_ns\":%lld,\"pid\":%d,"
+            "\"version\":\"%s\",\"rows\":%llu,\"heap_bytes\":%llu,\"heap_used\":%llu,"
+            "\"row_lock\":\"%s\",\"range_lock\":\"%s\",\"sessions\":%u,\"peers\":[",
+            fab_node_id(f), me->host, me->port, fab_num_nodes(f),
+            fab_transport_name(fab_transport_of(f)), (unsigned long long)fab_arena_size(f),
+            (long long)(clock_now_ns() - n->start_ns), (long long)clock_process_cpu_ns(),
+            (int)getpid(), NODE_VERSION, (unsigned long long)ss.rows,
+            (unsigned long long)ss.heap_bytes, (unsigned long long)ss.heap_used,
+            txn_env_cfg(n->txn)->row_lock, txn_env_cfg(n->txn)->range_lock,
+            session_count(n->sessions));
+    for (unsigned i = 0; i < n->cc.n; i++) {
+        const char *state = i == fab_node_id(f) ? "self"
+                            : txn_env_is_down(n->txn, (uint16_t)i) ? "down"
+                                                                   : "up";
+        fprintf(m, "%s{\"node\":%u,\"address\":\"%s:%u\",\"state\":\"%s\"}", i ? "," : "", i,
+                n->cc.nodes[i].host, n->cc.nodes[i].port, state);
+    }
+    fprintf(m, "]}");
+    fclose(m);
+    return buf;
+}
+
+static uint64_t json_find_u64(const char *js, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(js, pat);
+    return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
+}
+
+char *node_cluster_status_json(struct node *n, struct fab_ctx *c)
+{
+    struct fabric *f = node_fabric(n);
+    const struct cluster_config *cc = fab_cluster(f);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) return NULL;
+    fprintf(m, "{\"coordinator\":%u,\"nodes\":[", node_id(n));
+    struct fab_buf resp = {0};
+    for (unsigned i = 0; i < cc->n; i++) {
+        char *js = NULL;
+        int rc = 0;
+        if (i == node_id(n)) {
+            js = node_status_json(n);
+            if (!js) rc = RDKV_ENOMEM;
+        } else if (txn_env_is_down(node_txn(n), (uint16_t)i)) {
+            rc = RDKV_EUNAVAILABLE;
+        } else {
+            rc = fab_rpc_call(c, (uint16_t)i, KV_RPC_STATUS, NULL, 0, &resp,
+                              NS_PER_S);
+            if (!rc && (js = malloc(resp.len + 1))) {
+                memcpy(js, resp.data, resp.len);
+                js[resp.len] = 0;
+                if (resp.len < 2 || js[0] != '{' || js[resp.len - 1] != '}' ||
+                    memchr(js, 0, resp.len)) {
+                    free(js);
+                    js = NULL;
+                    rc = RDKV_EPROTO;
+                }
+            } else if (!rc) {
+                rc = RDKV_ENOMEM;
+            }
+        }
+        fprintf(m, "%s{\"node\":%u,\"address\":\"%s:%u\",\"state\":\"%s\"", i ? "," : "", i,
+                cc->nodes[i].host, cc->nodes[i].port, rc ? "down" : "up");
+        if (rc) {
+            fprintf(m, ",\"error\":\"%s\"}", rdkv_strerror(rc));
+        } else {
+            fprintf(m, ",\"rows\":%llu,\"heap_bytes\":%llu,\"heap_used\":%llu,\"status\":%s}",
+                    (unsigned long long)json_find_u64(js, "rows"),
+                    (unsigned long long)json_find_u64(js, "heap_bytes"),
+                    (unsigned long long)json_find_u64(js, "heap_used"), js);
+        }
+        free(js);
+    }
+    fab_buf_free(&resp);
+    fprintf(m, "]}");
+    fclose(m);
+    return buf;
+}
+
+static void status_handler(struct fab_rpc_req *req, void *arg)
+{
+    struct node *n = arg;
+    if (!txn_env_enter(n->txn)) {
+        fab_rpc_reply(req, RDKV_ESHUTDOWN, NULL, 0);
+        return;
+    }
+    char *js = node_status_json(n);
+    txn_env_leave(n->txn);
+    if (!js) {
+        fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);
+        return;
+    }
+    fab_rpc_reply(req, 0, js, strlen(js));
+    free(js);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The peer watcher: an echo to every peer each period; a peer that misses heartbeat_misses in a
+ * row is down (operations needing it fail at once) until it answers again. */
+
+static void *watch_main(void *arg)
+{
+    struct node *n = arg;
+    struct fab_ctx *c;
+    if (fab_ctx_create(n->f, &c)) {
+        log_error("peer watcher: cannot create a fabric context; peers are not watched");
+        return NULL;
+    }
+    struct fab_buf resp = {0};
+    uint16_t me = fab_node_id(n->f);
+    for (;;) {
+        int64_t round = clock_now_ns();
+        for (unsigned p = 0; p < n->cc.n; p++) {
+            if (p == me) continue;
+            int rc = fab_rpc_call(c, (uint16_t)p, FAB_RPC_ECHO, "hb", 2, &resp,
+                                  4 * n->o.heartbeat_ns);
+            if (rc == 0) {
+                n->last_seen[p] = clock_now_ns();
+                if (n->misses[p] >= n->o.heartbeat_misses)
+                    log_info("peer node %u answers again: up", p);
+                n->misses[p] = 0;
+                txn_env_set_down(n->txn, (uint16_t)p, false);
+            } else if (++n->misses[p] == n->o.heartbeat_misses) {
+                log_warn("peer node %u at %s:%u missed %u heartbeats (%s): down", p,
+                         n->cc.nodes[p].host, n->cc.nodes[p].port, n->misses[p],
+                         rdkv_strerror(rc));
+                txn_env_set_down(n->txn, (uint16_t)p, true);
+                txn_env_peer_lost(n->txn, (uint16_t)p);
+            }
+        }
+        pthread_mutex_lock(&n->wmu);
+        int64_t until = round + n->o.heartbeat_ns;
+        while (!n->wstop && clock_now_ns() < until) {
+            struct timespec ts = clock_ts(until);
+            pthread_cond_timedwait(&n->wcv, &n->wmu, &ts);
+        }
+        bool stop = n->wstop;
+        pthread_mutex_unlock(&n->wmu);
+        if (stop) break;
+    }
+    fab_buf_free(&resp);
+    fab_ctx_destroy(c);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+int node_start(const struct node_opts *o, struct node **out, char *err, size_t errcap)
+{
+    struct node *n = calloc(1, sizeof *n);
+    if (!n) {
+        snprintf(err, errcap, "out of memory");
+        return RDKV_ENOMEM;
+    }
+    n->o = *o;
+    n->start_ns = clock_now_ns();
+    pthread_mutex_init(&n->wmu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&n->wcv, &ca);
+    pthread_condattr_destroy(&ca);
+    char why[512];
+    int rc = cluster_config_load(o->config, &n->cc, why, sizeof why);
+    if (rc) {
+        snprintf(err, errcap, "%s", why);
+        free(n);
+        return rc;
+    }
+    if ((unsigned long)o->node >= n->cc.n) {
+        snprintf(err, errcap, "node %ld is not in %s (it lists nodes 0..%u)", o->node, o->config,
+                 n->cc.n - 1);
+        cluster_config_free(&n->cc);
+        free(n);
+        return RDKV_ECONFIG;
+    }
+    enum fab_transport t = FAB_AUTO;
+    if (o->transport) fab_transport_parse(o->transport, &t);
+    else if (n->cc.transport[0]) fab_transport_parse(n->cc.transport, &t);
+    n->o.fab.cluster = &n->cc;
+    n->o.fab.node = (uint16_t)o->node;
+    n->o.fab.transport = t;
+    if (n->o.fab.listen_fd >= 0) fcntl(n->o.fab.listen_fd, F_SETFD, FD_CLOEXEC);
+    n->misses = calloc(n->cc.n, sizeof *n->misses);
+    n->last_seen = calloc(n->cc.n, sizeof *n->last_seen);
+    if (!n->misses || !n->last_seen) {
+        snprintf(err, errcap, "out of memory");
+        rc = RDKV_ENOMEM;
+        goto fail;
+    }
+    if ((rc = fab_open(&n->o.fab, &n->f, why, sizeof why))) {
+        snprintf(err, errcap, "%s", why);
+        goto fail;
+    }
+    if ((rc = store_open(n->f, &n->o.store, &n->st, why, sizeof why))) {
+        snprintf(err, errcap, "cannot open the store: %s", why);
+        goto fail;
+    }
+    if ((rc = range_server_start(n->f, n->o.txn.lease_ns, &n->rs))) {
+        snprintf(err, errcap, "cannot start the range-lock service: %s", rdkv_strerror(rc));
+        goto fail;
+    }
+    if ((rc = txn_env_open(n->f, n->st, n->rs, &n->o.txn, &n->txn, why, sizeof why))) {
+        snprintf(err, errcap, "%s", why);
+        goto fail;
+    }
+    if ((rc = session_svc_start(n, n->o.max_sessions, n->o.session_idle_ns, &n->sessions))) {
+        snprintf(err, errcap, "cannot start the session service: %s", rdkv_strerror(rc));
+        goto fail;
+    }
+    fab_rpc_register(n->f, KV_RPC_STATUS, status_handler, n, 0);
+    if (o->bench) {
+        bench_register(n->f, n->rs);
+        bench_txn_register(n->f, n->txn);
+    }
+    n->trad = lock_trad_serve(n->f, n->o.txn.lease_ns); /* the RPC lock manager baseline */
+    if (n->cc.n > 1) {
+        if (pthread_create(&n->watcher, NULL, watch_main, n)) {
+            snprintf(err, errcap, "cannot start the peer watcher");
+            rc = RDKV_ENOMEM;
+            goto fail;
+        }
+        n->watching = true;
+    }
+    *out = n;
+    return 0;
+fail:
+    node_stop(n);
+    return rc;
+}
+
+int node_wait_peers(struct node *n, int64_t wait_ns, bool (*stop)(void *), void *arg, char *err,
+                    size_t errcap)
+{
+    struct fab_ctx *c;
+    if (fab_ctx_create(n->f, &c)) {
+        snprintf(err, errcap, "cannot create a fabric context");
+        return RDKV_ENOMEM;
+    }
+    int64_t deadline = clock_now_ns() + wait_ns;
+    struct fab_buf resp = {0};
+    int rc = 0;
+    for (unsigned p = 0; p < n->cc.n && rc == 0; p++) {
+        if (p == fab_node_id(n->f)) continue;
+        for (;;) {
+            int64_t left = deadline - clock_now_ns();
+            int r = fab_rpc_call(c, (uint16_t)p, FAB_RPC_ECHO, "hi", 2, &resp,
+                                 left > NS_PER_S ? NS_PER_S : (left > 0 ? left : 1));
+            if (r == 0) break;
+            if (stop && stop(arg)) {
+                rc = RDKV_ESHUTDOWN;
+                break;
+            }
+            if (clock_now_ns() >= deadline) {
+                snprintf(err, errcap, "peer node %u at %s:%u is unreachable (%s; waited %.0f s)",
+                         p, n->cc.nodes[p].host, n->cc.nodes[p].port, rdkv_strerror(r),
+                         (double)wait_ns / 1e9);
+                rc = RDKV_EUNAVAILABLE;
+                break;
+            }
+            clock_sleep_ns(100 * NS_PER_MS); /* the peer may still be starting */
+        }
+    }
+    fab_buf_free(&resp);
+    fab_ctx_destroy(c);
+    return rc;
+}
+
+void node_stop(struct node *n)
+{
+    if (!n) return;
+    if (n->watching) {
+        pthread_mutex_lock(&n->wmu);
+        n->wstop = true;
+        pthread_cond_signal(&n->wcv);
+        pthread_mutex_unlock(&n->wmu);
+        pthread_join(n->watcher, NULL);
+    }
+    if (n->sessions) session_svc_stop(n->sessions);
+    if (n->o.bench && n->f && (!bench_shutdown(10 * NS_PER_S) || !bench_txn_shutdown(10 * NS_PER_S))) {
+        /* a benchmark's threads still use the fabric (a peer died under them): leave it to
+         * the kernel rather than free memory they are using */
+        log_error("a benchmark did not stop; exiting without cleanup");
+        fflush(NULL);
+        _exit(0);
+    }
+    /* Nothing of this node may touch the store once it is closed, and the store must close
+     * while the arena is still mapped (fab_close unmaps it): first the RPC handlers that use
+     * it are turned away, then the store closes, then the fabric. */
+    txn_env_quiesce(n->txn);
+    if (n->trad) lock_trad_stop(n->trad);
+    if (n->rs) range_server_stop(n->rs);
+    if (n->st) store_close(n->st);
+    n->st = NULL;
+    if (n->f) fab_close(n->f);
+    if (n->trad) lock_trad_free(n->trad);
+    if (n->sessions) session_svc_free(n->sessions);
+    txn_env_close(n->txn);
+    if (n->rs) range_server_free(n->rs);
+    free(n->misses);
+    free(n->last_seen);
+    cluster_config_free(&n->cc);
+    pthread_mutex_destroy(&n->wmu);
+    pthread_cond_destroy(&n->wcv);
+    free(n);
+}
+
+struct fabric *node_fabric(struct node *n) { return n->f; }
+struct txn_env *node_txn(struct node *n) { return n->txn; }
+uint16_t node_id(const struct node *n) { return (uint16_t)n->o.node; }

@@ -1,0 +1,61 @@
+/* One rdkv node as a library: the fabric, the partition's store, the range-lock service, the
+ * transaction layer, the remote-session service and the peer watcher. kvserver runs one per
+ * process; rdkv_node_start (embedded mode) runs one inside an application. Options come from a
+ * kvserver-style command line, parsed here for both. */
+#ifndef RDKV_SERVER_NODE_H
+#define RDKV_SERVER_NODE_H
+
+#include "storage/store.h"
+#include "txn/txn.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define NODE_VERSION "0.1.0"
+
+struct node_opts {
+    const char *config;
+    long node;                    /* -1 until given */
+    const char *transport;        /* NULL: the config's, else auto */
+    struct fab_opts fab;          /* arena, rpc threads, listen fd, verbs, spin, pause */
+    int64_t peer_wait_ns;         /* default 30 s */
+    int ready_fd;                 /* -1: none */
+    struct txn_cfg txn;           /* --row-lock, --range-lock, --lock-timeout, --lease */
+    struct store_opts store;      /* --key-max, --value-max, --heap */
+    int64_t session_idle_ns;      /* a remote session idle this long is closed (default 60 s) */
+    unsigned max_sessions;        /* remote sessions at once (default 128) */
+    int64_t heartbeat_ns;         /* peer watcher period (default 200 ms) */
+    unsigned heartbeat_misses;    /* missed answers before a peer is down (default 3) */
+    bool bench;                   /* serve kvbench's node-side benchmarks (kvserver: yes) */
+};
+
+void node_opts_init(struct node_opts *o);
+/* The option text of kvserver --help. */
+extern const char node_usage[];
+/* Parses kvserver-style arguments (argv[0] is skipped). 0: parsed; 1: --help or --version was
+ * asked for (the text is in err); 2: bad usage (the reason is in err). */
+int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_t errcap);
+
+struct node;
+/* Loads the config and starts the node (not waiting for peers). On failure writes a one-line
+ * reason into err. */
+int node_start(const struct node_opts *o, struct node **out, char *err, size_t errcap);
+/* Waits until every peer answers, up to wait_ns (stop() returning true ends the wait early with
+ * RDKV_ESHUTDOWN). RDKV_EUNAVAILABLE with the reason in err when one does not. */
+int node_wait_peers(struct node *n, int64_t wait_ns, bool (*stop)(void *), void *arg, char *err,
+                    size_t errcap);
+/* Stops serving and frees everything. Embedded sessions must be closed first. */
+void node_stop(struct node *n);
+
+struct fabric *node_fabric(struct node *n);
+struct txn_env *node_txn(struct node *n);
+uint16_t node_id(const struct node *n);
+
+/* The node's status as JSON (what KV_RPC_STATUS answers): this node's identity, store and the
+ * peer watcher's view of every node. malloc'd. */
+char *node_status_json(struct node *n);
+/* Every node's status as this node sees it (its own, each peer's answer or why none), as the
+ * JSON document rdkv_cluster_status returns; c is the calling thread's context. malloc'd. */
+char *node_cluster_status_json(struct node *n, struct fab_ctx *c);
+
+#endif

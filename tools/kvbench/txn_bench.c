@@ -1,0 +1,211 @@
+/* kvbench txn: the store's single-transaction costs, as the store issue states its targets:
+ * a read-only transaction on one local key, on one remote key (uncontended, location cached),
+ * and a read-write transaction on two partitions. Workers run inside node 0 (embedded
+ * sessions); the output gives latency percentiles and the fabric round trips each transaction
+ * took, split into locks + reads and the commit's own messages. */
+#include "tools/kvbench/bench.h"
+
+#include "server/bench.h"
+#include "server/proto.h"
+
+#include "common/clock.h"
+#include "common/parse.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: kvbench txn [--nodes N | --config FILE] [options]\n"
+    "\n"
+    "Measures single transactions run by worker threads inside node 0:\n"
+    "  ro-local   read-only, one key of node 0 (CPU atomics and loads only)\n"
+    "  ro-remote  read-only, one key of node 1 (row lock, one-sided READ, release)\n"
+    "  rw-2part   reads for update and writes one key of node 0 and one of node 1, then\n"
+    "             two-phase commit (node 0 coordinates and takes part)\n"
+    "Also the fabric's READ round trip of a node-1 row in the same run, for comparison.\n"
+    "\n"
+    "  --kind K[,K...]   ro-local, ro-remote, rw-2part or all (default all)\n"
+    "  --threads N       workers in node 0 (default 1)\n"
+    "  --keys N          keys per node (default 1000)\n"
+    "  --value-size B    bytes per value (default 100)\n"
+    "  --seconds S       measured time per kind (default 3)\n"
+    "  --warmup S        unmeasured time first (default 0.5)\n"
+    "  --nodes N         launch N local nodes (default 2; at least 2)\n"
+    "  --config FILE     use a running cluster instead\n"
+    "  --transport T     soft or verbs, for launched nodes (default soft)\n"
+    "  --json FILE       also write the results as JSON\n"
+    "  -h, --help        this text\n";
+
+static const char *const kind_names[] = {"ro-local", "ro-remote", "rw-2part"};
+
+static void print_res(const char *name, const struct bench_txn_res *r)
+{
+    double secs = (double)r->elapsed_ns / 1e9;
+    double ops = r->ops ? (double)r->ops : 1.0;
+    printf("[%s], Operations, %llu\n", name, (unsigned long long)r->ops);
+    printf("[%s], Throughput(ops/sec), %.0f\n", name, secs > 0 ? (double)r->ops / secs : 0.0);
+    printf("[%s], AverageLatency(us), %.3f\n", name, hist_mean(&r->h) / 1e3);
+    printf("[%s], 50thPercentileLatency(us), %.3f\n", name, (double)hist_percentile(&r->h, 50) / 1e3);
+    printf("[%s], 99thPercentileLatency(us), %.3f\n", name, (double)hist_percentile(&r->h, 99) / 1e3);
+    printf("[%s], 99.9thPercentileLatency(us), %.3f\n", name, (double)hist_percentile(&r->h, 99.9) / 1e3);
+    printf("[%s], RoundTripsPerTxn, %.3f\n", name, (double)(r->rt_before_commit + r->rt_commit) / ops);
+    printf("[%s], LockAndReadRoundTripsPerTxn, %.3f\n", name, (double)r->rt_before_commit / ops);
+    printf("[%s], CommitRoundTripsPerTxn, %.3f\n", name, (double)r->rt_commit / ops);
+    printf("[%s], CommitRpcsPerTxn, %.3f\n", name, (double)r->rpc_commit / ops);
+    printf("[%s], Aborts, %llu\n", name, (unsigned long long)r->aborts);
+    printf("[%s], Errors, %llu\n", name, (unsigned long long)r->errors);
+    if (r->read_h.count) {
+        printf("[%s], FabricRead50thPercentileLatency(us), %.3f\n", name,
+               (double)hist_percentile(&r->read_h, 50) / 1e3);
+        printf("[%s], MedianOverFabricRead, %.2f\n", name,
+               (double)hist_percentile(&r->h, 50) / (double)hist_percentile(&r->read_h, 50));
+    }
+}
+
+int cmd_txn(int argc, char **argv)
+{
+    struct bench_common co;
+    bench_common_init(&co);
+    co.nodes = 2;
+    co.seconds = 3;
+    bool kinds[3] = {true, true, true};
+    struct bench_txn_req q = {.threads = 1, .keys_per_node = 1000, .value_size = 100,
+                              .warmup_ns = NS_PER_S / 2, .seed = 42};
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t u;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (bench_common_opt(&co, argc, argv, &i)) continue;
+        if (!v) bench_usage_error("txn", "option '%s' needs a value (or is unknown)", o);
+        if (!strcmp(o, "--kind")) {
+            memset(kinds, 0, sizeof kinds);
+            char *dup = strdup(v), *save = NULL;
+            for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                bool ok = false;
+                for (int k = 0; k < 3; k++)
+                    if (!strcmp(t, kind_names[k]) || !strcmp(t, "all")) kinds[k] = ok = true;
+                if (!ok) bench_usage_error("txn", "--kind must be ro-local, ro-remote, rw-2part or all (got '%s')", v);
+            }
+            free(dup);
+        } else if (!strcmp(o, "--threads")) {
+            if (parse_uint_range(v, 1, BENCH_MAX_THREADS, &u)) bench_usage_error("txn", "--threads must be 1..64 (got '%s')", v);
+            q.threads = (uint32_t)u;
+        } else if (!strcmp(o, "--keys")) {
+            if (parse_uint_range(v, 1, 1000000, &u)) bench_usage_error("txn", "--keys must be 1..1000000 (got '%s')", v);
+            q.keys_per_node = (uint32_t)u;
+        } else if (!strcmp(o, "--value-size")) {
+            if (parse_uint_range(v, 0, 65536, &u)) bench_usage_error("txn", "--value-size must be 0..65536 (got '%s')", v);
+            q.value_size = (uint32_t)u;
+        } else if (!strcmp(o, "--warmup")) {
+            double w;
+            if (parse_double(v, &w) || w < 0 || w > 600) bench_usage_error("txn", "bad --warmup '%s'", v);
+            q.warmup_ns = (int64_t)(w * 1e9);
+        } else {
+            bench_usage_error("txn", "unknown option '%s'", o);
+        }
+        i++;
+    }
+    if (co.nodes < 2 && !co.config) bench_usage_error("txn", "--nodes must be at least 2 (got '%s')", "1");
+    q.run_ns = (int64_t)(co.seconds * 1e9);
+    bench_install_signals();
+    struct bench_cluster bc;
+    char err[512];
+    if (bench_cluster_open(&bc, &co, 30 * NS_PER_S, err, sizeof err)) {
+        fprintf(stderr, "kvbench txn: error: %s\n", err);
+        return 1;
+    }
+    unsigned nn = fab_num_nodes(bc.f);
+    int rc = 0;
+    struct fab_ctx *c = NULL;
+    if (nn < 2) {
+        fprintf(stderr, "kvbench txn: error: the cluster has %u node; at least 2 are needed\n", nn);
+        rc = 2;
+    } else if (fab_ctx_create(bc.f, &c)) {
+        fprintf(stderr, "kvbench txn: error: cannot create a fabric context\n");
+        rc = 1;
+    }
+    struct fab_buf resp = {0};
+    if (!rc) {
+        printf("# kvbench txn: transport %s, %u nodes%s, %u worker%s in node 0, %u keys per node, "
+               "%u-byte values, %.1f s per kind after %.1f s warm-up\n",
+               fab_transport_name(bc.transport), nn, bc.launched ? " (local processes)" : "",
+               q.threads, q.threads == 1 ? "" : "s", q.keys_per_node, q.value_size, co.seconds,
+               (double)q.warmup_ns / 1e9);
+        uint8_t lb[8];
+        for (int i = 0; i < 4; i++) lb[i] = (uint8_t)(q.keys_per_node >> (8 * i));
+        for (int i = 0; i < 4; i++) lb[4 + i] = (uint8_t)(q.value_size >> (8 * i));
+        for (unsigned n = 0; n < nn && !rc; n++) {
+            int r = fab_rpc_call(c, (uint16_t)n, KV_RPC_BENCH_TXN_LOAD, lb, 8, &resp, 600 * NS_PER_S);
+            if (r) {
+                fprintf(stderr, "kvbench txn: error: loading node %u: %s\n", n, rdkv_strerror(r));
+                rc = 1;
+            }
+        }
+    }
+    FILE *jf = NULL;
+    struct json j;
+    if (!rc && co.json) {
+        jf = bench_json_begin(&j, co.json, "txn", &bc, fab_transport_name(bc.transport), nn);
+        if (!jf) rc = 1;
+        else {
+            json_kv_u64(&j, "threads", q.threads);
+            json_kv_u64(&j, "keys_per_node", q.keys_per_node);
+            json_kv_u64(&j, "value_size", q.value_size);
+            json_obj_end(&j);
+            json_key(&j, "results");
+            json_arr_begin(&j);
+        }
+    }
+    for (int k = 0; k < 3 && !rc && !bench_stop; k++) {
+        if (!kinds[k]) continue;
+        q.kind = (uint8_t)k;
+        struct pack_w w;
+        pack_w_init(&w);
+        bench_txn_req_pack(&q, &w);
+        int r = w.err ? RDKV_ENOMEM
+                      : fab_rpc_call(c, 0, KV_RPC_BENCH_TXN_RUN, w.p, w.len, &resp,
+                                     q.warmup_ns + q.run_ns + 120 * NS_PER_S);
+        pack_w_free(&w);
+        struct bench_txn_res res;
+        if (!r) r = bench_txn_res_unpack(&res, resp.data, resp.len);
+        if (r) {
+            fprintf(stderr, "kvbench txn: error: %s: %s\n", kind_names[k], rdkv_strerror(r));
+            rc = 1;
+            break;
+        }
+        print_res(kind_names[k], &res);
+        fflush(stdout);
+        if (jf) {
+            json_obj_begin(&j);
+            json_kv_str(&j, "kind", kind_names[k]);
+            json_kv_u64(&j, "ops", res.ops);
+            json_kv_double(&j, "seconds", (double)res.elapsed_ns / 1e9);
+            json_kv_double(&j, "p50_us", (double)hist_percentile(&res.h, 50) / 1e3);
+            json_kv_double(&j, "p99_us", (double)hist_percentile(&res.h, 99) / 1e3);
+            json_kv_double(&j, "p999_us", (double)hist_percentile(&res.h, 99.9) / 1e3);
+            double ops = res.ops ? (double)res.ops : 1.0;
+            json_kv_double(&j, "round_trips_per_txn", (double)(res.rt_before_commit + res.rt_commit) / ops);
+            json_kv_double(&j, "lock_read_round_trips_per_txn", (double)res.rt_before_commit / ops);
+            json_kv_double(&j, "commit_round_trips_per_txn", (double)res.rt_commit / ops);
+            json_kv_double(&j, "read_p50_us", (double)hist_percentile(&res.read_h, 50) / 1e3);
+            json_kv_u64(&j, "aborts", res.aborts);
+            json_kv_u64(&j, "errors", res.errors);
+            json_obj_end(&j);
+        }
+        if (res.errors) rc = 1;
+    }
+    if (jf) {
+        json_arr_end(&j);
+        json_obj_end(&j);
+        fputc('\n', jf);
+        fclose(jf);
+    }
+    fab_buf_free(&resp);
+    if (c) fab_ctx_destroy(c);
+    if (bench_cluster_close(&bc) && !rc) rc = 1;
+    return rc;
+}

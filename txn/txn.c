@@ -1,0 +1,1331 @@
+/* The coordinator's side of a transaction: strict 2PL over the row and range locks, reads
+ * locally with loads or remotely with one-sided READs, writes buffered until commit, and commit
+ * by one APPLY (one partition) or two-phase commit (several). docs/transactions.md argues why
+ * the result is serializable and phantom-free.
+ *
+ * How a key is found and locked (locate): the candidate row comes from the owner's hash index
+ * (a plain lookup on this node, one-sided READs of the peer's index otherwise, or the worker's
+ * location cache). The row lock is taken first and the row read after, so what is read is what
+ * the lock protects; a row whose key or state is not the one looked for (deleted, recycled for
+ * another key) is let go and the key looked up again. A key with no row is locked by its point
+ * [c, c] in the owner's range space (c = the key's coordinate), in the same mode, and looked up
+ * once more under that lock: inserts and deletes need [c, c] exclusively, so the absence stays
+ * true until this transaction ends. */
+#include "txn/txn_internal.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/rng.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define LOC_CACHE 4096u        /* remote row locations per worker (direct-mapped) */
+#define LOCATE_TRIES 8
+#define CHUNK_MIN (16u << 10)
+#define READ_GUESS 192u        /* inline value bytes read with the header on a first visit */
+#define COMMIT_RPC_TIMEOUT_NS (5 * NS_PER_S)
+#define FANOUT_TAG 0x7C0000000000ull
+
+void txn_cfg_init(struct txn_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    c->row_lock = LOCK_ROW_DEFAULT;
+    c->range_lock = RANGE_LOCK_DEFAULT;
+    c->lock_timeout_ns = 100 * NS_PER_MS;
+    c->lease_ns = 10 * NS_PER_S;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+struct loc {
+    uint64_t hash;
+    rptr row;
+    uint32_t readlen;
+};
+
+struct tent {
+    const uint8_t *key;
+    uint32_t klen;
+    uint16_t part;
+    bool exists;     /* a live row was found under the lock */
+    bool have_val;
+    uint8_t wop;     /* 0, W_PUT or W_DEL */
+    uint64_t hash;
+    rptr row;
+    uint64_t version;
+    struct lock_handle lk;     /* the row lock (lk.mode != 0 while held) */
+    struct range_handle *rh;   /* [c, c] in the owner's space, when taken */
+    const uint8_t *val;        /* what the row held when read */
+    uint32_t vlen;
+    const uint8_t *nval;       /* W_PUT: the new value */
+    uint32_t nvlen;
+};
+enum { W_PUT = 1, W_DEL = 2 };
+
+struct chunk {
+    struct chunk *next;
+    size_t used, cap;
+    uint8_t data[];
+};
+
+struct pcur {
+    uint16_t part;
+    bool done;        /* no page after the current one */
+    bool started;
+    const uint8_t *after;
+    uint32_t alen;
+    struct prow {
+        const uint8_t *key;
+        uint32_t klen;
+        rptr row;
+    } *rows;
+    uint32_t nrows, pos, cap;
+};
+
+struct txn_iter {
+    struct txn *t;
+    const uint8_t *b, *e;
+    uint32_t blen, elen;
+    bool has_end;
+    uint64_t limit, emitted;
+    struct pcur *cur;
+    uint32_t ncur;
+    uint32_t *ws; /* the transaction's writes in the range, by key */
+    uint32_t nws, wpos;
+    int err;
+};
+
+struct txn {
+    struct txn_worker *w;
+    uint64_t txid;
+    bool active;
+    int failed;
+    struct tent *ents;
+    uint32_t nents, cap;
+    uint32_t *idx; /* open addressing over ents: index + 1 */
+    uint32_t idxcap;
+    struct range_handle **scans;
+    uint32_t nscans, scancap;
+    struct chunk *mem;
+};
+
+struct txn_worker {
+    struct txn_env *e;
+    struct fab_ctx *c;
+    struct lock_thread lt;
+    struct store_remote *rem;
+    uint8_t *rem_ok;
+    struct loc *cache;
+    struct txn tx;
+    uint32_t wid, seq;
+    int64_t lock_timeout;
+    struct txn_stats stats;
+    struct range_handle **rfree;
+    uint32_t nrfree, rfreecap;
+    uint64_t rng;
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Small helpers. */
+
+uint16_t txn_partition(const struct txn_env *e, const void *key, uint32_t klen)
+{
+    return (uint16_t)(store_hash(key, klen) % e->n);
+}
+
+uint64_t txn_key_coord(const void *key, uint32_t klen)
+{
+    const uint8_t *k = key;
+    uint64_t c = 0;
+    for (unsigned i = 0; i < 8; i++) c = c << 8 | (i < klen ? k[i] : 0);
+    return c;
+}
+
+static int key_cmp(const uint8_t *a, uint32_t al, const uint8_t *b, uint32_t bl)
+{
+    uint32_t m = al < bl ? al : bl;
+    int c = m ? memcmp(a, b, m) : 0;
+    if (c) return c;
+    return al < bl ? -1 : (al > bl ? 1 : 0);
+}
+
+bool txn_env_is_down(struct txn_env *e, uint16_t node)
+{
+    return node < e->n && __atomic_load_n(&e->down[node], __ATOMIC_ACQUIRE);
+}
+
+void txn_env_set_down(struct txn_env *e, uint16_t node, bool down)
+{
+    if (node < e->n) __atomic_store_n(&e->down[node], down ? 1 : 0, __ATOMIC_RELEASE);
+}
+
+struct fabric *txn_env_fabric(struct txn_env *e) { return e->f; }
+struct store *txn_env_store(struct txn_env *e) { return e->st; }
+const struct txn_cfg *txn_env_cfg(struct txn_env *e) { return &e->cfg; }
+struct fab_ctx *txn_worker_ctx(struct txn_worker *w) { return w->c; }
+const struct txn_stats *txn_worker_stats(const struct txn_worker *w) { return &w->stats; }
+void txn_worker_set_lock_timeout(struct txn_worker *w, int64_t ns)
+{
+    w->lock_timeout = ns > 0 ? ns : w->e->cfg.lock_timeout_ns;
+}
+
+static void *tmem(struct txn *t, size_t n)
+{
+    n = (n + 7) & ~(size_t)7;
+    struct chunk *c = t->mem;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = n > CHUNK_MIN ? n : CHUNK_MIN;
+        struct chunk *nc = malloc(sizeof *nc + cap);
+        if (!nc) return NULL;
+        nc->cap = cap;
+        nc->used = 0;
+        nc->next = c;
+        t->mem = c = nc;
+    }
+    void *p = c->data + c->used;
+    c->used += n;
+    return p;
+}
+
+static const uint8_t *tcopy(struct txn *t, const void *p, uint32_t n)
+{
+    uint8_t *d = tmem(t, n ? n : 1);
+    if (d && n) memcpy(d, p, n);
+    return d;
+}
+
+/* The first failure sticks: every later call returns it, and commit aborts. */
+static int fail(struct txn *t, int rc)
+{
+    if (!t->failed) t->failed = rc;
+    return rc;
+}
+
+/* What a lock or fabric failure means for the transaction. */
+static int classify(struct txn *t, int rc, uint16_t node)
+{
+    struct txn_env *e = t->w->e;
+    if (txn_env_is_down(e, node)) return RDKV_EUNAVAILABLE;
+    switch (rc) {
+    case RDKV_ETIMEDOUT:
+    case RDKV_EABORTED:
+        t->w->stats.conflicts++;
+        return RDKV_EABORTED;
+    case RDKV_EFLUSHED:
+    case RDKV_EUNAVAILABLE:
+    case RDKV_ESHUTDOWN: return RDKV_EUNAVAILABLE;
+    default: return rc;
+    }
+}
+
+static int64_t lock_deadline(struct txn *t) { return clock_now_ns() + t->w->lock_timeout; }
+
+/* ------------------------------------------------------------------------------------------ */
+/* The environment. */
+
+int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
+                 const struct txn_cfg *cfg, struct txn_env **out, char *err, size_t errcap)
+{
+    struct txn_env *e = calloc(1, sizeof *e);
+    if (!e) return RDKV_ENOMEM;
+    if (cfg) e->cfg = *cfg;
+    else txn_cfg_init(&e->cfg);
+    if (!e->cfg.row_lock) e->cfg.row_lock = LOCK_ROW_DEFAULT;
+    if (!e->cfg.range_lock) e->cfg.range_lock = RANGE_LOCK_DEFAULT;
+    if (e->cfg.lock_timeout_ns <= 0) e->cfg.lock_timeout_ns = 100 * NS_PER_MS;
+    if (e->cfg.lease_ns <= 0) e->cfg.lease_ns = 10 * NS_PER_S;
+    e->row = lock_algo_find(e->cfg.row_lock);
+    e->range = range_algo_find(e->cfg.range_lock);
+    int rc = 0;
+    if (!e->row) {
+        snprintf(err, errcap, "unknown row lock '%s' (one of %s)", e->cfg.row_lock,
+                 lock_algo_names());
+        rc = RDKV_EINVAL;
+    } else if (!(e->row->modes & (1u << LOCK_SHARED))) {
+        snprintf(err, errcap, "row lock '%s' has no shared mode; transactions need one",
+                 e->cfg.row_lock);
+        rc = RDKV_EINVAL;
+    } else if (!e->range) {
+        snprintf(err, errcap, "unknown range lock '%s' (one of %s)", e->cfg.range_lock,
+                 range_algo_names());
+        rc = RDKV_EINVAL;
+    } else if (!e->range->server_side) {
+        snprintf(err, errcap,
+                 "range lock '%s' cannot serve transactions: a transaction may hold a shared "
+                 "scan range and an exclusive key inside it, which only the server-side designs "
+                 "(combiner-rpc, combiner-rdma, itree) allow", e->cfg.range_lock);
+        rc = RDKV_EINVAL;
+    }
+    if (rc) {
+        free(e);
+        return rc;
+    }
+    e->f = f;
+    e->st = st;
+    e->rs = rs;
+    e->me = fab_node_id(f);
+    e->n = fab_num_nodes(f);
+    lock_cfg_init(&e->lcfg);
+    e->lcfg.lease_ns = e->cfg.lease_ns;
+    e->down = calloc(e->n, 1);
+    pthread_mutex_init(&e->pmu, NULL);
+    if (!e->down) rc = RDKV_ENOMEM;
+    if (!rc && (rc = range_space_create(rs, TXN_RANGE_SPACE, NULL)))
+        snprintf(err, errcap, "cannot create the key range space: %s", rdkv_strerror(rc));
+    if (!rc && (rc = part_register(e)))
+        snprintf(err, errcap, "cannot register the transaction RPCs: %s", rdkv_strerror(rc));
+    if (rc) {
+        free(e->down);
+        pthread_mutex_destroy(&e->pmu);
+        free(e);
+        return rc;
+    }
+    *out = e;
+    return 0;
+}
+
+void txn_env_close(struct txn_env *e)
+{
+    if (!e) return;
+    for (;;) {
+        pthread_mutex_lock(&e->pmu);
+        struct prepared *p = e->prep;
+        if (p) e->prep = p->next;
+        pthread_mutex_unlock(&e->pmu);
+        if (!p) break;
+        part_abort(e, p);
+    }
+    pthread_mutex_destroy(&e->pmu);
+    free(e->down);
+    free(e);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Workers. */
+
+int txn_worker_create(struct txn_env *e, struct txn_worker **out)
+{
+    struct txn_worker *w = calloc(1, sizeof *w);
+    if (!w) return RDKV_ENOMEM;
+    w->e = e;
+    w->rem = calloc(e->n, sizeof *w->rem);
+    w->rem_ok = calloc(e->n, 1);
+    w->cache = calloc(LOC_CACHE, sizeof *w->cache);
+    int rc = w->rem && w->rem_ok && w->cache ? 0 : RDKV_ENOMEM;
+    if (!rc) rc = fab_ctx_create(e->f, &w->c);
+    if (!rc) {
+        rc = lock_thread_init(&w->lt, w->c, &e->lcfg);
+        if (rc) {
+            fab_ctx_destroy(w->c);
+            w->c = NULL;
+        }
+    }
+    if (rc) {
+        free(w->rem);
+        free(w->rem_ok);
+        free(w->cache);
+        free(w);
+        return rc;
+    }
+    w->wid = (__atomic_add_fetch(&e->next_worker, 1, __ATOMIC_RELAXED) % 0xFFFFu) + 1;
+    w->lock_timeout = e->cfg.lock_timeout_ns;
+    w->rng = ((uint64_t)clock_now_ns() ^ ((uint64_t)w->wid << 32) ^ e->me) | 1;
+    w->tx.w = w;
+    *out = w;
+    return 0;
+}
+
+static void txn_end(struct txn *t);
+
+void txn_worker_destroy(struct txn_worker *w)
+{
+    if (!w) return;
+    if (w->tx.active) txn_end(&w->tx);
+    struct txn *t = &w->tx;
+    while (t->mem) {
+        struct chunk *c = t->mem;
+        t->mem = c->next;
+        free(c);
+    }
+    free(t->ents);
+    free(t->idx);
+    free(t->scans);
+    for (uint32_t i = 0; i < w->nrfree; i++) free(w->rfree[i]);
+    free(w->rfree);
+    lock_thread_fini(&w->lt);
+    fab_ctx_destroy(w->c);
+    free(w->rem);
+    free(w->rem_ok);
+    free(w->cache);
+    free(w);
+}
+
+static struct range_handle *rh_get(struct txn_worker *w)
+{
+    if (w->nrfree) return w->rfree[--w->nrfree];
+    return malloc(sizeof(struct range_handle));
+}
+
+static void rh_put(struct txn_worker *w, struct range_handle *h)
+{
+    if (w->nrfree == w->rfreecap) {
+        uint32_t cap = w->rfreecap ? w->rfreecap * 2 : 16;
+        if (cap > 256) {
+            free(h);
+            return;
+        }
+        struct range_handle **n = realloc(w->rfree, cap * sizeof *n);
+        if (!n) {
+            free(h);
+            return;
+        }
+        w->rfree = n;
+        w->rfreecap = cap;
+    }
+    w->rfree[w->nrfree++] = h;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The transaction's entries: one per key touched, found by hash. */
+
+static uint32_t idx_slot(const struct txn *t, uint64_t hash) { return (uint32_t)hash & (t->idxcap - 1); }
+
+static int ent_find(struct txn *t, const void *key, uint32_t klen, uint64_t hash)
+{
+    if (!t->idxcap) return -1;
+    for (uint32_t s = idx_slot(t, hash);; s = (s + 1) & (t->idxcap - 1)) {
+        uint32_t v = t->idx[s];
+        if (!v) return -1;
+        struct tent *en = &t->ents[v - 1];
+        if (en->hash == hash && en->klen == klen && !memcmp(en->key, key, klen)) return (int)v - 1;
+    }
+}
+
+static int idx_grow(struct txn *t)
+{
+    uint32_t cap = t->idxcap ? t->idxcap * 2 : 64;
+    uint32_t *n = calloc(cap, sizeof *n);
+    if (!n) return RDKV_ENOMEM;
+    free(t->idx);
+    t->idx = n;
+    t->idxcap = cap;
+    for (uint32_t i = 0; i < t->nents; i++) {
+        uint32_t s = idx_slot(t, t->ents[i].hash);
+        while (t->idx[s]) s = (s + 1) & (cap - 1);
+        t->idx[s] = i + 1;
+    }
+    return 0;
+}
+
+static int ent_add(struct txn *t, const void *key, uint32_t klen, uint64_t hash)
+{
+    if ((t->nents + 1) * 2 > t->idxcap && idx_grow(t)) return RDKV_ENOMEM;
+    if (t->nents == t->cap) {
+        uint32_t cap = t->cap ? t->cap * 2 : 16;
+        struct tent *n = realloc(t->ents, cap * sizeof *n);
+        if (!n) return RDKV_ENOMEM;
+        t->ents = n;
+        t->cap = cap;
+    }
+    const uint8_t *k = tcopy(t, key, klen);
+    if (!k) return RDKV_ENOMEM;
+    struct txn_env *e = t->w->e;
+    struct tent *en = &t->ents[t->nents];
+    memset(en, 0, sizeof *en);
+    en->key = k;
+    en->klen = klen;
+    en->hash = hash;
+    en->part = (uint16_t)(hash % e->n);
+    uint32_t s = idx_slot(t, hash);
+    while (t->idx[s]) s = (s + 1) & (t->idxcap - 1);
+    t->idx[s] = t->nents + 1;
+    return (int)t->nents++;
+}
+
+static int ent_get(struct txn *t, const void *key, uint32_t klen)
+{
+    uint64_t hash = store_hash(key, klen);
+    int i = ent_find(t, key, klen, hash);
+    return i >= 0 ? i : ent_add(t, key, klen, hash);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Finding, locking and reading rows. */
+
+static int remote_of(struct txn *t, uint16_t node, const struct store_remote **out)
+{
+    struct txn_worker *w = t->w;
+    if (!w->rem_ok[node]) {
+        int rc = store_remote_open(w->c, node, &w->rem[node]);
+        if (rc) return classify(t, rc, node);
+        w->rem_ok[node] = 1;
+    }
+    *out = &w->rem[node];
+    return 0;
+}
+
+/* Candidate rows for en's key: at most max, or a status. from_cache tells the caller that the
+ * one candidate came from the location cache (a miss there is not an absence). */
+static int candidates(struct txn *t, struct tent *en, rptr *c, unsigned max, bool use_cache,
+                      bool *from_cache)
+{
+    struct txn_worker *w = t->w;
+    struct txn_env *e = w->e;
+    *from_cache = false;
+    if (en->part == e->me) {
+        int rc = store_lookup(e->st, en->key, en->klen, &c[0]);
+        if (rc == RDKV_ENOTFOUND) return 0;
+        return rc ? rc : 1;
+    }
+    if (txn_env_is_down(e, en->part)) return RDKV_EUNAVAILABLE;
+    struct loc *l = &w->cache[en->hash & (LOC_CACHE - 1)];
+    if (use_cache && l->hash == en->hash && l->row) {
+        w->stats.cache_hits++;
+        c[0] = l->row;
+        *from_cache = true;
+        return 1;
+    }
+    w->stats.cache_misses++;
+    const struct store_remote *r = NULL;
+    int rc = remote_of(t, en->part, &r);
+    if (rc) return rc;
+    rc = store_remote_probe(w->c, r, en->hash, c, max);
+    return rc < 0 ? classify(t, rc, en->part) : rc;
+}
+
+static void cache_put(struct txn_worker *w, const struct tent *en, rptr row, uint32_t readlen)
+{
+    struct loc *l = &w->cache[en->hash & (LOC_CACHE - 1)];
+    l->hash = en->hash;
+    l->row = row;
+    l->readlen = readlen;
+}
+
+static void cache_drop(struct txn_worker *w, uint64_t hash)
+{
+    struct loc *l = &w->cache[hash & (LOC_CACHE - 1)];
+    if (l->hash == hash) l->row = RPTR_NULL;
+}
+
+/* Reads the row en holds locked at `row`: 1 when it is en's key and live (en->val, vlen and
+ * version filled when want_val), 0 when it is not, or a status. */
+static int read_row(struct txn *t, struct tent *en, rptr row, bool want_val)
+{
+    struct txn_worker *w = t->w;
+    struct txn_env *e = w->e;
+    uint32_t kmax = store_key_max(e->st), vmax = store_value_max(e->st);
+    struct row_view v;
+    if (rptr_node(row) == e->me) {
+        int rc = store_row_view(e->st, row, &v);
+        if (rc) return 0;
+        if (!(v.flags & ROW_LIVE) || v.klen != en->klen || memcmp(v.key, en->key, en->klen))
+            return 0;
+        en->val = v.val;
+        en->vlen = v.vlen;
+        en->version = v.version;
+        en->have_val = true;
+        return 1;
+    }
+    struct loc *l = &w->cache[en->hash & (LOC_CACHE - 1)];
+    uint64_t len = l->hash == en->hash && l->row == row && l->readlen
+                       ? l->readlen
+                       : row_read_len(en->klen, READ_GUESS, true);
+    if (!want_val && len > 64u + en->klen) len = 64u + en->klen;
+    for (int pass = 0; pass < 2; pass++) {
+        uint8_t *buf = tmem(t, len);
+        if (!buf) return RDKV_ENOMEM;
+        int rc = fab_read(w->c, rptr_add(row, ROW_HDR_OFF), buf, len);
+        if (rc) return classify(t, rc, rptr_node(row));
+        rc = row_decode(buf, len, kmax, vmax, &v);
+        if (rc == RDKV_EPROTO) return 0; /* not a row (any more): look again */
+        if (rc == 0 || (rc == RDKV_ETOOBIG && !want_val && len >= 64u + en->klen &&
+                        v.klen == en->klen)) {
+            if (!(v.flags & ROW_LIVE) || v.klen != en->klen ||
+                (len >= 64u + en->klen && memcmp(buf + 64, en->key, en->klen)))
+                return 0;
+            en->version = v.version;
+            if (!want_val) return 1;
+            if (v.vext) {
+                uint8_t *vb = tmem(t, v.vlen ? v.vlen : 1);
+                if (!vb) return RDKV_ENOMEM;
+                if (v.vlen && (rc = fab_read(w->c, v.vext, vb, v.vlen)))
+                    return classify(t, rc, rptr_node(row));
+                en->val = vb;
+            } else {
+                en->val = v.val;
+            }
+            en->vlen = v.vlen;
+            en->have_val = true;
+            cache_put(w, en, row, (uint32_t)row_read_len(v.klen, v.vlen, !v.vext));
+            return 1;
+        }
+        if (rc != RDKV_ETOOBIG) return rc;
+        /* the header says how much there is: read it all */
+        if (v.klen != en->klen) return 0;
+        len = row_read_len(v.klen, v.vlen, !v.vext);
+    }
+    return 0;
+}
+
+static int lock_row(struct txn *t, struct tent *en, rptr row, enum lock_mode mode)
+{
+    lock_handle_init(&en->lk, &t->w->lt, t->w->e->row, row);
+    int rc = lock_acquire(&en->lk, mode, lock_deadline(t));
+    if (rc) {
+        en->lk.mode = 0;
+        return fail(t, classify(t, rc, rptr_node(row)));
+    }
+    return 0;
+}
+
+static void unlock_row(struct txn *t, struct tent *en)
+{
+    if (!en->lk.mode) return;
+    if (!txn_env_is_down(t->w->e, rptr_node(en->lk.line))) lock_release(&en->lk);
+    en->lk.mode = 0;
+}
+
+static int range_take(struct txn *t, struct range_handle **hp, uint16_t node, uint64_t lo,
+                      uint64_t hi, enum lock_mode mode)
+{
+    struct txn_worker *w = t->w;
+    struct range_handle *h = *hp;
+    if (!h && !(h = *hp = rh_get(w))) return fail(t, RDKV_ENOMEM);
+    range_handle_init(h, &w->lt, w->e->range, node, TXN_RANGE_SPACE, lo, hi);
+    h->owner = t->txid;
+    int rc = range_acquire(h, mode, lock_deadline(t));
+    if (rc) {
+        h->mode = 0;
+        return fail(t, classify(t, rc, node));
+    }
+    return 0;
+}
+
+static void range_drop(struct txn *t, struct range_handle **hp)
+{
+    struct range_handle *h = *hp;
+    if (!h) return;
+    if (h->mode && !txn_env_is_down(t->w->e, h->node)) range_release(h);
+    h->mode = 0;
+    rh_put(t->w, h);
+    *hp = NULL;
+}
+
+/* Whether the range lock still protects its holder: the owner evicts a hold kept two leases
+ * while someone waits; the client's clock judges it conservatively from the grant's bounds. */
+static bool range_hold_ok(const struct range_handle *h)
+{
+    if (!h->mode) return false;
+    if (!h->lease_ns) return true;
+    return clock_now_ns() - h->granted_min < 2 * h->lease_ns - h->lease_ns / 2;
+}
+
+/* Makes en's key locked in at least `mode`, its row (if any) read. */
+static int locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want_val)
+{
+    struct txn_env *e = t->w->e;
+    uint64_t c = txn_key_coord(en->key, en->klen);
+    if (en->lk.mode) {
+        if (en->lk.mode == LOCK_EXCLUSIVE || mode == LOCK_SHARED) {
+            if (want_val && !en->have_val) {
+                int r = read_row(t, en, en->row, true);
+                if (r != 1) return fail(t, r < 0 ? r : RDKV_EABORTED);
+            }
+            return 0;
+        }
+        /* shared -> exclusive: no upgrade in the row lock, so let go and take it again; if the
+         * row changed in between, what this transaction read is stale: abort */
+        uint64_t ver = en->version;
+        rptr row = en->row;
+        unlock_row(t, en);
+        int rc = lock_row(t, en, row, LOCK_EXCLUSIVE);
+        if (rc) return rc;
+        int r = read_row(t, en, row, want_val || en->have_val);
+        if (r != 1 || en->version != ver) {
+            t->w->stats.conflicts++;
+            return fail(t, r < 0 ? r : RDKV_EABORTED);
+        }
+        return 0;
+    }
+    if (en->rh && en->rh->mode && !en->exists) {
+        if (en->rh->mode == LOCK_EXCLUSIVE || mode == LOCK_SHARED) return 0;
+        range_drop(t, &en->rh);
+        int rc = range_take(t, &en->rh, en->part, c, c, LOCK_EXCLUSIVE);
+        if (rc) return rc;
+        rptr cand[4];
+        bool fc;
+        int n = candidates(t, en, cand, 4, false, &fc);
+        if (n < 0) return fail(t, n);
+        if (n > 0) {
+            /* maybe inserted while the point was not locked: is it really there? */
+            for (int i = 0; i < n; i++) {
+                if ((rc = lock_row(t, en, cand[i], LOCK_EXCLUSIVE))) return rc;
+                int r = read_row(t, en, cand[i], false);
+                unlock_row(t, en);
+                if (r < 0) return fail(t, r);
+                if (r == 1) {
+                    t->w->stats.conflicts++;
+                    return fail(t, RDKV_EABORTED);
+                }
+            }
+        }
+        return 0;
+    }
+    bool use_cache = true;
+    for (int attempt = 0; attempt < LOCATE_TRIES; attempt++) {
+        rptr cand[4];
+        bool from_cache;
+        int n = candidates(t, en, cand, 4, use_cache, &from_cache);
+        if (n < 0) return fail(t, n);
+        for (int i = 0; i < n; i++) {
+            int rc = lock_row(t, en, cand[i], mode);
+            if (rc) return rc;
+            int r = read_row(t, en, cand[i], want_val);
+            if (r < 0) return fail(t, r);
+            if (r == 1) {
+                en->row = cand[i];
+                en->exists = true;
+                return 0;
+            }
+            unlock_row(t, en);
+            if (from_cache) cache_drop(t->w, en->hash);
+        }
+        if (from_cache) {
+            use_cache = false;
+            continue;
+        }
+        if (!en->rh || !en->rh->mode) {
+            int rc = range_take(t, &en->rh, en->part, c, c, mode);
+            if (rc) return rc;
+        }
+        n = candidates(t, en, cand, 4, false, &from_cache);
+        if (n < 0) return fail(t, n);
+        if (n == 0) {
+            en->exists = false;
+            en->have_val = false;
+            return 0;
+        }
+        use_cache = false; /* present after all (inserted meanwhile): lock its row */
+    }
+    (void)e;
+    t->w->stats.conflicts++;
+    return fail(t, RDKV_EABORTED);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The operations. */
+
+int txn_begin(struct txn_worker *w, struct txn **out)
+{
+    struct txn *t = &w->tx;
+    if (t->active) return RDKV_EBUSY;
+    t->active = true;
+    t->failed = 0;
+    w->seq++;
+    t->txid = (uint64_t)w->e->me << 48 | (uint64_t)w->wid << 32 | w->seq;
+    *out = t;
+    return 0;
+}
+
+int txn_failed(const struct txn *t) { return t->failed; }
+
+static int check_key(struct txn *t, uint32_t klen)
+{
+    return klen > store_key_max(t->w->e->st) ? RDKV_ETOOBIG : 0;
+}
+
+int txn_get(struct txn *t, const void *key, uint32_t klen, bool for_update, const void **val,
+            uint32_t *vlen)
+{
+    if (!t->active) return RDKV_EINVAL;
+    if (t->failed) return t->failed;
+    int rc = check_key(t, klen);
+    if (rc) return rc;
+    int i = ent_get(t, key, klen);
+    if (i < 0) return fail(t, i);
+    struct tent *en = &t->ents[i];
+    if (en->wop == W_PUT) {
+        *val = en->nval;
+        *vlen = en->nvlen;
+        return 0;
+    }
+    if (en->wop == W_DEL) return RDKV_ENOTFOUND;
+    rc = locate(t, en, for_update ? LOCK_EXCLUSIVE : LOCK_SHARED, true);
+    if (rc) return rc;
+    if (!en->exists) return RDKV_ENOTFOUND;
+    *val = en->val;
+    *vlen = en->vlen;
+    return 0;
+}
+
+int txn_put(struct txn *t, const void *key, uint32_t klen, const void *val, uint32_t vlen)
+{
+    if (!t->active) return RDKV_EINVAL;
+    if (t->failed) return t->failed;
+    int rc = check_key(t, klen);
+    if (rc) return rc;
+    if (vlen > store_value_max(t->w->e->st)) return RDKV_ETOOBIG;
+    int i = ent_get(t, key, klen);
+    if (i < 0) return fail(t, i);
+    struct tent *en = &t->ents[i];
+    if ((rc = locate(t, en, LOCK_EXCLUSIVE, false))) return rc;
+    const uint8_t *v = tcopy(t, val, vlen);
+    if (!v) return fail(t, RDKV_ENOMEM);
+    en->wop = W_PUT;
+    en->nval = v;
+    en->nvlen = vlen;
+    return 0;
+}
+
+int txn_del(struct txn *t, const void *key, uint32_t klen)
+{
+    if (!t->active) return RDKV_EINVAL;
+    if (t->failed) return t->failed;
+    int rc = check_key(t, klen);
+    if (rc) return rc;
+    int i = ent_get(t, key, klen);
+    if (i < 0) return fail(t, i);
+    struct tent *en = &t->ents[i];
+    if (en->wop == W_DEL) return RDKV_ENOTFOUND;
+    if ((rc = locate(t, en, LOCK_EXCLUSIVE, false))) return rc;
+    if (!en->exists) {
+        if (en->wop == W_PUT) { /* inserted by this transaction: just forget it */
+            en->wop = W_DEL;
+            return 0;
+        }
+        return RDKV_ENOTFOUND;
+    }
+    /* a delete also locks its point exclusively, against scans and absent-key readers */
+    if (!en->rh || en->rh->mode != LOCK_EXCLUSIVE) {
+        uint64_t c = txn_key_coord(en->key, en->klen);
+        range_drop(t, &en->rh);
+        if ((rc = range_take(t, &en->rh, en->part, c, c, LOCK_EXCLUSIVE))) return rc;
+    }
+    en->wop = W_DEL;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Ending. */
+
+static bool leases_ok(struct txn *t)
+{
+    for (uint32_t i = 0; i < t->nents; i++) {
+        struct tent *en = &t->ents[i];
+        if (en->lk.mode && !lock_lease_ok(&en->lk)) return false;
+        if (en->rh && en->rh->mode && !range_hold_ok(en->rh)) return false;
+    }
+    for (uint32_t i = 0; i < t->nscans; i++)
+        if (t->scans[i]->mode && !range_hold_ok(t->scans[i])) return false;
+    return true;
+}
+
+static void txn_end(struct txn *t)
+{
+    for (uint32_t i = 0; i < t->nents; i++) {
+        struct tent *en = &t->ents[i];
+        unlock_row(t, en);
+        range_drop(t, &en->rh);
+    }
+    for (uint32_t i = 0; i < t->nscans; i++) range_drop(t, &t->scans[i]);
+    t->nscans = 0;
+    if (t->idxcap > 1024 && t->nents * 8 < t->idxcap) {
+        free(t->idx);
+        t->idx = NULL;
+        t->idxcap = 0;
+    } else if (t->idxcap) {
+        memset(t->idx, 0, t->idxcap * sizeof *t->idx);
+    }
+    t->nents = 0;
+    /* keep one chunk for the next transaction */
+    while (t->mem && t->mem->next) {
+        struct chunk *c = t->mem;
+        t->mem = c->next;
+        free(c);
+    }
+    if (t->mem) {
+        if (t->mem->cap > 4 * CHUNK_MIN) {
+            free(t->mem);
+            t->mem = NULL;
+        } else {
+            t->mem->used = 0;
+        }
+    }
+    lock_thread_poll(&t->w->lt);
+    t->active = false;
+}
+
+void txn_abort(struct txn *t)
+{
+    if (!t || !t->active) return;
+    t->w->stats.aborts++;
+    txn_end(t);
+}
+
+/* Sends one RPC to each of n nodes at once and waits for all: one round. */
+static void fanout(struct txn_worker *w, unsigned n, const uint16_t *nodes, uint16_t type,
+                   const void *const *reqs, const size_t *lens, int *status)
+{
+    struct fab_buf resp[n];
+    unsigned pending = 0;
+    for (unsigned i = 0; i < n; i++) {
+        resp[i] = (struct fab_buf){0};
+        status[i] = fab_rpc_post(w->c, nodes[i], type, reqs[i], lens[i], &resp[i],
+                                 COMMIT_RPC_TIMEOUT_NS, FANOUT_TAG | i);
+        if (status[i] == 0) {
+            status[i] = 1; /* pending */
+            pending++;
+        }
+    }
+    while (pending) {
+        struct fab_cqe cq[16];
+        int k = fab_wait(w->c, cq, 16, -1);
+        for (int j = 0; j < k; j++) {
+            uint64_t i = cq[j].tag & ~FANOUT_TAG;
+            if ((cq[j].tag & FANOUT_TAG) != FANOUT_TAG || i >= n || status[i] != 1) continue;
+            status[i] = cq[j].status;
+            pending--;
+        }
+    }
+    for (unsigned i = 0; i < n; i++) fab_buf_free(&resp[i]);
+    w->stats.rounds++;
+}
+
+static int commit_writes(struct txn *t, uint32_t nw)
+{
+    struct txn_worker *w = t->w;
+    struct txn_env *e = w->e;
+    /* the writes grouped by partition */
+    struct wop *ops = malloc(nw * sizeof *ops);
+    uint16_t *parts = malloc(nw * sizeof *parts);
+    uint32_t *start = malloc((nw + 1) * sizeof *start);
+    if (!ops || !parts || !start) {
+        free(ops);
+        free(parts);
+        free(start);
+        return RDKV_ENOMEM;
+    }
+    uint32_t np = 0, k = 0;
+    for (uint32_t pass = 0; pass < e->n; pass++) {
+        uint32_t first = k;
+        for (uint32_t i = 0; i < t->nents; i++) {
+            struct tent *en = &t->ents[i];
+            if (en->part != pass || !en->wop) continue;
+            if (en->wop == W_DEL && !en->exists) continue;
+            struct wop *o = &ops[k++];
+            o->key = en->key;
+            o->klen = en->klen;
+            o->row = en->exists ? en->row : RPTR_NULL;
+            o->val = en->nval;
+            o->vlen = en->nvlen;
+            o->kind = en->wop == W_DEL ? WOP_DELETE : (en->exists ? WOP_UPDATE : WOP_INSERT);
+        }
+        if (k > first) {
+            parts[np] = (uint16_t)pass;
+            start[np++] = first;
+        }
+    }
+    start[np] = k;
+    int rc = 0;
+    for (uint32_t p = 0; p < np && !rc; p++)
+        if (txn_env_is_down(e, parts[p])) rc = RDKV_EUNAVAILABLE;
+    if (!rc && np == 0) rc = leases_ok(t) ? 0 : RDKV_EABORTED;
+    else if (!rc && np == 1 && parts[0] == e->me) {
+        /* one partition, this node's: stage, check the leases, install */
+        struct wop *mine = malloc(k * sizeof *mine);
+        struct prepared *p = NULL;
+        if (!mine) rc = RDKV_ENOMEM;
+        else {
+            memcpy(mine, ops, k * sizeof *mine);
+            rc = part_prepare(e, t->txid, e->me, mine, k, NULL, &p);
+        }
+        if (!rc && !leases_ok(t)) {
+            part_abort(e, p);
+            rc = RDKV_EABORTED;
+        } else if (!rc) {
+            part_commit(e, p);
+        }
+    } else if (!rc && np == 1) {
+        /* one partition on a peer: one APPLY, prepare and commit at once */
+        struct pack_w pw;
+        pack_w_init(&pw);
+        txn_wops_pack(&pw, t->txid, e->me, ops, k);
+        if (pw.err) rc = RDKV_ENOMEM;
+        else if (!leases_ok(t)) rc = RDKV_EABORTED;
+        else {
+            struct fab_buf resp = {0};
+            rc = fab_rpc_call(w->c, parts[0], TXN_RPC_APPLY, pw.p, pw.len, &resp,
+                              COMMIT_RPC_TIMEOUT_NS);
+            fab_buf_free(&resp);
+            w->stats.rounds++;
+            if (rc == RDKV_ETIMEDOUT || rc == RDKV_EUNAVAILABLE || rc == RDKV_EFLUSHED ||
+                rc == RDKV_ESHUTDOWN)
+                rc = RDKV_EUNKNOWN; /* it may have been applied before the link broke */
+        }
+        pack_w_free(&pw);
+    } else if (!rc) {
+        /* two-phase commit */
+        struct pack_w pw[np];
+        const void *reqs[np];
+        size_t lens[np];
+        uint16_t rnodes[np];
+        int st[np];
+        memset(rnodes, 0, sizeof rnodes);
+        memset(st, 0, sizeof st);
+        unsigned nr = 0;
+        struct prepared *mine = NULL;
+        for (uint32_t p = 0; p < np; p++) {
+            pack_w_init(&pw[p]);
+            if (parts[p] == e->me) continue;
+            txn_wops_pack(&pw[p], t->txid, e->me, ops + start[p], start[p + 1] - start[p]);
+            if (pw[p].err) rc = RDKV_ENOMEM;
+            reqs[nr] = pw[p].p;
+            lens[nr] = pw[p].len;
+            rnodes[nr++] = parts[p];
+        }
+        if (!rc) fanout(w, nr, rnodes, TXN_RPC_PREPARE, reqs, lens, st);
+        else
+            for (unsigned i = 0; i < nr; i++) st[i] = RDKV_ENOMEM;
+        for (uint32_t p = 0; p < np && !rc; p++) {
+            if (parts[p] != e->me) continue;
+            uint32_t cnt = start[p + 1] - start[p];
+            struct wop *lo = malloc(cnt * sizeof *lo);
+            if (!lo) rc = RDKV_ENOMEM;
+            else {
+                memcpy(lo, ops + start[p], cnt * sizeof *lo);
+                rc = part_prepare(e, t->txid, e->me, lo, cnt, NULL, &mine);
+            }
+        }
+        for (unsigned i = 0; i < nr && !rc; i++)
+            if (st[i]) rc = st[i] == RDKV_ETIMEDOUT || st[i] == RDKV_EFLUSHED ||
+                                    st[i] == RDKV_ESHUTDOWN
+                                ? RDKV_EUNAVAILABLE
+                                : st[i];
+        if (!rc && !leases_ok(t)) rc = RDKV_EABORTED;
+        uint64_t txid = t->txid;
+        const void *idr[np];
+        size_t idl[np];
+        memset(idr, 0, sizeof idr);
+        memset(idl, 0, sizeof idl);
+        uint8_t idb[8];
+        for (int i = 0; i < 8; i++) idb[i] = (uint8_t)(txid >> (8 * i));
+        for (unsigned i = 0; i < nr; i++) {
+            idr[i] = idb;
+            idl[i] = 8;
+        }
+        if (rc) {
+            /* abort everywhere it was prepared (best effort: a participant that did not answer
+             * aborts by itself when it declares this node down) */
+            unsigned na = 0;
+            uint16_t anodes[np];
+            for (unsigned i = 0; i < nr; i++)
+                if (st[i] == 0) anodes[na++] = rnodes[i];
+            if (na) fanout(w, na, anodes, TXN_RPC_ABORT, idr, idl, st);
+            if (mine) part_abort(e, mine);
+        } else {
+            fanout(w, nr, rnodes, TXN_RPC_COMMIT, idr, idl, st);
+            if (mine) part_commit(e, mine);
+            for (unsigned i = 0; i < nr; i++)
+                if (st[i]) {
+                    log_warn("txn %llx: node %u did not confirm the commit: %s",
+                             (unsigned long long)txid, rnodes[i], rdkv_strerror(st[i]));
+                    rc = RDKV_EUNKNOWN;
+                }
+        }
+        for (uint32_t p = 0; p < np; p++) pack_w_free(&pw[p]);
+    }
+    free(ops);
+    free(parts);
+    free(start);
+    return rc;
+}
+
+int txn_commit(struct txn *t)
+{
+    if (!t->active) return RDKV_EINVAL;
+    struct txn_worker *w = t->w;
+    int rc = t->failed;
+    if (!rc) {
+        uint32_t nw = 0;
+        for (uint32_t i = 0; i < t->nents; i++)
+            if (t->ents[i].wop) nw++;
+        rc = nw ? commit_writes(t, nw) : (leases_ok(t) ? 0 : RDKV_EABORTED);
+    }
+    if (rc == 0 || rc == RDKV_EUNKNOWN) w->stats.commits++;
+    else w->stats.aborts++;
+    txn_end(t);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Scans. */
+
+struct local_page {
+    struct txn *t;
+    struct pcur *cur;
+    int err;
+};
+
+static bool page_add(struct pcur *cur, struct txn *t, const uint8_t *key, uint32_t klen, rptr row,
+                     int *err)
+{
+    if (cur->nrows == cur->cap) {
+        uint32_t cap = cur->cap ? cur->cap * 2 : 64;
+        struct prow *n = realloc(cur->rows, cap * sizeof *n);
+        if (!n) {
+            *err = RDKV_ENOMEM;
+            return false;
+        }
+        cur->rows = n;
+        cur->cap = cap;
+    }
+    const uint8_t *k = tcopy(t, key, klen);
+    if (!k) {
+        *err = RDKV_ENOMEM;
+        return false;
+    }
+    cur->rows[cur->nrows++] = (struct prow){k, klen, row};
+    return true;
+}
+
+static bool local_emit(void *arg, rptr row, const struct row_view *v)
+{
+    struct local_page *lp = arg;
+    return page_add(lp->cur, lp->t, v->key, v->klen, row, &lp->err);
+}
+
+/* Fetches the next page of a partition's keys. */
+static int page_fill(struct txn_iter *it, struct pcur *cur)
+{
+    struct txn *t = it->t;
+    struct txn_worker *w = t->w;
+    struct txn_env *e = w->e;
+    cur->nrows = cur->pos = 0;
+    uint32_t want = TXN_SCAN_PAGE;
+    if (it->limit && it->limit - it->emitted < want) want = (uint32_t)(it->limit - it->emitted) + 1;
+    if (cur->part == e->me) {
+        struct local_page lp = {t, cur, 0};
+        long n = store_scan(e->st, it->b, it->blen, it->has_end ? it->e : NULL, it->elen,
+                            cur->started ? cur->after : NULL, cur->alen, want, local_emit, &lp);
+        if (n < 0) return (int)n;
+        if (lp.err) return lp.err;
+        cur->done = (uint32_t)n < want;
+    } else {
+        if (txn_env_is_down(e, cur->part)) return RDKV_EUNAVAILABLE;
+        struct pack_w pw;
+        pack_w_init(&pw);
+        pack_u32(&pw, it->blen);
+        uint8_t *p = pack_w_room(&pw, it->blen);
+        if (p && it->blen) memcpy(p, it->b, it->blen);
+        pack_u8(&pw, it->has_end);
+        pack_u32(&pw, it->has_end ? it->elen : 0);
+        p = pack_w_room(&pw, it->has_end ? it->elen : 0);
+        if (p && it->has_end && it->elen) memcpy(p, it->e, it->elen);
+        uint32_t alen = cur->started ? cur->alen : 0;
+        pack_u32(&pw, alen);
+        p = pack_w_room(&pw, alen);
+        if (p && alen) memcpy(p, cur->after, alen);
+        pack_u8(&pw, cur->started);
+        pack_u32(&pw, want);
+        if (pw.err) {
+            pack_w_free(&pw);
+            return RDKV_ENOMEM;
+        }
+        struct fab_buf resp = {0};
+        int rc = fab_rpc_call(w->c, cur->part, TXN_RPC_SCAN, pw.p, pw.len, &resp, 0);
+        pack_w_free(&pw);
+        if (rc) {
+            fab_buf_free(&resp);
+            return classify(t, rc, cur->part);
+        }
+        struct pack_r r;
+        pack_r_init(&r, resp.data, resp.len);
+        uint8_t more = unpack_u8(&r);
+        uint32_t n = unpack_u32(&r);
+        const uint8_t *prev = cur->started ? cur->after : NULL;
+        uint32_t prevlen = cur->alen;
+        for (uint32_t i = 0; i < n && !r.err && !rc; i++) {
+            rptr row = unpack_u64(&r);
+            uint32_t kl = unpack_u32(&r);
+            const uint8_t *k = pack_r_take(&r, kl);
+            if (r.err) break;
+            /* a peer's answer is checked like any input: in order, in range, its partition */
+            if ((prev && key_cmp(k, kl, prev, prevlen) <= 0) ||
+                key_cmp(k, kl, it->b, it->blen) < 0 ||
+                (it->has_end && key_cmp(k, kl, it->e, it->elen) >= 0) ||
+                rptr_node(row) != cur->part || txn_partition(e, k, kl) != cur->part) {
+                rc = RDKV_EPROTO;
+                break;
+            }
+            if (!page_add(cur, t, k, kl, row, &rc)) break;
+            prev = cur->rows[cur->nrows - 1].key;
+            prevlen = kl;
+        }
+        if (!rc && (!unpack_done(&r) || more > 1)) rc = RDKV_EPROTO;
+        fab_buf_free(&resp);
+        if (rc) return rc;
+        cur->done = !more;
+    }
+    cur->started = true;
+    if (cur->nrows) {
+        cur->after = cur->rows[cur->nrows - 1].key;
+        cur->alen = cur->rows[cur->nrows - 1].klen;
+    }
+    return 0;
+}
+
+static struct txn_iter *ws_sorted;
+static int ws_cmp(const void *a, const void *b)
+{
+    const struct tent *x = &ws_sorted->t->ents[*(const uint32_t *)a];
+    const struct tent *y = &ws_sorted->t->ents[*(const uint32_t *)b];
+    return key_cmp(x->key, x->klen, y->key, y->klen);
+}
+
+int txn_scan(struct txn *t, const void *begin, uint32_t blen, const void *end, uint32_t elen,
+             uint64_t limit, struct txn_iter **out)
+{
+    if (!t->active) return RDKV_EINVAL;
+    if (t->failed) return t->failed;
+    struct txn_env *e = t->w->e;
+    if (check_key(t, blen) || (end && check_key(t, elen))) return RDKV_ETOOBIG;
+    struct txn_iter *it = calloc(1, sizeof *it);
+    if (!it) return RDKV_ENOMEM;
+    it->t = t;
+    it->b = tcopy(t, begin, blen);
+    it->blen = blen;
+    it->has_end = end != NULL;
+    it->e = end ? tcopy(t, end, elen) : NULL;
+    it->elen = end ? elen : 0;
+    it->limit = limit;
+    if (!it->b || (end && !it->e)) {
+        free(it);
+        return fail(t, RDKV_ENOMEM);
+    }
+    if (end && key_cmp(it->b, blen, it->e, elen) >= 0) return *out = it, 0; /* empty */
+    /* shared range locks on every partition */
+    uint64_t lo = txn_key_coord(begin, blen), hi = end ? txn_key_coord(end, elen) : UINT64_MAX;
+    int rc = 0;
+    for (uint16_t p = 0; p < e->n && !rc; p++) {
+        if (t->nscans == t->scancap) {
+            uint32_t cap = t->scancap ? t->scancap * 2 : 8;
+            struct range_handle **n = realloc(t->scans, cap * sizeof *n);
+            if (!n) {
+                rc = fail(t, RDKV_ENOMEM);
+                break;
+            }
+            t->scans = n;
+            t->scancap = cap;
+        }
+        if (txn_env_is_down(e, p)) {
+            rc = fail(t, RDKV_EUNAVAILABLE);
+            break;
+        }
+        t->scans[t->nscans] = NULL;
+        rc = range_take(t, &t->scans[t->nscans], p, lo, hi, LOCK_SHARED);
+        if (t->scans[t->nscans]) t->nscans++;
+    }
+    it->cur = calloc(e->n, sizeof *it->cur);
+    it->ws = calloc(t->nents ? t->nents : 1, sizeof *it->ws);
+    if (!rc && (!it->cur || !it->ws)) rc = fail(t, RDKV_ENOMEM);
+    if (rc) {
+        txn_iter_close(it);
+        return rc;
+    }
+    it->ncur = e->n;
+    for (uint16_t p = 0; p < e->n; p++) it->cur[p].part = p;
+    for (uint32_t i = 0; i < t->nents; i++) {
+        struct tent *en = &t->ents[i];
+        if (!en->wop || key_cmp(en->key, en->klen, it->b, blen) < 0 ||
+            (end && key_cmp(en->key, en->klen, it->e, elen) >= 0))
+            continue;
+        it->ws[it->nws++] = i;
+    }
+    ws_sorted = it; /* qsort has no argument; scans run on the worker's own thread */
+    qsort(it->ws, it->nws, sizeof *it->ws, ws_cmp);
+    ws_sorted = NULL;
+    *out = it;
+    return 0;
+}
+
+int txn_iter_next(struct txn_iter *it, const void **key, uint32_t *klen, const void **val,
+                  uint32_t *vlen)
+{
+    struct txn *t = it->t;
+    if (it->err) return it->err;
+    if (t->failed) return it->err = t->failed;
+    for (;;) {
+        if (it->limit && it->emitted >= it->limit) return 0;
+        struct pcur *best = NULL;
+        for (uint32_t i = 0; i < it->ncur; i++) {
+            struct pcur *c = &it->cur[i];
+            if (c->pos == c->nrows && !c->done) {
+                int rc = page_fill(it, c);
+                if (rc) return it->err = fail(t, rc);
+            }
+            if (c->pos == c->nrows) continue;
+            struct prow *r = &c->rows[c->pos];
+            if (!best || key_cmp(r->key, r->klen, best->rows[best->pos].key,
+                                 best->rows[best->pos].klen) < 0)
+                best = c;
+        }
+        struct tent *wsn = it->wpos < it->nws ? &t->ents[it->ws[it->wpos]] : NULL;
+        if (!best && !wsn) return 0;
+        int cmp = !best ? 1 : (!wsn ? -1 : 0);
+        if (best && wsn)
+            cmp = key_cmp(best->rows[best->pos].key, best->rows[best->pos].klen, wsn->key,
+                          wsn->klen);
+        if (cmp >= 0) {
+            /* this transaction's own write comes first (or replaces the stored row) */
+            it->wpos++;
+            if (cmp == 0) best->pos++;
+            if (wsn->wop != W_PUT) continue;
+            *key = wsn->key;
+            *klen = wsn->klen;
+            *val = wsn->nval;
+            *vlen = wsn->nvlen;
+            it->emitted++;
+            return 1;
+        }
+        struct prow *r = &best->rows[best->pos++];
+        int i = ent_get(t, r->key, r->klen);
+        if (i < 0) return it->err = fail(t, i);
+        struct tent *en = &t->ents[i];
+        if (!en->lk.mode) {
+            /* the range lock keeps the row from going away; its row lock keeps it still */
+            int rc = lock_row(t, en, r->row, LOCK_SHARED);
+            if (rc) return it->err = rc;
+            int ok = read_row(t, en, r->row, true);
+            if (ok < 0) return it->err = fail(t, ok);
+            if (ok == 0) {
+                unlock_row(t, en);
+                continue;
+            }
+            en->row = r->row;
+            en->exists = true;
+        } else if (!en->have_val) {
+            int ok = read_row(t, en, en->row, true);
+            if (ok < 0) return it->err = fail(t, ok);
+            if (ok == 0) continue;
+        }
+        if (!en->exists) continue;
+        *key = en->key;
+        *klen = en->klen;
+        *val = en->val;
+        *vlen = en->vlen;
+        it->emitted++;
+        return 1;
+    }
+}
+
+void txn_iter_close(struct txn_iter *it)
+{
+    if (!it) return;
+    if (it->cur)
+        for (uint32_t i = 0; i < it->ncur; i++) free(it->cur[i].rows);
+    free(it->cur);
+    free(it->ws);
+    free(it);
+}

@@ -1,0 +1,116 @@
+/* Transactions: strict two-phase locking over the row locks and range locks of locks/, with
+ * two-phase commit across partitions. A worker (one per thread) runs one transaction at a time;
+ * reads lock (shared, or exclusive when the row will be written) and then read, locally with
+ * loads or remotely with one-sided READs; writes lock exclusively and are buffered; scans take a
+ * shared range lock on every partition; inserts and deletes also lock [key, key] exclusively in
+ * the key's range space. Every lock wait is bounded: when it runs out the transaction aborts
+ * with RDKV_EABORTED and leaves no lock behind. The result is serializable and phantom-free
+ * (docs/transactions.md). */
+#ifndef RDKV_TXN_H
+#define RDKV_TXN_H
+
+#include "locks/lock.h"
+#include "locks/range/range.h"
+#include "storage/store.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The key space's range-lock space on every node. */
+#define TXN_RANGE_SPACE 1
+
+/* RPC message types of the transaction layer (the server block FAB_RPC_USER_BASE + 8 .. + 15). */
+enum txn_rpc {
+    TXN_RPC_PREPARE = FAB_RPC_USER_BASE + 8,  /* u64 txid, ops -> status */
+    TXN_RPC_COMMIT = FAB_RPC_USER_BASE + 9,   /* u64 txid -> status */
+    TXN_RPC_ABORT = FAB_RPC_USER_BASE + 10,   /* u64 txid -> status */
+    TXN_RPC_APPLY = FAB_RPC_USER_BASE + 11,   /* one partition: ops, applied at once */
+    TXN_RPC_SCAN = FAB_RPC_USER_BASE + 12,    /* a page of keys and rows in key order */
+};
+
+/* A node's transaction layer: its store, the algorithms, the prepared transactions it takes
+ * part in, and what it knows of its peers. */
+struct txn_cfg {
+    const char *row_lock;    /* default LOCK_ROW_DEFAULT */
+    const char *range_lock;  /* default RANGE_LOCK_DEFAULT */
+    int64_t lock_timeout_ns; /* one lock wait (default 100 ms) */
+    int64_t lease_ns;        /* row locks' lease (default 10 s; see docs/transactions.md) */
+    int64_t prepared_timeout_ns; /* a prepared transaction whose coordinator is declared down is
+                                    aborted (default: on the down verdict) */
+};
+void txn_cfg_init(struct txn_cfg *c);
+
+struct txn_env;
+
+/* Registers the layer's RPC handlers and creates the key range space. rs is the node's range
+ * service. On failure a reason is written to err. */
+int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
+                 const struct txn_cfg *cfg, struct txn_env **out, char *err, size_t errcap);
+/* Turns the layer's RPC handlers away from now on (RDKV_ESHUTDOWN) and waits for those running:
+ * after it, only the node's own threads use the store. Call before closing the store. */
+void txn_env_quiesce(struct txn_env *e);
+/* Other RPC handlers of the node that use the store bracket their work with these: enter
+ * returns false once the layer is quiescing (answer RDKV_ESHUTDOWN then). */
+bool txn_env_enter(struct txn_env *e);
+void txn_env_leave(struct txn_env *e);
+/* Aborts every prepared transaction still waiting for a decision and frees the layer. */
+void txn_env_close(struct txn_env *e);
+struct fabric *txn_env_fabric(struct txn_env *e);
+struct store *txn_env_store(struct txn_env *e);
+const struct txn_cfg *txn_env_cfg(struct txn_env *e);
+/* The peer watcher marks nodes down (operations that need them fail with RDKV_EUNAVAILABLE at
+ * once) and up again. */
+void txn_env_set_down(struct txn_env *e, uint16_t node, bool down);
+bool txn_env_is_down(struct txn_env *e, uint16_t node);
+/* A peer declared down: abort the transactions it coordinated that are prepared here. */
+void txn_env_peer_lost(struct txn_env *e, uint16_t node);
+
+/* The partition of a key: XXH3(key) mod nodes. */
+uint16_t txn_partition(const struct txn_env *e, const void *key, uint32_t klen);
+/* A key's coordinate in the range space: its first 8 bytes, big-endian, zero-padded (order-
+ * preserving: k1 < k2 implies coord(k1) <= coord(k2)). */
+uint64_t txn_key_coord(const void *key, uint32_t klen);
+
+/* Counters of a worker (benchmarks and tests read them). */
+struct txn_stats {
+    uint64_t commits, aborts, conflicts; /* conflicts: lock waits that ran out */
+    uint64_t rounds;  /* sequential network waits of commits (a fan-out to several nodes is one) */
+    uint64_t cache_hits, cache_misses; /* remote row locations */
+};
+
+struct txn_worker;
+/* One per thread: the thread's fabric context and lock state (created and used by it). */
+int txn_worker_create(struct txn_env *e, struct txn_worker **out);
+void txn_worker_destroy(struct txn_worker *w);
+struct fab_ctx *txn_worker_ctx(struct txn_worker *w);
+const struct txn_stats *txn_worker_stats(const struct txn_worker *w);
+/* Per-transaction lock-wait bound (0: the env's). */
+void txn_worker_set_lock_timeout(struct txn_worker *w, int64_t ns);
+
+/* A transaction of a worker (one at a time). Values returned by get and the iterator are owned
+ * by the transaction and valid until its next call or its end. */
+struct txn;
+int txn_begin(struct txn_worker *w, struct txn **out);
+int txn_get(struct txn *t, const void *key, uint32_t klen, bool for_update, const void **val,
+            uint32_t *vlen);
+int txn_put(struct txn *t, const void *key, uint32_t klen, const void *val, uint32_t vlen);
+int txn_del(struct txn *t, const void *key, uint32_t klen);
+
+/* Scans [begin, end) (end NULL: unbounded), at most limit rows (0: all). */
+struct txn_iter;
+int txn_scan(struct txn *t, const void *begin, uint32_t blen, const void *end, uint32_t elen,
+             uint64_t limit, struct txn_iter **out);
+/* 1 and a row, 0 at the end, or a status. */
+int txn_iter_next(struct txn_iter *it, const void **key, uint32_t *klen, const void **val,
+                  uint32_t *vlen);
+void txn_iter_close(struct txn_iter *it);
+
+/* Commit: 0, or a status with the transaction ended (RDKV_EABORTED retryable; RDKV_EUNKNOWN:
+ * outcome unknown). Abort: releases everything. After either, t is gone. */
+int txn_commit(struct txn *t);
+void txn_abort(struct txn *t);
+/* True once the transaction hit an error that forces it to abort (a lock wait ran out, a peer
+ * went away): every later operation returns that status. */
+int txn_failed(const struct txn *t);
+
+#endif
