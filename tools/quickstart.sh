@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job: build rdkv, start a 3-node local cluster of kvserver processes on the soft
-# transport, measure its fabric with kvbench, and stop every node it started (also on Ctrl-C or
-# an error). Installs missing Debian packages when run as root.
+# The main job: build rdkv, start a 3-node local cluster (soft transport) with tools/cluster.sh,
+# load some keys, show kvctl's get/put/del/scan/txn/shell/status against it, run a short
+# transactional workload with kvbench and print its throughput and latency, and stop every node
+# it started (also on Ctrl-C or an error). Installs missing Debian packages when run as root.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$root/tools/deps.sh"
@@ -10,22 +11,64 @@ build=${RDKV_BUILD_DIR:-$root/build}
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)"
 bin=$build/bin
+export RDKV_BIN=$bin
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rdkv-quickstart-XXXXXX")
 stop_cluster() {
-    "$bin/kvcluster" stop --dir "$dir" >/dev/null 2>&1 || true
+    "$root/tools/cluster.sh" stop "$dir" >/dev/null 2>&1 || true
     rm -rf "$dir"
 }
 trap stop_cluster EXIT
 trap 'exit 130' INT TERM
 
-echo
-echo "== starting a 3-node rdkv cluster (soft transport)"
-"$bin/kvcluster" start --nodes 3 --dir "$dir" --transport soft
-"$bin/kvcluster" status --dir "$dir"
-echo
-echo "== kvbench fabric against it"
-"$bin/kvbench" fabric --config "$dir/cluster.conf" --seconds "${RDKV_QUICKSTART_SECONDS:-1}"
-echo
-echo "== stopping the cluster"
-"$bin/kvcluster" stop --dir "$dir"
+say() { printf '\n== %s\n' "$*"; }
+run() {
+    printf '$ %s' "${1##*/}"
+    shift
+    printf ' %q' "$@"
+    printf '\n'
+    "$bin/kvctl" "$@"
+}
+
+say "starting a 3-node rdkv cluster (soft transport) in $dir"
+eval "$("$root/tools/cluster.sh" start 3 "$dir" --transport soft)"
+echo "KVCTL_ENDPOINTS=$KVCTL_ENDPOINTS"
+kvctl=$bin/kvctl
+
+say "loading 100 keys (user:000 .. user:099), 20 per transaction"
+for b in 0 1 2 3 4; do
+    script=""
+    for i in $(seq $((b * 20)) $((b * 20 + 19))); do
+        k=$(printf 'user:%03d' "$i")
+        script+="put $k balance=$((100 + i)); "
+    done
+    "$kvctl" shell --exec "begin; ${script} commit" >/dev/null
+done
+run kvctl status
+
+say "single keys"
+run kvctl put greeting "hello, rdkv"
+run kvctl get greeting
+run kvctl del greeting
+run kvctl get greeting || echo "(exit $? = not found)"
+
+say "a scan: keys in [user:010, user:015)"
+run kvctl scan user:010 user:015
+
+say "a guarded transaction (kvctl txn): move 10 from user:001 to user:002 if user:001 still holds 101"
+printf 'expect user:001 = balance=101\n---\nput user:001 balance=91\nput user:002 balance=112\nget user:001\nget user:002\n' |
+    { echo '$ kvctl txn <<...'; "$kvctl" txn; }
+echo "(the same guard again now fails, and nothing is written:)"
+printf 'expect user:001 = balance=101\n---\nput user:001 balance=0\n' | "$kvctl" txn || echo "(exit $? = guard failed)"
+
+say "an interactive-style session (kvctl shell --exec)"
+run kvctl shell --exec "begin; get user:003; put user:003 balance=0; put user:004 balance=207; commit; get user:003"
+
+say "a short transactional workload: kvbench txn against this cluster (workers inside node 0)"
+"$bin/kvbench" txn --config "$dir/cluster.conf" --seconds "${RDKV_QUICKSTART_SECONDS:-1}" \
+    --warmup 0.2 --keys 1000 |
+    grep -E '^#|Throughput|50thPercentile|99thPercentile|RoundTripsPerTxn|Errors' |
+    grep -v FabricRead
+
+say "stopping the cluster"
+"$root/tools/cluster.sh" stop "$dir"

@@ -1,0 +1,137 @@
+/* rdkv: the public C API of the rdkv transactional key-value store. Sessions run serializable
+ * transactions (strict two-phase locking, two-phase commit across partitions) either embedded
+ * (the calling thread runs inside a node process and reaches its own partition directly) or
+ * remote (over TCP to any node, which coordinates the transaction). Every call returns 0 or a
+ * negative rdkv_status (rdkv_status.h); rdkv_strerror() names it.
+ *
+ * Thread-safety: an rdkv_node may be shared by all threads. A session (rdkv_session) and the
+ * transactions, iterators and bytes it hands out belong to one thread at a time: open one session
+ * per thread. A session runs one transaction at a time.
+ *
+ * Ownership: bytes returned by rdkv_txn_get and rdkv_iter_next belong to the transaction; they
+ * stay valid until the next call on that transaction (or iterator) or its end, whichever comes
+ * first. Copy them to keep them. Keys and values passed in are copied before the call returns.
+ *
+ * Retrying: a status for which rdkv_status_retryable() is true (RDKV_EABORTED: a conflict or a
+ * lock wait that ran out; RDKV_EBUSY) means the transaction did nothing and may be run again.
+ * rdkv_txn_on_error() follows FoundationDB's idiom: it backs off, resets the transaction and
+ * returns 0 when the caller should run its code again, or returns the status when it should
+ * not. RDKV_EUNKNOWN from commit means the commit may or may not have taken effect. */
+#ifndef RDKV_H
+#define RDKV_H
+
+#include "rdkv_status.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RDKV_VERSION "0.1.0"
+
+typedef struct rdkv_node rdkv_node;
+typedef struct rdkv_session rdkv_session;
+typedef struct rdkv_txn rdkv_txn;
+typedef struct rdkv_iter rdkv_iter;
+
+/* ---------------------------------------------------------------------------------------------
+ * Options. Initialise with rdkv_options_init() and change what you need; 0 fields mean the
+ * default. */
+typedef struct rdkv_options {
+    int64_t connect_timeout_ms; /* remote: connecting to an endpoint (default 2000) */
+    int64_t op_timeout_ms;      /* remote: one request to the coordinator (default 10000) */
+    int64_t lock_timeout_ms;    /* the longest one lock wait may take before the transaction
+                                   aborts with RDKV_EABORTED (default: the node's, 100) */
+    unsigned max_retries;       /* rdkv_txn_on_error / rdkv_run_txn: retries before giving up
+                                   with the last status (default 10) */
+    bool read_only;             /* transactions of this session only read (no 2PC ever) */
+} rdkv_options;
+
+void rdkv_options_init(rdkv_options *o);
+
+/* ---------------------------------------------------------------------------------------------
+ * Nodes inside this process (embedded mode). rdkv_node_start runs node `node_id` of the cluster
+ * described by the config file (the same file kvserver --config reads) in this process: it maps
+ * and registers the node's arena, serves its partition and its peers, and waits up to
+ * peer_wait_ms for every peer to answer (0: do not wait). argv-style extra options are those of
+ * kvserver (NULL-terminated, may be NULL), e.g. {"--row-lock", "dslr", NULL}. On failure a
+ * one-line reason is written to err. */
+int rdkv_node_start(const char *config_path, unsigned node_id, const char *const *extra_args,
+                    int64_t peer_wait_ms, rdkv_node **out, char *err, size_t errcap);
+/* Stops the node: no session of it may be open. */
+void rdkv_node_stop(rdkv_node *n);
+unsigned rdkv_node_id(const rdkv_node *n);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sessions. */
+
+/* Remote: connects to the first reachable of the comma-separated host:port endpoints; that node
+ * coordinates this session's transactions. RDKV_EUNAVAILABLE when none answers. */
+int rdkv_connect(const char *endpoints, const rdkv_options *o, rdkv_session **out);
+/* Embedded: a session run by the calling thread inside node n (it takes and releases the rows'
+ * locks itself, reading its own partition with plain loads and others with one-sided READs). */
+int rdkv_session_open(rdkv_node *n, const rdkv_options *o, rdkv_session **out);
+/* Aborts an open transaction, if any, and closes the session. */
+void rdkv_session_close(rdkv_session *s);
+
+/* ---------------------------------------------------------------------------------------------
+ * Transactions. */
+
+/* Begins a transaction (one at a time per session: RDKV_EBUSY if one is open). */
+int rdkv_txn_begin(rdkv_session *s, rdkv_txn **out);
+/* Reads key under a shared lock held until the end. RDKV_ENOTFOUND when absent (the absence is
+ * locked too: no other transaction can insert the key before this one ends). */
+int rdkv_txn_get(rdkv_txn *t, const void *key, size_t klen, const void **val, size_t *vlen);
+/* The same under an exclusive lock, for a row this transaction will write. */
+int rdkv_txn_get_for_update(rdkv_txn *t, const void *key, size_t klen, const void **val,
+                            size_t *vlen);
+/* Writes key (insert or overwrite); buffered until commit, seen by this transaction's reads. */
+int rdkv_txn_put(rdkv_txn *t, const void *key, size_t klen, const void *val, size_t vlen);
+/* Deletes key; RDKV_ENOTFOUND (and nothing changes) when it is absent. */
+int rdkv_txn_delete(rdkv_txn *t, const void *key, size_t klen);
+/* Scans keys in [begin, end) in key order (bytewise; end == NULL: to the end), at most limit
+ * rows (0: all), under shared range locks on every partition: a repeated scan in the same
+ * transaction sees the same rows (no phantoms). The transaction's own writes are included. */
+int rdkv_txn_scan(rdkv_txn *t, const void *begin, size_t blen, const void *end, size_t elen,
+                  size_t limit, rdkv_iter **out);
+/* The next row: 1 and the row, 0 at the end, or a negative status (the transaction should then
+ * be aborted). */
+int rdkv_iter_next(rdkv_iter *it, const void **key, size_t *klen, const void **val,
+                   size_t *vlen);
+void rdkv_iter_close(rdkv_iter *it);
+
+/* Commits: 0, RDKV_EABORTED (nothing happened; retryable), RDKV_EUNKNOWN (a participant did not
+ * answer after the decision: the outcome is unknown), or another status (nothing happened). The
+ * transaction has ended either way; free it or pass it to rdkv_txn_on_error. */
+int rdkv_txn_commit(rdkv_txn *t);
+/* Aborts: releases every lock; nothing it wrote happens. Safe on an ended transaction. */
+void rdkv_txn_abort(rdkv_txn *t);
+/* FoundationDB-style retry: for a retryable status (and while the session's max_retries is not
+ * used up) it aborts the transaction if needed, sleeps a randomised, growing back-off, begins
+ * the transaction again (same handle) and returns 0: run the transaction's code again. For any
+ * other status it returns that status. */
+int rdkv_txn_on_error(rdkv_txn *t, int status);
+/* Ends (aborting if needed) and frees the transaction. */
+void rdkv_txn_free(rdkv_txn *t);
+
+/* Runs fn in a transaction and commits it, retrying with rdkv_txn_on_error while the status is
+ * retryable. fn returns 0 to commit, or a status to abort with (returned as is; not retried
+ * unless retryable). Returns 0 once committed. */
+typedef int (*rdkv_txn_fn)(rdkv_txn *t, void *arg);
+int rdkv_run_txn(rdkv_session *s, rdkv_txn_fn fn, void *arg);
+
+/* True for statuses after which running the whole transaction again may succeed. */
+bool rdkv_status_retryable(int status);
+
+/* ---------------------------------------------------------------------------------------------
+ * Cluster status: a JSON document describing every node as seen from the session's node
+ * (id, address, up or down, rows, memory), malloc'd; the caller frees it with free(). */
+int rdkv_cluster_status(rdkv_session *s, char **json);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

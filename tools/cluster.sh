@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Starts, inspects and stops a local rdkv cluster for kvctl: a thin wrapper over kvcluster that
+# prints, as its last line on stdout, the KVCTL_ENDPOINTS for the nodes it started, so that
+#   eval "$(tools/cluster.sh start 3 /tmp/rdkv)"
+# points kvctl at the new cluster (everything else it says goes to stderr).
+set -u
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bin=${RDKV_BIN:-$root/build/bin}
+
+usage() {
+    cat <<EOF
+Usage:
+  tools/cluster.sh start N DIR [kvcluster options]   start N nodes with data, logs and config in DIR
+  tools/cluster.sh stop DIR                          stop every node of the cluster in DIR
+  tools/cluster.sh status DIR                        show each node (exit 1 if one is down)
+  tools/cluster.sh endpoints DIR                     print the export line again
+  tools/cluster.sh --help
+
+start runs 'kvcluster start --nodes N --dir DIR' (extra options such as --transport soft or
+--arena 256M go to kvcluster), waits until every node is ready, and prints as its last line
+  export KVCTL_ENDPOINTS=127.0.0.1:PORT,127.0.0.1:PORT,...
+on stdout (the rest goes to stderr), with the ports from DIR/cluster.conf. So:
+  eval "\$(tools/cluster.sh start 3 /tmp/rdkv)" && build/bin/kvctl status
+
+Node I keeps its log in DIR/node-I.log and its pid in DIR/node-I.pid.
+Binaries come from \$RDKV_BIN when set, else $root/build/bin.
+Exit status: 0 ok, 1 error, 2 bad usage.
+EOF
+}
+
+die() {
+    echo "cluster.sh: error: $*" >&2
+    exit 1
+}
+
+usage_error() {
+    echo "cluster.sh: error: $*" >&2
+    echo "Run 'tools/cluster.sh --help' for usage." >&2
+    exit 2
+}
+
+need_bins() {
+    local b
+    for b in kvcluster kvserver; do
+        if [ ! -x "$bin/$b" ]; then
+            die "no $b in $bin; build it with: cmake -S $root -B $root/build && cmake --build $root/build -j --target kvserver kvcluster kvctl (or set RDKV_BIN to the directory that holds the binaries)"
+        fi
+    done
+}
+
+# The endpoints of the cluster in DIR, from DIR/cluster.conf ("node I HOST:PORT" lines).
+endpoints() {
+    local conf=$1/cluster.conf
+    [ -r "$conf" ] || die "cannot read $conf (no cluster was started in $1)"
+    local eps
+    eps=$(awk '$1 == "node" && NF >= 3 { printf "%s%s", sep, $3; sep = "," }' "$conf")
+    [ -n "$eps" ] || die "$conf lists no nodes"
+    echo "export KVCTL_ENDPOINTS=$eps"
+}
+
+[ $# -ge 1 ] || { usage >&2; exit 2; }
+cmd=$1
+shift
+case $cmd in
+-h | --help | help)
+    usage
+    exit 0
+    ;;
+start)
+    for a in "$@"; do case $a in -h | --help) usage; exit 0 ;; esac; done
+    [ $# -ge 2 ] || usage_error "start needs N and DIR"
+    n=$1 dir=$2
+    shift 2
+    case $n in '' | *[!0-9]*) usage_error "N must be a number of nodes (1..64), got '$n'" ;; esac
+    [ "$n" -ge 1 ] && [ "$n" -le 64 ] || usage_error "N must be 1..64, got $n"
+    need_bins
+    "$bin/kvcluster" start --nodes "$n" --dir "$dir" "$@" >&2 || die "kvcluster could not start the cluster (see the message above and $dir/node-*.log)"
+    endpoints "$dir"
+    ;;
+stop | status | endpoints)
+    for a in "$@"; do case $a in -h | --help) usage; exit 0 ;; esac; done
+    [ $# -eq 1 ] || usage_error "$cmd needs exactly DIR"
+    dir=$1
+    if [ "$cmd" = endpoints ]; then
+        endpoints "$dir"
+        exit 0
+    fi
+    need_bins
+    [ -d "$dir" ] || die "no such directory: $dir"
+    "$bin/kvcluster" "$cmd" --dir "$dir"
+    rc=$?
+    [ $rc = 0 ] || exit 1
+    ;;
+*)
+    usage_error "unknown command '$cmd' (start, stop, status, endpoints)"
+    ;;
+esac
