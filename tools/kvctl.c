@@ -1078,8 +1078,9 @@ static const struct command commands[] = {
      "  help                    this list\n"
      "  exit, quit              leave (an open transaction is rolled back)\n"
      "\n"
-     "A transaction holds its locks only for the node's lock lease: one left open for long\n"
-     "in an interactive shell may abort at commit with RDKV_EABORTED; run it again.\n"
+     "A transaction must not pause long: its node aborts one idle for half the lock lease\n"
+     "(5 s by default, kvserver --lease) and its next command gets RDKV_EABORTED; run it\n"
+     "again.\n"
      "Exit status: 0 when every command succeeded, 1 when any failed (as fdbcli does; the\n"
      "messages name the status), 5 when no endpoint answers, 2 on bad flags.\n"
      "\n"
@@ -1876,8 +1877,9 @@ static const char shell_help[] =
     "Without begin, every command is its own transaction (autocommit, retried on conflict).\n"
     "After an error inside a transaction it is rolled back and further commands are refused\n"
     "until 'rollback' (or 'commit') ends it.\n"
-    "A transaction holds its locks only for the node's lock lease: one left open for long\n"
-    "may abort at commit with RDKV_EABORTED; then run it again.\n";
+    "A transaction must not pause long: its node aborts one idle for half the lock lease\n"
+    "(5 s by default, kvserver --lease) and its next command gets RDKV_EABORTED; run it\n"
+    "again.\n";
 
 static void shell_print(const struct buf *b)
 {

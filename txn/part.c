@@ -75,6 +75,10 @@ static int check_row(struct txn_env *e, const struct wop *o, struct row_view *v)
     if (rc) return rc;
     if (!(v->flags & ROW_LIVE) || v->klen != o->klen || memcmp(v->key, o->key, o->klen))
         return RDKV_EABORTED; /* the row changed under a lock the coordinator no longer has */
+    /* ... and the very row the index holds for that key: bytes that only look like a row (a
+     * value imitating a row header, at a pointer that is no row) are refused, never written */
+    rptr cur;
+    if (store_lookup(e->st, o->key, o->klen, &cur) || cur != o->row) return RDKV_EABORTED;
     return 0;
 }
 
@@ -99,6 +103,19 @@ int part_prepare(struct txn_env *e, uint64_t txid, uint16_t coord, struct wop *o
         return RDKV_ENOMEM;
     }
     int rc = 0;
+    /* a row named twice (or a key inserted twice) would stage twice: not from a coordinator */
+    for (uint32_t a = 0; a < n && !rc; a++)
+        for (uint32_t b = a + 1; b < n && !rc; b++)
+            if ((ops[a].kind != WOP_INSERT && ops[a].row == ops[b].row) ||
+                (ops[a].klen == ops[b].klen && !memcmp(ops[a].key, ops[b].key, ops[a].klen)))
+                rc = RDKV_EPROTO;
+    if (rc) {
+        free(st);
+        free(p);
+        free(ops);
+        free(bytes);
+        return rc;
+    }
     uint32_t i = 0;
     for (; i < n && !rc; i++) {
         struct wop *o = &ops[i];
@@ -257,6 +274,14 @@ static int decode_and_prepare(struct txn_env *e, struct fab_rpc_req *req, struct
     uint32_t n;
     int rc = txn_wops_unpack(bytes, len, store_key_max(e->st), store_value_max(e->st), &txid,
                              &coord, &ops, &n);
+    /* The coordinator must be a node of the cluster (its loss aborts what it prepared), and the
+     * sender itself when a node sends. (Clients of the fabric are not authenticated: rdkv has
+     * no access control yet, and a client can write any key anyway.) */
+    uint16_t src = fab_rpc_src(req);
+    if (!rc && (coord >= e->n || (src != FAB_NODE_CLIENT && coord != src))) {
+        free(ops);
+        rc = RDKV_EPROTO;
+    }
     if (rc) {
         free(bytes);
         return rc;
