@@ -185,6 +185,16 @@ bool lock_lease_ok(const struct lock_handle *h);
 /* Releases, on the thread's behalf, tickets it gave up at a deadline once their turn has come.
  * Every acquire calls it; a thread that stops taking locks should call it now and then. */
 void lock_thread_poll(struct lock_thread *t);
+/* True while the thread has given-up tickets that lock_thread_poll has yet to pass on. */
+static inline bool lock_thread_owes(const struct lock_thread *t) { return t->abandoned != NULL; }
+/* Hands the tickets `from` gave up over to `to` (a thread of the same node), whose
+ * lock_thread_poll then passes them on: for threads that may go idle while a given-up ticket
+ * still waits for its turn (everyone behind it would wait for a lease reset). The caller keeps
+ * both threads out of their lock calls meanwhile. */
+void lock_thread_hand_over(struct lock_thread *from, struct lock_thread *to);
+/* Forgets the given-up tickets without passing them on (the node is stopping: leases recover
+ * them). */
+void lock_thread_drop_abandoned(struct lock_thread *t);
 
 /* ---------------------------------------------------------------------------------------------
  * The lock table: `total` locks partitioned equally across the nodes (node n owns locks

@@ -515,6 +515,14 @@ void lock_thread_poll(struct lock_thread *t)
     }
 }
 
+void lock_thread_hand_over(struct lock_thread *from, struct lock_thread *to)
+{
+    struct lock_abandoned **tail = &to->abandoned;
+    while (*tail) tail = &(*tail)->next;
+    *tail = from->abandoned;
+    from->abandoned = NULL;
+}
+
 void lock_thread_drop_abandoned(struct lock_thread *t)
 {
     while (t->abandoned) {

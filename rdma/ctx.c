@@ -32,6 +32,8 @@ struct cconn {
 };
 
 static int ctx_progress(struct fab_ctx *c, int64_t wait_ns);
+static bool wait_until(struct fab_ctx *c, bool (*cond)(struct fab_ctx *, void *), void *arg,
+                       int64_t deadline);
 
 int fab_ctx_create(struct fabric *f, struct fab_ctx **out)
 {
@@ -483,10 +485,26 @@ int fab_rpc_post(struct fab_ctx *c, uint16_t node, uint16_t type, const void *re
     return post_rpc(c, node, type, req, len, resp, timeout_ns, tag, false, false, &si);
 }
 
+static bool out_drained(struct fab_ctx *c, void *arg)
+{
+    struct peer_ep *ep = &c->eps[(uint16_t)(uintptr_t)arg];
+    if (ep->state != EP_UP || !ep->conn) return true;
+    struct conn *cn = ep->conn;
+    return cn->closing || (!cn->sending && !cn->out[cn->cur].len);
+}
+
 int fab_rpc_send(struct fab_ctx *c, uint16_t node, uint16_t type, const void *req, size_t len)
 {
     int si;
-    return post_rpc(c, node, type, req, len, NULL, 0, 0, false, true, &si);
+    int rc = post_rpc(c, node, type, req, len, NULL, 0, 0, false, true, &si);
+    /* A connection sends one buffer at a time: a message queued behind another send would
+     * leave only when this thread next progresses its context, which may be much later (a
+     * release sent by a thread that then goes idle). Push it into the socket now; the send
+     * before it normally completed inline, so this costs one look at the completion queue. */
+    if (rc == 0 && node < c->f->nnodes)
+        wait_until(c, out_drained, (void *)(uintptr_t)node,
+                   clock_now_ns() + c->f->o.op_timeout_ns);
+    return rc;
 }
 
 void fab_buf_free(struct fab_buf *b)

@@ -253,14 +253,6 @@ static void guarded(struct fab_rpc_req *req, void *arg)
     txn_env_leave(g->e);
 }
 
-void txn_env_quiesce(struct txn_env *e)
-{
-    if (!e) return;
-    __atomic_store_n(&e->closing, true, __ATOMIC_SEQ_CST);
-    /* handlers never block for long (no lock waits): this ends within one handler's run */
-    for (unsigned round = 0; __atomic_load_n(&e->inflight, __ATOMIC_SEQ_CST); round++)
-        clock_sleep_ns(round < 10 ? 100 * NS_PER_US : NS_PER_MS);
-}
 
 static int decode_and_prepare(struct txn_env *e, struct fab_rpc_req *req, struct prepared **out)
 {

@@ -196,10 +196,17 @@ static const uint8_t *tcopy(struct txn *t, const void *p, uint32_t n)
     return d;
 }
 
-/* The first failure sticks: every later call returns it, and commit aborts. */
+static void release_all(struct txn *t);
+
+/* The first failure sticks: every later call returns it, and commit aborts. The transaction is
+ * doomed, so it gives back every lock at once rather than when its owner gets round to ending
+ * it: a failed transaction leaves no lock behind. */
 static int fail(struct txn *t, int rc)
 {
-    if (!t->failed) t->failed = rc;
+    if (!t->failed) {
+        t->failed = rc;
+        release_all(t);
+    }
     return rc;
 }
 
@@ -224,6 +231,63 @@ static int64_t lock_deadline(struct txn *t) { return clock_now_ns() + t->w->lock
 
 /* ------------------------------------------------------------------------------------------ */
 /* The environment. */
+
+static void *janitor_main(void *arg)
+{
+    struct txn_env *e = arg;
+    struct fab_ctx *c = NULL;
+    struct lock_thread lt;
+    bool ok = fab_ctx_create(e->f, &c) == 0;
+    if (ok && lock_thread_init(&lt, c, &e->lcfg)) ok = false;
+    pthread_mutex_lock(&e->jmu);
+    if (ok) e->jlt = &lt;
+    pthread_cond_broadcast(&e->jcv);
+    unsigned round = 0;
+    while (ok && !e->jstop) {
+        if (!lock_thread_owes(&lt)) {
+            round = 0;
+            pthread_cond_wait(&e->jcv, &e->jmu);
+            continue;
+        }
+        lock_thread_poll(&lt); /* under jmu: workers hand over only between polls */
+        pthread_mutex_unlock(&e->jmu);
+        lock_backoff(round < 12 ? round++ : 12); /* up to ~128 us between looks */
+        pthread_mutex_lock(&e->jmu);
+    }
+    e->jlt = NULL;
+    pthread_mutex_unlock(&e->jmu);
+    if (ok) {
+        lock_thread_drop_abandoned(&lt); /* the node stops: leases recover them */
+        lock_thread_fini(&lt);
+    } else {
+        log_error("transaction janitor: cannot attach to the lock layer; given-up lock tickets "
+                  "wait for lease resets");
+    }
+    if (c) fab_ctx_destroy(c);
+    return NULL;
+}
+
+/* A worker between transactions hands its given-up tickets to the janitor. */
+static void janitor_take(struct txn_env *e, struct lock_thread *from)
+{
+    pthread_mutex_lock(&e->jmu);
+    if (e->jlt) {
+        lock_thread_hand_over(from, e->jlt);
+        pthread_cond_signal(&e->jcv);
+    }
+    pthread_mutex_unlock(&e->jmu);
+}
+
+static void txn_janitor_stop(struct txn_env *e)
+{
+    if (!e->jan_started) return;
+    pthread_mutex_lock(&e->jmu);
+    e->jstop = true;
+    pthread_cond_broadcast(&e->jcv);
+    pthread_mutex_unlock(&e->jmu);
+    pthread_join(e->jan, NULL);
+    e->jan_started = false;
+}
 
 int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
                  const struct txn_cfg *cfg, struct txn_env **out, char *err, size_t errcap)
@@ -274,9 +338,19 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     if (!e->down) rc = RDKV_ENOMEM;
     if (!rc && (rc = range_space_create(rs, TXN_RANGE_SPACE, NULL)))
         snprintf(err, errcap, "cannot create the key range space: %s", rdkv_strerror(rc));
+    pthread_mutex_init(&e->jmu, NULL);
+    pthread_cond_init(&e->jcv, NULL);
+    if (!rc && pthread_create(&e->jan, NULL, janitor_main, e)) {
+        snprintf(err, errcap, "cannot start the transaction janitor thread");
+        rc = RDKV_ENOMEM;
+    }
+    if (!rc) e->jan_started = true;
     if (!rc && (rc = part_register(e)))
         snprintf(err, errcap, "cannot register the transaction RPCs: %s", rdkv_strerror(rc));
     if (rc) {
+        txn_janitor_stop(e);
+        pthread_mutex_destroy(&e->jmu);
+        pthread_cond_destroy(&e->jcv);
         free(e->down);
         pthread_mutex_destroy(&e->pmu);
         free(e);
@@ -286,9 +360,22 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     return 0;
 }
 
+void txn_env_quiesce(struct txn_env *e)
+{
+    if (!e) return;
+    __atomic_store_n(&e->closing, true, __ATOMIC_SEQ_CST);
+    /* handlers never block for long (no lock waits): this ends within one handler's run */
+    for (unsigned round = 0; __atomic_load_n(&e->inflight, __ATOMIC_SEQ_CST); round++)
+        clock_sleep_ns(round < 10 ? 100 * NS_PER_US : NS_PER_MS);
+    txn_janitor_stop(e); /* it uses the fabric */
+}
+
 void txn_env_close(struct txn_env *e)
 {
     if (!e) return;
+    txn_janitor_stop(e);
+    pthread_mutex_destroy(&e->jmu);
+    pthread_cond_destroy(&e->jcv);
     for (;;) {
         pthread_mutex_lock(&e->pmu);
         struct prepared *p = e->prep;
@@ -822,7 +909,7 @@ static bool leases_ok(struct txn *t)
     return true;
 }
 
-static void txn_end(struct txn *t)
+static void release_all(struct txn *t)
 {
     for (uint32_t i = 0; i < t->nents; i++) {
         struct tent *en = &t->ents[i];
@@ -831,6 +918,11 @@ static void txn_end(struct txn *t)
     }
     for (uint32_t i = 0; i < t->nscans; i++) range_drop(t, &t->scans[i]);
     t->nscans = 0;
+}
+
+static void txn_end(struct txn *t)
+{
+    release_all(t);
     if (t->idxcap > 1024 && t->nents * 8 < t->idxcap) {
         free(t->idx);
         t->idx = NULL;
@@ -854,6 +946,7 @@ static void txn_end(struct txn *t)
         }
     }
     lock_thread_poll(&t->w->lt);
+    if (lock_thread_owes(&t->w->lt)) janitor_take(t->w->e, &t->w->lt);
     t->active = false;
 }
 
@@ -1223,9 +1316,10 @@ int txn_scan(struct txn *t, const void *begin, uint32_t blen, const void *end, u
             rc = fail(t, RDKV_EUNAVAILABLE);
             break;
         }
-        t->scans[t->nscans] = NULL;
-        rc = range_take(t, &t->scans[t->nscans], p, lo, hi, LOCK_SHARED);
-        if (t->scans[t->nscans]) t->nscans++;
+        struct range_handle *h = NULL;
+        rc = range_take(t, &h, p, lo, hi, LOCK_SHARED); /* (a failure releases the others) */
+        if (h && h->mode) t->scans[t->nscans++] = h;
+        else if (h) rh_put(t->w, h);
     }
     it->cur = calloc(e->n, sizeof *it->cur);
     it->ws = calloc(t->nents ? t->nents : 1, sizeof *it->ws);

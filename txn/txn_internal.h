@@ -58,6 +58,14 @@ struct txn_env {
     int inflight;
     bool closing;
     struct txn_guard guards[TXN_GUARDS];
+    /* The janitor: a thread that takes over the lock tickets a worker gave up at a deadline and
+     * passes them on when their turn comes, so that a worker that goes idle after an abort
+     * leaves nobody waiting behind its ticket (locks/lock.h, lock_thread_hand_over). */
+    pthread_t jan;
+    bool jan_started, jstop;
+    pthread_mutex_t jmu;
+    pthread_cond_t jcv;
+    struct lock_thread *jlt; /* the janitor's, while it runs */
 };
 
 /* Encoding of PREPARE / APPLY: u64 txid, u16 coordinator, u32 n, then n times {u8 kind, u64 row,
