@@ -709,6 +709,18 @@ static bool range_hold_ok(const struct range_handle *h)
     return clock_now_ns() - h->granted_min < 2 * h->lease_ns - h->lease_ns / 2;
 }
 
+/* Whether another entry of the transaction holds the lock of `row`: then row is that entry's
+ * key's row (a row changes key only when deleted, which needs its exclusive lock), so it is not
+ * the row of en's key -- and locking it again would wait for ourselves. */
+static bool row_held_by_other(const struct txn *t, const struct tent *en, rptr row)
+{
+    for (uint32_t i = 0; i < t->nents; i++) {
+        const struct tent *o = &t->ents[i];
+        if (o != en && o->lk.mode && o->row == row) return true;
+    }
+    return false;
+}
+
 /* Makes en's key locked in at least `mode`, its row (if any) read. */
 static int locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want_val)
 {
@@ -748,6 +760,7 @@ static int locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want
         if (n > 0) {
             /* maybe inserted while the point was not locked: is it really there? */
             for (int i = 0; i < n; i++) {
+                if (row_held_by_other(t, en, cand[i])) continue;
                 if ((rc = lock_row(t, en, cand[i], LOCK_EXCLUSIVE))) return rc;
                 int r = read_row(t, en, cand[i], false);
                 unlock_row(t, en);
@@ -767,6 +780,10 @@ static int locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want
         int n = candidates(t, en, cand, 4, use_cache, &from_cache);
         if (n < 0) return fail(t, n);
         for (int i = 0; i < n; i++) {
+            if (row_held_by_other(t, en, cand[i])) { /* a stale candidate: recycled for a key */
+                if (from_cache) cache_drop(t->w, en->hash);
+                continue;
+            }
             int rc = lock_row(t, en, cand[i], mode);
             if (rc) return rc;
             int r = read_row(t, en, cand[i], want_val);
