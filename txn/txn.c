@@ -50,6 +50,7 @@ struct tent {
     uint32_t klen;
     uint16_t part;
     bool exists;     /* a live row was found under the lock */
+    bool known;      /* exists has been settled under this transaction's locks */
     bool have_val;
     uint8_t wop;     /* 0, W_PUT or W_DEL */
     uint64_t hash;
@@ -748,7 +749,7 @@ static int locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want
         }
         return 0;
     }
-    if (en->rh && en->rh->mode && !en->exists) {
+    if (en->known && !en->exists && en->rh && en->rh->mode) {
         if (en->rh->mode == LOCK_EXCLUSIVE || mode == LOCK_SHARED) return 0;
         range_drop(t, &en->rh);
         int rc = range_take(t, &en->rh, en->part, c, c, LOCK_EXCLUSIVE);
@@ -790,7 +791,7 @@ static int locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want
             if (r < 0) return fail(t, r);
             if (r == 1) {
                 en->row = cand[i];
-                en->exists = true;
+                en->exists = en->known = true;
                 return 0;
             }
             unlock_row(t, en);
@@ -808,6 +809,7 @@ static int locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want
         if (n < 0) return fail(t, n);
         if (n == 0) {
             en->exists = false;
+            en->known = true;
             en->have_val = false;
             return 0;
         }
@@ -893,6 +895,14 @@ int txn_del(struct txn *t, const void *key, uint32_t klen)
     if (i < 0) return fail(t, i);
     struct tent *en = &t->ents[i];
     if (en->wop == W_DEL) return RDKV_ENOTFOUND;
+    /* Like an insert, a delete locks its point [c, c] before the row, in the order scans take
+     * range then rows (row first would deadlock with a scan until a lock wait ran out). A row
+     * already locked by this transaction (read for update) cannot keep that order. */
+    uint64_t c = txn_key_coord(en->key, en->klen);
+    if (!en->lk.mode && !en->known && (!en->rh || en->rh->mode != LOCK_EXCLUSIVE)) {
+        range_drop(t, &en->rh);
+        if ((rc = range_take(t, &en->rh, en->part, c, c, LOCK_EXCLUSIVE))) return rc;
+    }
     if ((rc = locate(t, en, LOCK_EXCLUSIVE, false))) return rc;
     if (!en->exists) {
         if (en->wop == W_PUT) { /* inserted by this transaction: just forget it */
@@ -903,7 +913,6 @@ int txn_del(struct txn *t, const void *key, uint32_t klen)
     }
     /* a delete also locks its point exclusively, against scans and absent-key readers */
     if (!en->rh || en->rh->mode != LOCK_EXCLUSIVE) {
-        uint64_t c = txn_key_coord(en->key, en->klen);
         range_drop(t, &en->rh);
         if ((rc = range_take(t, &en->rh, en->part, c, c, LOCK_EXCLUSIVE))) return rc;
     }
@@ -1286,7 +1295,7 @@ static int page_fill(struct txn_iter *it, struct pcur *cur)
     return 0;
 }
 
-static struct txn_iter *ws_sorted;
+static _Thread_local struct txn_iter *ws_sorted; /* per thread: workers scan concurrently */
 static int ws_cmp(const void *a, const void *b)
 {
     const struct tent *x = &ws_sorted->t->ents[*(const uint32_t *)a];
@@ -1415,7 +1424,7 @@ int txn_iter_next(struct txn_iter *it, const void **key, uint32_t *klen, const v
                 continue;
             }
             en->row = r->row;
-            en->exists = true;
+            en->exists = en->known = true;
         } else if (!en->have_val) {
             int ok = read_row(t, en, en->row, true);
             if (ok < 0) return it->err = fail(t, ok);
