@@ -6,7 +6,9 @@ set -euo pipefail
 kind=${1:?address or thread} src=${2:?source dir} out=${3:?build dir}
 cmake -S "$src" -B "$out" -DRDKV_SANITIZE="$kind" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$out" -j "$(nproc 2>/dev/null || echo 2)" --target fabric_conformance kvserver \
-    kvcluster kvbench test_common test_range lock_stress lock_failure range_stress fuzz_wire_smoke fuzz_config_smoke >/dev/null
+    kvcluster kvbench kvctl test_common test_range lock_stress lock_failure range_stress \
+    fuzz_wire_smoke fuzz_config_smoke fuzz_txn_smoke test_storage test_histcheck test_txn \
+    txn_bank txn_serial txn_phantom txn_badinput >/dev/null
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=66
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1
@@ -25,9 +27,18 @@ run "$out/bin/lock_failure" --transport soft --bindir "$out/bin"
 run "$out/bin/test_range"
 run "$out/bin/range_stress" --transport soft --quick
 run "$src/tests/integration/cli.sh" "$out/bin"
+run "$out/bin/test_storage"
+run "$out/bin/test_histcheck"
+run "$out/bin/test_txn" --transport soft --quick
+run "$out/bin/txn_bank" --transport soft --quick
+run "$out/bin/txn_serial" --transport soft --quick
+run "$out/bin/txn_phantom" --transport soft --quick
+run "$out/bin/txn_badinput" --transport soft --quick
+run "$src/tests/integration/cli_kv.sh" "$out/bin"
 if [ "$kind" = address ]; then
     run "$out/bin/fuzz_wire_smoke" 50000
     run "$out/bin/fuzz_config_smoke" 50000
+    run "$out/bin/fuzz_txn_smoke" 50000
 fi
 [ $status = 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
 exit $status
