@@ -21,7 +21,8 @@
 #include <string.h>
 #include <xxhash.h>
 
-#define LOC_CACHE 4096u        /* remote row locations per worker (direct-mapped) */
+#define LOC_SETS 4096u         /* remote row locations per worker: 2-way sets (192 KiB, */
+#define LOC_WAYS 2u            /* touched only as used) */
 #define LOCATE_TRIES 8
 #define CHUNK_MIN (16u << 10)
 #define READ_GUESS 192u        /* inline value bytes read with the header on a first visit */
@@ -400,7 +401,7 @@ int txn_worker_create(struct txn_env *e, struct txn_worker **out)
     w->e = e;
     w->rem = calloc(e->n, sizeof *w->rem);
     w->rem_ok = calloc(e->n, 1);
-    w->cache = calloc(LOC_CACHE, sizeof *w->cache);
+    w->cache = calloc(LOC_SETS * LOC_WAYS, sizeof *w->cache);
     int rc = w->rem && w->rem_ok && w->cache ? 0 : RDKV_ENOMEM;
     if (!rc) rc = fab_ctx_create(e->f, &w->c);
     if (!rc) {
@@ -554,6 +555,14 @@ static int remote_of(struct txn *t, uint16_t node, const struct store_remote **o
     return 0;
 }
 
+static struct loc *cache_find(struct txn_worker *w, uint64_t hash)
+{
+    struct loc *set = &w->cache[(hash & (LOC_SETS - 1)) * LOC_WAYS];
+    for (unsigned i = 0; i < LOC_WAYS; i++)
+        if (set[i].hash == hash) return &set[i];
+    return NULL;
+}
+
 /* Candidate rows for en's key: at most max, or a status. from_cache tells the caller that the
  * one candidate came from the location cache (a miss there is not an absence). */
 static int candidates(struct txn *t, struct tent *en, rptr *c, unsigned max, bool use_cache,
@@ -568,8 +577,8 @@ static int candidates(struct txn *t, struct tent *en, rptr *c, unsigned max, boo
         return rc ? rc : 1;
     }
     if (txn_env_is_down(e, en->part)) return RDKV_EUNAVAILABLE;
-    struct loc *l = &w->cache[en->hash & (LOC_CACHE - 1)];
-    if (use_cache && l->hash == en->hash && l->row) {
+    const struct loc *l = cache_find(w, en->hash);
+    if (use_cache && l && l->row) {
         w->stats.cache_hits++;
         c[0] = l->row;
         *from_cache = true;
@@ -585,16 +594,16 @@ static int candidates(struct txn *t, struct tent *en, rptr *c, unsigned max, boo
 
 static void cache_put(struct txn_worker *w, const struct tent *en, rptr row, uint32_t readlen)
 {
-    struct loc *l = &w->cache[en->hash & (LOC_CACHE - 1)];
-    l->hash = en->hash;
-    l->row = row;
-    l->readlen = readlen;
+    /* the newest location goes to way 0; the one it displaces moves to way 1 */
+    struct loc *set = &w->cache[(en->hash & (LOC_SETS - 1)) * LOC_WAYS];
+    if (set[0].hash != en->hash) set[1] = set[0]; /* (an older entry of the key there goes) */
+    set[0] = (struct loc){en->hash, row, readlen};
 }
 
 static void cache_drop(struct txn_worker *w, uint64_t hash)
 {
-    struct loc *l = &w->cache[hash & (LOC_CACHE - 1)];
-    if (l->hash == hash) l->row = RPTR_NULL;
+    struct loc *l = cache_find(w, hash);
+    if (l) l->row = RPTR_NULL;
 }
 
 /* Reads the row en holds locked at `row`: 1 when it is en's key and live (en->val, vlen and
@@ -616,10 +625,9 @@ static int read_row(struct txn *t, struct tent *en, rptr row, bool want_val)
         en->have_val = true;
         return 1;
     }
-    struct loc *l = &w->cache[en->hash & (LOC_CACHE - 1)];
-    uint64_t len = l->hash == en->hash && l->row == row && l->readlen
-                       ? l->readlen
-                       : row_read_len(en->klen, READ_GUESS, true);
+    const struct loc *l = cache_find(w, en->hash);
+    uint64_t len = l && l->row == row && l->readlen ? l->readlen
+                                                    : row_read_len(en->klen, READ_GUESS, true);
     if (!want_val && len > 64u + en->klen) len = 64u + en->klen;
     for (int pass = 0; pass < 2; pass++) {
         uint8_t *buf = tmem(t, len);
