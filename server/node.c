@@ -380,9 +380,11 @@ static void *watch_main(void *arg)
                 n->misses[p] = 0;
                 txn_env_set_down(n->txn, (uint16_t)p, false);
             } else if (++n->misses[p] == n->o.heartbeat_misses) {
-                log_warn("peer node %u at %s:%u missed %u heartbeats (%s): down", p,
-                         n->cc.nodes[p].host, n->cc.nodes[p].port, n->misses[p],
-                         rdkv_strerror(rc));
+                /* (a peer never seen is still starting: node_wait_peers speaks for it) */
+                if (n->last_seen[p])
+                    log_warn("peer node %u at %s:%u missed %u heartbeats (%s): down", p,
+                             n->cc.nodes[p].host, n->cc.nodes[p].port, n->misses[p],
+                             rdkv_strerror(rc));
                 txn_env_set_down(n->txn, (uint16_t)p, true);
                 txn_env_peer_lost(n->txn, (uint16_t)p);
             }

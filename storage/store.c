@@ -672,11 +672,11 @@ int store_open(struct fabric *f, const struct store_opts *o, struct store **out,
     int rc = region_or_say(f, "store.meta", 64, &meta, err, errcap);
     if (rc) return rc;
     uint64_t arena = fab_arena_size(f), left = arena - (rptr_off(meta) + 64);
-    uint64_t heap_bytes = (o->heap_bytes ? o->heap_bytes : left / 4 * 3) & ~4095ull;
+    uint64_t heap_bytes = (o->heap_bytes ? o->heap_bytes : left / 2) & ~4095ull;
     if (heap_bytes < HEAP_MIN_BYTES) {
         snprintf(err, errcap, "the row heap needs at least %llu bytes; %s %llu",
                  (unsigned long long)HEAP_MIN_BYTES,
-                 o->heap_bytes ? "asked for" : "3/4 of the arena's free space is",
+                 o->heap_bytes ? "asked for" : "half the arena's free space is",
                  (unsigned long long)heap_bytes);
         return o->heap_bytes ? RDKV_EINVAL : RDKV_ENOSPC;
     }

@@ -98,7 +98,8 @@ uint64_t store_hash(const void *key, uint32_t klen); /* XXH3-64 */
 /* ---------------------------------------------------------------------------------------------
  * The owner's side. */
 struct store_opts {
-    uint64_t heap_bytes;    /* the row heap's region; 0: 3/4 of what the arena has left */
+    uint64_t heap_bytes;    /* the row heap's region; 0: half of what the arena has left (locks,
+                               range spaces and benchmarks take their regions from the rest) */
     uint64_t index_buckets; /* 0: one bucket per 1 KiB of heap; rounded up to a power of two.
                                No resizing: past 85% of the slots, publish gives RDKV_ENOSPC */
     uint32_t key_max;       /* 0: STORE_KEY_MAX_DEFAULT */

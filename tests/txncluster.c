@@ -25,7 +25,8 @@ int tc_start(struct tcluster *c, unsigned n, const char *const *extra)
             return rc;
         }
     }
-    snprintf(c->dir, sizeof c->dir, "/tmp/rdkv-txntest-XXXXXX");
+    const char *tmp = getenv("TMPDIR"); /* the verbs guest's /tmp is read-only */
+    snprintf(c->dir, sizeof c->dir, "%s/rdkv-txntest-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(c->dir)) {
         perror("  tc_start: mkdtemp");
         for (unsigned i = 0; i < n; i++) close(fds[i]);

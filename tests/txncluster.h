@@ -16,8 +16,8 @@
 
 struct tcluster {
     unsigned n;
-    char dir[64];   /* mkdtemp directory holding the config file */
-    char conf[128]; /* the config file */
+    char dir[256];  /* mkdtemp directory holding the config file ($TMPDIR or /tmp) */
+    char conf[300]; /* the config file */
     uint16_t ports[TC_MAX];
     rdkv_node *node[TC_MAX];
 };

@@ -16,8 +16,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The key space's range-lock space on every node. */
-#define TXN_RANGE_SPACE 1
+/* The key space's range-lock space on every node (the last id: benchmarks and tests use the
+ * low ones). */
+#define TXN_RANGE_SPACE RANGE_MAX_SPACES
 
 /* RPC message types of the transaction layer (the server block FAB_RPC_USER_BASE + 8 .. + 15). */
 enum txn_rpc {

@@ -43,7 +43,7 @@
 /* The cluster and the client fabric. */
 
 struct cl {
-    char dir[64], conf[96];
+    char dir[256], conf[300];
     uint16_t ports[NNODES];
     rdkv_node *node[NNODES];
     struct cluster_config cc;
@@ -77,7 +77,8 @@ static int cl_start(struct cl *k)
             return rc;
         }
     }
-    snprintf(k->dir, sizeof k->dir, "/tmp/rdkv-badinput-XXXXXX");
+    const char *tmp = getenv("TMPDIR");
+    snprintf(k->dir, sizeof k->dir, "%s/rdkv-badinput-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(k->dir)) {
         perror("  mkdtemp");
         k->dir[0] = 0;
