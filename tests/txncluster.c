@@ -53,7 +53,17 @@ int tc_start(struct tcluster *c, unsigned n, const char *const *extra)
         snprintf(fdstr, sizeof fdstr, "%d", fds[i]);
         const char *args[48] = {"--listen-fd", fdstr, "--transport", tname, "--arena", "64M"};
         unsigned na = 6;
-        for (unsigned k = 0; extra && extra[k] && na < 47; k++) args[na++] = extra[k];
+        for (unsigned k = 0; extra && extra[k] && na < 43; k++) args[na++] = extra[k];
+        /* RDKV_TEST_ROW_LOCK / RDKV_TEST_RANGE_LOCK run a test with other locks */
+        const char *rl = getenv("RDKV_TEST_ROW_LOCK"), *gl = getenv("RDKV_TEST_RANGE_LOCK");
+        if (rl && *rl) {
+            args[na++] = "--row-lock";
+            args[na++] = rl;
+        }
+        if (gl && *gl) {
+            args[na++] = "--range-lock";
+            args[na++] = gl;
+        }
         args[na] = NULL;
         /* the last node waits for all its peers: they are all serving by then */
         rc =

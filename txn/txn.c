@@ -309,9 +309,14 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
         snprintf(err, errcap, "unknown row lock '%s' (one of %s)", e->cfg.row_lock,
                  lock_algo_names());
         rc = RDKV_EINVAL;
-    } else if (!(e->row->modes & (1u << LOCK_SHARED))) {
-        snprintf(err, errcap, "row lock '%s' has no shared mode; transactions need one",
-                 e->cfg.row_lock);
+    } else if (!(e->row->modes & (1u << LOCK_EXCLUSIVE))) {
+        snprintf(err, errcap, "row lock '%s' has no exclusive mode", e->cfg.row_lock);
+        rc = RDKV_EINVAL;
+    } else if (e->row->uses_descriptors) {
+        snprintf(err, errcap,
+                 "row lock '%s' is a queue lock: a waiter cannot give up, so transactions that "
+                 "wait for each other would hang instead of aborting (use rwlock, dslr, dslr-u, "
+                 "drtm, rof, trad or spin)", e->cfg.row_lock);
         rc = RDKV_EINVAL;
     } else if (!e->range) {
         snprintf(err, errcap, "unknown range lock '%s' (one of %s)", e->cfg.range_lock,
@@ -667,6 +672,8 @@ static int read_row(struct txn *t, struct tent *en, rptr row, bool want_val)
 
 static int lock_row(struct txn *t, struct tent *en, rptr row, enum lock_mode mode)
 {
+    /* an exclusive-only row lock (alock) takes reads exclusively too */
+    if (!(t->w->e->row->modes & (1u << mode))) mode = LOCK_EXCLUSIVE;
     lock_handle_init(&en->lk, &t->w->lt, t->w->e->row, row);
     int rc = lock_acquire(&en->lk, mode, lock_deadline(t));
     if (rc) {
