@@ -88,7 +88,7 @@ static bool hist_reserve(struct hist *h, size_t ops)
 static void hist_add(struct hist *h, uint64_t id, uint8_t status, const struct hist_op *ops,
                      uint32_t n)
 {
-    memcpy(h->ops + h->nops, ops, n * sizeof *ops);
+    if (n) memcpy(h->ops + h->nops, ops, n * sizeof *ops);
     h->txns[h->n++] = (struct hist_txn){id, status, n, (const struct hist_op *)(uintptr_t)h->nops};
     h->nops += n;
 }
