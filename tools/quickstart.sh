@@ -23,10 +23,12 @@ trap 'exit 130' INT TERM
 
 say() { printf '\n== %s\n' "$*"; }
 run() {
-    printf '$ %s' "${1##*/}"
+    local a line="\$ ${1##*/}"
     shift
-    printf ' %q' "$@"
-    printf '\n'
+    for a in "$@"; do
+        if [[ $a =~ ^[A-Za-z0-9_:./=,-]+$ ]]; then line+=" $a"; else line+=" '$a'"; fi
+    done
+    echo "$line"
     "$bin/kvctl" "$@"
 }
 
