@@ -844,6 +844,8 @@ static bool closed_by_server(int fd)
     for (;;) {
         ssize_t r = recv(fd, b, sizeof b, 0);
         if (r == 0 || (r < 0 && errno == ECONNRESET)) return true;
+        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            fprintf(stderr, "  closed_by_server: recv: %s\n", strerror(errno)); /* diagnosis */
         if (r < 0) return false; /* timeout: still open */
     }
 }
@@ -861,7 +863,13 @@ static void send_hello(int fd, uint16_t dst, uint64_t fp)
 static int read_ack_status(int fd)
 {
     uint8_t b[WIRE_HDR_SIZE + WIRE_HELLO_ACK_SIZE];
-    if (recv(fd, b, sizeof b, MSG_WAITALL) != (ssize_t)sizeof b) return 1;
+    ssize_t r = recv(fd, b, sizeof b, MSG_WAITALL);
+    if (r != (ssize_t)sizeof b) {
+        /* diagnosis of a rare early failure (docs: issue notes): what did the socket say? */
+        fprintf(stderr, "  read_ack_status: recv returned %zd (%s)\n", r,
+                r < 0 ? strerror(errno) : "short");
+        return 1;
+    }
     struct wire_hdr h;
     struct wire_hello_ack a;
     wire_get_hdr(b, &h);
