@@ -220,14 +220,23 @@ static int link_failed(rdkv_session *s, int rc)
     (void)s;
     return rc == RDKV_ELINK_ ? RDKV_EUNAVAILABLE : rc;
 }
+/* A session of either kind, before its own set-up. */
+static rdkv_session *session_new(bool remote, const rdkv_options *o)
+{
+    rdkv_session *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->remote = remote;
+    opts_fill(&s->o, o);
+    s->rng = ((uint64_t)clock_now_ns() * 0x9E3779B97F4A7C15ull) | 1;
+    s->txn.s = s;
+    return s;
+}
+
 int rdkv_connect(const char *endpoints, const rdkv_options *o, rdkv_session **out)
 {
     if (!endpoints || !*endpoints || !out) return RDKV_EINVAL;
-    rdkv_session *s = calloc(1, sizeof *s);
+    rdkv_session *s = session_new(true, o);
     if (!s) return RDKV_ENOMEM;
-    s->remote = true;
-    opts_fill(&s->o, o);
-    s->rng = ((uint64_t)clock_now_ns() * 0x9E3779B97F4A7C15ull) | 1;
     /* endpoints: host:port[,host:port...] */
     char *copy = strdup(endpoints);
     const char *hosts[CLUSTER_MAX_NODES];
@@ -268,7 +277,6 @@ int rdkv_connect(const char *endpoints, const rdkv_options *o, rdkv_session **ou
         rdkv_session_close(s);
         return rc;
     }
-    s->txn.s = s;
     *out = s;
     return 0;
 }
@@ -276,10 +284,8 @@ int rdkv_connect(const char *endpoints, const rdkv_options *o, rdkv_session **ou
 int rdkv_session_open(rdkv_node *n, const rdkv_options *o, rdkv_session **out)
 {
     if (!n || !out) return RDKV_EINVAL;
-    rdkv_session *s = calloc(1, sizeof *s);
+    rdkv_session *s = session_new(false, o);
     if (!s) return RDKV_ENOMEM;
-    opts_fill(&s->o, o);
-    s->rng = ((uint64_t)clock_now_ns() * 0x9E3779B97F4A7C15ull) | 1;
     s->node = n;
     int rc = txn_worker_create(node_txn(n->n), &s->w);
     if (rc) {
@@ -287,7 +293,6 @@ int rdkv_session_open(rdkv_node *n, const rdkv_options *o, rdkv_session **out)
         return rc;
     }
     if (s->o.lock_timeout_ms > 0) txn_worker_set_lock_timeout(s->w, s->o.lock_timeout_ms * NS_PER_MS);
-    s->txn.s = s;
     *out = s;
     return 0;
 }

@@ -2,6 +2,7 @@
 #include "testenv.h"
 #include "harness.h"
 
+#include <errno.h>
 #include <signal.h>
 
 #include <stdio.h>
@@ -40,6 +41,17 @@ int tenv_args(int argc, char **argv)
         argv[out++] = argv[i];
     }
     return out;
+}
+
+int tenv_mkdtemp(char *buf, size_t cap, const char *prefix)
+{
+    const char *tmp = getenv("TMPDIR");
+    int n = snprintf(buf, cap, "%s/%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", prefix);
+    if (n < 0 || (size_t)n >= cap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return mkdtemp(buf) ? 0 : -1;
 }
 
 int tenv_main(int argc, char **argv, const char *what, const struct test_case *cases, size_t n)

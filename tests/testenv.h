@@ -32,6 +32,10 @@ struct test_case;
  * <transport> transport", runs the cases named on the command line (all by default). */
 int tenv_main(int argc, char **argv, const char *what, const struct test_case *cases, size_t n);
 
+/* Makes a fresh directory $TMPDIR/<prefix>-XXXXXX (TMPDIR unset: /tmp; the verbs guest's /tmp
+ * is read-only) into buf. 0, or -1 with errno set. */
+int tenv_mkdtemp(char *buf, size_t cap, const char *prefix);
+
 /* tweak (may be NULL) adjusts each node's options before it opens. */
 int tenv_start(struct tenv *e, unsigned n, uint64_t arena_size,
                void (*tweak)(struct fab_opts *o, unsigned node));

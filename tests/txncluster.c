@@ -25,9 +25,7 @@ int tc_start(struct tcluster *c, unsigned n, const char *const *extra)
             return rc;
         }
     }
-    const char *tmp = getenv("TMPDIR"); /* the verbs guest's /tmp is read-only */
-    snprintf(c->dir, sizeof c->dir, "%s/rdkv-txntest-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(c->dir)) {
+    if (tenv_mkdtemp(c->dir, sizeof c->dir, "rdkv-txntest")) {
         perror("  tc_start: mkdtemp");
         for (unsigned i = 0; i < n; i++) close(fds[i]);
         c->dir[0] = 0;

@@ -195,12 +195,13 @@ void part_record(struct txn_env *e, struct prepared *p)
     pthread_mutex_unlock(&e->pmu);
 }
 
-struct prepared *part_take(struct txn_env *e, uint64_t txid)
+/* Takes the first recorded transaction with that txid (by_coord: coordinated by node `key`). */
+static struct prepared *take_first(struct txn_env *e, bool by_coord, uint64_t key)
 {
     pthread_mutex_lock(&e->pmu);
     struct prepared *found = NULL;
     for (struct prepared **pp = &e->prep; *pp; pp = &(*pp)->next)
-        if ((*pp)->txid == txid) {
+        if (by_coord ? (*pp)->coord == key : (*pp)->txid == key) {
             found = *pp;
             *pp = found->next;
             break;
@@ -209,18 +210,12 @@ struct prepared *part_take(struct txn_env *e, uint64_t txid)
     return found;
 }
 
+struct prepared *part_take(struct txn_env *e, uint64_t txid) { return take_first(e, false, txid); }
+
 void txn_env_peer_lost(struct txn_env *e, uint16_t node)
 {
     for (;;) {
-        pthread_mutex_lock(&e->pmu);
-        struct prepared *found = NULL;
-        for (struct prepared **pp = &e->prep; *pp; pp = &(*pp)->next)
-            if ((*pp)->coord == node) {
-                found = *pp;
-                *pp = found->next;
-                break;
-            }
-        pthread_mutex_unlock(&e->pmu);
+        struct prepared *found = take_first(e, true, node);
         if (!found) return;
         log_warn("aborting prepared transaction %llx: its coordinator, node %u, is down",
                  (unsigned long long)found->txid, node);
@@ -299,39 +294,26 @@ static void on_apply(struct fab_rpc_req *req, void *arg)
     fab_rpc_reply(req, rc, NULL, 0);
 }
 
-static bool decode_txid(struct fab_rpc_req *req, uint64_t *txid)
+/* COMMIT and ABORT: the decision for a prepared transaction, named by its txid. An unknown
+ * txid is an error for a commit (the coordinator reports the outcome unknown) and nothing for
+ * an abort (it was never prepared here, or is gone already). */
+static void decide(struct fab_rpc_req *req, struct txn_env *e, bool commit)
 {
     struct pack_r r;
     pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
-    *txid = unpack_u64(&r);
-    return unpack_done(&r);
-}
-
-static void on_commit(struct fab_rpc_req *req, void *arg)
-{
-    struct txn_env *e = arg;
-    uint64_t txid;
-    if (!decode_txid(req, &txid)) {
+    uint64_t txid = unpack_u64(&r);
+    if (!unpack_done(&r)) {
         fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
         return;
     }
     struct prepared *p = part_take(e, txid);
-    if (p) part_commit(e, p);
-    fab_rpc_reply(req, p ? 0 : RDKV_ENOTFOUND, NULL, 0);
+    if (p && commit) part_commit(e, p);
+    else if (p) part_abort(e, p);
+    fab_rpc_reply(req, p || !commit ? 0 : RDKV_ENOTFOUND, NULL, 0);
 }
 
-static void on_abort(struct fab_rpc_req *req, void *arg)
-{
-    struct txn_env *e = arg;
-    uint64_t txid;
-    if (!decode_txid(req, &txid)) {
-        fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
-        return;
-    }
-    struct prepared *p = part_take(e, txid);
-    if (p) part_abort(e, p);
-    fab_rpc_reply(req, 0, NULL, 0);
-}
+static void on_commit(struct fab_rpc_req *req, void *arg) { decide(req, arg, true); }
+static void on_abort(struct fab_rpc_req *req, void *arg) { decide(req, arg, false); }
 
 struct scan_out {
     struct pack_w w;

@@ -77,9 +77,7 @@ static int cl_start(struct cl *k)
             return rc;
         }
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(k->dir, sizeof k->dir, "%s/rdkv-badinput-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(k->dir)) {
+    if (tenv_mkdtemp(k->dir, sizeof k->dir, "rdkv-badinput")) {
         perror("  mkdtemp");
         k->dir[0] = 0;
         for (unsigned i = 0; i < NNODES; i++) close(fds[i]);
