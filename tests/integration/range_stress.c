@@ -376,7 +376,13 @@ static void *reader_main(void *arg)
     while (!atomic_load(&f->stop)) {
         uint64_t lo = rng_next(&seed) % 500;
         range_handle_init(&h, &t, f->al, 0, SPACE, lo, lo + 499);
-        if (range_acquire(&h, LOCK_SHARED, 0) || range_release(&h)) f->errors++;
+        int ra = range_acquire(&h, LOCK_SHARED, 0), rr = ra ? 0 : range_release(&h);
+        if (ra || rr) {
+            /* say which call failed and how (a flake on Soft-RoCE under TCG is being chased) */
+            if (!atomic_fetch_add(&f->errors, 1))
+                fprintf(stderr, "  reader: %s: %s\n", ra ? "acquire" : "release",
+                        rdkv_status_name(ra ? ra : rr));
+        }
         f->ops++;
     }
     lock_thread_fini(&t);
