@@ -56,6 +56,7 @@ struct rreq {
     struct rreq *hnext;        /* token hash chain */
     struct rreq *lnext, *lprev; /* the table's list of requests, in insertion order */
     struct fab_rpc_req *req;   /* lock RPC not answered yet */
+    struct lwait *lw;          /* or a requester in this process, not answered yet */
     uint16_t space;
     uint8_t mode;
     uint8_t kind;
@@ -85,6 +86,7 @@ struct range_space {
 struct qop {
     struct qop *next;
     struct fab_rpc_req *req;
+    struct lwait *lw;
     bool lock, cancel, rdma;
     uint16_t space;
     uint8_t mode;
@@ -148,8 +150,40 @@ static int count_blocker(struct itv_node *n, void *arg)
     return 0;
 }
 
-static void reply_lock(struct range_server *s, struct fab_rpc_req *req, int status,
-                       uint64_t token, uint8_t state, uint64_t flag_off, int64_t waited)
+/* A requester in the owner's own process (a transaction worker of this node) does not go through
+ * the fabric: it submits its request as the service thread would, and waits here for the same
+ * answer an RPC would carry. Whoever answers signals under the mutex and never touches the
+ * struct afterwards (it lives on the requester's stack). */
+#define LW_MAX 33
+struct lwait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    int status;
+    size_t len;
+    uint8_t data[LW_MAX];
+};
+
+/* Answers a request: by RPC, to a local requester, or not at all (a release nobody waits for). */
+static void respond(struct fab_rpc_req *req, struct lwait *lw, int status, const void *data,
+                    size_t len)
+{
+    if (req) {
+        fab_rpc_reply(req, status, data, len);
+    } else if (lw) {
+        pthread_mutex_lock(&lw->mu);
+        lw->status = status;
+        lw->len = status == 0 && len <= LW_MAX ? len : 0;
+        if (lw->len) memcpy(lw->data, data, lw->len);
+        lw->done = true;
+        pthread_cond_signal(&lw->cv);
+        pthread_mutex_unlock(&lw->mu);
+    }
+}
+
+static void reply_lock(struct range_server *s, struct fab_rpc_req *req, struct lwait *lw,
+                       int status, uint64_t token, uint8_t state, uint64_t flag_off,
+                       int64_t waited)
 {
     uint8_t out[33];
     size_t n = 0;
@@ -160,13 +194,7 @@ static void reply_lock(struct range_server *s, struct fab_rpc_req *req, int stat
         for (int i = 0; i < 8; i++) out[n++] = (uint8_t)((uint64_t)s->lease_ns >> (8 * i));
         for (int i = 0; i < 8; i++) out[n++] = (uint8_t)((uint64_t)waited >> (8 * i));
     }
-    fab_rpc_reply(req, status, out, n);
-}
-
-/* Answers an RPC if there is one to answer (a combiner release was answered when queued). */
-static void answer(struct fab_rpc_req *req, int status, const void *data, size_t len)
-{
-    if (req) fab_rpc_reply(req, status, data, len);
+    respond(req, lw, status, out, n);
 }
 
 static void grant(struct range_server *s, struct rreq *r)
@@ -176,9 +204,11 @@ static void grant(struct range_server *s, struct rreq *r)
     r->deadline = 0;
     s->stats.grants++;
     if (s->hook) s->hook(s->hook_arg, r->space, r->itv.lo, r->itv.hi, r->mode, true);
-    if (r->req) {
-        reply_lock(s, r->req, 0, r->itv.seq, RANGE_GRANTED, 0, r->granted_at - r->arrived_at);
+    if (r->req || r->lw) {
+        reply_lock(s, r->req, r->lw, 0, r->itv.seq, RANGE_GRANTED, 0,
+                   r->granted_at - r->arrived_at);
         r->req = NULL;
+        r->lw = NULL;
     } else if (r->flag >= 0) {
         /* the client READs its flag until it holds its token; an 8-byte aligned store is atomic
          * with respect to the NIC's READ */
@@ -215,7 +245,7 @@ static void leave(struct range_server *s, struct rreq *r)
     else t->head = r->lnext;
     if (r->lnext) r->lnext->lprev = r->lprev;
     else t->tail = r->lprev;
-    if (r->req) fab_rpc_reply(r->req, RDKV_ETIMEDOUT, NULL, 0); /* a waiter given up */
+    respond(r->req, r->lw, RDKV_ETIMEDOUT, NULL, 0); /* a waiter given up */
     if (!r->granted) t->waiting--;
     else if (s->hook) s->hook(s->hook_arg, r->space, r->itv.lo, r->itv.hi, r->mode, false);
     struct leave_ctx c = {s, r};
@@ -226,22 +256,23 @@ static void leave(struct range_server *s, struct rreq *r)
 
 /* Inserts a lock request; answers it now if granted (or if rdma-polling, with its flag), else
  * keeps the RPC for the grant. */
-static void do_lock(struct range_server *s, struct fab_rpc_req *req, enum table_kind kind,
+static void do_lock(struct range_server *s, struct fab_rpc_req *req, struct lwait *lw,
+                    enum table_kind kind,
                     uint16_t space, uint8_t mode, uint64_t lo, uint64_t hi, uint64_t owner,
                     int64_t deadline, bool rdma)
 {
     struct range_space *sp = &s->spaces[space];
     if (!sp->used) {
-        fab_rpc_reply(req, RDKV_ENOTFOUND, NULL, 0);
+        respond(req, lw, RDKV_ENOTFOUND, NULL, 0);
         return;
     }
     if (sp->cfg.bits < 64 && hi >> sp->cfg.bits) {
-        fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
+        respond(req, lw, RDKV_EINVAL, NULL, 0);
         return;
     }
     struct rreq *r = calloc(1, sizeof *r);
     if (!r) {
-        fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);
+        respond(req, lw, RDKV_ENOMEM, NULL, 0);
         return;
     }
     struct rtable *t = &sp->tab[kind];
@@ -266,44 +297,47 @@ static void do_lock(struct range_server *s, struct fab_rpc_req *req, enum table_
     s->tokens[b] = r;
     if (r->blocking == 0) {
         r->req = req;
+        r->lw = lw;
         grant(s, r);
         return;
     }
     t->waiting++;
     s->stats.waits++;
-    if (rdma && s->nfree_flags) {
+    if (rdma && !lw && s->nfree_flags) {
         r->flag = s->free_flags[--s->nfree_flags];
         __atomic_store_n(&s->flags[(size_t)r->flag * 8], 0, __ATOMIC_RELEASE);
-        reply_lock(s, req, 0, r->itv.seq, RANGE_QUEUED,
+        reply_lock(s, req, NULL, 0, r->itv.seq, RANGE_QUEUED,
                    rptr_off(s->flags_rptr) + (uint64_t)r->flag * 64, 0);
     } else {
-        r->req = req; /* answered at the grant (also when rdma mode finds no free flag) */
+        /* answered at the grant (also when rdma mode finds no free flag, and locally) */
+        r->req = req;
+        r->lw = lw;
     }
 }
 
-static void do_unlock(struct range_server *s, struct fab_rpc_req *req, uint16_t space,
-                      uint64_t token, bool cancel)
+static void do_unlock(struct range_server *s, struct fab_rpc_req *req, struct lwait *lw,
+                      uint16_t space, uint64_t token, bool cancel)
 {
     struct rreq *r = token_find(s, token, false);
     if (!r || r->space != space) {
         /* evicted after its lease, or timed out while waiting: not held */
-        answer(req, RDKV_ETIMEDOUT, NULL, 0);
+        respond(req, lw, RDKV_ETIMEDOUT, NULL, 0);
         return;
     }
     if (cancel && r->granted) {
         uint8_t st = RANGE_GRANTED;
-        answer(req, 0, &st, 1);
+        respond(req, lw, 0, &st, 1);
         return;
     }
     if (!cancel && !r->granted) { /* a release of a request that does not hold yet */
-        answer(req, RDKV_EINVAL, NULL, 0);
+        respond(req, lw, RDKV_EINVAL, NULL, 0);
         return;
     }
     token_find(s, token, true);
     if (cancel) s->stats.cancels++;
     else s->stats.releases++;
     leave(s, r);
-    answer(req, 0, NULL, 0);
+    respond(req, lw, 0, NULL, 0);
 }
 
 /* Deadlines of waiters and evictions of holders that outlived two leases while someone waits.
@@ -367,11 +401,11 @@ static int64_t sweep(struct range_server *s, int64_t now)
 /* ------------------------------------------------------------------------------------------ */
 /* RPC handlers. */
 
-static bool parse_lock(struct fab_rpc_req *req, uint16_t *space, uint8_t *mode, bool *rdma,
-                       uint64_t *lo, uint64_t *hi, uint64_t *owner, int64_t *deadline)
+static bool parse_lock_bytes(const void *p, size_t len, uint16_t *space, uint8_t *mode, bool *rdma,
+                             uint64_t *lo, uint64_t *hi, uint64_t *owner, int64_t *deadline)
 {
     struct pack_r r;
-    pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
+    pack_r_init(&r, p, len);
     *space = unpack_u16(&r);
     *mode = unpack_u8(&r);
     uint8_t flags = unpack_u8(&r);
@@ -386,6 +420,13 @@ static bool parse_lock(struct fab_rpc_req *req, uint16_t *space, uint8_t *mode, 
     *rdma = flags & RANGE_F_RDMA;
     *deadline = timeout ? clock_now_ns() + (int64_t)timeout : 0;
     return true;
+}
+
+static bool parse_lock(struct fab_rpc_req *req, uint16_t *space, uint8_t *mode, bool *rdma,
+                       uint64_t *lo, uint64_t *hi, uint64_t *owner, int64_t *deadline)
+{
+    return parse_lock_bytes(fab_rpc_data(req), fab_rpc_len(req), space, mode, rdma, lo, hi, owner,
+                            deadline);
 }
 
 static bool parse_unlock(struct fab_rpc_req *req, uint16_t *space, uint64_t *token, bool *cancel)
@@ -415,7 +456,7 @@ static void enqueue(struct range_server *s, struct qop *op)
     pthread_mutex_lock(&s->qmu);
     if (s->stop) {
         pthread_mutex_unlock(&s->qmu);
-        answer(op->req, RDKV_ESHUTDOWN, NULL, 0);
+        respond(op->req, op->lw, RDKV_ESHUTDOWN, NULL, 0);
         free(op);
         return;
     }
@@ -441,10 +482,10 @@ static bool try_apply(struct range_server *s, struct qop *op)
     pthread_mutex_unlock(&s->qmu);
     if (go) {
         if (op->lock)
-            do_lock(s, op->req, KIND_COMBINER, op->space, op->mode, op->lo, op->hi, op->owner,
-                    op->deadline, op->rdma);
+            do_lock(s, op->req, op->lw, KIND_COMBINER, op->space, op->mode, op->lo, op->hi,
+                    op->owner, op->deadline, op->rdma);
         else
-            do_unlock(s, op->req, op->space, op->token, op->cancel);
+            do_unlock(s, op->req, op->lw, op->space, op->token, op->cancel);
         s->stats.direct++;
     }
     bool watch = go && op->lock && s->spaces[op->space].used &&
@@ -462,7 +503,7 @@ static void submit(struct range_server *s, const struct qop *parsed)
     if (try_apply(s, &tmp)) return;
     struct qop *op = malloc(sizeof *op);
     if (!op) {
-        answer(parsed->req, RDKV_ENOMEM, NULL, 0);
+        respond(parsed->req, parsed->lw, RDKV_ENOMEM, NULL, 0);
         return;
     }
     *op = *parsed;
@@ -513,7 +554,7 @@ static void on_ilock(struct fab_rpc_req *req, void *arg)
     }
     pthread_mutex_lock(&s->mu);
     bool stopping = __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
-    if (!stopping) do_lock(s, req, KIND_ITREE, space, mode, lo, hi, owner, deadline, false);
+    if (!stopping) do_lock(s, req, NULL, KIND_ITREE, space, mode, lo, hi, owner, deadline, false);
     bool watch = !stopping && s->spaces[space].used && s->spaces[space].tab[KIND_ITREE].waiting;
     pthread_mutex_unlock(&s->mu);
     if (stopping) fab_rpc_reply(req, RDKV_ESHUTDOWN, NULL, 0);
@@ -531,7 +572,7 @@ static void on_iunlock(struct fab_rpc_req *req, void *arg)
         return;
     }
     pthread_mutex_lock(&s->mu);
-    do_unlock(s, req, space, token, cancel);
+    do_unlock(s, req, NULL, space, token, cancel);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -576,10 +617,10 @@ static void *combiner_main(void *arg)
             struct qop *op = batch;
             batch = op->next;
             if (op->lock)
-                do_lock(s, op->req, KIND_COMBINER, op->space, op->mode, op->lo, op->hi,
+                do_lock(s, op->req, op->lw, KIND_COMBINER, op->space, op->mode, op->lo, op->hi,
                         op->owner, op->deadline, op->rdma);
             else
-                do_unlock(s, op->req, op->space, op->token, op->cancel);
+                do_unlock(s, op->req, op->lw, op->space, op->token, op->cancel);
             free(op);
         }
         int64_t now = clock_now_ns();
@@ -593,6 +634,44 @@ static void *combiner_main(void *arg)
 
 /* ------------------------------------------------------------------------------------------ */
 /* The service. */
+
+/* The range servers of this process, by fabric, so that a requester on the owner's own node
+ * finds its server without the fabric (several nodes may share a process: tests, embedded
+ * clusters). */
+#define LOCAL_MAX 64
+static pthread_mutex_t local_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    struct fabric *f;
+    struct range_server *s;
+} local_servers[LOCAL_MAX];
+
+static void local_set(struct fabric *f, struct range_server *s)
+{
+    pthread_mutex_lock(&local_mu);
+    for (unsigned i = 0; i < LOCAL_MAX; i++) {
+        if (s && !local_servers[i].f) { /* a free entry */
+            local_servers[i].f = f;
+            local_servers[i].s = s;
+            break;
+        }
+        if (!s && local_servers[i].f == f) {
+            local_servers[i].f = NULL;
+            local_servers[i].s = NULL;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&local_mu);
+}
+
+static struct range_server *local_get(struct fabric *f)
+{
+    struct range_server *s = NULL;
+    pthread_mutex_lock(&local_mu);
+    for (unsigned i = 0; i < LOCAL_MAX && !s; i++)
+        if (local_servers[i].f == f) s = local_servers[i].s;
+    pthread_mutex_unlock(&local_mu);
+    return s;
+}
 
 int range_server_start(struct fabric *f, int64_t lease_ns, struct range_server **out)
 {
@@ -629,6 +708,7 @@ int range_server_start(struct fabric *f, int64_t lease_ns, struct range_server *
         range_server_free(s);
         return rc;
     }
+    local_set(f, s);
     *out = s;
     return 0;
 }
@@ -697,6 +777,7 @@ int range_space_reset(struct range_server *s, uint16_t id)
 void range_server_stop(struct range_server *s)
 {
     if (!s) return;
+    local_set(s->f, NULL);
     pthread_mutex_lock(&s->qmu);
     __atomic_store_n(&s->stop, true, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&s->qmu);
@@ -707,9 +788,10 @@ void range_server_stop(struct range_server *s)
     pthread_mutex_lock(&s->mu);
     for (unsigned b = 0; b < TOKEN_BUCKETS; b++)
         for (struct rreq *r = s->tokens[b]; r; r = r->hnext)
-            if (r->req) {
-                fab_rpc_reply(r->req, RDKV_ESHUTDOWN, NULL, 0);
+            if (r->req || r->lw) {
+                respond(r->req, r->lw, RDKV_ESHUTDOWN, NULL, 0);
                 r->req = NULL;
+                r->lw = NULL;
             }
     pthread_mutex_unlock(&s->mu);
 }
@@ -746,6 +828,52 @@ void range_server_stats(struct range_server *s, struct range_server_stats *out)
 /* ------------------------------------------------------------------------------------------ */
 /* The client side. */
 
+/* A lock request of this process's own node: parsed and submitted as the service thread would
+ * (never the flag-polling variant: the answer comes at the grant), answered in resp as by RPC. */
+static int local_lock(struct range_server *s, uint16_t type, const struct pack_w *w,
+                      struct fab_buf *resp)
+{
+    struct lwait lw = {.done = false};
+    pthread_mutex_init(&lw.mu, NULL);
+    pthread_cond_init(&lw.cv, NULL);
+    struct qop op = {.lw = &lw, .lock = true};
+    if (!parse_lock_bytes(w->p, w->len, &op.space, &op.mode, &op.rdma, &op.lo, &op.hi, &op.owner,
+                          &op.deadline))
+        return RDKV_EINVAL;
+    op.rdma = false;
+    if (type == RANGE_RPC_ILOCK) {
+        pthread_mutex_lock(&s->mu);
+        bool stopping = __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
+        if (!stopping)
+            do_lock(s, NULL, &lw, KIND_ITREE, op.space, op.mode, op.lo, op.hi, op.owner,
+                    op.deadline, false);
+        bool watch = !stopping && s->spaces[op.space].used &&
+                     s->spaces[op.space].tab[KIND_ITREE].waiting;
+        pthread_mutex_unlock(&s->mu);
+        if (stopping) respond(NULL, &lw, RDKV_ESHUTDOWN, NULL, 0);
+        if (watch) wake_sweeper(s);
+    } else {
+        submit(s, &op);
+    }
+    /* The server answers every request: at the grant, at its deadline (the combiner thread
+     * sweeps waiters), or at shutdown. */
+    pthread_mutex_lock(&lw.mu);
+    while (!lw.done) pthread_cond_wait(&lw.cv, &lw.mu);
+    pthread_mutex_unlock(&lw.mu);
+    pthread_mutex_destroy(&lw.mu);
+    pthread_cond_destroy(&lw.cv);
+    if (lw.status) return lw.status;
+    if (resp->cap < lw.len) {
+        void *d = realloc(resp->data, lw.len);
+        if (!d) return RDKV_ENOMEM;
+        resp->data = d;
+        resp->cap = lw.len;
+    }
+    memcpy(resp->data, lw.data, lw.len);
+    resp->len = lw.len;
+    return 0;
+}
+
 static int send_lock(struct range_handle *h, uint16_t type, enum lock_mode mode, bool rdma,
                      int64_t deadline, uint8_t *state, uint64_t *flag_off)
 {
@@ -764,9 +892,15 @@ static int send_lock(struct range_handle *h, uint16_t type, enum lock_mode mode,
     if (h->owner) pack_u64(&w, h->owner);
     if (w.err) return RDKV_ENOMEM;
     struct fab_buf resp = {0};
-    /* The owner answers by the deadline; the RPC's own timeout only covers a lost node. */
-    int64_t rpc_timeout = deadline ? left + 2 * NS_PER_S : 3600 * NS_PER_S;
-    int rc = fab_rpc_call(t->c, h->node, type, w.p, w.len, &resp, rpc_timeout);
+    int rc;
+    struct range_server *local = h->node == fab_node_id(t->f) ? local_get(t->f) : NULL;
+    if (local) {
+        rc = local_lock(local, type, &w, &resp);
+    } else {
+        /* The owner answers by the deadline; the RPC's own timeout only covers a lost node. */
+        int64_t rpc_timeout = deadline ? left + 2 * NS_PER_S : 3600 * NS_PER_S;
+        rc = fab_rpc_call(t->c, h->node, type, w.p, w.len, &resp, rpc_timeout);
+    }
     pack_w_free(&w);
     if (rc == 0) {
         struct pack_r r;
@@ -800,7 +934,18 @@ static size_t unlock_msg(const struct range_handle *h, bool cancel, uint8_t out[
 static int send_release(struct range_handle *h, uint16_t type)
 {
     uint8_t m[11];
-    return fab_rpc_send(h->t->c, h->node, type, m, unlock_msg(h, false, m));
+    struct range_server *s = h->node == fab_node_id(h->t->f) ? local_get(h->t->f) : NULL;
+    if (!s) return fab_rpc_send(h->t->c, h->node, type, m, unlock_msg(h, false, m));
+    /* this node's own server: applied now or queued, in order, with nobody to answer */
+    struct qop op = {.space = h->space, .token = h->token};
+    if (type == RANGE_RPC_IUNLOCK) {
+        pthread_mutex_lock(&s->mu);
+        do_unlock(s, NULL, NULL, op.space, op.token, false);
+        pthread_mutex_unlock(&s->mu);
+    } else {
+        submit(s, &op);
+    }
+    return 0;
 }
 
 /* combiner-rdma: gives up a queued request; *was_granted when the grant came first (then the
