@@ -127,6 +127,12 @@ void rdkv_node_stop(rdkv_node *n)
 
 unsigned rdkv_node_id(const rdkv_node *n) { return node_id(n->n); }
 
+unsigned rdkv_key_partition(const void *key, size_t klen, unsigned nodes)
+{
+    if (!nodes || klen > UINT32_MAX) return 0;
+    return (unsigned)(store_place_hash(key, (uint32_t)klen) % nodes);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Remote sessions: requests to the coordinating node. */
 

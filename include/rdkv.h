@@ -127,6 +127,14 @@ int rdkv_run_txn(rdkv_session *s, rdkv_txn_fn fn, void *arg);
 bool rdkv_status_retryable(int status);
 
 /* ---------------------------------------------------------------------------------------------
+ * Placement. A key lives on partition (node) XXH3(key) mod nodes; a key that ends in "{tag}" (a
+ * non-empty tag after its last '{') is placed by XXH3(tag) alone, so keys sharing a tag live on
+ * one node and a transaction over them needs no two-phase commit. The tag comes last so that a
+ * key's leading bytes, which order scans and coordinate range locks, stay the key's own. This is
+ * the node rdkv_key_partition names, for a cluster of `nodes` nodes. */
+unsigned rdkv_key_partition(const void *key, size_t klen, unsigned nodes);
+
+/* ---------------------------------------------------------------------------------------------
  * Cluster status: a JSON document describing every node as seen from the session's node
  * (id, address, up or down, rows, memory), malloc'd; the caller frees it with free(). */
 int rdkv_cluster_status(rdkv_session *s, char **json);

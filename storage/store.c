@@ -207,6 +207,26 @@ static int row_view_local(const struct store *s, const uint8_t *r, struct row_vi
 
 uint64_t store_hash(const void *key, uint32_t klen) { return XXH3_64bits(key, klen); }
 
+void store_key_tag(const void *key, uint32_t klen, const void **tag, uint32_t *tlen)
+{
+    const uint8_t *k = key;
+    *tag = key;
+    *tlen = klen;
+    if (klen < 3 || k[klen - 1] != '}') return;
+    const uint8_t *open = memrchr(k, '{', klen - 1);
+    if (!open || open + 1 == k + klen - 1) return; /* no '{', or an empty tag */
+    *tag = open + 1;
+    *tlen = (uint32_t)(k + klen - 1 - (open + 1));
+}
+
+uint64_t store_place_hash(const void *key, uint32_t klen)
+{
+    const void *tag;
+    uint32_t tl;
+    store_key_tag(key, klen, &tag, &tl);
+    return XXH3_64bits(tag, tl);
+}
+
 /* Inline room and placement of a new row for these sizes. */
 static uint32_t row_plan(uint32_t klen, uint32_t vlen, bool *inl)
 {

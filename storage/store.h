@@ -94,6 +94,13 @@ static inline uint16_t store_slot_tag(uint64_t hash)
     return t == 0 ? 1 : (t == 0xFFFF ? 0xFFFE : t);
 }
 uint64_t store_hash(const void *key, uint32_t klen); /* XXH3-64 */
+/* The tag of a key that ends in "{tag}" (the bytes after its last '{', up to the final '}',
+ * not empty), or the whole key. Keys with the same tag are placed on the same partition (the
+ * idea of Redis Cluster's hash tags; the tag comes last here, so that a key's leading bytes,
+ * which the range locks use, stay its own). */
+void store_key_tag(const void *key, uint32_t klen, const void **tag, uint32_t *tlen);
+/* The hash that places a key on a partition: store_hash of its tag. */
+uint64_t store_place_hash(const void *key, uint32_t klen);
 
 /* ---------------------------------------------------------------------------------------------
  * The owner's side. */

@@ -113,7 +113,7 @@ int tc_connect(struct tcluster *c, unsigned coord, const rdkv_options *o, rdkv_s
 
 unsigned tc_partition(const struct tcluster *c, const void *key, size_t klen)
 {
-    return (unsigned)(store_hash(key, (uint32_t)klen) % c->n);
+    return (unsigned)(store_place_hash(key, (uint32_t)klen) % c->n);
 }
 
 void tc_u64_put(uint8_t out[8], uint64_t v)

@@ -134,7 +134,7 @@ struct txn_worker {
 
 uint16_t txn_partition(const struct txn_env *e, const void *key, uint32_t klen)
 {
-    return (uint16_t)(store_hash(key, klen) % e->n);
+    return (uint16_t)(store_place_hash(key, klen) % e->n);
 }
 
 uint64_t txn_key_coord(const void *key, uint32_t klen)
@@ -531,7 +531,7 @@ static int ent_add(struct txn *t, const void *key, uint32_t klen, uint64_t hash)
     en->key = k;
     en->klen = klen;
     en->hash = hash;
-    en->part = (uint16_t)(hash % e->n);
+    en->part = txn_partition(e, k, klen);
     uint32_t s = idx_slot(t, hash);
     while (t->idx[s]) s = (s + 1) & (t->idxcap - 1);
     t->idx[s] = t->nents + 1;

@@ -66,7 +66,8 @@ bool txn_env_is_down(struct txn_env *e, uint16_t node);
 /* A peer declared down: abort the transactions it coordinated that are prepared here. */
 void txn_env_peer_lost(struct txn_env *e, uint16_t node);
 
-/* The partition of a key: XXH3(key) mod nodes. */
+/* The partition of a key: XXH3(key) mod nodes, or XXH3(tag) mod nodes for a key that ends in
+ * "{tag}" (store_key_tag). */
 uint16_t txn_partition(const struct txn_env *e, const void *key, uint32_t klen);
 /* A key's coordinate in the range space: its first 8 bytes, big-endian, zero-padded (order-
  * preserving: k1 < k2 implies coord(k1) <= coord(k2)). */

@@ -989,7 +989,7 @@ static bool key_exists(struct state *st, uint16_t node, const void *key, uint32_
 
 static uint16_t owner_of(const void *key, uint32_t klen)
 {
-    return (uint16_t)(store_hash(key, klen) % NNODES);
+    return (uint16_t)(store_place_hash(key, klen) % NNODES);
 }
 
 static void crafted_frames(void)
