@@ -58,6 +58,9 @@ const char node_usage[] =
     "  --lease DUR           lease of a remote lock (default 10s): a remote session's transaction\n"
     "                        idle half a lease is aborted, one that holds a lock longer aborts\n"
     "                        at commit, and a dead holder's locks free after two leases\n"
+    "  --drtm-lease DUR      --row-lock drtm: how long a shared holder's lease lasts; a writer\n"
+    "                        waits it out, a reader that outlives it aborts at commit (default\n"
+    "                        10ms, about a transaction's length)\n"
     "  --session-idle DUR    close a remote session idle this long (default 60s)\n"
     "  --max-sessions N      remote sessions at once (default 128)\n"
     "  --rpc-threads N       threads that run RPC handlers (default 2)\n"
@@ -93,7 +96,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
     enum {
         O_CONFIG = 256, O_NODE, O_TRANSPORT, O_ARENA, O_RPC_THREADS, O_PEER_WAIT, O_LISTEN_FD,
         O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
-        O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_IDLE, O_MAXSESS
+        O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS
     };
     static const struct option longopts[] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -107,6 +110,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         {"range-lock", required_argument, 0, O_RANGELOCK},
         {"lock-timeout", required_argument, 0, O_LOCKTO},
         {"lease", required_argument, 0, O_LEASE},
+        {"drtm-lease", required_argument, 0, O_DRTM_LEASE},
         {"session-idle", required_argument, 0, O_IDLE},
         {"max-sessions", required_argument, 0, O_MAXSESS},
         {"rpc-threads", required_argument, 0, O_RPC_THREADS},
@@ -184,6 +188,11 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         case O_LEASE:
             if (parse_duration_ns(optarg, &d) || d < NS_PER_MS) BAD("bad --lease '%s' (>= 1ms)", optarg);
             o->txn.lease_ns = d;
+            break;
+        case O_DRTM_LEASE:
+            if (parse_duration_ns(optarg, &d) || d < NS_PER_US || d > 60 * NS_PER_S)
+                BAD("bad --drtm-lease '%s' (1us..60s)", optarg);
+            o->txn.drtm_lease_ns = d;
             break;
         case O_IDLE:
             if (parse_duration_ns(optarg, &d) || d < NS_PER_S) BAD("bad --session-idle '%s' (>= 1s)", optarg);

@@ -340,6 +340,10 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     e->n = fab_num_nodes(f);
     lock_cfg_init(&e->lcfg);
     e->lcfg.lease_ns = e->cfg.lease_ns;
+    /* drtm's readers never release: a writer waits out their lease, and a reader that outlives
+     * it aborts at commit; the lock layer's 1 ms (a lock benchmark's critical section) would
+     * abort most transactions that read many rows */
+    e->lcfg.drtm_lease_ns = e->cfg.drtm_lease_ns > 0 ? e->cfg.drtm_lease_ns : 10 * NS_PER_MS;
     e->down = calloc(e->n, 1);
     pthread_mutex_init(&e->pmu, NULL);
     if (!e->down) rc = RDKV_ENOMEM;

@@ -36,6 +36,7 @@ struct txn_cfg {
     const char *range_lock;  /* default RANGE_LOCK_DEFAULT */
     int64_t lock_timeout_ns; /* one lock wait (default 100 ms) */
     int64_t lease_ns;        /* row locks' lease (default 10 s; see docs/transactions.md) */
+    int64_t drtm_lease_ns;   /* drtm's shared lease (default 10 ms: a transaction's length) */
     int64_t prepared_timeout_ns; /* a prepared transaction whose coordinator is declared down is
                                     aborted (default: on the down verdict) */
 };
