@@ -3,6 +3,7 @@
  * remote session is a client fabric (TCP, RPC only) to one node, whose session thread
  * coordinates the transactions (server/session.c, protocol in server/proto.h). */
 #include "rdkv.h"
+#include "client/embed.h"
 
 #include "server/node.h"
 #include "server/proto.h"
@@ -126,6 +127,13 @@ void rdkv_node_stop(rdkv_node *n)
 }
 
 unsigned rdkv_node_id(const rdkv_node *n) { return node_id(n->n); }
+
+rdkv_node *rdkv_node_adopt(struct node *n)
+{
+    rdkv_node *rn = calloc(1, sizeof *rn);
+    if (rn) rn->n = n;
+    return rn;
+}
 
 unsigned rdkv_key_partition(const void *key, size_t klen, unsigned nodes)
 {

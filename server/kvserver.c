@@ -3,6 +3,7 @@
  * peers, and runs until SIGTERM or SIGINT, then exits cleanly. Bad configs, ports in use and
  * unreachable peers end it with a one-line error and exit 1. */
 #include "server/node.h"
+#include "tools/kvbench/runner.h"
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -65,6 +66,12 @@ int main(int argc, char **argv)
         return 1;
     }
     int rc = 0;
+    /* kvbench's drivers (YCSB, TPC-C) run their embedded workers here */
+    if (wl_serve(n)) {
+        fprintf(stderr, "kvserver: error: cannot start the workload service\n");
+        node_stop(n);
+        return 1;
+    }
     if (o.peer_wait_ns > 0) {
         int w = node_wait_peers(n, o.peer_wait_ns, stop_pending, NULL, err, sizeof err);
         if (w == RDKV_ESHUTDOWN) {

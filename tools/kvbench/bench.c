@@ -1,6 +1,8 @@
 /* Shared kvbench pieces. */
 #include "bench.h"
 
+#include "rdkv.h"
+
 #include "common/clock.h"
 #include "common/parse.h"
 
@@ -56,6 +58,9 @@ int bench_common_opt(struct bench_common *c, int argc, char **argv, int *i)
     } else if (!strcmp(o, "--config")) {
         if (!v) bench_usage_error("", "%s needs a file", o);
         c->config = v;
+    } else if (!strcmp(o, "--endpoints")) {
+        if (!v || !*v) bench_usage_error("", "%s needs host:port[,host:port...]", o);
+        c->endpoints = v;
     } else if (!strcmp(o, "--transport")) {
         if (!v || fab_transport_parse(v, &c->transport))
             bench_usage_error("", "--transport must be soft, verbs or auto (got '%s')", v ? v : "");
@@ -80,6 +85,49 @@ int bench_common_opt(struct bench_common *c, int argc, char **argv, int *i)
     return 1;
 }
 
+/* A running cluster's config from the addresses of its nodes: any one of them tells the whole
+ * list (its cluster status names every node and its address, in node order). */
+static int config_from_endpoints(const char *endpoints, struct cluster_config *cc, char *err,
+                                 size_t errcap)
+{
+    rdkv_session *s;
+    int rc = rdkv_connect(endpoints, NULL, &s);
+    if (rc) {
+        snprintf(err, errcap, "cannot reach the cluster at %s: %s", endpoints, rdkv_strerror(rc));
+        return rc;
+    }
+    char *js = NULL;
+    rc = rdkv_cluster_status(s, &js);
+    rdkv_session_close(s);
+    if (rc) {
+        snprintf(err, errcap, "cannot read the cluster's status from %s: %s", endpoints,
+                 rdkv_strerror(rc));
+        return rc;
+    }
+    char hosts[LAUNCH_MAX][64];
+    const char *hp[LAUNCH_MAX];
+    uint16_t ports[LAUNCH_MAX];
+    unsigned n = 0;
+    for (const char *p = js; (p = strstr(p, "{\"node\":")) && n < LAUNCH_MAX;) {
+        unsigned id;
+        char addr[96];
+        if (sscanf(p, "{\"node\":%u,\"address\":\"%95[^\"]\"", &id, addr) != 2 || id != n ||
+            parse_hostport(addr, hosts[n], sizeof hosts[n], &ports[n], 0)) {
+            p++;
+            continue;
+        }
+        hp[n] = hosts[n];
+        n++;
+        p++;
+    }
+    free(js);
+    if (!n || cluster_config_make(cc, n, hp, ports)) {
+        snprintf(err, errcap, "the cluster at %s did not describe its nodes", endpoints);
+        return RDKV_EPROTO;
+    }
+    return 0;
+}
+
 int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, int64_t wait_ns,
                        char *err, size_t errcap)
 {
@@ -88,7 +136,12 @@ int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, i
     const char *config = co->config;
     enum fab_transport t = co->transport;
     int rc;
-    if (config) {
+    if (co->endpoints) {
+        rc = config_from_endpoints(co->endpoints, &b->cc, err, errcap);
+        if (rc) return rc;
+        b->cfg = &b->cc;
+        if (t == FAB_AUTO && b->cc.transport[0]) fab_transport_parse(b->cc.transport, &t);
+    } else if (config) {
         rc = cluster_config_load(config, &b->cc, err, errcap);
         if (rc) return rc;
         b->cfg = &b->cc;
@@ -105,6 +158,8 @@ int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, i
             lo.extra[0] = "--spin-us";
             lo.extra[1] = spin_arg;
         }
+        for (unsigned i = 0, at = lo.extra[0] ? 2 : 0; i < 8 && co->node_args[i] && at < 11; i++)
+            lo.extra[at++] = co->node_args[i];
         rc = launch_start(&b->L, &lo, err, errcap);
         if (rc) return rc;
         b->launched = true;

@@ -7,6 +7,8 @@ int cmd_fabric(int argc, char **argv);
 int cmd_lock(int argc, char **argv);
 int cmd_range(int argc, char **argv);
 int cmd_txn(int argc, char **argv);
+int cmd_ycsb(int argc, char **argv);
+int cmd_tpcc(int argc, char **argv);
 
 static const char usage[] =
     "usage: kvbench COMMAND [options]\n"
@@ -33,6 +35,8 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "lock")) return cmd_lock(argc - 1, argv + 1);
     if (!strcmp(argv[1], "range")) return cmd_range(argc - 1, argv + 1);
     if (!strcmp(argv[1], "txn")) return cmd_txn(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "ycsb")) return cmd_ycsb(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "tpcc")) return cmd_tpcc(argc - 1, argv + 1);
     fprintf(stderr, "kvbench: unknown command '%s'\nTry 'kvbench --help'.\n", argv[1]);
     return 2;
 }

@@ -1,0 +1,13 @@
+/* librdkv's embedded handle for a node that something else started (kvserver runs kvbench's
+ * embedded workloads through it). Not part of the public API. */
+#ifndef RDKV_CLIENT_EMBED_H
+#define RDKV_CLIENT_EMBED_H
+
+#include "rdkv.h"
+
+struct node;
+/* An rdkv_node for sessions in node n, which the caller keeps running (rdkv_node_stop must not
+ * be called on it; free() it after n stops). NULL when out of memory. */
+rdkv_node *rdkv_node_adopt(struct node *n);
+
+#endif

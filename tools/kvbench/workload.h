@@ -1,0 +1,70 @@
+/* kvbench's drivers (YCSB, TPC-C) as workloads: what one worker does on one rdkv session, apart
+ * from how it is run. The runner (runner.c) runs workers either embedded (threads inside each
+ * node process, sessions from rdkv_session_open, so a key's locality follows from where it is
+ * partitioned) or remote (threads in kvbench, sessions from rdkv_connect), and does the timing,
+ * the statistics, the status lines and the output. A workload never times itself.
+ *
+ * Everything a workload needs to know is in its config bytes (packed by the workload, shipped to
+ * every node by RPC in embedded mode) and in its place (which process and worker it is). */
+#ifndef RDKV_KVBENCH_WORKLOAD_H
+#define RDKV_KVBENCH_WORKLOAD_H
+
+#include "rdkv.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WL_MAX_OPS 8
+
+/* Where a worker runs. */
+struct wl_place {
+    unsigned nodes;    /* nodes in the cluster */
+    int node;          /* embedded: the node this worker runs in; remote: -1 */
+    unsigned proc;     /* this process's index among the processes running workers */
+    unsigned nprocs;   /* embedded: = nodes (proc = node); remote: 1 */
+    unsigned worker;   /* index of this worker within its process */
+    unsigned nworkers; /* workers in this process */
+    uint64_t run;      /* the same for every worker of one run, different between runs */
+};
+
+/* One finished operation as the runner records it. */
+struct wl_step {
+    unsigned op;      /* index into the class's op_names */
+    int status;       /* 0: ok; RDKV_ENOTFOUND: counted as NOT_FOUND; other < 0: an error */
+    uint32_t aborts;  /* conflict aborts retried inside this operation before its outcome */
+    bool rolled_back; /* an intended rollback (TPC-C New-Order's 1%): counted as ok */
+};
+
+struct wl_class {
+    const char *name;                   /* "ycsb", "tpcc" */
+    unsigned nops;
+    const char *op_names[WL_MAX_OPS];   /* "READ", "NEW_ORDER", ... as printed */
+    /* Validates packed config bytes (they come from the network in embedded mode): 0 or
+     * RDKV_EINVAL with the reason in err. */
+    int (*cfg_check)(const void *cfg, size_t len, char *err, size_t errcap);
+    /* Loads part `part` of `nparts` of the initial data through session s (embedded: part =
+     * the node id, and the part is chosen so that it is that node's own data). */
+    int (*load)(rdkv_session *s, const void *cfg, size_t len, unsigned part, unsigned nparts,
+                char *err, size_t errcap);
+    /* A worker's private state. seed differs per worker and run. */
+    int (*worker_new)(const void *cfg, size_t len, const struct wl_place *pl, uint64_t seed,
+                      void **out);
+    /* Runs one operation to its outcome (retrying conflict aborts itself, counting them) and
+     * fills *st. Returns 0, or a negative status when the session itself is broken and the
+     * worker must stop (then st is not recorded). */
+    int (*step)(void *w, rdkv_session *s, struct wl_step *st);
+    void (*worker_free)(void *w);
+    /* After a run (may be NULL): checks the data's invariants through s; writes a report
+     * (lines ending in '\n') into out and returns how many checks failed, or a negative status
+     * when it could not check. */
+    int (*check)(rdkv_session *s, const void *cfg, size_t len, char *out, size_t outcap);
+};
+
+extern const struct wl_class wl_ycsb;
+extern const struct wl_class wl_tpcc;
+
+/* The class with that name, or NULL. */
+const struct wl_class *wl_class_find(const char *name);
+
+#endif
