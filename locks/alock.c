@@ -61,13 +61,15 @@ _Static_assert(sizeof(struct alock_line) == LOCK_LINE, "an ALock is one line");
 /* ---------------------------------------------------------------------------------------------
  * Local cohort: CPU atomics on this node's memory. */
 
-static void peterson_local(struct alock_line *L)
+/* Returns 0 once the local cohort may enter, or RDKV_ETIMEDOUT at the deadline (0: none). */
+static int peterson_local(struct alock_line *L, int64_t deadline)
 {
     /* seq_cst store (xchg on x86): the store->load fence Peterson needs before reading tail_r */
     __atomic_store_n(&L->victim, VICTIM_LOCAL, __ATOMIC_SEQ_CST);
     for (unsigned r = 0;; r++) {
-        if ((__atomic_load_n(&L->tail_r, __ATOMIC_SEQ_CST) & TR_TAIL_MASK) == 0) return;
-        if (__atomic_load_n(&L->victim, __ATOMIC_SEQ_CST) != VICTIM_LOCAL) return;
+        if ((__atomic_load_n(&L->tail_r, __ATOMIC_SEQ_CST) & TR_TAIL_MASK) == 0) return 0;
+        if (__atomic_load_n(&L->victim, __ATOMIC_SEQ_CST) != VICTIM_LOCAL) return 0;
+        if (deadline && clock_now_ns() >= deadline) return RDKV_ETIMEDOUT;
         lock_backoff(r); /* tail_r and victim are written by NICs: nobody can wake us */
     }
 }
@@ -79,7 +81,7 @@ static int local_acquire(struct lock_thread *t, struct alock_line *L, rptr me, s
     uint64_t prev = __atomic_exchange_n(&L->tail_l, me, __ATOMIC_SEQ_CST);
     if (prev == 0) {
         d->budget = t->cfg.alock_local_budget;
-        peterson_local(L);
+        peterson_local(L, 0);
         return 0;
     }
     struct lock_desc *pd = fab_local(t->f, prev);
@@ -87,7 +89,7 @@ static int local_acquire(struct lock_thread *t, struct alock_line *L, rptr me, s
     lock_wake(&pd->next, &pd->sleeping);
     lock_wait_change((uint64_t *)&d->budget, (uint64_t)-1, &d->sleeping, 0);
     if (__atomic_load_n(&d->budget, __ATOMIC_ACQUIRE) == 0) {
-        peterson_local(L);
+        peterson_local(L, 0);
         d->budget = t->cfg.alock_local_budget;
     }
     return 0;
@@ -112,7 +114,7 @@ static void local_release(struct lock_thread *t, struct alock_line *L, rptr me, 
 /* ---------------------------------------------------------------------------------------------
  * Remote cohort: one-sided operations only. */
 
-static int peterson_remote(struct fab_ctx *c, rptr line)
+static int peterson_remote(struct fab_ctx *c, rptr line, int64_t deadline)
 {
     uint64_t victim = VICTIM_REMOTE, snap[LOCK_LINE / 8];
     /* The WRITE and the READ go as one chain: executed in order at the lock's node, so the READ
@@ -122,6 +124,7 @@ static int peterson_remote(struct fab_ctx *c, rptr line)
     int rc = fab_exec(c, ops, 2);
     while (rc == 0) {
         if (snap[AL_TAIL_L / 8] == 0 || snap[AL_VICTIM / 8] != VICTIM_REMOTE) return 0;
+        if (deadline && clock_now_ns() >= deadline) return RDKV_ETIMEDOUT;
         rc = fab_read(c, line, snap, LOCK_LINE); /* remote spinning, one round trip each */
     }
     return rc;
@@ -152,14 +155,14 @@ static int remote_acquire(struct lock_thread *t, rptr line, rptr me, struct lock
     }
     if ((cur & TR_TAIL_MASK) == 0) {
         d->budget = t->cfg.alock_remote_budget;
-        return peterson_remote(t->c, line);
+        return peterson_remote(t->c, line, 0);
     }
     uint64_t me_val = me;
     rc = fab_write(t->c, rptr_add(tr_decode(cur), DESC_NEXT), &me_val, 8);
     if (rc) return rc;
     lock_wait_change((uint64_t *)&d->budget, (uint64_t)-1, &d->sleeping, 0);
     if (__atomic_load_n(&d->budget, __ATOMIC_ACQUIRE) == 0) {
-        rc = peterson_remote(t->c, line);
+        rc = peterson_remote(t->c, line, 0);
         d->budget = t->cfg.alock_remote_budget;
     }
     return rc;
@@ -181,11 +184,66 @@ static int remote_release(struct lock_thread *t, rptr line, rptr me, struct lock
     return fab_write(t->c, rptr_add(next, DESC_BUDGET), &budget, 8);
 }
 
-/* ---------------------------------------------------------------------------------------------*/
+/* ---------------------------------------------------------------------------------------------
+ * With a deadline: ALock for callers that must be able to give up (transactions). A waiter in
+ * an MCS queue cannot leave it, so this never queues behind anyone: it joins its cohort only when
+ * the cohort's queue is empty (CAS of the tail from 0), and otherwise backs off and tries again
+ * until the deadline. As the cohort's head it runs Peterson's wait against the other cohort,
+ * bounded by the deadline; giving up there is a release that never entered: the queue position
+ * goes to a successor (a blocking acquirer may have queued behind) with budget 0, so that the
+ * successor runs Peterson itself -- the same path as a budget that ran out. Mutual exclusion is
+ * the protocol's own; what is lost is FIFO order inside a cohort (docs/locks.md). */
+
+static int try_local(struct lock_thread *t, struct alock_line *L, rptr me, struct lock_desc *d,
+                     int64_t deadline)
+{
+    __atomic_store_n(&d->budget, -1, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->next, 0, __ATOMIC_RELAXED);
+    uint64_t zero = 0;
+    if (!__atomic_compare_exchange_n(&L->tail_l, &zero, me, false, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST))
+        return RDKV_EBUSY;
+    d->budget = t->cfg.alock_local_budget;
+    if (peterson_local(L, deadline) == 0) return 0;
+    d->budget = 1; /* the successor, if any, gets 0: it must run Peterson itself */
+    local_release(t, L, me, d);
+    return RDKV_ETIMEDOUT;
+}
+
+static int try_remote(struct lock_thread *t, rptr line, rptr me, struct lock_desc *d,
+                      int64_t deadline)
+{
+    __atomic_store_n(&d->budget, -1, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->next, 0, __ATOMIC_RELAXED);
+    full_fence();
+    uint64_t cur = 0;
+    int rc = fab_cas(t->c, rptr_add(line, AL_TAIL_R), 0, tr_encode(me), &cur);
+    if (rc) return rc;
+    if (cur != 0) return RDKV_EBUSY; /* someone holds or queues (or is enqueueing) */
+    d->budget = t->cfg.alock_remote_budget;
+    rc = peterson_remote(t->c, line, deadline);
+    if (rc != RDKV_ETIMEDOUT) return rc;
+    d->budget = 1;
+    int r2 = remote_release(t, line, me, d);
+    return r2 ? r2 : RDKV_ETIMEDOUT;
+}
+
+static int try_acquire(struct lock_thread *t, struct alock_line *L, rptr line, rptr me,
+                       struct lock_desc *d, int64_t deadline)
+{
+    int64_t b = t->cfg.spin_backoff_min_ns;
+    uint64_t seed = (uint64_t)me ^ (uint64_t)clock_now_ns();
+    for (;;) {
+        int rc = L ? try_local(t, L, me, d, deadline) : try_remote(t, line, me, d, deadline);
+        if (rc != RDKV_EBUSY) return rc;
+        if (clock_now_ns() >= deadline) return RDKV_ETIMEDOUT;
+        lock_retry_backoff(t, &b, &seed);
+    }
+}
 
 static int alock_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadline)
 {
-    (void)deadline; /* a queue lock has no abort path: see docs/locks.md */
+    /* deadline 0: the queue lock as published (FIFO, no abort path); otherwise try_acquire */
     if (mode != LOCK_EXCLUSIVE) return RDKV_ENOTSUP;
     struct lock_thread *t = h->t;
     unsigned idx;
@@ -197,7 +255,8 @@ static int alock_acquire(struct lock_handle *h, enum lock_mode mode, int64_t dea
     int rc = desc_get(t, &idx, &me, &d);
     if (rc) return rc;
     struct alock_line *L = fab_local(t->f, h->line);
-    if (L) rc = local_acquire(t, L, me, d);
+    if (deadline) rc = try_acquire(t, L, h->line, me, d, deadline);
+    else if (L) rc = local_acquire(t, L, me, d);
     else rc = remote_acquire(t, h->line, me, d);
     if (rc) {
         desc_put(t, idx);

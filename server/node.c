@@ -51,8 +51,9 @@ const char node_usage[] =
     "  --key-max BYTES       longest key (default 4096)\n"
     "  --value-max BYTES     longest value (default 1M)\n"
     "  --row-lock NAME       row lock of transactions: rwlock (default), dslr, dslr-u, drtm,\n"
-    "                        rof, trad or spin (exclusive only: reads lock exclusively); not\n"
-    "                        the queue locks alock and mcs, whose waits cannot be given up\n"
+    "                        rof, trad, alock or spin (alock and spin are exclusive only: reads\n"
+    "                        lock exclusively; alock never queues behind a waiter, so that it\n"
+    "                        can give up); not mcs, whose waits cannot be given up\n"
     "  --range-lock NAME     range lock of scans: combiner-rpc (default), combiner-rdma, itree\n"
     "  --lock-timeout DUR    longest lock wait before a transaction aborts (default 100ms)\n"
     "  --lease DUR           lease of a remote lock (default 10s): a remote session's transaction\n"
@@ -170,10 +171,10 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         case O_ROWLOCK:
             if (!lock_algo_find(optarg))
                 BAD("unknown --row-lock '%s' (one of %s)", optarg, lock_algo_names());
-            if (lock_algo_find(optarg)->uses_descriptors)
+            if (lock_algo_find(optarg)->uses_descriptors && strcmp(optarg, "alock"))
                 BAD("--row-lock %s cannot serve transactions: a queue lock's waiter cannot give "
-                    "up, so waits could not be bounded (use rwlock, dslr, dslr-u, drtm, rof, trad "
-                    "or spin)", optarg);
+                    "up, so waits could not be bounded (use rwlock, dslr, dslr-u, drtm, rof, trad, "
+                    "alock or spin)", optarg);
             o->txn.row_lock = optarg;
             break;
         case O_RANGELOCK:

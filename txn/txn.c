@@ -312,11 +312,12 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     } else if (!(e->row->modes & (1u << LOCK_EXCLUSIVE))) {
         snprintf(err, errcap, "row lock '%s' has no exclusive mode", e->cfg.row_lock);
         rc = RDKV_EINVAL;
-    } else if (e->row->uses_descriptors) {
+    } else if (e->row->uses_descriptors && strcmp(e->row->name, "alock")) {
+        /* alock gives up at a deadline by never queueing behind anyone (locks/alock.c) */
         snprintf(err, errcap,
                  "row lock '%s' is a queue lock: a waiter cannot give up, so transactions that "
                  "wait for each other would hang instead of aborting (use rwlock, dslr, dslr-u, "
-                 "drtm, rof, trad or spin)", e->cfg.row_lock);
+                 "drtm, rof, trad, alock or spin)", e->cfg.row_lock);
         rc = RDKV_EINVAL;
     } else if (!e->range) {
         snprintf(err, errcap, "unknown range lock '%s' (one of %s)", e->cfg.range_lock,
