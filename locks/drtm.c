@@ -50,8 +50,11 @@ static int drtm_acquire(struct lock_handle *h, enum lock_mode mode, int64_t dead
                 return 0;
             }
             expect = got;
-            if (!(got & DRTM_X) && (mode == LOCK_SHARED || (got & ~DRTM_X) < realtime_us()))
-                continue; /* retry at once with what we learned */
+            /* retry at once with what we learned -- within the deadline: under a stream of
+             * readers each CAS may meet a lease extended by another */
+            if (!(got & DRTM_X) && (mode == LOCK_SHARED || (got & ~DRTM_X) < realtime_us()) &&
+                !(deadline && clock_now_ns() >= deadline))
+                continue;
         } else {
             uint64_t v;
             int rc = fab_read(t->c, h->line, &v, 8);
