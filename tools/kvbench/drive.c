@@ -488,10 +488,12 @@ const char drive_cli_help[] =
     "  --config FILE         a running cluster's config file\n"
     "  --transport T         soft or verbs, for started nodes (default soft)\n"
     "  --arena SIZE          each started node's arena (default 1G)\n"
-    "  --row-lock NAME       started nodes' row lock: rwlock (default), dslr, drtm, rof, trad\n"
+    "  --row-lock NAME       started nodes' row lock: rwlock (default), dslr, drtm, rof, trad,\n"
+    "                        alock\n"
     "  --range-lock NAME     started nodes' range lock: combiner-rpc (default), combiner-rdma,\n"
     "                        itree\n"
     "  --lock-timeout DUR    started nodes: longest lock wait before an abort (default 100ms)\n"
+    "  --drtm-lease DUR      started nodes, --row-lock drtm: a reader's lease (default 10ms)\n"
     "Run:\n"
     "  --mode M              embedded (workers inside the nodes, default) or remote (workers\n"
     "                        here, each on its own rdkv_connect session)\n"
@@ -560,6 +562,11 @@ int drive_cli_opt(struct drive_cli *c, const char *cmd, int argc, char **argv, i
         if (!v || parse_duration_ns(v, &d) || d <= 0)
             bench_usage_error(cmd, "--lock-timeout needs a duration such as 100ms (got '%s')", v ? v : "");
         c->node_lock_timeout = v;
+    } else if (!strcmp(o, "--drtm-lease")) {
+        int64_t d;
+        if (!v || parse_duration_ns(v, &d) || d < NS_PER_US || d > 60 * NS_PER_S)
+            bench_usage_error(cmd, "--drtm-lease needs a duration from 1us to 60s (got '%s')", v ? v : "");
+        c->drtm_lease = v;
     } else {
         return 0;
     }
@@ -571,14 +578,16 @@ void drive_cli_finish(struct drive_cli *c, const char *cmd)
 {
     bool running = c->co.config || c->co.endpoints;
     if (c->co.config && c->co.endpoints) bench_usage_error(cmd, "give --config or --endpoints, not both%s", "");
-    if (running && (c->row_lock || c->range_lock || c->node_lock_timeout))
+    if (running && (c->row_lock || c->range_lock || c->node_lock_timeout || c->drtm_lease))
         bench_usage_error(cmd, "--row-lock, --range-lock and --lock-timeout are set when nodes start; "
                                "a running cluster has its own (%s)", c->co.config ? c->co.config : c->co.endpoints);
     unsigned a = 0;
     if (c->row_lock) c->co.node_args[a++] = "--row-lock", c->co.node_args[a++] = c->row_lock;
     if (c->range_lock) c->co.node_args[a++] = "--range-lock", c->co.node_args[a++] = c->range_lock;
-    if (c->node_lock_timeout && a < 5)
+    if (c->node_lock_timeout)
         c->co.node_args[a++] = "--lock-timeout", c->co.node_args[a++] = c->node_lock_timeout;
+    if (c->drtm_lease && a < 7)
+        c->co.node_args[a++] = "--drtm-lease", c->co.node_args[a++] = c->drtm_lease;
     c->co.node_args[a] = NULL;
     if (c->seconds_given) c->o.run_ns = (int64_t)(c->co.seconds * 1e9);
 }

@@ -255,7 +255,10 @@ static void *worker_main(void *arg)
             start = next; /* latency counts from the intended start (coordinated omission) */
             next += gap;
         }
-        struct wl_step st = {0};
+        /* an operation that cannot commit (a livelock, a lease it always outlives) must not
+         * keep the run from ending: retries stop a second after the run, or after a minute */
+        struct wl_step st = {.give_up_at = now + 60 * NS_PER_S};
+        if (r->end && r->end + NS_PER_S < st.give_up_at) st.give_up_at = r->end + NS_PER_S;
         int rc = r->cls->step(ws, s, &st);
         if (rc) {
             w->rc = rc;

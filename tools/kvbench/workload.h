@@ -28,8 +28,10 @@ struct wl_place {
     uint64_t run;      /* the same for every worker of one run, different between runs */
 };
 
-/* One finished operation as the runner records it. */
+/* One operation: what the runner asks (give_up_at) and what it records (the rest). */
 struct wl_step {
+    int64_t give_up_at; /* in: retry conflicts only until this clock_now_ns() time; then the
+                           outcome is the last status (RDKV_EABORTED: counted as an error) */
     unsigned op;      /* index into the class's op_names */
     int status;       /* 0: ok; RDKV_ENOTFOUND: counted as NOT_FOUND; other < 0: an error */
     uint32_t aborts;  /* conflict aborts retried inside this operation before its outcome */

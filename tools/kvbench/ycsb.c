@@ -19,6 +19,7 @@
 #include "tools/kvbench/workload.h"
 #include "tools/kvbench/ycsb_gen.h"
 
+#include "common/clock.h"
 #include "common/pack.h"
 #include "common/parse.h"
 #include "common/rng.h"
@@ -517,7 +518,7 @@ static size_t chunk_end(const char *key, size_t klen, unsigned digits, char *out
 
 /* Runs body in a transaction and commits, retrying conflicts; the final status. RDKV_ENOTFOUND
  * from body is an outcome (a read of an absent key): the transaction still commits. */
-static int in_txn(rdkv_session *s, uint32_t *aborts, int (*body)(struct worker *, rdkv_txn *),
+static int in_txn(rdkv_session *s, struct wl_step *st, int (*body)(struct worker *, rdkv_txn *),
                   struct worker *w)
 {
     rdkv_txn *t;
@@ -530,8 +531,8 @@ static int in_txn(rdkv_session *s, uint32_t *aborts, int (*body)(struct worker *
             rc = b;
             break;
         }
-        if (!rdkv_status_retryable(rc)) break;
-        (*aborts)++;
+        if (!rdkv_status_retryable(rc) || clock_now_ns() >= st->give_up_at) break;
+        st->aborts++;
         if ((rc = rdkv_txn_on_error(t, rc))) break;
     }
     rdkv_txn_free(t);
@@ -615,7 +616,7 @@ static int step(void *p, rdkv_session *s, struct wl_step *st)
     static int (*const bodies[YCSB_NOPS])(struct worker *, rdkv_txn *) = {
         [YCSB_READ] = do_read, [YCSB_UPDATE] = do_update, [YCSB_INSERT] = do_insert,
         [YCSB_SCAN] = do_scan, [YCSB_RMW] = do_update};
-    st->status = in_txn(s, &st->aborts, bodies[op], w);
+    st->status = in_txn(s, st, bodies[op], w);
     if (op == YCSB_INSERT) insert_end(w->ins, j);
     return 0;
 }
