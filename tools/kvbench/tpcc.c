@@ -1,4 +1,1646 @@
-/* TPC-C as a kvbench workload (placeholder until the driver lands). */
+/* TPC-C (spec rev 5.11) as a kvbench workload: the nine tables as rdkv rows, a loader, the five
+ * transactions of clauses 2.4-2.8 with their access patterns, and consistency conditions 1-4 of
+ * clause 3.3.2 as the check. Interface: tools/kvbench/workload.h; options: tpcc.h.
+ *
+ * Placement. Warehouse w (1-based) lives on node (w - 1) % nodes: every key of a warehouse (its
+ * rows in all tables and in the secondary indexes) ends in the warehouse's placement tag
+ * "{w<w>.<salt>}", salt the smallest for which rdkv places that tag on the wanted node (see
+ * rdkv_key_partition). A transaction on one warehouse is therefore local to one node and needs
+ * no two-phase commit; only the spec's remote order lines (1%) and remote payments (15%) reach
+ * another node. ITEM is read-only and replicated, one copy per node (tag "{i<node>.<salt>}"); a
+ * transaction reads the copy on its home warehouse's node.
+ *
+ * Keys are binary and big-endian: the table byte, the warehouse (u16), the district (u8), then
+ * the ids, then the tag. The range locks use a key's first 8 bytes as its coordinate, so the
+ * fields that scans and inserts must tell apart come first, e.g. ORDER-LINE is
+ * table(1) w(2) d(1) o_id(3) ol_number(1) and a district's orders sort by O_ID:
+ *   WAREHOUSE   01 w                    DISTRICT    02 w d
+ *   CUSTOMER    03 w d c_id(2)          CUST_NAME   04 w d c_last(16) c_first(16) c_id(2)
+ *   HISTORY     05 w d origin(8) seq(4) ORDER       06 w d o_id(3)
+ *   CUST_ORDER  07 w d c_id(2) o_id(3)  NEW_ORDER   08 w d o_id(3)
+ *   ORDER_LINE  09 w d o_id(3) ol(1)    ITEM        0A i_id(3)          (the node's tag)
+ *   STOCK       0B w i_id(3)            DELIVERY    0C w
+ * CUST_NAME (customer by last name, for the 60% by-name lookups) and CUST_ORDER (a customer's
+ * orders, for Order-Status's latest order) are the secondary indexes. HISTORY has no key in the
+ * spec: origin is 0 for loaded rows and a per-worker random id otherwise, seq counts. DELIVERY is
+ * one row per warehouse that a Delivery locks first: the spec runs Delivery deferred, from a
+ * queue (clause 2.7.2), so one warehouse's deliveries run one at a time anyway; without it two
+ * of them would both scan the same oldest NEW-ORDER row shared and then each wait for the other
+ * to let go before deleting it, until a lock wait ran out.
+ *
+ * Values are fixed-layout little-endian records (offsets below): money in cents (int64), tax and
+ * discount in 1/10000, dates in seconds since the epoch (0: null). Text fields are fixed-width,
+ * zero-padded; the one variable field of a record (C_DATA, S_DATA, I_DATA, H_DATA) comes last and
+ * runs to the end of the value, so rows are about their spec size.
+ *
+ * Scaling. customers_per_district (n) may be below 3000 for tests: then the orders per district
+ * are n, the last ceil(0.3 n) undelivered; the C_LAST numbers are 0..L-1 with L = min(1000, n)
+ * (the first L customers take them in order, so every name exists) and drawn with NURand(255, 0,
+ * L-1). NURand's A keeps its spec value while the range does (C_ID over 3000 customers, OL_I_ID
+ * over 100000 items); over a smaller range A is scaled with it, to the largest 2^k - 1 not above
+ * (A + 1) * range / spec range (at least 1), and C is the spec's constant mod A + 1, so the skew
+ * keeps its shape instead of folding 8191 onto a few hundred items. C_LAST's C is 157 at load and
+ * 223 at run time (Silo's pair, 66 apart as clause 2.1.6.1 wants).
+ *
+ * Lock order. New-Order sorts its lines by (supply warehouse, item) and Stock-Level reads its
+ * stock rows in item order, so that two of them never wait for each other's stock rows; New-
+ * Order inserts its ORDER and NEW-ORDER rows before reading the customer, and Order-Status reads
+ * the customer after the order and its lines: both in the order Delivery takes them (NEW-ORDER,
+ * ORDER, ORDER-LINE, CUSTOMER), so that these pairs cannot deadlock either. The reads of a
+ * transaction are the spec's; only their order differs. Rows to be written are read with
+ * rdkv_txn_get_for_update (no shared-to-exclusive upgrades), except the NEW-ORDER row a Delivery
+ * finds by its scan and deletes. */
+#include "tools/kvbench/tpcc.h"
 #include "tools/kvbench/workload.h"
 
-const struct wl_class wl_tpcc = {.name = "tpcc"};
+#include "common/clock.h"
+#include "common/rng.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CFG_MAGIC "TPCC"
+#define O_ID_MAX 0xFFFFFEu /* O_ID is 3 bytes in the keys */
+#define MAX_OL 15
+#define LOAD_BATCH_ROWS 256 /* rows per loading transaction */
+#define LOAD_BATCH_BYTES (128u << 10)
+#define TAG_SALT_MAX (1u << 24)
+#define ROLLBACK 1      /* a transaction body's "roll back" (positive: not a status) */
+#define BUSY_RETRIES 16 /* RDKV_EBUSY retries of one transaction before it counts as an error */
+
+#define C_LAST_LOAD 157u
+#define C_LAST_RUN 223u
+#define C_ID_C 259u
+#define OL_I_ID_C 7911u
+
+enum table {
+    T_WAREHOUSE = 1,
+    T_DISTRICT,
+    T_CUSTOMER,
+    T_CUST_NAME,
+    T_HISTORY,
+    T_ORDER,
+    T_CUST_ORDER,
+    T_NEW_ORDER,
+    T_ORDER_LINE,
+    T_ITEM,
+    T_STOCK,
+    T_DELIVERY
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Records: byte offsets of each field, and the fixed part's length. */
+enum {
+    W_YTD = 0,
+    W_TAX = 8,
+    W_NAME = 12,
+    W_STREET_1 = 22,
+    W_STREET_2 = 42,
+    W_CITY = 62,
+    W_STATE = 82,
+    W_ZIP = 84,
+    W_LEN = 93
+};
+enum {
+    D_YTD = 0,
+    D_TAX = 8,
+    D_NEXT_O_ID = 12,
+    D_NAME = 16,
+    D_STREET_1 = 26,
+    D_STREET_2 = 46,
+    D_CITY = 66,
+    D_STATE = 86,
+    D_ZIP = 88,
+    D_LEN = 97
+};
+enum {
+    C_BALANCE = 0,
+    C_YTD_PAYMENT = 8,
+    C_CREDIT_LIM = 16,
+    C_DISCOUNT = 24,
+    C_PAYMENT_CNT = 28,
+    C_DELIVERY_CNT = 32,
+    C_SINCE = 36,
+    C_FIRST = 44,
+    C_MIDDLE = 60,
+    C_LAST = 62,
+    C_STREET_1 = 78,
+    C_STREET_2 = 98,
+    C_CITY = 118,
+    C_STATE = 138,
+    C_ZIP = 140,
+    C_PHONE = 149,
+    C_CREDIT = 165,
+    C_DATA = 167,
+    C_DATA_MAX = 500,
+    C_MAX = C_DATA + C_DATA_MAX
+};
+enum {
+    H_C_ID = 0,
+    H_C_D_ID = 4,
+    H_C_W_ID = 5,
+    H_D_ID = 7,
+    H_W_ID = 8,
+    H_DATE = 10,
+    H_AMOUNT = 18,
+    H_DATA = 26,
+    H_MAX = H_DATA + 24
+};
+enum { O_C_ID = 0, O_ENTRY_D = 4, O_CARRIER_ID = 12, O_OL_CNT = 13, O_ALL_LOCAL = 14, O_LEN = 15 };
+enum {
+    OL_I_ID = 0,
+    OL_SUPPLY_W_ID = 4,
+    OL_DELIVERY_D = 6,
+    OL_QUANTITY = 14,
+    OL_AMOUNT = 15,
+    OL_DIST_INFO = 23,
+    OL_LEN = 47
+};
+enum { I_IM_ID = 0, I_PRICE = 4, I_NAME = 12, I_DATA = 36, I_MAX = I_DATA + 50 };
+enum {
+    S_QUANTITY = 0,
+    S_YTD = 4,
+    S_ORDER_CNT = 8,
+    S_REMOTE_CNT = 12,
+    S_DIST = 16,
+    S_DATA = 256,
+    S_MAX = S_DATA + 50
+};
+#define NAME_LEN 16 /* C_FIRST and C_LAST in records and in CUST_NAME keys */
+
+static uint64_t le_get(const void *v, unsigned off, unsigned n)
+{
+    const uint8_t *p = (const uint8_t *)v + off;
+    uint64_t x = 0;
+    for (unsigned i = n; i--;) x = x << 8 | p[i];
+    return x;
+}
+
+static void le_put(void *v, unsigned off, uint64_t x, unsigned n)
+{
+    uint8_t *p = (uint8_t *)v + off;
+    for (unsigned i = 0; i < n; i++) p[i] = (uint8_t)(x >> (8 * i));
+}
+
+static uint64_t be_get(const uint8_t *p, unsigned n)
+{
+    uint64_t x = 0;
+    for (unsigned i = 0; i < n; i++) x = x << 8 | p[i];
+    return x;
+}
+
+static uint8_t *be_put(uint8_t *p, uint64_t x, unsigned n)
+{
+    for (unsigned i = n; i--;) *p++ = (uint8_t)(x >> (8 * i));
+    return p;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The config: packed bytes (TPCC_CFG_LEN, little-endian)
+ *   0 "TPCC"  4 u16 version  6 u16 nodes  8 u16 warehouses_per_node  10 u32 items
+ *   14 u32 customers_per_district  18 u8 mix[5]  23 u8 remote_item_pct  24 u8 remote_payment_pct
+ *   25 u8 by_name_pct  26 u8 rollback_pct  27 u8 reserved (0)
+ * and their decoded form with what follows from them. */
+struct cfg {
+    unsigned nodes, wpn, W, items, ncust;
+    unsigned mix[TPCC_NOPS];
+    unsigned remote_item_pct, remote_payment_pct, by_name_pct, rollback_pct;
+    uint32_t first_undelivered; /* O_ID >= this: undelivered at load (NEW-ORDER rows) */
+    unsigned names;             /* C_LAST numbers in use: min(1000, ncust) */
+    uint32_t a_cid, c_cid, a_iid, c_iid;
+};
+
+void tpcc_opts_init(struct tpcc_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->nodes = 1;
+    o->warehouses_per_node = 1;
+    o->items = 100000;
+    o->customers_per_district = 3000;
+    static const unsigned mix[TPCC_NOPS] = {45, 43, 4, 4, 4};
+    memcpy(o->mix, mix, sizeof mix);
+    o->remote_item_pct = 1;
+    o->remote_payment_pct = 15;
+    o->by_name_pct = 60;
+    o->rollback_pct = 1;
+}
+
+static int bad(char *err, size_t errcap, const char *fmt, ...)
+{
+    if (err && errcap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errcap, fmt, ap);
+        va_end(ap);
+    }
+    return RDKV_EINVAL;
+}
+
+/* Every range check in one place, for packing and for bytes from the network alike. */
+static int opts_valid(const struct tpcc_opts *o, char *err, size_t errcap)
+{
+    if (o->nodes < 1 || o->nodes > TPCC_MAX_NODES)
+        return bad(err, errcap, "tpcc: nodes %u not in 1..%u", o->nodes, TPCC_MAX_NODES);
+    if (o->warehouses_per_node < 1 ||
+        (uint64_t)o->nodes * o->warehouses_per_node > TPCC_MAX_WAREHOUSES)
+        return bad(err, errcap, "tpcc: %u warehouses per node on %u nodes (1..%u in all)",
+                   o->warehouses_per_node, o->nodes, TPCC_MAX_WAREHOUSES);
+    if (o->items < 1 || o->items > TPCC_MAX_ITEMS)
+        return bad(err, errcap, "tpcc: items %u not in 1..%u", o->items, TPCC_MAX_ITEMS);
+    if (o->customers_per_district < 1 || o->customers_per_district > TPCC_MAX_CUSTOMERS)
+        return bad(err, errcap, "tpcc: customers per district %u not in 1..%u",
+                   o->customers_per_district, TPCC_MAX_CUSTOMERS);
+    unsigned sum = 0;
+    for (int i = 0; i < TPCC_NOPS; i++) {
+        if (o->mix[i] > 100) return bad(err, errcap, "tpcc: mix share %u over 100", o->mix[i]);
+        sum += o->mix[i];
+    }
+    if (sum != 100) return bad(err, errcap, "tpcc: the mix adds up to %u, not 100", sum);
+    if (o->remote_item_pct > 100 || o->remote_payment_pct > 100 || o->by_name_pct > 100 ||
+        o->rollback_pct > 100)
+        return bad(err, errcap, "tpcc: a percentage over 100");
+    return 0;
+}
+
+int tpcc_cfg_pack(const struct tpcc_opts *o, void *buf, size_t cap, size_t *len, char *err,
+                  size_t errcap)
+{
+    int rc = opts_valid(o, err, errcap);
+    if (rc) return rc;
+    if (cap < TPCC_CFG_LEN) return RDKV_ETOOBIG;
+    uint8_t *b = buf;
+    memset(b, 0, TPCC_CFG_LEN);
+    memcpy(b, CFG_MAGIC, 4);
+    le_put(b, 4, TPCC_CFG_VERSION, 2);
+    le_put(b, 6, o->nodes, 2);
+    le_put(b, 8, o->warehouses_per_node, 2);
+    le_put(b, 10, o->items, 4);
+    le_put(b, 14, o->customers_per_district, 4);
+    for (int i = 0; i < TPCC_NOPS; i++) b[18 + i] = (uint8_t)o->mix[i];
+    b[23] = (uint8_t)o->remote_item_pct;
+    b[24] = (uint8_t)o->remote_payment_pct;
+    b[25] = (uint8_t)o->by_name_pct;
+    b[26] = (uint8_t)o->rollback_pct;
+    *len = TPCC_CFG_LEN;
+    return 0;
+}
+
+/* A's value over a range of `span` values where the spec has spec_a over spec_span (see the
+ * file's header). */
+static uint32_t nurand_a(uint32_t spec_a, uint32_t spec_span, uint32_t span)
+{
+    if (span >= spec_span) return spec_a;
+    uint64_t lim = ((uint64_t)spec_a + 1) * span / spec_span;
+    uint32_t a = 1;
+    while (((uint64_t)a + 1) * 2 <= lim) a = a * 2 + 1;
+    return a;
+}
+
+static int cfg_decode(const void *buf, size_t len, struct cfg *c, char *err, size_t errcap)
+{
+    const uint8_t *b = buf;
+    if (!buf || len != TPCC_CFG_LEN)
+        return bad(err, errcap, "tpcc: config of %zu bytes, want %u", len, TPCC_CFG_LEN);
+    if (memcmp(b, CFG_MAGIC, 4)) return bad(err, errcap, "tpcc: not a TPC-C config");
+    if (le_get(b, 4, 2) != TPCC_CFG_VERSION)
+        return bad(err, errcap, "tpcc: config version %u, want %u", (unsigned)le_get(b, 4, 2),
+                   TPCC_CFG_VERSION);
+    if (b[27]) return bad(err, errcap, "tpcc: reserved config byte set");
+    struct tpcc_opts o;
+    o.nodes = (unsigned)le_get(b, 6, 2);
+    o.warehouses_per_node = (unsigned)le_get(b, 8, 2);
+    o.items = (unsigned)le_get(b, 10, 4);
+    o.customers_per_district = (unsigned)le_get(b, 14, 4);
+    for (int i = 0; i < TPCC_NOPS; i++) o.mix[i] = b[18 + i];
+    o.remote_item_pct = b[23];
+    o.remote_payment_pct = b[24];
+    o.by_name_pct = b[25];
+    o.rollback_pct = b[26];
+    int rc = opts_valid(&o, err, errcap);
+    if (rc || !c) return rc;
+    memset(c, 0, sizeof *c);
+    c->nodes = o.nodes;
+    c->wpn = o.warehouses_per_node;
+    c->W = o.nodes * o.warehouses_per_node;
+    c->items = o.items;
+    c->ncust = o.customers_per_district;
+    memcpy(c->mix, o.mix, sizeof c->mix);
+    c->remote_item_pct = o.remote_item_pct;
+    c->remote_payment_pct = o.remote_payment_pct;
+    c->by_name_pct = o.by_name_pct;
+    c->rollback_pct = o.rollback_pct;
+    /* spec: 900 of 3000 undelivered; scaled, rounded up (at least one) */
+    uint32_t undelivered = (c->ncust * 3u + 9u) / 10u;
+    c->first_undelivered = c->ncust - undelivered + 1;
+    c->names = c->ncust < 1000 ? c->ncust : 1000;
+    c->a_cid = nurand_a(1023, 3000, c->ncust);
+    c->c_cid = C_ID_C % (c->a_cid + 1);
+    c->a_iid = nurand_a(8191, 100000, c->items);
+    c->c_iid = OL_I_ID_C % (c->a_iid + 1);
+    return 0;
+}
+
+static int tpcc_cfg_check(const void *cfg, size_t len, char *err, size_t errcap)
+{
+    return cfg_decode(cfg, len, NULL, err, errcap);
+}
+
+uint64_t tpcc_rows_per_warehouse(const struct tpcc_opts *o)
+{
+    uint64_t n = o->customers_per_district;
+    uint64_t undelivered = (n * 3 + 9) / 10;
+    /* WAREHOUSE, DELIVERY, STOCK; per district: DISTRICT, CUSTOMER, CUST_NAME, HISTORY, ORDER,
+     * CUST_ORDER, NEW-ORDER and ORDER-LINE (10 per order expected) */
+    return 2 + (uint64_t)o->items + TPCC_DISTRICTS * (1 + 6 * n + undelivered + 10 * n);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Placement tags, computed on first use and cached. */
+struct tags {
+    unsigned nodes, W;
+    char (*w)[16]; /* [W + 1]; "" until computed */
+    char (*i)[16]; /* [nodes] */
+};
+
+static unsigned tag_find(char kind, unsigned id, unsigned node, unsigned nodes, char tag[16])
+{
+    char key[24];
+    for (uint32_t salt = 0; salt < TAG_SALT_MAX; salt++) {
+        int n = snprintf(key, sizeof key, "{%c%u.%" PRIu32 "}", kind, id, salt);
+        if (rdkv_key_partition(key, (size_t)n, nodes) == node || salt + 1 == TAG_SALT_MAX) {
+            /* (not finding one in 2^24 tries is impossible in practice: the last one stands,
+             * on whichever node -- the data stays correct, only its locality suffers) */
+            memcpy(tag, key + 1, (size_t)n - 2);
+            tag[n - 2] = 0;
+            return rdkv_key_partition(key, (size_t)n, nodes);
+        }
+    }
+    return 0;
+}
+
+unsigned tpcc_wh_tag(unsigned w, unsigned nodes, char tag[16])
+{
+    return tag_find('w', w, (w - 1) % nodes, nodes, tag);
+}
+
+static int tags_init(struct tags *t, unsigned nodes, unsigned W)
+{
+    t->nodes = nodes;
+    t->W = W;
+    t->w = calloc((size_t)W + 1, sizeof *t->w);
+    t->i = calloc(nodes, sizeof *t->i);
+    return t->w && t->i ? 0 : RDKV_ENOMEM;
+}
+
+static void tags_free(struct tags *t)
+{
+    free(t->w);
+    free(t->i);
+}
+
+static const char *wtag(struct tags *t, unsigned w)
+{
+    if (!t->w[w][0]) tpcc_wh_tag(w, t->nodes, t->w[w]);
+    return t->w[w];
+}
+
+static const char *itag(struct tags *t, unsigned node)
+{
+    if (!t->i[node][0]) tag_find('i', node, node, t->nodes, t->i[node]);
+    return t->i[node];
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Keys. Each builder writes into k (TPCC_KEY_MAX bytes) and returns the length; with tg NULL it
+ * stops before the tag (a scan bound: every key of the table with those fields sorts after it,
+ * the tag being the same for all of one warehouse). */
+static size_t finish(struct tags *tg, uint8_t *k, uint8_t *p, const char *tag)
+{
+    if (!tg) return (size_t)(p - k);
+    size_t n = strlen(tag);
+    *p++ = '{';
+    memcpy(p, tag, n);
+    p += n;
+    *p++ = '}';
+    return (size_t)(p - k);
+}
+
+static uint8_t *wd(uint8_t *k, enum table t, unsigned w, unsigned d)
+{
+    k[0] = (uint8_t)t;
+    uint8_t *p = be_put(k + 1, w, 2);
+    if (d) *p++ = (uint8_t)d;
+    return p;
+}
+
+static size_t key_warehouse(struct tags *tg, uint8_t *k, unsigned w)
+{
+    return finish(tg, k, wd(k, T_WAREHOUSE, w, 0), tg ? wtag(tg, w) : NULL);
+}
+
+static size_t key_delivery(struct tags *tg, uint8_t *k, unsigned w)
+{
+    return finish(tg, k, wd(k, T_DELIVERY, w, 0), tg ? wtag(tg, w) : NULL);
+}
+
+static size_t key_district(struct tags *tg, uint8_t *k, unsigned w, unsigned d)
+{
+    return finish(tg, k, wd(k, T_DISTRICT, w, d), tg ? wtag(tg, w) : NULL);
+}
+
+static size_t key_customer(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint32_t c)
+{
+    return finish(tg, k, be_put(wd(k, T_CUSTOMER, w, d), c, 2), tg ? wtag(tg, w) : NULL);
+}
+
+/* first NULL: the prefix of one last name (a scan bound, tg NULL). */
+static size_t key_cust_name(struct tags *tg, uint8_t *k, unsigned w, unsigned d,
+                            const uint8_t *last, const uint8_t *first, uint32_t c)
+{
+    uint8_t *p = wd(k, T_CUST_NAME, w, d);
+    memcpy(p, last, NAME_LEN);
+    p += NAME_LEN;
+    if (first) {
+        memcpy(p, first, NAME_LEN);
+        p = be_put(p + NAME_LEN, c, 2);
+    }
+    return finish(tg, k, p, tg ? wtag(tg, w) : NULL);
+}
+
+static size_t key_history(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint64_t origin,
+                          uint32_t seq)
+{
+    uint8_t *p = be_put(wd(k, T_HISTORY, w, d), origin, 8);
+    return finish(tg, k, be_put(p, seq, 4), tg ? wtag(tg, w) : NULL);
+}
+
+static size_t key_order(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint32_t o)
+{
+    return finish(tg, k, be_put(wd(k, T_ORDER, w, d), o, 3), tg ? wtag(tg, w) : NULL);
+}
+
+static size_t key_cust_order(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint32_t c,
+                             uint32_t o)
+{
+    uint8_t *p = be_put(wd(k, T_CUST_ORDER, w, d), c, 2);
+    return finish(tg, k, be_put(p, o, 3), tg ? wtag(tg, w) : NULL);
+}
+
+static size_t key_new_order(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint32_t o)
+{
+    return finish(tg, k, be_put(wd(k, T_NEW_ORDER, w, d), o, 3), tg ? wtag(tg, w) : NULL);
+}
+
+/* ol 0: the bound before order o's lines (tg NULL). */
+static size_t key_order_line(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint32_t o,
+                             unsigned ol)
+{
+    uint8_t *p = be_put(wd(k, T_ORDER_LINE, w, d), o, 3);
+    if (ol) *p++ = (uint8_t)ol;
+    return finish(tg, k, p, tg ? wtag(tg, w) : NULL);
+}
+
+static size_t key_item(struct tags *tg, uint8_t *k, unsigned node, uint32_t i)
+{
+    k[0] = T_ITEM;
+    return finish(tg, k, be_put(k + 1, i, 3), tg ? itag(tg, node) : NULL);
+}
+
+static size_t key_stock(struct tags *tg, uint8_t *k, unsigned w, uint32_t i)
+{
+    return finish(tg, k, be_put(wd(k, T_STOCK, w, 0), i, 3), tg ? wtag(tg, w) : NULL);
+}
+
+/* The smallest key above every key that starts with k[0..n): k with its last byte incremented
+ * (carrying; the prefixes here never are all 0xFF). */
+static size_t key_succ(uint8_t *k, size_t n)
+{
+    for (size_t i = n; i--;) {
+        if (++k[i]) break;
+    }
+    return n;
+}
+
+/* The public builders (for the tests): the tags of warehouses 1..w, computed for the call. */
+size_t tpcc_key_district(uint8_t *k, unsigned nodes, unsigned w, unsigned d)
+{
+    struct tags tg;
+    size_t n = tags_init(&tg, nodes, w) ? 0 : key_district(&tg, k, w, d);
+    tags_free(&tg);
+    return n;
+}
+
+size_t tpcc_key_order(uint8_t *k, unsigned nodes, unsigned w, unsigned d, uint32_t o_id)
+{
+    struct tags tg;
+    size_t n = tags_init(&tg, nodes, w) ? 0 : key_order(&tg, k, w, d, o_id);
+    tags_free(&tg);
+    return n;
+}
+
+size_t tpcc_key_order_line(uint8_t *k, unsigned nodes, unsigned w, unsigned d, uint32_t o_id,
+                           unsigned ol)
+{
+    struct tags tg;
+    size_t n = tags_init(&tg, nodes, w) ? 0 : key_order_line(&tg, k, w, d, o_id, ol);
+    tags_free(&tg);
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Random values (spec 2.1.4 - 2.1.6, 4.3.2). */
+static uint32_t rnd(uint64_t *r, uint32_t lo, uint32_t hi)
+{
+    return lo + (uint32_t)rng_below(r, (uint64_t)hi - lo + 1);
+}
+
+uint32_t tpcc_nurand(uint64_t *rng, uint32_t a, uint32_t x, uint32_t y, uint32_t c)
+{
+    return (((rnd(rng, 0, a) | rnd(rng, x, y)) + c) % (y - x + 1)) + x;
+}
+
+static const char *const syllables[10] = {"BAR", "OUGHT", "ABLE",  "PRI",   "PRES",
+                                          "ESE", "ANTI",  "CALLY", "ATION", "EING"};
+
+size_t tpcc_c_last(unsigned num, char *buf)
+{
+    num %= 1000;
+    int n = snprintf(buf, 16, "%s%s%s", syllables[num / 100], syllables[num / 10 % 10],
+                     syllables[num % 10]);
+    return (size_t)n;
+}
+
+/* C_LAST number num as a zero-padded field. */
+static void last_field(unsigned num, uint8_t out[NAME_LEN])
+{
+    char s[16];
+    memset(out, 0, NAME_LEN);
+    memcpy(out, s, tpcc_c_last(num, s));
+}
+
+/* A random a-string of lo..hi characters into out, zero-padded to width (>= hi; 0: no padding):
+ * its length. */
+static unsigned astr(uint64_t *r, uint8_t *out, unsigned lo, unsigned hi, unsigned width)
+{
+    static const char an[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned n = rnd(r, lo, hi);
+    for (unsigned i = 0; i < n; i++) out[i] = (uint8_t)an[rng_below(r, sizeof an - 1)];
+    if (width > n) memset(out + n, 0, width - n);
+    return n;
+}
+
+static void nstr(uint64_t *r, uint8_t *out, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) out[i] = (uint8_t)('0' + rng_below(r, 10));
+}
+
+/* I_DATA / S_DATA: 26..50 characters, 10% with "ORIGINAL" somewhere. */
+static unsigned data_field(uint64_t *r, uint8_t *out)
+{
+    unsigned n = astr(r, out, 26, 50, 0);
+    if (rnd(r, 1, 10) == 1) memcpy(out + rnd(r, 0, n - 8), "ORIGINAL", 8);
+    return n;
+}
+
+/* The street, city, state and zip of an address (spec 4.3.2.7), at out. */
+static void address(uint64_t *r, uint8_t *out)
+{
+    astr(r, out, 10, 20, 20);
+    astr(r, out + 20, 10, 20, 20);
+    astr(r, out + 40, 10, 20, 20);
+    astr(r, out + 60, 2, 2, 2);
+    nstr(r, out + 62, 4);
+    memcpy(out + 66, "11111", 5);
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t rng_seed(uint64_t s)
+{
+    uint64_t x = mix64(s);
+    return x ? x : 1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Loading: rows are gathered into batches of at most LOAD_BATCH_ROWS rows / LOAD_BATCH_BYTES
+ * bytes, each written by one transaction (replayed whole if it must be retried). */
+struct batch {
+    rdkv_session *s;
+    uint8_t *buf; /* rows as [u32 klen][u32 vlen][key][value] */
+    size_t len;
+    unsigned rows;
+};
+
+static int batch_flush(struct batch *b)
+{
+    if (!b->rows) return 0;
+    rdkv_txn *t;
+    int rc = rdkv_txn_begin(b->s, &t);
+    if (rc) return rc;
+    for (;;) {
+        size_t at = 0;
+        for (unsigned i = 0; i < b->rows && !rc; i++) {
+            uint32_t kl = (uint32_t)le_get(b->buf, (unsigned)at, 4);
+            uint32_t vl = (uint32_t)le_get(b->buf, (unsigned)at + 4, 4);
+            rc = rdkv_txn_put(t, b->buf + at + 8, kl, b->buf + at + 8 + kl, vl);
+            at += 8u + kl + vl;
+        }
+        if (!rc) rc = rdkv_txn_commit(t);
+        if (!rc) break;
+        if ((rc = rdkv_txn_on_error(t, rc))) break;
+    }
+    rdkv_txn_free(t);
+    b->len = 0;
+    b->rows = 0;
+    return rc;
+}
+
+static int batch_add(struct batch *b, const uint8_t *k, size_t kl, const void *v, size_t vl)
+{
+    if (b->rows >= LOAD_BATCH_ROWS || b->len + 8 + kl + vl > LOAD_BATCH_BYTES) {
+        int rc = batch_flush(b);
+        if (rc) return rc;
+    }
+    le_put(b->buf, (unsigned)b->len, kl, 4);
+    le_put(b->buf, (unsigned)b->len + 4, vl, 4);
+    memcpy(b->buf + b->len + 8, k, kl);
+    memcpy(b->buf + b->len + 8 + kl, v, vl);
+    b->len += 8 + kl + vl;
+    b->rows++;
+    return 0;
+}
+
+/* One copy of ITEM, identical on every node (the same seed). */
+static int load_items(struct batch *b, const struct cfg *c, struct tags *tg, unsigned node)
+{
+    uint64_t r = rng_seed(0x17E3);
+    uint8_t k[TPCC_KEY_MAX], v[I_MAX];
+    for (uint32_t i = 1; i <= c->items; i++) {
+        le_put(v, I_IM_ID, rnd(&r, 1, 10000), 4);
+        le_put(v, I_PRICE, rnd(&r, 100, 10000), 8);
+        astr(&r, v + I_NAME, 14, 24, 24);
+        unsigned dl = data_field(&r, v + I_DATA);
+        int rc = batch_add(b, k, key_item(tg, k, node, i), v, I_DATA + dl);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int load_district(struct batch *b, const struct cfg *c, struct tags *tg, uint64_t *r,
+                         unsigned w, unsigned d, uint32_t *perm, int64_t now)
+{
+    uint8_t k[TPCC_KEY_MAX], v[C_MAX];
+    int rc = 0;
+    memset(v, 0, D_LEN);
+    le_put(v, D_YTD, 3000000, 8); /* 30,000.00 */
+    le_put(v, D_TAX, rnd(r, 0, 2000), 4);
+    le_put(v, D_NEXT_O_ID, c->ncust + 1, 4);
+    astr(r, v + D_NAME, 6, 10, 10);
+    address(r, v + D_STREET_1);
+    if ((rc = batch_add(b, k, key_district(tg, k, w, d), v, D_LEN))) return rc;
+
+    for (uint32_t cid = 1; cid <= c->ncust && !rc; cid++) {
+        memset(v, 0, C_DATA);
+        le_put(v, C_BALANCE, (uint64_t)-1000, 8); /* -10.00 */
+        le_put(v, C_YTD_PAYMENT, 1000, 8);
+        le_put(v, C_CREDIT_LIM, 5000000, 8);
+        le_put(v, C_DISCOUNT, rnd(r, 0, 5000), 4);
+        le_put(v, C_PAYMENT_CNT, 1, 4);
+        le_put(v, C_SINCE, (uint64_t)now, 8);
+        astr(r, v + C_FIRST, 8, 16, NAME_LEN);
+        memcpy(v + C_MIDDLE, "OE", 2);
+        unsigned num =
+            cid <= c->names ? cid - 1 : tpcc_nurand(r, 255, 0, c->names - 1, C_LAST_LOAD);
+        last_field(num, v + C_LAST);
+        address(r, v + C_STREET_1);
+        nstr(r, v + C_PHONE, 16);
+        memcpy(v + C_CREDIT, rnd(r, 1, 10) == 1 ? "BC" : "GC", 2);
+        unsigned dl = astr(r, v + C_DATA, 300, 500, 0);
+        rc = batch_add(b, k, key_customer(tg, k, w, d, cid), v, C_DATA + dl);
+        uint8_t one = 0;
+        if (!rc)
+            rc = batch_add(b, k, key_cust_name(tg, k, w, d, v + C_LAST, v + C_FIRST, cid), &one, 1);
+        uint8_t h[H_MAX];
+        le_put(h, H_C_ID, cid, 4);
+        le_put(h, H_C_D_ID, d, 1);
+        le_put(h, H_C_W_ID, w, 2);
+        le_put(h, H_D_ID, d, 1);
+        le_put(h, H_W_ID, w, 2);
+        le_put(h, H_DATE, (uint64_t)now, 8);
+        le_put(h, H_AMOUNT, 1000, 8);
+        unsigned hl = astr(r, h + H_DATA, 12, 24, 0);
+        if (!rc) rc = batch_add(b, k, key_history(tg, k, w, d, 0, cid), h, H_DATA + hl);
+    }
+
+    /* O_C_ID: a random permutation of the customers */
+    for (uint32_t i = 0; i < c->ncust; i++) perm[i] = i + 1;
+    for (uint32_t i = c->ncust; i > 1; i--) {
+        uint32_t j = (uint32_t)rng_below(r, i);
+        uint32_t x = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = x;
+    }
+    for (uint32_t o = 1; o <= c->ncust && !rc; o++) {
+        bool delivered = o < c->first_undelivered;
+        unsigned ol_cnt = rnd(r, 5, 15);
+        le_put(v, O_C_ID, perm[o - 1], 4);
+        le_put(v, O_ENTRY_D, (uint64_t)now, 8);
+        v[O_CARRIER_ID] = delivered ? (uint8_t)rnd(r, 1, 10) : 0;
+        v[O_OL_CNT] = (uint8_t)ol_cnt;
+        v[O_ALL_LOCAL] = 1;
+        rc = batch_add(b, k, key_order(tg, k, w, d, o), v, O_LEN);
+        uint8_t one = 0;
+        if (!rc) rc = batch_add(b, k, key_cust_order(tg, k, w, d, perm[o - 1], o), &one, 1);
+        if (!rc && !delivered) rc = batch_add(b, k, key_new_order(tg, k, w, d, o), &one, 1);
+        for (unsigned ol = 1; ol <= ol_cnt && !rc; ol++) {
+            uint8_t l[OL_LEN];
+            le_put(l, OL_I_ID, rnd(r, 1, c->items), 4);
+            le_put(l, OL_SUPPLY_W_ID, w, 2);
+            le_put(l, OL_DELIVERY_D, delivered ? (uint64_t)now : 0, 8);
+            l[OL_QUANTITY] = 5;
+            le_put(l, OL_AMOUNT, delivered ? 0 : rnd(r, 1, 999999), 8);
+            astr(r, l + OL_DIST_INFO, 24, 24, 24);
+            rc = batch_add(b, k, key_order_line(tg, k, w, d, o, ol), l, OL_LEN);
+        }
+    }
+    return rc;
+}
+
+static int load_warehouse(struct batch *b, const struct cfg *c, struct tags *tg, unsigned w,
+                          uint32_t *perm)
+{
+    uint64_t r = rng_seed(0x3A4E0000ull + w);
+    int64_t now = (int64_t)time(NULL);
+    uint8_t k[TPCC_KEY_MAX], v[S_MAX];
+    memset(v, 0, W_LEN);
+    le_put(v, W_YTD, 30000000, 8); /* 300,000.00 */
+    le_put(v, W_TAX, rnd(&r, 0, 2000), 4);
+    astr(&r, v + W_NAME, 6, 10, 10);
+    address(&r, v + W_STREET_1);
+    int rc = batch_add(b, k, key_warehouse(tg, k, w), v, W_LEN);
+    uint8_t zero[8] = {0};
+    if (!rc) rc = batch_add(b, k, key_delivery(tg, k, w), zero, 8);
+    for (uint32_t i = 1; i <= c->items && !rc; i++) {
+        memset(v, 0, S_DATA);
+        le_put(v, S_QUANTITY, rnd(&r, 10, 100), 4);
+        for (unsigned d = 0; d < TPCC_DISTRICTS; d++) astr(&r, v + S_DIST + 24 * d, 24, 24, 24);
+        unsigned dl = data_field(&r, v + S_DATA);
+        rc = batch_add(b, k, key_stock(tg, k, w, i), v, S_DATA + dl);
+    }
+    for (unsigned d = 1; d <= TPCC_DISTRICTS && !rc; d++)
+        rc = load_district(b, c, tg, &r, w, d, perm, now);
+    return rc;
+}
+
+static int tpcc_load(rdkv_session *s, const void *cfgb, size_t len, unsigned part, unsigned nparts,
+                     char *err, size_t errcap)
+{
+    struct cfg c;
+    int rc = cfg_decode(cfgb, len, &c, err, errcap);
+    if (rc) return rc;
+    if (nparts != c.nodes || part >= nparts)
+        return bad(err, errcap, "tpcc: load part %u of %u, but the config has %u nodes", part,
+                   nparts, c.nodes);
+    struct tags tg;
+    struct batch b = {.s = s, .buf = malloc(LOAD_BATCH_BYTES + 1024)};
+    uint32_t *perm = malloc(sizeof *perm * c.ncust);
+    rc = tags_init(&tg, c.nodes, c.W);
+    if (!rc && (!b.buf || !perm)) rc = RDKV_ENOMEM;
+    unsigned at = 0; /* the warehouse being loaded (0: ITEM) */
+    if (!rc) rc = load_items(&b, &c, &tg, part);
+    for (unsigned w = part + 1; w <= c.W && !rc; w += c.nodes) {
+        at = w;
+        rc = load_warehouse(&b, &c, &tg, w, perm);
+    }
+    if (!rc) rc = batch_flush(&b);
+    if (rc && at)
+        bad(err, errcap, "tpcc: loading warehouse %u: %s", at, rdkv_strerror(rc));
+    else if (rc)
+        bad(err, errcap, "tpcc: loading ITEM on node %u: %s", part, rdkv_strerror(rc));
+    free(perm);
+    free(b.buf);
+    tags_free(&tg);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Workers. */
+struct worker {
+    struct cfg c;
+    struct tags tg;
+    uint64_t rng;
+    unsigned home, node;  /* the home warehouse and its node (whose ITEM copy is read) */
+    unsigned sl_district; /* Stock-Level's district: fixed per terminal (spec 2.8.1.1) */
+    uint64_t origin;      /* HISTORY keys of this worker */
+    uint32_t hseq;
+    uint32_t *ids; /* scratch: customer ids of one name, items of Stock-Level */
+    size_t nids, idcap;
+    int64_t sink; /* what the transactions compute and the spec does not store */
+};
+
+static int ids_push(struct worker *w, uint32_t id)
+{
+    if (w->nids == w->idcap) {
+        size_t cap = w->idcap ? w->idcap * 2 : 512;
+        uint32_t *n = realloc(w->ids, cap * sizeof *n);
+        if (!n) return RDKV_ENOMEM;
+        w->ids = n;
+        w->idcap = cap;
+    }
+    w->ids[w->nids++] = id;
+    return 0;
+}
+
+/* Reads key into buf: its length (at least min, at most cap: otherwise it is not a row of
+ * ours: RDKV_EPROTO), or a status (RDKV_ENOTFOUND when absent). */
+static int rd(rdkv_txn *t, const uint8_t *k, size_t kl, bool upd, void *buf, size_t min, size_t cap)
+{
+    const void *v;
+    size_t vl;
+    int rc = upd ? rdkv_txn_get_for_update(t, k, kl, &v, &vl) : rdkv_txn_get(t, k, kl, &v, &vl);
+    if (rc) return rc;
+    if (vl < min || vl > cap) return RDKV_EPROTO;
+    memcpy(buf, v, vl);
+    return (int)vl;
+}
+
+/* A row that must exist: absent is a broken database, not a NOT_FOUND outcome. */
+static int must(int rc)
+{
+    return rc == RDKV_ENOTFOUND ? RDKV_EPROTO : rc;
+}
+
+/* The customer with last name number `name` in (w, d): the middle one by C_FIRST (spec
+ * 2.5.2.2: position ceil(n / 2) of n), through the CUST_NAME index. */
+static int by_name(struct worker *wk, rdkv_txn *t, unsigned w, unsigned d, unsigned name,
+                   uint32_t *c_id)
+{
+    uint8_t last[NAME_LEN], b[TPCC_KEY_MAX], e[TPCC_KEY_MAX];
+    last_field(name, last);
+    size_t bl = key_cust_name(NULL, b, w, d, last, NULL, 0);
+    memcpy(e, b, bl);
+    size_t el = key_succ(e, bl);
+    rdkv_iter *it;
+    int rc = rdkv_txn_scan(t, b, bl, e, el, 0, &it);
+    if (rc) return rc;
+    wk->nids = 0;
+    const void *k, *v;
+    size_t kl, vl;
+    while ((rc = rdkv_iter_next(it, &k, &kl, &v, &vl)) == 1) {
+        if (kl < bl + NAME_LEN + 2) {
+            rc = RDKV_EPROTO;
+            break;
+        }
+        if ((rc = ids_push(wk, (uint32_t)be_get((const uint8_t *)k + bl + NAME_LEN, 2)))) break;
+    }
+    rdkv_iter_close(it);
+    if (rc < 0) return rc;
+    if (!wk->nids) return RDKV_EPROTO; /* every name in use has a customer */
+    *c_id = wk->ids[(wk->nids - 1) / 2];
+    return 0;
+}
+
+struct no_line {
+    uint32_t i;
+    unsigned sw, qty;
+};
+
+struct inputs {
+    unsigned w, d, cw, cd; /* home warehouse and district; the customer's (Payment) */
+    bool by_name;
+    unsigned name;   /* C_LAST number when by_name */
+    uint32_t c;      /* C_ID otherwise */
+    unsigned ol_cnt; /* New-Order */
+    bool rollback, all_local;
+    struct no_line l[MAX_OL];
+    int64_t amount;     /* Payment, cents */
+    unsigned carrier;   /* Delivery */
+    unsigned threshold; /* Stock-Level */
+};
+
+static int line_cmp(const void *a, const void *b)
+{
+    const struct no_line *x = a, *y = b;
+    if (x->sw != y->sw) return x->sw < y->sw ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static unsigned other_wh(struct worker *wk, unsigned w)
+{
+    unsigned o = rnd(&wk->rng, 1, wk->c.W - 1);
+    return o >= w ? o + 1 : o;
+}
+
+/* Draws a transaction's inputs (once: a retry runs the same transaction again). */
+static void gen(struct worker *wk, unsigned op, struct inputs *in)
+{
+    const struct cfg *c = &wk->c;
+    uint64_t *r = &wk->rng;
+    memset(in, 0, sizeof *in);
+    in->w = wk->home;
+    in->d = rnd(r, 1, TPCC_DISTRICTS);
+    switch (op) {
+    case TPCC_NEW_ORDER:
+        in->c = tpcc_nurand(r, c->a_cid, 1, c->ncust, c->c_cid);
+        in->ol_cnt = rnd(r, 5, MAX_OL);
+        in->rollback = rnd(r, 1, 100) <= c->rollback_pct;
+        in->all_local = true;
+        for (unsigned i = 0; i < in->ol_cnt; i++) {
+            struct no_line *l = &in->l[i];
+            l->i = tpcc_nurand(r, c->a_iid, 1, c->items, c->c_iid);
+            l->sw = in->w;
+            if (c->W > 1 && rnd(r, 1, 100) <= c->remote_item_pct) {
+                l->sw = other_wh(wk, in->w);
+                in->all_local = false;
+            }
+            l->qty = rnd(r, 1, 10);
+        }
+        /* the unused item comes last (spec 2.4.1.4), after the sorted others */
+        qsort(in->l, in->ol_cnt - (in->rollback ? 1 : 0), sizeof in->l[0], line_cmp);
+        if (in->rollback) in->l[in->ol_cnt - 1].i = c->items + 1;
+        break;
+    case TPCC_PAYMENT:
+    case TPCC_ORDER_STATUS:
+        in->cw = in->w;
+        in->cd = in->d;
+        if (op == TPCC_PAYMENT && c->W > 1 && rnd(r, 1, 100) <= c->remote_payment_pct) {
+            in->cw = other_wh(wk, in->w);
+            in->cd = rnd(r, 1, TPCC_DISTRICTS);
+        }
+        in->by_name = rnd(r, 1, 100) <= c->by_name_pct;
+        if (in->by_name)
+            in->name = tpcc_nurand(r, 255, 0, c->names - 1, C_LAST_RUN);
+        else
+            in->c = tpcc_nurand(r, c->a_cid, 1, c->ncust, c->c_cid);
+        in->amount = rnd(r, 100, 500000);
+        break;
+    case TPCC_DELIVERY:
+        in->carrier = rnd(r, 1, 10);
+        break;
+    case TPCC_STOCK_LEVEL:
+        in->d = wk->sl_district;
+        in->threshold = rnd(r, 10, 20);
+        break;
+    }
+}
+
+/* Spec 2.4.2.2. */
+static int new_order(struct worker *wk, rdkv_txn *t, const struct inputs *in)
+{
+    struct tags *tg = &wk->tg;
+    uint8_t k[TPCC_KEY_MAX], v[C_MAX], dist[D_LEN];
+    unsigned w = in->w, d = in->d;
+    int n = rd(t, k, key_warehouse(tg, k, w), false, v, W_LEN, W_LEN);
+    if (n < 0) return must(n);
+    int64_t w_tax = (int64_t)le_get(v, W_TAX, 4);
+    if ((n = rd(t, k, key_district(tg, k, w, d), true, dist, D_LEN, D_LEN)) < 0) return must(n);
+    int64_t d_tax = (int64_t)le_get(dist, D_TAX, 4);
+    uint32_t o = (uint32_t)le_get(dist, D_NEXT_O_ID, 4);
+    if (o < 1 || o > O_ID_MAX) return RDKV_ENOSPC; /* out of O_IDs for the keys */
+    le_put(dist, D_NEXT_O_ID, o + 1, 4);
+    int rc = rdkv_txn_put(t, k, key_district(tg, k, w, d), dist, D_LEN);
+    if (rc) return rc;
+
+    uint8_t rec[O_LEN], one = 0;
+    int64_t now = (int64_t)time(NULL);
+    le_put(rec, O_C_ID, in->c, 4);
+    le_put(rec, O_ENTRY_D, (uint64_t)now, 8);
+    rec[O_CARRIER_ID] = 0;
+    rec[O_OL_CNT] = (uint8_t)in->ol_cnt;
+    rec[O_ALL_LOCAL] = in->all_local;
+    if ((rc = rdkv_txn_put(t, k, key_order(tg, k, w, d, o), rec, O_LEN))) return rc;
+    if ((rc = rdkv_txn_put(t, k, key_new_order(tg, k, w, d, o), &one, 1))) return rc;
+    if ((rc = rdkv_txn_put(t, k, key_cust_order(tg, k, w, d, in->c, o), &one, 1))) return rc;
+
+    if ((n = rd(t, k, key_customer(tg, k, w, d, in->c), false, v, C_DATA, C_MAX)) < 0)
+        return must(n);
+    int64_t discount = (int64_t)le_get(v, C_DISCOUNT, 4);
+    bool bad_credit = !memcmp(v + C_CREDIT, "BC", 2);
+
+    int64_t sum = 0;
+    unsigned brand = 0;
+    for (unsigned i = 0; i < in->ol_cnt; i++) {
+        const struct no_line *l = &in->l[i];
+        uint8_t item[I_MAX];
+        int il = rd(t, k, key_item(tg, k, wk->node, l->i), false, item, I_DATA, I_MAX);
+        if (il == RDKV_ENOTFOUND && in->rollback && i + 1 == in->ol_cnt) return ROLLBACK;
+        if (il < 0) return must(il);
+        int64_t price = (int64_t)le_get(item, I_PRICE, 8);
+        int sl = rd(t, k, key_stock(tg, k, l->sw, l->i), true, v, S_DATA, S_MAX);
+        if (sl < 0) return must(sl);
+        int32_t q = (int32_t)le_get(v, S_QUANTITY, 4);
+        q = q >= (int32_t)l->qty + 10 ? q - (int32_t)l->qty : q - (int32_t)l->qty + 91;
+        le_put(v, S_QUANTITY, (uint32_t)q, 4);
+        le_put(v, S_YTD, le_get(v, S_YTD, 4) + l->qty, 4);
+        le_put(v, S_ORDER_CNT, le_get(v, S_ORDER_CNT, 4) + 1, 4);
+        if (l->sw != w) le_put(v, S_REMOTE_CNT, le_get(v, S_REMOTE_CNT, 4) + 1, 4);
+        if (memmem(item + I_DATA, (size_t)il - I_DATA, "ORIGINAL", 8) &&
+            memmem(v + S_DATA, (size_t)sl - S_DATA, "ORIGINAL", 8))
+            brand++;
+        uint8_t line[OL_LEN];
+        le_put(line, OL_I_ID, l->i, 4);
+        le_put(line, OL_SUPPLY_W_ID, l->sw, 2);
+        le_put(line, OL_DELIVERY_D, 0, 8);
+        line[OL_QUANTITY] = (uint8_t)l->qty;
+        le_put(line, OL_AMOUNT, (uint64_t)(l->qty * price), 8);
+        memcpy(line + OL_DIST_INFO, v + S_DIST + 24 * (d - 1), 24);
+        sum += l->qty * price;
+        if ((rc = rdkv_txn_put(t, k, key_stock(tg, k, l->sw, l->i), v, (size_t)sl))) return rc;
+        if ((rc = rdkv_txn_put(t, k, key_order_line(tg, k, w, d, o, i + 1), line, OL_LEN)))
+            return rc;
+    }
+    /* the order's total, as the terminal would show it */
+    wk->sink +=
+        sum * (10000 - discount) / 10000 * (10000 + w_tax + d_tax) / 10000 + brand + bad_credit;
+    return 0;
+}
+
+/* Spec 2.5.2.2. */
+static int payment(struct worker *wk, rdkv_txn *t, const struct inputs *in)
+{
+    struct tags *tg = &wk->tg;
+    uint8_t k[TPCC_KEY_MAX], wv[W_LEN], dv[D_LEN], cv[C_MAX];
+    unsigned w = in->w, d = in->d;
+    int n = rd(t, k, key_warehouse(tg, k, w), true, wv, W_LEN, W_LEN);
+    if (n < 0) return must(n);
+    le_put(wv, W_YTD, le_get(wv, W_YTD, 8) + (uint64_t)in->amount, 8);
+    int rc = rdkv_txn_put(t, k, key_warehouse(tg, k, w), wv, W_LEN);
+    if (rc) return rc;
+    if ((n = rd(t, k, key_district(tg, k, w, d), true, dv, D_LEN, D_LEN)) < 0) return must(n);
+    le_put(dv, D_YTD, le_get(dv, D_YTD, 8) + (uint64_t)in->amount, 8);
+    if ((rc = rdkv_txn_put(t, k, key_district(tg, k, w, d), dv, D_LEN))) return rc;
+
+    uint32_t c = in->c;
+    if (in->by_name && (rc = by_name(wk, t, in->cw, in->cd, in->name, &c))) return rc;
+    int cl = rd(t, k, key_customer(tg, k, in->cw, in->cd, c), true, cv, C_DATA, C_MAX);
+    if (cl < 0) return must(cl);
+    le_put(cv, C_BALANCE, le_get(cv, C_BALANCE, 8) - (uint64_t)in->amount, 8);
+    le_put(cv, C_YTD_PAYMENT, le_get(cv, C_YTD_PAYMENT, 8) + (uint64_t)in->amount, 8);
+    le_put(cv, C_PAYMENT_CNT, le_get(cv, C_PAYMENT_CNT, 4) + 1, 4);
+    if (!memcmp(cv + C_CREDIT, "BC", 2)) {
+        /* the payment goes in front of C_DATA, which keeps at most 500 characters */
+        char pre[80];
+        int pl = snprintf(pre, sizeof pre, "%u %u %u %u %u %" PRId64 ".%02" PRId64 " ", c, in->cd,
+                          in->cw, d, w, in->amount / 100, in->amount % 100);
+        size_t old = (size_t)cl - C_DATA, keep = old;
+        if ((size_t)pl + keep > C_DATA_MAX) keep = C_DATA_MAX - (size_t)pl;
+        memmove(cv + C_DATA + pl, cv + C_DATA, keep);
+        memcpy(cv + C_DATA, pre, (size_t)pl);
+        cl = C_DATA + pl + (int)keep;
+    }
+    if ((rc = rdkv_txn_put(t, k, key_customer(tg, k, in->cw, in->cd, c), cv, (size_t)cl)))
+        return rc;
+
+    uint8_t h[H_MAX];
+    le_put(h, H_C_ID, c, 4);
+    le_put(h, H_C_D_ID, in->cd, 1);
+    le_put(h, H_C_W_ID, in->cw, 2);
+    le_put(h, H_D_ID, d, 1);
+    le_put(h, H_W_ID, w, 2);
+    le_put(h, H_DATE, (uint64_t)time(NULL), 8);
+    le_put(h, H_AMOUNT, (uint64_t)in->amount, 8);
+    /* H_DATA: W_NAME, 4 spaces, D_NAME (each up to 10) */
+    size_t wl = strnlen((const char *)wv + W_NAME, 10), dl = strnlen((const char *)dv + D_NAME, 10);
+    memcpy(h + H_DATA, wv + W_NAME, wl);
+    memcpy(h + H_DATA + wl, "    ", 4);
+    memcpy(h + H_DATA + wl + 4, dv + D_NAME, dl);
+    return rdkv_txn_put(t, k, key_history(tg, k, w, d, wk->origin, ++wk->hseq), h,
+                        H_DATA + wl + 4 + dl);
+}
+
+/* Spec 2.6.2.2. */
+static int order_status(struct worker *wk, rdkv_txn *t, const struct inputs *in)
+{
+    struct tags *tg = &wk->tg;
+    uint8_t k[TPCC_KEY_MAX], e[TPCC_KEY_MAX], v[C_MAX];
+    unsigned w = in->w, d = in->d;
+    uint32_t c = in->c;
+    int rc;
+    if (in->by_name && (rc = by_name(wk, t, w, d, in->name, &c))) return rc;
+    /* the customer's latest order: the last of its CUST_ORDER rows */
+    size_t bl = key_cust_order(NULL, k, w, d, c, 0) - 3; /* (w, d, c) */
+    memcpy(e, k, bl);
+    size_t el = key_succ(e, bl);
+    rdkv_iter *it;
+    if ((rc = rdkv_txn_scan(t, k, bl, e, el, 0, &it))) return rc;
+    uint32_t o = 0;
+    const void *rk, *rv;
+    size_t rkl, rvl;
+    while ((rc = rdkv_iter_next(it, &rk, &rkl, &rv, &rvl)) == 1) {
+        if (rkl < bl + 3) {
+            rc = RDKV_EPROTO;
+            break;
+        }
+        o = (uint32_t)be_get((const uint8_t *)rk + bl, 3);
+    }
+    rdkv_iter_close(it);
+    if (rc < 0) return rc;
+    if (!o) return RDKV_EPROTO; /* every customer has an order from the load on */
+    int n = rd(t, k, key_order(tg, k, w, d, o), false, v, O_LEN, O_LEN);
+    if (n < 0) return must(n);
+    unsigned ol_cnt = v[O_OL_CNT];
+    int64_t sum = v[O_CARRIER_ID];
+    for (unsigned ol = 1; ol <= ol_cnt; ol++) {
+        if ((n = rd(t, k, key_order_line(tg, k, w, d, o, ol), false, v, OL_LEN, OL_LEN)) < 0)
+            return must(n);
+        sum += (int64_t)le_get(v, OL_AMOUNT, 8) + (int64_t)le_get(v, OL_DELIVERY_D, 8);
+    }
+    if ((n = rd(t, k, key_customer(tg, k, w, d, c), false, v, C_DATA, C_MAX)) < 0) return must(n);
+    wk->sink += sum + (int64_t)le_get(v, C_BALANCE, 8);
+    return 0;
+}
+
+/* Spec 2.7.4.2: all ten districts in one transaction. */
+static int delivery(struct worker *wk, rdkv_txn *t, const struct inputs *in)
+{
+    struct tags *tg = &wk->tg;
+    uint8_t k[TPCC_KEY_MAX], e[TPCC_KEY_MAX], v[C_MAX];
+    unsigned w = in->w;
+    int n = rd(t, k, key_delivery(tg, k, w), true, v, 8, 8);
+    if (n < 0) return must(n);
+    le_put(v, 0, le_get(v, 0, 8) + 1, 8);
+    int rc = rdkv_txn_put(t, k, key_delivery(tg, k, w), v, 8);
+    if (rc) return rc;
+    int64_t now = (int64_t)time(NULL);
+    for (unsigned d = 1; d <= TPCC_DISTRICTS; d++) {
+        /* the oldest NEW-ORDER row of the district */
+        size_t bl = key_new_order(NULL, k, w, d, 0) - 3;
+        memcpy(e, k, bl);
+        size_t el = key_succ(e, bl);
+        rdkv_iter *it;
+        if ((rc = rdkv_txn_scan(t, k, bl, e, el, 1, &it))) return rc;
+        const void *rk, *rv;
+        size_t rkl, rvl;
+        uint32_t o = 0;
+        rc = rdkv_iter_next(it, &rk, &rkl, &rv, &rvl);
+        if (rc == 1 && rkl >= bl + 3)
+            o = (uint32_t)be_get((const uint8_t *)rk + bl, 3);
+        else if (rc == 1)
+            rc = RDKV_EPROTO;
+        rdkv_iter_close(it);
+        if (rc < 0) return rc;
+        if (!o) continue; /* none outstanding: the district is skipped */
+        if ((rc = rdkv_txn_delete(t, k, key_new_order(tg, k, w, d, o)))) return must(rc);
+        if ((n = rd(t, k, key_order(tg, k, w, d, o), true, v, O_LEN, O_LEN)) < 0) return must(n);
+        uint32_t c = (uint32_t)le_get(v, O_C_ID, 4);
+        unsigned ol_cnt = v[O_OL_CNT];
+        v[O_CARRIER_ID] = (uint8_t)in->carrier;
+        if ((rc = rdkv_txn_put(t, k, key_order(tg, k, w, d, o), v, O_LEN))) return rc;
+        int64_t sum = 0;
+        for (unsigned ol = 1; ol <= ol_cnt; ol++) {
+            size_t kl = key_order_line(tg, k, w, d, o, ol);
+            if ((n = rd(t, k, kl, true, v, OL_LEN, OL_LEN)) < 0) return must(n);
+            sum += (int64_t)le_get(v, OL_AMOUNT, 8);
+            le_put(v, OL_DELIVERY_D, (uint64_t)now, 8);
+            if ((rc = rdkv_txn_put(t, k, kl, v, OL_LEN))) return rc;
+        }
+        size_t kl = key_customer(tg, k, w, d, c);
+        int cl = rd(t, k, kl, true, v, C_DATA, C_MAX);
+        if (cl < 0) return must(cl);
+        le_put(v, C_BALANCE, le_get(v, C_BALANCE, 8) + (uint64_t)sum, 8);
+        le_put(v, C_DELIVERY_CNT, le_get(v, C_DELIVERY_CNT, 4) + 1, 4);
+        if ((rc = rdkv_txn_put(t, k, kl, v, (size_t)cl))) return rc;
+    }
+    return 0;
+}
+
+static int u32_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Spec 2.8.2.2. */
+static int stock_level(struct worker *wk, rdkv_txn *t, const struct inputs *in)
+{
+    struct tags *tg = &wk->tg;
+    uint8_t k[TPCC_KEY_MAX], e[TPCC_KEY_MAX], v[S_MAX];
+    unsigned w = in->w, d = in->d;
+    int n = rd(t, k, key_district(tg, k, w, d), false, v, D_LEN, D_LEN);
+    if (n < 0) return must(n);
+    uint32_t next = (uint32_t)le_get(v, D_NEXT_O_ID, 4);
+    uint32_t lo = next > 20 ? next - 20 : 1;
+    /* the order lines of the last 20 orders */
+    size_t bl = key_order_line(NULL, k, w, d, lo, 0);
+    size_t el = key_order_line(NULL, e, w, d, next, 0);
+    rdkv_iter *it;
+    int rc = rdkv_txn_scan(t, k, bl, e, el, 0, &it);
+    if (rc) return rc;
+    wk->nids = 0;
+    const void *rk, *rv;
+    size_t rkl, rvl;
+    while ((rc = rdkv_iter_next(it, &rk, &rkl, &rv, &rvl)) == 1) {
+        if (rvl < OL_LEN) {
+            rc = RDKV_EPROTO;
+            break;
+        }
+        if ((rc = ids_push(wk, (uint32_t)le_get(rv, OL_I_ID, 4)))) break;
+    }
+    rdkv_iter_close(it);
+    if (rc < 0) return rc;
+    /* distinct items, read in item order */
+    qsort(wk->ids, wk->nids, sizeof *wk->ids, u32_cmp);
+    unsigned low = 0;
+    for (size_t i = 0; i < wk->nids; i++) {
+        if (i && wk->ids[i] == wk->ids[i - 1]) continue;
+        if ((n = rd(t, k, key_stock(tg, k, w, wk->ids[i]), false, v, S_DATA, S_MAX)) < 0)
+            return must(n);
+        if ((int32_t)le_get(v, S_QUANTITY, 4) < (int32_t)in->threshold) low++;
+    }
+    wk->sink += low;
+    return 0;
+}
+
+static int tpcc_worker_new(const void *cfgb, size_t len, const struct wl_place *pl, uint64_t seed,
+                           void **out)
+{
+    struct cfg c;
+    int rc = cfg_decode(cfgb, len, &c, NULL, 0);
+    if (rc) return rc;
+    if (!pl || pl->nodes != c.nodes || (pl->node >= 0 && (unsigned)pl->node >= c.nodes))
+        return RDKV_EINVAL;
+    struct worker *wk = calloc(1, sizeof *wk);
+    if (!wk) return RDKV_ENOMEM;
+    wk->c = c;
+    if ((rc = tags_init(&wk->tg, c.nodes, c.W))) {
+        tags_free(&wk->tg);
+        free(wk);
+        return rc;
+    }
+    wk->rng = rng_seed(seed);
+    unsigned terminal; /* this worker's index among those sharing its home warehouse */
+    if (pl->node >= 0) {
+        /* the (worker mod k)-th of the node's own warehouses */
+        wk->home = (unsigned)pl->node + 1 + (pl->worker % c.wpn) * c.nodes;
+        terminal = pl->worker / c.wpn;
+    } else {
+        uint64_t g = (uint64_t)pl->proc * pl->nworkers + pl->worker;
+        wk->home = (unsigned)(g % c.W) + 1;
+        terminal = (unsigned)(g / c.W);
+    }
+    wk->node = (wk->home - 1) % c.nodes;
+    wk->sl_district = terminal % TPCC_DISTRICTS + 1;
+    wk->origin = mix64(seed ^ 0x4849535400000000ull) | 1; /* never 0, the load's */
+    *out = wk;
+    return 0;
+}
+
+static void tpcc_worker_free(void *p)
+{
+    struct worker *wk = p;
+    if (!wk) return;
+    tags_free(&wk->tg);
+    free(wk->ids);
+    free(wk);
+}
+
+/* Statuses after which the session cannot go on (the worker stops). */
+static bool session_broken(int rc)
+{
+    return rc == RDKV_EUNAVAILABLE || rc == RDKV_ESESSION || rc == RDKV_ESHUTDOWN ||
+           rc == RDKV_EFLUSHED;
+}
+
+static int tpcc_step(void *p, rdkv_session *s, struct wl_step *st)
+{
+    struct worker *wk = p;
+    unsigned pick = rnd(&wk->rng, 0, 99), op = 0;
+    for (unsigned acc = wk->c.mix[0]; pick >= acc && op + 1 < TPCC_NOPS; acc += wk->c.mix[++op])
+        ;
+    struct inputs in;
+    gen(wk, op, &in);
+    int64_t give_up_at = st->give_up_at; /* the runner's; the rest is ours to fill */
+    memset(st, 0, sizeof *st);
+    st->give_up_at = give_up_at;
+    st->op = op;
+    rdkv_txn *t;
+    int rc = rdkv_txn_begin(s, &t);
+    if (rc) {
+        st->status = rc;
+        return session_broken(rc) ? rc : 0;
+    }
+    unsigned busy = 0;
+    for (;;) {
+        switch (op) {
+        case TPCC_NEW_ORDER:
+            rc = new_order(wk, t, &in);
+            break;
+        case TPCC_PAYMENT:
+            rc = payment(wk, t, &in);
+            break;
+        case TPCC_ORDER_STATUS:
+            rc = order_status(wk, t, &in);
+            break;
+        case TPCC_DELIVERY:
+            rc = delivery(wk, t, &in);
+            break;
+        default:
+            rc = stock_level(wk, t, &in);
+            break;
+        }
+        if (rc == ROLLBACK) {
+            rdkv_txn_abort(t);
+            st->rolled_back = true;
+            rc = 0;
+            break;
+        }
+        if (!rc) rc = rdkv_txn_commit(t);
+        if (!rc) break;
+        if (st->give_up_at && clock_now_ns() >= st->give_up_at) break; /* the run is over */
+        /* an RDKV_EBUSY that keeps coming back is not a conflict but a limit this transaction
+         * meets every time (e.g. more rows than a queue lock can hold at once): an error,
+         * rather than backing off until the run ends */
+        if (rc == RDKV_EBUSY && ++busy > BUSY_RETRIES) break;
+        int again = rdkv_txn_on_error(t, rc);
+        if (again) {
+            rc = again;
+            break;
+        }
+        st->aborts++;
+    }
+    rdkv_txn_free(t);
+    st->status = rc;
+    return session_broken(rc) ? rc : 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The check: consistency conditions 1-4 (spec 3.3.2.1 - 3.3.2.4). One transaction per
+ * warehouse reads WAREHOUSE and its DISTRICT rows (condition 1); one per district reads its
+ * DISTRICT row and scans its ORDER, NEW-ORDER and ORDER-LINE rows (conditions 2-4). */
+struct out {
+    char *p;
+    size_t cap, len;
+};
+
+static void outf(struct out *o, const char *fmt, ...)
+{
+    if (!o->cap || o->len + 1 >= o->cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
+    va_end(ap);
+    if (n > 0) o->len += (size_t)n < o->cap - o->len ? (size_t)n : o->cap - o->len - 1;
+}
+
+static const char *money(int64_t cents, char buf[32])
+{
+    uint64_t a = cents < 0 ? (uint64_t)0 - (uint64_t)cents : (uint64_t)cents;
+    snprintf(buf, 32, "%s%" PRIu64 ".%02" PRIu64, cents < 0 ? "-" : "", a / 100, a % 100);
+    return buf;
+}
+
+#define SHOW_FAILURES 3 /* per condition, on lines of their own */
+
+struct cond {
+    const char *what;
+    uint64_t checked, failed;
+    char first[160]; /* the first failure */
+};
+
+static void cond_fail(struct cond *cd, struct out *o, const char *fmt, ...)
+{
+    char buf[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (!cd->failed) memcpy(cd->first, buf, sizeof buf);
+    if (cd->failed < SHOW_FAILURES) outf(o, "  FAILED %s: %s\n", cd->what, buf);
+    cd->failed++;
+}
+
+struct dstate {
+    uint32_t next;
+    uint64_t orders, no_rows, lines, ol_cnt_sum;
+    uint32_t max_o, min_no, max_no;
+};
+
+/* Scans [b, e) and calls fn on each row. */
+static int scan_all(rdkv_txn *t, const uint8_t *b, size_t bl, const uint8_t *e, size_t el,
+                    int (*fn)(struct dstate *, const uint8_t *, size_t, const uint8_t *, size_t,
+                              size_t),
+                    struct dstate *ds, size_t pfx)
+{
+    rdkv_iter *it;
+    int rc = rdkv_txn_scan(t, b, bl, e, el, 0, &it);
+    if (rc) return rc;
+    const void *k, *v;
+    size_t kl, vl;
+    while ((rc = rdkv_iter_next(it, &k, &kl, &v, &vl)) == 1)
+        if ((rc = fn(ds, k, kl, v, vl, pfx))) break;
+    rdkv_iter_close(it);
+    return rc < 0 ? rc : 0;
+}
+
+static int on_order(struct dstate *ds, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
+                    size_t pfx)
+{
+    if (kl < pfx + 3 || vl < O_LEN) return RDKV_EPROTO;
+    uint32_t o = (uint32_t)be_get(k + pfx, 3);
+    if (o > ds->max_o) ds->max_o = o;
+    ds->orders++;
+    ds->ol_cnt_sum += v[O_OL_CNT];
+    return 0;
+}
+
+static int on_new_order(struct dstate *ds, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
+                        size_t pfx)
+{
+    (void)v;
+    (void)vl;
+    if (kl < pfx + 3) return RDKV_EPROTO;
+    uint32_t o = (uint32_t)be_get(k + pfx, 3);
+    if (!ds->no_rows || o < ds->min_no) ds->min_no = o;
+    if (o > ds->max_no) ds->max_no = o;
+    ds->no_rows++;
+    return 0;
+}
+
+static int on_line(struct dstate *ds, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
+                   size_t pfx)
+{
+    (void)k;
+    (void)kl;
+    (void)v;
+    (void)pfx;
+    if (vl < OL_LEN) return RDKV_EPROTO;
+    ds->lines++;
+    return 0;
+}
+
+struct dcheck {
+    struct tags *tg;
+    unsigned w, d;
+    struct dstate ds;
+};
+
+static int check_district(rdkv_txn *t, void *arg)
+{
+    struct dcheck *a = arg;
+    struct dstate *ds = &a->ds;
+    uint8_t k[TPCC_KEY_MAX], e[TPCC_KEY_MAX], v[D_LEN];
+    memset(ds, 0, sizeof *ds);
+    int n = rd(t, k, key_district(a->tg, k, a->w, a->d), false, v, D_LEN, D_LEN);
+    if (n < 0) return must(n);
+    ds->next = (uint32_t)le_get(v, D_NEXT_O_ID, 4);
+    static const enum table tabs[3] = {T_ORDER, T_NEW_ORDER, T_ORDER_LINE};
+    int (*const fns[3])(struct dstate *, const uint8_t *, size_t, const uint8_t *, size_t,
+                        size_t) = {on_order, on_new_order, on_line};
+    for (int i = 0; i < 3; i++) {
+        size_t bl = (size_t)(wd(k, tabs[i], a->w, a->d) - k);
+        memcpy(e, k, bl);
+        size_t el = key_succ(e, bl);
+        int rc = scan_all(t, k, bl, e, el, fns[i], ds, bl);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+struct wcheck {
+    struct tags *tg;
+    unsigned w;
+    int64_t w_ytd, d_ytd;
+};
+
+static int check_warehouse(rdkv_txn *t, void *arg)
+{
+    struct wcheck *a = arg;
+    uint8_t k[TPCC_KEY_MAX], v[D_LEN];
+    int n = rd(t, k, key_warehouse(a->tg, k, a->w), false, v, W_LEN, W_LEN);
+    if (n < 0) return must(n);
+    a->w_ytd = (int64_t)le_get(v, W_YTD, 8);
+    a->d_ytd = 0;
+    for (unsigned d = 1; d <= TPCC_DISTRICTS; d++) {
+        n = rd(t, k, key_district(a->tg, k, a->w, d), false, v, D_LEN, D_LEN);
+        if (n < 0) return must(n);
+        a->d_ytd += (int64_t)le_get(v, D_YTD, 8);
+    }
+    return 0;
+}
+
+static int tpcc_check(rdkv_session *s, const void *cfgb, size_t len, char *outp, size_t outcap)
+{
+    struct out o = {.p = outp, .cap = outcap};
+    if (outcap) outp[0] = 0;
+    struct cfg c;
+    char err[160];
+    int rc = cfg_decode(cfgb, len, &c, err, sizeof err);
+    if (rc) {
+        outf(&o, "%s\n", err);
+        return rc;
+    }
+    struct tags tg;
+    if ((rc = tags_init(&tg, c.nodes, c.W))) {
+        tags_free(&tg);
+        return rc;
+    }
+    struct cond cd[4] = {
+        {.what = "1 (W_YTD = sum(D_YTD))"},
+        {.what = "2 (D_NEXT_O_ID - 1 = max(O_ID) = max(NO_O_ID))"},
+        {.what = "3 (max(NO_O_ID) - min(NO_O_ID) + 1 = NEW-ORDER rows)"},
+        {.what = "4 (sum(O_OL_CNT) = ORDER-LINE rows)"},
+    };
+    uint64_t orders = 0, no_rows = 0, lines = 0;
+    outf(&o, "tpcc check: %u warehouses, %u districts\n", c.W, c.W * TPCC_DISTRICTS);
+    for (unsigned w = 1; w <= c.W && !rc; w++) {
+        struct wcheck wc = {.tg = &tg, .w = w};
+        if ((rc = rdkv_run_txn(s, check_warehouse, &wc))) {
+            outf(&o, "tpcc check: cannot read warehouse %u: %s\n", w, rdkv_strerror(rc));
+            break;
+        }
+        cd[0].checked++;
+        char a[32], b[32];
+        if (wc.w_ytd != wc.d_ytd)
+            cond_fail(&cd[0], &o, "warehouse %u: W_YTD=%s, sum(D_YTD)=%s", w, money(wc.w_ytd, a),
+                      money(wc.d_ytd, b));
+        for (unsigned d = 1; d <= TPCC_DISTRICTS; d++) {
+            struct dcheck dc = {.tg = &tg, .w = w, .d = d};
+            if ((rc = rdkv_run_txn(s, check_district, &dc))) {
+                outf(&o, "tpcc check: cannot read district %u/%u: %s\n", w, d, rdkv_strerror(rc));
+                break;
+            }
+            const struct dstate *ds = &dc.ds;
+            orders += ds->orders;
+            no_rows += ds->no_rows;
+            lines += ds->lines;
+            cd[1].checked++;
+            if (ds->next - 1 != ds->max_o)
+                cond_fail(&cd[1], &o,
+                          "district %u/%u: D_NEXT_O_ID-1=%" PRIu32 ", max(O_ID)=%" PRIu32, w, d,
+                          ds->next - 1, ds->max_o);
+            else if (ds->no_rows && ds->max_no != ds->max_o)
+                cond_fail(&cd[1], &o,
+                          "district %u/%u: max(O_ID)=%" PRIu32 ", max(NO_O_ID)=%" PRIu32, w, d,
+                          ds->max_o, ds->max_no);
+            cd[2].checked++;
+            if (ds->no_rows && (uint64_t)ds->max_no - ds->min_no + 1 != ds->no_rows)
+                cond_fail(&cd[2], &o,
+                          "district %u/%u: max(NO_O_ID)-min(NO_O_ID)+1=%" PRIu64
+                          ", NEW-ORDER rows=%" PRIu64,
+                          w, d, (uint64_t)ds->max_no - ds->min_no + 1, ds->no_rows);
+            cd[3].checked++;
+            if (ds->ol_cnt_sum != ds->lines)
+                cond_fail(&cd[3], &o,
+                          "district %u/%u: sum(O_OL_CNT)=%" PRIu64 ", ORDER-LINE rows=%" PRIu64, w,
+                          d, ds->ol_cnt_sum, ds->lines);
+        }
+    }
+    tags_free(&tg);
+    if (rc) return rc;
+    outf(&o, "rows: ORDER %" PRIu64 ", NEW-ORDER %" PRIu64 ", ORDER-LINE %" PRIu64 "\n", orders,
+         no_rows, lines);
+    int failed = 0;
+    for (int i = 0; i < 4; i++) {
+        if (cd[i].failed) failed++;
+        outf(&o, "condition %s: %s", cd[i].what, cd[i].failed ? "FAILED" : "holds");
+        if (cd[i].failed)
+            outf(&o, " in %" PRIu64 " of %" PRIu64 "\n", cd[i].failed, cd[i].checked);
+        else
+            outf(&o, " (%" PRIu64 " checked)\n", cd[i].checked);
+    }
+    /* the last line, in full even when the report above ran out of room (whole lines of the
+     * report give way to it) */
+    char last[1024];
+    struct out lo = {.p = last, .cap = sizeof last};
+    outf(&lo, "consistency: %d/4 conditions hold", 4 - failed);
+    for (int i = 0, n = 0; i < 4; i++) {
+        if (!cd[i].failed) continue;
+        outf(&lo, "%s%d (%s", n++ ? ", " : "; failed: ", i + 1, cd[i].first);
+        if (cd[i].failed > 1) outf(&lo, "; %" PRIu64 " more", cd[i].failed - 1);
+        outf(&lo, ")");
+    }
+    outf(&lo, "\n");
+    if (outcap) {
+        size_t room = outcap - 1, n = lo.len <= room ? lo.len : room;
+        if (n < lo.len && n) last[n - 1] = '\n'; /* cut, but still a line */
+        if (o.len + n > room) {
+            o.len = room - n;
+            while (o.len && outp[o.len - 1] != '\n') o.len--;
+        }
+        memcpy(outp + o.len, last, n);
+        outp[o.len + n] = 0;
+    }
+    return failed;
+}
+
+const struct wl_class wl_tpcc = {
+    .name = "tpcc",
+    .nops = TPCC_NOPS,
+    .op_names = {"NEW_ORDER", "PAYMENT", "ORDER_STATUS", "DELIVERY", "STOCK_LEVEL"},
+    .cfg_check = tpcc_cfg_check,
+    .load = tpcc_load,
+    .worker_new = tpcc_worker_new,
+    .step = tpcc_step,
+    .worker_free = tpcc_worker_free,
+    .check = tpcc_check,
+};
