@@ -249,11 +249,13 @@ static int alock_acquire(struct lock_handle *h, enum lock_mode mode, int64_t dea
     unsigned idx;
     rptr me;
     struct lock_desc *d;
-    /* tail_r holds descriptors in 26 bits of (offset / 64): the slab must lie below 4 GiB */
-    if (rptr_off(t->descs) + (uint64_t)LOCK_DESCS * LOCK_LINE > (1ull << (TR_OFF_BITS + 6)))
-        return RDKV_ENOSPC;
     int rc = desc_get(t, &idx, &me, &d);
     if (rc) return rc;
+    /* tail_r holds descriptors in 26 bits of (offset / 64): they must lie below 4 GiB */
+    if (rptr_off(me) + LOCK_LINE > (1ull << (TR_OFF_BITS + 6))) {
+        desc_put(t, idx);
+        return RDKV_ENOSPC;
+    }
     struct alock_line *L = fab_local(t->f, h->line);
     if (deadline) rc = try_acquire(t, L, h->line, me, d, deadline);
     else if (L) rc = local_acquire(t, L, me, d);
@@ -262,7 +264,7 @@ static int alock_acquire(struct lock_handle *h, enum lock_mode mode, int64_t dea
         desc_put(t, idx);
         return rc;
     }
-    h->desc = (uint8_t)idx;
+    h->desc = (uint16_t)idx;
     h->aux = L ? AUX_LOCAL : 0;
     h->mode = LOCK_EXCLUSIVE;
     return 0;
@@ -273,7 +275,7 @@ static int alock_release(struct lock_handle *h)
     if (h->mode != LOCK_EXCLUSIVE) return RDKV_EINVAL;
     struct lock_thread *t = h->t;
     struct lock_desc *d = desc_at(t, h->desc);
-    rptr me = rptr_add(t->descs, (uint64_t)h->desc * LOCK_LINE);
+    rptr me = desc_rptr(t, h->desc);
     int rc = 0;
     if (h->aux & AUX_LOCAL) local_release(t, fab_local(t->f, h->line), me, d);
     else rc = remote_release(t, h->line, me, d);

@@ -63,6 +63,25 @@ bool lock_lease_ok(const struct lock_handle *h)
 #define SLAB_BYTES ((uint64_t)LOCK_DESCS * LOCK_LINE)
 #define DESC_REGION_BYTES (LOCK_LINE + (uint64_t)LOCK_MAX_THREADS * SLAB_BYTES)
 
+/* Takes a free slab of the region for t (zeroed). */
+static int slab_take(struct lock_thread *t, rptr region, unsigned *out)
+{
+    uint64_t *bits = fab_local(t->f, region);
+    for (unsigned s = 0; s < LOCK_MAX_THREADS; s++) {
+        uint64_t *w = &bits[s / 64], m = 1ull << (s % 64);
+        if (__atomic_fetch_or(w, m, __ATOMIC_ACQ_REL) & m) continue;
+        rptr at = rptr_add(region, LOCK_LINE + s * SLAB_BYTES);
+        memset(fab_local(t->f, at), 0, SLAB_BYTES);
+        t->slab_ids[t->nslabs] = (uint16_t)s;
+        t->slab_at[t->nslabs] = at;
+        t->free_mask[t->nslabs] = ~0ull;
+        t->nslabs++;
+        *out = s;
+        return 0;
+    }
+    return RDKV_EBUSY;
+}
+
 int lock_thread_init(struct lock_thread *t, struct fab_ctx *c, const struct lock_cfg *cfg)
 {
     memset(t, 0, sizeof *t);
@@ -78,18 +97,12 @@ int lock_thread_init(struct lock_thread *t, struct fab_ctx *c, const struct lock
     rptr region;
     int rc = fab_region(t->f, DESC_REGION, DESC_REGION_BYTES, LOCK_LINE, &region);
     if (rc) return rc;
-    uint64_t *bits = fab_local(t->f, region);
-    for (unsigned s = 0; s < LOCK_MAX_THREADS; s++) {
-        uint64_t *w = &bits[s / 64], m = 1ull << (s % 64);
-        if (__atomic_fetch_or(w, m, __ATOMIC_ACQ_REL) & m) continue;
-        t->slab = s;
-        t->descs = rptr_add(region, LOCK_LINE + s * SLAB_BYTES);
-        t->id = ((uint32_t)t->node << 16 | s) + 1;
-        t->free_mask = ~0ull;
-        memset(fab_local(t->f, t->descs), 0, SLAB_BYTES);
-        return 0;
-    }
-    return RDKV_EBUSY;
+    unsigned s;
+    if ((rc = slab_take(t, region, &s))) return rc;
+    t->slab = s;
+    t->descs = t->slab_at[0];
+    t->id = ((uint32_t)t->node << 16 | s) + 1;
+    return 0;
 }
 
 void lock_thread_fini(struct lock_thread *t)
@@ -107,27 +120,46 @@ void lock_thread_fini(struct lock_thread *t)
     rptr region;
     if (fab_region(t->f, DESC_REGION, DESC_REGION_BYTES, LOCK_LINE, &region) == 0) {
         uint64_t *bits = fab_local(t->f, region);
-        __atomic_fetch_and(&bits[t->slab / 64], ~(1ull << (t->slab % 64)), __ATOMIC_ACQ_REL);
+        for (unsigned k = 0; k < t->nslabs; k++) {
+            unsigned s = t->slab_ids[k];
+            __atomic_fetch_and(&bits[s / 64], ~(1ull << (s % 64)), __ATOMIC_ACQ_REL);
+        }
     }
+    t->nslabs = 0;
     t->id = 0;
 }
 
 int desc_get(struct lock_thread *t, unsigned *idx, rptr *r, struct lock_desc **d)
 {
-    if (!t->free_mask) return RDKV_EBUSY;
-    unsigned i = (unsigned)__builtin_ctzll(t->free_mask);
-    t->free_mask &= ~(1ull << i);
+    unsigned k = 0;
+    while (k < t->nslabs && !t->free_mask[k]) k++;
+    if (k == t->nslabs) {
+        /* every descriptor in use: take one more slab of the node's, if any is left */
+        rptr region;
+        unsigned s;
+        if (k == LOCK_THREAD_SLABS ||
+            fab_region(t->f, DESC_REGION, DESC_REGION_BYTES, LOCK_LINE, &region) ||
+            slab_take(t, region, &s))
+            return RDKV_EBUSY;
+    }
+    unsigned i = k * 64 + (unsigned)__builtin_ctzll(t->free_mask[k]);
+    t->free_mask[k] &= ~(1ull << (i % 64));
     *idx = i;
-    *r = rptr_add(t->descs, (uint64_t)i * LOCK_LINE);
+    *r = desc_rptr(t, i);
     *d = fab_local(t->f, *r);
     return 0;
 }
 
-void desc_put(struct lock_thread *t, unsigned idx) { t->free_mask |= 1ull << idx; }
+void desc_put(struct lock_thread *t, unsigned idx) { t->free_mask[idx / 64] |= 1ull << (idx % 64); }
+
+rptr desc_rptr(const struct lock_thread *t, unsigned idx)
+{
+    return rptr_add(t->slab_at[idx / LOCK_DESCS], (uint64_t)(idx % LOCK_DESCS) * LOCK_LINE);
+}
 
 struct lock_desc *desc_at(struct lock_thread *t, unsigned idx)
 {
-    return fab_local(t->f, rptr_add(t->descs, (uint64_t)idx * LOCK_LINE));
+    return fab_local(t->f, desc_rptr(t, idx));
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -107,9 +107,12 @@ struct lock_stats {
 /* ---------------------------------------------------------------------------------------------
  * Per-thread lock state. A queue lock needs one descriptor per lock a thread holds or waits for;
  * descriptors are 64-byte lines in the thread's own node arena (so peers can write into them),
- * taken from a per-thread slab of LOCK_DESCS. */
+ * taken from a per-thread slab of LOCK_DESCS. A thread that holds more takes further slabs of
+ * the node's (a transaction may hold up to LOCK_THREAD_SLABS * LOCK_DESCS queue locks), so the
+ * region stays small while a few threads hold many. */
 #define LOCK_DESCS 64
-#define LOCK_MAX_THREADS 256 /* per node */
+#define LOCK_THREAD_SLABS 8
+#define LOCK_MAX_THREADS 256 /* slabs per node */
 
 struct lock_abandoned; /* tickets given up at a deadline, released when their turn comes */
 
@@ -119,8 +122,11 @@ struct lock_thread {
     uint16_t node;
     uint32_t id;          /* cluster-unique, nonzero: (node << 16 | slab) + 1 */
     unsigned slab;
-    rptr descs;           /* this thread's LOCK_DESCS descriptors */
-    uint64_t free_mask;   /* bit i set: descriptor i is free */
+    rptr descs;           /* this thread's first LOCK_DESCS descriptors */
+    unsigned nslabs;      /* slabs taken: slab_ids[0] = slab */
+    uint16_t slab_ids[LOCK_THREAD_SLABS];
+    rptr slab_at[LOCK_THREAD_SLABS];
+    uint64_t free_mask[LOCK_THREAD_SLABS]; /* bit i of word k set: descriptor 64k + i is free */
     struct lock_cfg cfg;
     struct lock_stats stats;
     int64_t omega_ns;     /* dslr's poll unit once calibrated */
@@ -149,7 +155,7 @@ struct lock_handle {
     const struct lock_algo *algo;
     struct lock_thread *t;
     uint8_t mode;                 /* the mode held, 0 when not held */
-    uint8_t desc;                 /* queue locks: the descriptor in use */
+    uint16_t desc;                /* queue locks: the descriptor in use (desc_rptr) */
     uint16_t slots;               /* dslr: multi-slot leasing, tickets (and leases) held:
                                      1..LOCK_DSLR_MAX_SLOTS */
     uint64_t aux, aux2;           /* algorithm-private (tickets, reset targets) */

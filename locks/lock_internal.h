@@ -24,6 +24,7 @@ _Static_assert(sizeof(struct lock_desc) == LOCK_LINE, "a descriptor is one line"
 int desc_get(struct lock_thread *t, unsigned *idx, rptr *r, struct lock_desc **d);
 void desc_put(struct lock_thread *t, unsigned idx);
 struct lock_desc *desc_at(struct lock_thread *t, unsigned idx);
+rptr desc_rptr(const struct lock_thread *t, unsigned idx);
 
 static inline uint64_t ld64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static inline void st64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }

@@ -35,7 +35,7 @@ static int mcs_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadl
         if (rc) goto fail;
         lock_wait_change((uint64_t *)&d->budget, (uint64_t)-1, &d->sleeping, 0);
     }
-    h->desc = (uint8_t)idx;
+    h->desc = (uint16_t)idx;
     h->mode = LOCK_EXCLUSIVE;
     return 0;
 fail:
@@ -48,7 +48,7 @@ static int mcs_release(struct lock_handle *h)
     if (h->mode != LOCK_EXCLUSIVE) return RDKV_EINVAL;
     struct lock_thread *t = h->t;
     struct lock_desc *d = desc_at(t, h->desc);
-    rptr me = rptr_add(t->descs, (uint64_t)h->desc * LOCK_LINE);
+    rptr me = desc_rptr(t, h->desc);
     int rc = 0;
     uint64_t next = ld64(&d->next);
     if (!next) {
