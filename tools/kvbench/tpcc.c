@@ -1425,23 +1425,6 @@ struct dstate {
     uint32_t max_o, min_no, max_no;
 };
 
-/* Scans [b, e) and calls fn on each row. */
-static int scan_all(rdkv_txn *t, const uint8_t *b, size_t bl, const uint8_t *e, size_t el,
-                    int (*fn)(struct dstate *, const uint8_t *, size_t, const uint8_t *, size_t,
-                              size_t),
-                    struct dstate *ds, size_t pfx)
-{
-    rdkv_iter *it;
-    int rc = rdkv_txn_scan(t, b, bl, e, el, 0, &it);
-    if (rc) return rc;
-    const void *k, *v;
-    size_t kl, vl;
-    while ((rc = rdkv_iter_next(it, &k, &kl, &v, &vl)) == 1)
-        if ((rc = fn(ds, k, kl, v, vl, pfx))) break;
-    rdkv_iter_close(it);
-    return rc < 0 ? rc : 0;
-}
-
 static int on_order(struct dstate *ds, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
                     size_t pfx)
 {
@@ -1484,26 +1467,93 @@ struct dcheck {
     struct dstate ds;
 };
 
-static int check_district(rdkv_txn *t, void *arg)
+/* The check runs after the run, on a quiescent database, so a district's rows may be read in
+ * pages of CHECK_PAGE rows, one transaction each: a transaction that locked a whole district
+ * (33,000 rows at spec size) would outlive drtm's lease and run out of alock's descriptors. */
+#define CHECK_PAGE 50
+
+struct page {
+    struct dstate part;                 /* this page's rows (recomputed on a retry) */
+    const uint8_t *from, *end;
+    size_t fl, el, pfx;
+    int (*fn)(struct dstate *, const uint8_t *, size_t, const uint8_t *, size_t, size_t);
+    uint8_t last[TPCC_KEY_MAX + 1];
+    size_t ll;
+    unsigned rows;
+};
+
+static int page_txn(rdkv_txn *t, void *arg)
+{
+    struct page *p = arg;
+    memset(&p->part, 0, sizeof p->part);
+    p->rows = 0;
+    rdkv_iter *it;
+    int rc = rdkv_txn_scan(t, p->from, p->fl, p->end, p->el, CHECK_PAGE, &it);
+    if (rc) return rc;
+    const void *k, *v;
+    size_t kl, vl;
+    while ((rc = rdkv_iter_next(it, &k, &kl, &v, &vl)) == 1) {
+        if ((rc = p->fn(&p->part, k, kl, v, vl, p->pfx))) break;
+        if (kl > TPCC_KEY_MAX) {
+            rc = RDKV_EPROTO;
+            break;
+        }
+        memcpy(p->last, k, kl);
+        p->ll = kl;
+        p->rows++;
+    }
+    rdkv_iter_close(it);
+    return rc < 0 ? rc : 0;
+}
+
+static void dstate_add(struct dstate *d, const struct dstate *s)
+{
+    if (s->no_rows && (!d->no_rows || s->min_no < d->min_no)) d->min_no = s->min_no;
+    if (s->max_no > d->max_no) d->max_no = s->max_no;
+    if (s->max_o > d->max_o) d->max_o = s->max_o;
+    d->orders += s->orders;
+    d->no_rows += s->no_rows;
+    d->lines += s->lines;
+    d->ol_cnt_sum += s->ol_cnt_sum;
+}
+
+static int read_next_o_id(rdkv_txn *t, void *arg)
 {
     struct dcheck *a = arg;
-    struct dstate *ds = &a->ds;
-    uint8_t k[TPCC_KEY_MAX], e[TPCC_KEY_MAX], v[D_LEN];
-    memset(ds, 0, sizeof *ds);
+    uint8_t k[TPCC_KEY_MAX], v[D_LEN];
     int n = rd(t, k, key_district(a->tg, k, a->w, a->d), false, v, D_LEN, D_LEN);
     if (n < 0) return must(n);
-    ds->next = (uint32_t)le_get(v, D_NEXT_O_ID, 4);
+    a->ds.next = (uint32_t)le_get(v, D_NEXT_O_ID, 4);
+    return 0;
+}
+
+/* A district's figures for conditions 2-4: D_NEXT_O_ID, then its ORDER, NEW-ORDER and
+ * ORDER-LINE rows page by page. */
+static int check_district_paged(rdkv_session *s, struct dcheck *a)
+{
+    memset(&a->ds, 0, sizeof a->ds);
+    int rc = rdkv_run_txn(s, read_next_o_id, a);
     static const enum table tabs[3] = {T_ORDER, T_NEW_ORDER, T_ORDER_LINE};
     int (*const fns[3])(struct dstate *, const uint8_t *, size_t, const uint8_t *, size_t,
                         size_t) = {on_order, on_new_order, on_line};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3 && !rc; i++) {
+        uint8_t b[TPCC_KEY_MAX + 1], e[TPCC_KEY_MAX], k[TPCC_KEY_MAX];
         size_t bl = (size_t)(wd(k, tabs[i], a->w, a->d) - k);
+        memcpy(b, k, bl);
         memcpy(e, k, bl);
         size_t el = key_succ(e, bl);
-        int rc = scan_all(t, k, bl, e, el, fns[i], ds, bl);
-        if (rc) return rc;
+        struct page p = {.from = b, .fl = bl, .end = e, .el = el, .pfx = bl, .fn = fns[i]};
+        for (;;) {
+            if ((rc = rdkv_run_txn(s, page_txn, &p))) break;
+            dstate_add(&a->ds, &p.part);
+            if (p.rows < CHECK_PAGE) break;
+            /* the next page starts just after the last key read */
+            memcpy(b, p.last, p.ll);
+            b[p.ll] = 0;
+            p.fl = p.ll + 1;
+        }
     }
-    return 0;
+    return rc;
 }
 
 struct wcheck {
@@ -1565,7 +1615,7 @@ static int tpcc_check(rdkv_session *s, const void *cfgb, size_t len, char *outp,
                       money(wc.d_ytd, b));
         for (unsigned d = 1; d <= TPCC_DISTRICTS; d++) {
             struct dcheck dc = {.tg = &tg, .w = w, .d = d};
-            if ((rc = rdkv_run_txn(s, check_district, &dc))) {
+            if ((rc = check_district_paged(s, &dc))) {
                 outf(&o, "tpcc check: cannot read district %u/%u: %s\n", w, d, rdkv_strerror(rc));
                 break;
             }
