@@ -72,5 +72,20 @@ say "a short transactional workload: kvbench txn against this cluster (workers i
     grep -E '^#|Throughput|50thPercentile|99thPercentile|RoundTripsPerTxn|Errors' |
     grep -v FabricRead
 
+secs=${RDKV_QUICKSTART_SECONDS:-1}
+say "YCSB workload A on this cluster: load 10,000 records, then run embedded (workers in the nodes)"
+"$bin/kvbench" ycsb load --endpoints "$KVCTL_ENDPOINTS" -p recordcount=10000 | grep -E 'RunTime|Return'
+"$bin/kvbench" ycsb run --endpoints "$KVCTL_ENDPOINTS" --workload a -p recordcount=10000 \
+    --seconds "$secs" --status-interval 0 |
+    grep -E 'OVERALL|Operations|50thPercentile|99thPercentile|Return'
+
+say "YCSB workload B, remote mode (kvbench's threads on rdkv_connect sessions)"
+"$bin/kvbench" ycsb run --endpoints "$KVCTL_ENDPOINTS" --mode remote --threads 3 --workload b \
+    -p recordcount=10000 --seconds "$secs" --status-interval 0 | grep -E 'OVERALL|Return'
+
+say "TPC-C on this cluster (1 warehouse per node, tables scaled down for a demo), then its consistency check"
+"$bin/kvbench" tpcc --endpoints "$KVCTL_ENDPOINTS" --items 2000 --customers 100 --seconds "$secs" \
+    --status-interval 0 | grep -E 'tpmC|Return=|^condition|^consistency'
+
 say "stopping the cluster"
 "$root/tools/cluster.sh" stop "$dir"
