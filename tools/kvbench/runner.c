@@ -267,7 +267,10 @@ static void *worker_main(void *arg)
             break;
         }
         int64_t end = clock_now_ns();
-        if (start >= r->measure_start) {
+        /* Measured: what completes in the window (an operation that began in the warm-up
+         * counts, latency and all), and every failure -- also one that gave up after the
+         * window, so that an operation that never commits shows as an error. */
+        if (end >= r->measure_start && (!r->end || end <= r->end || st.status != 0)) {
             record(w, &st, end - start);
             done++;
             int64_t le = atomic_load_explicit(&r->last_end, memory_order_relaxed);
