@@ -14,6 +14,7 @@
 #include "tests/txncluster.h"
 
 #include "common/clock.h"
+#include "storage/store.h"
 #include "common/rng.h"
 
 #include <pthread.h>
@@ -1219,7 +1220,62 @@ static void cluster_status(void)
     tc_stop(&C);
 }
 
+/* Placement tags: a key that ends in "{tag}" is placed by the tag alone; anything else by the
+ * whole key; and tagged keys work as keys (the tag is part of the key). */
+static void placement_tags(void)
+{
+    const unsigned n = 7;
+    char a[64], b[64];
+    unsigned spread[7] = {0};
+    for (unsigned i = 0; i < 200; i++) {
+        snprintf(a, sizeof a, "order:%u{w42}", i);
+        snprintf(b, sizeof b, "line:%u:%u{w42}", i, i * 7);
+        CHECK_EQ(rdkv_key_partition(a, strlen(a), n), rdkv_key_partition("w42", 3, n));
+        CHECK_EQ(rdkv_key_partition(b, strlen(b), n), rdkv_key_partition("w42", 3, n));
+        snprintf(a, sizeof a, "order:%u", i);
+        spread[rdkv_key_partition(a, strlen(a), n)]++;
+    }
+    for (unsigned p = 0; p < n; p++) CHECK(spread[p] > 0); /* untagged keys spread out */
+    /* the tag is after the LAST '{'; "{}" (empty), no closing '}' at the end, or no '{' at all:
+     * the whole key */
+    CHECK_EQ(rdkv_key_partition("x{a}{bc}", 8, 1000), rdkv_key_partition("bc", 2, 1000));
+    CHECK_EQ(rdkv_key_partition("x{}", 3, 1000), (unsigned)(store_place_hash("x{}", 3) % 1000));
+    CHECK_EQ(store_place_hash("x{}", 3), store_hash("x{}", 3));
+    CHECK_EQ(store_place_hash("x{a}y", 5), store_hash("x{a}y", 5));
+    CHECK_EQ(store_place_hash("xa}", 3), store_hash("xa}", 3));
+    CHECK_EQ(store_place_hash("{a}", 3), store_hash("a", 1));
+    /* tagged keys in a transaction: written, read back, scanned in key order */
+    REQUIRE(up());
+    rdkv_session *s;
+    REQUIRE(open_kind(EMB, NULL, &s) == 0);
+    rdkv_txn *t;
+    REQUIRE(rdkv_txn_begin(s, &t) == 0);
+    for (unsigned i = 0; i < 20; i++) {
+        snprintf(a, sizeof a, "tag:%02u{grp}", i);
+        CHECK_EQ(rdkv_txn_put(t, a, strlen(a), a, strlen(a)), 0);
+    }
+    CHECK_EQ(rdkv_txn_commit(t), 0);
+    rdkv_txn_free(t);
+    REQUIRE(rdkv_txn_begin(s, &t) == 0);
+    rdkv_iter *it;
+    REQUIRE(rdkv_txn_scan(t, "tag:", 4, "tag;", 4, 0, &it) == 0);
+    const void *k, *v;
+    size_t kl, vl;
+    unsigned seen = 0;
+    while (rdkv_iter_next(it, &k, &kl, &v, &vl) == 1) {
+        snprintf(a, sizeof a, "tag:%02u{grp}", seen);
+        CHECK(kl == strlen(a) && !memcmp(k, a, kl) && vl == kl && !memcmp(v, a, vl));
+        seen++;
+    }
+    rdkv_iter_close(it);
+    CHECK_EQ(seen, 20u);
+    CHECK_EQ(rdkv_txn_commit(t), 0);
+    rdkv_txn_free(t);
+    rdkv_session_close(s);
+}
+
 static const struct test_case cases[] = {
+    {"placement_tags", placement_tags},
     {"basics", basics},
     {"limits", limits},
     {"large_values", large_values},
