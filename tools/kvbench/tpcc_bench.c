@@ -54,6 +54,7 @@ struct result {
     char lock[16];
     unsigned wpn;
     int rc;
+    bool ran; /* the run itself happened (it may still have errors) */
     char why[600];
     double tpm, tps, mean_us, p999_us, retries;
     uint64_t errors;
@@ -119,6 +120,7 @@ static int one_run(struct tpcc_cli *x, struct result *res, bool quiet)
     if (!rc && !x->load_only) {
         rc = drive_run(&d, &c->o, total, err, sizeof err);
         if (rc) fprintf(stderr, "kvbench tpcc: error: %s\n", err);
+        else res->ran = true;
     }
     char *report = NULL;
     int failed = -1;
@@ -272,30 +274,38 @@ static int compare(struct tpcc_cli *x)
     unsigned nodes = x->c.co.nodes;
     fprintf(m, "# TPC-C lock-manager comparison (the DSLR paper's Figure 8 setting)\n\n"
                "Written by `kvbench tpcc --compare` (%u nodes started per run, %u threads per node, "
-               "%s mode, %.0f s per run after %.0f s warm-up, %u items, %u customers per district, "
-               "closed loop, no think time; %.0f s in all). tpmC = New-Orders completed per minute; "
+               "%s mode, %.0f s per run after %.0f s warm-up, mix %u/%u/%u/%u/%u, %u items, "
+               "%u customers per district, closed loop, no think time; %.0f s in all). tpmC = New-Orders completed per minute; "
                "latencies over all five transaction types, from first attempt to commit (retries "
                "included).\n\n"
                "| contention | row lock | tpmC | txn/s | mean (us) | p99.9 (us) | retries/commit | errors | consistency |\n"
                "|---|---|---:|---:|---:|---:|---:|---:|---|\n",
-            nodes, x->c.o.threads, x->c.o.remote ? "remote" : "embedded",
-            (double)x->c.o.run_ns / 1e9, (double)x->c.o.warmup_ns / 1e9, x->t.items,
+            nodes, x->c.o.threads, x->c.o.remote ? "remote" : "embedded", x->c.co.seconds,
+            (double)x->c.o.warmup_ns / 1e9, x->t.mix[0], x->t.mix[1], x->t.mix[2], x->t.mix[3],
+            x->t.mix[4], x->t.items,
             x->t.customers_per_district, (double)(clock_now_ns() - t0) / 1e9);
     for (unsigned s = 0; s < 2; s++) {
         fprintf(f, "# %s contention: lock tpmC tps mean_us p999_us retries\n", s ? "high" : "low");
         for (unsigned l = 0; l < nl; l++) {
             struct result *r = &res[s][l];
             const char *lvl = s ? "high (1 wh/node)" : "low (10 wh/node)";
-            if (r->rc) {
+            if (!r->ran) {
                 fprintf(m, "| %s | %s | not run: %s | | | | | | |\n", lvl, r->lock, r->why);
                 fprintf(f, "%s NaN NaN NaN NaN NaN\n", r->lock);
                 continue;
             }
-            fprintf(m, "| %s | %s | %.0f | %.1f | %.0f | %.0f | %.3f | %llu | %s |\n", lvl, r->lock,
-                    r->tpm, r->tps, r->mean_us, r->p999_us, r->retries,
-                    (unsigned long long)r->errors, r->failed_checks == 0 ? "4/4 hold" : "FAILED");
-            fprintf(f, "%s %.1f %.1f %.1f %.1f %.4f\n", r->lock, r->tpm, r->tps, r->mean_us, r->p999_us,
-                    r->retries);
+            char mean[32], p999[32];
+            /* nothing committed: no latency to speak of (the table says how many failed) */
+            snprintf(mean, sizeof mean, r->tps > 0 ? "%.0f" : "none completed", r->mean_us);
+            snprintf(p999, sizeof p999, r->tps > 0 ? "%.0f" : "none completed", r->p999_us);
+            fprintf(m, "| %s | %s | %.0f | %.1f | %s | %s | %.3f | %llu | %s |\n", lvl, r->lock,
+                    r->tpm, r->tps, mean, p999, r->retries, (unsigned long long)r->errors,
+                    r->failed_checks == 0 ? "4/4 hold" : (r->failed_checks < 0 ? "not checked" : "FAILED"));
+            if (r->tps > 0)
+                fprintf(f, "%s %.1f %.1f %.1f %.1f %.4f\n", r->lock, r->tpm, r->tps, r->mean_us,
+                        r->p999_us, r->retries);
+            else
+                fprintf(f, "%s 0 0 NaN NaN NaN\n", r->lock);
         }
         fprintf(f, "\n\n");
     }
@@ -310,7 +320,7 @@ static int compare(struct tpcc_cli *x)
     int rc = 0;
     for (unsigned s = 0; s < 2; s++)
         for (unsigned l = 0; l < nl; l++)
-            if (res[s][l].rc) rc = 1;
+            if (!res[s][l].ran || res[s][l].failed_checks != 0) rc = 1;
     free(dup);
     return rc;
 }
