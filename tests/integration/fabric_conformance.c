@@ -823,6 +823,8 @@ static void t_hung_peer_process(void) { proc_peer(true); }
 /* ------------------------------------------------------------------------------------------ */
 /* Bad bytes from the network never hurt a node. */
 
+#define RAW_TIMEOUT_S 10 /* how long a raw connection waits for the server */
+
 static int raw_connect(const struct cluster_config *cc, unsigned node)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -832,9 +834,37 @@ static int raw_connect(const struct cluster_config *cc, unsigned node)
         close(fd);
         return -1;
     }
-    struct timeval tv = {.tv_sec = 10};
+    struct timeval tv = {.tv_sec = RAW_TIMEOUT_S};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     return fd;
+}
+
+/* recv on a raw connection (flags 0 or MSG_WAITALL), within RAW_TIMEOUT_S in all. EINTR is no
+ * answer from the server: a socket call with SO_RCVTIMEO is never restarted, and this thread's
+ * calls are interrupted without any signal when the kernel tears down an io_uring ring the
+ * thread used (fab_ctx_destroy in an earlier case: the ring's exit work, tens of ms later,
+ * queues task work on every task that used it with TWA_SIGNAL). So it waits on for the rest of
+ * the time, keeping what an interrupted MSG_WAITALL recv had gathered. Returns what recv would:
+ * the bytes, 0 on EOF, -1 with errno (EAGAIN: the time ran out). */
+static ssize_t raw_recv(int fd, void *buf, size_t len, int flags)
+{
+    uint8_t *p = buf;
+    size_t got = 0;
+    int64_t deadline = clock_now_ns() + RAW_TIMEOUT_S * NS_PER_S;
+    for (;;) {
+        ssize_t r = recv(fd, p + got, len - got, flags);
+        if (r > 0) got += (size_t)r;
+        bool again = r > 0 ? (flags & MSG_WAITALL) && got < len : r < 0 && errno == EINTR;
+        if (!again) return got ? (ssize_t)got : r;
+        int64_t left = deadline - clock_now_ns();
+        if (left <= 0) {
+            if (got) return (ssize_t)got;
+            errno = EAGAIN;
+            return -1;
+        }
+        struct timeval tv = {.tv_sec = left / NS_PER_S, .tv_usec = (left % NS_PER_S) / 1000 + 1};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
 }
 
 /* True when the server closed the connection (read returns EOF or reset). */
@@ -842,11 +872,12 @@ static bool closed_by_server(int fd)
 {
     uint8_t b[256];
     for (;;) {
-        ssize_t r = recv(fd, b, sizeof b, 0);
-        if (r == 0 || (r < 0 && errno == ECONNRESET)) return true;
-        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+        ssize_t r = raw_recv(fd, b, sizeof b, 0);
+        if (r > 0) continue;
+        if (r == 0 || errno == ECONNRESET) return true;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
             fprintf(stderr, "  closed_by_server: recv: %s\n", strerror(errno)); /* diagnosis */
-        if (r < 0) return false; /* timeout: still open */
+        return false; /* timeout: still open */
     }
 }
 
@@ -863,9 +894,9 @@ static void send_hello(int fd, uint16_t dst, uint64_t fp)
 static int read_ack_status(int fd)
 {
     uint8_t b[WIRE_HDR_SIZE + WIRE_HELLO_ACK_SIZE];
-    ssize_t r = recv(fd, b, sizeof b, MSG_WAITALL);
+    ssize_t r = raw_recv(fd, b, sizeof b, MSG_WAITALL);
     if (r != (ssize_t)sizeof b) {
-        /* diagnosis of a rare early failure (docs: issue notes): what did the socket say? */
+        /* what did the socket say? */
         fprintf(stderr, "  read_ack_status: recv returned %zd (%s)\n", r,
                 r < 0 ? strerror(errno) : "short");
         return 1;
