@@ -181,6 +181,21 @@ static int measure(struct fabric *f, unsigned threads, unsigned target, enum bop
 
 /* The baseline: 8-byte ping-pong over a plain TCP connection answered by a plain blocking thread
  * on the node (no io_uring, no fabric framing). */
+
+/* recv of exactly len bytes with MSG_WAITALL, going on after EINTR (a thread that tore down an
+ * io_uring ring gets a blocking recv interrupted with no signal), keeping what it had. 0 or -1. */
+static int recv_full(int fd, void *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = recv(fd, (uint8_t *)buf + got, len - got, MSG_WAITALL);
+        if (r > 0) got += (size_t)r;
+        else if (r < 0 && errno == EINTR && !bench_stop) continue;
+        else return -1;
+    }
+    return 0;
+}
+
 static int tcp_pingpong(const struct cluster_config *cc, uint16_t node, double seconds,
                         struct bench_stats *out, char *err, size_t errcap)
 {
@@ -216,7 +231,7 @@ static int tcp_pingpong(const struct cluster_config *cc, uint16_t node, double s
     struct wire_hdr h;
     struct wire_hello_ack ack;
     if (send(fd, hb, sizeof hb, MSG_NOSIGNAL) != (ssize_t)sizeof hb ||
-        recv(fd, ab, sizeof ab, MSG_WAITALL) != (ssize_t)sizeof ab ||
+        recv_full(fd, ab, sizeof ab) != 0 ||
         (wire_get_hdr(ab, &h), wire_get_hello_ack(&h, ab + WIRE_HDR_SIZE, &ack)) || ack.status) {
         snprintf(err, errcap, "node %u refused the ping-pong connection", node);
         close(fd);
@@ -236,7 +251,7 @@ static int tcp_pingpong(const struct cluster_config *cc, uint16_t node, double s
         if ((measuring && t0 >= end) || bench_stop) break;
         m++;
         uint64_t back;
-        if (send(fd, &m, 8, MSG_NOSIGNAL) != 8 || recv(fd, &back, 8, MSG_WAITALL) != 8 || back != m) {
+        if (send(fd, &m, 8, MSG_NOSIGNAL) != 8 || recv_full(fd, &back, 8) != 0 || back != m) {
             snprintf(err, errcap, "ping-pong with node %u broke", node);
             rc = RDKV_EIO;
             break;
