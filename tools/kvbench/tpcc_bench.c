@@ -205,12 +205,13 @@ static int plot(const char *out, const char *dat)
     static const struct {
         const char *file, *title, *ylabel;
         int col;
-    } p[] = {{"tpcc-throughput", "TPC-C New-Orders per minute (higher is better)", "tpmC", 3},
-             {"tpcc-mean", "TPC-C mean transaction latency (lower is better)", "microseconds", 5},
-             {"tpcc-p999", "TPC-C 99.9th percentile latency (lower is better)", "microseconds", 6}};
+    } p[] = {{"tpcc-throughput", "TPC-C New-Orders per minute (higher is better)", "tpmC", 2},
+             {"tpcc-mean", "TPC-C mean transaction latency (lower is better)", "microseconds", 4},
+             {"tpcc-p999", "TPC-C 99.9th percentile latency (lower is better)", "microseconds", 5}};
     fprintf(g, "set terminal png size 900,550 font ',10'\nset style data histogram\n"
                "set style histogram cluster gap 1\nset style fill solid 0.8 border -1\n"
-               "set boxwidth 0.9\nset grid ytics\nset key top left\nset yrange [0:*]\n");
+               "set boxwidth 0.9\nset grid ytics\nset key top right\nset yrange [0:*]\n"
+               "set datafile missing 'NaN'\n");
     for (int i = 0; i < 3; i++)
         fprintf(g,
                 "set output '%s/plots/%s.png'\nset title '%s'\nset ylabel '%s'\n"
