@@ -75,6 +75,7 @@ int main(int argc, char **argv)
     if (o.peer_wait_ns > 0) {
         int w = node_wait_peers(n, o.peer_wait_ns, stop_pending, NULL, err, sizeof err);
         if (w == RDKV_ESHUTDOWN) {
+            wl_serve_stop();
             node_stop(n);
             return 0;
         }
@@ -102,6 +103,7 @@ int main(int argc, char **argv)
         while (sigwait(&sigs, &sig) != 0) {}
         fprintf(stderr, "kvserver: node %ld stopping (%s)\n", o.node, strsignal(sig));
     }
+    wl_serve_stop();
     node_stop(n);
     return rc;
 }

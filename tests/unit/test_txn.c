@@ -1272,6 +1272,7 @@ static void placement_tags(void)
     CHECK_EQ(rdkv_txn_commit(t), 0);
     rdkv_txn_free(t);
     rdkv_session_close(s);
+    tc_stop(&C);
 }
 
 static const struct test_case cases[] = {

@@ -399,6 +399,7 @@ struct wl_svc {
     rdkv_node *rn;
     pthread_mutex_t mu; /* one load, run or check at a time */
     struct wl_run *run;
+    bool closed;        /* the node is stopping: no new runs */
 };
 
 static void reply_status(struct fab_rpc_req *req, int status, struct pack_w *body)
@@ -494,9 +495,10 @@ static void on_start(struct fab_rpc_req *req, void *arg)
     }
     if (!rc) {
         pthread_mutex_lock(&v->mu);
-        if (v->run) {
-            rc = RDKV_EBUSY;
-            snprintf(err, sizeof err, "a run is already in progress on this node");
+        if (v->run || v->closed) {
+            rc = v->closed ? RDKV_ESHUTDOWN : RDKV_EBUSY;
+            snprintf(err, sizeof err, "%s", v->closed ? "the node is stopping"
+                                                       : "a run is already in progress on this node");
         } else {
             rc = wl_run_start(&q, embedded_session, v, &v->run, err, sizeof err);
         }
@@ -599,6 +601,25 @@ static void on_check(struct fab_rpc_req *req, void *arg)
     free(out);
 }
 
+static struct wl_svc *the_svc; /* the process's one service (kvserver runs one node) */
+
+void wl_serve_stop(void)
+{
+    struct wl_svc *v = the_svc;
+    if (!v) return;
+    pthread_mutex_lock(&v->mu);
+    if (v->run) { /* a run still going: its workers hold sessions of the node */
+        wl_run_stop(v->run);
+        struct wl_stats *st = malloc(sizeof *st);
+        char err[64];
+        if (st) wl_run_finish(v->run, st, err, sizeof err);
+        free(st);
+        v->run = NULL;
+    }
+    v->closed = true;
+    pthread_mutex_unlock(&v->mu);
+}
+
 int wl_serve(struct node *n)
 {
     struct wl_svc *v = calloc(1, sizeof *v);
@@ -610,6 +631,7 @@ int wl_serve(struct node *n)
         return RDKV_ENOMEM;
     }
     pthread_mutex_init(&v->mu, NULL);
+    the_svc = v; /* lives as long as the process */
     struct fabric *f = node_fabric(n);
     int rc;
     if ((rc = fab_rpc_register(f, KV_RPC_WL_LOAD, on_load, v, 0)) ||

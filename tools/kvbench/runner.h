@@ -86,5 +86,8 @@ int wl_run_finish(struct wl_run *r, struct wl_stats *total, char *err, size_t er
 /* Registers the node-side RPCs on a node of this process (kvserver calls it). */
 struct node;
 int wl_serve(struct node *n);
+/* Before the node stops: ends a run in progress (its workers hold sessions of the node) and
+ * refuses new ones. */
+void wl_serve_stop(void);
 
 #endif
