@@ -401,11 +401,11 @@ static int64_t sweep(struct range_server *s, int64_t now)
 /* ------------------------------------------------------------------------------------------ */
 /* RPC handlers. */
 
-static bool parse_lock_bytes(const void *p, size_t len, uint16_t *space, uint8_t *mode, bool *rdma,
-                             uint64_t *lo, uint64_t *hi, uint64_t *owner, int64_t *deadline)
+static bool parse_lock(struct fab_rpc_req *req, uint16_t *space, uint8_t *mode, bool *rdma,
+                       uint64_t *lo, uint64_t *hi, uint64_t *owner, int64_t *deadline)
 {
     struct pack_r r;
-    pack_r_init(&r, p, len);
+    pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
     *space = unpack_u16(&r);
     *mode = unpack_u8(&r);
     uint8_t flags = unpack_u8(&r);
@@ -422,12 +422,6 @@ static bool parse_lock_bytes(const void *p, size_t len, uint16_t *space, uint8_t
     return true;
 }
 
-static bool parse_lock(struct fab_rpc_req *req, uint16_t *space, uint8_t *mode, bool *rdma,
-                       uint64_t *lo, uint64_t *hi, uint64_t *owner, int64_t *deadline)
-{
-    return parse_lock_bytes(fab_rpc_data(req), fab_rpc_len(req), space, mode, rdma, lo, hi, owner,
-                            deadline);
-}
 
 static bool parse_unlock(struct fab_rpc_req *req, uint16_t *space, uint64_t *token, bool *cancel)
 {
@@ -828,19 +822,17 @@ void range_server_stats(struct range_server *s, struct range_server_stats *out)
 /* ------------------------------------------------------------------------------------------ */
 /* The client side. */
 
-/* A lock request of this process's own node: parsed and submitted as the service thread would
- * (never the flag-polling variant: the answer comes at the grant), answered in resp as by RPC. */
-static int local_lock(struct range_server *s, uint16_t type, const struct pack_w *w,
-                      struct fab_buf *resp)
+/* A lock request of this process's own node (arguments checked by check_args): submitted as
+ * the service thread would (never the flag-polling variant: the answer comes at the grant),
+ * answered in resp as by RPC. */
+static int local_lock(struct range_server *s, uint16_t type, const struct range_handle *h,
+                      enum lock_mode mode, int64_t deadline, struct fab_buf *resp)
 {
     struct lwait lw = {.done = false};
     pthread_mutex_init(&lw.mu, NULL);
     pthread_cond_init(&lw.cv, NULL);
-    struct qop op = {.lw = &lw, .lock = true};
-    if (!parse_lock_bytes(w->p, w->len, &op.space, &op.mode, &op.rdma, &op.lo, &op.hi, &op.owner,
-                          &op.deadline))
-        return RDKV_EINVAL;
-    op.rdma = false;
+    struct qop op = {.lw = &lw, .lock = true, .space = h->space, .mode = (uint8_t)mode,
+                     .lo = h->lo, .hi = h->hi, .owner = h->owner, .deadline = deadline};
     if (type == RANGE_RPC_ILOCK) {
         pthread_mutex_lock(&s->mu);
         bool stopping = __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
@@ -874,13 +866,10 @@ static int local_lock(struct range_server *s, uint16_t type, const struct pack_w
     return 0;
 }
 
-static int send_lock(struct range_handle *h, uint16_t type, enum lock_mode mode, bool rdma,
-                     int64_t deadline, uint8_t *state, uint64_t *flag_off)
+/* A lock request to another node's server; it answers within `left` ns (0: no deadline). */
+static int rpc_lock(struct range_handle *h, uint16_t type, enum lock_mode mode, bool rdma,
+                    int64_t left, struct fab_buf *resp)
 {
-    struct lock_thread *t = h->t;
-    h->sent_at = clock_now_ns();
-    int64_t left = deadline ? deadline - h->sent_at : 0;
-    if (deadline && left <= 0) return RDKV_ETIMEDOUT;
     struct pack_w w;
     pack_w_init(&w);
     pack_u16(&w, h->space);
@@ -890,18 +879,25 @@ static int send_lock(struct range_handle *h, uint16_t type, enum lock_mode mode,
     pack_u64(&w, h->hi);
     pack_u64(&w, (uint64_t)left);
     if (h->owner) pack_u64(&w, h->owner);
-    if (w.err) return RDKV_ENOMEM;
-    struct fab_buf resp = {0};
-    int rc;
-    struct range_server *local = h->node == fab_node_id(t->f) ? local_get(t->f) : NULL;
-    if (local) {
-        rc = local_lock(local, type, &w, &resp);
-    } else {
-        /* The owner answers by the deadline; the RPC's own timeout only covers a lost node. */
-        int64_t rpc_timeout = deadline ? left + 2 * NS_PER_S : 3600 * NS_PER_S;
-        rc = fab_rpc_call(t->c, h->node, type, w.p, w.len, &resp, rpc_timeout);
-    }
+    /* The owner answers by the deadline; the RPC's own timeout only covers a lost node. */
+    int64_t rpc_timeout = left ? left + 2 * NS_PER_S : 3600 * NS_PER_S;
+    int rc = w.err ? RDKV_ENOMEM
+                   : fab_rpc_call(h->t->c, h->node, type, w.p, w.len, resp, rpc_timeout);
     pack_w_free(&w);
+    return rc;
+}
+
+static int send_lock(struct range_handle *h, uint16_t type, enum lock_mode mode, bool rdma,
+                     int64_t deadline, uint8_t *state, uint64_t *flag_off)
+{
+    struct lock_thread *t = h->t;
+    h->sent_at = clock_now_ns();
+    int64_t left = deadline ? deadline - h->sent_at : 0;
+    if (deadline && left <= 0) return RDKV_ETIMEDOUT;
+    struct range_server *local = h->node == fab_node_id(t->f) ? local_get(t->f) : NULL;
+    struct fab_buf resp = {0};
+    int rc = local ? local_lock(local, type, h, mode, deadline, &resp)
+                   : rpc_lock(h, type, mode, rdma, left, &resp);
     if (rc == 0) {
         struct pack_r r;
         pack_r_init(&r, resp.data, resp.len);

@@ -7,29 +7,14 @@
 set -u
 bin=${1:?usage: cli_tpcc.sh BIN_DIR}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-work=$(mktemp -d)
-pass=0 fail=0
+expect_timeout=180
+. "$root/tests/integration/clilib.sh"
 cleanup() {
     RDKV_BIN="$bin" "$root/tools/cluster.sh" stop "$work/c" >/dev/null 2>&1
     rm -rf "$work"
 }
 trap cleanup EXIT
 
-ok() { pass=$((pass + 1)); echo "PASS $1"; }
-bad() {
-    fail=$((fail + 1))
-    echo "FAIL $1"
-    [ -s "$work/err" ] && sed 's/^/    stderr: /' "$work/err" | head -20
-}
-expect() {
-    local name=$1 want=$2 pat=$3
-    shift 4
-    timeout 180 "$@" >"$work/out" 2>"$work/err" </dev/null
-    local got=$?
-    if [ "$got" != "$want" ]; then bad "$name (exit $got, wanted $want)"; return 1; fi
-    if [ -n "$pat" ] && ! grep -q -- "$pat" "$work/err" "$work/out"; then bad "$name (no '$pat')"; return 1; fi
-    ok "$name"
-}
 # a finished run: the last line is the verdict, every type committed, nothing failed
 full_run() {
     local name=$1
@@ -73,5 +58,4 @@ else
     bad "cluster.sh start 3"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+cli_summary

@@ -276,3 +276,15 @@ FILE *bench_json_begin(struct json *j, const char *path, const char *cmd,
     json_kv_bool(j, "local_nodes", bc->launched);
     return f;
 }
+
+int bench_gnuplot(const char *script)
+{
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) return 1;
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", script);
+    FILE *pp = popen(cmd, "r");
+    if (!pp) return -1;
+    char line[512];
+    while (fgets(line, sizeof line, pp)) fprintf(stderr, "gnuplot: %s", line);
+    return pclose(pp) == 0 ? 0 : -1;
+}

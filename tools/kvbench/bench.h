@@ -67,6 +67,10 @@ void bench_json_metrics(struct json *j, const struct bench_stats *s);
 FILE *bench_json_begin(struct json *j, const char *path, const char *cmd,
                        const struct bench_cluster *bc, const char *transport, unsigned nodes);
 
+/* Runs gnuplot on a script, its messages to stderr: 0 plotted, 1 gnuplot is not installed (the
+ * script and data stay for later), -1 it failed. */
+int bench_gnuplot(const char *script);
+
 void bench_common_init(struct bench_common *c);
 int bench_common_opt(struct bench_common *c, int argc, char **argv, int *i);
 

@@ -81,6 +81,24 @@ static int fan_out(struct drive *d, uint16_t type, void (*build)(struct pack_w *
     return first;
 }
 
+/* The first node whose answer is a failure: its status, and "<what> node N: <its reason>" in
+ * err. 0 when every node said yes. */
+static int first_refusal(const struct fab_buf *resp, unsigned n, const char *what, char *err,
+                         size_t errcap)
+{
+    for (unsigned i = 0; i < n; i++) {
+        struct pack_r r;
+        int st = answer(&resp[i], &r);
+        if (st) {
+            char why[256];
+            unpack_str(&r, why, sizeof why);
+            snprintf(err, errcap, "%snode %u: %s", what, i, why[0] ? why : rdkv_strerror(st));
+            return st;
+        }
+    }
+    return 0;
+}
+
 struct load_arg {
     const struct drive_opts *o;
     unsigned n;
@@ -101,16 +119,7 @@ int drive_load(struct drive *d, const struct drive_opts *o, char *err, size_t er
     err[0] = 0;
     struct load_arg a = {o, n};
     int rc = fan_out(d, KV_RPC_WL_LOAD, build_load, &a, resp, LONG_RPC, err, errcap);
-    for (unsigned i = 0; i < n && !rc; i++) {
-        struct pack_r r;
-        int st = answer(&resp[i], &r);
-        if (st) {
-            char why[256];
-            unpack_str(&r, why, sizeof why);
-            snprintf(err, errcap, "node %u: %s", i, why[0] ? why : rdkv_strerror(st));
-            rc = st;
-        }
-    }
+    if (!rc) rc = first_refusal(resp, n, "", err, errcap);
     for (unsigned i = 0; i < n; i++) fab_buf_free(&resp[i]);
     free(resp);
     return rc;
@@ -215,16 +224,7 @@ int drive_run(struct drive *d, const struct drive_opts *o, struct wl_stats *tota
     } else {
         struct start_arg a = {o, n};
         rc = fan_out(d, KV_RPC_WL_START, build_start, &a, resp, 60 * NS_PER_S, err, errcap);
-        for (unsigned i = 0; i < n && !rc; i++) {
-            struct pack_r r;
-            int st = answer(&resp[i], &r);
-            if (st) {
-                char why[256];
-                unpack_str(&r, why, sizeof why);
-                snprintf(err, errcap, "starting node %u: %s", i, why[0] ? why : rdkv_strerror(st));
-                rc = st;
-            }
-        }
+        if (!rc) rc = first_refusal(resp, n, "starting ", err, errcap);
         if (rc) { /* stop the nodes that did start */
             char e2[64];
             fan_out(d, KV_RPC_WL_STOP, build_empty, NULL, resp, 10 * NS_PER_S, e2, sizeof e2);

@@ -677,14 +677,7 @@ static int write_plots(const char *out, const struct range_point *pts, const cha
     }
     fclose(g);
     if (!any) return -1;
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) return 1;
-    char cmd[4400];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", path);
-    FILE *pp = popen(cmd, "r");
-    if (!pp) return -1;
-    char line[512];
-    while (fgets(line, sizeof line, pp)) fprintf(stderr, "gnuplot: %s", line);
-    return pclose(pp) == 0 ? 0 : -1;
+    return bench_gnuplot(path);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -416,6 +416,15 @@ static void reply_status(struct fab_rpc_req *req, int status, struct pack_w *bod
     pack_w_free(&w);
 }
 
+/* A session in this node for a load or a check, which retry their conflicts at length. */
+static int service_session(struct wl_svc *v, rdkv_session **out)
+{
+    rdkv_options o;
+    rdkv_options_init(&o);
+    o.max_retries = 1000;
+    return rdkv_session_open(v->rn, &o, out);
+}
+
 static int embedded_session(void *arg, const struct wl_place *pl, const rdkv_options *o,
                             rdkv_session **out)
 {
@@ -463,10 +472,7 @@ static void on_load(struct fab_rpc_req *req, void *arg)
         snprintf(err, sizeof err, "this node is already running a workload");
     } else if (!rc) {
         rdkv_session *s;
-        rdkv_options o;
-        rdkv_options_init(&o);
-        o.max_retries = 1000;
-        rc = v->run ? RDKV_EBUSY : rdkv_session_open(v->rn, &o, &s);
+        rc = v->run ? RDKV_EBUSY : service_session(v, &s);
         if (!rc) {
             rc = cls->load(s, cfg, len, part, nparts, err, sizeof err);
             rdkv_session_close(s);
@@ -580,10 +586,7 @@ static void on_check(struct fab_rpc_req *req, void *arg)
     if (!rc && !out) rc = RDKV_ENOMEM;
     if (!rc) {
         rdkv_session *s;
-        rdkv_options o;
-        rdkv_options_init(&o);
-        o.max_retries = 1000;
-        if (!(rc = rdkv_session_open(v->rn, &o, &s))) {
+        if (!(rc = service_session(v, &s))) {
             failed = cls->check(s, cfg, len, out, cap);
             rdkv_session_close(s);
             if (failed < 0) {

@@ -429,6 +429,12 @@ static size_t finish(struct tags *tg, uint8_t *k, uint8_t *p, const char *tag)
     return (size_t)(p - k);
 }
 
+/* finish with warehouse w's tag. */
+static size_t finish_w(struct tags *tg, uint8_t *k, uint8_t *p, unsigned w)
+{
+    return finish(tg, k, p, tg ? wtag(tg, w) : NULL);
+}
+
 static uint8_t *wd(uint8_t *k, enum table t, unsigned w, unsigned d)
 {
     k[0] = (uint8_t)t;
@@ -439,22 +445,22 @@ static uint8_t *wd(uint8_t *k, enum table t, unsigned w, unsigned d)
 
 static size_t key_warehouse(struct tags *tg, uint8_t *k, unsigned w)
 {
-    return finish(tg, k, wd(k, T_WAREHOUSE, w, 0), tg ? wtag(tg, w) : NULL);
+    return finish_w(tg, k, wd(k, T_WAREHOUSE, w, 0), w);
 }
 
 static size_t key_delivery(struct tags *tg, uint8_t *k, unsigned w)
 {
-    return finish(tg, k, wd(k, T_DELIVERY, w, 0), tg ? wtag(tg, w) : NULL);
+    return finish_w(tg, k, wd(k, T_DELIVERY, w, 0), w);
 }
 
 static size_t key_district(struct tags *tg, uint8_t *k, unsigned w, unsigned d)
 {
-    return finish(tg, k, wd(k, T_DISTRICT, w, d), tg ? wtag(tg, w) : NULL);
+    return finish_w(tg, k, wd(k, T_DISTRICT, w, d), w);
 }
 
 static size_t key_customer(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint32_t c)
 {
-    return finish(tg, k, be_put(wd(k, T_CUSTOMER, w, d), c, 2), tg ? wtag(tg, w) : NULL);
+    return finish_w(tg, k, be_put(wd(k, T_CUSTOMER, w, d), c, 2), w);
 }
 
 /* first NULL: the prefix of one last name (a scan bound, tg NULL). */
@@ -468,31 +474,31 @@ static size_t key_cust_name(struct tags *tg, uint8_t *k, unsigned w, unsigned d,
         memcpy(p, first, NAME_LEN);
         p = be_put(p + NAME_LEN, c, 2);
     }
-    return finish(tg, k, p, tg ? wtag(tg, w) : NULL);
+    return finish_w(tg, k, p, w);
 }
 
 static size_t key_history(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint64_t origin,
                           uint32_t seq)
 {
     uint8_t *p = be_put(wd(k, T_HISTORY, w, d), origin, 8);
-    return finish(tg, k, be_put(p, seq, 4), tg ? wtag(tg, w) : NULL);
+    return finish_w(tg, k, be_put(p, seq, 4), w);
 }
 
 static size_t key_order(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint32_t o)
 {
-    return finish(tg, k, be_put(wd(k, T_ORDER, w, d), o, 3), tg ? wtag(tg, w) : NULL);
+    return finish_w(tg, k, be_put(wd(k, T_ORDER, w, d), o, 3), w);
 }
 
 static size_t key_cust_order(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint32_t c,
                              uint32_t o)
 {
     uint8_t *p = be_put(wd(k, T_CUST_ORDER, w, d), c, 2);
-    return finish(tg, k, be_put(p, o, 3), tg ? wtag(tg, w) : NULL);
+    return finish_w(tg, k, be_put(p, o, 3), w);
 }
 
 static size_t key_new_order(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint32_t o)
 {
-    return finish(tg, k, be_put(wd(k, T_NEW_ORDER, w, d), o, 3), tg ? wtag(tg, w) : NULL);
+    return finish_w(tg, k, be_put(wd(k, T_NEW_ORDER, w, d), o, 3), w);
 }
 
 /* ol 0: the bound before order o's lines (tg NULL). */
@@ -501,7 +507,7 @@ static size_t key_order_line(struct tags *tg, uint8_t *k, unsigned w, unsigned d
 {
     uint8_t *p = be_put(wd(k, T_ORDER_LINE, w, d), o, 3);
     if (ol) *p++ = (uint8_t)ol;
-    return finish(tg, k, p, tg ? wtag(tg, w) : NULL);
+    return finish_w(tg, k, p, w);
 }
 
 static size_t key_item(struct tags *tg, uint8_t *k, unsigned node, uint32_t i)
@@ -512,7 +518,7 @@ static size_t key_item(struct tags *tg, uint8_t *k, unsigned node, uint32_t i)
 
 static size_t key_stock(struct tags *tg, uint8_t *k, unsigned w, uint32_t i)
 {
-    return finish(tg, k, be_put(wd(k, T_STOCK, w, 0), i, 3), tg ? wtag(tg, w) : NULL);
+    return finish_w(tg, k, be_put(wd(k, T_STOCK, w, 0), i, 3), w);
 }
 
 /* The smallest key above every key that starts with k[0..n): k with its last byte incremented
@@ -1319,10 +1325,7 @@ static int tpcc_step(void *p, rdkv_session *s, struct wl_step *st)
         ;
     struct inputs in;
     gen(wk, op, &in);
-    int64_t give_up_at = st->give_up_at; /* the runner's; the rest is ours to fill */
-    memset(st, 0, sizeof *st);
-    st->give_up_at = give_up_at;
-    st->op = op;
+    st->op = op; /* the runner zeroed the rest and set give_up_at */
     rdkv_txn *t;
     int rc = rdkv_txn_begin(s, &t);
     if (rc) {

@@ -197,7 +197,6 @@ static int one_run(struct tpcc_cli *x, struct result *res, bool quiet)
 
 static int plot(const char *out, const char *dat)
 {
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) return 1;
     char path[4096];
     snprintf(path, sizeof path, "%s/plots/tpcc-compare.gp", out);
     FILE *g = fopen(path, "w");
@@ -219,13 +218,7 @@ static int plot(const char *out, const char *dat)
                 "'' index 1 using %d title 'high contention (1 warehouse/node)'\n",
                 out, p[i].file, p[i].title, p[i].ylabel, dat, p[i].col, p[i].col);
     fclose(g);
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", path);
-    FILE *pp = popen(cmd, "r");
-    if (!pp) return -1;
-    char line[512];
-    while (fgets(line, sizeof line, pp)) fprintf(stderr, "gnuplot: %s", line);
-    return pclose(pp) == 0 ? 0 : -1;
+    return bench_gnuplot(path);
 }
 
 static int compare(struct tpcc_cli *x)

@@ -53,7 +53,7 @@ struct wl_class {
     int (*worker_new)(const void *cfg, size_t len, const struct wl_place *pl, uint64_t seed,
                       void **out);
     /* Runs one operation to its outcome (retrying conflict aborts itself, counting them) and
-     * fills *st. Returns 0, or a negative status when the session itself is broken and the
+     * fills *st, which comes zeroed but for give_up_at. Returns 0, or a negative status when the session itself is broken and the
      * worker must stop (then st is not recorded). */
     int (*step)(void *w, rdkv_session *s, struct wl_step *st);
     void (*worker_free)(void *w);
