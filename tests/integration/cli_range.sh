@@ -7,28 +7,10 @@
 # usage: cli_range.sh BIN_DIR
 set -u
 bin=${1:?usage: cli_range.sh BIN_DIR}
-work=$(mktemp -d)
-pass=0 fail=0
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+expect_timeout=30
+. "$root/tests/integration/clilib.sh"
 trap 'rm -rf "$work"' EXIT
-
-ok() { pass=$((pass + 1)); echo "PASS $1"; }
-bad() {
-    fail=$((fail + 1))
-    echo "FAIL $1"
-    [ -s "$work/err" ] && sed 's/^/    stderr: /' "$work/err" | head -20
-}
-
-# expect NAME STATUS [GREP] -- CMD...: runs CMD with a 30 s limit, checks the exit status and that
-# stdout or stderr matches GREP.
-expect() {
-    local name=$1 want=$2 pat=$3
-    shift 4
-    timeout 30 "$@" >"$work/out" 2>"$work/err" </dev/null
-    local got=$?
-    if [ "$got" != "$want" ]; then bad "$name (exit $got, wanted $want)"; return 1; fi
-    if [ -n "$pat" ] && ! grep -q -- "$pat" "$work/err" "$work/out"; then bad "$name (no '$pat')"; return 1; fi
-    ok "$name"
-}
 
 # json_has NAME FILE PATTERN...: every pattern is in the JSON file.
 json_has() {
@@ -107,5 +89,4 @@ if expect "sweep" 0 "wrote $work/sweep/range-sweep.md" -- "$kb" range --sweep --
     fi
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+cli_summary
