@@ -172,11 +172,23 @@ void ctx_complete(struct fab_ctx *c, unsigned i, int status)
     }
 }
 
+static void reply_hook(struct fab_ctx *c, const struct slot *s)
+{
+    if (c->reply_hook && s->kind == SLOT_CHAIN) c->reply_hook(c->reply_hook_arg, s->ops, s->n, s->status);
+}
+
+void fab_ctx_set_reply_hook(struct fab_ctx *c, fab_reply_hook fn, void *arg)
+{
+    c->reply_hook = fn;
+    c->reply_hook_arg = arg;
+}
+
 static int cq_take(struct fab_ctx *c, struct fab_cqe *out, int max)
 {
     int n = 0;
     while (n < max && c->cq_count) {
         unsigned i = c->cq[c->cq_head];
+        reply_hook(c, &c->slots[i]);
         c->cq_head = (c->cq_head + 1) % FAB_MAX_INFLIGHT;
         c->cq_count--;
         out[n].tag = c->slots[i].tag;
@@ -760,6 +772,7 @@ static int finish_sync(struct fab_ctx *c, int si)
 {
     /* Every slot has a deadline, and deadlines fail it, so this returns. */
     wait_until(c, slot_done, (void *)(uintptr_t)si, -1);
+    reply_hook(c, &c->slots[si]);
     int st = c->slots[si].status;
     slot_free(c, (unsigned)si);
     return st;

@@ -195,6 +195,12 @@ void fab_soft_set_atomic_hook(struct fabric *f, fab_atomic_hook fn, void *arg)
     atomic_store_explicit(&f->hook_fn, fn, memory_order_release);
 }
 
+void fab_set_rpc_hook(struct fabric *f, fab_rpc_hook fn, void *arg)
+{
+    atomic_store_explicit(&f->rpc_hook_arg, arg, memory_order_release);
+    atomic_store_explicit(&f->rpc_hook_fn, fn, memory_order_release);
+}
+
 int fab_rpc_register(struct fabric *f, uint16_t type, fab_rpc_handler fn, void *arg, unsigned flags)
 {
     if (type >= FAB_RPC_MAX_TYPES || !fn) return RDKV_EINVAL;

@@ -116,6 +116,13 @@ int fab_region_lookup(struct fab_ctx *c, uint16_t node, const char *name, rptr *
 typedef void (*fab_atomic_hook)(void *arg, rptr target, uint64_t loaded);
 void fab_soft_set_atomic_hook(struct fabric *f, fab_atomic_hook fn, void *arg);
 
+/* Test hook (both transports): called on an RPC thread around the handler of every request that
+ * does not run inline, before it (after = false) and once the handler returned (after = true).
+ * The hook may block before the handler: that delivers the request late, as a slow network
+ * would, while the node's other RPC threads and its NIC go on. NULL removes it. */
+typedef void (*fab_rpc_hook)(void *arg, uint16_t type, uint16_t src, bool after);
+void fab_set_rpc_hook(struct fabric *f, fab_rpc_hook fn, void *arg);
+
 /* ---------------------------------------------------------------------------------------------
  * Per-thread contexts. A context holds the thread's endpoints (one per peer, created on first
  * use) and its completion queue. It must be created, used and destroyed by one thread. */
@@ -257,6 +264,15 @@ static inline uint64_t fab_counters_ops(const struct fab_counters *k)
 {
     return k->reads + k->writes + k->cas + k->faa;
 }
+
+/* Test hook (both transports): called on the context's own thread when one of its chains has
+ * completed, before the caller learns of it (fab_exec returns, fab_poll or fab_wait reports it).
+ * The ops have taken effect at the target and READ data and atomic results are in place; the
+ * hook may read them and may block, which delivers the reply late -- as a slow network, a
+ * retransmission or a descheduled thread would -- while every other thread and the NICs go on.
+ * NULL removes it. */
+typedef void (*fab_reply_hook)(void *arg, const struct fab_op *ops, unsigned n, int status);
+void fab_ctx_set_reply_hook(struct fab_ctx *c, fab_reply_hook fn, void *arg);
 
 /* Information about the peer as learned at connection time (for tools and tests). */
 int fab_peer_arena_size(struct fab_ctx *c, uint16_t node, uint64_t *size);

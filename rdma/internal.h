@@ -131,6 +131,8 @@ struct fabric {
     struct rpc_entry rpc[FAB_RPC_MAX_TYPES];
     _Atomic(fab_atomic_hook) hook_fn; /* soft NIC test hook; set while no atomic is running */
     void *_Atomic hook_arg;
+    _Atomic(fab_rpc_hook) rpc_hook_fn; /* test hook around non-inline RPC handlers */
+    void *_Atomic rpc_hook_arg;
     struct svc *svc;
     struct verbs_node *vn;
     int64_t start_ns;
@@ -199,6 +201,8 @@ struct fab_ctx {
     struct cconn *conns;   /* every connection, open or closing */
     unsigned closing_conns;
     struct fab_counters k;
+    fab_reply_hook reply_hook; /* test hook: runs before a chain's completion is delivered */
+    void *reply_hook_arg;
     void *vctx;            /* verbs per-thread state */
 };
 

@@ -187,7 +187,16 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&s->q_mu);
         struct rpc_entry *e = &s->f->rpc[r->type];
         fab_rpc_handler fn = atomic_load_explicit(&e->fn, memory_order_acquire);
+        fab_rpc_hook hook = atomic_load_explicit(&s->f->rpc_hook_fn, memory_order_acquire);
+        if (!hook) {
+            fn(r, e->arg);
+            continue;
+        }
+        void *harg = atomic_load_explicit(&s->f->rpc_hook_arg, memory_order_acquire);
+        uint16_t type = r->type, src = r->src; /* r is gone once the handler replied */
+        hook(harg, type, src, false);
         fn(r, e->arg);
+        hook(harg, type, src, true);
     }
 }
 
