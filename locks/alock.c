@@ -284,10 +284,21 @@ static int alock_release(struct lock_handle *h)
     return rc;
 }
 
+/* The holder's cohort's queue is not empty (a holder stays queued until it releases); the words
+ * do not say who holds. ALock has no leases: a hold is never taken away. */
+static int alock_holds_x(struct fabric *f, rptr line, uint16_t holder, uint64_t token)
+{
+    (void)token;
+    const struct alock_line *L = fab_local(f, line);
+    if (holder == fab_node_id(f)) return __atomic_load_n(&L->tail_l, __ATOMIC_SEQ_CST) != 0;
+    return (__atomic_load_n(&L->tail_r, __ATOMIC_SEQ_CST) & TR_TAIL_MASK) != 0;
+}
+
 const struct lock_algo lock_alock = {
     .name = "alock",
     .modes = 1u << LOCK_EXCLUSIVE,
     .uses_descriptors = true,
+    .holds_x = alock_holds_x,
     .acquire = alock_acquire,
     .release = alock_release,
 };

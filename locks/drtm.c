@@ -87,8 +87,18 @@ static int drtm_release(struct lock_handle *h)
     return fab_write(t->c, h->line, &restore, 8);
 }
 
+/* Someone holds it exclusively; the word cannot say who. */
+static int drtm_holds_x(struct fabric *f, rptr line, uint16_t holder, uint64_t token)
+{
+    (void)holder;
+    (void)token;
+    return (__atomic_load_n((uint64_t *)fab_local(f, line), __ATOMIC_SEQ_CST) & DRTM_X) != 0;
+}
+
 const struct lock_algo lock_drtm = {
     .name = "drtm",
+    .holds_x = drtm_holds_x,
+    .movable = true,
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
     .acquire = drtm_acquire,
     .release = drtm_release,

@@ -51,6 +51,7 @@ static void req_of(struct lock_handle *h, const struct tk_layout *l, enum tk_cla
     r->k = h->slots ? h->slots : 1;
     r->allow_reset = true;
     r->prev = h->aux;
+    r->since = h->granted_at;
     r->reset_from = h->aux2;
     r->sleepers = NULL;
     r->alive_mask = 0;
@@ -79,18 +80,21 @@ static int dslr_acquire_l(struct lock_handle *h, enum lock_mode mode, int64_t de
     int rc = tk_take(t, &r, deadline);
     if (rc == 0) {
         /* The word before our FA often grants us already: then no READ at all. */
-        uint64_t v = r.prev;
-        rc = tk_granted(&r, v) ? 0 : tk_wait(t, &r, 0, deadline);
+        rc = tk_granted(&r, r.prev) ? 0 : tk_wait(t, &r, deadline);
         if (rc == RDKV_ETIMEDOUT) tk_abandon(t, &r);
     }
     if (rc == RDKV_ETIMEDOUT) t->stats.timeouts++;
     if (rc == RDKV_EABORTED) t->stats.aborts++;
     if (rc) return rc;
+    /* Enter only on fresh evidence: waiters behind us judge our silence from r.since on (the FA
+     * or the last READ that still showed us waiting); a reply that reached us too late to leave
+     * a useful lease -- a slow network, a preempted thread -- may be one they already acted on. */
+    if (clock_now_ns() - r.since >= tk_entry_bound(t)) return tk_give_up(t, &r);
     h->mode = (uint8_t)mode;
     h->desc = (uint8_t)cls;
     h->aux = r.prev;
     h->aux2 = r.reset_from;
-    h->granted_at = clock_now_ns();
+    h->granted_at = r.since; /* the lease runs from before the evidence, never from after it */
     h->lease_ns = t->cfg.lease_ns * r.k;
     return 0;
 }
@@ -102,9 +106,10 @@ static int dslr_release_l(struct lock_handle *h, const struct tk_layout *l)
     struct tk_req r;
     req_of(h, l, (enum tk_class)h->desc, &r);
     h->mode = 0;
-    /* A holder whose lease ran out does not release (waiters may have reset the lock since, and
-     * its FA would count twice) -- unless it is the one that must finish a COUNT_MAX reset. */
-    if (clock_now_ns() - h->granted_at >= h->lease_ns && !r.reset_from) {
+    /* A holder whose lease ran out does not release: waiters may have reset the lock since, and
+     * its FA would count twice. That holds for the holder whose ticket crossed COUNT_MAX too: the
+     * newcomers' stuck reset (fix 2) brings the word back to 0 without it. */
+    if (clock_now_ns() - h->granted_at >= h->lease_ns) {
         t->stats.lease_expired++;
         return RDKV_ETIMEDOUT;
     }
@@ -161,7 +166,7 @@ static int dslr_upgrade_l(struct lock_handle *h, int64_t deadline, const struct 
     struct tk_req r;
     req_of(h, l, TK_U, &r);
     r.waits |= 1u << TK_S; /* the shared holders that came before us must leave */
-    int rc = tk_wait(t, &r, 0, deadline);
+    int rc = tk_wait(t, &r, deadline);
     if (rc == RDKV_ETIMEDOUT) t->stats.timeouts++; /* still held in update mode */
     if (rc == RDKV_EABORTED) {
         t->stats.aborts++;
@@ -170,6 +175,24 @@ static int dslr_upgrade_l(struct lock_handle *h, int64_t deadline, const struct 
     if (rc) return rc;
     h->mode = LOCK_EXCLUSIVE;
     return 0;
+}
+
+/* Our X ticket is the one the word serves. (Counters that went round to the same values after
+ * a reset to 0 would fool it: 32767 tickets -- 511 for dslr-u -- within one hold.) */
+static int holds_x_l(struct fabric *f, rptr line, uint64_t token, const struct tk_layout *l)
+{
+    return tk_x_current(l, __atomic_load_n((uint64_t *)fab_local(f, line), __ATOMIC_SEQ_CST),
+                        token);
+}
+static int dslr_holds_x(struct fabric *f, rptr line, uint16_t holder, uint64_t token)
+{
+    (void)holder;
+    return holds_x_l(f, line, token, &tk_dslr4);
+}
+static int dslru_holds_x(struct fabric *f, rptr line, uint16_t holder, uint64_t token)
+{
+    (void)holder;
+    return holds_x_l(f, line, token, &tk_dslr6);
 }
 
 static int dslr_acquire(struct lock_handle *h, enum lock_mode m, int64_t d) { return dslr_acquire_l(h, m, d, &tk_dslr4); }
@@ -184,6 +207,8 @@ const struct lock_algo lock_dslr = {
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
     .acquire = dslr_acquire,
     .release = dslr_release,
+    .holds_x = dslr_holds_x,
+    .movable = true,
 };
 
 const struct lock_algo lock_dslr_u = {
@@ -193,4 +218,6 @@ const struct lock_algo lock_dslr_u = {
     .acquire = dslru_acquire,
     .release = dslru_release,
     .upgrade = dslru_upgrade,
+    .holds_x = dslru_holds_x,
+    .movable = true,
 };

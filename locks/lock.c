@@ -55,6 +55,20 @@ bool lock_lease_ok(const struct lock_handle *h)
     return clock_now_ns() - h->granted_at < h->lease_ns - h->lease_ns / 4;
 }
 
+int lock_refresh(struct lock_handle *h)
+{
+    if (!h->mode) return RDKV_EINVAL;
+    if (!h->lease_ns) return 0;
+    return h->algo->refresh ? h->algo->refresh(h) : RDKV_ENOTSUP;
+}
+
+int lock_holds_x(const struct lock_algo *a, struct fabric *f, rptr line, uint16_t holder,
+                 uint64_t token)
+{
+    if (!fab_local(f, line)) return RDKV_EINVAL; /* the owner's check only */
+    return a->holds_x ? a->holds_x(f, line, holder, token) : RDKV_ENOTSUP;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Descriptor slabs. The node's "lockdesc" region starts with a 64-byte bitmap header (256 bits:
  * which slabs are taken), changed only by this node's threads with CPU atomics, then

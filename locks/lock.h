@@ -37,6 +37,17 @@ struct lock_algo {
     int (*release)(struct lock_handle *h);
     /* LOCK_UPDATE -> LOCK_EXCLUSIVE (NULL where the mode is unsupported). */
     int (*upgrade)(struct lock_handle *h, int64_t deadline);
+    /* Shows waiters that the holder lives, so that its lease runs from now (NULL: a lease that
+     * cannot be extended). 0, or RDKV_ETIMEDOUT when the lease had run out (nothing done). */
+    int (*refresh)(struct lock_handle *h);
+    /* The owner's side of fencing: with plain loads of its own arena (or its own lock manager),
+     * whether the lock at `line` is still held exclusively by the hold named `token`
+     * (lock_token of the holder's handle), taken by a thread of node `holder`. 1 held, 0 not,
+     * RDKV_ENOTSUP when the lock cannot tell its holders apart (NULL: the same). */
+    int (*holds_x)(struct fabric *f, rptr line, uint16_t holder, uint64_t token);
+    /* A held lock may be released by another thread of the same node (handle copied, h->t
+     * pointed at that thread): no per-thread state (descriptors) is tied to the hold. */
+    bool movable;
 };
 
 extern const struct lock_algo lock_alock;  /* ALock: local CPU atomics, remote one-sided verbs */
@@ -102,6 +113,7 @@ struct lock_stats {
     uint64_t timeouts;      /* acquires that returned RDKV_ETIMEDOUT */
     uint64_t lease_expired; /* releases after the lease had run out */
     uint64_t overflow_resets; /* counter resets at COUNT_MAX this thread completed */
+    uint64_t stale_grants;  /* grants given up: what showed them was older than the lease allows */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -188,6 +200,16 @@ static inline int lock_upgrade(struct lock_handle *h, int64_t deadline)
 /* True while a held lock's lease still covers the holder, with a quarter lease to spare (a
  * transaction checks this before it commits). Algorithms without leases always hold. */
 bool lock_lease_ok(const struct lock_handle *h);
+/* Extends a held lock's lease (algo->refresh): 0 (also for a hold without a lease),
+ * RDKV_ENOTSUP (its lease cannot be extended), RDKV_ETIMEDOUT (it had run out), or a fabric
+ * error. */
+int lock_refresh(struct lock_handle *h);
+/* The name of a hold, for the owner's holds_x check: what the algorithm knows the hold by
+ * (a ticket lock's ticket word, spin's holder id, the trad manager's token). */
+static inline uint64_t lock_token(const struct lock_handle *h) { return h->aux; }
+/* algo->holds_x, or RDKV_ENOTSUP where there is none. */
+int lock_holds_x(const struct lock_algo *a, struct fabric *f, rptr line, uint16_t holder,
+                 uint64_t token);
 /* Releases, on the thread's behalf, tickets it gave up at a deadline once their turn has come.
  * Every acquire calls it; a thread that stops taking locks should call it now and then. */
 void lock_thread_poll(struct lock_thread *t);

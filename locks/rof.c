@@ -48,8 +48,18 @@ static int rof_release(struct lock_handle *h)
     return fab_faa(h->t->c, h->line, (uint64_t)0 - sub, NULL);
 }
 
+/* Someone holds it exclusively; the word cannot say who. */
+static int rof_holds_x(struct fabric *f, rptr line, uint16_t holder, uint64_t token)
+{
+    (void)holder;
+    (void)token;
+    return (__atomic_load_n((uint64_t *)fab_local(f, line), __ATOMIC_SEQ_CST) & ROF_X) != 0;
+}
+
 const struct lock_algo lock_rof = {
     .name = "rof",
+    .holds_x = rof_holds_x,
+    .movable = true,
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
     .acquire = rof_acquire,
     .release = rof_release,

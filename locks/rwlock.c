@@ -87,30 +87,47 @@ static void side_of(struct lock_handle *h, struct side *s)
     s->prio = s->remote ? TURN_REMOTE : TURN_LOCAL;
 }
 
-/* A request's standing in its cohort's cross word. */
+/* A request's standing in its cohort's cross word. A remote member's two clocks are the times,
+ * taken before posting, of its last sign of life each kind of judge can see: `touched`, its last
+ * FAA on the cross word (every one bumps actO, which local waiters watch before they clear raised
+ * marks, rule 4), and `alive_at`, the evidence of its ticket's grant or its last refresh (actR or
+ * actW, which remote ticket waiters watch before they reset the tickets, rule 3). Neither judge
+ * can act on the member before two leases past the clock it watches. */
 struct member {
     struct side s;
     enum lock_mode mode;
     bool raised;        /* counted in eX or eS */
     bool marked;        /* counted in eW: it backed off, and has not released since */
-    int64_t touched;    /* remote: when it last changed the cross word while counted there */
+    int64_t touched;    /* remote: when it last changed the cross word */
+    int64_t alive_at;   /* remote: when its ticket's grant or its last refresh was shown */
 };
 
-/* Remote members keep their marks alive: one that went more than a lease without touching the
- * cross word (the process stalled) may have had them reset by a local waiter, and must not
- * touch them again -- its FAA would take someone else's mark. It abandons the request. */
-static bool stalled(struct lock_thread *t, const struct member *m)
+static int64_t fresh_since(const struct member *m)
 {
-    return m->s.remote && (m->raised || m->marked) &&
-           clock_now_ns() - m->touched > t->cfg.lease_ns;
+    return m->touched < m->alive_at ? m->touched : m->alive_at;
 }
 
-static int cross_add(struct lock_thread *t, struct member *m, uint64_t add)
+/* A remote member that went more than a lease without a sign of life (its process stalled, a
+ * reply came late) may have had its marks or its ticket recovered by the judges, and must not
+ * touch them again -- its FAA would take someone else's mark or serve someone else's ticket.
+ * It abandons the request, leaving everything to the recovery. */
+static bool stalled(struct lock_thread *t, const struct member *m)
+{
+    return m->s.remote && clock_now_ns() - fresh_since(m) > t->cfg.lease_ns;
+}
+
+/* One FAA on our cross word. `alive`: it carries a refresh (actR or actW), which remote ticket
+ * waiters see as our sign of life; a granted member's FAAs all do, so that no sign of life it
+ * gives is invisible to a rule that may judge it dead. */
+static int cross_add(struct lock_thread *t, struct member *m, uint64_t add, bool alive)
 {
     if (stalled(t, m)) return RDKV_EABORTED;
     int64_t t0 = clock_now_ns();
     int rc = m->s.ops->faa(t, m->s.C, add, NULL);
-    if (!rc) m->touched = t0;
+    if (!rc) {
+        m->touched = t0;
+        if (alive) m->alive_at = t0;
+    }
     return rc;
 }
 
@@ -158,6 +175,7 @@ static void tk_req_of(struct lock_handle *h, struct side *s, enum tk_class cls, 
      * process and always releases. */
     r->allow_reset = s->remote;
     r->prev = h->aux;
+    r->since = h->granted_at;
     r->reset_from = h->aux2;
     /* local waiters sleep on LT until a local releaser wakes them */
     r->sleepers = s->remote ? NULL : (uint32_t *)(void *)&s->lp[RW_LSLEEP / 8];
@@ -182,13 +200,14 @@ static bool recover_rc(struct lock_thread *t, struct member *m, uint64_t seen)
     return true;
 }
 
-/* Lowers our mark (if raised) and unmarks us (if marked, and `unmark`), with one FA. */
-static int lower(struct lock_thread *t, struct member *m, bool unmark)
+/* Lowers our mark (if raised) and unmarks us (if marked, and `unmark`), with one FA; a granted
+ * member's carries a refresh. */
+static int lower(struct lock_thread *t, struct member *m, bool unmark, bool granted)
 {
-    uint64_t add = CW_ACTO;
+    uint64_t add = CW_ACTO + (granted ? CW_ACTW : 0);
     if (m->raised) add -= cw_mode(m->mode);
     if (unmark && m->marked) add -= CW_W;
-    int rc = cross_add(t, m, add);
+    int rc = cross_add(t, m, add, granted);
     if (rc) return rc;
     m->raised = false;
     if (unmark) m->marked = false;
@@ -207,7 +226,17 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
     uint64_t watched = other & CW_RAISED_LIVE, watched_rt = rt;
     for (unsigned round = 0;; round++) {
         now = clock_now_ns();
-        if (m->raised && !conflict(m->mode, other)) return 0;
+        if (m->raised && !conflict(m->mode, other)) {
+            /* Enter only on fresh evidence: our mark and ticket are ours until two leases past
+             * fresh_since, and what the READ showed is no older than that. A reply that came
+             * late gets a refresh and a new look instead (cross_add abandons past a lease). */
+            if (!s->remote || now - fresh_since(m) < lease / 2) return 0;
+            int rc = cross_add(t, m, CW_ACTR, true);
+            if (rc) return rc;
+            refreshed = now;
+            if ((rc = look(t, m, &other, &turn, &rt))) return rc;
+            continue;
+        }
         if (!s->remote) {
             if ((other & CW_RAISED_LIVE) != watched || rt != watched_rt) {
                 watched = other & CW_RAISED_LIVE;
@@ -220,7 +249,7 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
         if (!m->raised) {
             /* backed off: come back when we have priority or the other side is empty */
             if (turn == s->prio || (cw_x(other) + cw_s(other)) == 0) {
-                int rc = cross_add(t, m, CW_ACTO + cw_mode(m->mode));
+                int rc = cross_add(t, m, CW_ACTO + CW_ACTR + cw_mode(m->mode), true);
                 if (rc) return rc;
                 m->raised = true;
                 if ((rc = look(t, m, &other, &turn, &rt))) return rc;
@@ -233,25 +262,27 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
                 __atomic_store_n(&s->lp[RW_TURN / 8], s->prio, __ATOMIC_SEQ_CST);
                 backed = now;
             } else if (s->remote && now - refreshed > lease / 2) {
-                int rc = cross_add(t, m, CW_ACTW); /* alive, backed off */
+                int rc = cross_add(t, m, CW_ACTW, true); /* alive, backed off */
                 if (rc) return rc;
                 refreshed = now;
             }
         } else if (turn != s->prio) {
-            /* the other side has priority: lower our mark, stay marked as a waiter, and wait */
-            uint64_t add = CW_ACTO - cw_mode(m->mode) + (m->marked ? 0 : CW_W);
-            int rc = cross_add(t, m, add);
+            /* the other side has priority: lower our mark, stay marked as a waiter, and wait
+             * (the FAA refreshes too: a member that keeps backing off and raising again is
+             * alive, and must look so to the remote ticket waiters) */
+            uint64_t add = CW_ACTO + CW_ACTW - cw_mode(m->mode) + (m->marked ? 0 : CW_W);
+            int rc = cross_add(t, m, add, true);
             if (rc) return rc;
             m->raised = false;
             m->marked = true;
             backed = refreshed = now;
         } else if (s->remote && now - refreshed > lease / 2) {
-            int rc = cross_add(t, m, CW_ACTR); /* alive, raised */
+            int rc = cross_add(t, m, CW_ACTR, true); /* alive, raised */
             if (rc) return rc;
             refreshed = now;
         }
         if (deadline && now >= deadline) {
-            int rc = lower(t, m, true);
+            int rc = lower(t, m, true, true);
             return rc ? rc : RDKV_ETIMEDOUT;
         }
         if (!s->remote) lock_backoff(round < 12 ? round : 12);
@@ -287,7 +318,7 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
         if ((rc = fab_exec(t->c, ops, 3))) return rc;
         uint64_t prev = ops[0].result;
         m.raised = true;
-        m.touched = t0;
+        m.touched = m.alive_at = t0;
         if (tk_pending_reset(&tk_dslr4, prev)) {
             /* a COUNT_MAX reset is pending: give both back, then the slow way */
             if (stalled(t, &m)) return RDKV_EABORTED;
@@ -297,22 +328,26 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
             m.raised = false;
             rc = tk_take(t, &r, deadline);
         } else {
-            tk_took(t, &r, prev);
+            tk_took(t, &r, prev, t0);
             if (tk_granted(&r, prev)) {
                 other = snap[RW_LC / 8];
                 turn = snap[RW_TURN / 8];
             } else {
-                rc = lower(t, &m, false); /* not our turn yet */
+                rc = lower(t, &m, false, false); /* not our turn yet (no refresh: not granted) */
             }
         }
     } else {
         rc = tk_take(t, &r, deadline);
     }
     if (!rc && !m.raised) {
-        if (!tk_granted(&r, r.prev)) rc = tk_wait(t, &r, 0, deadline);
+        if (!tk_granted(&r, r.prev)) rc = tk_wait(t, &r, deadline);
         if (rc == RDKV_ETIMEDOUT) tk_abandon(t, &r);
         if (!rc) {
-            rc = cross_add(t, &m, raise);
+            /* granted in our cohort, shown no earlier than r.since: raise, with a refresh --
+             * unless that was more than a lease ago (cross_add abandons then: the ticket may have
+             * been reset past already, and is left to the waiters) */
+            m.touched = m.alive_at = r.since;
+            rc = cross_add(t, &m, raise + (s->remote ? CW_ACTR : 0), true);
             if (!rc) {
                 m.raised = true;
                 rc = look(t, &m, &other, &turn, &rt);
@@ -324,13 +359,17 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
         if (rc == RDKV_ETIMEDOUT) tk_release(t, &r); /* granted in our cohort: pass it on */
     }
     if (rc == RDKV_ETIMEDOUT) t->stats.timeouts++;
-    if (rc == RDKV_EABORTED) t->stats.aborts++;
+    if (rc == RDKV_EABORTED) {
+        t->stats.aborts++;
+        if (stalled(t, &m)) t->stats.stale_grants++;
+    }
     if (rc) return rc;
     h->mode = (uint8_t)mode;
     h->desc = (uint8_t)(cls | (m.marked ? DESC_MARKED : 0));
     h->aux = r.prev;
     h->aux2 = r.reset_from;
-    h->granted_at = clock_now_ns();
+    /* the lease runs from the older of our two clocks: before the evidence, never after it */
+    h->granted_at = s->remote ? fresh_since(&m) : clock_now_ns();
     h->lease_ns = s->remote ? t->cfg.lease_ns : 0;
     return 0;
 }
@@ -358,17 +397,19 @@ static int rw_release(struct lock_handle *h)
     uint64_t lower_add = CW_ACTO - cw_mode(mode) - (marked ? CW_W : 0);
     uint64_t served = 1ull << tk_dslr4.n_sh[cls];
     if (s.remote) {
-        if (clock_now_ns() - h->granted_at >= h->lease_ns && !r.reset_from) {
-            /* past the lease: waiters may have reset our marks already; leave them to it */
-            t->stats.lease_expired++;
-            return RDKV_ETIMEDOUT;
-        }
         bool yield = false;
         if (boundary) {
             uint64_t c;
             int rc = fab_read(t->c, s.C, &c, 8);
             if (rc) return rc;
             yield = cw_w(c) == (marked ? 1u : 0u);
+        }
+        if (clock_now_ns() - h->granted_at >= h->lease_ns) {
+            /* Past the lease: waiters may have reset our marks and tickets already, and our FAAs
+             * would take someone else's. Leave them to it -- also when our ticket crossed
+             * COUNT_MAX: the newcomers' stuck reset brings RT back to 0 without us. */
+            t->stats.lease_expired++;
+            return RDKV_ETIMEDOUT;
         }
         struct fab_op ops[3];
         unsigned n = 0;
@@ -388,10 +429,39 @@ static int rw_release(struct lock_handle *h)
     return tk_overflow_reset(t, &r);
 }
 
+/* A remote holder shows it lives with one refresh of its cross word (actR): the judges of both
+ * rules restart their clocks on it, so the lease runs from its posting. */
+static int rw_refresh(struct lock_handle *h)
+{
+    struct lock_thread *t = h->t;
+    int64_t t0 = clock_now_ns();
+    if (t0 - h->granted_at >= h->lease_ns) return RDKV_ETIMEDOUT; /* recovered, maybe */
+    int rc = fab_faa(t->c, rptr_add(h->line, RW_RC), CW_ACTR, NULL);
+    if (!rc) h->granted_at = t0;
+    return rc;
+}
+
+/* The owner's check: the holder's cohort's ticket word still serves its X ticket (a rule-3
+ * reset moves it on), and its cross word counts a raised X mark (a rule-4 clearing empties it,
+ * with every older mark). The marks carry no names: during a newcomer's optimistic raise -- one
+ * round trip, and newcomers are only X tickets after ours -- the count would pass for ours even
+ * if ours had been cleared; docs/transactions.md says what that window is worth. */
+static int rw_holds_x(struct fabric *f, rptr line, uint16_t holder, uint64_t token)
+{
+    uint64_t *lp = fab_local(f, line);
+    bool remote = holder != fab_node_id(f);
+    uint64_t T = __atomic_load_n(&lp[(remote ? RW_RT : RW_LT) / 8], __ATOMIC_SEQ_CST);
+    uint64_t C = __atomic_load_n(&lp[(remote ? RW_RC : RW_LC) / 8], __ATOMIC_SEQ_CST);
+    return tk_x_current(&tk_dslr4, T, token) && cw_x(C) >= 1;
+}
+
 const struct lock_algo lock_rwlock = {
     .name = "rwlock",
     .recovers = true,
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
     .acquire = rw_acquire,
     .release = rw_release,
+    .refresh = rw_refresh,
+    .holds_x = rw_holds_x,
+    .movable = true,
 };

@@ -21,6 +21,7 @@ static int spin_acquire(struct lock_handle *h, enum lock_mode mode, int64_t dead
         if (rc) return rc;
         if (old == 0) {
             h->mode = LOCK_EXCLUSIVE;
+            h->aux = t->id; /* the hold's name: what the word holds */
             return 0;
         }
         int64_t now = clock_now_ns();
@@ -37,8 +38,16 @@ static int spin_release(struct lock_handle *h)
     return fab_write(h->t->c, h->line, &zero, 8);
 }
 
+static int spin_holds_x(struct fabric *f, rptr line, uint16_t holder, uint64_t token)
+{
+    (void)holder;
+    return __atomic_load_n((uint64_t *)fab_local(f, line), __ATOMIC_SEQ_CST) == token;
+}
+
 const struct lock_algo lock_spin = {
     .name = "spin",
+    .holds_x = spin_holds_x,
+    .movable = true,
     .modes = 1u << LOCK_EXCLUSIVE,
     .uses_descriptors = false,
     .acquire = spin_acquire,

@@ -133,11 +133,12 @@ void tk_wake(struct lock_thread *t, const struct tk_req *r)
     if (r->sleepers) lock_wake_all(serving_half(t, r), r->sleepers);
 }
 
-void tk_took(struct lock_thread *t, struct tk_req *r, uint64_t prev)
+void tk_took(struct lock_thread *t, struct tk_req *r, uint64_t prev, int64_t since)
 {
     (void)t;
     const struct tk_layout *l = r->lay;
     r->prev = prev;
+    r->since = since;
     r->reset_from = 0;
     /* fix 11 (multi-slot): the request whose k tickets cross COUNT_MAX resets the counters once
      * everyone up to and including it has left; newcomers back off until then. */
@@ -185,10 +186,11 @@ int tk_take(struct lock_thread *t, struct tk_req *r, int64_t deadline)
     bool first = true;
     for (;;) {
         uint64_t prev;
+        int64_t t0 = clock_now_ns();
         int rc = r->ops->faa(t, r->word, add, &prev);
         if (rc) return rc;
         if (!pending_reset(l, prev)) {
-            tk_took(t, r, prev);
+            tk_took(t, r, prev, t0);
             return 0;
         }
         /* A reset is pending: give the ticket back, back off, and retry from the start
@@ -352,8 +354,9 @@ static void stuck_put(const struct lock_thread *t, const struct lock_stuck *st)
     pthread_mutex_unlock(&stuck_mu);
 }
 
+/* v (and next) were read by a READ posted at seen_at. */
 static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64_t next,
-                     bool consume, int64_t deadline)
+                     int64_t seen_at, bool consume, int64_t deadline)
 {
     const struct tk_layout *l = r->lay;
     int64_t last = clock_now_ns();
@@ -370,6 +373,7 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64
     for (;;) {
         if (ticket_gone(r, v)) return RDKV_EABORTED;
         if (tk_granted(r, v)) return 0;
+        r->since = seen_at; /* not granted when v was read: the grant comes later */
         int64_t now = clock_now_ns();
         uint64_t n = motion(r, v, next);
         if (n != last_n) { /* fix 5: any movement of the serving counters restarts the clock */
@@ -400,11 +404,11 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64
                     if (overflowed(l, rv)) cas_to_zero(t, r, rv);
                     return RDKV_EABORTED;
                 }
-                v = rv;
-                last = now;
-                continue;
+                r->since = now; /* our CAS granted us: nobody saw that motion before it */
+                return 0;
             }
             v = got;
+            seen_at = now;
             continue;
         }
         if (deadline && now >= deadline) {
@@ -438,19 +442,28 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64
             lock_thread_poll(t);
             mine_ahead = own_abandoned(t, r->word);
         }
+        seen_at = clock_now_ns();
         int rc = read_pair(t, r, &v, &next);
         if (rc) return rc;
     }
 }
 
-int tk_wait(struct lock_thread *t, struct tk_req *r, uint64_t v0, int64_t deadline)
+int tk_wait(struct lock_thread *t, struct tk_req *r, int64_t deadline)
 {
-    uint64_t v = v0, next = 0;
-    if (!v || r->alive_mask) {
-        int rc = read_pair(t, r, &v, &next);
-        if (rc) return rc;
-    }
-    return wait_loop(t, r, v, next, r->cls == TK_X && (r->waits & (1u << TK_X)), deadline);
+    uint64_t v, next;
+    int64_t seen_at = clock_now_ns();
+    int rc = read_pair(t, r, &v, &next);
+    if (rc) return rc;
+    return wait_loop(t, r, v, next, seen_at, r->cls == TK_X && (r->waits & (1u << TK_X)),
+                     deadline);
+}
+
+int tk_give_up(struct lock_thread *t, struct tk_req *r)
+{
+    t->stats.stale_grants++;
+    t->stats.aborts++;
+    if (clock_now_ns() - r->since < lease_of(t)) tk_release(t, r);
+    return RDKV_EABORTED;
 }
 
 int tk_overflow_reset(struct lock_thread *t, const struct tk_req *r)
@@ -459,6 +472,13 @@ int tk_overflow_reset(struct lock_thread *t, const struct tk_req *r)
 }
 
 bool tk_pending_reset(const struct tk_layout *l, uint64_t v) { return pending_reset(l, v); }
+
+bool tk_x_current(const struct tk_layout *l, uint64_t v, uint64_t prev)
+{
+    for (unsigned c = 0; c < l->nclass; c++)
+        if (n_of(l, v, c) != m_of(l, prev, c)) return false;
+    return true;
+}
 
 int tk_release(struct lock_thread *t, struct tk_req *r)
 {
@@ -502,9 +522,17 @@ void lock_thread_poll(struct lock_thread *t)
         struct lock_abandoned *a = *pp;
         uint64_t v;
         bool done = true;
+        int64_t t0 = clock_now_ns();
         if (a->r.ops->read(t, a->r.word, &v) == 0 && !ticket_gone(&a->r, v)) {
-            if (tk_granted(&a->r, v)) tk_release(t, &a->r); /* our turn: pass it on at once */
-            else done = clock_now_ns() - a->since > 8 * lease_of(t); /* reset by now */
+            if (tk_granted(&a->r, v)) {
+                /* our turn: pass it on at once -- unless the turn may have come more than a
+                 * lease ago (we last saw it ungranted then): waiters behind may have reset the
+                 * word past it already, and our release would count twice. Left to them. */
+                if (clock_now_ns() - a->r.since < lease_of(t)) tk_release(t, &a->r);
+            } else {
+                a->r.since = t0;
+                done = clock_now_ns() - a->since > 8 * lease_of(t); /* reset by now */
+            }
         }
         if (done) {
             *pp = a->next;

@@ -41,6 +41,11 @@ struct tk_req {
     uint16_t k;           /* tickets taken (multi-slot leasing) */
     bool allow_reset;     /* lease-expiry recovery allowed (not for rwlock's local cohort) */
     uint64_t prev;        /* the word before our fetch-and-add */
+    /* The grant cannot have happened before this clock_now_ns() value: taken before posting the
+     * ticket's FA, then before each READ (or CAS) that showed the ticket not yet granted, or
+     * before the reset CAS that granted it. Waiters behind start judging the holder's silence
+     * no earlier, so the hold is safe only within a lease of it (docs/locks.md). */
+    int64_t since;
     uint64_t reset_from;  /* non-zero: after releasing, CAS the word from this to 0 */
     uint32_t *sleepers;   /* CPU words only (else NULL): waiters sleep on the word's "now
                              serving" half, counted here, and whoever moves it wakes them */
@@ -67,15 +72,23 @@ unsigned tk_waits_for(const struct tk_layout *l, enum tk_class cls);
  * after two leases of no movement it resets the stuck word and fails). r->prev is set on
  * success. Returns 0, RDKV_EABORTED, RDKV_ETIMEDOUT or a fabric error. */
 int tk_take(struct lock_thread *t, struct tk_req *r, int64_t deadline);
-/* Interprets a ticket taken elsewhere (rwlock's chained fast path): sets reset_from. */
-void tk_took(struct lock_thread *t, struct tk_req *r, uint64_t prev);
+/* Interprets a ticket taken elsewhere (rwlock's chained fast path), whose FA was posted at
+ * `since`: sets prev, since and reset_from. */
+void tk_took(struct lock_thread *t, struct tk_req *r, uint64_t prev, int64_t since);
 /* True if the word value v grants the ticket. */
 bool tk_granted(const struct tk_req *r, uint64_t v);
-/* Waits until the ticket is granted. v0: a value of the word already read after the FA (or 0).
- * Returns 0 (granted), RDKV_EABORTED (skipped by a reset, or it reset the word and consumed its
- * own ticket: release nothing), RDKV_ETIMEDOUT (deadline: the ticket is still outstanding; hand
- * it to tk_abandon) or a fabric error. */
-int tk_wait(struct lock_thread *t, struct tk_req *r, uint64_t v0, int64_t deadline);
+/* Waits until the ticket is granted (r->since tells from when). Returns 0 (granted),
+ * RDKV_EABORTED (skipped by a reset, or it reset the word and consumed its own ticket: release
+ * nothing), RDKV_ETIMEDOUT (deadline: the ticket is still outstanding; hand it to tk_abandon) or
+ * a fabric error. */
+int tk_wait(struct lock_thread *t, struct tk_req *r, int64_t deadline);
+/* How old the evidence of a grant may be when a waiter acts on it: half a lease. Older, it gives
+ * the grant up (tk_give_up) instead of entering on it. */
+static inline int64_t tk_entry_bound(const struct lock_thread *t) { return t->cfg.lease_ns / 2; }
+/* Gives up a granted ticket whose evidence is too old to enter on: within a lease of r->since no
+ * waiter can have reset it yet, so it is passed on (released); later it is left alone for the
+ * waiters' reset (a release could count twice). Counts a stale grant; returns RDKV_EABORTED. */
+int tk_give_up(struct lock_thread *t, struct tk_req *r);
 /* Releases the ticket (FA on its "now serving" counter), then completes a COUNT_MAX reset if it
  * was the one to cross. Returns 0 or a fabric error. */
 int tk_release(struct lock_thread *t, struct tk_req *r);
@@ -92,5 +105,9 @@ void lock_thread_drop_abandoned(struct lock_thread *t);
 void tk_backoff(struct lock_thread *t, unsigned failures);
 /* Wakes the sleepers of a CPU word after its "now serving" half moved (no-op for NIC words). */
 void tk_wake(struct lock_thread *t, const struct tk_req *r);
+/* Word value v still serves the exclusive ticket taken when the word was `prev` (every earlier
+ * ticket served, ours not yet): the hold is current. */
+bool tk_x_current(const struct tk_layout *l, uint64_t v, uint64_t prev);
+
 
 #endif

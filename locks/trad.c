@@ -273,6 +273,43 @@ static void *sweeper(void *arg)
     return NULL;
 }
 
+/* The managers this process serves, by fabric, for the owner's holds_x check. */
+#define TRAD_SERVED 16
+static pthread_mutex_t served_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct trad_mgr *served[TRAD_SERVED];
+
+static void served_set(struct trad_mgr *m, bool on)
+{
+    pthread_mutex_lock(&served_mu);
+    for (unsigned i = 0; i < TRAD_SERVED; i++)
+        if (on ? !served[i] : served[i] == m) {
+            served[i] = on ? m : NULL;
+            break;
+        }
+    pthread_mutex_unlock(&served_mu);
+}
+
+/* Whether the manager of f lists the hold `token` as an exclusive holder of the lock. */
+static int trad_holds_x(struct fabric *f, rptr line, uint16_t holder, uint64_t token)
+{
+    (void)holder;
+    int held = RDKV_ENOTSUP; /* no manager here */
+    pthread_mutex_lock(&served_mu);
+    for (unsigned i = 0; i < TRAD_SERVED; i++) {
+        struct trad_mgr *m = served[i];
+        if (!m || m->f != f) continue;
+        pthread_mutex_lock(&m->mu);
+        struct trad_lock *l = find(m, rptr_off(line), false);
+        held = 0;
+        for (struct trad_holder *x = l ? l->holders : NULL; x; x = x->next)
+            if (x->token == token && x->mode == LOCK_EXCLUSIVE) held = 1;
+        pthread_mutex_unlock(&m->mu);
+        break;
+    }
+    pthread_mutex_unlock(&served_mu);
+    return held;
+}
+
 struct trad_mgr *lock_trad_serve(struct fabric *f, int64_t lease_ns)
 {
     struct trad_mgr *m = calloc(1, sizeof *m);
@@ -298,6 +335,7 @@ struct trad_mgr *lock_trad_serve(struct fabric *f, int64_t lease_ns)
         lock_trad_free(m);
         return NULL;
     }
+    served_set(m, true);
     return m;
 }
 
@@ -325,6 +363,7 @@ void lock_trad_stop(struct trad_mgr *m)
 void lock_trad_free(struct trad_mgr *m)
 {
     if (!m) return;
+    served_set(m, false);
     for (unsigned b = 0; b < TRAD_BUCKETS; b++)
         for (struct trad_lock *l = m->buckets[b], *n; l; l = n) {
             n = l->hnext;
@@ -361,6 +400,7 @@ static int trad_acquire(struct lock_handle *h, enum lock_mode mode, int64_t dead
     struct fab_buf resp = {0};
     /* The manager answers by the deadline; the RPC's own timeout only covers a lost node. */
     int64_t rpc_timeout = deadline ? left + 2 * NS_PER_S : 3600 * NS_PER_S;
+    int64_t sent = clock_now_ns(); /* the grant comes after this: the lease runs from here */
     int rc = fab_rpc_call(t->c, rptr_node(h->line), LOCK_RPC_TRAD_LOCK, req, sizeof req, &resp,
                           rpc_timeout);
     if (rc == 0 && resp.len != 8) rc = RDKV_EPROTO;
@@ -369,7 +409,7 @@ static int trad_acquire(struct lock_handle *h, enum lock_mode mode, int64_t dead
         pack_r_init(&r, resp.data, resp.len);
         h->aux = unpack_u64(&r);
         h->mode = (uint8_t)mode;
-        h->granted_at = clock_now_ns();
+        h->granted_at = sent;
         h->lease_ns = t->cfg.lease_ns; /* evicted only after two, and only if someone waits */
     } else if (rc == RDKV_ETIMEDOUT) {
         t->stats.timeouts++;
@@ -402,4 +442,6 @@ const struct lock_algo lock_trad = {
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
     .acquire = trad_acquire,
     .release = trad_release,
+    .holds_x = trad_holds_x,
+    .movable = true,
 };

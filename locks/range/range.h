@@ -63,6 +63,12 @@ typedef void (*range_grant_hook)(void *arg, uint16_t space, uint64_t lo, uint64_
                                  enum lock_mode mode, bool granted);
 void range_server_set_hook(struct range_server *s, range_grant_hook fn, void *arg);
 
+/* The owner's side of fencing: whether the request named `token` (a server-side handle's token)
+ * still holds space `space` exclusively over at least [lo, hi] -- granted, not released, not
+ * evicted. 1 held, 0 not. */
+int range_server_holds_x(struct range_server *s, uint16_t space, uint64_t lo, uint64_t hi,
+                         uint64_t token);
+
 /* Counters of the owner's work (benchmarks report them). */
 struct range_server_stats {
     uint64_t grants, waits, releases, cancels;

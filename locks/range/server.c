@@ -804,6 +804,17 @@ void range_server_free(struct range_server *s)
     free(s);
 }
 
+int range_server_holds_x(struct range_server *s, uint16_t space, uint64_t lo, uint64_t hi,
+                         uint64_t token)
+{
+    pthread_mutex_lock(&s->mu);
+    const struct rreq *r = token_find(s, token, false);
+    int held = r && r->granted && r->space == space && r->mode == LOCK_EXCLUSIVE &&
+               r->itv.lo <= lo && hi <= r->itv.hi;
+    pthread_mutex_unlock(&s->mu);
+    return held;
+}
+
 void range_server_set_hook(struct range_server *s, range_grant_hook fn, void *arg)
 {
     pthread_mutex_lock(&s->mu);
