@@ -135,6 +135,8 @@ rdkv_node *rdkv_node_adopt(struct node *n)
     return rn;
 }
 
+struct node *rdkv_node_server(rdkv_node *n) { return n->n; }
+
 unsigned rdkv_key_partition(const void *key, size_t klen, unsigned nodes)
 {
     if (!nodes || klen > UINT32_MAX) return 0;

@@ -9,5 +9,7 @@ struct node;
 /* An rdkv_node for sessions in node n, which the caller keeps running (rdkv_node_stop must not
  * be called on it; free() it after n stops). NULL when out of memory. */
 rdkv_node *rdkv_node_adopt(struct node *n);
+/* The node inside an rdkv_node (tests reach the node's fabric and transaction layer so). */
+struct node *rdkv_node_server(rdkv_node *n);
 
 #endif

@@ -62,6 +62,9 @@ const char node_usage[] =
     "  --drtm-lease DUR      --row-lock drtm: how long a shared holder's lease lasts; a writer\n"
     "                        waits it out, a reader that outlives it aborts at commit (default\n"
     "                        10ms, about a transaction's length)\n"
+    "  --commit-timeout DUR  how long a commit waits for a participant before it reports the\n"
+    "                        outcome unknown (default 5s); the locks held there are kept until\n"
+    "                        the participant answers or is declared down\n"
     "  --session-idle DUR    close a remote session idle this long (default 60s)\n"
     "  --max-sessions N      remote sessions at once (default 128)\n"
     "  --rpc-threads N       threads that run RPC handlers (default 2)\n"
@@ -97,7 +100,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
     enum {
         O_CONFIG = 256, O_NODE, O_TRANSPORT, O_ARENA, O_RPC_THREADS, O_PEER_WAIT, O_LISTEN_FD,
         O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
-        O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS
+        O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_COMMITTO
     };
     static const struct option longopts[] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -112,6 +115,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         {"lock-timeout", required_argument, 0, O_LOCKTO},
         {"lease", required_argument, 0, O_LEASE},
         {"drtm-lease", required_argument, 0, O_DRTM_LEASE},
+        {"commit-timeout", required_argument, 0, O_COMMITTO},
         {"session-idle", required_argument, 0, O_IDLE},
         {"max-sessions", required_argument, 0, O_MAXSESS},
         {"rpc-threads", required_argument, 0, O_RPC_THREADS},
@@ -194,6 +198,11 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
             if (parse_duration_ns(optarg, &d) || d < NS_PER_US || d > 60 * NS_PER_S)
                 BAD("bad --drtm-lease '%s' (1us..60s)", optarg);
             o->txn.drtm_lease_ns = d;
+            break;
+        case O_COMMITTO:
+            if (parse_duration_ns(optarg, &d) || d < NS_PER_MS || d > 3600 * NS_PER_S)
+                BAD("bad --commit-timeout '%s' (1ms..1h)", optarg);
+            o->txn.commit_timeout_ns = d;
             break;
         case O_IDLE:
             if (parse_duration_ns(optarg, &d) || d < NS_PER_S) BAD("bad --session-idle '%s' (>= 1s)", optarg);

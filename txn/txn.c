@@ -26,7 +26,7 @@
 #define LOCATE_TRIES 8
 #define CHUNK_MIN (16u << 10)
 #define READ_GUESS 192u        /* inline value bytes read with the header on a first visit */
-#define COMMIT_RPC_TIMEOUT_NS (5 * NS_PER_S)
+#define COMMIT_RPC_TIMEOUT_NS (5 * NS_PER_S) /* txn_cfg.commit_timeout_ns's default */
 #define FANOUT_TAG 0x7C0000000000ull
 
 void txn_cfg_init(struct txn_cfg *c)
@@ -36,6 +36,7 @@ void txn_cfg_init(struct txn_cfg *c)
     c->range_lock = RANGE_LOCK_DEFAULT;
     c->lock_timeout_ns = 100 * NS_PER_MS;
     c->lease_ns = 10 * NS_PER_S;
+    c->commit_timeout_ns = COMMIT_RPC_TIMEOUT_NS;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -302,6 +303,7 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     if (!e->cfg.range_lock) e->cfg.range_lock = RANGE_LOCK_DEFAULT;
     if (e->cfg.lock_timeout_ns <= 0) e->cfg.lock_timeout_ns = 100 * NS_PER_MS;
     if (e->cfg.lease_ns <= 0) e->cfg.lease_ns = 10 * NS_PER_S;
+    if (e->cfg.commit_timeout_ns <= 0) e->cfg.commit_timeout_ns = COMMIT_RPC_TIMEOUT_NS;
     e->row = lock_algo_find(e->cfg.row_lock);
     e->range = range_algo_find(e->cfg.range_lock);
     int rc = 0;
@@ -1012,7 +1014,7 @@ static void fanout(struct txn_worker *w, unsigned n, const uint16_t *nodes, uint
     for (unsigned i = 0; i < n; i++) {
         resp[i] = (struct fab_buf){0};
         status[i] = fab_rpc_post(w->c, nodes[i], type, reqs[i], lens[i], &resp[i],
-                                 COMMIT_RPC_TIMEOUT_NS, FANOUT_TAG | i);
+                                 w->e->cfg.commit_timeout_ns, FANOUT_TAG | i);
         if (status[i] == 0) {
             status[i] = 1; /* pending */
             pending++;
@@ -1096,7 +1098,7 @@ static int commit_writes(struct txn *t, uint32_t nw)
         else {
             struct fab_buf resp = {0};
             rc = fab_rpc_call(w->c, parts[0], TXN_RPC_APPLY, pw.p, pw.len, &resp,
-                              COMMIT_RPC_TIMEOUT_NS);
+                              e->cfg.commit_timeout_ns);
             fab_buf_free(&resp);
             w->stats.rounds++;
             if (rc == RDKV_ETIMEDOUT || rc == RDKV_EUNAVAILABLE || rc == RDKV_EFLUSHED ||

@@ -39,6 +39,8 @@ struct txn_cfg {
     int64_t drtm_lease_ns;   /* drtm's shared lease (default 10 ms: a transaction's length) */
     int64_t prepared_timeout_ns; /* a prepared transaction whose coordinator is declared down is
                                     aborted (default: on the down verdict) */
+    int64_t commit_timeout_ns; /* how long a commit waits for a participant's answer before it
+                                  reports RDKV_EUNKNOWN (default 5 s) */
 };
 void txn_cfg_init(struct txn_cfg *c);
 
