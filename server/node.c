@@ -271,6 +271,8 @@ char *node_status_json(struct node *n)
     struct fabric *f = n->f;
     struct store_stats ss;
     store_stats(n->st, &ss);
+    struct txn_fence_stats fs;
+    txn_env_fence_stats(n->txn, &fs);
     char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
@@ -280,14 +282,19 @@ char *node_status_json(struct node *n)
             "{\"node\":%u,\"address\":\"%s:%u\",\"nodes\":%u,\"transport\":\"%s\","
             "\"arena_bytes\":%llu,\"uptime_ns\":%lld,\"cpu_ns\":%lld,\"pid\":%d,"
             "\"version\":\"%s\",\"rows\":%llu,\"heap_bytes\":%llu,\"heap_used\":%llu,"
-            "\"row_lock\":\"%s\",\"range_lock\":\"%s\",\"sessions\":%u,\"peers\":[",
+            "\"row_lock\":\"%s\",\"range_lock\":\"%s\",\"sessions\":%u,"
+            "\"fence\":{\"refused\":%llu,\"late\":%llu,\"kept\":%llu,\"resolved\":%llu,"
+            "\"dropped\":%llu,\"pending\":%llu},\"peers\":[",
             fab_node_id(f), me->host, me->port, fab_num_nodes(f),
             fab_transport_name(fab_transport_of(f)), (unsigned long long)fab_arena_size(f),
             (long long)(clock_now_ns() - n->start_ns), (long long)clock_process_cpu_ns(),
             (int)getpid(), NODE_VERSION, (unsigned long long)ss.rows,
             (unsigned long long)ss.heap_bytes, (unsigned long long)ss.heap_used,
             txn_env_cfg(n->txn)->row_lock, txn_env_cfg(n->txn)->range_lock,
-            session_count(n->sessions));
+            session_count(n->sessions), (unsigned long long)fs.refused,
+            (unsigned long long)fs.late, (unsigned long long)fs.kept,
+            (unsigned long long)fs.resolved, (unsigned long long)fs.dropped,
+            (unsigned long long)fs.pending);
     for (unsigned i = 0; i < n->cc.n; i++) {
         const char *state = i == fab_node_id(f) ? "self"
                             : txn_env_is_down(n->txn, (uint16_t)i) ? "down"

@@ -3,7 +3,14 @@
  * now, so a later COMMIT cannot fail), then installs them (COMMIT) or gives the memory back
  * (ABORT). APPLY does both at once for a transaction with a single participant. Also the scan
  * pages that coordinators on other nodes ask for. Every request is decoded defensively: bad
- * bytes get RDKV_EPROTO and change nothing. */
+ * bytes get RDKV_EPROTO and change nothing.
+ *
+ * The fence: a row's bytes change only while the row's exclusive lock is held by the changing
+ * transaction. Each write carries the name of the coordinator's hold (lock_token, and the range
+ * token of an inserted or deleted key's point), and this node checks on its own lock words
+ * (and its own range server) that the hold is still there, at prepare and again right before
+ * the install; a request that arrives after its coordinator gave up waiting for it (and asked
+ * TXN_RPC_RESOLVE) is refused outright. docs/transactions.md, "Fencing". */
 #include "txn/txn_internal.h"
 
 #include "common/clock.h"
@@ -21,6 +28,8 @@ void txn_wops_pack(struct pack_w *w, uint64_t txid, uint16_t coord, const struct
     for (uint32_t i = 0; i < n; i++) {
         pack_u8(w, ops[i].kind);
         pack_u64(w, ops[i].row);
+        pack_u64(w, ops[i].lock_tok);
+        pack_u64(w, ops[i].range_tok);
         pack_u32(w, ops[i].klen);
         uint8_t *p = pack_w_room(w, ops[i].klen);
         if (p && ops[i].klen) memcpy(p, ops[i].key, ops[i].klen);
@@ -39,8 +48,8 @@ int txn_wops_unpack(const void *p, size_t len, uint32_t key_max, uint32_t value_
     *txid = unpack_u64(&r);
     *coord = unpack_u16(&r);
     uint32_t n = unpack_u32(&r);
-    /* every op takes at least 17 bytes: a count beyond that is a lie */
-    if (r.err || n == 0 || n > (len - r.at) / 17) return RDKV_EPROTO;
+    /* every op takes at least TXN_WOP_MIN bytes: a count beyond that is a lie */
+    if (r.err || n == 0 || n > (len - r.at) / TXN_WOP_MIN) return RDKV_EPROTO;
     struct wop *ops = calloc(n, sizeof *ops);
     if (!ops) return RDKV_ENOMEM;
     int rc = 0;
@@ -48,6 +57,8 @@ int txn_wops_unpack(const void *p, size_t len, uint32_t key_max, uint32_t value_
         struct wop *o = &ops[i];
         o->kind = unpack_u8(&r);
         o->row = unpack_u64(&r);
+        o->lock_tok = unpack_u64(&r);
+        o->range_tok = unpack_u64(&r);
         o->klen = unpack_u32(&r);
         o->key = pack_r_take(&r, o->klen);
         o->vlen = unpack_u32(&r);
@@ -79,6 +90,30 @@ static int check_row(struct txn_env *e, const struct wop *o, struct row_view *v)
      * value imitating a row header, at a pointer that is no row) are refused, never written */
     rptr cur;
     if (store_lookup(e->st, o->key, o->klen, &cur) || cur != o->row) return RDKV_EABORTED;
+    return 0;
+}
+
+/* The fence, for op o of a transaction coordinated by node coord: its row is still locked
+ * exclusively by the coordinator's hold, and so is its key's point [c, c] when it inserts or
+ * deletes the key. An algorithm that cannot tell its holders apart (RDKV_ENOTSUP) passes. */
+static int fence_ok(struct txn_env *e, uint16_t coord, const struct wop *o)
+{
+    if (o->kind != WOP_INSERT && lock_holds_x(e->row, e->f, o->row, coord, o->lock_tok) == 0)
+        return 0;
+    if (o->kind != WOP_UPDATE) {
+        uint64_t c = txn_key_coord(o->key, o->klen);
+        if (!range_server_holds_x(e->rs, TXN_RANGE_SPACE, c, c, o->range_tok)) return 0;
+    }
+    return 1;
+}
+
+static int fence_all(struct txn_env *e, uint16_t coord, const struct wop *ops, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!fence_ok(e, coord, &ops[i])) {
+            __atomic_add_fetch(&e->fst.refused, 1, __ATOMIC_RELAXED);
+            return RDKV_EABORTED;
+        }
     return 0;
 }
 
@@ -123,13 +158,16 @@ int part_prepare(struct txn_env *e, uint64_t txid, uint16_t coord, struct wop *o
         switch (o->kind) {
         case WOP_UPDATE:
             rc = check_row(e, o, &v);
+            if (!rc) rc = fence_all(e, coord, o, 1);
             if (!rc) rc = store_value_stage(e->st, o->row, o->val, o->vlen, &st[i]);
             break;
         case WOP_INSERT:
-            rc = store_row_alloc(e->st, o->key, o->klen, o->val, o->vlen, &st[i].row);
+            rc = fence_all(e, coord, o, 1);
+            if (!rc) rc = store_row_alloc(e->st, o->key, o->klen, o->val, o->vlen, &st[i].row);
             break;
         case WOP_DELETE:
             rc = check_row(e, o, &v);
+            if (!rc) rc = fence_all(e, coord, o, 1);
             break;
         }
     }
@@ -159,8 +197,13 @@ static void prepared_free(struct prepared *p)
     free(p);
 }
 
-void part_commit(struct txn_env *e, struct prepared *p)
+int part_commit(struct txn_env *e, struct prepared *p)
 {
+    /* the locks were there at prepare; time has passed since (a 2PC round, a slow network) */
+    if (fence_all(e, p->coord, p->ops, p->n)) {
+        part_abort(e, p);
+        return RDKV_EABORTED;
+    }
     for (uint32_t i = 0; i < p->n; i++) {
         struct wop *o = &p->ops[i];
         switch (o->kind) {
@@ -179,6 +222,7 @@ void part_commit(struct txn_env *e, struct prepared *p)
         }
     }
     prepared_free(p);
+    return 0;
 }
 
 void part_abort(struct txn_env *e, struct prepared *p)
@@ -195,22 +239,106 @@ void part_record(struct txn_env *e, struct prepared *p)
     pthread_mutex_unlock(&e->pmu);
 }
 
-/* Takes the first recorded transaction with that txid (by_coord: coordinated by node `key`). */
+/* Takes the first recorded transaction with that txid (by_coord: coordinated by node `key`);
+ * pmu held. */
+static struct prepared *take_first_locked(struct txn_env *e, bool by_coord, uint64_t key)
+{
+    for (struct prepared **pp = &e->prep; *pp; pp = &(*pp)->next)
+        if (by_coord ? (*pp)->coord == key : (*pp)->txid == key) {
+            struct prepared *found = *pp;
+            *pp = found->next;
+            return found;
+        }
+    return NULL;
+}
+
 static struct prepared *take_first(struct txn_env *e, bool by_coord, uint64_t key)
 {
     pthread_mutex_lock(&e->pmu);
-    struct prepared *found = NULL;
-    for (struct prepared **pp = &e->prep; *pp; pp = &(*pp)->next)
-        if (by_coord ? (*pp)->coord == key : (*pp)->txid == key) {
-            found = *pp;
-            *pp = found->next;
-            break;
-        }
+    struct prepared *found = take_first_locked(e, by_coord, key);
     pthread_mutex_unlock(&e->pmu);
     return found;
 }
 
 struct prepared *part_take(struct txn_env *e, uint64_t txid) { return take_first(e, false, txid); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Late requests. A request of a transaction counts as in progress from the moment the handler
+ * knows its txid until it is done; a coordinator that got no answer asks TXN_RPC_RESOLVE, which
+ * is answered only when none of the transaction's requests is in progress, and leaves a
+ * tombstone: a request of it that arrives later is refused. (pmu held for all of these.) */
+
+static bool tomb_has(const struct txn_env *e, uint64_t txid)
+{
+    for (unsigned i = 0; i < e->tomb_n; i++)
+        if (e->tombs[i] == txid) return true;
+    return false;
+}
+
+static void tomb_add(struct txn_env *e, uint64_t txid)
+{
+    if (tomb_has(e, txid)) return;
+    if (!e->tombs && !(e->tombs = malloc(TXN_TOMBS * sizeof *e->tombs))) {
+        log_error("txn %llx: no memory for its tombstone; a late request of it is refused "
+                  "only by the lock check", (unsigned long long)txid);
+        return;
+    }
+    e->tombs[e->tomb_at] = txid; /* the oldest goes when the ring is full */
+    e->tomb_at = (e->tomb_at + 1) % TXN_TOMBS;
+    if (e->tomb_n < TXN_TOMBS) e->tomb_n++;
+}
+
+static bool in_progress(const struct txn_env *e, uint64_t txid)
+{
+    for (const struct inprog *ip = e->inprog; ip; ip = ip->next)
+        if (ip->txid == txid) return true;
+    return false;
+}
+
+/* Starts handling a request of txid: RDKV_EABORTED if its coordinator gave it up. */
+static int begin_locked(struct txn_env *e, uint64_t txid, struct inprog *ip)
+{
+    if (tomb_has(e, txid)) {
+        __atomic_add_fetch(&e->fst.late, 1, __ATOMIC_RELAXED);
+        return RDKV_EABORTED;
+    }
+    ip->txid = txid;
+    ip->next = e->inprog;
+    ip->on = true;
+    e->inprog = ip;
+    return 0;
+}
+
+static int part_begin(struct txn_env *e, uint64_t txid, struct inprog *ip)
+{
+    pthread_mutex_lock(&e->pmu);
+    int rc = begin_locked(e, txid, ip);
+    pthread_mutex_unlock(&e->pmu);
+    return rc;
+}
+
+static void part_end(struct txn_env *e, struct inprog *ip)
+{
+    if (!ip->on) return;
+    ip->on = false;
+    pthread_mutex_lock(&e->pmu);
+    for (struct inprog **pp = &e->inprog; *pp; pp = &(*pp)->next)
+        if (*pp == ip) {
+            *pp = ip->next;
+            break;
+        }
+    pthread_mutex_unlock(&e->pmu);
+}
+
+void txn_env_fence_stats(struct txn_env *e, struct txn_fence_stats *out)
+{
+    out->refused = __atomic_load_n(&e->fst.refused, __ATOMIC_RELAXED);
+    out->late = __atomic_load_n(&e->fst.late, __ATOMIC_RELAXED);
+    out->kept = __atomic_load_n(&e->fst.kept, __ATOMIC_RELAXED);
+    out->resolved = __atomic_load_n(&e->fst.resolved, __ATOMIC_RELAXED);
+    out->dropped = __atomic_load_n(&e->fst.dropped, __ATOMIC_RELAXED);
+    out->pending = __atomic_load_n(&e->fst.pending, __ATOMIC_RELAXED);
+}
 
 void txn_env_peer_lost(struct txn_env *e, uint16_t node)
 {
@@ -249,7 +377,10 @@ static void guarded(struct fab_rpc_req *req, void *arg)
 }
 
 
-static int decode_and_prepare(struct txn_env *e, struct fab_rpc_req *req, struct prepared **out)
+/* Decodes a PREPARE / APPLY, then (unless its transaction was given up: RDKV_EABORTED) prepares
+ * it as a request in progress (ip); the caller ends ip. */
+static int decode_and_prepare(struct txn_env *e, struct fab_rpc_req *req, struct inprog *ip,
+                              struct prepared **out)
 {
     size_t len = fab_rpc_len(req);
     void *bytes = malloc(len ? len : 1);
@@ -269,6 +400,7 @@ static int decode_and_prepare(struct txn_env *e, struct fab_rpc_req *req, struct
         free(ops);
         rc = RDKV_EPROTO;
     }
+    if (!rc && (rc = part_begin(e, txid, ip))) free(ops);
     if (rc) {
         free(bytes);
         return rc;
@@ -280,8 +412,10 @@ static void on_prepare(struct fab_rpc_req *req, void *arg)
 {
     struct txn_env *e = arg;
     struct prepared *p;
-    int rc = decode_and_prepare(e, req, &p);
+    struct inprog ip = {0};
+    int rc = decode_and_prepare(e, req, &ip, &p);
     if (!rc) part_record(e, p);
+    part_end(e, &ip);
     fab_rpc_reply(req, rc, NULL, 0);
 }
 
@@ -289,14 +423,38 @@ static void on_apply(struct fab_rpc_req *req, void *arg)
 {
     struct txn_env *e = arg;
     struct prepared *p;
-    int rc = decode_and_prepare(e, req, &p);
-    if (!rc) part_commit(e, p);
+    struct inprog ip = {0};
+    int rc = decode_and_prepare(e, req, &ip, &p);
+    if (!rc) rc = part_commit(e, p);
+    part_end(e, &ip);
     fab_rpc_reply(req, rc, NULL, 0);
+}
+
+/* Takes the prepared transaction txid out of the list as a request in progress (NULL, with
+ * nothing begun, if it is not prepared here). */
+static struct prepared *take_begin(struct txn_env *e, uint64_t txid, struct inprog *ip)
+{
+    pthread_mutex_lock(&e->pmu);
+    struct prepared *p = take_first_locked(e, false, txid);
+    if (p) begin_locked(e, txid, ip); /* (no tombstone: it was still prepared) */
+    pthread_mutex_unlock(&e->pmu);
+    return p;
+}
+
+/* Commits (the fence allowing) or aborts a prepared transaction taken with take_begin. */
+static int finish(struct txn_env *e, struct prepared *p, bool commit, struct inprog *ip)
+{
+    int rc = 0;
+    if (commit) rc = part_commit(e, p);
+    else part_abort(e, p);
+    part_end(e, ip);
+    return rc;
 }
 
 /* COMMIT and ABORT: the decision for a prepared transaction, named by its txid. An unknown
  * txid is an error for a commit (the coordinator reports the outcome unknown) and nothing for
- * an abort (it was never prepared here, or is gone already). */
+ * an abort (it was never prepared here, or is gone already). A commit the fence refuses is
+ * RDKV_EABORTED (the coordinator reports the outcome unknown too). */
 static void decide(struct fab_rpc_req *req, struct txn_env *e, bool commit)
 {
     struct pack_r r;
@@ -306,14 +464,50 @@ static void decide(struct fab_rpc_req *req, struct txn_env *e, bool commit)
         fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
         return;
     }
-    struct prepared *p = part_take(e, txid);
-    if (p && commit) part_commit(e, p);
-    else if (p) part_abort(e, p);
-    fab_rpc_reply(req, p || !commit ? 0 : RDKV_ENOTFOUND, NULL, 0);
+    struct inprog ip = {0};
+    struct prepared *p = take_begin(e, txid, &ip);
+    int rc = p ? finish(e, p, commit, &ip) : (commit ? RDKV_ENOTFOUND : 0);
+    fab_rpc_reply(req, rc, NULL, 0);
 }
 
 static void on_commit(struct fab_rpc_req *req, void *arg) { decide(req, arg, true); }
 static void on_abort(struct fab_rpc_req *req, void *arg) { decide(req, arg, false); }
+
+/* RESOLVE: a coordinator got no answer to a request of txid and asks to make it final here.
+ * Busy while one of its requests is in progress; then, for a commit decision, commits it if it
+ * is still prepared; for an abort, aborts it; and in every case leaves a tombstone, so that a
+ * request of it still on its way is refused. Answered 0 when nothing of txid will be installed
+ * here any more -- whether or not something was before (the coordinator reported the outcome
+ * unknown already; what it needs is that its locks can go). */
+static void on_resolve(struct fab_rpc_req *req, void *arg)
+{
+    struct txn_env *e = arg;
+    struct pack_r r;
+    pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
+    uint64_t txid = unpack_u64(&r);
+    uint8_t decision = unpack_u8(&r);
+    if (!unpack_done(&r) || decision < TXN_RESOLVE_APPLY || decision > TXN_RESOLVE_ABORT) {
+        fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
+        return;
+    }
+    pthread_mutex_lock(&e->pmu);
+    if (in_progress(e, txid)) {
+        pthread_mutex_unlock(&e->pmu);
+        fab_rpc_reply(req, RDKV_EBUSY, NULL, 0);
+        return;
+    }
+    struct prepared *p = take_first_locked(e, false, txid);
+    struct inprog ip = {0};
+    if (p) begin_locked(e, txid, &ip); /* (before the tombstone: it was prepared, so has none) */
+    tomb_add(e, txid);
+    pthread_mutex_unlock(&e->pmu);
+    if (p) {
+        int rc = finish(e, p, decision == TXN_RESOLVE_COMMIT, &ip);
+        if (rc) log_warn("txn %llx: its commit here was refused: the coordinator's locks were "
+                         "gone", (unsigned long long)txid);
+    }
+    fab_rpc_reply(req, 0, NULL, 0);
+}
 
 struct scan_out {
     struct pack_w w;
@@ -380,7 +574,7 @@ int part_register(struct txn_env *e)
         fab_rpc_handler fn;
     } hs[TXN_GUARDS] = {
         {TXN_RPC_PREPARE, on_prepare}, {TXN_RPC_COMMIT, on_commit}, {TXN_RPC_ABORT, on_abort},
-        {TXN_RPC_APPLY, on_apply},     {TXN_RPC_SCAN, on_scan},
+        {TXN_RPC_APPLY, on_apply},     {TXN_RPC_SCAN, on_scan},     {TXN_RPC_RESOLVE, on_resolve},
     };
     for (unsigned i = 0; i < TXN_GUARDS; i++) {
         e->guards[i] = (struct txn_guard){e, hs[i].fn};

@@ -27,6 +27,7 @@
 #define CHUNK_MIN (16u << 10)
 #define READ_GUESS 192u        /* inline value bytes read with the header on a first visit */
 #define COMMIT_RPC_TIMEOUT_NS (5 * NS_PER_S) /* txn_cfg.commit_timeout_ns's default */
+#define RESOLVE_RPC_TIMEOUT_NS (500 * NS_PER_MS)
 #define FANOUT_TAG 0x7C0000000000ull
 
 void txn_cfg_init(struct txn_cfg *c)
@@ -235,6 +236,78 @@ static int64_t lock_deadline(struct txn *t) { return clock_now_ns() + t->w->lock
 /* ------------------------------------------------------------------------------------------ */
 /* The environment. */
 
+/* ------------------------------------------------------------------------------------------ */
+/* Fences: the locks of a transaction whose outcome at a participant is unknown (txn_internal.h,
+ * struct txn_fence). They are kept -- refreshed every quarter lease where the lock allows it --
+ * until the participant answers TXN_RPC_RESOLVE (nothing of the transaction will be installed
+ * there any more) or is declared down. docs/transactions.md, "Fencing". */
+
+/* Asks the participant once: 0 (resolved), RDKV_EBUSY (ask again soon) or a transport error. */
+static int fence_ask(struct fab_ctx *c, const struct txn_fence *f)
+{
+    uint8_t req[9];
+    for (int i = 0; i < 8; i++) req[i] = (uint8_t)(f->txid >> (8 * i));
+    req[8] = f->decision;
+    struct fab_buf resp = {0};
+    int rc = fab_rpc_call(c, f->node, TXN_RPC_RESOLVE, req, sizeof req, &resp,
+                          RESOLVE_RPC_TIMEOUT_NS);
+    fab_buf_free(&resp);
+    return rc;
+}
+
+/* Lets the fence's locks go (released, or dropped when the participant is down) and frees it. */
+static void fence_end(struct txn_env *e, struct txn_fence *f, bool down)
+{
+    for (unsigned i = 0; i < f->nlk; i++)
+        if (f->lk[i].mode && !down) lock_release(&f->lk[i]);
+    for (unsigned i = 0; i < f->nrh; i++) {
+        if (f->rh[i]->mode && !down) range_release(f->rh[i]);
+        free(f->rh[i]);
+    }
+    __atomic_add_fetch(down ? &e->fst.dropped : &e->fst.resolved, 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&e->fst.pending, 1, __ATOMIC_RELAXED);
+    free(f->lk);
+    free(f->rh);
+    free(f);
+}
+
+/* One step of a fence, on the thread that holds its locks: refresh them when due, ask when due.
+ * Returns true when the fence is over (and freed). */
+static bool fence_step(struct txn_env *e, struct fab_ctx *c, struct txn_fence *f, int64_t now)
+{
+    if (txn_env_is_down(e, f->node)) {
+        log_warn("txn %llx: node %u is down: letting go of the locks kept there",
+                 (unsigned long long)f->txid, f->node);
+        fence_end(e, f, true);
+        return true;
+    }
+    if (now >= f->next_refresh) {
+        for (unsigned i = 0; i < f->nlk; i++)
+            if (f->lk[i].mode) lock_refresh(&f->lk[i]); /* (a lock that cannot: the fence check) */
+        f->next_refresh = now + e->cfg.lease_ns / 4;
+    }
+    if (now >= f->next_ask) {
+        int rc = fence_ask(c, f);
+        if (rc == 0) {
+            fence_end(e, f, false);
+            return true;
+        }
+        f->next_ask = clock_now_ns() + (rc == RDKV_EBUSY ? NS_PER_MS : 50 * NS_PER_MS);
+    }
+    return false;
+}
+
+/* The next time a fence in the list needs a step. */
+static int64_t fences_next(const struct txn_fence *l)
+{
+    int64_t next = INT64_MAX;
+    for (; l; l = l->next) {
+        if (l->next_ask < next) next = l->next_ask;
+        if (l->next_refresh < next) next = l->next_refresh;
+    }
+    return next;
+}
+
 static void *janitor_main(void *arg)
 {
     struct txn_env *e = arg;
@@ -246,19 +319,59 @@ static void *janitor_main(void *arg)
     if (ok) e->jlt = &lt;
     pthread_cond_broadcast(&e->jcv);
     unsigned round = 0;
+    struct txn_fence *mine = NULL; /* fences taken over: their handles point at lt */
     while (ok && !e->jstop) {
-        if (!lock_thread_owes(&lt)) {
+        while (e->fences) {
+            struct txn_fence *f = e->fences;
+            e->fences = f->next;
+            for (unsigned i = 0; i < f->nlk; i++) f->lk[i].t = &lt;
+            for (unsigned i = 0; i < f->nrh; i++) f->rh[i]->t = &lt;
+            f->next = mine;
+            mine = f;
+        }
+        if (lock_thread_owes(&lt)) lock_thread_poll(&lt); /* under jmu: workers hand over only
+                                                              between polls */
+        bool owes = lock_thread_owes(&lt);
+        if (!owes && !mine) {
             round = 0;
             pthread_cond_wait(&e->jcv, &e->jmu);
             continue;
         }
-        lock_thread_poll(&lt); /* under jmu: workers hand over only between polls */
         pthread_mutex_unlock(&e->jmu);
-        lock_backoff(round < 12 ? round++ : 12); /* up to ~128 us between looks */
+        int64_t now = clock_now_ns();
+        for (struct txn_fence **pp = &mine; *pp;) {
+            struct txn_fence *f = *pp;
+            if (now >= f->next_ask || now >= f->next_refresh) {
+                struct txn_fence *next = f->next;
+                if (fence_step(e, c, f, now)) {
+                    *pp = next;
+                    continue;
+                }
+            }
+            pp = &f->next;
+        }
+        if (owes) lock_backoff(round < 12 ? round++ : 12); /* up to ~128 us between looks */
         pthread_mutex_lock(&e->jmu);
+        if (!owes && !e->fences && !e->jstop && mine) {
+            struct timespec until = clock_ts(fences_next(mine));
+            pthread_cond_timedwait(&e->jcv, &e->jmu, &until);
+        }
     }
     e->jlt = NULL;
+    struct txn_fence *left = e->fences;
+    e->fences = NULL;
     pthread_mutex_unlock(&e->jmu);
+    while (left || mine) {
+        struct txn_fence *f = mine ? mine : left;
+        if (f == mine) mine = f->next;
+        else left = f->next;
+        /* the node stops: the locks are left to the leases, the handles freed */
+        for (unsigned i = 0; i < f->nlk; i++) f->lk[i].mode = 0;
+        for (unsigned i = 0; i < f->nrh; i++) f->rh[i]->mode = 0;
+        log_warn("txn %llx: stopping with its outcome at node %u unknown; its locks there are "
+                 "left to their leases", (unsigned long long)f->txid, f->node);
+        fence_end(e, f, true);
+    }
     if (ok) {
         lock_thread_drop_abandoned(&lt); /* the node stops: leases recover them */
         lock_thread_fini(&lt);
@@ -353,7 +466,11 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     if (!rc && (rc = range_space_create(rs, TXN_RANGE_SPACE, NULL)))
         snprintf(err, errcap, "cannot create the key range space: %s", rdkv_strerror(rc));
     pthread_mutex_init(&e->jmu, NULL);
-    pthread_cond_init(&e->jcv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the janitor waits for fence deadlines */
+    pthread_cond_init(&e->jcv, &ca);
+    pthread_condattr_destroy(&ca);
     if (!rc && pthread_create(&e->jan, NULL, janitor_main, e)) {
         snprintf(err, errcap, "cannot start the transaction janitor thread");
         rc = RDKV_ENOMEM;
@@ -399,6 +516,7 @@ void txn_env_close(struct txn_env *e)
         part_abort(e, p);
     }
     pthread_mutex_destroy(&e->pmu);
+    free(e->tombs);
     free(e->down);
     free(e);
 }
@@ -1005,6 +1123,89 @@ void txn_abort(struct txn *t)
     txn_end(t);
 }
 
+/* A request to a participant got no answer (the RPC failed in the transport: it may or may not
+ * have been handled, and may still be on its way). */
+static bool no_answer(int st)
+{
+    return st == RDKV_ETIMEDOUT || st == RDKV_EUNAVAILABLE || st == RDKV_EFLUSHED;
+}
+
+/* The participant `node` did not answer a request of t: the exclusive locks t holds there (its
+ * rows and its keys' points) must outlive t until the participant answers TXN_RPC_RESOLVE or
+ * is declared down, or a late install could land under the next holder. They go to the janitor
+ * (the caller reports RDKV_EUNKNOWN at once); locks that cannot change threads (queue locks)
+ * are kept by this worker, which resolves before it returns. */
+static void fence_keep(struct txn *t, uint16_t node, uint8_t decision)
+{
+    struct txn_worker *w = t->w;
+    struct txn_env *e = w->e;
+    if (txn_env_is_down(e, node)) return;
+    unsigned nlk = 0, nrh = 0;
+    for (uint32_t i = 0; i < t->nents; i++) {
+        struct tent *en = &t->ents[i];
+        if (en->lk.mode == LOCK_EXCLUSIVE && rptr_node(en->lk.line) == node) nlk++;
+        if (en->rh && en->rh->mode == LOCK_EXCLUSIVE && en->rh->node == node) nrh++;
+    }
+    if (!nlk && !nrh) return;
+    __atomic_add_fetch(&e->fst.kept, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&e->fst.pending, 1, __ATOMIC_RELAXED);
+    struct txn_fence *f = calloc(1, sizeof *f);
+    if (f) {
+        f->lk = calloc(nlk ? nlk : 1, sizeof *f->lk);
+        f->rh = calloc(nrh ? nrh : 1, sizeof *f->rh);
+    }
+    pthread_mutex_lock(&e->jmu);
+    bool handover = f && f->lk && f->rh && e->jlt && e->row->movable;
+    if (handover) {
+        f->txid = t->txid;
+        f->node = node;
+        f->decision = decision;
+        for (uint32_t i = 0; i < t->nents; i++) {
+            struct tent *en = &t->ents[i];
+            if (en->lk.mode == LOCK_EXCLUSIVE && rptr_node(en->lk.line) == node) {
+                f->lk[f->nlk++] = en->lk; /* the janitor points it at its own lock thread */
+                en->lk.mode = 0;
+            }
+            if (en->rh && en->rh->mode == LOCK_EXCLUSIVE && en->rh->node == node) {
+                f->rh[f->nrh++] = en->rh;
+                en->rh = NULL;
+            }
+        }
+        f->next = e->fences;
+        e->fences = f;
+        pthread_cond_signal(&e->jcv);
+    }
+    pthread_mutex_unlock(&e->jmu);
+    if (handover) return;
+    if (f) {
+        free(f->lk);
+        free(f->rh);
+        free(f);
+    }
+    /* Here, then: this worker keeps the locks alive and asks until answered. */
+    struct txn_fence me = {.txid = t->txid, .node = node, .decision = decision};
+    for (;;) {
+        if (txn_env_is_down(e, node)) {
+            __atomic_add_fetch(&e->fst.dropped, 1, __ATOMIC_RELAXED);
+            break;
+        }
+        int64_t now = clock_now_ns();
+        if (now >= me.next_refresh) {
+            for (uint32_t i = 0; i < t->nents; i++)
+                if (t->ents[i].lk.mode && rptr_node(t->ents[i].lk.line) == node)
+                    lock_refresh(&t->ents[i].lk);
+            me.next_refresh = now + e->cfg.lease_ns / 4;
+        }
+        int rc = fence_ask(w->c, &me);
+        if (rc == 0) {
+            __atomic_add_fetch(&e->fst.resolved, 1, __ATOMIC_RELAXED);
+            break;
+        }
+        clock_sleep_ns(rc == RDKV_EBUSY ? NS_PER_MS : 50 * NS_PER_MS);
+    }
+    __atomic_sub_fetch(&e->fst.pending, 1, __ATOMIC_RELAXED);
+}
+
 /* Sends one RPC to each of n nodes at once and waits for all: one round. */
 static void fanout(struct txn_worker *w, unsigned n, const uint16_t *nodes, uint16_t type,
                    const void *const *reqs, const size_t *lens, int *status)
@@ -1059,6 +1260,9 @@ static int commit_writes(struct txn *t, uint32_t nw)
             o->key = en->key;
             o->klen = en->klen;
             o->row = en->exists ? en->row : RPTR_NULL;
+            /* the names of our holds, for the participant's fence check */
+            o->lock_tok = en->lk.mode == LOCK_EXCLUSIVE ? lock_token(&en->lk) : 0;
+            o->range_tok = en->rh && en->rh->mode == LOCK_EXCLUSIVE ? en->rh->token : 0;
             o->val = en->nval;
             o->vlen = en->nvlen;
             o->kind = en->wop == W_DEL ? WOP_DELETE : (en->exists ? WOP_UPDATE : WOP_INSERT);
@@ -1086,7 +1290,7 @@ static int commit_writes(struct txn *t, uint32_t nw)
             part_abort(e, p);
             rc = RDKV_EABORTED;
         } else if (!rc) {
-            part_commit(e, p);
+            rc = part_commit(e, p); /* (RDKV_EABORTED: the fence found a lock gone) */
         }
     } else if (!rc && np == 1) {
         /* one partition on a peer: one APPLY, prepare and commit at once */
@@ -1101,9 +1305,14 @@ static int commit_writes(struct txn *t, uint32_t nw)
                               e->cfg.commit_timeout_ns);
             fab_buf_free(&resp);
             w->stats.rounds++;
-            if (rc == RDKV_ETIMEDOUT || rc == RDKV_EUNAVAILABLE || rc == RDKV_EFLUSHED ||
-                rc == RDKV_ESHUTDOWN)
-                rc = RDKV_EUNKNOWN; /* it may have been applied before the link broke */
+            if (no_answer(rc)) {
+                /* it may have been applied, or may be yet: keep its locks there until the
+                 * participant says it never will be */
+                fence_keep(t, parts[0], TXN_RESOLVE_APPLY);
+                rc = RDKV_EUNKNOWN;
+            } else if (rc == RDKV_ESHUTDOWN) {
+                rc = RDKV_EUNAVAILABLE; /* its layer turned the request away: nothing done */
+            }
         }
         pack_w_free(&pw);
     } else if (!rc) {
@@ -1157,21 +1366,33 @@ static int commit_writes(struct txn *t, uint32_t nw)
             idl[i] = 8;
         }
         if (rc) {
-            /* abort everywhere it was prepared (best effort: a participant that did not answer
-             * aborts by itself when it declares this node down) */
+            /* Abort everywhere it was prepared. A participant that did not answer (its PREPARE
+             * may still arrive, or its ABORT was lost) keeps our locks there until it has
+             * resolved the abort (a late PREPARE is then refused). */
             unsigned na = 0;
             uint16_t anodes[np];
-            for (unsigned i = 0; i < nr; i++)
+            int ast[np];
+            for (unsigned i = 0; i < nr; i++) {
                 if (st[i] == 0) anodes[na++] = rnodes[i];
-            if (na) fanout(w, na, anodes, TXN_RPC_ABORT, idr, idl, st);
+                else if (no_answer(st[i])) fence_keep(t, rnodes[i], TXN_RESOLVE_ABORT);
+            }
+            if (na) fanout(w, na, anodes, TXN_RPC_ABORT, idr, idl, ast);
+            for (unsigned i = 0; i < na; i++)
+                if (no_answer(ast[i])) fence_keep(t, anodes[i], TXN_RESOLVE_ABORT);
             if (mine) part_abort(e, mine);
         } else {
             fanout(w, nr, rnodes, TXN_RPC_COMMIT, idr, idl, st);
-            if (mine) part_commit(e, mine);
+            if (mine && part_commit(e, mine)) {
+                log_error("txn %llx: its commit here was refused (a lock of ours was gone) "
+                          "after the decision: the outcome is partial", (unsigned long long)txid);
+                rc = RDKV_EUNKNOWN;
+            }
             for (unsigned i = 0; i < nr; i++)
                 if (st[i]) {
                     log_warn("txn %llx: node %u did not confirm the commit: %s",
                              (unsigned long long)txid, rnodes[i], rdkv_strerror(st[i]));
+                    /* no answer: the COMMIT may land later; keep our locks there till it can't */
+                    if (no_answer(st[i])) fence_keep(t, rnodes[i], TXN_RESOLVE_COMMIT);
                     rc = RDKV_EUNKNOWN;
                 }
         }

@@ -27,6 +27,16 @@ enum txn_rpc {
     TXN_RPC_ABORT = FAB_RPC_USER_BASE + 10,   /* u64 txid -> status */
     TXN_RPC_APPLY = FAB_RPC_USER_BASE + 11,   /* one partition: ops, applied at once */
     TXN_RPC_SCAN = FAB_RPC_USER_BASE + 12,    /* a page of keys and rows in key order */
+    TXN_RPC_RESOLVE = FAB_RPC_USER_BASE + 13, /* u64 txid, u8 enum txn_resolve -> status */
+};
+
+/* What a coordinator that got no answer asks a participant to make final (TXN_RPC_RESOLVE). The
+ * answer 0 means: nothing of the transaction will be installed here from now on (a late request
+ * of it is refused); RDKV_EBUSY: one of its requests is being handled right now, ask again. */
+enum txn_resolve {
+    TXN_RESOLVE_APPLY = 1,  /* an APPLY went unanswered: fence it (it may have been applied) */
+    TXN_RESOLVE_COMMIT = 2, /* the decision is commit: commit it if still prepared here */
+    TXN_RESOLVE_ABORT = 3,  /* the decision is abort: abort it if prepared, refuse it if late */
 };
 
 /* A node's transaction layer: its store, the algorithms, the prepared transactions it takes
@@ -68,6 +78,17 @@ void txn_env_set_down(struct txn_env *e, uint16_t node, bool down);
 bool txn_env_is_down(struct txn_env *e, uint16_t node);
 /* A peer declared down: abort the transactions it coordinated that are prepared here. */
 void txn_env_peer_lost(struct txn_env *e, uint16_t node);
+
+/* What the layer's fencing did (docs/transactions.md, "Fencing"), for status and tests. */
+struct txn_fence_stats {
+    uint64_t refused;   /* participant: installs refused because the coordinator's lock was gone */
+    uint64_t late;      /* participant: requests refused because their coordinator gave them up */
+    uint64_t kept;      /* coordinator: transactions whose locks were kept after no answer */
+    uint64_t resolved;  /* coordinator: of those, released after the participant's answer */
+    uint64_t dropped;   /* coordinator: of those, dropped because the participant went down */
+    uint64_t pending;   /* coordinator: still kept now */
+};
+void txn_env_fence_stats(struct txn_env *e, struct txn_fence_stats *out);
 
 /* The partition of a key: XXH3(key) mod nodes, or XXH3(tag) mod nodes for a key that ends in
  * "{tag}" (store_key_tag). */

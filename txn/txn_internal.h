@@ -15,6 +15,8 @@ enum wop_kind { WOP_UPDATE = 1, WOP_INSERT = 2, WOP_DELETE = 3 };
 struct wop {
     uint8_t kind;
     rptr row;          /* UPDATE / DELETE: the row the coordinator holds exclusively */
+    uint64_t lock_tok; /* UPDATE / DELETE: lock_token of the coordinator's hold of the row */
+    uint64_t range_tok; /* INSERT / DELETE: the token of its exclusive point [c, c] */
     const uint8_t *key;
     uint32_t klen;
     const uint8_t *val; /* UPDATE / INSERT */
@@ -38,8 +40,31 @@ struct txn_guard {
     struct txn_env *e;
     fab_rpc_handler fn;
 };
-#define TXN_GUARDS 5
+#define TXN_GUARDS 6
 
+/* A request being handled by the participant right now (on its handler's stack). */
+struct inprog {
+    struct inprog *next;
+    uint64_t txid;
+    bool on; /* in the list */
+};
+/* The transactions coordinators gave up waiting for, whose late requests are refused: the last
+ * TXN_TOMBS of them (a ring). */
+#define TXN_TOMBS 4096
+
+/* A transaction whose outcome at one participant is unknown to its coordinator: the locks it
+ * holds there are kept (and kept alive) until the participant answers TXN_RPC_RESOLVE or is
+ * declared down (txn.c). */
+struct txn_fence {
+    struct txn_fence *next;
+    uint64_t txid;
+    uint16_t node;
+    uint8_t decision;            /* enum txn_resolve */
+    unsigned nlk, nrh;
+    struct lock_handle *lk;      /* copies of the row locks' handles */
+    struct range_handle **rh;    /* the range handles, taken over */
+    int64_t next_ask, next_refresh;
+};
 struct txn_env {
     struct fabric *f;
     struct store *st;
@@ -52,8 +77,12 @@ struct txn_env {
     unsigned n;
     uint8_t *down; /* per node, atomic loads/stores */
     uint32_t next_worker;
-    pthread_mutex_t pmu; /* the prepared list */
+    pthread_mutex_t pmu; /* the prepared list, requests in progress, tombstones */
     struct prepared *prep;
+    struct inprog *inprog;
+    uint64_t *tombs;     /* TXN_TOMBS txids (allocated at the first), tomb_n used, next at tomb_at */
+    unsigned tomb_n, tomb_at;
+    struct txn_fence_stats fst; /* atomics */
     /* shutting down: RPC handlers in flight, and whether new ones are turned away */
     int inflight;
     bool closing;
@@ -66,10 +95,12 @@ struct txn_env {
     pthread_mutex_t jmu;
     pthread_cond_t jcv;
     struct lock_thread *jlt; /* the janitor's, while it runs */
+    struct txn_fence *fences; /* given to the janitor, under jmu */
 };
 
 /* Encoding of PREPARE / APPLY: u64 txid, u16 coordinator, u32 n, then n times {u8 kind, u64 row,
- * u32 klen, key, u32 vlen, val}. */
+ * u64 lock token, u64 range token, u32 klen, key, u32 vlen, val}. */
+#define TXN_WOP_MIN 33 /* the fewest bytes an op takes */
 void txn_wops_pack(struct pack_w *w, uint64_t txid, uint16_t coord, const struct wop *ops,
                    uint32_t n);
 /* Decodes into ops (malloc'd, pointing into p): 0 or RDKV_EPROTO / RDKV_ETOOBIG / RDKV_ENOMEM. */
@@ -77,12 +108,14 @@ int txn_wops_unpack(const void *p, size_t len, uint32_t key_max, uint32_t value_
                     uint64_t *txid, uint16_t *coord, struct wop **ops, uint32_t *n);
 
 /* The participant's steps, for a local partition and for the RPC handlers alike. prepare
- * checks and stages the writes (taking ownership of ops and bytes, both malloc'd) and, unless
- * keep is false, records the transaction for a later commit or abort; it returns 0 or a status
- * (nothing staged then). */
+ * checks the writes -- each names a live row of its key, or a key to insert, and the
+ * coordinator still holds its locks (the fence) -- and stages them (taking ownership of ops and
+ * bytes, both malloc'd); it returns 0 or a status (nothing staged then). commit checks the fence
+ * again and installs (0), or gives everything back (RDKV_EABORTED: a lock was gone); either way
+ * p is freed. */
 int part_prepare(struct txn_env *e, uint64_t txid, uint16_t coord, struct wop *ops, uint32_t n,
                  void *bytes, struct prepared **out);
-void part_commit(struct txn_env *e, struct prepared *p);
+int part_commit(struct txn_env *e, struct prepared *p);
 void part_abort(struct txn_env *e, struct prepared *p);
 /* Takes a recorded transaction out of the list (NULL if unknown). */
 struct prepared *part_take(struct txn_env *e, uint64_t txid);

@@ -77,12 +77,13 @@ static int check_wops(const uint8_t *src, size_t len, uint32_t key_max, uint32_t
                      key_max, value_max);
             if (o->kind != WOP_INSERT && o->row == RPTR_NULL) FAIL("op %u: no row", i);
             if (o->kind == WOP_DELETE && o->vlen) FAIL("op %u: delete with a value", i);
-            if (at + 17 > len || o->kind != p[at] || o->row != get_le(p + at + 1, 8) ||
-                o->klen != get_le(p + at + 9, 4))
+            if (at + TXN_WOP_MIN > len || o->kind != p[at] || o->row != get_le(p + at + 1, 8) ||
+                o->lock_tok != get_le(p + at + 9, 8) || o->range_tok != get_le(p + at + 17, 8) ||
+                o->klen != get_le(p + at + 25, 4))
                 FAIL("op %u: header does not match the bytes at %zu", i, at);
-            if (!inside(p, len, o->key, o->klen) || o->key != p + at + 13)
+            if (!inside(p, len, o->key, o->klen) || o->key != p + at + 29)
                 FAIL("op %u: key outside the frame or misplaced", i);
-            at += 13 + (size_t)o->klen;
+            at += 29 + (size_t)o->klen;
             if (!inside(p, len, p + at, 4) || o->vlen != get_le(p + at, 4))
                 FAIL("op %u: vlen does not match the bytes at %zu", i, at);
             if (!inside(p, len, o->val, o->vlen) || o->val != p + at + 4)
@@ -131,6 +132,8 @@ static void wops_structured(uint64_t seed, const uint8_t *mut, size_t nmut, uint
         struct wop *o = &ops[i];
         o->kind = (uint8_t)(WOP_UPDATE + gen(&s) % 3);
         o->row = o->kind == WOP_INSERT && gen(&s) % 2 ? RPTR_NULL : (gen(&s) | 1);
+        o->lock_tok = gen(&s) % 3 ? gen(&s) : 0;
+        o->range_tok = gen(&s) % 3 ? gen(&s) : 0;
         o->klen = gen_len(&s, key_max);
         o->vlen = o->kind == WOP_DELETE ? 0 : gen_len(&s, value_max);
         for (uint32_t k = 0; k < o->klen; k++) bytes[i][0][k] = (uint8_t)gen(&s);
@@ -161,6 +164,7 @@ static void wops_structured(uint64_t seed, const uint8_t *mut, size_t nmut, uint
     if (t2 != txid || c2 != coord || n2 != n) FAIL("round trip: header differs");
     for (uint32_t i = 0; i < n; i++)
         if (got[i].kind != ops[i].kind || got[i].row != ops[i].row ||
+            got[i].lock_tok != ops[i].lock_tok || got[i].range_tok != ops[i].range_tok ||
             got[i].klen != ops[i].klen || got[i].vlen != ops[i].vlen ||
             (ops[i].klen && memcmp(got[i].key, ops[i].key, ops[i].klen)) ||
             (ops[i].vlen && memcmp(got[i].val, ops[i].val, ops[i].vlen)))

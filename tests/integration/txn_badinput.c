@@ -10,10 +10,11 @@
  * mutated frames from one thread, then two; RDKV_BADINPUT_SEED / RDKV_BADINPUT_ROUNDS vary it),
  * forged_row (a value whose bytes imitate rows: naming them as rows is refused).
  *
- * The protocol trusts a coordinator's PREPARE / APPLY that names a real row with that row's key
- * (the coordinator holds the row's lock), so no frame sent here ever names a loaded key in an
- * UPDATE or DELETE, nor writes a loaded key through a session: every frame is checked against
- * that before it is sent. Nothing sent can change a loaded key, so any change is a bug. */
+ * A participant installs a PREPARE / APPLY only while the locks its fence tokens name are held
+ * (docs/transactions.md, "Fencing"); the frames sent here hold no lock, so their writes are all
+ * refused. Still, no frame sent here names a loaded key in an UPDATE or DELETE, nor writes a
+ * loaded key through a session: every frame is checked against that before it is sent. Nothing
+ * sent can change a loaded key, so any change is a bug. */
 #include "tests/harness.h"
 #include "tests/testenv.h"
 
@@ -1088,7 +1089,8 @@ static void crafted_frames(void)
         }
         st.allow_loaded = false;
         /* a refused frame stages nothing: an INSERT before a bogus UPDATE does not happen, and
-         * a PREPARE refused is not recorded */
+         * a PREPARE refused is not recorded (the INSERT holds no lock of its point: the fence
+         * refuses it first) */
         char ins[32];
         unsigned j = 0;
         do snprintf(ins, sizeof ins, "fz/mixed/%u", j++);
@@ -1101,31 +1103,32 @@ static void crafted_frames(void)
                  .klen = 4, .val = (const uint8_t *)"w", .vlen = 1},
             };
             uint64_t id = txid++;
-            CHECK_EQ(wops_call(&st, node, wtypes[t], o, 2, id), RDKV_EPROTO);
+            CHECK_EQ(wops_call(&st, node, wtypes[t], o, 2, id), RDKV_EABORTED);
             CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, id), RDKV_ENOTFOUND);
             CHECK(!key_exists(&st, node, ins, (uint32_t)strlen(ins)));
         }
-        /* an INSERT of a loaded key (prepared and committed, or applied) changes nothing */
+        /* an INSERT of a loaded key (applied, or prepared then committed) holds no lock of
+         * its point, forged tokens included: refused, nothing changes */
         for (unsigned i = 0, done = 0; i < NKEYS && done < 4; i++) {
             char key[16];
             key_of(i, key);
             if (owner_of(key, 6) != node) continue;
             struct wop o = {.kind = WOP_INSERT, .key = (const uint8_t *)key, .klen = 6,
-                            .val = (const uint8_t *)"clobbered", .vlen = 9};
+                            .val = (const uint8_t *)"clobbered", .vlen = 9,
+                            .range_tok = done * 7 + 1};
             if (done++ % 2) {
-                CHECK_EQ(wops_call(&st, node, TXN_RPC_APPLY, &o, 1, txid++), 0);
+                CHECK_EQ(wops_call(&st, node, TXN_RPC_APPLY, &o, 1, txid++), RDKV_EABORTED);
             } else {
                 uint64_t id = txid++;
-                /* prepared: recorded until COMMIT (call() would abort it: send it directly) */
+                /* (sent directly: call() would abort what it prepared) */
                 struct pack_w w;
                 pack_w_init(&w);
                 txn_wops_pack(&w, id, 1, &o, 1);
                 struct fab_buf resp = {0};
                 CHECK_EQ(fab_rpc_call(k.c, node, TXN_RPC_PREPARE, w.p, w.len, &resp,
-                                      RPC_DEADLINE_NS), 0);
+                                      RPC_DEADLINE_NS), RDKV_EABORTED);
                 fab_buf_free(&resp);
                 pack_w_free(&w);
-                CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, id), 0);
                 CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, id), RDKV_ENOTFOUND);
                 CHECK_EQ(txid_call(&st, node, TXN_RPC_ABORT, id), 0);
             }
@@ -1333,7 +1336,8 @@ static void crafted_frames(void)
                         .klen = (uint32_t)strlen(key), .val = big, .vlen = sizeof big};
         CHECK_EQ(wops_call(&st, node, TXN_RPC_APPLY, &o, 1, txid++), RDKV_ETOOBIG);
         o.vlen = sizeof big - 1;
-        CHECK_EQ(wops_call(&st, node, TXN_RPC_PREPARE, &o, 1, txid++), 0); /* aborted by call() */
+        /* within the limit: decoded, then refused by the fence (no lock held) */
+        CHECK_EQ(wops_call(&st, node, TXN_RPC_PREPARE, &o, 1, txid++), RDKV_EABORTED);
         CHECK(!key_exists(&st, node, key, (uint32_t)strlen(key)));
     }
     harness_failures += (int)st.fails;

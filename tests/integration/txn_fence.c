@@ -9,8 +9,12 @@
  *                 delivered: K's bytes must not change while T2 holds K.
  *   late_commit   the same with two-phase commit: T1 writes K on node 1 and a key on node 2;
  *                 node 1's COMMIT is held.
+ *   late_prepare  node 1's PREPARE is held: T1 fails (nothing happened) and aborts; the late
+ *                 PREPARE must be refused, not kept prepared.
  * Afterwards T2 commits its own write and every key reads what the last committed writer wrote
- * (T1's writes, where they landed, before T2's). */
+ * (T1's writes, where they landed, before T2's). The fencing counters (node status "fence") say
+ * how it went: node 0 kept T1's locks on node 1 and let them go on node 1's answer; a late
+ * request that arrived after it was refused. */
 #include "tests/harness.h"
 #include "tests/testenv.h"
 #include "tests/txncluster.h"
@@ -127,6 +131,11 @@ static rdkv_txn *lock_k(rdkv_session *s, const char *k, char *seen, size_t *seen
     return NULL;
 }
 
+static void fence_stats(unsigned node, struct txn_fence_stats *out)
+{
+    txn_env_fence_stats(node_txn(rdkv_node_server(C.node[node])), out);
+}
+
 static void late(uint16_t type)
 {
     static const char *const extra[] = {"--commit-timeout", "300ms", NULL};
@@ -147,13 +156,15 @@ static void late(uint16_t type)
     fab_set_rpc_hook(f1, rgate_hook, &g);
 
     /* T1: K := v1 (and K2 := w1 for two-phase commit); its request to node 1 is held */
+    bool two_pc = type != TXN_RPC_APPLY;
     rdkv_txn *t1;
     REQUIRE(rdkv_txn_begin(a, &t1) == 0);
     CHECK_EQ(rdkv_txn_put(t1, k, strlen(k), "v1", 2), 0);
-    if (type == TXN_RPC_COMMIT) CHECK_EQ(rdkv_txn_put(t1, k2, strlen(k2), "w1", 2), 0);
+    if (two_pc) CHECK_EQ(rdkv_txn_put(t1, k2, strlen(k2), "w1", 2), 0);
     int rc1 = rdkv_txn_commit(t1);
     rdkv_txn_free(t1);
-    CHECK_EQ(rc1, RDKV_EUNKNOWN);
+    /* no answer after the decision: unknown; no answer to a PREPARE: failed, nothing done */
+    CHECK_EQ(rc1, type == TXN_RPC_PREPARE ? RDKV_EUNAVAILABLE : RDKV_EUNKNOWN);
     CHECK(rgate_wait(&g, &g.held));
 
     /* T2 takes K and reads it; then the held request is delivered */
@@ -178,10 +189,20 @@ static void late(uint16_t type)
     size_t bl;
     CHECK_EQ(tc_get1(a, k, buf, sizeof buf, &bl), 0);
     CHECK(bl == 2 && !memcmp(buf, "v2", 2));
-    if (type == TXN_RPC_COMMIT) { /* K2's commit landed on node 2, which answered */
+    if (two_pc) { /* K2: committed on node 2, which answered; or aborted there */
         CHECK_EQ(tc_get1(a, k2, buf, sizeof buf, &bl), 0);
-        CHECK(bl == 2 && !memcmp(buf, "w1", 2));
+        CHECK(bl == 2 && !memcmp(buf, type == TXN_RPC_COMMIT ? "w1" : "w0", 2));
     }
+    struct txn_fence_stats s0, s1;
+    fence_stats(0, &s0);
+    fence_stats(1, &s1);
+    fprintf(stderr, "  node 0 kept %" PRIu64 ", resolved %" PRIu64 "; node 1 refused %" PRIu64
+            " late\n", s0.kept, s0.resolved, s1.late);
+    CHECK_EQ(s0.kept, 1);
+    CHECK_EQ(s0.resolved, 1);
+    CHECK_EQ(s0.pending, 0);
+    /* the late APPLY or PREPARE met the tombstone (a late COMMIT finds nothing prepared) */
+    CHECK_EQ(s1.late, type == TXN_RPC_COMMIT ? 0 : 1);
     rdkv_session_close(a);
     rdkv_session_close(b);
     tc_stop(&C);
@@ -191,10 +212,12 @@ static void late(uint16_t type)
 
 static void t_late_apply(void) { late(TXN_RPC_APPLY); }
 static void t_late_commit(void) { late(TXN_RPC_COMMIT); }
+static void t_late_prepare(void) { late(TXN_RPC_PREPARE); }
 
 static const struct test_case cases[] = {
     {"late_apply", t_late_apply},
     {"late_commit", t_late_commit},
+    {"late_prepare", t_late_prepare},
 };
 
 int main(int argc, char **argv)
