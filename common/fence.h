@@ -1,15 +1,14 @@
-/* A full memory fence (store->load included). It is a locked read-modify-write of a private
- * word rather than atomic_thread_fence, which ThreadSanitizer does not support; on x86 a locked
- * RMW orders every earlier store before every later load, exactly like mfence. */
+/* A full memory fence (store->load included): C11's seq_cst thread fence, mfence on x86. The
+ * soft NIC needs it between a WRITE's or an atomic's store and the next request's loads, as a
+ * real NIC gets it from PCIe ordering (docs/fabric.md); the locks need it where Peterson-style
+ * handshakes store a flag and then load the other side's. ThreadSanitizer does not model
+ * fences (its build silences GCC's -Wtsan about them); it sees these orders through the
+ * atomics around them. */
 #ifndef RDKV_FENCE_H
 #define RDKV_FENCE_H
 
-#include <stdint.h>
+#include <stdatomic.h>
 
-static inline void full_fence(void)
-{
-    static __thread uint64_t fence_word;
-    __atomic_exchange_n(&fence_word, 1, __ATOMIC_SEQ_CST);
-}
+static inline void full_fence(void) { atomic_thread_fence(memory_order_seq_cst); }
 
 #endif

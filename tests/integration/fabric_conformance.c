@@ -128,12 +128,13 @@ static void t_chain(void)
     REQUIRE(fab_ctx_create(e.f[0], &c) == 0);
     uint64_t *b = (uint64_t *)(void *)target(&e, 1, DATA + 64);
     *b = 100;
-    uint64_t x = 42, r1 = 0, r2 = 0;
+    uint64_t x = 42, r1 = 0, r2 = 0, r3 = 0;
     rptr a = rptr_make(1, DATA), bp = rptr_make(1, DATA + 64);
-    struct fab_op ops[5] = {fab_op_write(a, &x, 8), fab_op_read(a, &r1, 8), fab_op_cas(a, 42, 77),
-                            fab_op_faa(bp, 5), fab_op_read(a, &r2, 8)};
+    /* (a READ after an FAA of its word sees it: rwlock's raise-then-look relies on that) */
+    struct fab_op ops[6] = {fab_op_write(a, &x, 8), fab_op_read(a, &r1, 8), fab_op_cas(a, 42, 77),
+                            fab_op_faa(bp, 5),      fab_op_read(bp, &r3, 8), fab_op_read(a, &r2, 8)};
     fab_counters_reset(c);
-    CHECK_EQ(fab_post(c, ops, 5, 1234), 0);
+    CHECK_EQ(fab_post(c, ops, 6, 1234), 0);
     struct fab_cqe cqe[4];
     int n = fab_wait(c, cqe, 4, 10 * NS_PER_S);
     CHECK_EQ(n, 1);
@@ -143,15 +144,16 @@ static void t_chain(void)
     CHECK_EQ(ops[2].result, 42);
     CHECK_EQ(ops[3].result, 100);
     CHECK_EQ(r2, 77);
+    CHECK_EQ(r3, 105);
     CHECK_EQ(*b, 105);
     const struct fab_counters *k = fab_counters(c);
     CHECK_EQ(k->round_trips, 1);
-    CHECK_EQ(fab_counters_ops(k), 5);
-    CHECK_EQ(k->reads, 2);
+    CHECK_EQ(fab_counters_ops(k), 6);
+    CHECK_EQ(k->reads, 3);
     CHECK_EQ(k->writes, 1);
     CHECK_EQ(k->cas, 1);
     CHECK_EQ(k->faa, 1);
-    CHECK_EQ(k->bytes_read, 16);
+    CHECK_EQ(k->bytes_read, 24);
     CHECK_EQ(k->bytes_written, 8);
     /* a chain must target one node */
     struct fab_op mixed[2] = {fab_op_faa(rptr_make(0, DATA), 1), fab_op_faa(rptr_make(1, DATA), 1)};
