@@ -462,7 +462,7 @@ int tk_give_up(struct lock_thread *t, struct tk_req *r)
 {
     t->stats.stale_grants++;
     t->stats.aborts++;
-    if (clock_now_ns() - r->since < lease_of(t)) tk_release(t, r);
+    if (!r->allow_reset || clock_now_ns() - r->since < lease_of(t)) tk_release(t, r);
     return RDKV_EABORTED;
 }
 
@@ -526,9 +526,12 @@ void lock_thread_poll(struct lock_thread *t)
         if (a->r.ops->read(t, a->r.word, &v) == 0 && !ticket_gone(&a->r, v)) {
             if (tk_granted(&a->r, v)) {
                 /* our turn: pass it on at once -- unless the turn may have come more than a
-                 * lease ago (we last saw it ungranted then): waiters behind may have reset the
-                 * word past it already, and our release would count twice. Left to them. */
-                if (clock_now_ns() - a->r.since < lease_of(t)) tk_release(t, &a->r);
+                 * lease ago (we last saw it ungranted then) on a word whose waiters reset
+                 * silent tickets: they may have reset it past ours already, and our release
+                 * would count twice. Left to them. (A word without resets -- rwlock's local
+                 * cohort -- has nobody else to pass it on: always released.) */
+                if (!a->r.allow_reset || clock_now_ns() - a->r.since < lease_of(t))
+                    tk_release(t, &a->r);
             } else {
                 a->r.since = t0;
                 done = clock_now_ns() - a->since > 8 * lease_of(t); /* reset by now */
