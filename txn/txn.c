@@ -258,14 +258,15 @@ static int fence_ask(struct fab_ctx *c, const struct txn_fence *f)
 /* Lets the fence's locks go (released, or dropped when the participant is down) and frees it. */
 static void fence_end(struct txn_env *e, struct txn_fence *f, bool down)
 {
+    /* (counted before the locks go: whoever takes them next sees the fence over) */
+    __atomic_add_fetch(down ? &e->fst.dropped : &e->fst.resolved, 1, __ATOMIC_SEQ_CST);
+    __atomic_sub_fetch(&e->fst.pending, 1, __ATOMIC_SEQ_CST);
     for (unsigned i = 0; i < f->nlk; i++)
         if (f->lk[i].mode && !down) lock_release(&f->lk[i]);
     for (unsigned i = 0; i < f->nrh; i++) {
         if (f->rh[i]->mode && !down) range_release(f->rh[i]);
         free(f->rh[i]);
     }
-    __atomic_add_fetch(down ? &e->fst.dropped : &e->fst.resolved, 1, __ATOMIC_RELAXED);
-    __atomic_sub_fetch(&e->fst.pending, 1, __ATOMIC_RELAXED);
     free(f->lk);
     free(f->rh);
     free(f);

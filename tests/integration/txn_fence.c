@@ -1,7 +1,7 @@
 /* Late commit messages: a participant's request is delivered after its coordinator gave up
  * waiting (the commit timed out: RDKV_EUNKNOWN) and another transaction has taken the row. The
  * install must not land under that transaction's lock. A 3-node cluster in this process
- * (--commit-timeout 300ms); a gate on node 1's RPC threads (fab_set_rpc_hook) holds one request
+ * (--commit-timeout 1s); a gate on node 1's RPC threads (fab_set_rpc_hook) holds one request
  * of the chosen type until the test has driven everyone else where the scenario needs them;
  * every wait is for an event, bounded in time.
  *   late_apply    T1 (coordinated by node 0) writes K on node 1: one APPLY, held. T1 reports
@@ -138,7 +138,7 @@ static void fence_stats(unsigned node, struct txn_fence_stats *out)
 
 static void late(uint16_t type)
 {
-    static const char *const extra[] = {"--commit-timeout", "300ms", NULL};
+    static const char *const extra[] = {"--commit-timeout", "1s", NULL};
     REQUIRE(tc_start(&C, 3, extra) == 0);
     char k[32], k2[32];
     key_on(k, sizeof k, "late/", 1);

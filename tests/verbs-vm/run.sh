@@ -4,8 +4,8 @@
 # root file system read-only over 9p, so the guest runs the binaries of BUILD_DIR as they are.
 #
 # usage: tests/verbs-vm/run.sh BUILD_DIR [test names...]
-# The suites (RDKV_VM_SUITES, default "fabric_conformance lock_stress lock_failure range_stress
-# txn_bank txn_serial") run with
+# The suites (RDKV_VM_SUITES, default "fabric_conformance lock_stress lock_delay lock_failure
+# range_stress txn_bank txn_serial txn_fence") run with
 # --transport verbs --quick; test names, if given, are passed to each suite.
 # Exit: 0 the suite passed; 1 it failed (or the guest never reported); 77 skipped, only when the
 # guest cannot be prepared here (a tool missing, the kernel package not downloadable).
@@ -135,7 +135,7 @@ for d in /tmp /var/tmp /mnt /srv /opt; do
 done
 [ -n "$scratch" ] || fail "no directory for the guest's scratch space outside $build"
 # Each suite runs on verbs in its quick size; the guest's status is the first failure's.
-suites=${RDKV_VM_SUITES:-fabric_conformance lock_stress lock_failure range_stress txn_bank txn_serial}
+suites=${RDKV_VM_SUITES:-fabric_conformance lock_stress lock_delay lock_failure range_stress txn_bank txn_serial txn_fence}
 cmd="cd $scratch && st=0"
 for suite in $suites; do
     [ -x "$build/bin/$suite" ] || fail "$build/bin/$suite is not built"
