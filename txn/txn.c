@@ -1125,10 +1125,13 @@ void txn_abort(struct txn *t)
 }
 
 /* A request to a participant got no answer (the RPC failed in the transport: it may or may not
- * have been handled, and may still be on its way). */
+ * have been handled, and may still be on its way). RDKV_ESHUTDOWN is counted in: a participant
+ * that is stopping answers it without doing anything, but a link closing under the request
+ * reports it too, and keeping the locks until a RESOLVE is answered costs one round trip. */
 static bool no_answer(int st)
 {
-    return st == RDKV_ETIMEDOUT || st == RDKV_EUNAVAILABLE || st == RDKV_EFLUSHED;
+    return st == RDKV_ETIMEDOUT || st == RDKV_EUNAVAILABLE || st == RDKV_EFLUSHED ||
+           st == RDKV_ESHUTDOWN;
 }
 
 /* The participant `node` did not answer a request of t: the exclusive locks t holds there (its
@@ -1311,8 +1314,6 @@ static int commit_writes(struct txn *t, uint32_t nw)
                  * participant says it never will be */
                 fence_keep(t, parts[0], TXN_RESOLVE_APPLY);
                 rc = RDKV_EUNKNOWN;
-            } else if (rc == RDKV_ESHUTDOWN) {
-                rc = RDKV_EUNAVAILABLE; /* its layer turned the request away: nothing done */
             }
         }
         pack_w_free(&pw);
