@@ -49,6 +49,7 @@ static void req_of(struct lock_handle *h, const struct tk_layout *l, enum tk_cla
     r->cls = (uint8_t)cls;
     r->waits = (uint8_t)tk_waits_for(l, cls);
     r->k = h->slots ? h->slots : 1;
+    r->max_k = (uint16_t)h->t->cfg.dslr_max_slots;
     r->allow_reset = true;
     r->prev = h->aux;
     r->since = h->granted_at;
@@ -72,7 +73,7 @@ static int dslr_acquire_l(struct lock_handle *h, enum lock_mode mode, int64_t de
         break;
     default: return RDKV_EINVAL;
     }
-    if (h->slots == 0 || h->slots > LOCK_DSLR_MAX_SLOTS) return RDKV_EINVAL;
+    if (h->slots == 0 || h->slots > t->cfg.dslr_max_slots) return RDKV_EINVAL;
     lock_thread_poll(t);
     calibrate(t);
     struct tk_req r;
@@ -106,11 +107,13 @@ static int dslr_release_l(struct lock_handle *h, const struct tk_layout *l)
     struct tk_req r;
     req_of(h, l, (enum tk_class)h->desc, &r);
     h->mode = 0;
-    /* A holder whose lease ran out does not release: waiters may have reset the lock since, and
-     * its FA would count twice. That holds for the holder whose ticket crossed COUNT_MAX too: the
-     * newcomers' stuck reset (fix 2) brings the word back to 0 without it. */
+    /* A holder whose lease ran out must not FA: waiters may have reset the lock since, and the
+     * FA would count twice (also for the holder whose ticket crossed COUNT_MAX). It passes its
+     * ticket on with a CAS instead, which serves it only if no reset took it, and is told its
+     * hold was unprotected. */
     if (clock_now_ns() - h->granted_at >= h->lease_ns) {
         t->stats.lease_expired++;
+        tk_pass_on(t, &r);
         return RDKV_ETIMEDOUT;
     }
     return tk_release(t, &r);

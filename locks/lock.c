@@ -3,6 +3,7 @@
 #include "lock.h"
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/rng.h"
 #include "common/fence.h"
 #include "locks/lock_internal.h"
@@ -46,6 +47,7 @@ void lock_cfg_init(struct lock_cfg *cfg)
     cfg->drtm_lease_ns = 1 * NS_PER_MS;
     cfg->rwlock_local_budget = 5;
     cfg->rwlock_remote_budget = 20;
+    cfg->dslr_max_slots = LOCK_DSLR_MAX_SLOTS;
 }
 
 bool lock_lease_ok(const struct lock_handle *h)
@@ -107,6 +109,8 @@ int lock_thread_init(struct lock_thread *t, struct fab_ctx *c, const struct lock
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     if (cfg) t->cfg = *cfg;
     else lock_cfg_init(&t->cfg);
+    if (t->cfg.dslr_max_slots < 1 || t->cfg.dslr_max_slots > LOCK_DSLR_MAX_SLOTS)
+        t->cfg.dslr_max_slots = LOCK_DSLR_MAX_SLOTS;
     if (!fab_arena_base(t->f)) return RDKV_EINVAL; /* descriptors need this node's arena */
     rptr region;
     int rc = fab_region(t->f, DESC_REGION, DESC_REGION_BYTES, LOCK_LINE, &region);
@@ -124,12 +128,17 @@ void lock_thread_fini(struct lock_thread *t)
     if (!t->id) return;
     /* Tickets given up at a deadline still sit in their words: pass each on when its turn comes
      * (lock_thread_poll forgets one after eight leases, when a reset has recovered it), so a
-     * thread that goes away leaves no word waiting for a reset. */
-    for (unsigned round = 0;; round++) {
+     * thread that goes away leaves no word waiting for a reset. A ticket of a word without
+     * resets whose turn has not come in eight leases either (its holders are stopping too) is
+     * dropped with a word in the log. */
+    int64_t give_up = clock_now_ns() + 8 * t->cfg.lease_ns;
+    for (unsigned round = 0; clock_now_ns() < give_up; round++) {
         lock_thread_poll(t);
         if (!t->abandoned) break;
         lock_backoff(round < 12 ? round : 12);
     }
+    if (t->abandoned) log_warn("lock thread %u goes with given-up tickets whose turn never came",
+                               t->id);
     lock_thread_drop_abandoned(t);
     rptr region;
     if (fab_region(t->f, DESC_REGION, DESC_REGION_BYTES, LOCK_LINE, &region) == 0) {

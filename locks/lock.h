@@ -103,6 +103,10 @@ struct lock_cfg {
     int64_t drtm_lease_ns;        /* drtm: a shared holder's lease (default 1 ms) */
     int64_t rwlock_local_budget;  /* rwlock: grants before a cohort yields priority (5) */
     int64_t rwlock_remote_budget; /* default 20 */
+    int64_t dslr_max_slots;       /* dslr: the most tickets one request may take, 1..8 (default
+                                     LOCK_DSLR_MAX_SLOTS); waiters' patience grows with the tickets
+                                     ahead up to this many leases, so 1 (no multi-slot leasing, as
+                                     transactions use it) lets a dead holder go after two leases */
 };
 void lock_cfg_init(struct lock_cfg *cfg);
 

@@ -171,6 +171,7 @@ static void tk_req_of(struct lock_handle *h, struct side *s, enum tk_class cls, 
     r->cls = (uint8_t)cls;
     r->waits = (uint8_t)tk_waits_for(&tk_dslr4, cls);
     r->k = 1;
+    r->max_k = 1; /* nobody takes several tickets of an rwlock */
     /* Lease recovery is for the remote cohort's words: a local holder lives in the lock's own
      * process and always releases. */
     r->allow_reset = s->remote;
@@ -200,6 +201,29 @@ static bool recover_rc(struct lock_thread *t, struct member *m, uint64_t seen)
     return true;
 }
 
+/* Rule 6: orphaned marks. A remote member holds a ticket in RT for as long as it has a mark in
+ * RC -- it takes the ticket before it raises (the fast path's chain runs in order), lowers and
+ * unmarks before it serves or gives back the ticket, and a member that abandons leaves both for
+ * recovery. So when RT shows no ticket outstanding (every counter served, no COUNT_MAX reset
+ * pending) both before and after RC is read, every mark RC counts belongs to a member whose
+ * ticket a reset took, which will never touch RC again (docs/locks.md): clear them all, raised
+ * and waiting, with a CAS from the value read. Unlike rule 4 this needs no quiet period: it
+ * holds at the first moment the remote cohort is idle, which under transactions' short lock
+ * waits is what actually comes. Local threads only (plain loads of the row's own words). */
+static bool clear_orphans(struct lock_thread *t, struct member *m)
+{
+    uint64_t *lp = m->s.lp;
+    uint64_t rt = __atomic_load_n(&lp[RW_RT / 8], __ATOMIC_SEQ_CST);
+    if (!tk_x_current(&tk_dslr4, rt, rt) || tk_pending_reset(&tk_dslr4, rt)) return false;
+    uint64_t rc = __atomic_load_n(&lp[RW_RC / 8], __ATOMIC_SEQ_CST);
+    if (!(rc & (CW_XS | CW_W_BITS))) return false;
+    if (__atomic_load_n(&lp[RW_RT / 8], __ATOMIC_SEQ_CST) != rt) return false;
+    uint64_t got, fresh = (rc & ~(CW_XS | CW_W_BITS)) + CW_ACTO;
+    if (fab_cas(t->c, rptr_add(m->s.line, RW_RC), rc, fresh, &got) || got != rc) return false;
+    t->stats.resets++;
+    return true;
+}
+
 /* Lowers our mark (if raised) and unmarks us (if marked, and `unmark`), with one FA; a granted
  * member's carries a refresh. */
 static int lower(struct lock_thread *t, struct member *m, bool unmark, bool granted)
@@ -223,7 +247,9 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
     struct side *s = &m->s;
     int64_t lease = t->cfg.lease_ns, now = clock_now_ns();
     int64_t since = now, refreshed = now, backed = now;
-    uint64_t watched = other & CW_RAISED_LIVE, watched_rt = rt;
+    uint64_t watched = 0, watched_rt = 0;
+    bool watching = false;
+    rptr rcw = rptr_add(s->line, RW_RC); /* the stuck table's key for rule 4's observations */
     for (unsigned round = 0;; round++) {
         now = clock_now_ns();
         if (m->raised && !conflict(m->mode, other)) {
@@ -238,13 +264,21 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
             continue;
         }
         if (!s->remote) {
-            if ((other & CW_RAISED_LIVE) != watched || rt != watched_rt) {
+            if (!watching || (other & CW_RAISED_LIVE) != watched || rt != watched_rt) {
                 watched = other & CW_RAISED_LIVE;
                 watched_rt = rt;
                 since = now;
+                /* resume the quiet another local waiter saw on these very values (less than a
+                 * lease ago): transactions wait far less than the two leases rule 4 needs */
+                struct lock_stuck st;
+                uint64_t key = watched ^ (watched_rt * 0x9E3779B97F4A7C15ull);
+                if (tk_stuck_get(t, rcw, &st) && st.n == key && now - st.left < lease)
+                    since = st.since;
+                watching = true;
             } else if (now - since > 2 * lease && (other & CW_XS) && recover_rc(t, m, other)) {
                 since = now; /* (a failed CAS -- a refresh came in between -- retries next look) */
             }
+            if ((other & (CW_XS | CW_W_BITS)) && clear_orphans(t, m)) since = now;
         }
         if (!m->raised) {
             /* backed off: come back when we have priority or the other side is empty */
@@ -282,6 +316,13 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
             refreshed = now;
         }
         if (deadline && now >= deadline) {
+            if (!s->remote && watching) {
+                struct lock_stuck st = {.word = rcw,
+                                        .n = watched ^ (watched_rt * 0x9E3779B97F4A7C15ull),
+                                        .since = since,
+                                        .left = now};
+                tk_stuck_put(t, &st);
+            }
             int rc = lower(t, m, true, true);
             return rc ? rc : RDKV_ETIMEDOUT;
         }
@@ -309,6 +350,7 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     uint64_t add_t = 1ull << tk_dslr4.m_sh[cls], raise = CW_ACTO + cw_mode(mode);
     uint64_t other = 0, turn = 0, rt = 0;
     int rc = 0;
+    bool ticketed = false, granted = false; /* we hold an outstanding ticket; it is our turn */
     if (s->remote) {
         /* The fast path: ticket, optimistic raise and a look at the line, as one chain. */
         uint64_t snap[5];
@@ -322,14 +364,17 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
         if (tk_pending_reset(&tk_dslr4, prev)) {
             /* a COUNT_MAX reset is pending: give both back, then the slow way */
             if (stalled(t, &m)) return RDKV_EABORTED;
-            struct fab_op undo[2] = {fab_op_faa(s->T, (uint64_t)0 - add_t),
-                                     fab_op_faa(s->C, CW_ACTO - cw_mode(mode))};
+            /* (mark first, ticket after: a mark never outlives its ticket -- rule 6) */
+            struct fab_op undo[2] = {fab_op_faa(s->C, CW_ACTO - cw_mode(mode)),
+                                     fab_op_faa(s->T, (uint64_t)0 - add_t)};
             if ((rc = fab_exec(t->c, undo, 2))) return rc;
             m.raised = false;
             rc = tk_take(t, &r, deadline);
+            ticketed = rc == 0;
         } else {
             tk_took(t, &r, prev, t0);
-            if (tk_granted(&r, prev)) {
+            ticketed = true;
+            if ((granted = tk_granted(&r, prev))) {
                 other = snap[RW_LC / 8];
                 turn = snap[RW_TURN / 8];
             } else {
@@ -338,11 +383,14 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
         }
     } else {
         rc = tk_take(t, &r, deadline);
+        ticketed = rc == 0;
     }
     if (!rc && !m.raised) {
         if (!tk_granted(&r, r.prev)) rc = tk_wait(t, &r, deadline);
         if (rc == RDKV_ETIMEDOUT) tk_abandon(t, &r);
+        if (rc) ticketed = false; /* given up (handed to the poll), or taken by a reset */
         if (!rc) {
+            granted = true;
             /* granted in our cohort, shown no earlier than r.since: raise, with a refresh --
              * unless that was more than a lease ago (cross_add abandons then: the ticket may have
              * been reset past already, and is left to the waiters) */
@@ -361,7 +409,14 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     if (rc == RDKV_ETIMEDOUT) t->stats.timeouts++;
     if (rc == RDKV_EABORTED) {
         t->stats.aborts++;
-        if (stalled(t, &m)) t->stats.stale_grants++;
+        if (s->remote && ticketed && stalled(t, &m)) {
+            /* abandoned on stale evidence: a ticket of ours that is still current is passed on
+             * with a CAS (a reset that took it is left alone) -- now if it is our turn, else
+             * by the poll when it comes; our marks, if any are left, are orphans for rule 6 */
+            t->stats.stale_grants++;
+            if (granted) tk_pass_on(t, &r);
+            else tk_abandon(t, &r);
+        }
     }
     if (rc) return rc;
     h->mode = (uint8_t)mode;
@@ -406,9 +461,11 @@ static int rw_release(struct lock_handle *h)
         }
         if (clock_now_ns() - h->granted_at >= h->lease_ns) {
             /* Past the lease: waiters may have reset our marks and tickets already, and our FAAs
-             * would take someone else's. Leave them to it -- also when our ticket crossed
-             * COUNT_MAX: the newcomers' stuck reset brings RT back to 0 without us. */
+             * would take someone else's (also when our ticket crossed COUNT_MAX). The ticket is
+             * passed on with a CAS, which serves it only if it is still ours; the marks stay,
+             * orphaned, for rule 6 to clear once the cohort has no ticket out. */
             t->stats.lease_expired++;
+            tk_pass_on(t, &r);
             return RDKV_ETIMEDOUT;
         }
         struct fab_op ops[3];

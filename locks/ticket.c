@@ -355,6 +355,12 @@ static void stuck_put(const struct lock_thread *t, const struct lock_stuck *st)
 }
 
 /* v (and next) were read by a READ posted at seen_at. */
+bool tk_stuck_get(const struct lock_thread *t, rptr word, struct lock_stuck *out)
+{
+    return stuck_get(t, word, out);
+}
+void tk_stuck_put(const struct lock_thread *t, const struct lock_stuck *st) { stuck_put(t, st); }
+
 static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64_t next,
                      int64_t seen_at, bool consume, int64_t deadline)
 {
@@ -388,9 +394,11 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64
         /* Patience: the counters move at least once per lease while the holder lives, so two
          * still leases mean a dead holder (the paper's rule) -- unless the holder took k slots
          * (multi-slot leasing: k leases), so it grows with the tickets ahead, up to the most
-         * slots one request may take. Not further: stale tickets ahead (a dead holder's, or
-         * ones passed on late) would otherwise put the reset beyond every waiter's deadline. */
-        uint64_t k = ahead < LOCK_DSLR_MAX_SLOTS ? ahead : LOCK_DSLR_MAX_SLOTS;
+         * slots one request on this word may take (max_k: 1 where nobody takes several, as in
+         * rwlock and transactions). Not further: stale tickets ahead (a dead holder's, or
+         * ones given up by other waiters) would otherwise put the reset beyond every waiter's
+         * deadline. */
+        uint64_t k = ahead < r->max_k ? ahead : r->max_k;
         int64_t patience = 2 * lease_of(t) * (int64_t)(k > 1 ? k : 1);
         if (r->allow_reset && now - last > patience) {
             uint64_t rv = reset_value(r, v, consume), got;
@@ -462,7 +470,7 @@ int tk_give_up(struct lock_thread *t, struct tk_req *r)
 {
     t->stats.stale_grants++;
     t->stats.aborts++;
-    if (!r->allow_reset || clock_now_ns() - r->since < lease_of(t)) tk_release(t, r);
+    tk_pass_on(t, r);
     return RDKV_EABORTED;
 }
 
@@ -489,8 +497,41 @@ int tk_release(struct lock_thread *t, struct tk_req *r)
     return cas_to_zero(t, r, r->reset_from);
 }
 
+/* Serves the ticket from a word value v that shows it granted and still ours, with a CAS from
+ * exactly v, retried while other tickets come and go. A granted ticket that is not gone by the
+ * skip rules is unserved (an S ticket a reset counted served shows a later X served; an X ticket
+ * shows itself served), so the CAS serves it only if no reset took it -- before our read or
+ * after: timing plays no part. Returns 0 or a fabric error. */
+static int pass_on_from(struct lock_thread *t, struct tk_req *r, uint64_t v)
+{
+    const struct tk_layout *l = r->lay;
+    for (unsigned i = 0; i < 64; i++) { /* (each failure is someone else's progress) */
+        if (ticket_gone(r, v) || !tk_granted(r, v)) return 0;
+        uint64_t got;
+        int rc = r->ops->cas(t, r->word, v, v + ((uint64_t)r->k << l->n_sh[r->cls]), &got);
+        if (rc) return rc;
+        if (got == v) {
+            tk_wake(t, r);
+            return r->reset_from ? cas_to_zero(t, r, r->reset_from) : 0;
+        }
+        v = got;
+    }
+    return 0; /* left to the waiters' reset */
+}
+
+int tk_pass_on(struct lock_thread *t, struct tk_req *r)
+{
+    uint64_t v;
+    int rc = r->ops->read(t, r->word, &v);
+    return rc ? rc : pass_on_from(t, r, v);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Tickets given up at a deadline */
+
+/* How long a given-up ticket whose turn does not come is kept for passing on: by then a reset
+ * has surely taken it. Long enough to outlast a paused or restarting node. */
+#define ABANDON_KEEP_LEASES 64
 
 struct lock_abandoned {
     struct lock_abandoned *next;
@@ -522,19 +563,21 @@ void lock_thread_poll(struct lock_thread *t)
         struct lock_abandoned *a = *pp;
         uint64_t v;
         bool done = true;
-        int64_t t0 = clock_now_ns();
-        if (a->r.ops->read(t, a->r.word, &v) == 0 && !ticket_gone(&a->r, v)) {
+        int rc = a->r.ops->read(t, a->r.word, &v);
+        if (rc) {
+            /* the word's node does not answer now (paused, restarting, down): try again later
+             * -- unless it has been long enough that a reset surely took the ticket */
+            done = a->r.allow_reset && clock_now_ns() - a->since > ABANDON_KEEP_LEASES * lease_of(t);
+        } else if (!ticket_gone(&a->r, v)) {
             if (tk_granted(&a->r, v)) {
-                /* our turn: pass it on at once -- unless the turn may have come more than a
-                 * lease ago (we last saw it ungranted then) on a word whose waiters reset
-                 * silent tickets: they may have reset it past ours already, and our release
-                 * would count twice. Left to them. (A word without resets -- rwlock's local
-                 * cohort -- has nobody else to pass it on: always released.) */
-                if (!a->r.allow_reset || clock_now_ns() - a->r.since < lease_of(t))
-                    tk_release(t, &a->r);
+                /* our turn: pass it on at once (with a CAS, so a reset that took it in the
+                 * meantime, however late our read, is left alone) */
+                pass_on_from(t, &a->r, v);
             } else {
-                a->r.since = t0;
-                done = clock_now_ns() - a->since > 8 * lease_of(t); /* reset by now */
+                /* reset by now -- where waiters reset; a word without resets (rwlock's local
+                 * cohort) waits for its turn however long: dropping the ticket would leave
+                 * everyone behind it waiting for good */
+                done = a->r.allow_reset && clock_now_ns() - a->since > ABANDON_KEEP_LEASES * lease_of(t);
             }
         }
         if (done) {

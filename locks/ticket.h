@@ -39,6 +39,7 @@ struct tk_req {
     uint8_t cls;          /* the class of the ticket taken */
     uint8_t waits;        /* classes whose earlier tickets it waits for (bitmask) */
     uint16_t k;           /* tickets taken (multi-slot leasing) */
+    uint16_t max_k;       /* the most tickets any request on this word takes (patience) */
     bool allow_reset;     /* lease-expiry recovery allowed (not for rwlock's local cohort) */
     uint64_t prev;        /* the word before our fetch-and-add */
     /* The grant cannot have happened before this clock_now_ns() value: taken before posting the
@@ -85,9 +86,13 @@ int tk_wait(struct lock_thread *t, struct tk_req *r, int64_t deadline);
 /* How old the evidence of a grant may be when a waiter acts on it: half a lease. Older, it gives
  * the grant up (tk_give_up) instead of entering on it. */
 static inline int64_t tk_entry_bound(const struct lock_thread *t) { return t->cfg.lease_ns / 2; }
-/* Gives up a granted ticket whose evidence is too old to enter on: within a lease of r->since no
- * waiter can have reset it yet, so it is passed on (released); later it is left alone for the
- * waiters' reset (a release could count twice). Counts a stale grant; returns RDKV_EABORTED. */
+/* Passes on a granted ticket its taker no longer wants -- a hold past its lease, a grant too old
+ * to enter on, a ticket given up at a deadline whose turn came: reads the word and serves the
+ * ticket with a CAS from a value that shows it granted and still ours, so a reset that took it
+ * is never counted twice, however late anything arrives. 0 or a fabric error. */
+int tk_pass_on(struct lock_thread *t, struct tk_req *r);
+/* Gives up a granted ticket whose evidence is too old to enter on (tk_pass_on). Counts a stale
+ * grant; returns RDKV_EABORTED. */
 int tk_give_up(struct lock_thread *t, struct tk_req *r);
 /* Releases the ticket (FA on its "now serving" counter), then completes a COUNT_MAX reset if it
  * was the one to cross. Returns 0 or a fabric error. */
@@ -105,8 +110,13 @@ void lock_thread_drop_abandoned(struct lock_thread *t);
 void tk_backoff(struct lock_thread *t, unsigned failures);
 /* Wakes the sleepers of a CPU word after its "now serving" half moved (no-op for NIC words). */
 void tk_wake(struct lock_thread *t, const struct tk_req *r);
+/* The process's table of "this word has stood still since": what one waiter observed, for the
+ * next one on the same word to resume (lock.h, struct lock_stuck). rwlock's local waiters keep
+ * their rule-4 observations of the remote cross word there too. */
+bool tk_stuck_get(const struct lock_thread *t, rptr word, struct lock_stuck *out);
+void tk_stuck_put(const struct lock_thread *t, const struct lock_stuck *st);
 /* Word value v still serves the exclusive ticket taken when the word was `prev` (every earlier
- * ticket served, ours not yet): the hold is current. */
+ * ticket served, ours not yet): the hold is current. With prev == v: no ticket outstanding. */
 bool tk_x_current(const struct tk_layout *l, uint64_t v, uint64_t prev);
 
 

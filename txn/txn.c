@@ -457,6 +457,9 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     e->n = fab_num_nodes(f);
     lock_cfg_init(&e->lcfg);
     e->lcfg.lease_ns = e->cfg.lease_ns;
+    /* one ticket per request: a dead holder's DSLR ticket is reset after two leases, however
+     * many tickets given up by others wait behind it */
+    e->lcfg.dslr_max_slots = 1;
     /* drtm's readers never release: a writer waits out their lease, and a reader that outlives
      * it aborts at commit; the lock layer's 1 ms (a lock benchmark's critical section) would
      * abort most transactions that read many rows */

@@ -13,7 +13,11 @@
  *   dslr_faa_grant    DSLR: the ticket FA's own result granted it, and its reply is delayed
  *   *_late_release    a holder past its lease whose ticket crossed COUNT_MAX still released
  *                     (the old `reset_from` exception), after the word had been reset
- * In each, the delayed thread must not enter (or release) on what it saw before the delay. */
+ * In each, the delayed thread must not enter (or release) on what it saw before the delay.
+ *   rwlock_orphan_mark  and the other way round, liveness: a remote holder past its lease leaves
+ *                     its ticket (reset by a remote waiter) and its raised mark; a local writer
+ *                     whose wait is shorter than rule 4's two quiet leases must still get in,
+ *                     by rule 6 (the remote cohort holds no ticket: every mark is an orphan). */
 #include "tests/harness.h"
 #include "tests/testenv.h"
 
@@ -116,6 +120,7 @@ struct client {
     rptr line;
     enum lock_mode mode;
     struct gate *gate; /* NULL: none */
+    int64_t deadline_ns; /* how long its acquire may wait (0: WAIT_NS) */
     pthread_t thr;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -144,7 +149,7 @@ static void *client_main(void *arg)
     if (!rc) {
         if (k->gate) fab_ctx_set_reply_hook(c, gate_hook, k->gate);
         lock_handle_init(&h, &t, k->algo, k->line);
-        rc = lock_acquire(&h, k->mode, clock_now_ns() + WAIT_NS);
+        rc = lock_acquire(&h, k->mode, clock_now_ns() + (k->deadline_ns ? k->deadline_ns : WAIT_NS));
         if (k->gate) fab_ctx_set_reply_hook(c, NULL, NULL);
     }
     pthread_mutex_lock(&k->mu);
@@ -167,11 +172,13 @@ static void *client_main(void *arg)
     return NULL;
 }
 
+/* wait_ns: how long its acquire may wait (0: WAIT_NS) */
 static void client_start(struct client *k, struct tenv *e, unsigned node,
                          const struct lock_algo *algo, rptr line, enum lock_mode mode,
-                         struct gate *g)
+                         struct gate *g, int64_t wait_ns)
 {
     memset(k, 0, sizeof *k);
+    k->deadline_ns = wait_ns;
     k->e = e;
     k->node = node;
     k->algo = algo;
@@ -283,9 +290,9 @@ static void t_rwlock_rule4(void)
     gate_init(&g, FAB_OP_READ, 3, line);
     gate_arm(&g);
     struct client r, l;
-    client_start(&r, &s.e, 1, &lock_rwlock, line, LOCK_EXCLUSIVE, &g);
+    client_start(&r, &s.e, 1, &lock_rwlock, line, LOCK_EXCLUSIVE, &g, 0);
     CHECK(gate_wait_held(&g));
-    client_start(&l, &s.e, 0, &lock_rwlock, line, LOCK_EXCLUSIVE, NULL);
+    client_start(&l, &s.e, 0, &lock_rwlock, line, LOCK_EXCLUSIVE, NULL, 0);
     deliver_late(&g, &r, &l, "local writer");
     scene_stop(&s);
 }
@@ -306,7 +313,7 @@ static void stale_read_grant(const struct lock_algo *algo)
     struct gate g;
     gate_init(&g, FAB_OP_READ, 1, line);
     struct client w, rd;
-    client_start(&w, &s.e, 1, algo, line, LOCK_EXCLUSIVE, &g);
+    client_start(&w, &s.e, 1, algo, line, LOCK_EXCLUSIVE, &g, 0);
     CHECK(wait_word(&s, line, two_x_tickets));
     if (algo == &lock_rwlock) CHECK(wait_word(&s, rptr_add(line, 8), one_x_raised));
     g.check_nx = true;
@@ -314,7 +321,7 @@ static void stale_read_grant(const struct lock_algo *algo)
     gate_arm(&g);
     CHECK_EQ(lock_release(&h), 0);
     CHECK(gate_wait_held(&g));
-    client_start(&rd, &s.e, 1, algo, line, LOCK_SHARED, NULL);
+    client_start(&rd, &s.e, 1, algo, line, LOCK_SHARED, NULL, 0);
     deliver_late(&g, &w, &rd, "reader");
     scene_stop(&s);
 }
@@ -333,9 +340,9 @@ static void t_dslr_faa_grant(void)
     gate_init(&g, FAB_OP_FAA, 1, line);
     gate_arm(&g);
     struct client w, rd;
-    client_start(&w, &s.e, 1, &lock_dslr, line, LOCK_EXCLUSIVE, &g);
+    client_start(&w, &s.e, 1, &lock_dslr, line, LOCK_EXCLUSIVE, &g, 0);
     CHECK(gate_wait_held(&g));
-    client_start(&rd, &s.e, 0, &lock_dslr, line, LOCK_SHARED, NULL);
+    client_start(&rd, &s.e, 0, &lock_dslr, line, LOCK_SHARED, NULL, 0);
     deliver_late(&g, &w, &rd, "reader");
     scene_stop(&s);
 }
@@ -357,11 +364,11 @@ static void late_release(const struct lock_algo *algo)
     lock_handle_init(&h, &s.t, algo, line);
     REQUIRE(lock_acquire(&h, LOCK_EXCLUSIVE, 0) == 0);
     struct client n, a;
-    client_start(&n, &s.e, 1, algo, line, LOCK_EXCLUSIVE, NULL);
+    client_start(&n, &s.e, 1, algo, line, LOCK_EXCLUSIVE, NULL, 0);
     CHECK(client_wait(&n));
     CHECK_EQ(n.rc, RDKV_EABORTED); /* the newcomer's stuck reset: the word is 0 again */
     client_end(&n);
-    client_start(&a, &s.e, 1, algo, line, LOCK_EXCLUSIVE, NULL);
+    client_start(&a, &s.e, 1, algo, line, LOCK_EXCLUSIVE, NULL, 0);
     CHECK(client_wait(&a));
     CHECK_EQ(a.rc, 0);
     int hrc = lock_release(&h); /* H, long past its lease */
@@ -379,6 +386,36 @@ static void late_release(const struct lock_algo *algo)
     scene_stop(&s);
 }
 
+/* See the header. The test thread (node 1) holds X and never releases; a remote reader W queues,
+ * resets the ticket word after two still leases and gets the lock, then releases: RT is idle,
+ * RC still counts the old holder's X mark. A local writer then gets in within one and a half
+ * leases, which rule 4 alone (two quiet leases in one wait) could not give it. */
+static void t_rwlock_orphan_mark(void)
+{
+    static struct scene s;
+    REQUIRE(scene_start(&s) == 0);
+    rptr line = locktable_line(&s.lt, 0, 0);
+    struct lock_handle h;
+    lock_handle_init(&h, &s.t, &lock_rwlock, line);
+    REQUIRE(lock_acquire(&h, LOCK_EXCLUSIVE, 0) == 0); /* held, never released */
+    struct client w, l;
+    client_start(&w, &s.e, 1, &lock_rwlock, line, LOCK_SHARED, NULL, 0);
+    CHECK(client_wait(&w));
+    CHECK_EQ(w.rc, 0); /* by rule 3's reset (a reader's: granted by it) */
+    client_end(&w);    /* released: no remote ticket outstanding now */
+    CHECK(((word(&s, rptr_add(line, 8)) >> 14) & 0x1FFF) == 1); /* the orphaned X mark */
+    client_start(&l, &s.e, 0, &lock_rwlock, line, LOCK_EXCLUSIVE, NULL, 3 * LEASE / 2);
+    CHECK(client_wait(&l));
+    client_end(&l);
+    fprintf(stderr, "  remote waiter: %s (%" PRIu64 " resets); local writer: %s (%" PRIu64
+            " resets)\n", rdkv_strerror(w.rc), w.stats.resets, rdkv_strerror(l.rc),
+            l.stats.resets);
+    CHECK_EQ(l.rc, 0);
+    CHECK(((word(&s, rptr_add(line, 8)) >> 14) & 0x1FFF) == 0);
+    h.mode = 0; /* (its lease long over: nothing to release) */
+    scene_stop(&s);
+}
+
 static void t_dslr_late_release(void) { late_release(&lock_dslr); }
 static void t_rwlock_late_release(void) { late_release(&lock_rwlock); }
 
@@ -389,6 +426,7 @@ static const struct test_case cases[] = {
     {"dslr_faa_grant", t_dslr_faa_grant},
     {"dslr_late_release", t_dslr_late_release},
     {"rwlock_late_release", t_rwlock_late_release},
+    {"rwlock_orphan_mark", t_rwlock_orphan_mark},
 };
 
 int main(int argc, char **argv)
