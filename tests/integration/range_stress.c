@@ -218,9 +218,13 @@ static void stress_algo(const char *name, int64_t pause)
         w[i] = (struct worker){&s, (unsigned)(i % 2), i, 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1)};
         REQUIRE(pthread_create(&th[i], NULL, worker_main, &w[i]) == 0);
     }
-    int64_t run = tenv_quick ? 400 * NS_PER_MS : 1500 * NS_PER_MS;
-    struct timespec ts = clock_ts(run);
-    nanosleep(&ts, NULL); /* the run's length, not a synchronization */
+    /* at least the run's length, and until enough happened that the checks mean something -- on
+     * a slow machine (an emulated guest, a loaded CI box) that takes longer; bounded */
+    int64_t t0 = clock_now_ns(), run = tenv_quick ? 400 * NS_PER_MS : 1500 * NS_PER_MS;
+    while (clock_now_ns() - t0 < run ||
+           ((atomic_load(&s.ops) <= 50 || !atomic_load(&s.doubles)) && !atomic_load(&s.errors) &&
+            clock_now_ns() - t0 < 60 * NS_PER_S))
+        clock_sleep_ns(10 * NS_PER_MS);
     atomic_store(&s.stop, true);
     for (int i = 0; i < W; i++) pthread_join(th[i], NULL);
     if (s.algo->server_side) {
