@@ -41,10 +41,8 @@ int launch_kvserver_path(const char *bindir, char *out, size_t cap)
 
 static int pidfd_open_(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 
-static void last_log_line(const char *dir, unsigned node, char *out, size_t cap)
+void launch_last_line(const char *path, char *out, size_t cap)
 {
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/node-%u.log", dir, node);
     out[0] = 0;
     FILE *f = fopen(path, "r");
     if (!f) return;
@@ -55,6 +53,13 @@ static void last_log_line(const char *dir, unsigned node, char *out, size_t cap)
         if (n) snprintf(out, cap, "%s", line);
     }
     fclose(f);
+}
+
+static void last_log_line(const char *dir, unsigned node, char *out, size_t cap)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/node-%u.log", dir, node);
+    launch_last_line(path, out, cap);
 }
 
 static void rm_tree(const char *dir)

@@ -53,5 +53,9 @@ bool launch_alive(struct launch *L, unsigned node);
 int launch_stop(struct launch *L, int64_t timeout_ns);
 /* Path of the kvserver binary next to the running program (or in bindir). */
 int launch_kvserver_path(const char *bindir, char *out, size_t cap);
+/* The last non-empty line of a file (a node's log, to say why it failed), without its line end
+ * and cut to cap (a line over 511 bytes counts as several); "" when there is none or the file
+ * cannot be read. */
+void launch_last_line(const char *path, char *out, size_t cap);
 
 #endif

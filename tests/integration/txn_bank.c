@@ -12,10 +12,12 @@
  * individual gets, by one scan of the "acct:" range, or both in one transaction (which must then
  * agree row by row), and check the total and the signs. The run ends once enough transfers and
  * audits committed (a bounded wait, not a sleep); then the final state must match the total and
- * every account must equal its opening balance plus the ledgers' net movements. */
+ * every account must equal its opening balance plus the ledgers' net movements. The transfers
+ * and the audits themselves are tw_transfer and tw_audit (tests/txnwork.h). */
 #include "tests/harness.h"
 #include "tests/testenv.h"
 #include "tests/txncluster.h"
+#include "tests/txnwork.h"
 
 #include "common/clock.h"
 #include "common/rng.h"
@@ -25,10 +27,10 @@
 #include <stdatomic.h>
 
 #define NACCT 60
-#define OPENING 1000
-#define TOTAL ((int64_t)NACCT * OPENING)
-#define CLOSABLE(i) ((i) % 6 == 5) /* a sixth of the accounts may be closed when drained */
+#define TOTAL ((int64_t)NACCT * TW_OPENING)
 #define MAXTH 16
+
+_Static_assert(NACCT <= TW_MAXACCT, "tw_audit checks at most TW_MAXACCT accounts");
 
 struct bank {
     struct tcluster c;
@@ -48,89 +50,16 @@ struct worker {
     _Atomic uint64_t commits; /* read by the main thread while running */
 };
 
-static void acct_key(char *buf, int i)
-{
-    snprintf(buf, 16, "acct:%04u", (unsigned)i % 10000u);
-}
-
 static void error(struct bank *b, const char *what, int rc)
 {
     if (atomic_fetch_add(&b->errors, 1) < 5)
         fprintf(stderr, "  %s: %s\n", what, rdkv_status_name(rc));
 }
 
-/* A balance: 8 bytes, signed. absent -> 0 with *exists false. */
-static int read_acct(rdkv_txn *t, int i, bool upd, int64_t *bal, bool *exists)
-{
-    char k[16];
-    acct_key(k, i);
-    const void *v;
-    size_t vl;
-    int rc = upd ? rdkv_txn_get_for_update(t, k, strlen(k), &v, &vl)
-                 : rdkv_txn_get(t, k, strlen(k), &v, &vl);
-    if (rc == RDKV_ENOTFOUND) {
-        *bal = 0;
-        *exists = false;
-        return 0;
-    }
-    if (rc) return rc;
-    uint64_t u;
-    if (!tc_u64_get(v, vl, &u)) return RDKV_EPROTO;
-    *bal = (int64_t)u;
-    *exists = true;
-    return 0;
-}
-
-static int write_acct(rdkv_txn *t, int i, int64_t bal)
-{
-    char k[16];
-    acct_key(k, i);
-    uint8_t v[8];
-    tc_u64_put(v, (uint64_t)bal);
-    return rdkv_txn_put(t, k, strlen(k), v, 8);
-}
-
 static int open_session(struct worker *w, const rdkv_options *o, rdkv_session **s)
 {
     if (w->remote) return tc_connect(&w->b->c, w->node, o, s);
     return rdkv_session_open(w->b->c.node[w->node], o, s);
-}
-
-/* One transfer attempt: a -> b. *moved and *closed say what it did (when it commits). */
-static int transfer(rdkv_txn *t, struct worker *w, int a, int b, int64_t *moved, bool *closed,
-                    bool *reopened)
-{
-    int64_t ba, bb;
-    bool ea, eb;
-    *moved = 0;
-    *closed = *reopened = false;
-    int rc = read_acct(t, a, true, &ba, &ea);
-    if (!rc) rc = read_acct(t, b, true, &bb, &eb);
-    if (rc) return rc;
-    if (ba < 0 || bb < 0) return RDKV_EPROTO; /* never: the audits report it too */
-    if (ba == 0) {
-        if (ea && CLOSABLE(a)) {
-            char k[16];
-            acct_key(k, a);
-            *closed = true;
-            return rdkv_txn_delete(t, k, strlen(k));
-        }
-        return 0; /* nothing to move: a read-only transfer */
-    }
-    uint64_t r = rng_next(&w->seed);
-    int64_t amt = r % 8 == 0 ? ba : 1 + (int64_t)(rng_next(&w->seed) % (uint64_t)ba);
-    *moved = amt;
-    *reopened = !eb;
-    if (ba - amt == 0 && CLOSABLE(a)) {
-        char k[16];
-        acct_key(k, a);
-        *closed = true;
-        rc = rdkv_txn_delete(t, k, strlen(k));
-    } else {
-        rc = write_acct(t, a, ba - amt);
-    }
-    if (!rc) rc = write_acct(t, b, bb + amt);
-    return rc;
 }
 
 static void transfer_loop(struct worker *w, rdkv_session *s)
@@ -146,10 +75,9 @@ static void transfer_loop(struct worker *w, rdkv_session *s)
             error(b, "begin", rc);
             return;
         }
-        int64_t moved = 0;
-        bool closed = false, reopened = false;
+        struct tw_moved m = {0};
         for (;;) {
-            rc = transfer(t, w, a, c, &moved, &closed, &reopened);
+            rc = tw_transfer(t, &w->seed, a, c, &m);
             if (!rc) rc = rdkv_txn_commit(t);
             if (!rc) break;
             if (rdkv_status_retryable(rc)) atomic_fetch_add(&b->aborts, 1);
@@ -159,73 +87,16 @@ static void transfer_loop(struct worker *w, rdkv_session *s)
         }
         rdkv_txn_free(t);
         if (rc == 0) {
-            w->ledger[a] -= moved;
-            w->ledger[c] += moved;
+            w->ledger[a] -= m.amount;
+            w->ledger[c] += m.amount;
             w->commits++;
             atomic_fetch_add(&b->transfers, 1);
-            if (closed) atomic_fetch_add(&b->closes, 1);
-            if (reopened) atomic_fetch_add(&b->reopens, 1);
+            if (m.closed) atomic_fetch_add(&b->closes, 1);
+            if (m.reopened) atomic_fetch_add(&b->reopens, 1);
         } else if (!(rdkv_status_retryable(rc) && atomic_load(&b->stop))) {
             error(b, "transfer", rc); /* EUNKNOWN included: no failures are injected here */
         }
     }
-}
-
-/* One audit attempt: how = 0 gets, 1 scan, 2 both (compared). */
-static int audit(rdkv_txn *t, int how, int64_t *sum, int64_t *minbal, bool *mismatch)
-{
-    int64_t byget[NACCT];
-    bool present[NACCT];
-    *sum = 0;
-    *minbal = INT64_MAX;
-    *mismatch = false;
-    if (how != 1) {
-        for (int i = 0; i < NACCT; i++) {
-            int rc = read_acct(t, i, false, &byget[i], &present[i]);
-            if (rc) return rc;
-            *sum += byget[i];
-            if (byget[i] < *minbal) *minbal = byget[i];
-        }
-    }
-    if (how != 0) {
-        rdkv_iter *it;
-        int rc = rdkv_txn_scan(t, "acct:", 5, "acct;", 5, 0, &it);
-        if (rc) return rc;
-        int64_t ssum = 0, smin = INT64_MAX;
-        const void *k, *v;
-        size_t kl, vl;
-        int seen = 0, last = -1;
-        while ((rc = rdkv_iter_next(it, &k, &kl, &v, &vl)) == 1) {
-            uint64_t u;
-            int idx = -1;
-            char kb[16];
-            if (kl == 9 && !memcmp(k, "acct:", 5)) {
-                memcpy(kb, k, 9);
-                kb[9] = 0;
-                idx = atoi(kb + 5);
-            }
-            if (idx < 0 || idx >= NACCT || idx <= last || !tc_u64_get(v, vl, &u)) {
-                *mismatch = true; /* a stray, out-of-order or malformed row */
-                continue;
-            }
-            if (how == 2 && (!present[idx] || byget[idx] != (int64_t)u)) *mismatch = true;
-            for (int j = last + 1; how == 2 && j < idx; j++)
-                if (present[j]) *mismatch = true; /* a row the gets saw, the scan did not */
-            last = idx;
-            seen++;
-            ssum += (int64_t)u;
-            if ((int64_t)u < smin) smin = (int64_t)u;
-        }
-        rdkv_iter_close(it);
-        if (rc) return rc;
-        for (int j = last + 1; how == 2 && j < NACCT; j++)
-            if (present[j]) *mismatch = true;
-        if (seen < NACCT && smin > 0) smin = 0; /* closed accounts hold 0 */
-        if (how == 2 && (ssum != *sum)) *mismatch = true;
-        *sum = ssum;
-        if (smin < *minbal) *minbal = smin;
-    }
-    return 0;
 }
 
 static void audit_loop(struct worker *w, rdkv_session *s)
@@ -250,7 +121,7 @@ static void audit_loop(struct worker *w, rdkv_session *s)
         int64_t sum = 0, minbal = 0;
         bool mismatch = false;
         for (;;) {
-            rc = audit(t, how, &sum, &minbal, &mismatch);
+            rc = tw_audit(t, NACCT, how, &sum, &minbal, &mismatch);
             if (!rc) rc = rdkv_txn_commit(t);
             if (!rc) break;
             if (rdkv_status_retryable(rc)) atomic_fetch_add(&b->audit_aborts, 1);
@@ -268,11 +139,8 @@ static void audit_loop(struct worker *w, rdkv_session *s)
                 fprintf(stderr,
                         "  BAD audit (%s, %s): total %" PRId64 " (want %" PRId64
                         "), lowest balance %" PRId64 "%s\n",
-                        w->remote ? "remote" : "embedded",
-                        how == 0   ? "gets"
-                        : how == 1 ? "scan"
-                                   : "gets+scan",
-                        sum, TOTAL, minbal, mismatch ? ", gets and scan disagree" : "");
+                        w->remote ? "remote" : "embedded", tw_audit_name(how), sum, TOTAL, minbal,
+                        mismatch ? ", gets and scan disagree" : "");
         }
         atomic_fetch_add(&b->audits, 1);
         atomic_fetch_add(how == 0   ? &b->audit_gets
@@ -322,9 +190,9 @@ static void bank(void)
         rdkv_txn *t;
         REQUIRE(rdkv_txn_begin(s, &t) == 0);
         for (int j = i; j < i + 20 && j < NACCT; j++) {
-            CHECK_EQ(write_acct(t, j, OPENING), 0);
+            CHECK_EQ(tw_acct_write(t, j, TW_OPENING), 0);
             char k[16];
-            acct_key(k, j);
+            tw_acct_key(k, j);
             per_part[tc_partition(&b.c, k, strlen(k))]++;
         }
         CHECK_EQ(rdkv_txn_commit(t), 0);
@@ -351,7 +219,9 @@ static void bank(void)
     }
     /* run until enough happened (every thread took part), or give up */
     uint64_t want_transfers = tenv_quick ? 500 : 3000, want_audits = tenv_quick ? 9 : 30;
-    int64_t t0 = clock_now_ns(), give_up = t0 + (tenv_quick ? 15 : 50) * NS_PER_S;
+    /* (the run ends once enough happened; the bound is for slow machines: sanitizer builds on a
+     * busy CI box, the emulated verbs guest) */
+    int64_t t0 = clock_now_ns(), give_up = t0 + (tenv_quick ? 60 : 90) * NS_PER_S;
     for (;;) {
         bool all = true;
         for (unsigned i = 0; i < nw; i++)
@@ -371,7 +241,7 @@ static void bank(void)
     /* the end: the total, the signs, and each account against the ledgers */
     int64_t expect[NACCT];
     for (int i = 0; i < NACCT; i++) {
-        expect[i] = OPENING;
+        expect[i] = TW_OPENING;
         for (unsigned k = 0; k < nw; k++) expect[i] += w[k].ledger[i];
     }
     rdkv_session *r;
@@ -382,7 +252,7 @@ static void bank(void)
         REQUIRE(rdkv_txn_begin(both[k], &t) == 0);
         int64_t sum, minbal;
         bool mismatch;
-        CHECK_EQ(audit(t, 2, &sum, &minbal, &mismatch), 0);
+        CHECK_EQ(tw_audit(t, NACCT, 2, &sum, &minbal, &mismatch), 0);
         CHECK_EQ(sum, TOTAL);
         CHECK(minbal >= 0);
         CHECK(!mismatch);
@@ -390,11 +260,11 @@ static void bank(void)
         for (int i = 0; i < NACCT; i++) {
             int64_t bal;
             bool ex;
-            CHECK_EQ(read_acct(t, i, false, &bal, &ex), 0);
+            CHECK_EQ(tw_acct_read(t, i, false, &bal, &ex), 0);
             if (bal != expect[i] && wrong++ < 5)
                 fprintf(stderr, "  account %d holds %" PRId64 ", the ledgers say %" PRId64 "\n", i,
                         bal, expect[i]);
-            if (!ex && !CLOSABLE(i) && wrong++ < 5)
+            if (!ex && !TW_CLOSABLE(i) && wrong++ < 5)
                 fprintf(stderr, "  account %d is gone but was never closable\n", i);
         }
         CHECK_EQ(wrong, 0);

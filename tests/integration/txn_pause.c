@@ -57,6 +57,7 @@
 #include "tests/testenv.h"
 #include "tests/txn/histcheck.h"
 #include "tests/txncluster.h"
+#include "tests/txnwork.h"
 #include "tools/launcher.h"
 
 #include "common/clock.h"
@@ -82,11 +83,7 @@
 #define NODES 3
 #define PAUSED 2 /* the node that is paused */
 #define NACCT 30
-#define OPENING 1000
-#define TOTAL ((int64_t)NACCT * OPENING)
-#define CLOSABLE(i) ((i) % 6 == 5) /* a sixth of the accounts may be closed when drained */
-#define NREG 24
-#define MAXOPS_TXN (4 * NREG)
+#define TOTAL ((int64_t)NACCT * TW_OPENING)
 #define MAXTH 16
 #define PAUSE_NS (6 * NS_PER_S)      /* the least the pause lasts */
 #define VERDICT_WAIT (15 * NS_PER_S) /* the longest wait for the down verdict */
@@ -95,6 +92,8 @@
 #define PROBE_TIME (30 * NS_PER_S)   /* the longest the diagnosis of a failure may take */
 #define LONG_OP_MS 20000             /* a client timeout that outlasts the pause */
 #define SHORT_OP_MS 1500             /* one that does not */
+
+_Static_assert(NACCT <= TW_MAXACCT, "tw_audit checks at most TW_MAXACCT accounts");
 
 static const char *const node_opts[] = {
     "--lease", "500ms", "--lock-timeout", "100ms", "--commit-timeout", "1s", NULL};
@@ -159,21 +158,6 @@ static pid_t spawn(struct pcluster *c, unsigned i, const char *kvserver, int lfd
     argv[na] = NULL;
     execv(kvserver, (char *const *)argv);
     _exit(127);
-}
-
-/* The last line of a log, for a node that failed to start. */
-static void last_line(const char *path, char *out, size_t cap)
-{
-    out[0] = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        size_t n = strlen(line);
-        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
-        if (n) snprintf(out, cap, "%s", line);
-    }
-    fclose(f);
 }
 
 static int cluster_start(struct pcluster *c)
@@ -271,7 +255,7 @@ static int cluster_start(struct pcluster *c)
             }
             if (n < 0 && errno == EINTR) continue;
             char line[400];
-            last_line(c->log[i], line, sizeof line);
+            launch_last_line(c->log[i], line, sizeof line);
             fprintf(stderr, "  node %u failed to start: %s\n", i, line[0] ? line : "no message");
             rc = RDKV_EUNAVAILABLE;
         }
@@ -480,14 +464,6 @@ struct tally {
     _Atomic uint64_t commits, p2, aborts, unknown, unavail;
 };
 
-/* One thread's register history: attempts and their ops, grown as needed (as txn_serial). */
-struct hist {
-    struct hist_txn *txns;
-    size_t n, cap;
-    struct hist_op *ops;
-    size_t nops, opcap;
-};
-
 struct worker {
     int id;
     enum kind kind;
@@ -495,7 +471,7 @@ struct worker {
     unsigned node; /* remote: the coordinator (embedded sessions are node 0's) */
     int64_t op_ms; /* remote: the client's timeout of one request */
     uint64_t seed;
-    struct hist h;
+    struct tw_hist h;
     _Atomic uint64_t commits[3]; /* per phase */
 };
 
@@ -508,7 +484,7 @@ static struct run {
     struct worker w[MAXTH];
     pthread_t th[MAXTH];
     unsigned nw, started;
-    unsigned part_acct[NACCT], part_reg[NREG];
+    unsigned part_acct[NACCT], part_reg[TW_NREG];
 } R;
 
 static void error(const char *what, int rc)
@@ -561,69 +537,6 @@ static void backoff(void)
     clock_sleep_ns(20 * NS_PER_MS);
 }
 
-static void acct_key(char *buf, int i)
-{
-    snprintf(buf, 16, "acct:%04u", (unsigned)i % 10000u);
-}
-
-static void reg_key(char *buf, unsigned r)
-{
-    snprintf(buf, 16, "reg:%02u", r);
-}
-
-/* A balance: 8 bytes, signed. absent -> 0 with *exists false. */
-static int read_acct(rdkv_txn *t, int i, bool upd, int64_t *bal, bool *exists)
-{
-    char k[16];
-    acct_key(k, i);
-    const void *v;
-    size_t vl;
-    int rc = upd ? rdkv_txn_get_for_update(t, k, strlen(k), &v, &vl)
-                 : rdkv_txn_get(t, k, strlen(k), &v, &vl);
-    if (rc == RDKV_ENOTFOUND) {
-        *bal = 0;
-        *exists = false;
-        return 0;
-    }
-    if (rc) return rc;
-    uint64_t u;
-    if (!tc_u64_get(v, vl, &u)) return RDKV_EPROTO;
-    *bal = (int64_t)u;
-    *exists = true;
-    return 0;
-}
-
-static int write_acct(rdkv_txn *t, int i, int64_t bal)
-{
-    char k[16];
-    acct_key(k, i);
-    uint8_t v[8];
-    tc_u64_put(v, (uint64_t)bal);
-    return rdkv_txn_put(t, k, strlen(k), v, 8);
-}
-
-/* One transfer attempt a -> b (as txn_bank's, without the ledger). */
-static int transfer(rdkv_txn *t, struct worker *w, int a, int b)
-{
-    int64_t ba, bb;
-    bool ea, eb;
-    int rc = read_acct(t, a, true, &ba, &ea);
-    if (!rc) rc = read_acct(t, b, true, &bb, &eb);
-    if (rc) return rc;
-    if (ba < 0 || bb < 0) return RDKV_EPROTO; /* never: the audits report it too */
-    char k[16];
-    acct_key(k, a);
-    if (ba == 0) /* nothing to move: close a drained closable account, or only read */
-        return ea && CLOSABLE(a) ? rdkv_txn_delete(t, k, strlen(k)) : 0;
-    int64_t amt = rng_below(&w->seed, 8) == 0 ? ba : 1 + (int64_t)rng_below(&w->seed, (uint64_t)ba);
-    if (ba - amt == 0 && CLOSABLE(a))
-        rc = rdkv_txn_delete(t, k, strlen(k));
-    else
-        rc = write_acct(t, a, ba - amt);
-    if (!rc) rc = write_acct(t, b, bb + amt); /* an insert when b was closed */
-    return rc;
-}
-
 static void bank_loop(struct worker *w, rdkv_session *s)
 {
     while (!atomic_load(&R.stop)) {
@@ -638,8 +551,9 @@ static void bank_loop(struct worker *w, rdkv_session *s)
             backoff();
             continue;
         }
+        struct tw_moved m; /* no ledgers here: an unknown outcome may or may not have moved it */
         for (;;) {
-            rc = transfer(t, w, a, b);
+            rc = tw_transfer(t, &w->seed, a, b, &m);
             if (!rc) rc = rdkv_txn_commit(t);
             if (!rc || !rdkv_status_retryable(rc) || atomic_load(&R.stop)) break;
             note(w, R.bank, rc, p2, "transfer");
@@ -651,63 +565,6 @@ static void bank_loop(struct worker *w, rdkv_session *s)
     }
 }
 
-/* One audit attempt: how = 0 gets, 1 scan, 2 both (compared). As txn_bank's. */
-static int audit(rdkv_txn *t, int how, int64_t *sum, int64_t *minbal, bool *mismatch)
-{
-    int64_t byget[NACCT];
-    bool present[NACCT];
-    *sum = 0;
-    *minbal = INT64_MAX;
-    *mismatch = false;
-    if (how != 1) {
-        for (int i = 0; i < NACCT; i++) {
-            int rc = read_acct(t, i, false, &byget[i], &present[i]);
-            if (rc) return rc;
-            *sum += byget[i];
-            if (byget[i] < *minbal) *minbal = byget[i];
-        }
-    }
-    if (how != 0) {
-        rdkv_iter *it;
-        int rc = rdkv_txn_scan(t, "acct:", 5, "acct;", 5, 0, &it);
-        if (rc) return rc;
-        int64_t ssum = 0, smin = INT64_MAX;
-        const void *k, *v;
-        size_t kl, vl;
-        int seen = 0, last = -1;
-        while ((rc = rdkv_iter_next(it, &k, &kl, &v, &vl)) == 1) {
-            uint64_t u;
-            int idx = -1;
-            char kb[16];
-            if (kl == 9 && !memcmp(k, "acct:", 5)) {
-                memcpy(kb, k, 9);
-                kb[9] = 0;
-                idx = atoi(kb + 5);
-            }
-            if (idx < 0 || idx >= NACCT || idx <= last || !tc_u64_get(v, vl, &u)) {
-                *mismatch = true; /* a stray, out-of-order or malformed row */
-                continue;
-            }
-            if (how == 2 && (!present[idx] || byget[idx] != (int64_t)u)) *mismatch = true;
-            for (int j = last + 1; how == 2 && j < idx; j++)
-                if (present[j]) *mismatch = true; /* a row the gets saw, the scan did not */
-            last = idx;
-            seen++;
-            ssum += (int64_t)u;
-            if ((int64_t)u < smin) smin = (int64_t)u;
-        }
-        rdkv_iter_close(it);
-        if (rc) return rc;
-        for (int j = last + 1; how == 2 && j < NACCT; j++)
-            if (present[j]) *mismatch = true;
-        if (seen < NACCT && smin > 0) smin = 0; /* closed accounts hold 0 */
-        if (how == 2 && ssum != *sum) *mismatch = true;
-        *sum = ssum;
-        if (smin < *minbal) *minbal = smin;
-    }
-    return 0;
-}
-
 static bool audit_bad(const char *who, int how, int64_t sum, int64_t minbal, bool mismatch)
 {
     if (sum == TOTAL && minbal >= 0 && !mismatch) return false;
@@ -715,11 +572,7 @@ static bool audit_bad(const char *who, int how, int64_t sum, int64_t minbal, boo
         fprintf(stderr,
                 "  BAD audit (%s, %s, phase %s): total %" PRId64 " (want %" PRId64
                 "), lowest balance %" PRId64 "%s\n",
-                who,
-                how == 0   ? "gets"
-                : how == 1 ? "scan"
-                           : "gets+scan",
-                phase_name[atomic_load(&R.phase)], sum, TOTAL, minbal,
+                who, tw_audit_name(how), phase_name[atomic_load(&R.phase)], sum, TOTAL, minbal,
                 mismatch ? ", gets and scan disagree" : "");
     return true;
 }
@@ -748,7 +601,7 @@ static void audit_loop(struct worker *w, rdkv_session *s)
         int64_t sum = 0, minbal = 0;
         bool mismatch = false;
         for (;;) {
-            rc = audit(t, how, &sum, &minbal, &mismatch);
+            rc = tw_audit(t, NACCT, how, &sum, &minbal, &mismatch);
             if (!rc) rc = rdkv_txn_commit(t);
             if (!rc || !rdkv_status_retryable(rc) || atomic_load(&R.stop)) break;
             note(w, R.audit, rc, true, "audit");
@@ -762,109 +615,18 @@ static void audit_loop(struct worker *w, rdkv_session *s)
     }
 }
 
-static bool hist_reserve(struct hist *h, size_t ops)
+/* Whether an attempt that accessed the registers in touched (tw_reg_did) involved the paused
+ * node's partition. */
+static bool reg_touches_paused(uint64_t touched)
 {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 1024;
-        struct hist_txn *n = realloc(h->txns, cap * sizeof *n);
-        if (!n) return false;
-        h->txns = n;
-        h->cap = cap;
-    }
-    if (h->nops + ops > h->opcap) {
-        size_t cap = h->opcap ? h->opcap * 2 : 4096;
-        while (cap < h->nops + ops) cap *= 2;
-        struct hist_op *n = realloc(h->ops, cap * sizeof *n);
-        if (!n) return false;
-        h->ops = n;
-        h->opcap = cap;
-    }
-    return true;
-}
-
-/* Attempts are recorded with op offsets (the op array moves as it grows); fixed up at the end. */
-static void hist_add(struct hist *h, uint64_t id, uint8_t status, const struct hist_op *ops,
-                     uint32_t n)
-{
-    if (n) memcpy(h->ops + h->nops, ops, n * sizeof *ops);
-    h->txns[h->n++] = (struct hist_txn){id, status, n, (const struct hist_op *)(uintptr_t)h->nops};
-    h->nops += n;
-}
-
-static int read_reg(rdkv_txn *t, unsigned r, bool upd, uint64_t *val)
-{
-    char k[16];
-    reg_key(k, r);
-    const void *v;
-    size_t vl;
-    int rc = upd ? rdkv_txn_get_for_update(t, k, strlen(k), &v, &vl)
-                 : rdkv_txn_get(t, k, strlen(k), &v, &vl);
-    if (rc) return rc;
-    return tc_u64_get(v, vl, val) ? 0 : RDKV_EPROTO;
-}
-
-/* A scan of every register: NREG reads, in key order. */
-static int scan_regs(rdkv_txn *t, struct hist_op *ops, uint32_t *nops)
-{
-    rdkv_iter *it;
-    int rc = rdkv_txn_scan(t, "reg:", 4, "reg;", 4, 0, &it);
-    if (rc) return rc;
-    const void *k, *v;
-    size_t kl, vl;
-    unsigned next = 0;
-    while ((rc = rdkv_iter_next(it, &k, &kl, &v, &vl)) == 1) {
-        char want[16];
-        reg_key(want, next);
-        uint64_t val;
-        if (next >= NREG || kl != strlen(want) || memcmp(k, want, kl) || !tc_u64_get(v, vl, &val)) {
-            rc = RDKV_EPROTO; /* a row missing, extra, out of order or malformed */
-            break;
-        }
-        ops[(*nops)++] = (struct hist_op){HIST_READ, next, val};
-        next++;
-    }
-    rdkv_iter_close(it);
-    if (rc == 0 && next != NREG) rc = RDKV_EPROTO;
-    return rc;
-}
-
-/* One register attempt (as txn_serial's): ops recorded as they happen; *p2 says whether it
- * touched the paused node's partition. Returns the first failure or the commit's status. */
-static int attempt(struct worker *w, rdkv_txn *t, struct hist_op *ops, uint32_t *nops,
-                   uint64_t *counter, bool *p2)
-{
-    unsigned n = 1 + (unsigned)rng_below(&w->seed, 4);
-    bool read_only = rng_below(&w->seed, 4) == 0;
-    for (unsigned i = 0; i < n; i++) {
-        unsigned r = (unsigned)rng_below(&w->seed, NREG);
-        unsigned what = (unsigned)rng_below(&w->seed, 20);
-        int rc;
-        if (what == 0) {
-            *p2 = true;
-            rc = scan_regs(t, ops, nops);
-            if (rc) return rc;
-            atomic_fetch_add(&R.scans, 1);
-            continue;
-        }
-        *p2 = *p2 || R.part_reg[r] == PAUSED;
-        uint64_t v;
-        if ((rc = read_reg(t, r, !read_only && what >= 8, &v))) return rc;
-        ops[(*nops)++] = (struct hist_op){HIST_READ, r, v};
-        if (read_only || what < 8) continue;
-        uint64_t nv = (uint64_t)(w->id + 1) << 40 | ++*counter;
-        uint8_t b[8];
-        tc_u64_put(b, nv);
-        char k[16];
-        reg_key(k, r);
-        if ((rc = rdkv_txn_put(t, k, strlen(k), b, 8))) return rc;
-        ops[(*nops)++] = (struct hist_op){HIST_WRITE, r, nv};
-    }
-    return rdkv_txn_commit(t);
+    for (unsigned r = 0; r < TW_NREG; r++)
+        if ((touched >> r & 1) && R.part_reg[r] == PAUSED) return true;
+    return false;
 }
 
 static void reg_loop(struct worker *w, rdkv_session *s)
 {
-    static _Thread_local struct hist_op ops[MAXOPS_TXN];
+    static _Thread_local struct hist_op ops[TW_MAXOPS];
     uint64_t counter = 0, attempts = 0;
     rdkv_txn *t = NULL;
     while (!atomic_load(&R.stop)) {
@@ -876,20 +638,19 @@ static void reg_loop(struct worker *w, rdkv_session *s)
             continue;
         }
         uint32_t nops = 0;
-        bool p2 = false;
-        rc = attempt(w, t, ops, &nops, &counter, &p2);
-        if (!hist_reserve(&w->h, nops)) {
+        struct tw_reg_did did;
+        rc = tw_reg_attempt(t, w->id, &w->seed, &counter, ops, &nops, &did);
+        atomic_fetch_add(&R.scans, did.scans);
+        bool p2 = reg_touches_paused(did.touched);
+        /* committed, unknown (it may have happened), or else nothing of it happened: also when
+         * it failed midway, and when a remote session lost its node before the commit */
+        uint8_t status = rc == 0               ? HIST_COMMITTED
+                         : rc == RDKV_EUNKNOWN ? HIST_UNKNOWN
+                                               : HIST_ABORTED;
+        if (!tw_hist_add(&w->h, tw_uid(w->id, ++attempts), status, ops, nops)) {
             error("history", RDKV_ENOMEM);
             break;
         }
-        uint64_t id = (uint64_t)(w->id + 1) << 40 | ++attempts;
-        /* committed, unknown (it may have happened), or else nothing of it happened: also when
-         * it failed midway, and when a remote session lost its node before the commit */
-        hist_add(&w->h, id,
-                 rc == 0               ? HIST_COMMITTED
-                 : rc == RDKV_EUNKNOWN ? HIST_UNKNOWN
-                                       : HIST_ABORTED,
-                 ops, nops);
         if (!note(w, R.reg, rc, p2, "register transaction")) break;
         if (rdkv_status_retryable(rc)) {
             if (!(rc = rdkv_txn_on_error(t, rc))) continue; /* backed off, began again */
@@ -1032,7 +793,7 @@ static int final_audit(rdkv_session *s, int64_t *sum, int64_t *minbal, bool *mis
     do {
         rdkv_txn *t;
         if ((rc = rdkv_txn_begin(s, &t)) == 0) {
-            rc = audit(t, 2, sum, minbal, mismatch);
+            rc = tw_audit(t, NACCT, 2, sum, minbal, mismatch);
             if (!rc) rc = rdkv_txn_commit(t);
             rdkv_txn_free(t);
         }
@@ -1048,11 +809,7 @@ static int final_regs(rdkv_session *s, struct hist_op *fin)
     do {
         rdkv_txn *t;
         if ((rc = rdkv_txn_begin(s, &t)) == 0) {
-            for (unsigned r = 0; r < NREG && !rc; r++) {
-                uint64_t v = 0;
-                rc = read_reg(t, r, false, &v);
-                fin[r] = (struct hist_op){HIST_READ, r, v};
-            }
+            rc = tw_reg_read_all(t, fin);
             if (!rc) rc = rdkv_txn_commit(t);
             rdkv_txn_free(t);
         }
@@ -1061,27 +818,10 @@ static int final_regs(rdkv_session *s, struct hist_op *fin)
     return rc;
 }
 
-static uint64_t anomalies(const struct histcheck_report *r)
-{
-    return r->g0 + r->g1a + r->g1b + r->g1c + r->g2 + r->incompatible;
-}
-
-static void print_report(const char *what, int rc, const struct histcheck_report *r)
-{
-    fprintf(stderr,
-            "  %s: rc %d, %llu txns checked (%llu unknown promoted, %llu dropped); G0 %llu G1a "
-            "%llu G1b %llu G1c %llu G2 %llu incompatible %llu%s%s\n",
-            what, rc, (unsigned long long)r->txns_checked, (unsigned long long)r->unknown_promoted,
-            (unsigned long long)r->unknown_dropped, (unsigned long long)r->g0,
-            (unsigned long long)r->g1a, (unsigned long long)r->g1b, (unsigned long long)r->g1c,
-            (unsigned long long)r->g2, (unsigned long long)r->incompatible,
-            r->first[0] ? "; first: " : "", r->first);
-}
-
 /* Checks the register history (closed by fin) and runs the negative control on a copy. */
 static void check_history(const struct hist_op *fin)
 {
-    size_t n = fin ? 1 : 0, nops = fin ? NREG : 0;
+    size_t n = fin ? 1 : 0, nops = fin ? TW_NREG : 0;
     for (unsigned i = 0; i < R.nw; i++) {
         n += R.w[i].h.n;
         nops += R.w[i].h.nops;
@@ -1095,30 +835,21 @@ static void check_history(const struct hist_op *fin)
         REQUIRE(!"memory for the history");
     }
     size_t k = 0;
-    uint64_t committed = 0, unknown = 0, writes = 0;
-    for (unsigned i = 0; i < R.nw; i++)
-        for (size_t j = 0; j < R.w[i].h.n; j++) {
-            all[k] = R.w[i].h.txns[j];
-            all[k].ops = R.w[i].h.ops + (uintptr_t)all[k].ops;
-            committed += all[k].status == HIST_COMMITTED;
-            unknown += all[k].status == HIST_UNKNOWN;
-            if (all[k].status == HIST_COMMITTED)
-                for (uint32_t o = 0; o < all[k].nops; o++)
-                    writes += all[k].ops[o].kind == HIST_WRITE;
-            k++;
-        }
-    if (fin) all[k++] = (struct hist_txn){UINT64_MAX, HIST_COMMITTED, NREG, fin};
+    for (unsigned i = 0; i < R.nw; i++) k += tw_hist_append(all + k, &R.w[i].h);
+    uint64_t writes = 0, committed = tw_hist_count(all, k, HIST_COMMITTED, &writes),
+             unknown = tw_hist_count(all, k, HIST_UNKNOWN, NULL);
+    if (fin) all[k++] = (struct hist_txn){UINT64_MAX, HIST_COMMITTED, TW_NREG, fin};
     struct histcheck_report rep;
     memset(&rep, 0, sizeof rep);
-    int rc = histcheck_run(all, n, NREG, &rep);
+    int rc = histcheck_run(all, n, TW_NREG, &rep);
     fprintf(stderr,
             "  register history: %zu attempts (%llu committed, %llu unknown), %zu ops, %llu "
             "committed writes, %llu scans\n",
             n, (unsigned long long)committed, (unsigned long long)unknown, nops,
             (unsigned long long)writes, (unsigned long long)atomic_load(&R.scans));
-    print_report("history", rc, &rep);
+    tw_report_print("history", rc, &rep);
     CHECK_EQ(rc, 0);
-    CHECK_EQ(anomalies(&rep), 0);
+    CHECK_EQ(tw_report_anomalies(&rep), 0);
     CHECK(writes >= 200);
     if (getenv("RDKV_HISTORY_OUT")) { /* for a look with other tools */
         FILE *f = fopen(getenv("RDKV_HISTORY_OUT"), "w");
@@ -1130,50 +861,14 @@ static void check_history(const struct hist_op *fin)
 
     /* Negative control: a committed read-modify-write of a register that read v (written by
      * W, which had read p) now reads p instead: two committed versions claim p, a lost update. */
-    size_t at = 0;
-    for (size_t i = 0; i < n; i++) {
-        memcpy(copy + at, all[i].ops, all[i].nops * sizeof *copy);
-        all2[i] = all[i];
-        all2[i].ops = copy + at;
-        at += all[i].nops;
-    }
-    bool planted = false;
-    for (size_t i = 0; i < n && !planted; i++) {
-        if (all2[i].status != HIST_COMMITTED) continue;
-        struct hist_op *ops = (struct hist_op *)all2[i].ops;
-        for (uint32_t o = 0; o + 1 < all2[i].nops && !planted; o++) {
-            if (ops[o].kind != HIST_READ || ops[o + 1].kind != HIST_WRITE ||
-                ops[o + 1].key != ops[o].key || ops[o].value == 0)
-                continue;
-            bool first = true; /* T's first access to the register */
-            for (uint32_t p = 0; p < o; p++)
-                if (ops[p].key == ops[o].key) first = false;
-            if (!first) continue;
-            /* W, the committed writer of ops[o].value, and the value it read first */
-            for (size_t j = 0; j < n && !planted; j++) {
-                if (all2[j].status != HIST_COMMITTED || j == i) continue;
-                const struct hist_op *wo = all2[j].ops;
-                for (uint32_t q = 1; q < all2[j].nops; q++)
-                    if (wo[q].kind == HIST_WRITE && wo[q].key == ops[o].key &&
-                        wo[q].value == ops[o].value && wo[q - 1].kind == HIST_READ &&
-                        wo[q - 1].key == ops[o].key) {
-                        fprintf(stderr, "  control: T%llu's read of register %u: %llu -> %llu\n",
-                                (unsigned long long)all2[i].id, ops[o].key,
-                                (unsigned long long)ops[o].value,
-                                (unsigned long long)wo[q - 1].value);
-                        ops[o].value = wo[q - 1].value;
-                        planted = true;
-                        break;
-                    }
-            }
-        }
-    }
+    tw_hist_copy(all2, copy, all, n);
+    bool planted = tw_hist_plant_lost_update(all2, n, "control");
     CHECK(planted);
     memset(&rep, 0, sizeof rep);
-    rc = histcheck_run(all2, n, NREG, &rep);
-    print_report("control (lost update)", rc, &rep);
+    rc = histcheck_run(all2, n, TW_NREG, &rep);
+    tw_report_print("control (lost update)", rc, &rep);
     CHECK_EQ(rc, 1);
-    CHECK(anomalies(&rep) > 0);
+    CHECK(tw_report_anomalies(&rep) > 0);
     free(copy);
     free(all2);
     free(all);
@@ -1254,13 +949,13 @@ static void probe_rows(rdkv_session *s, const char *via, bool all, bool lines, b
                        int64_t deadline)
 {
     unsigned bad = 0, tried = 0;
-    for (unsigned k = 0; k < NACCT + NREG && clock_now_ns() < deadline; k++) {
+    for (unsigned k = 0; k < NACCT + TW_NREG && clock_now_ns() < deadline; k++) {
         if (!all && !stuck[k]) continue;
         char key[16];
         if (k < NACCT)
-            acct_key(key, (int)k);
+            tw_acct_key(key, (int)k);
         else
-            reg_key(key, k - NACCT);
+            tw_reg_key(key, k - NACCT);
         int rc[2] = {0, 0};
         for (int upd = all ? 0 : 1; upd < 2; upd++) { /* a second look: exclusive only */
             rdkv_txn *t;
@@ -1338,7 +1033,7 @@ static void probe_stuck(void)
 {
     static const int64_t wait_ms[3] = {0, 1500, 0};
     static const char *const title[3] = {"", ", waiting up to 1500 ms", ", again"};
-    static bool stuck[NACCT + NREG];
+    static bool stuck[NACCT + TW_NREG];
     memset(stuck, 0, sizeof stuck);
     int64_t deadline = clock_now_ns() + PROBE_TIME;
     for (int pass = 0; pass < 3; pass++) {
@@ -1364,25 +1059,23 @@ static void scenario(rdkv_session **s0)
 {
     struct pcluster *c = &R.c;
     REQUIRE(rdkv_session_open(c->node0, NULL, s0) == 0);
-    /* the data: NACCT accounts of OPENING, NREG registers of 0 */
+    /* the data: NACCT accounts of TW_OPENING, TW_NREG registers of 0 */
     unsigned acct_parts[NODES] = {0}, reg_parts[NODES] = {0};
     rdkv_txn *t;
     REQUIRE(rdkv_txn_begin(*s0, &t) == 0);
     for (int i = 0; i < NACCT; i++) {
         char k[16];
-        acct_key(k, i);
+        tw_acct_key(k, i);
         R.part_acct[i] = rdkv_key_partition(k, strlen(k), NODES);
         acct_parts[R.part_acct[i]]++;
-        CHECK_EQ(write_acct(t, i, OPENING), 0);
+        CHECK_EQ(tw_acct_write(t, i, TW_OPENING), 0);
     }
-    for (unsigned r = 0; r < NREG; r++) {
+    for (unsigned r = 0; r < TW_NREG; r++) {
         char k[16];
-        reg_key(k, r);
+        tw_reg_key(k, r);
         R.part_reg[r] = rdkv_key_partition(k, strlen(k), NODES);
         reg_parts[R.part_reg[r]]++;
-        uint8_t z[8];
-        tc_u64_put(z, 0);
-        CHECK_EQ(rdkv_txn_put(t, k, strlen(k), z, 8), 0);
+        CHECK_EQ(tw_reg_write(t, r, 0), 0);
     }
     CHECK_EQ(rdkv_txn_commit(t), 0);
     rdkv_txn_free(t);
@@ -1496,7 +1189,7 @@ static void scenario(rdkv_session **s0)
     }
     /* the registers: a final committed read closes the history (checked without it if that
      * read cannot commit: the committed transactions are still judged) */
-    static struct hist_op fin[NREG];
+    static struct hist_op fin[TW_NREG];
     int rc = final_regs(r2, fin);
     rdkv_session_close(r2);
     CHECK_EQ(rc, 0);
@@ -1528,10 +1221,7 @@ static void pause_run(void)
     for (unsigned i = 1; i < NODES; i++)
         if (R.c.log[i][0]) print_log(&R.c, i);
     CHECK_EQ(cluster_stop(&R.c, harness_failures > 0), 0);
-    for (unsigned i = 0; i < R.nw; i++) {
-        free(R.w[i].h.txns);
-        free(R.w[i].h.ops);
-    }
+    for (unsigned i = 0; i < R.nw; i++) tw_hist_free(&R.w[i].h);
     fprintf(stderr, "  %.1f s in all\n", (double)(clock_now_ns() - t0) / 1e9);
 }
 
