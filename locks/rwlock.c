@@ -256,7 +256,7 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
             /* Enter only on fresh evidence: our mark and ticket are ours until two leases past
              * fresh_since, and what the READ showed is no older than that. A reply that came
              * late gets a refresh and a new look instead (cross_add abandons past a lease). */
-            if (!s->remote || now - fresh_since(m) < lease / 2) return 0;
+            if (!s->remote || now - fresh_since(m) < tk_entry_bound(t)) return 0;
             int rc = cross_add(t, m, CW_ACTR, true);
             if (rc) return rc;
             refreshed = now;

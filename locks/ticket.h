@@ -83,9 +83,14 @@ bool tk_granted(const struct tk_req *r, uint64_t v);
  * nothing), RDKV_ETIMEDOUT (deadline: the ticket is still outstanding; hand it to tk_abandon) or
  * a fabric error. */
 int tk_wait(struct lock_thread *t, struct tk_req *r, int64_t deadline);
-/* How old the evidence of a grant may be when a waiter acts on it: half a lease. Older, it gives
- * the grant up (tk_give_up) instead of entering on it. */
-static inline int64_t tk_entry_bound(const struct lock_thread *t) { return t->cfg.lease_ns / 2; }
+/* How old the evidence of a grant may be when a waiter acts on it: three quarters of a lease,
+ * past which the hold would have no lease left to use (lock_lease_ok's margin). Older, it gives
+ * the grant up (tk_give_up) instead of entering on it. Not less: an uncontended acquire's
+ * evidence is one round trip old, and a lease need not be many round trips long. */
+static inline int64_t tk_entry_bound(const struct lock_thread *t)
+{
+    return t->cfg.lease_ns - t->cfg.lease_ns / 4;
+}
 /* Passes on a granted ticket its taker no longer wants -- a hold past its lease, a grant too old
  * to enter on, a ticket given up at a deadline whose turn came: reads the word and serves the
  * ticket with a CAS from a value that shows it granted and still ours, so a reset that took it
