@@ -14,6 +14,10 @@
  *   *_late_release    a holder past its lease whose ticket crossed COUNT_MAX still released
  *                     (the old `reset_from` exception), after the word had been reset
  * In each, the delayed thread must not enter (or release) on what it saw before the delay.
+ *   rwlock_deadline_release  a remote reader waiting for the local cohort gives up at its
+ *                     deadline; the reply to its lowering is delayed, a writer behind it resets
+ *                     its ticket; the reader's pass-on must not serve a ticket twice (found by
+ *                     the lease model, tests/models/rwlock.pml -DUNCHECKED_PASS_ON)
  *   rwlock_orphan_mark  and the other way round, liveness: a remote holder past its lease leaves
  *                     its ticket (reset by a remote waiter) and its raised mark; a local writer
  *                     whose wait is shorter than rule 4's two quiet leases must still get in,
@@ -47,6 +51,8 @@ struct gate {
     rptr target;      /* of the chain's last op */
     bool check_nx;    /* READ: hold it only if the word's n_X (bits 63..48) equals nx */
     uint64_t nx;
+    bool check_add;   /* FAA: hold it only if its addend is `add` */
+    uint64_t add;
 };
 
 static void gate_init(struct gate *g, uint8_t opcode, unsigned nops, rptr target)
@@ -73,6 +79,7 @@ static void gate_hook(void *arg, const struct fab_op *ops, unsigned n, int statu
     bool match = g->armed && status == 0 && n == g->nops && o->opcode == g->opcode &&
                  o->remote == g->target;
     if (match && g->check_nx) match = (*(const uint64_t *)o->local >> 48) == g->nx;
+    if (match && g->check_add) match = o->arg == g->add;
     if (match) {
         g->armed = false;
         g->held = true;
@@ -391,6 +398,55 @@ static void late_release(const struct lock_algo *algo)
     scene_stop(&s);
 }
 
+/* See the header. L (local) holds X. Reader W (remote) is granted in the remote cohort, sees L,
+ * backs off and waits; at its deadline it lowers and unmarks, and the reply to that FAA is held.
+ * Writer RD queues behind W's ticket; W is silent, so after two leases RD resets the ticket word
+ * past W's ticket and its own (an exclusive reset: RD fails). W's reply is then delivered: it
+ * must not serve its S ticket with a FA (the word would count one reader too many served). L
+ * leaves; reader R4 takes the next S ticket and enters; a writer X5 must then wait for R4 -- a
+ * miscounted word would grant it at once, beside R4. */
+static void t_rwlock_deadline_release(void)
+{
+    static struct scene s;
+    REQUIRE(scene_start(&s) == 0);
+    rptr line = locktable_line(&s.lt, 0, 0);
+    struct client l, w, rd, r4;
+    client_start(&l, &s.e, 0, &lock_rwlock, line, LOCK_EXCLUSIVE, NULL, 0);
+    CHECK(client_wait(&l));
+    CHECK_EQ(l.rc, 0);
+    struct gate g;
+    gate_init(&g, FAB_OP_FAA, 1, rptr_add(line, 8));
+    /* W's lowering at its deadline, backed off and marked: +actO +actW -eW (rwlock.c's layout) */
+    g.check_add = true;
+    g.add = (1ull << 56) + (1ull << 40) - (1ull << 27);
+    gate_arm(&g);
+    client_start(&w, &s.e, 1, &lock_rwlock, line, LOCK_SHARED, &g, 2 * LEASE);
+    CHECK(gate_wait_held(&g));
+    client_start(&rd, &s.e, 1, &lock_rwlock, line, LOCK_EXCLUSIVE, NULL, 0);
+    CHECK(client_wait(&rd));
+    CHECK_EQ(rd.rc, RDKV_EABORTED); /* its exclusive reset consumed its own ticket */
+    client_end(&rd);
+    gate_open(&g);
+    CHECK(client_wait(&w));
+    CHECK_EQ(w.rc, RDKV_ETIMEDOUT);
+    client_end(&w);
+    gate_fini(&g);
+    client_end(&l); /* L leaves */
+    client_start(&r4, &s.e, 1, &lock_rwlock, line, LOCK_SHARED, NULL, 0);
+    CHECK(client_wait(&r4));
+    CHECK_EQ(r4.rc, 0);
+    /* X5 may wait for R4 only briefly: R4 holds (and may be reset only two leases from now) */
+    struct lock_handle hx;
+    lock_handle_init(&hx, &s.t, &lock_rwlock, line);
+    int xrc = lock_acquire(&hx, LOCK_EXCLUSIVE, clock_now_ns() + LEASE / 2);
+    fprintf(stderr, "  delayed reader: %s; R4: %s; X5 beside R4: %s\n", rdkv_strerror(w.rc),
+            rdkv_strerror(r4.rc), rdkv_strerror(xrc));
+    CHECK(!(r4.rc == 0 && xrc == 0));
+    if (xrc == 0) lock_release(&hx);
+    client_end(&r4);
+    scene_stop(&s);
+}
+
 /* See the header. The test thread (node 1) holds X and never releases; a remote reader W queues,
  * resets the ticket word after two still leases and gets the lock, then releases: RT is idle,
  * RC still counts the old holder's X mark. A local writer then gets in within one and a half
@@ -431,6 +487,7 @@ static const struct test_case cases[] = {
     {"dslr_faa_grant", t_dslr_faa_grant},
     {"dslr_late_release", t_dslr_late_release},
     {"rwlock_late_release", t_rwlock_late_release},
+    {"rwlock_deadline_release", t_rwlock_deadline_release},
     {"rwlock_orphan_mark", t_rwlock_orphan_mark},
 };
 
