@@ -404,7 +404,13 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     }
     if (!rc) {
         rc = cross(t, &m, other, turn, rt, deadline);
-        if (rc == RDKV_ETIMEDOUT) tk_release(t, &r); /* granted in our cohort: pass it on */
+        /* Granted in our cohort, given up at the deadline: pass the ticket on. With a FA only
+         * while our clocks are good -- the lowering's reply may have come late, and a ticket
+         * waiter may have reset the word past our ticket meanwhile -- else with a CAS (rule 7). */
+        if (rc == RDKV_ETIMEDOUT) {
+            if (stalled(t, &m)) tk_pass_on(t, &r);
+            else tk_release(t, &r);
+        }
     }
     if (rc == RDKV_ETIMEDOUT) t->stats.timeouts++;
     if (rc == RDKV_EABORTED) {
