@@ -6,7 +6,7 @@ set -euo pipefail
 kind=${1:?address or thread} src=${2:?source dir} out=${3:?build dir}
 cmake -S "$src" -B "$out" -DRDKV_SANITIZE="$kind" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$out" -j "$(nproc 2>/dev/null || echo 2)" --target fabric_conformance kvserver \
-    kvcluster kvbench kvctl test_common test_range lock_stress lock_delay lock_failure range_stress \
+    kvcluster kvbench kvctl test_common test_task test_range lock_stress lock_delay lock_failure range_stress \
     fuzz_wire_smoke fuzz_config_smoke fuzz_txn_smoke test_storage test_histcheck test_txn \
     txn_bank txn_serial txn_phantom txn_badinput txn_fence tpcc_soft >/dev/null
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=66
@@ -21,6 +21,7 @@ run() {
     fi
 }
 run "$out/bin/test_common"
+run "$out/bin/test_task"
 run "$out/bin/fabric_conformance" --transport soft --bindir "$out/bin"
 run "$out/bin/lock_stress" --transport soft
 run "$out/bin/lock_delay" --transport soft

@@ -2,7 +2,7 @@
 # what to run (otherwise). Sourced by quickstart.sh and test.sh.
 
 RDKV_PKGS_BUILD="gcc make cmake pkg-config libibverbs-dev librdmacm-dev liburing-dev libxxhash-dev
-libjemalloc-dev ibverbs-providers"
+libjemalloc-dev libboost-context-dev ibverbs-providers"
 # The verbs suite boots Debian's kernel under QEMU with Soft-RoCE; clang brings libFuzzer; spin
 # checks the Promela lock models.
 RDKV_PKGS_TEST="$RDKV_PKGS_BUILD qemu-system-x86 kmod cpio busybox-static iproute2 clang
