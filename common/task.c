@@ -66,6 +66,7 @@ struct task {
     bool timed_out;
     int64_t wake_at;
     unsigned heap_at;          /* index in the timer heap, UINT_MAX when not there */
+    void *keys[TASK_KEYS];     /* task_get/task_set */
 #ifdef TASK_ASAN
     void *fake_stack;
 #endif
@@ -433,6 +434,29 @@ int sched_run(struct sched *s)
     }
     tls_sched = outer;
     return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Per-task values */
+
+static atomic_int nkeys;
+
+int task_key_create(void)
+{
+    int k = atomic_fetch_add(&nkeys, 1);
+    return k < TASK_KEYS ? k : -1;
+}
+
+void *task_get(int key)
+{
+    struct task *t = tls_task;
+    return t && key >= 0 && key < TASK_KEYS ? t->keys[key] : NULL;
+}
+
+void task_set(int key, void *v)
+{
+    struct task *t = tls_task;
+    if (t && key >= 0 && key < TASK_KEYS) t->keys[key] = v;
 }
 
 /* ------------------------------------------------------------------------------------------ */

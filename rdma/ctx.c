@@ -5,9 +5,11 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/task.h"
 #include "common/tsan.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +126,35 @@ void fab_ctx_destroy(struct fab_ctx *c)
 struct fabric *fab_ctx_fabric(const struct fab_ctx *c) { return c->f; }
 const struct fab_counters *fab_counters(const struct fab_ctx *c) { return &c->k; }
 void fab_counters_reset(struct fab_ctx *c) { memset(&c->k, 0, sizeof c->k); }
+
+/* The task key under which a task keeps its own counters (fab_task_counters). */
+static int counters_key = -1;
+static pthread_once_t counters_once = PTHREAD_ONCE_INIT;
+static void counters_key_init(void) { counters_key = task_key_create(); }
+
+void fab_task_counters(struct fab_counters *k)
+{
+    pthread_once(&counters_once, counters_key_init);
+    task_set(counters_key, k);
+}
+
+static struct fab_counters *task_counters(void)
+{
+    return counters_key >= 0 && task_running() ? task_get(counters_key) : NULL;
+}
+
+/* Counts into the context's counters and the posting task's own (tk may be NULL). */
+#define COUNT(c, tk, field, n)                                                                     \
+    do {                                                                                           \
+        (c)->k.field += (n);                                                                       \
+        if (tk) (tk)->field += (n);                                                                \
+    } while (0)
+
+/* True when the caller is a task of the scheduler c is attached to. */
+static bool in_task(const struct fab_ctx *c)
+{
+    return c->sched && sched_self() == c->sched && task_running();
+}
 unsigned fab_inflight(const struct fab_ctx *c) { return c->inflight; }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -160,7 +191,8 @@ void ctx_complete(struct fab_ctx *c, unsigned i, int status)
     struct peer_ep *ep = &c->eps[s->node];
     if (s->kind == SLOT_CHAIN) ep->chains--;
     else ep->rpcs--;
-    if (s->status < 0) c->k.errors++;
+    if (s->status < 0) COUNT(c, s->tk, errors, 1);
+    if (s->waiter) task_wake(s->waiter);
     if (s->discard) {
         c->discards--;
         slot_free(c, i);
@@ -361,6 +393,28 @@ static bool fifo_push(struct peer_ep *ep, struct piece p)
     return true;
 }
 
+/* Sends what was appended to cn's output: now, or -- when a task of the attached scheduler posted
+ * it -- at the end of the scheduler's round, together with what the other tasks post meanwhile
+ * (ctx_round). */
+/* Starts a send of cn's gathered output (if none is in flight), counting the doorbell. */
+static void ctx_flush(struct fab_ctx *c, struct conn *cn)
+{
+    bool was = cn->sending;
+    conn_flush(&c->ring, cn);
+    if (!was && cn->sending) c->k.doorbells++;
+}
+
+static void ctx_kick(struct fab_ctx *c, struct conn *cn)
+{
+    if (in_task(c)) {
+        c->flush_pending = true;
+        return;
+    }
+    ctx_flush(c, cn);
+    io_uring_submit(&c->ring);
+    c->pending_submit = false;
+}
+
 /* The soft transport's doorbell: the chain becomes request frames appended to the endpoint's
  * output; one send carries them (and whatever else gathered meanwhile). */
 static int soft_post(struct fab_ctx *c, unsigned si)
@@ -394,9 +448,7 @@ static int soft_post(struct fab_ctx *c, unsigned si)
             s->pending++;
         }
     }
-    conn_flush(&c->ring, cn);
-    io_uring_submit(&c->ring);
-    c->pending_submit = false;
+    ctx_kick(c, cn);
     return 0;
 }
 
@@ -415,21 +467,28 @@ static int post_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_
     s->n = n;
     s->node = rptr_node(ops[0].remote);
     s->deadline = clock_now_ns() + c->f->o.op_timeout_ns;
+    struct fab_counters *tk = s->tk = task_counters();
     for (unsigned i = 0; i < n; i++) {
         ops[i].status = 0;
         ops[i].result = 0;
         switch (ops[i].opcode) {
-        case FAB_OP_READ: c->k.reads++; c->k.bytes_read += ops[i].len; break;
-        case FAB_OP_WRITE: c->k.writes++; c->k.bytes_written += ops[i].len; break;
-        case FAB_OP_CAS: c->k.cas++; break;
-        case FAB_OP_FAA: c->k.faa++; break;
+        case FAB_OP_READ: COUNT(c, tk, reads, 1); COUNT(c, tk, bytes_read, ops[i].len); break;
+        case FAB_OP_WRITE: COUNT(c, tk, writes, 1); COUNT(c, tk, bytes_written, ops[i].len); break;
+        case FAB_OP_CAS: COUNT(c, tk, cas, 1); break;
+        case FAB_OP_FAA: COUNT(c, tk, faa, 1); break;
         }
     }
-    c->k.round_trips++;
+    COUNT(c, tk, round_trips, 1);
     c->eps[s->node].chains++;
     *slot_out = si;
     rc = ctx_ep_up(c, s->node);
-    if (rc == 0) rc = c->f->transport == FAB_VERBS ? verbs_post(c, (unsigned)si) : soft_post(c, (unsigned)si);
+    if (rc == 0 && c->f->transport == FAB_VERBS) {
+        bool defer = in_task(c);
+        rc = verbs_post(c, (unsigned)si, defer);
+        if (defer) c->flush_pending = true;
+    } else if (rc == 0) {
+        rc = soft_post(c, (unsigned)si);
+    }
     if (rc) {
         for (unsigned i = 0; i < n; i++)
             if (ops[i].status == 0) ops[i].status = rc;
@@ -463,10 +522,11 @@ static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void 
     s->resp = resp;
     if (resp) resp->len = 0;
     s->deadline = clock_now_ns() + (timeout_ns > 0 ? timeout_ns : f->o.rpc_timeout_ns);
-    c->k.rpcs++;
+    struct fab_counters *tk = s->tk = task_counters();
+    COUNT(c, tk, rpcs, 1);
     /* a round trip: one chain or one RPC waited for (the verbs transport's own connection
      * set-up is not the caller's) */
-    if (!discard && type != FAB_RPC_VERBS_CONNECT) c->k.round_trips++;
+    if (!discard && type != FAB_RPC_VERBS_CONNECT) COUNT(c, tk, round_trips, 1);
     c->eps[node].rpcs++;
     *slot_out = si;
     int rc = ctx_ep_up(c, node);
@@ -478,9 +538,7 @@ static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void 
             uint64_t id = ((uint64_t)s->gen << 16) | (unsigned)si;
             wire_put_rpc_req(p, id, type, (uint32_t)len);
             if (len) memcpy(p + WIRE_HDR_SIZE + WIRE_RPC_SIZE, req, len);
-            conn_flush(&c->ring, c->eps[node].conn);
-            io_uring_submit(&c->ring);
-            c->pending_submit = false;
+            ctx_kick(c, c->eps[node].conn);
         }
     }
     if (rc) {
@@ -635,6 +693,26 @@ static void ctx_on_recv(struct fab_ctx *c, struct cconn *cc, struct io_uring_cqe
     }
 }
 
+/* Tasks: the read of the attached scheduler's eventfd, through which other threads' wakes end
+ * the ring's wait. */
+static void arm_wake(struct fab_ctx *c)
+{
+    if (!c->sched || c->wake_armed) return;
+    struct io_uring_sqe *sqe = uring_sqe(&c->ring);
+    io_uring_prep_read(sqe, sched_wake_fd(c->sched), &c->wake_buf, sizeof c->wake_buf, 0);
+    io_uring_sqe_set_data64(sqe, ev_tag(&c->wake_buf, EV_WAKE));
+    c->wake_armed = true;
+    c->pending_submit = true;
+}
+
+/* Wakes the tasks waiting for any progress (they look again). */
+static void wake_waiters(struct fab_ctx *c)
+{
+    struct ctx_waiter *w = c->waiters;
+    c->waiters = NULL;
+    for (; w; w = w->next) task_wake(w->t);
+}
+
 static void ctx_handle_cqe(struct fab_ctx *c, struct io_uring_cqe *cqe)
 {
     uint64_t ud = io_uring_cqe_get_data64(cqe);
@@ -645,12 +723,16 @@ static void ctx_handle_cqe(struct fab_ctx *c, struct io_uring_cqe *cqe)
         if (!conn_on_send(&cc->c, cqe->res)) {
             if (!cc->c.closing) ctx_fail_peer(c, cc->node, RDKV_EUNAVAILABLE);
         } else if (cc->c.dirty && !cc->c.closing) {
-            conn_flush(&c->ring, &cc->c);
+            ctx_flush(c, &cc->c);
             c->pending_submit = true;
         }
         break;
     }
     case EV_POLL: verbs_on_channel(c, cqe->res); break;
+    case EV_WAKE:
+        c->wake_armed = false;
+        arm_wake(c);
+        break;
     default: break;
     }
 }
@@ -699,6 +781,7 @@ static int ctx_progress(struct fab_ctx *c, int64_t wait_ns)
     }
     io_uring_cq_advance(&c->ring, n);
     if (c->vctx) n += (unsigned)verbs_poll(c);
+    if (n && c->waiters) wake_waiters(c);
     int64_t now = clock_now_ns();
     if (c->inflight && now >= c->next_check) check_deadlines(c, now);
     if (c->closing_conns) ctx_sweep(c);
@@ -711,11 +794,88 @@ static int ctx_progress(struct fab_ctx *c, int64_t wait_ns)
 
 static inline void cpu_relax(void) { __builtin_ia32_pause(); }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The scheduler's hooks */
+
+/* End of a round: everything the tasks appended leaves now, one send per peer. */
+static void ctx_round(void *arg)
+{
+    struct fab_ctx *c = arg;
+    if (!c->flush_pending) return;
+    c->flush_pending = false;
+    if (c->vctx) verbs_flush(c);
+    for (unsigned i = 0; i < c->f->nnodes; i++) {
+        struct conn *cn = c->eps[i].conn;
+        if (cn && cn->dirty) ctx_flush(c, cn);
+    }
+    io_uring_submit(&c->ring);
+    c->pending_submit = false;
+}
+
+/* No task can run: progress, polling for spin_ns when something is in flight, then blocking in
+ * the ring until a completion, another thread's wake, the next deadline check or wait_ns. */
+static void ctx_idle(void *arg, int64_t wait_ns)
+{
+    struct fab_ctx *c = arg;
+    if (wait_ns == 0) {
+        ctx_progress(c, 0);
+        return;
+    }
+    int64_t now = clock_now_ns();
+    if (c->inflight) {
+        int64_t spin_end = now + c->f->o.spin_ns;
+        while (now < spin_end && (wait_ns < 0 || now < spin_end)) {
+            if (ctx_progress(c, 0) > 0) return;
+            cpu_relax();
+            now = clock_now_ns();
+        }
+    }
+    int64_t w = c->inflight ? c->next_check - now : -1;
+    if (wait_ns > 0 && (w < 0 || wait_ns < w)) w = wait_ns;
+    if (w >= 0 && w < 1000) w = 1000;
+    if (c->vctx) {
+        verbs_arm(c);
+        if (verbs_poll(c) > 0) return;
+    }
+    ctx_progress(c, w);
+}
+
+void fab_ctx_attach(struct fab_ctx *c, struct sched *s)
+{
+    c->sched = s;
+    if (!s) return;
+    struct sched_hooks h = {.idle = ctx_idle, .round = ctx_round, .arg = c};
+    sched_set_hooks(s, &h);
+    arm_wake(c);
+    io_uring_submit(&c->ring);
+    c->pending_submit = false;
+}
+
+/* A task's wait: it parks until the context made progress (or the deadline), and looks again;
+ * the scheduler's idle hook (ctx_idle) makes the progress. */
+static bool task_wait_until(struct fab_ctx *c, bool (*cond)(struct fab_ctx *, void *), void *arg,
+                            int64_t deadline)
+{
+    for (;;) {
+        if (cond(c, arg)) return true;
+        if (deadline >= 0 && clock_now_ns() >= deadline) return false;
+        struct ctx_waiter w = {task_self(), c->waiters};
+        c->waiters = &w;
+        task_park(deadline >= 0 ? deadline : 0);
+        for (struct ctx_waiter **pp = &c->waiters; *pp; pp = &(*pp)->next)
+            if (*pp == &w) {
+                *pp = w.next;
+                break;
+            }
+    }
+}
+
 /* Waits until cond(c, arg) holds or the deadline passes: polls for spin_ns, then blocks. */
 static bool wait_until(struct fab_ctx *c, bool (*cond)(struct fab_ctx *, void *), void *arg,
                        int64_t deadline)
 {
     if (cond(c, arg)) return true;
+    if (in_task(c)) return task_wait_until(c, cond, arg, deadline);
     int64_t start = clock_now_ns();
     int64_t spin_end = start + c->f->o.spin_ns;
     for (;;) {
@@ -770,8 +930,15 @@ static bool slot_done(struct fab_ctx *c, void *arg)
 
 static int finish_sync(struct fab_ctx *c, int si)
 {
-    /* Every slot has a deadline, and deadlines fail it, so this returns. */
-    wait_until(c, slot_done, (void *)(uintptr_t)si, -1);
+    /* Every slot has a deadline, and deadlines fail it, so this returns. A task parks until
+     * ctx_complete wakes it. */
+    if (in_task(c)) {
+        c->slots[si].waiter = task_self();
+        while (!c->slots[si].done) task_park(0);
+        c->slots[si].waiter = NULL;
+    } else {
+        wait_until(c, slot_done, (void *)(uintptr_t)si, -1);
+    }
     reply_hook(c, &c->slots[si]);
     int st = c->slots[si].status;
     slot_free(c, (unsigned)si);

@@ -202,6 +202,20 @@ int fab_cas(struct fab_ctx *c, rptr dst, uint64_t expect, uint64_t desired, uint
 int fab_faa(struct fab_ctx *c, rptr dst, uint64_t add, uint64_t *old);
 
 /* ---------------------------------------------------------------------------------------------
+ * Tasks (common/task.h): the tasks of one thread share its context. fab_ctx_attach, on c's
+ * thread, makes c the context of scheduler s: a wait of one of s's tasks on c (a synchronous
+ * helper, an RPC call, fab_wait) parks that task instead of blocking the thread; what s's tasks
+ * post during one round leaves at the round's end, one send (soft) or one doorbell (verbs) per
+ * peer; and s's thread blocks in c's io_uring wait when no task can run. NULL detaches; detach
+ * before destroying either. Outside s's tasks, c behaves as without it. */
+struct sched;
+struct fab_counters;
+void fab_ctx_attach(struct fab_ctx *c, struct sched *s);
+/* The calling task's own counters: its operations are counted in *k as well as in its context's
+ * (NULL: no longer). For round trips per operation when several tasks share a context. */
+void fab_task_counters(struct fab_counters *k);
+
+/* ---------------------------------------------------------------------------------------------
  * Two-sided RPC. A handler runs on one of the node's RPC threads (or, when registered with
  * FAB_RPC_INLINE, on the service thread itself, where it must not block), and must call
  * fab_rpc_reply exactly once, from any thread, now or later. */
@@ -256,6 +270,9 @@ struct fab_counters {
     uint64_t round_trips;
     uint64_t rpcs;
     uint64_t errors; /* chains and RPCs that completed with an error */
+    uint64_t doorbells; /* sends (soft) or ibv_post_send calls (verbs) that carried them: with
+                           several tasks posting in one round, fewer than the chains and RPCs
+                           (counted for the context only, not per task) */
 };
 
 const struct fab_counters *fab_counters(const struct fab_ctx *c);

@@ -181,6 +181,14 @@ struct slot {
     unsigned pending;   /* pieces (soft) or work requests (verbs) still outstanding */
     struct fab_buf *resp;
     uint16_t next_free;
+    struct task *waiter; /* a sync slot's waiting task (woken at completion), or NULL */
+    struct fab_counters *tk; /* the posting task's own counters (fab_task_counters), or NULL */
+};
+
+/* A task waiting for some progress of its context (ctx.c, wait_until). */
+struct ctx_waiter {
+    struct task *t;
+    struct ctx_waiter *next;
 };
 
 struct cconn;
@@ -204,6 +212,12 @@ struct fab_ctx {
     fab_reply_hook reply_hook; /* test hook: runs before a chain's completion is delivered */
     void *reply_hook_arg;
     void *vctx;            /* verbs per-thread state */
+    /* tasks (fab_ctx_attach) */
+    struct sched *sched;   /* the scheduler whose tasks share this context, or NULL */
+    uint64_t wake_buf;     /* the read of the scheduler's eventfd lands here */
+    bool wake_armed;
+    bool flush_pending;    /* tasks posted this round: flush at its end */
+    struct ctx_waiter *waiters; /* tasks waiting for any progress */
 };
 
 /* Completes a slot (status < 0 on failure): queues its completion or marks the sync waiter. */
@@ -229,9 +243,11 @@ int verbs_node_open(struct fabric *f, char *err, size_t errcap);
 void verbs_node_close(struct fabric *f);
 int verbs_ctx_init(struct fab_ctx *c);
 void verbs_ctx_fini(struct fab_ctx *c);
-/* Posts slot's chain (already validated) to node. Failures after posting arrive through
- * ctx_complete. */
-int verbs_post(struct fab_ctx *c, unsigned slot);
+/* Posts slot's chain (already validated) to node: now, or with defer, at the next verbs_flush
+ * (together with every chain deferred meanwhile: one doorbell per queue pair). Failures after
+ * posting arrive through ctx_complete. */
+int verbs_post(struct fab_ctx *c, unsigned slot, bool defer);
+void verbs_flush(struct fab_ctx *c);
 /* Reaps the completion queue; returns how many work completions it handled. */
 int verbs_poll(struct fab_ctx *c);
 /* Arms the completion channel so that the ring's poll fires on the next completion. */

@@ -1471,16 +1471,17 @@ static int chain_stage(struct fab_ctx *c, struct vqp *q, unsigned si, bool now)
 static void vqp_fail(struct fab_ctx *c, struct vqp *q, int fail_si, unsigned fail_op, int status,
                      int rest);
 
-/* Builds the chain's work-request list and rings the doorbell once. Returns false when the post
- * failed and the queue pair is gone (every chain on it completed). */
-static bool chain_send(struct fab_ctx *c, struct vqp *q, unsigned si)
+/* Appends the chain's work requests to vc->wr from *wp on (the caller made room: at most
+ * CHAIN_WR_MAX in all) and books the chain as posted; wrs_post rings the doorbell for everything
+ * appended, so chains built one after the other leave together. */
+static void chain_build(struct fab_ctx *c, struct vqp *q, unsigned si, unsigned *wp)
 {
     struct verbs_node *vn = c->f->vn;
     struct vctx *vc = c->vctx;
     struct slot *s = &c->slots[si];
     struct vslot *vs = &vc->vs[si];
     bool rd_before = q->rd_chains > 0;
-    unsigned w = 0;
+    unsigned w = *wp;
     for (unsigned i = 0; i < vs->nprep; i++) {
         const struct fab_op *o = &s->ops[i];
         bool atomic = op_is_atomic(o);
@@ -1541,16 +1542,25 @@ static bool chain_send(struct fab_ctx *c, struct vqp *q, unsigned si)
         }
         if (o->opcode != FAB_OP_WRITE) rd_before = true;
     }
-    vc->wr[w - 1].next = NULL;
     vc->wr[w - 1].send_flags |= IBV_SEND_SIGNALED;
     if (q->sq_used == 0) q->last_progress = clock_now_ns();
-    struct ibv_send_wr *bad = NULL;
-    int err = ibv_post_send(q->qp, vc->wr, &bad);
     vs->state = VS_POSTED;
     list_push(vc, &q->post_head, &q->post_tail, si);
     q->sq_used += vs->nwr;
     vc->wr_inflight += vs->nwr;
     if (vs->rd) q->rd_chains++;
+    *wp = w;
+}
+
+/* Rings q's doorbell once for the w work requests built. Returns false when the post failed and
+ * the queue pair is gone (every chain on it completed). */
+static bool wrs_post(struct fab_ctx *c, struct vqp *q, unsigned w)
+{
+    struct vctx *vc = c->vctx;
+    vc->wr[w - 1].next = NULL;
+    struct ibv_send_wr *bad = NULL;
+    int err = ibv_post_send(q->qp, vc->wr, &bad);
+    c->k.doorbells++;
     if (err) {
         log_warn("verbs: ibv_post_send to node %u: %s", q->node, strerror(err));
         /* Part of the list may be on the wire: nothing on this queue pair is known to be done. */
@@ -1577,15 +1587,21 @@ static void vqp_finish_empty(struct fab_ctx *c, struct vqp *q)
     }
 }
 
-/* Posts backlogged chains while there is room. Returns false when q failed and is gone. */
+/* Posts backlogged chains while there is room, as few doorbells as the work-request list
+ * allows. Returns false when q failed and is gone. */
 static bool vqp_drain(struct fab_ctx *c, struct vqp *q)
 {
     struct verbs_node *vn = c->f->vn;
     struct vctx *vc = c->vctx;
+    unsigned w = 0;
     while (q->back_head != IDX_NONE) {
         unsigned si = q->back_head;
         struct vslot *vs = &vc->vs[si];
         if (vs->nwr && !vqp_room(vc, vn, q, vs->nwr)) break;
+        if (w + vs->nwr > CHAIN_WR_MAX) {
+            if (!wrs_post(c, q, w)) return false;
+            w = 0;
+        }
         list_pop(vc, &q->back_head, &q->back_tail);
         vc->backlogged--;
         if (vs->nwr == 0) {
@@ -1594,9 +1610,9 @@ static bool vqp_drain(struct fab_ctx *c, struct vqp *q)
             vqp_finish_empty(c, q);
             continue;
         }
-        if (!chain_send(c, q, si)) return false;
+        chain_build(c, q, si, &w);
     }
-    return true;
+    return w == 0 || wrs_post(c, q, w);
 }
 
 static void vctx_drain(struct fab_ctx *c)
@@ -1697,7 +1713,7 @@ static void chain_fail_local(struct fab_ctx *c, unsigned si, int bad)
     ctx_complete(c, si, RDKV_EACCESS);
 }
 
-int verbs_post(struct fab_ctx *c, unsigned si)
+int verbs_post(struct fab_ctx *c, unsigned si, bool defer)
 {
     struct fabric *f = c->f;
     struct verbs_node *vn = f->vn;
@@ -1742,21 +1758,27 @@ int verbs_post(struct fab_ctx *c, unsigned si)
         }
         return 0;
     }
-    bool now = q->back_head == IDX_NONE && vqp_room(vc, vn, q, nwr);
+    bool now = !defer && q->back_head == IDX_NONE && vqp_room(vc, vn, q, nwr);
     int rc = chain_stage(c, q, si, now);
     if (rc) {
         vs_release(vc, vs);
         return rc;
     }
     if (now) {
-        chain_send(c, q, si);
+        unsigned w = 0;
+        chain_build(c, q, si, &w);
+        wrs_post(c, q, w);
         return 0;
     }
-    vs->state = VS_BACKLOG; /* the send queue is full: posted as completions free room */
+    /* the send queue is full (posted as completions free room), or a task posted it (posted
+     * with the rest of its scheduler's round: verbs_flush) */
+    vs->state = VS_BACKLOG;
     list_push(vc, &q->back_head, &q->back_tail, si);
     vc->backlogged++;
     return 0;
 }
+
+void verbs_flush(struct fab_ctx *c) { vctx_drain(c); }
 
 /* ---------------------------------------------------------------------------------------------
  * Completions */

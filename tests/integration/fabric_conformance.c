@@ -1,14 +1,15 @@
 /* The fabric conformance suite: one set of tests, written against fabric.h only, run on both
  * transports (--transport soft|verbs). It checks every promise of docs/fabric.md -- every op and
  * size, CAS/FAA results, per-endpoint order, error completions, dead and hung peers, RPC with
- * large payloads, many threads x many peers -- and the atomicity hazard: a NIC atomic is not
- * atomic with a CPU atomic on the same word, while NIC atomics never lose updates among
- * themselves. */
+ * large payloads, many threads x many peers, many tasks sharing one context -- and the
+ * atomicity hazard: a NIC atomic is not atomic with a CPU atomic on the same word, while NIC
+ * atomics never lose updates among themselves. */
 #include "tests/harness.h"
 #include "tests/testenv.h"
 #include "tools/launcher.h"
 
 #include "common/clock.h"
+#include "common/task.h"
 #include "rdma/wire.h"
 
 #include <errno.h>
@@ -1055,6 +1056,89 @@ static void t_many_inflight(void)
     tenv_stop(&e);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Tasks sharing one context (fab_ctx_attach): K tasks of one thread each run FAAs on a shared
+ * word of another node, WRITE-then-READ their own block, chains of the three, and echo RPCs,
+ * all with the synchronous helpers. Every result is right; every task's own counters show its
+ * own operations; and the posts of one round left together: fewer doorbells than chains. */
+#define TK_TASKS 16
+#define TK_ITERS 50
+#define TK_BLOCK 256
+
+struct tk_arg {
+    struct fab_ctx *c;
+    unsigned id;
+    int errors;
+    struct fab_counters k;
+};
+
+static void tk_task(void *p)
+{
+    struct tk_arg *a = p;
+    fab_task_counters(&a->k);
+    uint8_t out[TK_BLOCK], in[TK_BLOCK];
+    rptr word = rptr_make(1, DATA), block = rptr_make(1, DATA + 4096 + a->id * TK_BLOCK);
+    struct fab_buf resp = {0};
+    for (unsigned i = 0; i < TK_ITERS; i++) {
+        uint64_t old;
+        if (fab_faa(a->c, word, 1, &old)) a->errors++;
+        fill(out, sizeof out, a->id * 1000 + i);
+        if (fab_write(a->c, block, out, sizeof out) || fab_read(a->c, block, in, sizeof in) ||
+            memcmp(in, out, sizeof in))
+            a->errors++;
+        /* a chain: FAA, WRITE, READ back, executed in order */
+        uint64_t v = 0x5eed0000u + i;
+        uint64_t back = 0;
+        struct fab_op ops[3] = {fab_op_faa(word, 1), fab_op_write(block, &v, 8),
+                                fab_op_read(block, &back, 8)};
+        if (fab_exec(a->c, ops, 3) || back != v) a->errors++;
+        char msg[32];
+        int n = snprintf(msg, sizeof msg, "task %u iter %u", a->id, i);
+        if (fab_rpc_call(a->c, 1, FAB_RPC_ECHO, msg, (size_t)n, &resp, 0) ||
+            resp.len != (size_t)n || memcmp(resp.data, msg, (size_t)n))
+            a->errors++;
+    }
+    fab_buf_free(&resp);
+    fab_task_counters(NULL);
+}
+
+static void t_tasks_share_ctx(void)
+{
+    struct tenv e;
+    REQUIRE(tenv_start(&e, 2, ARENA, NULL) == 0);
+    struct fab_ctx *c;
+    REQUIRE(fab_ctx_create(e.f[0], &c) == 0);
+    struct sched *s;
+    REQUIRE(sched_create(&s) == 0);
+    fab_ctx_attach(c, s);
+    static struct tk_arg a[TK_TASKS];
+    for (unsigned i = 0; i < TK_TASKS; i++) {
+        a[i] = (struct tk_arg){.c = c, .id = i};
+        REQUIRE(task_spawn(s, tk_task, &a[i], 0) == 0);
+    }
+    fab_counters_reset(c);
+    sched_run(s);
+    fab_ctx_attach(c, NULL);
+    const struct fab_counters *k = fab_counters(c);
+    uint64_t rts = 0;
+    for (unsigned i = 0; i < TK_TASKS; i++) {
+        CHECK_EQ(a[i].errors, 0);
+        CHECK_EQ(a[i].k.round_trips, 5 * TK_ITERS); /* faa, write, read, chain, rpc */
+        CHECK_EQ(a[i].k.faa, 2 * TK_ITERS);
+        CHECK_EQ(a[i].k.rpcs, TK_ITERS);
+        rts += a[i].k.round_trips;
+    }
+    CHECK_EQ(k->round_trips, rts);
+    CHECK_EQ(*(uint64_t *)(void *)target(&e, 1, DATA), 2 * TK_TASKS * TK_ITERS);
+    CHECK(k->doorbells > 0 && k->doorbells < k->round_trips);
+    fprintf(stderr, "  %u tasks: %" PRIu64 " round trips in %" PRIu64 " doorbells, %" PRIu64
+            " scheduler rounds, %" PRIu64 " idle waits\n", TK_TASKS, k->round_trips, k->doorbells,
+            sched_stats(s)->rounds, sched_stats(s)->idles);
+    sched_destroy(s);
+    fab_ctx_destroy(c);
+    tenv_stop(&e);
+}
+
 static const struct test_case cases[] = {
     {"rw_sizes", t_rw_sizes},
     {"atomics", t_atomics},
@@ -1072,6 +1156,7 @@ static const struct test_case cases[] = {
     {"bad_input", t_bad_input},
     {"regions_local", t_regions_local},
     {"many_inflight", t_many_inflight},
+    {"tasks_share_ctx", t_tasks_share_ctx},
 };
 
 int main(int argc, char **argv)
