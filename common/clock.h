@@ -23,7 +23,7 @@ static inline struct timespec clock_ts(int64_t ns)
     return ts;
 }
 
-/* Sleeps for ns nanoseconds (restarting after signals). */
+/* Sleeps for ns nanoseconds (restarting after signals); in a task, only the task sleeps. */
 void clock_sleep_ns(int64_t ns);
 
 /* CPU time (user + system) consumed so far by the whole process, in nanoseconds. */

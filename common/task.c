@@ -113,9 +113,13 @@ int sched_wake_fd(const struct sched *s) { return s->efd; }
 
 static size_t page_size(void)
 {
-    static size_t pg;
-    if (!pg) pg = (size_t)sysconf(_SC_PAGESIZE);
-    return pg;
+    static size_t pg; /* (threads may race to set it: to the same value) */
+    size_t p = __atomic_load_n(&pg, __ATOMIC_RELAXED);
+    if (!p) {
+        p = (size_t)sysconf(_SC_PAGESIZE);
+        __atomic_store_n(&pg, p, __ATOMIC_RELAXED);
+    }
+    return p;
 }
 
 /* ------------------------------------------------------------------------------------------ */

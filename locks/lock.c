@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/rng.h"
 #include "common/fence.h"
+#include "common/task.h"
 #include "locks/lock_internal.h"
 #include "locks/ticket.h"
 
@@ -256,8 +257,30 @@ static int futex_wait32(uint32_t *addr, uint32_t val, int64_t ns)
     return (int)syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
 }
 
+/* A task's wait for a word to change: it lets the thread's other tasks run (the one it waits
+ * for may be among them), then naps as a thread would, without the futex (nobody can wake a
+ * task through it: the writers' lock_wake wakes threads). */
+static int task_wait_change(uint64_t *w, uint64_t v, int64_t deadline)
+{
+    int64_t nap = 20 * NS_PER_US;
+    for (unsigned round = 0;; round++) {
+        if (__atomic_load_n(w, __ATOMIC_ACQUIRE) != v) return 0;
+        int64_t now = clock_now_ns();
+        if (deadline && now >= deadline) return RDKV_ETIMEDOUT;
+        if (round < 16) {
+            task_yield();
+            continue;
+        }
+        int64_t t = nap;
+        if (deadline && deadline - now < t) t = deadline - now;
+        task_sleep_ns(t);
+        if (nap < NAP_MAX_NS) nap *= 2;
+    }
+}
+
 int lock_wait_change(uint64_t *w, uint64_t v, uint32_t *sleeping, int64_t deadline)
 {
+    if (task_running()) return task_wait_change(w, v, deadline);
     for (unsigned i = 0; i < SPIN_ROUNDS; i++) {
         if (__atomic_load_n(w, __ATOMIC_ACQUIRE) != v) return 0;
         cpu_relax();
@@ -287,6 +310,10 @@ void lock_wake(uint64_t *w, uint32_t *sleeping)
 
 void lock_nap(uint32_t *w, uint32_t seen, uint32_t *sleepers, int64_t ns)
 {
+    if (task_running()) { /* (a task cannot be woken through the futex: it naps) */
+        if (__atomic_load_n(w, __ATOMIC_SEQ_CST) == seen) task_sleep_ns(ns);
+        return;
+    }
     __atomic_fetch_add(sleepers, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(w, __ATOMIC_SEQ_CST) == seen) futex_wait32(w, seen, ns);
     __atomic_fetch_sub(sleepers, 1, __ATOMIC_SEQ_CST);
@@ -302,7 +329,9 @@ void lock_wake_all(uint32_t *w, uint32_t *sleepers)
 void lock_retry_backoff(struct lock_thread *t, int64_t *b, uint64_t *seed)
 {
     int64_t wait = *b / 2 + (int64_t)rng_below(seed, (uint64_t)(*b / 2 + 1));
-    if (wait < 20 * NS_PER_US) {
+    if (wait < 20 * NS_PER_US && task_running()) {
+        task_yield(); /* a task's short back-off: the thread's other tasks run meanwhile */
+    } else if (wait < 20 * NS_PER_US) {
         int64_t until = clock_now_ns() + wait;
         while (clock_now_ns() < until) cpu_relax();
     } else {
@@ -314,8 +343,11 @@ void lock_retry_backoff(struct lock_thread *t, int64_t *b, uint64_t *seed)
 void lock_backoff(unsigned round)
 {
     /* About 2 us of spinning in all, then yields, then sleeps: on a 2-core machine a spinning
-     * waiter takes the CPU from the thread it waits for. */
-    if (round < 4) {
+     * waiter takes the CPU from the thread it waits for. A task yields to the thread's other
+     * tasks instead of spinning. */
+    if (round < 8 && task_running()) {
+        task_yield();
+    } else if (round < 4) {
         for (unsigned i = 0; i < (64u << round); i++) cpu_relax();
     } else if (round < 8) {
         sched_yield();

@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/rng.h"
+#include "common/task.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -427,9 +428,10 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64
         if (r->sleepers) {
             /* A CPU word: spin briefly, then sleep until a releaser wakes us (bounded, so the
              * deadline is kept). */
-            if (spins < 256) {
+            if (spins < (task_running() ? 16u : 256u)) {
                 spins++;
-                __builtin_ia32_pause();
+                if (task_running()) task_yield(); /* the holder may be a task of this thread */
+                else __builtin_ia32_pause();
             } else {
                 int64_t nap = 128 * NS_PER_US;
                 if (deadline && nap > deadline - now) nap = deadline - now;

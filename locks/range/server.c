@@ -30,6 +30,7 @@
 
 #include "common/clock.h"
 #include "common/pack.h"
+#include "common/task.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -155,10 +156,9 @@ static int count_blocker(struct itv_node *n, void *arg)
  * answer an RPC would carry. Whoever answers signals under the mutex and never touches the
  * struct afterwards (it lives on the requester's stack). */
 #define LW_MAX 33
+/* A requester of this process waits for its answer (a task parks, a thread sleeps). */
 struct lwait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
+    struct waiter w;
     int status;
     size_t len;
     uint8_t data[LW_MAX];
@@ -171,13 +171,10 @@ static void respond(struct fab_rpc_req *req, struct lwait *lw, int status, const
     if (req) {
         fab_rpc_reply(req, status, data, len);
     } else if (lw) {
-        pthread_mutex_lock(&lw->mu);
         lw->status = status;
         lw->len = status == 0 && len <= LW_MAX ? len : 0;
         if (lw->len) memcpy(lw->data, data, lw->len);
-        lw->done = true;
-        pthread_cond_signal(&lw->cv);
-        pthread_mutex_unlock(&lw->mu);
+        waiter_wake(&lw->w); /* (the requester may return at once: lw is on its stack) */
     }
 }
 
@@ -839,9 +836,8 @@ void range_server_stats(struct range_server *s, struct range_server_stats *out)
 static int local_lock(struct range_server *s, uint16_t type, const struct range_handle *h,
                       enum lock_mode mode, int64_t deadline, struct fab_buf *resp)
 {
-    struct lwait lw = {.done = false};
-    pthread_mutex_init(&lw.mu, NULL);
-    pthread_cond_init(&lw.cv, NULL);
+    struct lwait lw;
+    waiter_init(&lw.w);
     struct qop op = {.lw = &lw, .lock = true, .space = h->space, .mode = (uint8_t)mode,
                      .lo = h->lo, .hi = h->hi, .owner = h->owner, .deadline = deadline};
     if (type == RANGE_RPC_ILOCK) {
@@ -860,11 +856,7 @@ static int local_lock(struct range_server *s, uint16_t type, const struct range_
     }
     /* The server answers every request: at the grant, at its deadline (the combiner thread
      * sweeps waiters), or at shutdown. */
-    pthread_mutex_lock(&lw.mu);
-    while (!lw.done) pthread_cond_wait(&lw.cv, &lw.mu);
-    pthread_mutex_unlock(&lw.mu);
-    pthread_mutex_destroy(&lw.mu);
-    pthread_cond_destroy(&lw.cv);
+    waiter_wait(&lw.w, 0);
     if (lw.status) return lw.status;
     if (resp->cap < lw.len) {
         void *d = realloc(resp->data, lw.len);

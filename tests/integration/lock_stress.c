@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/rng.h"
+#include "common/task.h"
 #include "locks/lock.h"
 
 #include <pthread.h>
@@ -73,6 +74,7 @@ struct stress {
     struct tenv e;
     struct trad_mgr *trad[TENV_MAX];
     unsigned nodes, threads_per_node, locks, iters, locality, shared_pct;
+    unsigned tasks;              /* lock clients per thread: tasks sharing its context (1: none) */
     int64_t cs_ns;               /* extra time inside each exclusive critical section */
     uint32_t *acq;               /* exclusive acquisitions per lock (global index) */
     _Atomic uint64_t violations; /* the checker saw someone it should not have */
@@ -157,17 +159,12 @@ static bool check_shared(struct lock_thread *t, rptr data)
     return ok;
 }
 
-static void *stress_thread(void *arg)
+/* One lock client: on its thread, or as one of its thread's tasks (sub numbers them). */
+static void stress_client(struct worker *w, struct fab_ctx *c, unsigned sub)
 {
-    struct worker *w = arg;
     struct stress *s = w->s;
-    struct fab_ctx *c;
     struct lock_thread t;
     struct locktable lt;
-    if (fab_ctx_create(s->e.f[w->node], &c)) {
-        s->errors++;
-        return NULL;
-    }
     struct lock_cfg cfg;
     lock_cfg_init(&cfg);
     cfg.lease_ns = 5 * NS_PER_S; /* nobody dies here: no lease may run out under load */
@@ -175,11 +172,10 @@ static void *stress_thread(void *arg)
                                            for a reader slowed by TSan on a busy machine */
     if (lock_thread_init(&t, c, &cfg) || locktable_open(&lt, c, s->locks)) {
         s->errors++;
-        fab_ctx_destroy(c);
-        return NULL;
+        return;
     }
     bool shared_ok = s->algo->modes & (1u << LOCK_SHARED);
-    uint64_t seed = 0x243F6A8885A308D3ull * (w->idx + 1);
+    uint64_t seed = 0x243F6A8885A308D3ull * (w->idx * 64 + sub + 1);
     for (unsigned i = 0; i < s->iters; i++) {
         rng_next(&seed);
         unsigned node = w->node;
@@ -227,7 +223,51 @@ static void *stress_thread(void *arg)
     }
     s->overflow_resets += t.stats.overflow_resets;
     s->resets += t.stats.resets;
-    thread_done(c, &t);
+    lock_thread_fini(&t);
+}
+
+struct client_arg {
+    struct worker *w;
+    struct fab_ctx *c;
+    unsigned sub;
+};
+
+static void client_task(void *p)
+{
+    struct client_arg *a = p;
+    stress_client(a->w, a->c, a->sub);
+}
+
+static void *stress_thread(void *arg)
+{
+    struct worker *w = arg;
+    struct stress *s = w->s;
+    struct fab_ctx *c;
+    if (fab_ctx_create(s->e.f[w->node], &c)) {
+        s->errors++;
+        return NULL;
+    }
+    if (s->tasks <= 1) {
+        stress_client(w, c, 0);
+    } else {
+        /* K clients on this thread's tasks: they share its context, and with few locks they
+         * contend for the same ones -- a waiter must let the holder (a task beside it) run */
+        struct sched *sc;
+        struct client_arg a[16];
+        if (sched_create(&sc) == 0) {
+            fab_ctx_attach(c, sc);
+            for (unsigned k = 0; k < s->tasks && k < 16; k++) {
+                a[k] = (struct client_arg){w, c, k};
+                if (task_spawn(sc, client_task, &a[k], 0)) s->errors++;
+            }
+            sched_run(sc);
+            fab_ctx_attach(c, NULL);
+            sched_destroy(sc);
+        } else {
+            s->errors++;
+        }
+    }
+    fab_ctx_destroy(c);
     return NULL;
 }
 
@@ -242,14 +282,17 @@ static void with_pause(struct fab_opts *o, unsigned node)
  * that disagree with the exclusive acquisitions), or -1 if it could not run cleanly. */
 static uint64_t last_overflow_resets, last_upgrades, preset_next;
 
+static unsigned tasks_next = 1; /* the next run's lock clients per thread */
+
 static long run_stress_cs(const struct lock_algo *algo, unsigned nodes, unsigned tpn,
                           unsigned locks, unsigned iters, unsigned locality, unsigned shared_pct,
                           int64_t pause, int64_t cs_ns)
 {
     struct stress s = {.algo = algo, .nodes = nodes, .threads_per_node = tpn, .locks = locks,
                        .iters = iters, .locality = locality, .shared_pct = shared_pct,
-                       .cs_ns = cs_ns, .preset = preset_next};
+                       .cs_ns = cs_ns, .preset = preset_next, .tasks = tasks_next};
     preset_next = 0;
+    tasks_next = 1;
     pause_ns = pause;
     if (tenv_start(&s.e, nodes, 16u << 20, pause ? with_pause : NULL)) return -1;
     for (unsigned n = 0; n < nodes; n++) s.trad[n] = lock_trad_serve(s.e.f[n], 0);
@@ -294,9 +337,9 @@ static long run_stress_cs(const struct lock_algo *algo, unsigned nodes, unsigned
     } else {
         s.errors++;
     }
-    fprintf(stderr, "  %s: %u nodes x %u threads, %u locks, %u%% local, %u%% shared%s: %" PRIu64
+    fprintf(stderr, "  %s: %u nodes x %u threads x %u tasks, %u locks, %u%% local, %u%% shared%s: %" PRIu64
                     " exclusive + %" PRIu64 " shared acquisitions, %ld mismatches\n",
-            algo->name, nodes, tpn, locks, locality, shared_pct,
+            algo->name, nodes, tpn, s.tasks, locks, locality, shared_pct,
             pause ? ", NIC atomics paused" : "", total, (uint64_t)s.shared_ops, bad);
     if (s.upgrades) fprintf(stderr, "  %" PRIu64 " of them upgraded from update locks\n", (uint64_t)s.upgrades);
     last_upgrades = s.upgrades;
@@ -349,6 +392,22 @@ static void t_stress_rwlock(void)
     CHECK_EQ(run_stress_mix(&lock_rwlock, 2, 2, 3, iters(500), 50, 50, 0), 0);
     CHECK_EQ(run_stress_mix(&lock_rwlock, 3, 2, 4, iters(300), 70, 30, 0), 0);
     CHECK_EQ(run_stress_mix(&lock_rwlock, 2, 2, 2, iters(300), 50, 90, 0), 0);
+}
+
+/* Every algorithm with several lock clients per thread: 2 nodes x 2 threads x 4 tasks on 2 locks,
+ * half local, half shared where the algorithm has modes. Tasks of one thread contend for the same
+ * lock: the waiter parks, naps or yields, and the holder -- a task beside it -- runs and
+ * releases. */
+static void t_stress_tasks(void)
+{
+    const struct lock_algo *all[] = {&lock_alock, &lock_spin, &lock_mcs, &lock_dslr, &lock_dslr_u,
+                                     &lock_drtm, &lock_rof, &lock_trad, &lock_rwlock};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        tasks_next = 4;
+        unsigned shared = all[i]->modes & (1u << LOCK_SHARED) ? 50 : 0;
+        CHECK_EQ(run_stress_mix(all[i], 2, 2, 2, iters(all[i] == &lock_drtm ? 50 : 150), 50,
+                                shared, 0), 0);
+    }
 }
 
 /* DSLR's word {nX, nS, mX, mS} starts 4 tickets short of COUNT_MAX (32768) on every lock; under
@@ -820,6 +879,7 @@ static const struct test_case cases[] = {
     {"stress_rof", t_stress_rof},
     {"stress_trad", t_stress_trad},
     {"stress_rwlock", t_stress_rwlock},
+    {"stress_tasks", t_stress_tasks},
     {"count_max_dslr", t_count_max_dslr},
     {"count_max_rwlock", t_count_max_rwlock},
     {"alock_paused", t_alock_paused},
