@@ -12,6 +12,7 @@
 #include "common/pack.h"
 #include "common/parse.h"
 #include "common/rng.h"
+#include "common/task.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,13 +298,87 @@ int rdkv_connect(const char *endpoints, const rdkv_options *o, rdkv_session **ou
     return 0;
 }
 
+/* rdkv_run_tasks: the calling thread's scheduler, and the fabric context its tasks' embedded
+ * sessions share (created with the first of them, on the thread's behalf). */
+struct task_run {
+    struct sched *s;
+    struct fab_ctx *c;
+    rdkv_node *node;
+};
+static __thread struct task_run *tls_run;
+
+/* A worker for an embedded session: of its own thread, or sharing the task run's context. */
+static int worker_for(rdkv_node *n, struct txn_worker **w)
+{
+    struct txn_env *e = node_txn(n->n);
+    struct task_run *r = tls_run;
+    if (!r || !task_running()) return txn_worker_create(e, w);
+    if (!r->c) {
+        int rc = fab_ctx_create(txn_env_fabric(e), &r->c);
+        if (rc) return rc;
+        fab_ctx_attach(r->c, r->s);
+        r->node = n;
+    } else if (r->node != n) {
+        return RDKV_EINVAL; /* the tasks of one thread share one node's connections */
+    }
+    return txn_worker_create_on(e, r->c, w);
+}
+
+struct task_arg {
+    rdkv_task_fn fn;
+    unsigned i;
+    void *arg;
+};
+
+static void run_task(void *p)
+{
+    struct task_arg *a = p;
+    if (a->fn) a->fn(a->i, a->arg);
+}
+
+int rdkv_run_tasks(unsigned n, rdkv_task_fn fn, void *arg, size_t stack_kb)
+{
+    if (!fn) return RDKV_EINVAL;
+    if (task_running()) return RDKV_EBUSY;
+    if (n == 0) return 0;
+    struct task_run r = {0};
+    struct task_arg *a = calloc(n, sizeof *a);
+    if (!a || sched_create(&r.s)) {
+        free(a);
+        return RDKV_ENOMEM;
+    }
+    int rc = 0;
+    for (unsigned i = 0; i < n; i++) {
+        a[i] = (struct task_arg){fn, i, arg};
+        if (task_spawn(r.s, run_task, &a[i], stack_kb * 1024)) {
+            rc = RDKV_ENOMEM;
+            break;
+        }
+    }
+    if (rc) /* not every task could start: those that did end at once */
+        for (unsigned i = 0; i < n; i++) a[i].fn = NULL;
+    struct task_run *outer = tls_run;
+    tls_run = &r;
+    sched_run(r.s);
+    tls_run = outer;
+    if (r.c) {
+        fab_ctx_attach(r.c, NULL);
+        fab_ctx_destroy(r.c);
+    }
+    sched_destroy(r.s);
+    free(a);
+    return rc;
+}
+
+void rdkv_sleep_us(int64_t us) { clock_sleep_ns(us * NS_PER_US); }
+
 int rdkv_session_open(rdkv_node *n, const rdkv_options *o, rdkv_session **out)
 {
     if (!n || !out) return RDKV_EINVAL;
     rdkv_session *s = session_new(false, o);
     if (!s) return RDKV_ENOMEM;
     s->node = n;
-    int rc = txn_worker_create(node_txn(n->n), &s->w);
+    int rc = worker_for(n, &s->w);
     if (rc) {
         free(s);
         return rc;

@@ -317,6 +317,8 @@ static void suspend(struct task *t)
 #endif
 }
 
+static void keys_gone(struct task *t);
+
 static void task_entry(transfer_t tr)
 {
     struct task *t = tr.data;
@@ -325,6 +327,7 @@ static void task_entry(transfer_t tr)
     __sanitizer_finish_switch_fiber(NULL, &t->s->main_bottom, &t->s->main_size);
 #endif
     t->fn(t->arg);
+    keys_gone(t);
     t->state = T_DONE;
     suspend(t); /* never resumed */
     abort();
@@ -444,11 +447,24 @@ int sched_run(struct sched *s)
 /* Per-task values */
 
 static atomic_int nkeys;
+static void (*key_dtors[TASK_KEYS])(void *);
 
-int task_key_create(void)
+int task_key_create(void (*dtor)(void *))
 {
     int k = atomic_fetch_add(&nkeys, 1);
-    return k < TASK_KEYS ? k : -1;
+    if (k >= TASK_KEYS) return -1;
+    key_dtors[k] = dtor; /* (before anyone can use k: its creator publishes it) */
+    return k;
+}
+
+/* A task is returning: its keys' destructors run (in the task). */
+static void keys_gone(struct task *t)
+{
+    for (int k = 0; k < TASK_KEYS; k++) {
+        void *v = t->keys[k];
+        t->keys[k] = NULL;
+        if (v && key_dtors[k]) key_dtors[k](v);
+    }
 }
 
 void *task_get(int key)

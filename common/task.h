@@ -84,10 +84,11 @@ int waiter_wait(struct waiter *w, int64_t deadline);
 void waiter_wake(struct waiter *w);
 
 /* Per-task values, like thread-specific data: a module takes a key once (task_key_create, at
- * most TASK_KEYS per process; -1 when none is left) and keeps one pointer per task under it.
+ * most TASK_KEYS per process; -1 when none is left) and keeps one pointer per task under it;
+ * dtor (may be NULL) is called with a non-NULL value when its task returns, still in the task.
  * task_get returns NULL outside a task and for a task that set nothing. */
 #define TASK_KEYS 8
-int task_key_create(void);
+int task_key_create(void (*dtor)(void *));
 void *task_get(int key);
 void task_set(int key, void *v);
 

@@ -6,7 +6,8 @@
  *
  * Thread-safety: an rdkv_node may be shared by all threads. A session (rdkv_session) and the
  * transactions, iterators and bytes it hands out belong to one thread at a time: open one session
- * per thread. A session runs one transaction at a time.
+ * per thread -- or one per task, to keep many transactions in flight on one thread
+ * (rdkv_run_tasks, below). A session runs one transaction at a time.
  *
  * Ownership: bytes returned by rdkv_txn_get and rdkv_iter_next belong to the transaction; they
  * stay valid until the next call on that transaction (or iterator) or its end, whichever comes
@@ -125,6 +126,24 @@ int rdkv_run_txn(rdkv_session *s, rdkv_txn_fn fn, void *arg);
 
 /* True for statuses after which running the whole transaction again may succeed. */
 bool rdkv_status_retryable(int status);
+
+/* ---------------------------------------------------------------------------------------------
+ * Many sessions on one thread. rdkv_run_tasks runs fn(i, arg) for i = 0 .. n-1 as tasks
+ * (stackful coroutines) of the calling thread, and returns when every one has returned. Inside a
+ * task, write ordinary blocking code with the calls of this header, one session per task:
+ * whenever a call waits -- for the network, a lock, a back-off -- the thread runs another task,
+ * so one thread keeps up to n transactions in flight, and what the tasks send in the meantime
+ * leaves together. Embedded sessions opened in the tasks share the thread's connections; they
+ * must all be of one node (RDKV_EINVAL otherwise). A task must never block the thread itself:
+ * no sleep(), no waiting on a mutex or condition variable held across an rdkv call, no blocking
+ * I/O; rdkv_sleep_us sleeps the task only. A session opened in a task is closed by that task
+ * before it returns. (Remote sessions work in tasks, but still wait the blocking way.) stack_kb: each task's stack (0: 256 KiB; a guard page below it turns an
+ * overflow into a crash, never into corruption). Returns 0; RDKV_ENOMEM (no task ran) when the
+ * tasks could not all be started; RDKV_EBUSY when called from inside a task. */
+typedef void (*rdkv_task_fn)(unsigned i, void *arg);
+int rdkv_run_tasks(unsigned n, rdkv_task_fn fn, void *arg, size_t stack_kb);
+/* Sleeps us microseconds: only the calling task when in one, else the thread. */
+void rdkv_sleep_us(int64_t us);
 
 /* ---------------------------------------------------------------------------------------------
  * Placement. A key lives on partition (node) XXH3(key) mod nodes; a key that ends in "{tag}" (a

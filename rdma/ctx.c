@@ -127,34 +127,54 @@ struct fabric *fab_ctx_fabric(const struct fab_ctx *c) { return c->f; }
 const struct fab_counters *fab_counters(const struct fab_ctx *c) { return &c->k; }
 void fab_counters_reset(struct fab_ctx *c) { memset(&c->k, 0, sizeof c->k); }
 
-/* The task key under which a task keeps its own counters (fab_task_counters). */
-static int counters_key = -1;
-static pthread_once_t counters_once = PTHREAD_ONCE_INIT;
-static void counters_key_init(void) { counters_key = task_key_create(); }
-
-void fab_task_counters(struct fab_counters *k)
-{
-    pthread_once(&counters_once, counters_key_init);
-    task_set(counters_key, k);
-}
-
-static struct fab_counters *task_counters(void)
-{
-    return counters_key >= 0 && task_running() ? task_get(counters_key) : NULL;
-}
-
-/* Counts into the context's counters and the posting task's own (tk may be NULL). */
-#define COUNT(c, tk, field, n)                                                                     \
-    do {                                                                                           \
-        (c)->k.field += (n);                                                                       \
-        if (tk) (tk)->field += (n);                                                                \
-    } while (0)
-
 /* True when the caller is a task of the scheduler c is attached to. */
 static bool in_task(const struct fab_ctx *c)
 {
     return c->sched && sched_self() == c->sched && task_running();
 }
+
+/* A task's owner record lives under this task key; when the task returns, slots it left in
+ * flight are orphaned (freed when they complete) and the record is freed. */
+static int owner_key = -1;
+static pthread_once_t owner_once = PTHREAD_ONCE_INIT;
+static void orphan_slots(struct fab_ctx *c, struct fab_owner *o);
+static void owner_gone(void *p)
+{
+    struct fab_owner *o = p;
+    if (o->c && o->inflight) orphan_slots(o->c, o);
+    free(o);
+}
+static void owner_key_init(void) { owner_key = task_key_create(owner_gone); }
+
+/* The calling task's record (created when `make`), or NULL outside tasks. */
+static struct fab_owner *task_owner(bool make)
+{
+    if (!task_running()) return NULL;
+    pthread_once(&owner_once, owner_key_init);
+    struct fab_owner *o = task_get(owner_key);
+    if (!o && make && owner_key >= 0 && (o = calloc(1, sizeof *o))) task_set(owner_key, o);
+    return o;
+}
+
+/* Who the caller is on c: a task of its scheduler, or c's thread. NULL only for a task that
+ * has posted nothing (make false) or when out of memory (make true). */
+static struct fab_owner *owner_of(struct fab_ctx *c, bool make)
+{
+    return in_task(c) ? task_owner(make) : &c->self;
+}
+
+void fab_task_counters(struct fab_counters *k)
+{
+    struct fab_owner *o = task_owner(k != NULL);
+    if (o) o->k = k;
+}
+
+/* Counts into the context's counters and the poster's own (o may be NULL). */
+#define COUNT(c, o, field, n)                                                                      \
+    do {                                                                                           \
+        (c)->k.field += (n);                                                                       \
+        if ((o) && (o)->k) (o)->k->field += (n);                                                   \
+    } while (0)
 unsigned fab_inflight(const struct fab_ctx *c) { return c->inflight; }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -191,7 +211,7 @@ void ctx_complete(struct fab_ctx *c, unsigned i, int status)
     struct peer_ep *ep = &c->eps[s->node];
     if (s->kind == SLOT_CHAIN) ep->chains--;
     else ep->rpcs--;
-    if (s->status < 0) COUNT(c, s->tk, errors, 1);
+    if (s->status < 0) COUNT(c, s->owner, errors, 1);
     if (s->waiter) task_wake(s->waiter);
     if (s->discard) {
         c->discards--;
@@ -201,6 +221,7 @@ void ctx_complete(struct fab_ctx *c, unsigned i, int status)
     if (!s->sync) {
         c->cq[(c->cq_head + c->cq_count) % FAB_MAX_INFLIGHT] = (uint16_t)i;
         c->cq_count++;
+        s->owner->queued++;
     }
 }
 
@@ -215,20 +236,51 @@ void fab_ctx_set_reply_hook(struct fab_ctx *c, fab_reply_hook fn, void *arg)
     c->reply_hook_arg = arg;
 }
 
-static int cq_take(struct fab_ctx *c, struct fab_cqe *out, int max)
+/* Takes up to max of o's completions from the queue, in order; the others stay, in order. */
+static int cq_take(struct fab_ctx *c, struct fab_owner *o, struct fab_cqe *out, int max)
 {
     int n = 0;
-    while (n < max && c->cq_count) {
-        unsigned i = c->cq[c->cq_head];
-        reply_hook(c, &c->slots[i]);
-        c->cq_head = (c->cq_head + 1) % FAB_MAX_INFLIGHT;
-        c->cq_count--;
-        out[n].tag = c->slots[i].tag;
-        out[n].status = c->slots[i].status;
-        slot_free(c, i);
-        n++;
+    if (!o || !o->queued) return 0;
+    unsigned keep = 0, count = c->cq_count;
+    for (unsigned k = 0; k < count; k++) {
+        unsigned i = c->cq[(c->cq_head + k) % FAB_MAX_INFLIGHT];
+        struct slot *s = &c->slots[i];
+        if (n < max && s->owner == o) {
+            reply_hook(c, s);
+            out[n].tag = s->tag;
+            out[n].status = s->status;
+            o->queued--;
+            o->inflight--;
+            slot_free(c, i);
+            n++;
+        } else {
+            c->cq[(c->cq_head + keep++) % FAB_MAX_INFLIGHT] = (uint16_t)i;
+        }
     }
+    c->cq_count = keep;
     return n;
+}
+
+/* A task returned with slots of its own in flight or unreaped: those in flight complete into
+ * nothing (discarded), those queued are freed now. */
+static void orphan_slots(struct fab_ctx *c, struct fab_owner *o)
+{
+    unsigned keep = 0, count = c->cq_count;
+    for (unsigned k = 0; k < count; k++) {
+        unsigned i = c->cq[(c->cq_head + k) % FAB_MAX_INFLIGHT];
+        if (c->slots[i].owner == o) slot_free(c, i);
+        else c->cq[(c->cq_head + keep++) % FAB_MAX_INFLIGHT] = (uint16_t)i;
+    }
+    c->cq_count = keep;
+    for (unsigned i = 0; i < FAB_MAX_INFLIGHT; i++) {
+        struct slot *s = &c->slots[i];
+        if (s->kind == SLOT_FREE || s->owner != o) continue;
+        s->owner = &c->self;
+        if (!s->sync && !s->discard) {
+            s->discard = true;
+            c->discards++;
+        }
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -457,6 +509,8 @@ static int post_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_
 {
     int rc = validate_chain(c, ops, n);
     if (rc) return rc;
+    struct fab_owner *me = owner_of(c, true);
+    if (!me) return RDKV_ENOMEM;
     int si = slot_alloc(c);
     if (si < 0) return RDKV_EBUSY;
     struct slot *s = &c->slots[si];
@@ -467,18 +521,20 @@ static int post_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_
     s->n = n;
     s->node = rptr_node(ops[0].remote);
     s->deadline = clock_now_ns() + c->f->o.op_timeout_ns;
-    struct fab_counters *tk = s->tk = task_counters();
+    s->owner = me;
+    me->c = c;
+    if (!sync) me->inflight++;
     for (unsigned i = 0; i < n; i++) {
         ops[i].status = 0;
         ops[i].result = 0;
         switch (ops[i].opcode) {
-        case FAB_OP_READ: COUNT(c, tk, reads, 1); COUNT(c, tk, bytes_read, ops[i].len); break;
-        case FAB_OP_WRITE: COUNT(c, tk, writes, 1); COUNT(c, tk, bytes_written, ops[i].len); break;
-        case FAB_OP_CAS: COUNT(c, tk, cas, 1); break;
-        case FAB_OP_FAA: COUNT(c, tk, faa, 1); break;
+        case FAB_OP_READ: COUNT(c, me, reads, 1); COUNT(c, me, bytes_read, ops[i].len); break;
+        case FAB_OP_WRITE: COUNT(c, me, writes, 1); COUNT(c, me, bytes_written, ops[i].len); break;
+        case FAB_OP_CAS: COUNT(c, me, cas, 1); break;
+        case FAB_OP_FAA: COUNT(c, me, faa, 1); break;
         }
     }
-    COUNT(c, tk, round_trips, 1);
+    COUNT(c, me, round_trips, 1);
     c->eps[s->node].chains++;
     *slot_out = si;
     rc = ctx_ep_up(c, s->node);
@@ -510,6 +566,8 @@ static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void 
 {
     struct fabric *f = c->f;
     if (node >= f->nnodes || len > f->o.rpc_max_bytes || (len && !req)) return RDKV_EINVAL;
+    struct fab_owner *me = owner_of(c, true);
+    if (!me) return RDKV_ENOMEM;
     int si = slot_alloc(c);
     if (si < 0) return RDKV_EBUSY;
     struct slot *s = &c->slots[si];
@@ -522,11 +580,13 @@ static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void 
     s->resp = resp;
     if (resp) resp->len = 0;
     s->deadline = clock_now_ns() + (timeout_ns > 0 ? timeout_ns : f->o.rpc_timeout_ns);
-    struct fab_counters *tk = s->tk = task_counters();
-    COUNT(c, tk, rpcs, 1);
+    s->owner = me;
+    me->c = c;
+    if (!sync && !discard) me->inflight++;
+    COUNT(c, me, rpcs, 1);
     /* a round trip: one chain or one RPC waited for (the verbs transport's own connection
      * set-up is not the caller's) */
-    if (!discard && type != FAB_RPC_VERBS_CONNECT) COUNT(c, tk, round_trips, 1);
+    if (!discard && type != FAB_RPC_VERBS_CONNECT) COUNT(c, me, round_trips, 1);
     c->eps[node].rpcs++;
     *slot_out = si;
     int rc = ctx_ep_up(c, node);
@@ -900,27 +960,33 @@ static bool wait_until(struct fab_ctx *c, bool (*cond)(struct fab_ctx *, void *)
     }
 }
 
+/* The caller (arg: its owner record) has a completion to take, or nothing in flight. */
 static bool cq_nonempty(struct fab_ctx *c, void *arg)
 {
-    (void)arg;
-    return c->cq_count > 0 || c->inflight == 0;
+    (void)c;
+    const struct fab_owner *o = arg;
+    return o->queued > 0 || o->inflight == 0;
 }
 
 int fab_poll(struct fab_ctx *c, struct fab_cqe *out, int max)
 {
     if (max <= 0) return 0;
-    if (c->cq_count < (unsigned)max) ctx_progress(c, 0);
-    return cq_take(c, out, max);
+    struct fab_owner *me = owner_of(c, false);
+    if (!me || !me->inflight) return 0;
+    if (me->queued < (unsigned)max) ctx_progress(c, 0);
+    return cq_take(c, me, out, max);
 }
 
 int fab_wait(struct fab_ctx *c, struct fab_cqe *out, int max, int64_t timeout_ns)
 {
     if (max <= 0) return 0;
-    if (!c->cq_count) {
+    struct fab_owner *me = owner_of(c, false);
+    if (!me || !me->inflight) return 0;
+    if (!me->queued) {
         int64_t deadline = timeout_ns < 0 ? -1 : clock_now_ns() + timeout_ns;
-        wait_until(c, cq_nonempty, NULL, deadline);
+        wait_until(c, cq_nonempty, me, deadline);
     }
-    return cq_take(c, out, max);
+    return cq_take(c, me, out, max);
 }
 
 static bool slot_done(struct fab_ctx *c, void *arg)

@@ -182,7 +182,17 @@ struct slot {
     struct fab_buf *resp;
     uint16_t next_free;
     struct task *waiter; /* a sync slot's waiting task (woken at completion), or NULL */
-    struct fab_counters *tk; /* the posting task's own counters (fab_task_counters), or NULL */
+    struct fab_owner *owner; /* who posted it: a task, or the context's own thread */
+};
+
+/* Who posted a slot: a task of the attached scheduler (its record lives under a task key) or
+ * the context's thread (fab_ctx.self). fab_poll and fab_wait return only the caller's own
+ * completions, so tasks sharing a context never take each other's. */
+struct fab_owner {
+    struct fab_ctx *c;       /* the context it last posted on */
+    struct fab_counters *k;  /* its own counters (fab_task_counters), or NULL */
+    unsigned inflight;       /* fab_post/fab_rpc_post slots not yet returned by poll/wait */
+    unsigned queued;         /* of those, completed and in the completion queue */
 };
 
 /* A task waiting for some progress of its context (ctx.c, wait_until). */
@@ -218,6 +228,7 @@ struct fab_ctx {
     bool wake_armed;
     bool flush_pending;    /* tasks posted this round: flush at its end */
     struct ctx_waiter *waiters; /* tasks waiting for any progress */
+    struct fab_owner self; /* the posts of the context's thread outside its tasks */
 };
 
 /* Completes a slot (status < 0 on failure): queues its completion or marks the sync waiter. */

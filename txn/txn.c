@@ -118,6 +118,7 @@ struct txn {
 struct txn_worker {
     struct txn_env *e;
     struct fab_ctx *c;
+    bool own_ctx;           /* c was created for the worker (not a task's shared one) */
     struct lock_thread lt;
     struct store_remote *rem;
     uint8_t *rem_ok;
@@ -528,7 +529,7 @@ void txn_env_close(struct txn_env *e)
 /* ------------------------------------------------------------------------------------------ */
 /* Workers. */
 
-int txn_worker_create(struct txn_env *e, struct txn_worker **out)
+static int worker_create(struct txn_env *e, struct fab_ctx *shared, struct txn_worker **out)
 {
     struct txn_worker *w = calloc(1, sizeof *w);
     if (!w) return RDKV_ENOMEM;
@@ -537,11 +538,13 @@ int txn_worker_create(struct txn_env *e, struct txn_worker **out)
     w->rem_ok = calloc(e->n, 1);
     w->cache = calloc(LOC_SETS * LOC_WAYS, sizeof *w->cache);
     int rc = w->rem && w->rem_ok && w->cache ? 0 : RDKV_ENOMEM;
-    if (!rc) rc = fab_ctx_create(e->f, &w->c);
+    w->own_ctx = !shared;
+    if (!rc && shared) w->c = shared;
+    else if (!rc) rc = fab_ctx_create(e->f, &w->c);
     if (!rc) {
         rc = lock_thread_init(&w->lt, w->c, &e->lcfg);
         if (rc) {
-            fab_ctx_destroy(w->c);
+            if (w->own_ctx) fab_ctx_destroy(w->c);
             w->c = NULL;
         }
     }
@@ -558,6 +561,14 @@ int txn_worker_create(struct txn_env *e, struct txn_worker **out)
     w->tx.w = w;
     *out = w;
     return 0;
+}
+
+int txn_worker_create(struct txn_env *e, struct txn_worker **out) { return worker_create(e, NULL, out); }
+
+int txn_worker_create_on(struct txn_env *e, struct fab_ctx *c, struct txn_worker **out)
+{
+    if (!c || fab_ctx_fabric(c) != e->f) return RDKV_EINVAL;
+    return worker_create(e, c, out);
 }
 
 static void txn_end(struct txn *t);
@@ -578,7 +589,7 @@ void txn_worker_destroy(struct txn_worker *w)
     for (uint32_t i = 0; i < w->nrfree; i++) free(w->rfree[i]);
     free(w->rfree);
     lock_thread_fini(&w->lt);
-    fab_ctx_destroy(w->c);
+    if (w->own_ctx) fab_ctx_destroy(w->c);
     free(w->rem);
     free(w->rem_ok);
     free(w->cache);
@@ -1543,11 +1554,11 @@ static int page_fill(struct txn_iter *it, struct pcur *cur)
     return 0;
 }
 
-static _Thread_local struct txn_iter *ws_sorted; /* per thread: workers scan concurrently */
-static int ws_cmp(const void *a, const void *b)
+static int ws_cmp(const void *a, const void *b, void *arg)
 {
-    const struct tent *x = &ws_sorted->t->ents[*(const uint32_t *)a];
-    const struct tent *y = &ws_sorted->t->ents[*(const uint32_t *)b];
+    const struct txn *t = arg;
+    const struct tent *x = &t->ents[*(const uint32_t *)a];
+    const struct tent *y = &t->ents[*(const uint32_t *)b];
     return key_cmp(x->key, x->klen, y->key, y->klen);
 }
 
@@ -1611,9 +1622,7 @@ int txn_scan(struct txn *t, const void *begin, uint32_t blen, const void *end, u
             continue;
         it->ws[it->nws++] = i;
     }
-    ws_sorted = it; /* qsort has no argument; scans run on the worker's own thread */
-    qsort(it->ws, it->nws, sizeof *it->ws, ws_cmp);
-    ws_sorted = NULL;
+    qsort_r(it->ws, it->nws, sizeof *it->ws, ws_cmp, t);
     *out = it;
     return 0;
 }

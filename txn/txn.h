@@ -107,6 +107,9 @@ struct txn_stats {
 struct txn_worker;
 /* One per thread: the thread's fabric context and lock state (created and used by it). */
 int txn_worker_create(struct txn_env *e, struct txn_worker **out);
+/* One per task (common/task.h): the worker uses c, the context its thread's tasks share (not
+ * destroyed with the worker), and has lock state of its own. */
+int txn_worker_create_on(struct txn_env *e, struct fab_ctx *c, struct txn_worker **out);
 void txn_worker_destroy(struct txn_worker *w);
 struct fab_ctx *txn_worker_ctx(struct txn_worker *w);
 const struct txn_stats *txn_worker_stats(const struct txn_worker *w);

@@ -28,7 +28,7 @@
 
 #define NACCT 60
 #define TOTAL ((int64_t)NACCT * TW_OPENING)
-#define MAXTH 16
+#define MAXTH 32
 
 _Static_assert(NACCT <= TW_MAXACCT, "tw_audit checks at most TW_MAXACCT accounts");
 
@@ -177,7 +177,29 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static void bank(void)
+/* Embedded transfer workers of one node as tasks of one thread (bank_tasks). */
+struct group {
+    struct worker *w;
+    unsigned n;
+};
+
+static void group_task(unsigned i, void *arg)
+{
+    struct group *g = arg;
+    worker_main(&g->w[i]);
+}
+
+static void *group_main(void *arg)
+{
+    struct group *g = arg;
+    int rc = rdkv_run_tasks(g->n, group_task, g, 0);
+    if (rc) error(g->w[0].b, "run tasks", rc);
+    return NULL;
+}
+
+/* tasks: 0, every worker a thread; K, each node's embedded transfer workers are K tasks of one
+ * thread (sharing its connections), beside the remote and audit threads. */
+static void bank_run(unsigned tasks)
 {
     static struct bank b;
     memset(&b, 0, sizeof b);
@@ -204,18 +226,25 @@ static void bank(void)
     /* transfers: embedded on every node and remote through every node; audits: one of each */
     static struct worker w[MAXTH];
     unsigned nw = 0;
-    unsigned emb_per_node = tenv_quick ? 1 : 2, remotes = tenv_quick ? 2 : 3;
+    unsigned emb_per_node = tasks ? tasks : tenv_quick ? 1 : 2, remotes = tenv_quick ? 2 : 3;
     for (unsigned n = 0; n < 3; n++)
         for (unsigned k = 0; k < emb_per_node; k++) w[nw++] = (struct worker){.node = n};
+    unsigned first_thread = tasks ? 3 * emb_per_node : 0; /* workers before it run as tasks */
     for (unsigned k = 0; k < remotes; k++) w[nw++] = (struct worker){.remote = true, .node = k % 3};
     w[nw++] = (struct worker){.audit = true, .node = 2};
     w[nw++] = (struct worker){.audit = true, .remote = true, .node = 1};
     pthread_t th[MAXTH];
+    static struct group grp[3];
+    unsigned nth = 0;
     for (unsigned i = 0; i < nw; i++) {
         w[i].b = &b;
         w[i].id = (int)i;
         w[i].seed = 0x9E3779B97F4A7C15ull * (i + 1) ^ (uint64_t)clock_now_ns();
-        REQUIRE(pthread_create(&th[i], NULL, worker_main, &w[i]) == 0);
+        if (i >= first_thread) REQUIRE(pthread_create(&th[nth++], NULL, worker_main, &w[i]) == 0);
+    }
+    for (unsigned n = 0; tasks && n < 3; n++) {
+        grp[n] = (struct group){&w[n * emb_per_node], emb_per_node};
+        REQUIRE(pthread_create(&th[nth++], NULL, group_main, &grp[n]) == 0);
     }
     /* run until enough happened (every thread took part), or give up */
     uint64_t want_transfers = tenv_quick ? 500 : 3000, want_audits = tenv_quick ? 9 : 30;
@@ -235,7 +264,7 @@ static void bank(void)
         clock_sleep_ns(5 * NS_PER_MS);
     }
     atomic_store(&b.stop, true);
-    for (unsigned i = 0; i < nw; i++) pthread_join(th[i], NULL);
+    for (unsigned i = 0; i < nth; i++) pthread_join(th[i], NULL);
     double secs = (double)(clock_now_ns() - t0) / 1e9;
 
     /* the end: the total, the signs, and each account against the ledgers */
@@ -274,10 +303,10 @@ static void bank(void)
     rdkv_session_close(r);
     rdkv_session_close(s);
     fprintf(stderr,
-            "  %.1f s: %llu transfers (%llu closed an account, %llu reopened one), %llu "
+            "  %u tasks per node; %.1f s: %llu transfers (%llu closed an account, %llu reopened one), %llu "
             "conflict retries; %llu audits (%llu by gets, %llu by scan, %llu both), %llu audit "
             "retries; %llu bad audits, %llu errors\n",
-            secs, (unsigned long long)b.transfers, (unsigned long long)b.closes,
+            tasks, secs, (unsigned long long)b.transfers, (unsigned long long)b.closes,
             (unsigned long long)b.reopens, (unsigned long long)b.aborts,
             (unsigned long long)b.audits, (unsigned long long)b.audit_gets,
             (unsigned long long)b.audit_scans, (unsigned long long)b.audit_both,
@@ -298,8 +327,12 @@ static void bank(void)
     tc_stop(&b.c);
 }
 
+static void bank(void) { bank_run(0); }
+static void bank_tasks(void) { bank_run(tenv_quick ? 2 : 3); }
+
 static const struct test_case cases[] = {
     {"bank", bank},
+    {"bank_tasks", bank_tasks},
 };
 
 int main(int argc, char **argv)

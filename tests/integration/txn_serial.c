@@ -26,7 +26,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#define MAXTH 16
+#define MAXTH 32
 
 struct serial {
     struct tcluster c;
@@ -42,6 +42,7 @@ struct worker {
     uint64_t seed;
     struct tw_hist h;
     _Atomic uint64_t commits;
+    struct hist_op ops[TW_MAXOPS]; /* the current attempt's (per worker: tasks share a thread) */
 };
 
 static void error(struct serial *s, const char *what, int rc)
@@ -74,7 +75,7 @@ static void *worker_main(void *arg)
         rdkv_session_close(ses);
         return NULL;
     }
-    static _Thread_local struct hist_op ops[TW_MAXOPS];
+    struct hist_op *ops = w->ops;
     uint64_t counter = 0, attempts = 0;
     while (!atomic_load(&s->stop)) {
         uint32_t nops = 0;
@@ -121,7 +122,28 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static void registers(void)
+/* Embedded workers of one node as tasks of one thread (registers_tasks). */
+struct group {
+    struct worker *w;
+    unsigned n;
+};
+
+static void group_task(unsigned i, void *arg)
+{
+    struct group *g = arg;
+    worker_main(&g->w[i]);
+}
+
+static void *group_main(void *arg)
+{
+    struct group *g = arg;
+    int rc = rdkv_run_tasks(g->n, group_task, g, 0);
+    if (rc) error(g->w[0].s, "run tasks", rc);
+    return NULL;
+}
+
+/* tasks: 0, every worker a thread; K, each node's embedded workers are K tasks of one thread. */
+static void registers_run(unsigned tasks)
 {
     static struct serial s;
     memset(&s, 0, sizeof s);
@@ -145,7 +167,7 @@ static void registers(void)
 
     static struct worker w[MAXTH];
     memset(w, 0, sizeof w);
-    unsigned nw = 0, emb = tenv_quick ? 1 : 2, rem = tenv_quick ? 2 : 3;
+    unsigned nw = 0, emb = tasks ? tasks : tenv_quick ? 1 : 2, rem = tenv_quick ? 2 : 3;
     for (unsigned n = 0; n < 3; n++)
         for (unsigned k = 0; k < emb; k++) {
             w[nw].node = n;
@@ -157,11 +179,17 @@ static void registers(void)
         nw++;
     }
     pthread_t th[MAXTH];
+    static struct group grp[3];
+    unsigned nth = 0, first_thread = tasks ? 3 * emb : 0; /* workers before it are tasks */
     for (unsigned i = 0; i < nw; i++) {
         w[i].s = &s;
         w[i].id = (int)i;
         w[i].seed = 0x9E3779B97F4A7C15ull * (i + 1) ^ (uint64_t)clock_now_ns();
-        REQUIRE(pthread_create(&th[i], NULL, worker_main, &w[i]) == 0);
+        if (i >= first_thread) REQUIRE(pthread_create(&th[nth++], NULL, worker_main, &w[i]) == 0);
+    }
+    for (unsigned n = 0; tasks && n < 3; n++) {
+        grp[n] = (struct group){&w[n * emb], emb};
+        REQUIRE(pthread_create(&th[nth++], NULL, group_main, &grp[n]) == 0);
     }
     uint64_t want = tenv_quick ? 800 : 6000;
     /* (the run ends once enough happened; the bound is for slow machines: sanitizer builds on a
@@ -177,7 +205,7 @@ static void registers(void)
         clock_sleep_ns(5 * NS_PER_MS);
     }
     atomic_store(&s.stop, true);
-    for (unsigned i = 0; i < nw; i++) pthread_join(th[i], NULL);
+    for (unsigned i = 0; i < nth; i++) pthread_join(th[i], NULL);
     double secs = (double)(clock_now_ns() - t0) / 1e9;
 
     /* the history: every thread's attempts, then a final committed read of every register */
@@ -288,8 +316,12 @@ static void registers(void)
     tc_stop(&s.c);
 }
 
+static void registers(void) { registers_run(0); }
+static void registers_tasks(void) { registers_run(tenv_quick ? 2 : 3); }
+
 static const struct test_case cases[] = {
     {"registers", registers},
+    {"registers_tasks", registers_tasks},
 };
 
 int main(int argc, char **argv)
