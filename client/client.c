@@ -372,6 +372,12 @@ int rdkv_run_tasks(unsigned n, rdkv_task_fn fn, void *arg, size_t stack_kb)
 
 void rdkv_sleep_us(int64_t us) { clock_sleep_ns(us * NS_PER_US); }
 
+const struct fab_counters *rdkv_session_fab_counters(rdkv_session *s)
+{
+    struct fab_ctx *c = s->remote ? s->c : txn_worker_ctx(s->w);
+    return c ? fab_counters(c) : NULL;
+}
+
 int rdkv_session_open(rdkv_node *n, const rdkv_options *o, rdkv_session **out)
 {
     if (!n || !out) return RDKV_EINVAL;

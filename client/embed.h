@@ -11,5 +11,10 @@ struct node;
 rdkv_node *rdkv_node_adopt(struct node *n);
 /* The node inside an rdkv_node (tests reach the node's fabric and transaction layer so). */
 struct node *rdkv_node_server(rdkv_node *n);
+/* The fabric counters of the context a session waits on: its own (a session of a thread, or a
+ * remote session) or, for a session in a task, the context the thread's tasks share (kvbench
+ * reads a task's own with fab_task_counters instead). */
+struct fab_counters;
+const struct fab_counters *rdkv_session_fab_counters(rdkv_session *s);
 
 #endif

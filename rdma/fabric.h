@@ -117,7 +117,8 @@ typedef void (*fab_atomic_hook)(void *arg, rptr target, uint64_t loaded);
 void fab_soft_set_atomic_hook(struct fabric *f, fab_atomic_hook fn, void *arg);
 
 /* Test hook (both transports): called on an RPC thread around the handler of every request that
- * does not run inline, before it (after = false) and once the handler returned (after = true).
+ * does not run inline (FAB_RPC_FAST ones included), before it (after = false) and once the
+ * handler returned (after = true).
  * The hook may block before the handler: that delivers the request late, as a slow network
  * would, while the node's other RPC threads and its NIC go on. NULL removes it. */
 typedef void (*fab_rpc_hook)(void *arg, uint16_t type, uint16_t src, bool after);
@@ -223,6 +224,11 @@ struct fab_rpc_req;
 typedef void (*fab_rpc_handler)(struct fab_rpc_req *req, void *arg);
 
 #define FAB_RPC_INLINE 1u
+/* A handler that never waits for long (a mutex held briefly, no I/O, no fabric wait): it runs on
+ * the service thread as an inline one would -- no thread hand-off, so no context switch per
+ * request -- but promises no order among requests. While a test hook is set (fab_set_rpc_hook)
+ * it runs on the RPC threads, so the hook can delay it. */
+#define FAB_RPC_FAST 2u
 #define FAB_RPC_USER_BASE 64 /* message types below this are the fabric's own */
 #define FAB_RPC_MAX_TYPES 1024
 

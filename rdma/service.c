@@ -235,7 +235,9 @@ static void dispatch_rpc(struct svc *s, struct sconn *sc, const struct wire_hdr 
         fab_rpc_reply(r, RDKV_ENOHANDLER, NULL, 0);
         return;
     }
-    if (flags & FAB_RPC_INLINE) {
+    if ((flags & FAB_RPC_INLINE) ||
+        ((flags & FAB_RPC_FAST) &&
+         !atomic_load_explicit(&s->f->rpc_hook_fn, memory_order_acquire))) {
         fn(r, s->f->rpc[w.type].arg);
         return;
     }

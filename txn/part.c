@@ -569,6 +569,10 @@ static void on_scan(struct fab_rpc_req *req, void *arg)
 
 int part_register(struct txn_env *e)
 {
+    /* Every participant handler does its work at once -- it stages, installs, checks holds with
+     * plain loads, or answers "busy" -- and never waits for the fabric: they run on the service
+     * thread (FAB_RPC_FAST), without a thread hand-off per request. A scan of many rows is the
+     * longest of them (one page, TXN_SCAN_PAGE rows). */
     static const struct {
         uint16_t type;
         fab_rpc_handler fn;
@@ -578,7 +582,7 @@ int part_register(struct txn_env *e)
     };
     for (unsigned i = 0; i < TXN_GUARDS; i++) {
         e->guards[i] = (struct txn_guard){e, hs[i].fn};
-        int rc = fab_rpc_register(e->f, hs[i].type, guarded, &e->guards[i], 0);
+        int rc = fab_rpc_register(e->f, hs[i].type, guarded, &e->guards[i], FAB_RPC_FAST);
         if (rc) return rc;
     }
     return 0;

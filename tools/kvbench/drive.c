@@ -170,7 +170,8 @@ static void build_start(struct pack_w *w, unsigned i, void *arg)
 {
     struct start_arg *a = arg;
     const struct drive_opts *o = a->o;
-    struct wl_run_req q = {.threads = o->threads, .nodes = a->n, .proc = i, .nprocs = a->n,
+    struct wl_run_req q = {.threads = o->threads, .tasks = o->tasks, .nodes = a->n, .proc = i,
+                           .nprocs = a->n,
                            .node = (int32_t)i, .warmup_ns = o->warmup_ns, .run_ns = o->run_ns,
                            .ops = o->ops ? o->ops / a->n + (i < o->ops % a->n) : 0,
                            .target = o->target / a->n, .seed = o->seed,
@@ -214,7 +215,8 @@ int drive_run(struct drive *d, const struct drive_opts *o, struct wl_stats *tota
     struct wl_run *run = NULL;
     int rc = 0;
     if (o->remote) {
-        struct wl_run_req q = {.threads = o->threads, .nodes = n, .proc = 0, .nprocs = 1,
+        struct wl_run_req q = {.threads = o->threads, .tasks = o->tasks, .nodes = n, .proc = 0,
+                               .nprocs = 1,
                                .node = -1, .warmup_ns = o->warmup_ns, .run_ns = o->run_ns,
                                .ops = o->ops, .target = o->target, .seed = o->seed,
                                .lock_timeout_ns = o->lock_timeout_ns, .cfg_len = o->cfg_len,
@@ -368,6 +370,17 @@ uint64_t drive_errors(const struct wl_stats *s)
     return e;
 }
 
+/* What one operation cost: fabric round trips, RPCs, and context switches of the processes that
+ * ran the workers (runner.h, struct wl_cost). */
+static double per_step(const struct wl_stats *t, uint64_t n)
+{
+    return t->cost.steps ? (double)n / (double)t->cost.steps : 0;
+}
+static double csw_per_op(const struct wl_stats *t)
+{
+    return per_step(t, t->cost.csw_voluntary + t->cost.csw_involuntary);
+}
+
 static const double pcts[] = {50, 90, 95, 99, 99.9, 99.99};
 static const char *const pct_names[] = {"50th", "90th", "95th", "99th", "99.9th", "99.99th"};
 static const char *const pct_keys[] = {"p50_us", "p90_us", "p95_us", "p99_us", "p999_us", "p9999_us"};
@@ -397,6 +410,13 @@ void drive_report(FILE *out, const struct drive_opts *o, const struct wl_stats *
         json_kv_u64(&j, "commits", commits);
         json_kv_u64(&j, "aborts", aborts);
         json_kv_u64(&j, "errors", drive_errors(t));
+        json_kv_u64(&j, "threads", o->threads);
+        json_kv_u64(&j, "tasks_per_thread", o->tasks ? o->tasks : 1);
+        json_kv_double(&j, "round_trips_per_op", per_step(t, t->cost.round_trips));
+        json_kv_double(&j, "rpcs_per_op", per_step(t, t->cost.rpcs));
+        json_kv_double(&j, "context_switches_per_op", csw_per_op(t));
+        json_kv_u64(&j, "context_switches_voluntary", t->cost.csw_voluntary);
+        json_kv_u64(&j, "context_switches_involuntary", t->cost.csw_involuntary);
         json_obj_end(&j);
         json_key(&j, "ops");
         json_obj_begin(&j);
@@ -427,7 +447,12 @@ void drive_report(FILE *out, const struct drive_opts *o, const struct wl_stats *
         return;
     }
     for (unsigned i = 0; kv && kv[i] && kv[i + 1]; i += 2) fprintf(out, "# %s: %s\n", kv[i], kv[i + 1]);
+    const char *who = o->remote ? "kvbench (the client)" : "the nodes";
     if (o->fmt == DRIVE_CSV) {
+        fprintf(out, "# tasks per thread: %u; round trips per op: %.2f; RPCs per op: %.2f; "
+                     "context switches per op (%s): %.3f\n",
+                o->tasks ? o->tasks : 1, per_step(t, t->cost.round_trips),
+                per_step(t, t->cost.rpcs), who, csw_per_op(t));
         fprintf(out, "op,count,ops_per_sec,mean_us,min_us,p50_us,p90_us,p95_us,p99_us,p999_us,"
                      "p9999_us,max_us,ok,not_found,failed,aborts,rolled_back\n");
         for (unsigned i = 0; i < t->nops; i++) {
@@ -450,6 +475,12 @@ void drive_report(FILE *out, const struct drive_opts *o, const struct wl_stats *
     fprintf(out, "[TXN], Commits, %llu\n", (unsigned long long)commits);
     fprintf(out, "[TXN], Aborts, %llu\n", (unsigned long long)aborts);
     fprintf(out, "[TXN], RetriesPerCommit, %.4f\n", commits ? (double)aborts / (double)commits : 0);
+    fprintf(out, "[COST], TasksPerThread, %u\n", o->tasks ? o->tasks : 1);
+    fprintf(out, "[COST], RoundTripsPerOp, %.2f\n", per_step(t, t->cost.round_trips));
+    fprintf(out, "[COST], RPCsPerOp, %.2f\n", per_step(t, t->cost.rpcs));
+    fprintf(out, "[COST], ContextSwitchesPerOp, %.3f (%s: %llu voluntary, %llu involuntary)\n",
+            csw_per_op(t), who, (unsigned long long)t->cost.csw_voluntary,
+            (unsigned long long)t->cost.csw_involuntary);
     for (unsigned i = 0; i < t->nops; i++) {
         const struct wl_opstat *s = &t->op[i];
         const char *nm = o->cls->op_names[i];
@@ -497,7 +528,10 @@ const char drive_cli_help[] =
     "Run:\n"
     "  --mode M              embedded (workers inside the nodes, default) or remote (workers\n"
     "                        here, each on its own rdkv_connect session)\n"
-    "  --threads N           workers per node (embedded) or in all (remote) (default 2)\n"
+    "  --threads N           worker threads per node (embedded) or in all (remote) (default 2)\n"
+    "  --tasks K             workers per thread, each a task with its own session: a thread\n"
+    "                        keeps up to K transactions in flight (default 1: the thread is\n"
+    "                        the worker; remote sessions in tasks still wait one at a time)\n"
     "  --seconds S           measured time (default: until the operation count is done)\n"
     "  --warmup S            unmeasured time first (default 0)\n"
     "  --target OPS          open loop: this many operations per second in all, latency counted\n"
@@ -513,6 +547,7 @@ void drive_cli_init(struct drive_cli *c)
     c->co.nodes = 3;
     c->co.arena = 1ull << 30;
     c->o.threads = 2;
+    c->o.tasks = 1;
     c->o.status_interval = 10;
     c->o.seed = 1;
 }
@@ -532,6 +567,10 @@ int drive_cli_opt(struct drive_cli *c, const char *cmd, int argc, char **argv, i
         if (!v || parse_uint_range(v, 1, WL_MAX_THREADS, &u))
             bench_usage_error(cmd, "--threads must be 1..256 (got '%s')", v ? v : "");
         c->o.threads = (unsigned)u;
+    } else if (!strcmp(o, "--tasks")) {
+        if (!v || parse_uint_range(v, 1, WL_MAX_TASKS, &u))
+            bench_usage_error(cmd, "--tasks must be 1..256 (got '%s')", v ? v : "");
+        c->o.tasks = (unsigned)u;
     } else if (!strcmp(o, "--warmup")) {
         if (!v || parse_double(v, &dv) || dv < 0 || dv > 86400)
             bench_usage_error(cmd, "--warmup needs seconds (got '%s')", v ? v : "");
@@ -576,6 +615,8 @@ int drive_cli_opt(struct drive_cli *c, const char *cmd, int argc, char **argv, i
 
 void drive_cli_finish(struct drive_cli *c, const char *cmd)
 {
+    if (c->o.threads * c->o.tasks > WL_MAX_WORKERS)
+        bench_usage_error(cmd, "--threads x --tasks must be at most %s", "4096");
     bool running = c->co.config || c->co.endpoints;
     if (c->co.config && c->co.endpoints) bench_usage_error(cmd, "give --config or --endpoints, not both%s", "");
     if (running && (c->row_lock || c->range_lock || c->node_lock_timeout || c->drtm_lease))

@@ -16,6 +16,7 @@ struct drive_opts {
     uint32_t cfg_len;
     bool remote;            /* workers here (else in the nodes) */
     unsigned threads;       /* embedded: per node; remote: in all */
+    unsigned tasks;         /* workers per thread, each a task (1: the thread itself) */
     int64_t warmup_ns, run_ns;
     uint64_t ops;           /* measured operations in all (0: time only) */
     double target;          /* operations per second in all (0: closed loop) */

@@ -8,6 +8,8 @@
 
 #include "common/clock.h"
 #include "common/rng.h"
+#include "common/task.h"
+#include "rdma/fabric.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 const struct wl_class *wl_class_find(const char *name)
@@ -35,10 +38,20 @@ void wl_stats_init(struct wl_stats *s, unsigned nops)
     for (unsigned i = 0; i < WL_MAX_OPS; i++) hist_init(&s->op[i].h);
 }
 
+static void cost_add(struct wl_cost *d, const struct wl_cost *s)
+{
+    d->steps += s->steps;
+    d->round_trips += s->round_trips;
+    d->rpcs += s->rpcs;
+    d->csw_voluntary += s->csw_voluntary;
+    d->csw_involuntary += s->csw_involuntary;
+}
+
 void wl_stats_merge(struct wl_stats *dst, const struct wl_stats *src)
 {
     if (src->nops > dst->nops) dst->nops = src->nops;
     if (src->elapsed_ns > dst->elapsed_ns) dst->elapsed_ns = src->elapsed_ns;
+    cost_add(&dst->cost, &src->cost);
     for (unsigned i = 0; i < src->nops; i++) {
         struct wl_opstat *d = &dst->op[i];
         const struct wl_opstat *s = &src->op[i];
@@ -63,6 +76,11 @@ void wl_stats_pack(const struct wl_stats *s, struct pack_w *w)
 {
     pack_u32(w, s->nops);
     pack_u64(w, (uint64_t)s->elapsed_ns);
+    pack_u64(w, s->cost.steps);
+    pack_u64(w, s->cost.round_trips);
+    pack_u64(w, s->cost.rpcs);
+    pack_u64(w, s->cost.csw_voluntary);
+    pack_u64(w, s->cost.csw_involuntary);
     for (unsigned i = 0; i < s->nops; i++) {
         const struct wl_opstat *o = &s->op[i];
         pack_u64(w, o->ok);
@@ -81,6 +99,11 @@ bool wl_stats_unpack(struct wl_stats *s, struct pack_r *r)
     if (n > WL_MAX_OPS) return false;
     wl_stats_init(s, n);
     s->elapsed_ns = (int64_t)unpack_u64(r);
+    s->cost.steps = unpack_u64(r);
+    s->cost.round_trips = unpack_u64(r);
+    s->cost.rpcs = unpack_u64(r);
+    s->cost.csw_voluntary = unpack_u64(r);
+    s->cost.csw_involuntary = unpack_u64(r);
     for (unsigned i = 0; i < n; i++) {
         struct wl_opstat *o = &s->op[i];
         o->ok = unpack_u64(r);
@@ -101,6 +124,7 @@ void wl_run_req_pack(const struct wl_run_req *q, struct pack_w *w)
 {
     pack_str(w, q->cls);
     pack_u32(w, q->threads);
+    pack_u32(w, q->tasks);
     pack_u32(w, q->nodes);
     pack_u32(w, q->proc);
     pack_u32(w, q->nprocs);
@@ -125,6 +149,7 @@ int wl_run_req_unpack(struct wl_run_req *q, const void *p, size_t len)
     memset(q, 0, sizeof *q);
     unpack_str(&r, q->cls, sizeof q->cls);
     q->threads = unpack_u32(&r);
+    q->tasks = unpack_u32(&r);
     q->nodes = unpack_u32(&r);
     q->proc = unpack_u32(&r);
     q->nprocs = unpack_u32(&r);
@@ -138,7 +163,8 @@ int wl_run_req_unpack(struct wl_run_req *q, const void *p, size_t len)
     q->lock_timeout_ns = (int64_t)unpack_u64(&r);
     q->cfg_len = unpack_u32(&r);
     const uint8_t *c = q->cfg_len <= WL_MAX_CFG ? pack_r_take(&r, q->cfg_len) : NULL;
-    if (!c || !unpack_done(&r) || !q->threads || q->threads > WL_MAX_THREADS || !q->nodes ||
+    if (!c || !unpack_done(&r) || !q->threads || q->threads > WL_MAX_THREADS || !q->tasks ||
+        q->tasks > WL_MAX_TASKS || q->threads * q->tasks > WL_MAX_WORKERS || !q->nodes ||
         q->nodes > 1024 || !q->nprocs || q->proc >= q->nprocs || q->node >= (int32_t)q->nodes ||
         q->node < -1 || q->warmup_ns < 0 || q->run_ns < 0 || (!q->run_ns && !q->ops) ||
         !(q->target >= 0 && q->target < 1e12) || q->lock_timeout_ns < 0)
@@ -152,17 +178,31 @@ int wl_run_req_unpack(struct wl_run_req *q, const void *p, size_t len)
 /* ------------------------------------------------------------------------------------------ */
 /* The run */
 
+struct group;
+
 struct worker {
     struct wl_run *run;
+    struct group *g;   /* its thread's tasks, or NULL: the worker is the thread */
     unsigned idx;
-    pthread_t thr;
-    bool started;
     uint64_t ops; /* this worker's share of the measured operations (0: time only) */
     bool idle;    /* more workers than operations: this one has none */
     pthread_mutex_t mu;
     struct wl_stats interval, total;
+    struct fab_counters k; /* a task's own fabric operations */
+    struct task *parked;   /* a task waiting at its group's gate */
     int rc; /* a session-level failure */
     char err[160];
+};
+
+/* A worker thread: one worker, or `n` of them as its tasks. */
+struct group {
+    struct wl_run *run;
+    struct worker *w; /* n workers from here */
+    unsigned n;
+    unsigned arrived; /* its tasks at the start gate (only its own thread touches it) */
+    bool open;
+    pthread_t thr;
+    bool started;
 };
 
 struct wl_run {
@@ -170,14 +210,17 @@ struct wl_run {
     const struct wl_class *cls;
     wl_session_fn open;
     void *open_arg;
+    unsigned nworkers;
     struct worker *w;
-    /* the start gate: workers open their sessions, then wait for each other */
+    struct group *g;
+    /* the start gate: threads open their workers' sessions, then wait for each other */
     pthread_mutex_t gmu;
     pthread_cond_t gcv;
     unsigned arrived, expected; /* expected: set once every thread was created */
     atomic_bool stop;
     atomic_uint running;
-    int64_t t0, measure_start, end; /* set by worker 0 at the barrier */
+    int64_t t0, measure_start, end; /* set by the first thread through the gate */
+    struct rusage ru0;              /* ... and the process's usage then */
     atomic_llong last_end;
 };
 
@@ -202,19 +245,54 @@ static void record(struct worker *w, const struct wl_step *st, int64_t lat)
     pthread_mutex_unlock(&w->mu);
 }
 
-static void sleep_until(int64_t t)
+/* The threads' start gate (blocking: a thread waits here only when none of its tasks can do
+ * anything else). */
+static void thread_gate(struct wl_run *r)
 {
-    struct timespec ts = clock_ts(t);
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+    const struct wl_run_req *q = &r->q;
+    pthread_mutex_lock(&r->gmu);
+    r->arrived++;
+    while (!r->expected || r->arrived < r->expected) pthread_cond_wait(&r->gcv, &r->gmu);
+    if (!r->t0) {
+        int64_t now = clock_now_ns();
+        r->t0 = now;
+        r->measure_start = now + q->warmup_ns;
+        r->end = q->run_ns ? r->measure_start + q->run_ns : 0;
+        getrusage(RUSAGE_SELF, &r->ru0);
+    }
+    pthread_cond_broadcast(&r->gcv);
+    pthread_mutex_unlock(&r->gmu);
 }
 
-static void *worker_main(void *arg)
+/* A worker's arrival: a thread's own worker goes through the threads' gate; a thread's tasks
+ * meet first, and the last of them takes the thread through the gate and wakes the others. */
+static void gate(struct worker *w)
 {
-    struct worker *w = arg;
+    struct group *g = w->g;
+    if (!g) {
+        thread_gate(w->run);
+        return;
+    }
+    if (++g->arrived < g->n) {
+        w->parked = task_self();
+        while (!g->open) task_park(0);
+        w->parked = NULL;
+        return;
+    }
+    thread_gate(w->run);
+    g->open = true;
+    for (unsigned i = 0; i < g->n; i++)
+        if (g->w[i].parked) task_wake(g->w[i].parked);
+}
+
+static void worker_main(struct worker *w)
+{
     struct wl_run *r = w->run;
     const struct wl_run_req *q = &r->q;
     struct wl_place pl = {.nodes = q->nodes, .node = q->node, .proc = q->proc,
-                          .nprocs = q->nprocs, .worker = w->idx, .nworkers = q->threads, .run = q->seed};
+                          .nprocs = q->nprocs, .worker = w->idx, .nworkers = r->nworkers,
+                          .run = q->seed};
+    if (w->g) fab_task_counters(&w->k);
     rdkv_options o;
     rdkv_options_init(&o);
     o.max_retries = 1000000; /* a benchmark retries conflicts until done; they are counted */
@@ -226,21 +304,11 @@ static void *worker_main(void *arg)
     else if ((w->rc = r->cls->worker_new(q->cfg, q->cfg_len, &pl,
                                          q->seed * 1000003 + q->proc * 7919 + w->idx + 1, &ws)))
         snprintf(w->err, sizeof w->err, "starting a worker: %s", rdkv_strerror(w->rc));
-    pthread_mutex_lock(&r->gmu);
-    r->arrived++;
-    while (!r->expected || r->arrived < r->expected) pthread_cond_wait(&r->gcv, &r->gmu);
-    if (!r->t0) {
-        int64_t now = clock_now_ns();
-        r->t0 = now;
-        r->measure_start = now + q->warmup_ns;
-        r->end = q->run_ns ? r->measure_start + q->run_ns : 0;
-    }
-    pthread_cond_broadcast(&r->gcv);
-    pthread_mutex_unlock(&r->gmu);
+    gate(w);
     if (w->rc) atomic_store(&r->stop, true);
     /* open loop: this worker's share of the rate, evenly spaced */
-    int64_t gap = q->target > 0 ? (int64_t)(1e9 * q->threads / q->target) : 0;
-    int64_t next = r->t0 + (gap ? (int64_t)(gap * (double)w->idx / q->threads) : 0);
+    int64_t gap = q->target > 0 ? (int64_t)(1e9 * r->nworkers / q->target) : 0;
+    int64_t next = r->t0 + (gap ? (int64_t)(gap * (double)w->idx / r->nworkers) : 0);
     uint64_t done = 0;
     while (!w->rc && !w->idle && !atomic_load_explicit(&r->stop, memory_order_relaxed)) {
         int64_t now = clock_now_ns();
@@ -249,7 +317,7 @@ static void *worker_main(void *arg)
         int64_t start = now;
         if (gap) {
             if (next > now) {
-                sleep_until(next);
+                task_sleep_until(next); /* (a thread's own worker: nanosleep) */
                 if (atomic_load_explicit(&r->stop, memory_order_relaxed)) break;
             }
             start = next; /* latency counts from the intended start (coordinated omission) */
@@ -260,6 +328,7 @@ static void *worker_main(void *arg)
         struct wl_step st = {.give_up_at = now + 60 * NS_PER_S};
         if (r->end && r->end + NS_PER_S < st.give_up_at) st.give_up_at = r->end + NS_PER_S;
         int rc = r->cls->step(ws, s, &st);
+        w->total.cost.steps++;
         if (rc) {
             w->rc = rc;
             snprintf(w->err, sizeof w->err, "worker %u: the session failed: %s", w->idx,
@@ -277,9 +346,42 @@ static void *worker_main(void *arg)
             while (end > le && !atomic_compare_exchange_weak(&r->last_end, &le, end)) {}
         }
     }
+    /* what its operations cost the fabric: its own counts as a task, its session's context's
+     * (its alone) as a thread */
+    const struct fab_counters *k = w->g ? &w->k : (s ? rdkv_session_fab_counters(s) : NULL);
+    if (k) {
+        w->total.cost.round_trips = k->round_trips;
+        w->total.cost.rpcs = k->rpcs;
+    }
+    if (w->g) fab_task_counters(NULL);
     if (ws) r->cls->worker_free(ws);
     if (s) rdkv_session_close(s);
     atomic_fetch_sub(&r->running, 1);
+}
+
+static void group_task(unsigned i, void *arg)
+{
+    struct group *g = arg;
+    worker_main(&g->w[i]);
+}
+
+static void *thread_main(void *arg)
+{
+    struct group *g = arg;
+    if (!g->w[0].g) {
+        worker_main(&g->w[0]);
+        return NULL;
+    }
+    int rc = rdkv_run_tasks(g->n, group_task, g, 0);
+    if (rc) { /* no task ran: the workers end here */
+        for (unsigned i = 0; i < g->n; i++) {
+            g->w[i].rc = rc;
+            snprintf(g->w[i].err, sizeof g->w[i].err, "starting tasks: %s", rdkv_strerror(rc));
+            atomic_fetch_sub(&g->run->running, 1);
+        }
+        atomic_store(&g->run->stop, true);
+        thread_gate(g->run);
+    }
     return NULL;
 }
 
@@ -293,15 +395,20 @@ int wl_run_start(const struct wl_run_req *q, wl_session_fn open, void *arg, stru
     }
     int rc = cls->cfg_check(q->cfg, q->cfg_len, err, errcap);
     if (rc) return rc;
+    unsigned tasks = q->tasks ? q->tasks : 1, nw = q->threads * tasks;
     struct wl_run *r = calloc(1, sizeof *r);
-    if (!r || !(r->w = calloc(q->threads, sizeof *r->w))) {
+    if (!r || !(r->w = calloc(nw, sizeof *r->w)) || !(r->g = calloc(q->threads, sizeof *r->g))) {
+        if (r) free(r->w);
         free(r);
         snprintf(err, errcap, "out of memory");
         return RDKV_ENOMEM;
     }
     r->q = *q;
+    r->q.tasks = tasks;
+    r->nworkers = nw;
     r->q.cfg = malloc(q->cfg_len ? q->cfg_len : 1);
     if (!r->q.cfg) {
+        free(r->g);
         free(r->w);
         free(r);
         snprintf(err, errcap, "out of memory");
@@ -313,11 +420,12 @@ int wl_run_start(const struct wl_run_req *q, wl_session_fn open, void *arg, stru
     r->open_arg = arg;
     pthread_mutex_init(&r->gmu, NULL);
     pthread_cond_init(&r->gcv, NULL);
-    for (unsigned i = 0; i < q->threads; i++) {
+    for (unsigned i = 0; i < nw; i++) {
         struct worker *w = &r->w[i];
         w->run = r;
+        w->g = tasks > 1 ? &r->g[i / tasks] : NULL;
         w->idx = i;
-        w->ops = q->ops ? q->ops / q->threads + (i < q->ops % q->threads) : 0;
+        w->ops = q->ops ? q->ops / nw + (i < q->ops % nw) : 0;
         w->idle = q->ops && !w->ops;
         pthread_mutex_init(&w->mu, NULL);
         wl_stats_init(&w->interval, cls->nops);
@@ -325,14 +433,16 @@ int wl_run_start(const struct wl_run_req *q, wl_session_fn open, void *arg, stru
     }
     unsigned started = 0;
     for (unsigned i = 0; i < q->threads; i++, started++) {
-        atomic_fetch_add(&r->running, 1);
-        if (pthread_create(&r->w[i].thr, NULL, worker_main, &r->w[i])) {
-            atomic_fetch_sub(&r->running, 1);
+        struct group *g = &r->g[i];
+        *g = (struct group){.run = r, .w = &r->w[i * tasks], .n = tasks};
+        atomic_fetch_add(&r->running, tasks);
+        if (pthread_create(&g->thr, NULL, thread_main, g)) {
+            atomic_fetch_sub(&r->running, tasks);
             break;
         }
-        r->w[i].started = true;
+        g->started = true;
     }
-    /* open the gate for the workers that exist (a failure stops them at once) */
+    /* open the gate for the threads that exist (a failure stops them at once) */
     pthread_mutex_lock(&r->gmu);
     r->expected = started ? started : 1;
     if (started < q->threads) atomic_store(&r->stop, true);
@@ -353,7 +463,7 @@ int wl_run_start(const struct wl_run_req *q, wl_session_fn open, void *arg, stru
 void wl_run_poll(struct wl_run *r, struct wl_stats *iv, bool *done)
 {
     wl_stats_init(iv, r->cls->nops);
-    for (unsigned i = 0; i < r->q.threads; i++) {
+    for (unsigned i = 0; i < r->nworkers; i++) {
         struct worker *w = &r->w[i];
         pthread_mutex_lock(&w->mu);
         wl_stats_merge(iv, &w->interval);
@@ -369,15 +479,22 @@ int wl_run_finish(struct wl_run *r, struct wl_stats *total, char *err, size_t er
 {
     int rc = 0;
     wl_stats_init(total, r->cls->nops);
-    for (unsigned i = 0; i < r->q.threads; i++) {
+    for (unsigned i = 0; i < r->q.threads; i++)
+        if (r->g[i].started) pthread_join(r->g[i].thr, NULL);
+    struct rusage ru1;
+    getrusage(RUSAGE_SELF, &ru1);
+    for (unsigned i = 0; i < r->nworkers; i++) {
         struct worker *w = &r->w[i];
-        if (w->started) pthread_join(w->thr, NULL);
         wl_stats_merge(total, &w->total);
         if (w->rc && !rc) {
             rc = w->rc;
             snprintf(err, errcap, "%s", w->err);
         }
         pthread_mutex_destroy(&w->mu);
+    }
+    if (r->t0) {
+        total->cost.csw_voluntary = (uint64_t)(ru1.ru_nvcsw - r->ru0.ru_nvcsw);
+        total->cost.csw_involuntary = (uint64_t)(ru1.ru_nivcsw - r->ru0.ru_nivcsw);
     }
     int64_t le = atomic_load(&r->last_end);
     total->elapsed_ns = le > r->measure_start ? le - r->measure_start : 0;
@@ -386,6 +503,7 @@ int wl_run_finish(struct wl_run *r, struct wl_stats *total, char *err, size_t er
     pthread_mutex_destroy(&r->gmu);
     pthread_cond_destroy(&r->gcv);
     free(r->q.cfg);
+    free(r->g);
     free(r->w);
     free(r);
     return rc;

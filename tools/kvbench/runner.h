@@ -1,4 +1,5 @@
-/* The workload runner: worker threads, each on its own rdkv session, running a workload's steps
+/* The workload runner: workers -- threads, or tasks of threads (--tasks) -- each on its own rdkv
+ * session, running a workload's steps
  * closed-loop or open-loop (--target), with a warm-up, per-operation statistics merged across
  * threads (histograms, never averaged percentiles), and interval snapshots for status lines.
  * kvbench uses it for remote mode; the nodes (wl_serve) use it for embedded mode, driven by RPC.
@@ -30,6 +31,8 @@ enum {
 };
 
 #define WL_MAX_THREADS 256
+#define WL_MAX_TASKS 256    /* workers per thread */
+#define WL_MAX_WORKERS 4096 /* threads x tasks */
 #define WL_MAX_CFG (64 * 1024)
 
 struct wl_opstat {
@@ -38,9 +41,17 @@ struct wl_opstat {
     struct hist h;       /* latency of ok and not-found outcomes, ns */
 };
 
+/* What the operations cost (whole runs only: every step of every worker, warm-up included):
+ * fabric round trips and RPCs the workers issued, and the context switches of the process that
+ * ran them (the node in embedded mode, kvbench in remote mode; getrusage). */
+struct wl_cost {
+    uint64_t steps, round_trips, rpcs, csw_voluntary, csw_involuntary;
+};
+
 struct wl_stats {
     uint32_t nops;
     int64_t elapsed_ns; /* the measured window (0 for interval snapshots) */
+    struct wl_cost cost;
     struct wl_opstat op[WL_MAX_OPS];
 };
 
@@ -53,7 +64,8 @@ uint64_t wl_stats_ops(const struct wl_stats *s); /* every recorded outcome */
 /* What a run does (the same in both modes; in embedded mode each node gets its share). */
 struct wl_run_req {
     char cls[16];
-    uint32_t threads;        /* workers in this process */
+    uint32_t threads;        /* worker threads in this process */
+    uint32_t tasks;          /* workers per thread, each a task (1: the thread itself) */
     uint32_t nodes, proc, nprocs;
     int32_t node;            /* embedded: this node; remote: -1 */
     int64_t warmup_ns, run_ns; /* run_ns 0: until ops are done */

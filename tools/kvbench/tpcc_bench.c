@@ -97,11 +97,11 @@ static int one_run(struct tpcc_cli *x, struct result *res, bool quiet)
     unsigned W = x->t.nodes * x->t.warehouses_per_node;
     char head[300];
     snprintf(head, sizeof head,
-             "%s, %u nodes%s, %u warehouses (%u per node), row lock %s, %s mode, %u %s",
+             "%s, %u nodes%s, %u warehouses (%u per node), row lock %s, %s mode, %u %s x %u tasks",
              fab_transport_name(bc.transport), x->t.nodes, bc.launched ? " (started here)" : "", W,
              x->t.warehouses_per_node, c->row_lock ? c->row_lock : (bc.launched ? "rwlock" : "the cluster's"),
              c->o.remote ? "remote" : "embedded", c->o.threads,
-             c->o.remote ? "client threads" : "threads per node");
+             c->o.remote ? "client threads" : "threads per node", c->o.tasks);
     fprintf(stderr, "kvbench tpcc: %s\n", head);
     if (x->t.items != 100000 || x->t.customers_per_district != 3000)
         fprintf(stderr, "kvbench tpcc: scaled down: %u items (spec 100000), %u customers per district "

@@ -113,11 +113,11 @@ int cmd_ycsb(int argc, char **argv)
     struct drive d;
     int rc = drive_open(&d, &bc, err, sizeof err);
     char cfgline[256];
-    snprintf(cfgline, sizeof cfgline, "%s%s: %s, %u nodes%s, %s mode, %u %s",
+    snprintf(cfgline, sizeof cfgline, "%s%s: %s, %u nodes%s, %s mode, %u %s x %u tasks",
              p.workload ? "workload " : "custom mix", p.workload ? (char[2]){p.workload, 0} : "",
              fab_transport_name(bc.transport), nn, bc.launched ? " (started here)" : "",
              c.o.remote ? "remote" : "embedded", c.o.threads,
-             c.o.remote ? "client threads" : "threads per node");
+             c.o.remote ? "client threads" : "threads per node", c.o.tasks);
     if (!rc) fprintf(stderr, "kvbench ycsb: %s\n", cfgline);
     if (!rc && load) {
         int64_t t0 = clock_now_ns();
