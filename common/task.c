@@ -76,6 +76,7 @@ struct task {
 };
 
 #define STACK_CACHE 64
+#define TIMER_SLACK_NS (100 * NS_PER_US) /* how late a sleeping thread may wake for a timer */
 
 struct sched {
     fcontext_t main_ctx;
@@ -423,6 +424,9 @@ int sched_run(struct sched *s)
             if (s->nheap) {
                 wait = s->heap[0]->wake_at - clock_now_ns();
                 if (wait <= 0) continue;
+                /* timer slack: the timers due a little later fire in the same round, and what
+                 * their tasks post leaves together (lock waiters' naps end at scattered times) */
+                wait += TIMER_SLACK_NS;
             }
             atomic_store(&s->sleeping, 1);
             if (atomic_load(&s->inbox)) {

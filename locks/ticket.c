@@ -443,7 +443,10 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64
             int64_t nap = (int64_t)(ahead ? ahead : 1) * omega;
             if (nap > lease_of(t) / 4) nap = lease_of(t) / 4;
             if (deadline && nap > deadline - now) nap = deadline - now;
-            if (nap > 0) clock_sleep_ns(nap);
+            /* (A task next in line looks again next round: its thread's other tasks run
+             * meanwhile, and its READ leaves with theirs.) */
+            if (ahead <= 1 && task_running()) task_yield();
+            else if (nap > 0) clock_sleep_ns(nap);
         }
         if (t->abandoned) {
             /* A ticket we gave up on any word may be the one being served there now, and others

@@ -9,6 +9,8 @@
 #include "rdma/fabric.h"
 
 #define BENCH_MAX_THREADS 64
+#define BENCH_MAX_TASKS 256    /* lock clients per thread */
+#define BENCH_MAX_CLIENTS 1024 /* threads x tasks on one node */
 
 /* KV_RPC_BENCH_LOCK_PREPARE: u32 total locks. Zeroes this node's part of the lock table. */
 /* KV_RPC_BENCH_LOCK_RUN: a bench_lock_req; answered when the run ends with a bench_lock_res. */
@@ -18,6 +20,7 @@ enum bench_dist { BENCH_DIST_UNIFORM = 0, BENCH_DIST_POWERLAW = 1 };
 struct bench_lock_req {
     char algo[16];
     uint32_t threads;       /* worker threads on this node */
+    uint32_t tasks;         /* lock clients per thread, each a task (1: the thread itself) */
     uint32_t locks;         /* total locks in the table */
     uint32_t locality;      /* percent of locks taken on this node's own part of the table */
     int64_t warmup_ns, run_ns;

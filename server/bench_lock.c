@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/rng.h"
 #include "common/log.h"
+#include "common/task.h"
 #include "locks/lock.h"
 #include "server/proto.h"
 
@@ -19,6 +20,7 @@ void bench_lock_req_pack(const struct bench_lock_req *q, struct pack_w *w)
 {
     pack_str(w, q->algo);
     pack_u32(w, q->threads);
+    pack_u32(w, q->tasks);
     pack_u32(w, q->locks);
     pack_u32(w, q->locality);
     pack_u64(w, (uint64_t)q->warmup_ns);
@@ -44,6 +46,8 @@ const char *bench_lock_req_check(const struct bench_lock_req *q)
     const struct lock_algo *a = lock_algo_find(q->algo);
     if (!a) return "unknown lock algorithm";
     if (q->threads < 1 || q->threads > BENCH_MAX_THREADS) return "threads must be 1..64";
+    if (q->tasks < 1 || q->tasks > BENCH_MAX_TASKS) return "tasks must be 1..256";
+    if (q->threads * q->tasks > BENCH_MAX_CLIENTS) return "threads x tasks must be at most 1024";
     if (q->locks < 1) return "no locks";
     if (q->locality > 100 || q->read_ratio > 100) return "a percentage above 100";
     if (q->warmup_ns < 0 || q->warmup_ns > 600 * NS_PER_S || q->run_ns <= 0 ||
@@ -79,6 +83,7 @@ int bench_lock_req_unpack(struct bench_lock_req *q, const void *p, size_t len)
     memset(q, 0, sizeof *q);
     unpack_str(&r, q->algo, sizeof q->algo);
     q->threads = unpack_u32(&r);
+    q->tasks = unpack_u32(&r);
     q->locks = unpack_u32(&r);
     q->locality = unpack_u32(&r);
     q->warmup_ns = (int64_t)unpack_u64(&r);
@@ -161,11 +166,24 @@ void bench_lock_res_add(struct bench_lock_res *dst, const struct bench_lock_res 
 
 struct lock_run;
 
+/* One lock client: a worker thread, or one of its tasks (bench_lock_req.tasks). */
+struct lock_client {
+    struct lock_run *run;
+    unsigned idx;
+    struct lock_thread t;
+    struct fab_counters k; /* a task's own fabric operations */
+    bool ok;
+    struct bench_lock_res res;
+};
+
+/* A worker thread and its clients: its fabric context, shared by its tasks. */
 struct lock_worker {
     struct lock_run *run;
     unsigned idx;
     pthread_t thr;
-    struct bench_lock_res res;
+    struct fab_ctx *c;
+    struct locktable lt;
+    struct lock_client *cl; /* run->q.tasks of them */
 };
 
 struct lock_run {
@@ -176,6 +194,7 @@ struct lock_run {
     int64_t t_measure, t_end;
     _Atomic int failed;
     struct lock_worker w[BENCH_MAX_THREADS];
+    struct lock_client *clients; /* threads x tasks */
 };
 
 static _Atomic int lock_run_busy;    /* a run is set up or running: refuse another */
@@ -306,33 +325,19 @@ static int attempt(const struct bench_lock_req *q, struct lock_thread *t,
     return rc;
 }
 
-static void *lock_worker_main(void *arg)
+/* A client's loop: ops until the run ends. Its fabric operations are counted in its own
+ * counters as a task, in its context's (its alone) as a thread. */
+static void client_loop(struct lock_client *cl, struct lock_worker *w)
 {
-    struct lock_worker *w = arg;
-    struct lock_run *run = w->run;
+    struct lock_run *run = cl->run;
     const struct bench_lock_req *q = &run->q;
-    struct bench_lock_res *res = &w->res;
-    hist_init(&res->h);
-    struct fab_ctx *c = NULL;
-    struct lock_thread t;
-    struct locktable lt;
-    struct lock_cfg cfg;
-    lock_cfg_init(&cfg);
-    cfg.alock_local_budget = cfg.rwlock_local_budget = q->local_budget;
-    cfg.alock_remote_budget = cfg.rwlock_remote_budget = q->remote_budget;
-    if (q->lease_ns) cfg.lease_ns = q->lease_ns;
-    cfg.dslr_omega_ns = q->omega_ns;
-    bool ok = fab_ctx_create(run->f, &c) == 0 && lock_thread_init(&t, c, &cfg) == 0 &&
-              locktable_open(&lt, c, q->locks) == 0;
-    if (!ok) {
-        log_error("bench lock: worker %u could not start", w->idx);
-        run->failed = 1;
-    }
-    pthread_barrier_wait(&run->ready);
-    if (!ok || run->failed) goto out;
+    struct bench_lock_res *res = &cl->res;
+    bool task = q->tasks > 1;
+    if (task) fab_task_counters(&cl->k);
+    const struct fab_counters *k = task ? &cl->k : fab_counters(w->c);
     const struct lock_algo *algo = lock_algo_find(q->algo);
     uint16_t me = fab_node_id(run->f);
-    uint64_t seed = q->seed ^ ((uint64_t)me << 32) ^ (w->idx * 0x9E3779B97F4A7C15ull) ^ 1;
+    uint64_t seed = q->seed ^ ((uint64_t)me << 32) ^ (cl->idx * 0x9E3779B97F4A7C15ull) ^ 1;
     bool measuring = false;
     uint64_t rt0 = 0, ops0 = 0, injected = 0;
     struct lock_stats st0 = {0};
@@ -340,14 +345,14 @@ static void *lock_worker_main(void *arg)
     unsigned hard = 0; /* consecutive fabric errors */
     while (now < run->t_end && !atomic_load_explicit(&bench_stopping, memory_order_relaxed)) {
         struct pick ps[BENCH_MAX_LOCKS_PER_OP];
-        pick_op(q, &lt, me, &seed, ps);
+        pick_op(q, &w->lt, me, &seed, ps);
         int64_t t0 = clock_now_ns();
         if (!measuring && t0 >= run->t_measure) {
             measuring = true;
             t_start = t0;
-            rt0 = fab_counters(c)->round_trips;
-            ops0 = fab_counters_ops(fab_counters(c));
-            st0 = t.stats;
+            rt0 = k->round_trips;
+            ops0 = fab_counters_ops(k);
+            st0 = cl->t.stats;
             injected = 0;
         }
         int rc;
@@ -355,7 +360,7 @@ static void *lock_worker_main(void *arg)
          * (after a short random back-off) until it succeeds or the run ends: its latency
          * covers every attempt, as a transaction's would. */
         for (unsigned tries = 0;; tries++) {
-            rc = attempt(q, &t, algo, &lt, me, ps, &seed, &injected);
+            rc = attempt(q, &cl->t, algo, &w->lt, me, ps, &seed, &injected);
             if (rc != RDKV_ETIMEDOUT && rc != RDKV_EABORTED) break;
             if (measuring) res->retries++;
             if (clock_now_ns() >= run->t_end || atomic_load(&bench_stopping)) break;
@@ -379,14 +384,73 @@ static void *lock_worker_main(void *arg)
     }
     if (measuring) {
         res->elapsed_ns = now - t_start;
-        res->round_trips = fab_counters(c)->round_trips - rt0;
-        res->fabric_ops = fab_counters_ops(fab_counters(c)) - ops0;
-        stats_delta(res, &t.stats, &st0);
+        res->round_trips = k->round_trips - rt0;
+        res->fabric_ops = fab_counters_ops(k) - ops0;
+        stats_delta(res, &cl->t.stats, &st0);
         res->injected = injected;
     }
-    lock_thread_fini(&t);
-out:
-    if (c) fab_ctx_destroy(c);
+    if (task) fab_task_counters(NULL);
+}
+
+struct client_arg {
+    struct lock_client *cl;
+    struct lock_worker *w;
+};
+
+static void client_task(void *p)
+{
+    struct client_arg *a = p;
+    client_loop(a->cl, a->w);
+}
+
+static void *lock_worker_main(void *arg)
+{
+    struct lock_worker *w = arg;
+    struct lock_run *run = w->run;
+    const struct bench_lock_req *q = &run->q;
+    struct lock_cfg cfg;
+    lock_cfg_init(&cfg);
+    cfg.alock_local_budget = cfg.rwlock_local_budget = q->local_budget;
+    cfg.alock_remote_budget = cfg.rwlock_remote_budget = q->remote_budget;
+    if (q->lease_ns) cfg.lease_ns = q->lease_ns;
+    cfg.dslr_omega_ns = q->omega_ns;
+    /* the thread sets up its clients (each its own lock state over the shared context) */
+    bool ok = fab_ctx_create(run->f, &w->c) == 0 && locktable_open(&w->lt, w->c, q->locks) == 0;
+    for (unsigned i = 0; ok && i < q->tasks; i++) {
+        struct lock_client *cl = &w->cl[i];
+        hist_init(&cl->res.h);
+        cl->ok = ok = lock_thread_init(&cl->t, w->c, &cfg) == 0;
+    }
+    if (!ok) {
+        log_error("bench lock: worker %u could not start", w->idx);
+        run->failed = 1;
+    }
+    pthread_barrier_wait(&run->ready);
+    if (ok && !run->failed) {
+        if (q->tasks == 1) {
+            client_loop(&w->cl[0], w);
+        } else {
+            struct sched *sc = NULL;
+            struct client_arg *a = calloc(q->tasks, sizeof *a);
+            if (!a || sched_create(&sc)) {
+                log_error("bench lock: worker %u: no memory for its tasks", w->idx);
+                run->failed = 1;
+            } else {
+                fab_ctx_attach(w->c, sc);
+                for (unsigned i = 0; i < q->tasks; i++) {
+                    a[i] = (struct client_arg){&w->cl[i], w};
+                    if (task_spawn(sc, client_task, &a[i], 0)) run->failed = 1;
+                }
+                sched_run(sc);
+                fab_ctx_attach(w->c, NULL);
+            }
+            sched_destroy(sc);
+            free(a);
+        }
+    }
+    for (unsigned i = 0; i < q->tasks; i++)
+        if (w->cl[i].ok) lock_thread_fini(&w->cl[i].t);
+    if (w->c) fab_ctx_destroy(w->c);
     return NULL;
 }
 
@@ -402,6 +466,9 @@ static void *lock_run_main(void *arg)
     for (unsigned i = 0; i < q->threads; i++) {
         run->w[i].run = run;
         run->w[i].idx = i;
+        run->w[i].cl = &run->clients[i * q->tasks];
+        for (unsigned k = 0; k < q->tasks; k++)
+            run->w[i].cl[k] = (struct lock_client){.run = run, .idx = i * q->tasks + k};
         if (pthread_create(&run->w[i].thr, NULL, lock_worker_main, &run->w[i])) break;
         started++;
     }
@@ -416,7 +483,7 @@ static void *lock_run_main(void *arg)
     hist_init(&total.h);
     for (unsigned i = 0; i < started; i++) {
         pthread_join(run->w[i].thr, NULL);
-        bench_lock_res_add(&total, &run->w[i].res);
+        for (unsigned k = 0; k < q->tasks; k++) bench_lock_res_add(&total, &run->w[i].cl[k].res);
     }
     pthread_barrier_destroy(&run->ready);
     struct pack_w w;
@@ -424,6 +491,7 @@ static void *lock_run_main(void *arg)
     bench_lock_res_pack(&total, &w);
     int st = run->failed ? RDKV_EIO : (w.err ? RDKV_ENOMEM : 0);
     struct fab_rpc_req *req = run->req;
+    free(run->clients);
     free(run);
     /* idle again before the answer leaves: the caller may prepare the next run at once */
     atomic_store(&lock_run_busy, 0);
@@ -459,6 +527,8 @@ static void on_lock_run(struct fab_rpc_req *req, void *arg)
         return;
     }
     int rc = bench_lock_req_unpack(&run->q, fab_rpc_data(req), fab_rpc_len(req));
+    if (!rc && !(run->clients = calloc((size_t)run->q.threads * run->q.tasks, sizeof *run->clients)))
+        rc = RDKV_ENOMEM;
     if (rc) {
         free(run);
         fab_rpc_reply(req, rc, NULL, 0);
@@ -467,6 +537,7 @@ static void on_lock_run(struct fab_rpc_req *req, void *arg)
     int idle = 0;
     if (atomic_load(&bench_stopping) ||
         !atomic_compare_exchange_strong(&lock_run_busy, &idle, 1)) {
+        free(run->clients);
         free(run);
         fab_rpc_reply(req, RDKV_EBUSY, NULL, 0);
         return;
@@ -474,6 +545,7 @@ static void on_lock_run(struct fab_rpc_req *req, void *arg)
     run->f = f;
     run->req = req;
     if (spawn(lock_run_main, run)) {
+        free(run->clients);
         free(run);
         atomic_store(&lock_run_busy, 0);
         fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);

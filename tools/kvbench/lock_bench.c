@@ -38,6 +38,8 @@ static const char usage[] =
     "  --config FILE     use the running cluster in FILE instead\n"
     "  --transport T     soft, verbs or auto (default soft with --nodes)\n"
     "  --threads T       worker threads per node (default 2)\n"
+    "  --tasks K         lock clients per thread, each a task with its own lock state, sharing\n"
+    "                    the thread's fabric context (default 1: the thread is the client)\n"
     "  --locks L         locks in the table (default 20)\n"
     "  --locality P      percent of locks on the worker's own node (default 95)\n"
     "  --read-ratio R    percent of locks taken shared (default 0; alock, spin and mcs have\n"
@@ -390,6 +392,7 @@ int cmd_lock(int argc, char **argv)
     base.local_budget = 5;
     base.remote_budget = 20;
     base.locks_per_op = 1;
+    base.tasks = 1;
     base.alpha_milli = 2000;
     base.timeout_ns = 100 * NS_PER_MS;
     base.lease_ns = 10 * NS_PER_MS;
@@ -421,6 +424,9 @@ int cmd_lock(int argc, char **argv)
         } else if (!strcmp(o, "--threads")) {
             if (parse_uint_range(v, 1, BENCH_MAX_THREADS, &u)) bench_usage_error("lock", "--threads must be 1..64 (got '%s')", v);
             threads = (unsigned)u;
+        } else if (!strcmp(o, "--tasks")) {
+            if (parse_uint_range(v, 1, BENCH_MAX_TASKS, &u)) bench_usage_error("lock", "--tasks must be 1..256 (got '%s')", v);
+            base.tasks = (unsigned)u;
         } else if (!strcmp(o, "--locks")) {
             if (parse_uint_range(v, 1, 1000000, &u)) bench_usage_error("lock", "--locks must be 1..1000000 (got '%s')", v);
             locks = (unsigned)u;
@@ -591,7 +597,9 @@ int cmd_lock(int argc, char **argv)
     }
 
     if (!sweep && !rc && !bench_stop) {
-        printf("\n%-7s %4s %6s %4s %4s %2s %11s %9s %9s %9s %10s %7s %8s %7s %7s\n", "algo",
+        printf("\n%u nodes x %u threads x %u tasks = %u lock clients\n", nn, threads, base.tasks,
+               nn * threads * base.tasks);
+        printf("%-7s %4s %6s %4s %4s %2s %11s %9s %9s %9s %10s %7s %8s %7s %7s\n", "algo",
                "thr", "locks", "loc%", "rd%", "K", "ops/s", "mean(us)", "p50(us)", "p99(us)",
                "p99.9(us)", "RT/op", "timeouts", "aborts", "resets");
         for (unsigned i = 0; i < nalgos; i++) {
