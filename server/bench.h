@@ -111,7 +111,8 @@ struct bench_range_req {
     uint32_t workload;      /* enum bench_range_workload */
     uint16_t owner, space;  /* the space: its node and id */
     uint32_t bits;          /* the space covers [0, 2^bits) units; 12..32 (oltp: 15..32) */
-    uint32_t threads;       /* client threads on this node, 1..BENCH_MAX_THREADS */
+    uint32_t threads;       /* clients on this node, 1..BENCH_MAX_THREADS */
+    uint32_t tasks;         /* clients per thread, each a task (1: every client a thread) */
     uint32_t first_client;  /* the global index of this node's first client (seeds, files) */
     uint32_t write_pct;     /* micro: percent of ops exclusive, 0..100 */
     uint32_t max_units;     /* micro: range sizes are uniform in [1, max_units] */
@@ -177,6 +178,7 @@ enum bench_txn_kind {
 struct bench_txn_req {
     uint8_t kind;
     uint32_t threads, keys_per_node, value_size;
+    uint32_t tasks;           /* workers per thread, each a task (1: the thread itself) */
     int64_t warmup_ns, run_ns, lock_timeout_ns;
     uint64_t seed;
 };

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/rng.h"
 #include "common/log.h"
+#include "common/task.h"
 #include "locks/lock.h"
 #include "locks/range/range.h"
 #include "server/proto.h"
@@ -57,6 +58,7 @@ void bench_range_req_pack(const struct bench_range_req *q, struct pack_w *w)
     pack_u16(w, q->space);
     pack_u32(w, q->bits);
     pack_u32(w, q->threads);
+    pack_u32(w, q->tasks);
     pack_u32(w, q->first_client);
     pack_u32(w, q->write_pct);
     pack_u32(w, q->max_units);
@@ -83,6 +85,7 @@ const char *bench_range_req_check(const struct bench_range_req *q)
     if (q->space < 1 || q->space > RANGE_MAX_SPACES) return "space id must be 1..64";
     if (q->owner == FAB_NODE_CLIENT) return "bad owner node";
     if (q->threads < 1 || q->threads > BENCH_MAX_THREADS) return "threads must be 1..64";
+    if (q->tasks < 1 || q->tasks > BENCH_MAX_TASKS) return "tasks must be 1..256";
     if (q->first_client > 1u << 20) return "client index out of range";
     if (q->bits < 12 || q->bits > 32) return "space bits must be 12..32";
     if (q->warmup_ns < 0 || q->warmup_ns > 600 * NS_PER_S || q->run_ns <= 0 ||
@@ -123,6 +126,7 @@ int bench_range_req_unpack(struct bench_range_req *q, const void *p, size_t len)
     q->space = unpack_u16(&r);
     q->bits = unpack_u32(&r);
     q->threads = unpack_u32(&r);
+    q->tasks = unpack_u32(&r);
     q->first_client = unpack_u32(&r);
     q->write_pct = unpack_u32(&r);
     q->max_units = unpack_u32(&r);
@@ -213,12 +217,18 @@ const char *bench_range_error_op(uint32_t op)
 
 struct range_run;
 
+/* A client: a thread, or one of a thread's tasks (bench_range_req.tasks). */
 struct range_worker {
     struct range_run *run;
     unsigned idx;      /* on this node */
     unsigned role;     /* enum bench_range_class (oltp); micro: unused */
     unsigned role_idx; /* global index among the clients of its role (writers' files) */
-    pthread_t thr;
+    pthread_t thr;     /* the thread of its group (set in its group's first client) */
+    unsigned ngroup;   /* the first client of a group: the group's size (else 0) */
+    struct lock_thread t;
+    bool attached;     /* t is initialised */
+    struct fab_ctx *c; /* its context: its own, or its thread's */
+    struct fab_counters k; /* a task's own fabric operations */
     struct bench_range_res res;
     /* the one handle the client locks every range through, re-targeted op after op: the
      * client-side designs read the space's layout once, as a long-running client would */
@@ -347,31 +357,17 @@ static bool should_stop(struct range_run *run, int64_t now)
            atomic_load_explicit(&range_stopping, memory_order_relaxed);
 }
 
-static void *range_worker_main(void *arg)
+/* A client's ops until the run stops (its lock state is set up). */
+static void client_run(struct range_worker *w)
 {
-    struct range_worker *w = arg;
     struct range_run *run = w->run;
     const struct bench_range_req *q = &run->q;
     struct bench_range_res *res = &w->res;
-    hist_init(&res->h);
-    for (int k = 0; k < BENCH_RANGE_CLASSES; k++) hist_init(&res->class_h[k]);
-    struct fab_ctx *c = NULL;
-    struct lock_thread t;
-    int rc = fab_ctx_create(run->f, &c);
-    bool attached = false;
-    struct lock_cfg lcfg;
-    lock_cfg_init(&lcfg);
-    if (run->q.lease_ns) lcfg.lease_ns = run->q.lease_ns;
-    if (!rc) rc = lock_thread_init(&t, c, &lcfg);
-    attached = c && rc == 0;
-    if (rc) {
-        log_error("bench range: client %u could not start: %s", w->idx, rdkv_strerror(rc));
-        worker_fail(w, rc, 2);
-        run->failed = 1;
-    }
-    pthread_barrier_wait(&run->ready);
-    if (rc || run->failed) goto out;
-    range_handle_init(&w->h, &t, range_algo_find(q->algo), q->owner, q->space, 0, 0);
+    bool task = q->tasks > 1;
+    if (task) fab_task_counters(&w->k);
+    const struct fab_counters *k = task ? &w->k : fab_counters(w->c);
+    int rc;
+    range_handle_init(&w->h, &w->t, range_algo_find(q->algo), q->owner, q->space, 0, 0);
     uint64_t gidx = (uint64_t)q->first_client + w->idx;
     uint64_t seed = q->seed ^ (gidx * 0x9E3779B97F4A7C15ull) ^ 0x5DEECE66Dull;
     if (!seed) seed = 1;
@@ -398,9 +394,9 @@ static void *range_worker_main(void *arg)
         if (!measuring && t0 >= run->t_measure) {
             measuring = true;
             t_start = t0;
-            rt0 = fab_counters(c)->round_trips;
-            ops0 = fab_counters_ops(fab_counters(c));
-            rpc0 = fab_counters(c)->rpcs;
+            rt0 = k->round_trips;
+            ops0 = fab_counters_ops(k);
+            rpc0 = k->rpcs;
         }
         unsigned where = 0;
         /* An attempt that times out, is aborted by a lease reset, or outlives its lease is
@@ -436,12 +432,60 @@ static void *range_worker_main(void *arg)
     if (measuring) {
         res->elapsed_ns = now - t_start;
         /* round_trips counts chains and RPCs; rpcs the RPCs among them */
-        res->rpcs = fab_counters(c)->rpcs - rpc0;
-        res->round_trips = fab_counters(c)->round_trips - rt0;
-        res->fabric_ops = fab_counters_ops(fab_counters(c)) - ops0;
+        res->rpcs = k->rpcs - rpc0;
+        res->round_trips = k->round_trips - rt0;
+        res->fabric_ops = fab_counters_ops(k) - ops0;
     }
-out:
-    if (attached) lock_thread_fini(&t);
+    if (task) fab_task_counters(NULL);
+}
+
+static void client_task(void *arg) { client_run(arg); }
+
+/* A client thread: its clients (w[0 .. w->ngroup)), one of them the thread itself or all of
+ * them tasks sharing its context. */
+static void *range_worker_main(void *arg)
+{
+    struct range_worker *w = arg;
+    struct range_run *run = w->run;
+    unsigned n = w->ngroup;
+    struct fab_ctx *c = NULL;
+    int rc = fab_ctx_create(run->f, &c);
+    struct lock_cfg lcfg;
+    lock_cfg_init(&lcfg);
+    if (run->q.lease_ns) lcfg.lease_ns = run->q.lease_ns;
+    for (unsigned i = 0; i < n; i++) {
+        struct range_worker *x = &w[i];
+        hist_init(&x->res.h);
+        for (int k = 0; k < BENCH_RANGE_CLASSES; k++) hist_init(&x->res.class_h[k]);
+        x->c = c;
+        if (!rc) rc = lock_thread_init(&x->t, c, &lcfg);
+        x->attached = c && rc == 0;
+        if (rc) {
+            log_error("bench range: client %u could not start: %s", x->idx, rdkv_strerror(rc));
+            worker_fail(x, rc, 2);
+            run->failed = 1;
+        }
+    }
+    pthread_barrier_wait(&run->ready);
+    if (!rc && !run->failed) {
+        if (run->q.tasks <= 1) {
+            client_run(w);
+        } else {
+            struct sched *s = NULL;
+            if (sched_create(&s) == 0) {
+                fab_ctx_attach(c, s);
+                for (unsigned i = 0; i < n; i++)
+                    if (task_spawn(s, client_task, &w[i], 0)) worker_fail(&w[i], RDKV_ENOMEM, 2);
+                sched_run(s);
+                fab_ctx_attach(c, NULL);
+                sched_destroy(s);
+            } else {
+                worker_fail(w, RDKV_ENOMEM, 2);
+            }
+        }
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (w[i].attached) lock_thread_fini(&w[i].t);
     if (c) fab_ctx_destroy(c);
     return NULL;
 }
@@ -453,7 +497,8 @@ static void *range_run_main(void *arg)
     int64_t start = clock_now_ns();
     run->t_measure = start + q->warmup_ns;
     run->t_end = run->t_measure + q->run_ns;
-    pthread_barrier_init(&run->ready, NULL, q->threads);
+    unsigned groups = (q->threads + q->tasks - 1) / q->tasks; /* client threads */
+    pthread_barrier_init(&run->ready, NULL, groups);
     /* roles, in order: readers, writers, log writers (oltp) */
     for (unsigned i = 0; i < q->threads; i++) {
         struct range_worker *w = &run->w[i];
@@ -473,25 +518,26 @@ static void *range_run_main(void *arg)
         }
     }
     unsigned started = 0;
-    for (unsigned i = 0; i < q->threads; i++) {
-        if (pthread_create(&run->w[i].thr, NULL, range_worker_main, &run->w[i])) break;
+    for (unsigned g = 0; g < groups; g++) {
+        struct range_worker *w0 = &run->w[g * q->tasks];
+        w0->ngroup = q->threads - g * q->tasks < q->tasks ? q->threads - g * q->tasks : q->tasks;
+        if (pthread_create(&w0->thr, NULL, range_worker_main, w0)) break;
         started++;
     }
-    if (started < q->threads) {
+    if (started < groups) {
         /* the barrier can never fill: give up before anyone waits on it forever */
-        log_error("bench range: could not start %u threads", q->threads);
+        log_error("bench range: could not start %u threads", groups);
         run->failed = 1;
-        for (unsigned i = started; i < q->threads; i++) pthread_barrier_wait(&run->ready);
+        for (unsigned g = started; g < groups; g++) pthread_barrier_wait(&run->ready);
     }
     struct bench_range_res *total = calloc(1, sizeof *total);
     if (total) {
         hist_init(&total->h);
         for (int k = 0; k < BENCH_RANGE_CLASSES; k++) hist_init(&total->class_h[k]);
     }
-    for (unsigned i = 0; i < started; i++) {
-        pthread_join(run->w[i].thr, NULL);
-        if (total) bench_range_res_add(total, &run->w[i].res);
-    }
+    for (unsigned g = 0; g < started; g++) pthread_join(run->w[g * q->tasks].thr, NULL);
+    for (unsigned i = 0; total && i < started * q->tasks && i < q->threads; i++)
+        bench_range_res_add(total, &run->w[i].res);
     pthread_barrier_destroy(&run->ready);
     struct pack_w w;
     pack_w_init(&w);
@@ -499,7 +545,7 @@ static void *range_run_main(void *arg)
     if (!total) {
         st = RDKV_ENOMEM;
     } else {
-        if (started < q->threads && !total->error) {
+        if (started < groups && !total->error) {
             total->error = RDKV_ENOMEM;
             total->error_op = 2;
         }

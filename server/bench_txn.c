@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/rng.h"
+#include "common/task.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -95,6 +96,9 @@ struct txn_worker_arg {
     struct bench_txn_req q;
     const char *keys;
     unsigned idx;
+    struct fab_ctx *shared; /* a task's: its thread's context (NULL: the worker is a thread) */
+    int64_t measure, end;   /* the run's window, the same for every worker */
+    struct fab_counters k;  /* a task's own fabric operations */
     struct bench_txn_res res;
     int rc;
 };
@@ -124,9 +128,10 @@ static void read_rt(struct txn_worker *w, struct txn_env *e, const struct bench_
     }
 }
 
-static void *txn_worker_main(void *arg)
+/* One worker: a thread, or a task of one (a->shared: its thread's context). Its round trips are
+ * its context's (its own as a thread) or its own counters' (as a task). */
+static void txn_worker_run(struct txn_worker_arg *a)
 {
-    struct txn_worker_arg *a = arg;
     struct txn_env *e = bench_env;
     struct bench_txn_req *q = &a->q;
     struct fabric *f = txn_env_fabric(e);
@@ -137,17 +142,21 @@ static void *txn_worker_main(void *arg)
     hist_init(&a->res.h);
     hist_init(&a->res.read_h);
     struct txn_worker *w;
-    if ((a->rc = txn_worker_create(e, &w))) goto out;
+    if ((a->rc = a->shared ? txn_worker_create_on(e, a->shared, &w) : txn_worker_create(e, &w)))
+        return;
     if (q->lock_timeout_ns) txn_worker_set_lock_timeout(w, q->lock_timeout_ns);
     struct fab_ctx *c = txn_worker_ctx(w);
-    int64_t start = clock_now_ns(), measure = start + q->warmup_ns, end = measure + q->run_ns;
+    if (a->shared) fab_task_counters(&a->k);
+    const struct fab_counters *k = a->shared ? &a->k : fab_counters(c);
+    int64_t measure = a->measure, end = a->end;
     bool measuring = false;
     int64_t m0 = 0;
     uint8_t *val = calloc(1, q->value_size + 1);
     if (!val) {
         a->rc = RDKV_ENOMEM;
+        if (a->shared) fab_task_counters(NULL);
         txn_worker_destroy(w);
-        goto out;
+        return;
     }
     memset(val, 'w', q->value_size);
     for (;;) {
@@ -156,7 +165,8 @@ static void *txn_worker_main(void *arg)
         if (!measuring && now >= measure) {
             measuring = true;
             m0 = now;
-            fab_counters_reset(c);
+            if (a->shared) memset(&a->k, 0, sizeof a->k);
+            else fab_counters_reset(c);
             memset(&a->res, 0, offsetof(struct bench_txn_res, h));
         }
         uint32_t j1 = (uint32_t)rng_below(&seed, q->keys_per_node);
@@ -164,7 +174,7 @@ static void *txn_worker_main(void *arg)
         const char *k1 = key_of(a->keys, q->keys_per_node, q->kind == BENCH_TXN_RO_REMOTE ? peer : me, j1);
         const char *k2 = key_of(a->keys, q->keys_per_node, peer, j2);
         int64_t t0 = clock_now_ns();
-        struct fab_counters before = *fab_counters(c);
+        struct fab_counters before = *k;
         struct txn *t;
         int rc = txn_begin(w, &t);
         const void *v;
@@ -179,11 +189,12 @@ static void *txn_worker_main(void *arg)
                 rc = txn_get(t, k1, (uint32_t)strlen(k1), false, &v, &vl);
             }
         }
-        struct fab_counters mid = *fab_counters(c);
+        struct fab_counters mid = *k;
         if (!rc) rc = txn_commit(t);
         else txn_abort(t);
-        const struct fab_counters *after = fab_counters(c);
+        const struct fab_counters *after = k;
         int64_t dt = clock_now_ns() - t0;
+        if (a->shared) task_yield(); /* a transaction that never waited: the others' turn */
         if (!measuring) continue;
         if (rc == 0) {
             a->res.ops++;
@@ -199,11 +210,40 @@ static void *txn_worker_main(void *arg)
         }
     }
     a->res.elapsed_ns = measuring ? clock_now_ns() - m0 : 0;
-    a->res.round_trips = fab_counters(c)->round_trips;
+    a->res.round_trips = k->round_trips;
     if (a->idx == 0) read_rt(w, e, q, a->keys, &a->res);
+    if (a->shared) fab_task_counters(NULL);
     free(val);
     txn_worker_destroy(w);
-out:
+}
+
+static void worker_task(void *arg) { txn_worker_run(arg); }
+
+/* A worker thread: its one worker, or q.tasks of them as tasks sharing its context. */
+static void *txn_thread_main(void *arg)
+{
+    struct txn_worker_arg *a = arg; /* its workers: a[0 .. tasks) */
+    unsigned tasks = a->q.tasks;
+    if (tasks <= 1) {
+        txn_worker_run(a);
+    } else {
+        struct fab_ctx *c = NULL;
+        struct sched *s = NULL;
+        int rc = fab_ctx_create(txn_env_fabric(bench_env), &c);
+        if (!rc) rc = sched_create(&s);
+        if (!rc) {
+            fab_ctx_attach(c, s);
+            for (unsigned i = 0; i < tasks; i++) {
+                a[i].shared = c;
+                if (task_spawn(s, worker_task, &a[i], 0)) a[i].rc = RDKV_ENOMEM;
+            }
+            sched_run(s);
+            fab_ctx_attach(c, NULL);
+        }
+        for (unsigned i = 0; rc && i < tasks; i++) a[i].rc = rc;
+        sched_destroy(s);
+        if (c) fab_ctx_destroy(c);
+    }
     atomic_fetch_sub(&txn_run_threads, 1);
     return NULL;
 }
@@ -214,13 +254,15 @@ static void on_run(struct fab_rpc_req *req, void *arg)
     struct txn_env *e = arg;
     struct bench_txn_req q;
     if (bench_txn_req_unpack(&q, fab_rpc_data(req), fab_rpc_len(req)) || !q.threads ||
-        q.threads > BENCH_MAX_THREADS || !q.keys_per_node || q.kind > BENCH_TXN_RW_2PART) {
+        q.threads > BENCH_MAX_THREADS || !q.tasks || q.tasks > BENCH_MAX_TASKS ||
+        q.threads * q.tasks > BENCH_MAX_CLIENTS || !q.keys_per_node || q.kind > BENCH_TXN_RW_2PART) {
         fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
         return;
     }
     struct fabric *f = txn_env_fabric(e);
     char *keys = key_table(e, fab_num_nodes(f), q.keys_per_node);
-    struct txn_worker_arg *args = calloc(q.threads, sizeof *args);
+    unsigned nw = q.threads * q.tasks;
+    struct txn_worker_arg *args = calloc(nw, sizeof *args);
     pthread_t *th = calloc(q.threads, sizeof *th);
     if (!keys || !args || !th) {
         free(keys);
@@ -229,13 +271,18 @@ static void on_run(struct fab_rpc_req *req, void *arg)
         fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);
         return;
     }
-    unsigned started = 0;
-    for (unsigned i = 0; i < q.threads; i++) {
+    int64_t start = clock_now_ns();
+    for (unsigned i = 0; i < nw; i++) {
         args[i].q = q;
         args[i].keys = keys;
         args[i].idx = i;
+        args[i].measure = start + q.warmup_ns;
+        args[i].end = args[i].measure + q.run_ns;
+    }
+    unsigned started = 0;
+    for (unsigned i = 0; i < q.threads; i++) {
         atomic_fetch_add(&txn_run_threads, 1);
-        if (pthread_create(&th[i], NULL, txn_worker_main, &args[i])) {
+        if (pthread_create(&th[i], NULL, txn_thread_main, &args[i * q.tasks])) {
             atomic_fetch_sub(&txn_run_threads, 1);
             break;
         }
@@ -248,8 +295,11 @@ static void on_run(struct fab_rpc_req *req, void *arg)
     int rc = started == q.threads ? 0 : RDKV_ENOMEM;
     for (unsigned i = 0; i < started; i++) {
         pthread_join(th[i], NULL);
-        if (!rc) rc = args[i].rc;
-        bench_txn_res_add(&total, &args[i].res);
+        for (unsigned k = 0; k < q.tasks; k++) {
+            struct txn_worker_arg *a = &args[i * q.tasks + k];
+            if (!rc) rc = a->rc;
+            bench_txn_res_add(&total, &a->res);
+        }
     }
     struct pack_w w;
     pack_w_init(&w);
@@ -267,6 +317,7 @@ void bench_txn_req_pack(const struct bench_txn_req *q, struct pack_w *w)
     pack_u32(w, q->threads);
     pack_u32(w, q->keys_per_node);
     pack_u32(w, q->value_size);
+    pack_u32(w, q->tasks);
     pack_u64(w, (uint64_t)q->warmup_ns);
     pack_u64(w, (uint64_t)q->run_ns);
     pack_u64(w, (uint64_t)q->lock_timeout_ns);
@@ -281,6 +332,7 @@ int bench_txn_req_unpack(struct bench_txn_req *q, const void *p, size_t len)
     q->threads = unpack_u32(&r);
     q->keys_per_node = unpack_u32(&r);
     q->value_size = unpack_u32(&r);
+    q->tasks = unpack_u32(&r);
     q->warmup_ns = (int64_t)unpack_u64(&r);
     q->run_ns = (int64_t)unpack_u64(&r);
     q->lock_timeout_ns = (int64_t)unpack_u64(&r);

@@ -12,6 +12,7 @@
 #include "tests/testenv.h"
 
 #include "common/clock.h"
+#include "common/task.h"
 #include "common/rng.h"
 #include "locks/range/range.h"
 
@@ -96,6 +97,7 @@ struct stress {
     _Atomic bool stop;
     _Atomic uint64_t ops, timeouts, errors, doubles;
     int64_t run_ns;
+    unsigned tasks; /* clients per thread, as tasks sharing its context (<= 1: none) */
 };
 
 struct worker {
@@ -103,7 +105,11 @@ struct worker {
     unsigned node;
     int id;
     uint64_t seed;
+    struct fab_ctx *c;         /* its context: its thread's (tasks share it) */
+    struct range_handle h[2];  /* (per client: a thread's tasks share its thread-locals) */
 };
+
+#define MAX_TASKS 4
 
 
 static void pick(uint64_t *seed, uint64_t *lo, uint64_t *hi, uint8_t *mode)
@@ -126,25 +132,19 @@ static void write_units(struct stress *s, uint64_t lo, uint64_t hi)
     }
 }
 
-static void *worker_main(void *arg)
+/* One client's loop, on its thread or as one of its thread's tasks. */
+static void client(struct worker *w)
 {
-    struct worker *w = arg;
     struct stress *s = w->s;
-    struct fab_ctx *c;
     struct lock_thread t;
     struct lock_cfg cfg;
     lock_cfg_init(&cfg);
     cfg.lease_ns = 200 * NS_PER_MS; /* only the eviction test relies on short leases */
-    if (fab_ctx_create(s->e.f[w->node], &c)) {
+    if (lock_thread_init(&t, w->c, &cfg)) {
         s->errors++;
-        return NULL;
+        return;
     }
-    if (lock_thread_init(&t, c, &cfg)) {
-        fab_ctx_destroy(c);
-        s->errors++;
-        return NULL;
-    }
-    static _Thread_local struct range_handle h[2]; /* big: off the stack */
+    struct range_handle *h = w->h;
     uint8_t held_mode[2] = {0, 0};
     /* citron takes every range exclusively: the checker must know */
     bool x_only = !(s->algo->modes & (1u << LOCK_SHARED));
@@ -184,6 +184,38 @@ static void *worker_main(void *arg)
         s->ops += got;
     }
     lock_thread_fini(&t);
+}
+
+static void client_task(void *arg) { client(arg); }
+
+/* A client thread: one client, or s->tasks of them (w[0 .. tasks)) as tasks. Two tasks of one
+ * thread may want conflicting ranges: the waiter parks or naps, the holder runs. */
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct stress *s = w->s;
+    struct fab_ctx *c;
+    if (fab_ctx_create(s->e.f[w->node], &c)) {
+        s->errors++;
+        return NULL;
+    }
+    unsigned n = s->tasks > 1 ? s->tasks : 1;
+    for (unsigned i = 0; i < n; i++) w[i].c = c;
+    if (n == 1) {
+        client(w);
+    } else {
+        struct sched *sc;
+        if (sched_create(&sc) == 0) {
+            fab_ctx_attach(c, sc);
+            for (unsigned i = 0; i < n; i++)
+                if (task_spawn(sc, client_task, &w[i], 0)) s->errors++;
+            sched_run(sc);
+            fab_ctx_attach(c, NULL);
+            sched_destroy(sc);
+        } else {
+            s->errors++;
+        }
+    }
     fab_ctx_destroy(c);
     return NULL;
 }
@@ -195,10 +227,11 @@ static void with_pause(struct fab_opts *o, unsigned node)
     o->soft_atomic_pause_ns = pause_ns;
 }
 
-static void stress_algo(const char *name, int64_t pause)
+static void stress_algo_tasks(const char *name, int64_t pause, unsigned tasks)
 {
     static struct stress s;
     memset(&s, 0, sizeof s);
+    s.tasks = tasks;
     pthread_mutex_init(&s.client.mu, NULL);
     pthread_mutex_init(&s.owner.mu, NULL);
     s.algo = range_algo_find(name);
@@ -210,13 +243,19 @@ static void stress_algo(const char *name, int64_t pause)
     struct range_space_cfg cfg = {.bits = 16, .seg_bits = 8, .tree_depth = 5};
     REQUIRE(range_space_create(s.rs, SPACE, &cfg) == 0);
     if (s.algo->server_side) range_server_set_hook(s.rs, owner_hook, &s.owner);
-    /* two threads on the owner's node, two on the other */
+    /* two threads on the owner's node, two on the other; each one client or `tasks` */
     enum { W = 4 };
-    struct worker w[W];
+    unsigned per = tasks > 1 ? tasks : 1;
+    REQUIRE(per <= MAX_TASKS);
+    static struct worker w[W * MAX_TASKS];
     pthread_t th[W];
     for (int i = 0; i < W; i++) {
-        w[i] = (struct worker){&s, (unsigned)(i % 2), i, 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1)};
-        REQUIRE(pthread_create(&th[i], NULL, worker_main, &w[i]) == 0);
+        for (unsigned k = 0; k < per; k++) {
+            int id = i * (int)per + (int)k;
+            w[id] = (struct worker){&s, (unsigned)(i % 2), id,
+                                    0x9E3779B97F4A7C15ull * (uint64_t)(id + 1), NULL, {{0}}};
+        }
+        REQUIRE(pthread_create(&th[i], NULL, worker_main, &w[i * per]) == 0);
     }
     /* at least the run's length, and until enough happened that the checks mean something -- on
      * a slow machine (an emulated guest, a loaded CI box) that takes longer; bounded */
@@ -241,9 +280,10 @@ static void stress_algo(const char *name, int64_t pause)
     range_server_set_hook(s.rs, NULL, NULL);
     uint64_t lost = 0;
     for (int u = 0; u < UNITS; u++) lost += s.expected[u] - s.counters[u];
-    fprintf(stderr, "  %s%s: %llu ranges held (%llu twice at once), %llu timeouts, owner saw %llu "
+    fprintf(stderr, "  %s%s%s: %llu ranges held (%llu twice at once), %llu timeouts, owner saw %llu "
                     "grants, lost updates %llu\n",
-            name, pause ? " (paused atomics)" : "", (unsigned long long)s.ops,
+            name, pause ? " (paused atomics)" : "", tasks > 1 ? " (tasks)" : "",
+            (unsigned long long)s.ops,
             (unsigned long long)s.doubles, (unsigned long long)s.timeouts,
             (unsigned long long)s.owner.entries, (unsigned long long)lost);
     CHECK_EQ(s.client.violations, 0);
@@ -262,6 +302,17 @@ static void stress_algo(const char *name, int64_t pause)
     range_server_free(s.rs);
     pthread_mutex_destroy(&s.client.mu);
     pthread_mutex_destroy(&s.owner.mu);
+}
+
+static void stress_algo(const char *name, int64_t pause) { stress_algo_tasks(name, pause, 1); }
+
+/* Every design with 3 clients per thread as tasks (4 threads, 12 clients): tasks of one thread
+ * contend for ranges, and a waiter must let the holder beside it run. */
+static void stress_tasks(void)
+{
+    static const char *const names[] = {"combiner-rpc", "combiner-rdma", "itree", "segment",
+                                        "citron"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) stress_algo_tasks(names[i], 0, 3);
 }
 
 static void stress_combiner_rpc(void) { stress_algo("combiner-rpc", 0); }
@@ -626,6 +677,7 @@ static const struct test_case cases[] = {
     {"stress_citron", stress_citron},
     {"stress_segment_paused", stress_segment_paused},
     {"stress_citron_paused", stress_citron_paused},
+    {"stress_tasks", stress_tasks},
     {"deadlines", deadlines},
     {"writer_not_starved", writer_not_starved},
     {"dead_holder_evicted", dead_holder_evicted},

@@ -74,7 +74,9 @@ static const char usage[] =
     "  --algo A[,A...]   combiner-rpc, combiner-rdma, itree, segment, citron, or a list\n"
     "                    (default combiner-rpc; with --sweep, default all five)\n"
     "  --workload W      micro or oltp (default micro)\n"
-    "  --clients C       client threads in all, at most 64 per node (default 4; oltp 16)\n"
+    "  --clients C       clients in all, at most 64 per node (default 4; oltp 16)\n"
+    "  --tasks K         a node's clients run K per thread, as tasks sharing its fabric\n"
+    "                    context (default 1: every client a thread)\n"
     "  --writes W        micro: percent of ops exclusive, 0..100 (default 20)\n"
     "  --cs-us U         microseconds a range is held (busy) before release (default 0)\n"
     "  --timeout-ms M    deadline of one attempt of an op, 0 = none (default 100)\n"
@@ -189,6 +191,7 @@ static bool place(const struct range_point *p, unsigned nn, struct placement *pl
 }
 
 static int64_t lease_ns = 50 * NS_PER_MS; /* --lease-ms */
+static unsigned tasks_per_thread = 1;      /* --tasks */
 
 static void base_req(struct bench_range_req *q, const struct range_point *p, int64_t warmup_ns,
                      int64_t run_ns, int64_t cs_ns, int64_t timeout_ns, uint64_t seed)
@@ -200,6 +203,7 @@ static void base_req(struct bench_range_req *q, const struct range_point *p, int
     q->space = SPACE_ID;
     q->bits = SPACE_BITS;
     q->threads = 1;
+    q->tasks = tasks_per_thread;
     if (p->workload == BENCH_RANGE_MICRO) {
         q->write_pct = p->write_pct;
         q->max_units = MICRO_MAX_UNITS;
@@ -727,6 +731,10 @@ int cmd_range(int argc, char **argv)
             if (!strcmp(v, "micro")) workload = BENCH_RANGE_MICRO;
             else if (!strcmp(v, "oltp")) workload = BENCH_RANGE_OLTP;
             else bench_usage_error("range", "--workload must be micro or oltp (got '%s')", v);
+        } else if (!strcmp(o, "--tasks")) {
+            if (parse_uint_range(v, 1, BENCH_MAX_TASKS, &u))
+                bench_usage_error("range", "--tasks must be 1..256 (got '%s')", v);
+            tasks_per_thread = (unsigned)u;
         } else if (!strcmp(o, "--clients")) {
             if (parse_uint_range(v, 1, (uint64_t)BENCH_MAX_THREADS * (LAUNCH_MAX - 1), &u))
                 bench_usage_error("range", "--clients must be 1..4032 (at most 64 per node; got '%s')", v);

@@ -329,6 +329,7 @@ static void worker_main(struct worker *w)
         if (r->end && r->end + NS_PER_S < st.give_up_at) st.give_up_at = r->end + NS_PER_S;
         int rc = r->cls->step(ws, s, &st);
         w->total.cost.steps++;
+        if (w->g) task_yield(); /* a step that never waited (all local): the others' turn */
         if (rc) {
             w->rc = rc;
             snprintf(w->err, sizeof w->err, "worker %u: the session failed: %s", w->idx,

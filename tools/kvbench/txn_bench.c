@@ -26,7 +26,9 @@ static const char usage[] =
     "Also the fabric's READ round trip of a node-1 row in the same run, for comparison.\n"
     "\n"
     "  --kind K[,K...]   ro-local, ro-remote, rw-2part or all (default all)\n"
-    "  --threads N       workers in node 0 (default 1)\n"
+    "  --threads N       worker threads in node 0 (default 1)\n"
+    "  --tasks K         workers per thread, each a task sharing its thread's fabric context\n"
+    "                    (default 1: the thread is the worker)\n"
     "  --keys N          keys per node (default 1000)\n"
     "  --value-size B    bytes per value (default 100)\n"
     "  --seconds S       measured time per kind (default 3)\n"
@@ -70,7 +72,7 @@ int cmd_txn(int argc, char **argv)
     co.nodes = 2;
     co.seconds = 3;
     bool kinds[3] = {true, true, true};
-    struct bench_txn_req q = {.threads = 1, .keys_per_node = 1000, .value_size = 100,
+    struct bench_txn_req q = {.threads = 1, .tasks = 1, .keys_per_node = 1000, .value_size = 100,
                               .warmup_ns = NS_PER_S / 2, .seed = 42};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -94,6 +96,9 @@ int cmd_txn(int argc, char **argv)
         } else if (!strcmp(o, "--threads")) {
             if (parse_uint_range(v, 1, BENCH_MAX_THREADS, &u)) bench_usage_error("txn", "--threads must be 1..64 (got '%s')", v);
             q.threads = (uint32_t)u;
+        } else if (!strcmp(o, "--tasks")) {
+            if (parse_uint_range(v, 1, BENCH_MAX_TASKS, &u)) bench_usage_error("txn", "--tasks must be 1..256 (got '%s')", v);
+            q.tasks = (uint32_t)u;
         } else if (!strcmp(o, "--keys")) {
             if (parse_uint_range(v, 1, 1000000, &u)) bench_usage_error("txn", "--keys must be 1..1000000 (got '%s')", v);
             q.keys_per_node = (uint32_t)u;
@@ -130,10 +135,10 @@ int cmd_txn(int argc, char **argv)
     }
     struct fab_buf resp = {0};
     if (!rc) {
-        printf("# kvbench txn: transport %s, %u nodes%s, %u worker%s in node 0, %u keys per node, "
+        printf("# kvbench txn: transport %s, %u nodes%s, %u worker thread%s x %u tasks in node 0, %u keys per node, "
                "%u-byte values, %.1f s per kind after %.1f s warm-up\n",
                fab_transport_name(bc.transport), nn, bc.launched ? " (local processes)" : "",
-               q.threads, q.threads == 1 ? "" : "s", q.keys_per_node, q.value_size, co.seconds,
+               q.threads, q.threads == 1 ? "" : "s", q.tasks, q.keys_per_node, q.value_size, co.seconds,
                (double)q.warmup_ns / 1e9);
         uint8_t lb[8];
         for (int i = 0; i < 4; i++) lb[i] = (uint8_t)(q.keys_per_node >> (8 * i));
@@ -153,6 +158,7 @@ int cmd_txn(int argc, char **argv)
         if (!jf) rc = 1;
         else {
             json_kv_u64(&j, "threads", q.threads);
+            json_kv_u64(&j, "tasks_per_thread", q.tasks);
             json_kv_u64(&j, "keys_per_node", q.keys_per_node);
             json_kv_u64(&j, "value_size", q.value_size);
             json_obj_end(&j);
