@@ -486,6 +486,52 @@ static bool try_apply(struct range_server *s, struct qop *op)
     return go;
 }
 
+/* Applies a batch taken from the queue, in order (the tables held). */
+static void apply_batch(struct range_server *s, struct qop *batch)
+{
+    if (batch) s->stats.batches++;
+    while (batch) {
+        struct qop *op = batch;
+        batch = op->next;
+        if (op->lock)
+            do_lock(s, op->req, op->lw, KIND_COMBINER, op->space, op->mode, op->lo, op->hi,
+                    op->owner, op->deadline, op->rdma);
+        else
+            do_unlock(s, op->req, op->lw, op->space, op->token, op->cancel);
+        free(op);
+    }
+}
+
+/* A requester of this process combines: it takes the tables (waiting briefly if the combiner
+ * or another requester has them: nobody holds them across a wait), applies whatever is queued
+ * in order, then its own request -- so a local lock or release never costs the hand-over to the
+ * combiner thread and back, nor its wake-ups. */
+static void combine_local(struct range_server *s, const struct qop *op)
+{
+    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->qmu);
+    struct qop *batch = s->qhead;
+    s->qhead = s->qtail = NULL;
+    bool stop = s->stop;
+    pthread_mutex_unlock(&s->qmu);
+    apply_batch(s, batch);
+    if (stop) {
+        pthread_mutex_unlock(&s->mu);
+        respond(op->req, op->lw, RDKV_ESHUTDOWN, NULL, 0);
+        return;
+    }
+    if (op->lock)
+        do_lock(s, op->req, op->lw, KIND_COMBINER, op->space, op->mode, op->lo, op->hi,
+                op->owner, op->deadline, op->rdma);
+    else
+        do_unlock(s, op->req, op->lw, op->space, op->token, op->cancel);
+    s->stats.direct++;
+    bool watch = op->lock && s->spaces[op->space].used &&
+                 s->spaces[op->space].tab[KIND_COMBINER].waiting;
+    pthread_mutex_unlock(&s->mu);
+    if (watch) wake_sweeper(s);
+}
+
 /* Applies a parsed request at once when it can (try_apply), else queues a copy for the
  * combiner thread. */
 static void submit(struct range_server *s, const struct qop *parsed)
@@ -603,17 +649,7 @@ static void *combiner_main(void *arg)
         s->qhead = s->qtail = NULL;
         bool stop = s->stop;
         pthread_mutex_unlock(&s->qmu);
-        if (batch) s->stats.batches++;
-        while (batch) {
-            struct qop *op = batch;
-            batch = op->next;
-            if (op->lock)
-                do_lock(s, op->req, op->lw, KIND_COMBINER, op->space, op->mode, op->lo, op->hi,
-                        op->owner, op->deadline, op->rdma);
-            else
-                do_unlock(s, op->req, op->lw, op->space, op->token, op->cancel);
-            free(op);
-        }
+        apply_batch(s, batch);
         int64_t now = clock_now_ns();
         if (!next_sweep || next_sweep <= now) next_sweep = sweep(s, now);
         pthread_mutex_unlock(&s->mu);
@@ -852,7 +888,7 @@ static int local_lock(struct range_server *s, uint16_t type, const struct range_
         if (stopping) respond(NULL, &lw, RDKV_ESHUTDOWN, NULL, 0);
         if (watch) wake_sweeper(s);
     } else {
-        submit(s, &op);
+        combine_local(s, &op);
     }
     /* The server answers every request: at the grant, at its deadline (the combiner thread
      * sweeps waiters), or at shutdown. */
@@ -935,14 +971,14 @@ static int send_release(struct range_handle *h, uint16_t type)
     uint8_t m[11];
     struct range_server *s = h->node == fab_node_id(h->t->f) ? local_get(h->t->f) : NULL;
     if (!s) return fab_rpc_send(h->t->c, h->node, type, m, unlock_msg(h, false, m));
-    /* this node's own server: applied now or queued, in order, with nobody to answer */
+    /* this node's own server: applied now, after what is queued, with nobody to answer */
     struct qop op = {.space = h->space, .token = h->token};
     if (type == RANGE_RPC_IUNLOCK) {
         pthread_mutex_lock(&s->mu);
         do_unlock(s, NULL, NULL, op.space, op.token, false);
         pthread_mutex_unlock(&s->mu);
     } else {
-        submit(s, &op);
+        combine_local(s, &op);
     }
     return 0;
 }
