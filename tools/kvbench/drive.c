@@ -508,6 +508,48 @@ void drive_report(FILE *out, const struct drive_opts *o, const struct wl_stats *
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* --tasks sweeps */
+
+void drive_sweep_add(struct drive_sweep *sw, const struct drive_opts *o, const struct wl_stats *t)
+{
+    if (sw->n == DRIVE_MAX_SWEEP) return;
+    double secs = (double)t->elapsed_ns / 1e9;
+    uint64_t ops = 0;
+    for (unsigned i = 0; i < t->nops; i++) ops += t->op[i].h.count;
+    struct drive_sweep_row *r = &sw->row[sw->n++];
+    r->tasks = o->tasks ? o->tasks : 1;
+    r->ops_s = secs > 0 ? (double)ops / secs : 0;
+    r->csw = csw_per_op(t);
+    r->rt = per_step(t, t->cost.round_trips);
+    for (unsigned i = 0; i < t->nops && i < WL_MAX_OPS; i++) {
+        r->count[i] = t->op[i].h.count;
+        r->p50[i] = hist_percentile(&t->op[i].h, 50) / 1e3;
+        r->p99[i] = hist_percentile(&t->op[i].h, 99) / 1e3;
+    }
+}
+
+void drive_sweep_print(FILE *out, const struct drive_sweep *sw, const struct drive_opts *o)
+{
+    if (sw->n < 2) return;
+    fprintf(out, "\n# --tasks sweep, one run each on the same nodes and data (ratios to K=%u)\n",
+            sw->row[0].tasks);
+    fprintf(out, "%6s %12s %7s %11s %7s", "tasks", "ops/s", "x", "switch/op", "RT/op");
+    for (unsigned i = 0; i < o->cls->nops; i++)
+        if (sw->row[0].count[i]) fprintf(out, "  %s p50/p99 us (p99 x)", o->cls->op_names[i]);
+    fputc('\n', out);
+    for (unsigned k = 0; k < sw->n; k++) {
+        const struct drive_sweep_row *r = &sw->row[k];
+        fprintf(out, "%6u %12.0f %7.2f %11.3f %7.2f", r->tasks, r->ops_s,
+                sw->row[0].ops_s > 0 ? r->ops_s / sw->row[0].ops_s : 0, r->csw, r->rt);
+        for (unsigned i = 0; i < o->cls->nops; i++)
+            if (sw->row[0].count[i])
+                fprintf(out, "  %.0f/%.0f (%.2f)", r->p50[i], r->p99[i],
+                        sw->row[0].p99[i] > 0 ? r->p99[i] / sw->row[0].p99[i] : 0);
+        fputc('\n', out);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Shared command-line options */
 
 #include "common/parse.h"
@@ -529,9 +571,11 @@ const char drive_cli_help[] =
     "  --mode M              embedded (workers inside the nodes, default) or remote (workers\n"
     "                        here, each on its own rdkv_connect session)\n"
     "  --threads N           worker threads per node (embedded) or in all (remote) (default 2)\n"
-    "  --tasks K             workers per thread, each a task with its own session: a thread\n"
+    "  --tasks K[,K...]      workers per thread, each a task with its own session: a thread\n"
     "                        keeps up to K transactions in flight (default 1: the thread is\n"
-    "                        the worker; remote sessions in tasks still wait one at a time)\n"
+    "                        the worker; remote sessions in tasks still wait one at a time);\n"
+    "                        a list runs once per value on the same nodes and data, then\n"
+    "                        prints a table of the runs side by side\n"
     "  --seconds S           measured time (default: until the operation count is done)\n"
     "  --warmup S            unmeasured time first (default 0)\n"
     "  --target OPS          open loop: this many operations per second in all, latency counted\n"
@@ -548,6 +592,8 @@ void drive_cli_init(struct drive_cli *c)
     c->co.arena = 1ull << 30;
     c->o.threads = 2;
     c->o.tasks = 1;
+    c->tasks_list[0] = 1;
+    c->ntasks = 1;
     c->o.status_interval = 10;
     c->o.seed = 1;
 }
@@ -568,9 +614,18 @@ int drive_cli_opt(struct drive_cli *c, const char *cmd, int argc, char **argv, i
             bench_usage_error(cmd, "--threads must be 1..256 (got '%s')", v ? v : "");
         c->o.threads = (unsigned)u;
     } else if (!strcmp(o, "--tasks")) {
-        if (!v || parse_uint_range(v, 1, WL_MAX_TASKS, &u))
-            bench_usage_error(cmd, "--tasks must be 1..256 (got '%s')", v ? v : "");
-        c->o.tasks = (unsigned)u;
+        c->ntasks = 0;
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", v ? v : "");
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (c->ntasks == DRIVE_MAX_SWEEP || parse_uint_range(t, 1, WL_MAX_TASKS, &u))
+                bench_usage_error(cmd, "--tasks must be K or a list K,K,... of up to 8 values "
+                                       "1..256 (got '%s')", v ? v : "");
+            c->tasks_list[c->ntasks++] = (unsigned)u;
+        }
+        if (!c->ntasks) bench_usage_error(cmd, "--tasks needs a value (got '%s')", v ? v : "");
+        c->o.tasks = c->tasks_list[0];
     } else if (!strcmp(o, "--warmup")) {
         if (!v || parse_double(v, &dv) || dv < 0 || dv > 86400)
             bench_usage_error(cmd, "--warmup needs seconds (got '%s')", v ? v : "");
@@ -615,8 +670,9 @@ int drive_cli_opt(struct drive_cli *c, const char *cmd, int argc, char **argv, i
 
 void drive_cli_finish(struct drive_cli *c, const char *cmd)
 {
-    if (c->o.threads * c->o.tasks > WL_MAX_WORKERS)
-        bench_usage_error(cmd, "--threads x --tasks must be at most %s", "4096");
+    for (unsigned i = 0; i < c->ntasks; i++)
+        if (c->o.threads * c->tasks_list[i] > WL_MAX_WORKERS)
+            bench_usage_error(cmd, "--threads x --tasks must be at most %s", "4096");
     bool running = c->co.config || c->co.endpoints;
     if (c->co.config && c->co.endpoints) bench_usage_error(cmd, "give --config or --endpoints, not both%s", "");
     if (running && (c->row_lock || c->range_lock || c->node_lock_timeout || c->drtm_lease))

@@ -53,10 +53,28 @@ uint64_t drive_errors(const struct wl_stats *s);
 
 #endif
 
+/* A --tasks sweep: each run's figures, and a table comparing them with the first. */
+#define DRIVE_MAX_SWEEP 8
+struct drive_sweep_row {
+    unsigned tasks;
+    double ops_s, csw, rt;
+    double p50[WL_MAX_OPS], p99[WL_MAX_OPS];
+    uint64_t count[WL_MAX_OPS];
+};
+struct drive_sweep {
+    unsigned n;
+    struct drive_sweep_row row[DRIVE_MAX_SWEEP];
+};
+void drive_sweep_add(struct drive_sweep *sw, const struct drive_opts *o, const struct wl_stats *t);
+/* The table (nothing for a single run). */
+void drive_sweep_print(FILE *out, const struct drive_sweep *sw, const struct drive_opts *o);
+
 /* Options both drivers take (besides bench_common's): parsed into cli. */
 struct drive_cli {
     struct bench_common co;
     struct drive_opts o;
+    unsigned tasks_list[DRIVE_MAX_SWEEP]; /* --tasks K[,K...]: one run per value, same nodes */
+    unsigned ntasks;
     const char *row_lock, *range_lock;
     const char *node_lock_timeout; /* --lock-timeout, passed to launched nodes */
     const char *drtm_lease;        /* --drtm-lease, passed to launched nodes */

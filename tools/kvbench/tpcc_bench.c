@@ -116,11 +116,25 @@ static int one_run(struct tpcc_cli *x, struct result *res, bool quiet)
                     (double)(clock_now_ns() - t0) / 1e9);
     }
     struct wl_stats *total = calloc(1, sizeof *total);
+    struct drive_sweep sweep = {0};
     if (!rc && !total) rc = RDKV_ENOMEM;
-    if (!rc && !x->load_only) {
+    /* a --tasks list: one run per value on the same tables; every run but the last is
+     * reported here, the last below with the checks that follow all of them */
+    for (unsigned ki = 0; !rc && !x->load_only && ki < c->ntasks && !bench_stop; ki++) {
+        c->o.tasks = c->tasks_list[ki];
+        if (c->ntasks > 1) fprintf(stderr, "kvbench tpcc: run %u of %u: %u tasks per thread\n",
+                                   ki + 1, c->ntasks, c->o.tasks);
         rc = drive_run(&d, &c->o, total, err, sizeof err);
         if (rc) fprintf(stderr, "kvbench tpcc: error: %s\n", err);
         else res->ran = true;
+        if (!rc) drive_sweep_add(&sweep, &c->o, total);
+        if (!rc && ki + 1 < c->ntasks && !quiet) {
+            double s = (double)total->elapsed_ns / 1e9;
+            printf("# tasks %u: tpmC %.0f\n", c->o.tasks,
+                   s > 0 ? (double)total->op[TPCC_NEW_ORDER].ok * 60.0 / s : 0);
+            drive_report(stdout, &c->o, total, NULL, NULL);
+            printf("\n");
+        }
     }
     char *report = NULL;
     int failed = -1;
@@ -176,6 +190,7 @@ static int one_run(struct tpcc_cli *x, struct result *res, bool quiet)
             printf("[TPCC], TransactionsPerSecond, %.1f\n", res->tps);
         }
     }
+    if (!quiet && c->o.fmt == DRIVE_TEXT) drive_sweep_print(stdout, &sweep, &c->o);
     if (!quiet && report) {
         FILE *o = c->o.fmt == DRIVE_TEXT ? stdout : stderr;
         fputs(report, o);

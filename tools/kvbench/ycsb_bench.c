@@ -135,8 +135,13 @@ int cmd_ycsb(int argc, char **argv)
         }
     }
     struct wl_stats *total = malloc(sizeof *total);
+    struct drive_sweep sweep = {0};
     if (!rc && run && !total) rc = RDKV_ENOMEM;
-    if (!rc && run) {
+    for (unsigned ki = 0; !rc && run && ki < c.ntasks && !bench_stop; ki++) {
+        c.o.tasks = c.tasks_list[ki];
+        if (c.ntasks > 1) fprintf(stderr, "kvbench ycsb: run %u of %u: %u tasks per thread\n",
+                                  ki + 1, c.ntasks, c.o.tasks);
+        if (c.ntasks > 1 && ki) printf("\n");
         rc = drive_run(&d, &c.o, total, err, sizeof err);
         if (rc) fprintf(stderr, "kvbench ycsb: error: %s\n", err);
         char rec[32], opsn[32], fl[48], thr[16], tgt[32], dist[64];
@@ -165,7 +170,9 @@ int cmd_ycsb(int argc, char **argv)
                             NULL};
         if (!rc || wl_stats_ops(total)) drive_report(stdout, &c.o, total, kv, NULL);
         if (!rc && drive_errors(total)) rc = RDKV_EIO;
+        if (!rc) drive_sweep_add(&sweep, &c.o, total);
     }
+    if (c.o.fmt == DRIVE_TEXT) drive_sweep_print(stdout, &sweep, &c.o);
     free(total);
     drive_close(&d);
     if (bench_cluster_close(&bc) && !rc) rc = 1;
