@@ -1,6 +1,6 @@
 /* Per-thread contexts: endpoints to peers, posting chains and RPCs, the completion queue, progress
- * (spin briefly, then block in io_uring), deadlines, and failure handling. The soft transport's
- * initiator side lives here too: a chain becomes request frames on the endpoint's TCP stream. */
+ * (spin briefly, then block in io_uring), deadlines, and failure handling, on both transports. A
+ * chain reaches its target through the fabric's backend (f->be: rdma/soft, rdma/verbs). */
 #include "internal.h"
 
 #include "common/clock.h"
@@ -67,8 +67,8 @@ int fab_ctx_create(struct fabric *f, struct fab_ctx **out)
     for (unsigned i = 0; i < FAB_MAX_INFLIGHT; i++)
         c->slots[i].next_free = (uint16_t)(i + 1 < FAB_MAX_INFLIGHT ? i + 1 : SLOT_NONE);
     c->free_head = 0;
-    if (f->transport == FAB_VERBS) {
-        rc = verbs_ctx_init(c);
+    if (f->be->ctx_init) {
+        rc = f->be->ctx_init(c);
         if (rc) {
             free(c->eps);
             bufring_fini(&c->ring, &c->br);
@@ -106,7 +106,7 @@ void fab_ctx_destroy(struct fab_ctx *c)
     while (c->discards && clock_now_ns() < until) ctx_progress(c, 20 * NS_PER_MS);
     for (unsigned i = 0; i < f->nnodes; i++)
         if (c->eps[i].conn || c->eps[i].vqp) ctx_fail_peer(c, (uint16_t)i, RDKV_ESHUTDOWN);
-    if (c->vctx) verbs_ctx_fini(c);
+    if (f->be->ctx_fini) f->be->ctx_fini(c);
     /* Let the closed connections' operations finish (briefly), then the ring's exit cancels
      * whatever is left before any buffer is freed. */
     int64_t deadline = clock_now_ns() + NS_PER_S;
@@ -118,7 +118,6 @@ void fab_ctx_destroy(struct fab_ctx *c)
         conn_fini(&cc->c);
         free(cc);
     }
-    for (unsigned i = 0; i < f->nnodes; i++) free(c->eps[i].fifo);
     free(c->eps);
     free(c);
 }
@@ -356,8 +355,6 @@ int ctx_ep_up(struct fab_ctx *c, uint16_t node)
     ep->arena_size = ack.arena_size;
     ep->state = EP_UP;
     ep->fail_streak = 0;
-    ep->needs_reset = false;
-    ep->head = ep->count = 0;
     return 0;
 }
 
@@ -379,18 +376,11 @@ void ctx_fail_peer(struct fab_ctx *c, uint16_t node, int status)
         c->closing_conns++;
         ep->conn = NULL;
     }
-    if (ep->vqp) verbs_peer_down(c, node);
+    /* The backend drops what it holds for this peer (the soft transport fails its pieces in
+     * flight); then every chain and RPC still open to this node fails. */
+    if (c->f->be->peer_down) c->f->be->peer_down(c, node, status);
     if (ep->state == EP_UP && status != RDKV_ESHUTDOWN) ep_backoff(c->f, ep);
     ep->state = EP_DOWN;
-    ep->needs_reset = false;
-    /* Every piece in flight fails; so does every chain and RPC still open to this node. */
-    for (unsigned k = 0; k < ep->count; k++) {
-        struct piece *p = &ep->fifo[(ep->head + k) % ep->cap];
-        struct slot *s = &c->slots[p->slot];
-        if (s->kind == SLOT_CHAIN && !s->done && s->ops[p->op].status == 0)
-            s->ops[p->op].status = status;
-    }
-    ep->head = ep->count = 0;
     for (unsigned i = 0; i < FAB_MAX_INFLIGHT && (ep->chains || ep->rpcs); i++) {
         struct slot *s = &c->slots[i];
         if (s->kind != SLOT_FREE && !s->done && s->node == node) {
@@ -428,26 +418,6 @@ static int validate_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n)
     return 0;
 }
 
-static bool fifo_push(struct peer_ep *ep, struct piece p)
-{
-    if (ep->count == ep->cap) {
-        unsigned ncap = ep->cap ? ep->cap * 2 : 64;
-        struct piece *nf = malloc(ncap * sizeof *nf);
-        if (!nf) return false;
-        for (unsigned k = 0; k < ep->count; k++) nf[k] = ep->fifo[(ep->head + k) % ep->cap];
-        free(ep->fifo);
-        ep->fifo = nf;
-        ep->cap = ncap;
-        ep->head = 0;
-    }
-    ep->fifo[(ep->head + ep->count) % ep->cap] = p;
-    ep->count++;
-    return true;
-}
-
-/* Sends what was appended to cn's output: now, or -- when a task of the attached scheduler posted
- * it -- at the end of the scheduler's round, together with what the other tasks post meanwhile
- * (ctx_round). */
 /* Starts a send of cn's gathered output (if none is in flight), counting the doorbell. */
 static void ctx_flush(struct fab_ctx *c, struct conn *cn)
 {
@@ -456,52 +426,18 @@ static void ctx_flush(struct fab_ctx *c, struct conn *cn)
     if (!was && cn->sending) c->k.doorbells++;
 }
 
-static void ctx_kick(struct fab_ctx *c, struct conn *cn)
+/* Sends what was appended to cn's output: now, or -- when a task of the attached scheduler posted
+ * it -- at the end of the scheduler's round, together with what the other tasks post meanwhile
+ * (ctx_round). */
+void ctx_kick(struct fab_ctx *c, struct conn *cn, bool defer)
 {
-    if (in_task(c)) {
+    if (defer) {
         c->flush_pending = true;
         return;
     }
     ctx_flush(c, cn);
     io_uring_submit(&c->ring);
     c->pending_submit = false;
-}
-
-/* The soft transport's doorbell: the chain becomes request frames appended to the endpoint's
- * output; one send carries them (and whatever else gathered meanwhile). */
-static int soft_post(struct fab_ctx *c, unsigned si)
-{
-    struct slot *s = &c->slots[si];
-    struct peer_ep *ep = &c->eps[s->node];
-    struct conn *cn = ep->conn;
-    if (ep->needs_reset) {
-        uint8_t *p = conn_reserve(cn, WIRE_HDR_SIZE);
-        if (!p) return RDKV_ENOMEM;
-        wire_put_hdr(p, WIRE_OP_RESET, 0);
-        ep->needs_reset = false;
-    }
-    for (unsigned i = 0; i < s->n; i++) {
-        struct fab_op *o = &s->ops[i];
-        bool atomic = o->opcode == FAB_OP_CAS || o->opcode == FAB_OP_FAA;
-        uint64_t len = atomic ? 8 : o->len;
-        for (uint64_t at = 0; at < len; at += WIRE_OP_MAX) {
-            uint32_t chunk = (uint32_t)(len - at < WIRE_OP_MAX ? len - at : WIRE_OP_MAX);
-            uint32_t payload = o->opcode == FAB_OP_WRITE ? chunk : 0;
-            uint8_t *p = conn_reserve(cn, WIRE_HDR_SIZE + WIRE_OP_REQ_SIZE + payload);
-            if (!p || !fifo_push(ep, (struct piece){.slot = (uint16_t)si, .op = (uint8_t)i,
-                                                    .len = chunk, .at = at}))
-                return RDKV_ENOMEM;
-            struct wire_op_req rq = {.op = o->opcode, .len = atomic ? 0 : chunk,
-                                     .off = rptr_off(o->remote) + at, .arg = o->arg,
-                                     .swap = o->swap};
-            wire_put_op_req(p, &rq, payload);
-            if (payload)
-                memcpy(p + WIRE_HDR_SIZE + WIRE_OP_REQ_SIZE, (const uint8_t *)o->local + at, payload);
-            s->pending++;
-        }
-    }
-    ctx_kick(c, cn);
-    return 0;
 }
 
 static int post_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_t tag, bool sync,
@@ -538,12 +474,10 @@ static int post_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_
     c->eps[s->node].chains++;
     *slot_out = si;
     rc = ctx_ep_up(c, s->node);
-    if (rc == 0 && c->f->transport == FAB_VERBS) {
+    if (rc == 0) {
         bool defer = in_task(c);
-        rc = verbs_post(c, (unsigned)si, defer);
+        rc = c->f->be->post(c, (unsigned)si, defer);
         if (defer) c->flush_pending = true;
-    } else if (rc == 0) {
-        rc = soft_post(c, (unsigned)si);
     }
     if (rc) {
         for (unsigned i = 0; i < n; i++)
@@ -583,9 +517,9 @@ static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void 
     s->owner = me;
     me->c = c;
     if (!sync && !discard) me->inflight++;
-    COUNT(c, me, rpcs, 1);
     /* a round trip: one chain or one RPC waited for (the verbs transport's own connection
-     * set-up is not the caller's) */
+     * set-up is not the caller's: neither an RPC nor a round trip of its) */
+    if (type != FAB_RPC_VERBS_CONNECT) COUNT(c, me, rpcs, 1);
     if (!discard && type != FAB_RPC_VERBS_CONNECT) COUNT(c, me, round_trips, 1);
     c->eps[node].rpcs++;
     *slot_out = si;
@@ -598,7 +532,7 @@ static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void 
             uint64_t id = ((uint64_t)s->gen << 16) | (unsigned)si;
             wire_put_rpc_req(p, id, type, (uint32_t)len);
             if (len) memcpy(p + WIRE_HDR_SIZE + WIRE_RPC_SIZE, req, len);
-            ctx_kick(c, c->eps[node].conn);
+            ctx_kick(c, c->eps[node].conn, in_task(c));
         }
     }
     if (rc) {
@@ -647,38 +581,6 @@ void fab_buf_free(struct fab_buf *b)
 /* ------------------------------------------------------------------------------------------ */
 /* Receiving */
 
-static int on_op_resp(struct fab_ctx *c, struct cconn *cc, const struct wire_hdr *h,
-                      const uint8_t *body)
-{
-    struct peer_ep *ep = &c->eps[cc->node];
-    struct wire_op_resp r;
-    const uint8_t *payload;
-    if (wire_get_op_resp(h, body, &r, &payload) || ep->count == 0) return RDKV_EPROTO;
-    struct piece p = ep->fifo[ep->head];
-    ep->head = (ep->head + 1) % ep->cap;
-    ep->count--;
-    struct slot *s = &c->slots[p.slot];
-    if (s->kind != SLOT_CHAIN || s->done) return 0; /* its chain already failed */
-    struct fab_op *o = &s->ops[p.op];
-    if (r.status == 0) {
-        if (o->opcode == FAB_OP_READ) {
-            if (r.len != p.len) return RDKV_EPROTO;
-            memcpy((uint8_t *)o->local + p.at, payload, p.len);
-        } else if (r.len != 0) {
-            return RDKV_EPROTO;
-        }
-        if (o->opcode == FAB_OP_CAS || o->opcode == FAB_OP_FAA) o->result = r.value;
-    } else {
-        if (r.status > 0 || r.status < RDKV_STATUS_MIN) r.status = RDKV_EPROTO;
-        if (o->status == 0) o->status = r.status;
-        if (s->status == 0) s->status = r.status;
-        /* The target's endpoint is in its error state until we reset it. */
-        ep->needs_reset = true;
-    }
-    if (--s->pending == 0) ctx_complete(c, p.slot, s->status);
-    return 0;
-}
-
 static int on_rpc_resp(struct fab_ctx *c, struct cconn *cc, const struct wire_hdr *h,
                        const uint8_t *body)
 {
@@ -715,7 +617,7 @@ static int on_ctx_frame(void *arg, const struct wire_hdr *h, const uint8_t *body
     struct cconn *cc = arg;
     if (cc->c.closing) return RDKV_ESHUTDOWN;
     switch (h->type) {
-    case WIRE_OP_RESP: return on_op_resp(cc->ctx, cc, h, body);
+    case WIRE_OP_RESP: return soft_on_op_resp(cc->ctx, cc->node, h, body);
     case WIRE_RPC_RESP: return on_rpc_resp(cc->ctx, cc, h, body);
     default: return RDKV_EPROTO;
     }
@@ -788,7 +690,9 @@ static void ctx_handle_cqe(struct fab_ctx *c, struct io_uring_cqe *cqe)
         }
         break;
     }
-    case EV_POLL: verbs_on_channel(c, cqe->res); break;
+    case EV_POLL:
+        if (c->f->be->on_channel) c->f->be->on_channel(c, cqe->res);
+        break;
     case EV_WAKE:
         c->wake_armed = false;
         arm_wake(c);
@@ -840,7 +744,7 @@ static int ctx_progress(struct fab_ctx *c, int64_t wait_ns)
         n++;
     }
     io_uring_cq_advance(&c->ring, n);
-    if (c->vctx) n += (unsigned)verbs_poll(c);
+    if (c->f->be->poll) n += (unsigned)c->f->be->poll(c);
     if (n && c->waiters) wake_waiters(c);
     int64_t now = clock_now_ns();
     if (c->inflight && now >= c->next_check) check_deadlines(c, now);
@@ -863,7 +767,7 @@ static void ctx_round(void *arg)
     struct fab_ctx *c = arg;
     if (!c->flush_pending) return;
     c->flush_pending = false;
-    if (c->vctx) verbs_flush(c);
+    if (c->f->be->flush) c->f->be->flush(c);
     for (unsigned i = 0; i < c->f->nnodes; i++) {
         struct conn *cn = c->eps[i].conn;
         if (cn && cn->dirty) ctx_flush(c, cn);
@@ -893,9 +797,9 @@ static void ctx_idle(void *arg, int64_t wait_ns)
     int64_t w = c->inflight ? c->next_check - now : -1;
     if (wait_ns > 0 && (w < 0 || wait_ns < w)) w = wait_ns;
     if (w >= 0 && w < 1000) w = 1000;
-    if (c->vctx) {
-        verbs_arm(c);
-        if (verbs_poll(c) > 0) return;
+    if (c->f->be->arm) {
+        c->f->be->arm(c);
+        if (c->f->be->poll(c) > 0) return;
     }
     ctx_progress(c, w);
 }
@@ -951,9 +855,9 @@ static bool wait_until(struct fab_ctx *c, bool (*cond)(struct fab_ctx *, void *)
         int64_t w = c->inflight ? c->next_check - now : 100 * NS_PER_MS;
         if (deadline >= 0 && deadline - now < w) w = deadline - now;
         if (w < 1000) w = 1000;
-        if (c->vctx) {
-            verbs_arm(c);
-            if (verbs_poll(c) > 0 && cond(c, arg)) return true;
+        if (c->f->be->arm) {
+            c->f->be->arm(c);
+            if (c->f->be->poll(c) > 0 && cond(c, arg)) return true;
         }
         ctx_progress(c, w);
         if (cond(c, arg)) return true;

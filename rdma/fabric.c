@@ -1,4 +1,5 @@
-/* The node: options, the arena and its region directory, RPC registration, and start/stop. */
+/* The node: options, the choice of backend, the arena and its region directory, RPC registration,
+ * and start/stop. */
 #include "internal.h"
 
 #include "common/clock.h"
@@ -100,6 +101,7 @@ int fab_open(const struct fab_opts *o, struct fabric **out, char *err, size_t er
         rc = RDKV_ENOTSUP;
         goto fail;
     }
+    f->be = f->transport == FAB_VERBS ? &fab_verbs_backend : &fab_soft_backend;
 
     if (f->node != FAB_NODE_CLIENT) {
         uint64_t size = o->arena_size ? o->arena_size : o->cluster->arena_size;
@@ -134,8 +136,8 @@ int fab_open(const struct fab_opts *o, struct fabric **out, char *err, size_t er
         }
     }
 
-    if (f->transport == FAB_VERBS) {
-        rc = verbs_node_open(f, err, errcap);
+    if (f->be->node_open) {
+        rc = f->be->node_open(f, err, errcap);
         if (rc) goto fail;
     }
 
@@ -151,7 +153,7 @@ int fab_open(const struct fab_opts *o, struct fabric **out, char *err, size_t er
 
 fail:
     if (listen_fd >= 0 && listen_fd != o->listen_fd) close(listen_fd);
-    if (f->vn) verbs_node_close(f);
+    if (f->be && f->be->node_close) f->be->node_close(f);
     if (f->arena) munmap(f->arena, f->arena_size);
     pthread_mutex_destroy(&f->region_lock);
     free(f);
@@ -162,7 +164,7 @@ void fab_close(struct fabric *f)
 {
     if (!f) return;
     svc_stop(f);
-    if (f->vn) verbs_node_close(f);
+    if (f->be->node_close) f->be->node_close(f);
     if (f->arena) munmap(f->arena, f->arena_size);
     pthread_mutex_destroy(&f->region_lock);
     free(f);

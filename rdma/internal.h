@@ -1,6 +1,7 @@
 /* Internals shared by the fabric's parts: the node (struct fabric), the per-thread context
- * (struct fab_ctx), the io_uring connection machinery both sides use, the node service (soft NIC
- * and RPC front end), and the interface of the verbs backend. Not for use outside rdma/. */
+ * (struct fab_ctx), the io_uring connection machinery both sides use, the node service (RPC front
+ * end), and the seam to the two transports: the backend table (struct fab_backend) and the soft
+ * transport's frame handlers. Not for use outside rdma/. */
 #ifndef RDKV_RDMA_INTERNAL_H
 #define RDKV_RDMA_INTERNAL_H
 
@@ -118,6 +119,7 @@ struct rpc_entry {
 
 struct svc;
 struct verbs_node;
+struct fab_backend;
 
 struct fabric {
     struct fab_opts o;
@@ -133,8 +135,9 @@ struct fabric {
     void *_Atomic hook_arg;
     _Atomic(fab_rpc_hook) rpc_hook_fn; /* test hook around non-inline RPC handlers */
     void *_Atomic rpc_hook_arg;
+    const struct fab_backend *be; /* the transport's backend, chosen once by fab_open */
     struct svc *svc;
-    struct verbs_node *vn;
+    struct verbs_node *vn;        /* verbs backend: the node's device state */
     int64_t start_ns;
 };
 
@@ -150,6 +153,9 @@ struct piece {
     uint64_t at; /* byte offset inside the op */
 };
 
+/* An endpoint. The backends' per-peer state stays in it (the soft transport's needs_reset and
+ * fifo of pieces, the verbs queue pair behind vqp): a side array per backend would only repeat
+ * the endpoints' allocation and lifetime. Only its backend (rdma/soft, rdma/verbs) writes it. */
 struct peer_ep {
     enum ep_state state;
     struct conn *conn;
@@ -162,6 +168,7 @@ struct peer_ep {
     unsigned rpcs;         /* RPCs in flight to this peer */
     unsigned chains;       /* chains in flight to this peer */
     void *vqp;             /* verbs: the queue pair to this peer */
+    bool vconnecting;      /* verbs: a task of this context is connecting it (the others wait) */
 };
 
 enum slot_kind { SLOT_FREE = 0, SLOT_CHAIN = 1, SLOT_RPC = 2 };
@@ -221,7 +228,7 @@ struct fab_ctx {
     struct fab_counters k;
     fab_reply_hook reply_hook; /* test hook: runs before a chain's completion is delivered */
     void *reply_hook_arg;
-    void *vctx;            /* verbs per-thread state */
+    void *vctx;            /* verbs backend: per-thread state */
     /* tasks (fab_ctx_attach) */
     struct sched *sched;   /* the scheduler whose tasks share this context, or NULL */
     uint64_t wake_buf;     /* the read of the scheduler's eventfd lands here */
@@ -237,10 +244,14 @@ void ctx_complete(struct fab_ctx *c, unsigned slot, int status);
 void ctx_fail_peer(struct fab_ctx *c, uint16_t node, int status);
 /* Makes sure the TCP endpoint to node is up (connecting synchronously if needed). */
 int ctx_ep_up(struct fab_ctx *c, uint16_t node);
+/* Sends what was appended to cn's output: now, or with defer (a task of the attached scheduler
+ * posted it) at the end of the scheduler's round, together with what its other tasks post
+ * meanwhile. */
+void ctx_kick(struct fab_ctx *c, struct conn *cn, bool defer);
 
 /* ---------------------------------------------------------------------------------------------
- * The node service: accepts connections, runs soft one-sided requests (the soft NIC), and feeds
- * RPCs to the RPC threads. */
+ * The node service: accepts connections, hands soft one-sided requests to the soft NIC (which
+ * runs on the service thread), and feeds RPCs to the RPC threads. */
 int svc_start(struct fabric *f, int listen_fd, char *err, size_t errcap);
 void svc_stop(struct fabric *f);
 /* The service connection an RPC arrived on: an id unique for the fabric's lifetime. Resources a
@@ -248,27 +259,61 @@ void svc_stop(struct fabric *f);
 uint64_t svc_req_conn_id(const struct fab_rpc_req *req);
 
 /* ---------------------------------------------------------------------------------------------
- * The verbs backend (rdma/verbs). Every function returns 0 or RDKV_E*. */
+ * Backends: how one-sided operations reach the target. The shared code (fabric.c, ctx.c,
+ * service.c) owns everything else on both transports -- the TCP connection to each peer, RPC,
+ * slots, deadlines, waiting, tasks -- and reaches a backend only through this table, chosen once
+ * by fab_open (f->be). A NULL hook means the backend has nothing to do there. */
+struct fab_backend {
+    /* The node, after its arena is mapped and before the service starts (returns 0 or RDKV_E*,
+     * with a reason in err). node_close also runs after a failed or a skipped node_open. */
+    int (*node_open)(struct fabric *f, char *err, size_t errcap);
+    void (*node_close)(struct fabric *f);
+    /* A context, once its ring and endpoints exist (returns 0 or RDKV_E*); ctx_fini runs after
+     * every endpoint was failed with RDKV_ESHUTDOWN, before the ring goes. */
+    int (*ctx_init)(struct fab_ctx *c);
+    void (*ctx_fini)(struct fab_ctx *c);
+    /* Required. Posts slot's chain (already validated, counted, its TCP endpoint up) to its node:
+     * now, or with defer (a task posted it) at the round's end -- the caller then schedules the
+     * round's flush, and every chain deferred meanwhile leaves with it (one send or one doorbell
+     * per peer). Failures after posting arrive through ctx_complete; a status returned fails the
+     * whole chain (RDKV_ENOMEM also fails the peer). */
+    int (*post)(struct fab_ctx *c, unsigned slot, bool defer);
+    /* The round's end: posts what was deferred. (The TCP connections' output is flushed by the
+     * caller on both transports.) */
+    void (*flush)(struct fab_ctx *c);
+    /* Reaps completions that do not arrive through the ring; returns how many it handled. */
+    int (*poll)(struct fab_ctx *c);
+    /* Before the context blocks in its ring: arms a completion channel so that an EV_POLL event
+     * ends the wait (the caller then polls once, for completions that beat the arming). Needs
+     * poll. */
+    void (*arm)(struct fab_ctx *c);
+    /* The EV_POLL event came (res: its result). */
+    void (*on_channel)(struct fab_ctx *c, int res);
+    /* The endpoint to node failed with status: the backend drops what it holds for that peer
+     * (ops it tracks get status); the caller then fails every chain and RPC still open to it. */
+    void (*peer_down)(struct fab_ctx *c, uint16_t node, int status);
+    /* On the service thread: service connection conn_id is gone (svc_req_conn_id); drop what
+     * was created for it. */
+    void (*conn_gone)(struct fabric *f, uint64_t conn_id);
+};
+
+extern const struct fab_backend fab_soft_backend;  /* rdma/soft/initiator.c */
+extern const struct fab_backend fab_verbs_backend; /* rdma/verbs/data.c */
+
+/* True when libibverbs lists at least one device (rdma/verbs/control.c). */
 bool verbs_available(void);
-int verbs_node_open(struct fabric *f, char *err, size_t errcap);
-void verbs_node_close(struct fabric *f);
-int verbs_ctx_init(struct fab_ctx *c);
-void verbs_ctx_fini(struct fab_ctx *c);
-/* Posts slot's chain (already validated) to node: now, or with defer, at the next verbs_flush
- * (together with every chain deferred meanwhile: one doorbell per queue pair). Failures after
- * posting arrive through ctx_complete. */
-int verbs_post(struct fab_ctx *c, unsigned slot, bool defer);
-void verbs_flush(struct fab_ctx *c);
-/* Reaps the completion queue; returns how many work completions it handled. */
-int verbs_poll(struct fab_ctx *c);
-/* Arms the completion channel so that the ring's poll fires on the next completion. */
-void verbs_arm(struct fab_ctx *c);
-/* Called on EV_POLL for the channel (res is the poll CQE's result). */
-void verbs_on_channel(struct fab_ctx *c, int res);
-/* The endpoint to node failed: drop its queue pair (its work requests are failed by the caller). */
-void verbs_peer_down(struct fab_ctx *c, uint16_t node);
-/* The service closed connection conn_id: drop the passive queue pairs created for it. Called on
- * the service thread. */
-void verbs_conn_gone(struct fabric *f, uint64_t conn_id);
+
+/* The soft transport's two frames that arrive on the shared receive paths:
+ * - soft_on_op_resp (rdma/soft/initiator.c), on the context's thread: a WIRE_OP_RESP from node.
+ *   Returns 0, or RDKV_EPROTO when it does not match what is in flight (the caller fails the
+ *   connection).
+ * - soft_nic_exec (rdma/soft/nic.c), on the service thread: the soft NIC executes one WIRE_OP_REQ
+ *   that arrived on cn and appends its response to cn's output. *qp_error is the connection's
+ *   error state (set by an access error, cleared by WIRE_OP_RESET); cn is closed (through ring)
+ *   when the frame is malformed or memory runs out. */
+int soft_on_op_resp(struct fab_ctx *c, uint16_t node, const struct wire_hdr *h,
+                    const uint8_t *body);
+void soft_nic_exec(struct fabric *f, struct io_uring *ring, struct conn *cn, bool *qp_error,
+                   const struct wire_hdr *h, const uint8_t *body);
 
 #endif

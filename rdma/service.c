@@ -1,11 +1,11 @@
 /* The node service. One thread owns an io_uring and every accepted connection: it answers
- * handshakes, executes soft one-sided requests against the arena (it *is* the soft NIC: no
- * application thread takes part), and hands RPCs to the RPC threads, whose replies come back
- * through a queue and an eventfd. It blocks in io_uring_enter when there is nothing to do. */
+ * handshakes, hands soft one-sided requests to the soft NIC (rdma/soft/nic.c), which executes them
+ * against the arena on this thread (no application thread takes part), and hands RPCs to the RPC
+ * threads, whose replies come back through a queue and an eventfd. It blocks in io_uring_enter
+ * when there is nothing to do. */
 #include "internal.h"
 
 #include "common/clock.h"
-#include "common/fence.h"
 #include "common/log.h"
 #include "common/tsan.h"
 
@@ -29,7 +29,7 @@ struct sconn {
     struct sconn *prev, *next;
     uint16_t peer;
     bool hello_done;
-    bool qp_error;    /* soft one-sided: flush everything until WIRE_OP_RESET */
+    bool qp_error;    /* the soft NIC's error state: flush everything until WIRE_OP_RESET */
     bool echo;        /* hand the socket to an echo thread once the recv is cancelled */
     int reqs;         /* RPC requests that still owe a reply on this connection */
     uint64_t id;
@@ -250,120 +250,6 @@ static void dispatch_rpc(struct svc *s, struct sconn *sc, const struct wire_hdr 
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* The soft NIC */
-
-/* The NIC's word accesses: release/acquire, so a CPU thread that sees a value the NIC stored also
- * sees what happened before it on the wire (as with a real RNIC, whose DMA write is visible
- * before its completion is), and plain movs on x86. */
-static inline uint64_t load64(const uint8_t *p)
-{
-    return __atomic_load_n((const uint64_t *)(const void *)p, __ATOMIC_ACQUIRE);
-}
-static inline void store64(uint8_t *p, uint64_t v)
-{
-    __atomic_store_n((uint64_t *)(void *)p, v, __ATOMIC_RELEASE);
-}
-
-/* Copies between the arena and a private buffer so that every 8-byte-aligned arena word moves
- * in one 8-byte access (RDMA's one promise for READ/WRITE atomicity), and bytes of partial words
- * move one by one. CPU threads on the node read and write arena words concurrently with the NIC
- * by design; word-sized atomic accesses keep that well defined. */
-static void arena_copy(uint8_t *dst, const uint8_t *src, size_t n, bool dst_is_arena)
-{
-    uint8_t *arena = dst_is_arena ? dst : (uint8_t *)(uintptr_t)src;
-    size_t i = 0;
-    while (i < n && ((uintptr_t)(arena + i) & 7)) {
-        if (dst_is_arena) __atomic_store_n(&dst[i], src[i], __ATOMIC_RELEASE);
-        else dst[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
-        i++;
-    }
-    for (; i + 8 <= n; i += 8) {
-        uint64_t v;
-        if (dst_is_arena) {
-            memcpy(&v, src + i, 8);
-            store64(dst + i, v);
-        } else {
-            v = load64(src + i);
-            memcpy(dst + i, &v, 8);
-        }
-    }
-    for (; i < n; i++) {
-        if (dst_is_arena) __atomic_store_n(&dst[i], src[i], __ATOMIC_RELEASE);
-        else dst[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
-    }
-}
-
-static void nic_respond(struct svc *s, struct sconn *sc, int status, uint64_t value,
-                        const uint8_t *data, uint32_t len)
-{
-    uint8_t *p = conn_reserve(&sc->c, WIRE_HDR_SIZE + WIRE_OP_RESP_SIZE + len);
-    if (!p) {
-        conn_close(&s->ring, &sc->c);
-        return;
-    }
-    struct wire_op_resp r = {.status = status, .len = len, .value = value};
-    wire_put_op_resp(p, &r);
-    if (len) arena_copy(p + WIRE_HDR_SIZE + WIRE_OP_RESP_SIZE, data, len, false);
-}
-
-static void nic_exec(struct svc *s, struct sconn *sc, const struct wire_hdr *h, const uint8_t *body)
-{
-    struct fabric *f = s->f;
-    struct wire_op_req rq;
-    const uint8_t *payload;
-    if (wire_get_op_req(h, body, &rq, &payload)) {
-        conn_close(&s->ring, &sc->c);
-        return;
-    }
-    if (f->transport != FAB_SOFT || !f->arena) {
-        nic_respond(s, sc, RDKV_ENOTSUP, 0, NULL, 0);
-        return;
-    }
-    if (sc->qp_error) {
-        nic_respond(s, sc, RDKV_EFLUSHED, 0, NULL, 0);
-        return;
-    }
-    uint64_t size = f->arena_size;
-    bool atomic = rq.op == FAB_OP_CAS || rq.op == FAB_OP_FAA;
-    uint64_t len = atomic ? 8 : rq.len;
-    bool ok = (rq.op >= FAB_OP_READ && rq.op <= FAB_OP_FAA) && len > 0 && rq.off < size &&
-              len <= size - rq.off && (!atomic || (rq.off & 7) == 0);
-    if (!ok) {
-        sc->qp_error = true;
-        nic_respond(s, sc, RDKV_EACCESS, 0, NULL, 0);
-        return;
-    }
-    uint8_t *addr = f->arena + rq.off;
-    switch (rq.op) {
-    case FAB_OP_READ:
-        nic_respond(s, sc, 0, 0, addr, rq.len);
-        return;
-    case FAB_OP_WRITE:
-        arena_copy(addr, payload, rq.len, true);
-        /* A NIC's DMA write is visible before any later access it makes (PCIe reads do not pass
-         * posted writes); without this fence x86 could let the next READ's loads pass the store
-         * (Peterson's store->load order depends on it). */
-        full_fence();
-        nic_respond(s, sc, 0, 0, NULL, 0);
-        return;
-    default: {
-        /* A NIC atomic: load, compute, store -- serialized with every other NIC atomic on this
-         * node because this one thread runs them all, but NOT atomic with CPU atomics. */
-        uint64_t old = load64(addr);
-        fab_atomic_hook hook = atomic_load_explicit(&f->hook_fn, memory_order_acquire);
-        if (hook) hook(atomic_load_explicit(&f->hook_arg, memory_order_acquire),
-                       rptr_make(f->node, rq.off), old);
-        if (f->o.soft_atomic_pause_ns > 0) clock_sleep_ns(f->o.soft_atomic_pause_ns);
-        uint64_t nv = rq.op == FAB_OP_FAA ? old + rq.arg : (old == rq.arg ? rq.swap : old);
-        if (rq.op == FAB_OP_FAA || old == rq.arg) store64(addr, nv);
-        full_fence(); /* as for WRITE */
-        nic_respond(s, sc, 0, old, NULL, 0);
-        return;
-    }
-    }
-}
-
-/* ------------------------------------------------------------------------------------------ */
 /* Echo baseline: a plain blocking thread, no io_uring, no fabric framing. */
 
 static void *echo_main(void *arg)
@@ -445,7 +331,7 @@ static void sconn_maybe_free(struct svc *s, struct sconn *sc)
     if (sc->prev) sc->prev->next = sc->next;
     else s->conns = sc->next;
     if (sc->next) sc->next->prev = sc->prev;
-    if (s->f->vn) verbs_conn_gone(s->f, sc->id);
+    if (s->f->be->conn_gone) s->f->be->conn_gone(s->f, sc->id);
     conn_fini(&sc->c);
     free(sc);
 }
@@ -504,7 +390,7 @@ static int on_frame(void *arg, const struct wire_hdr *h, const uint8_t *body)
         return 0;
     }
     switch (h->type) {
-    case WIRE_OP_REQ: nic_exec(s, sc, h, body); break;
+    case WIRE_OP_REQ: soft_nic_exec(s->f, &s->ring, &sc->c, &sc->qp_error, h, body); break;
     case WIRE_OP_RESET: sc->qp_error = false; break;
     case WIRE_RPC_REQ: dispatch_rpc(s, sc, h, body); break;
     default: return RDKV_EPROTO;
@@ -670,7 +556,7 @@ static void *svc_main(void *arg)
     uring_exit(&s->ring);
     for (struct sconn *sc = s->conns, *n; sc; sc = n) {
         n = sc->next;
-        if (s->f->vn) verbs_conn_gone(s->f, sc->id);
+        if (s->f->be->conn_gone) s->f->be->conn_gone(s->f, sc->id);
         conn_fini(&sc->c);
         free(sc);
     }
