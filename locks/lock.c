@@ -18,9 +18,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static const struct lock_algo *const algos[] = {&lock_alock, &lock_spin,  &lock_mcs,
-                                                &lock_dslr,  &lock_dslr_u, &lock_drtm,
-                                                &lock_rof,   &lock_trad,  &lock_rwlock};
+static const struct lock_algo *const algos[] = {
+    &lock_alock, &lock_spin, &lock_mcs,   &lock_dslr,     &lock_dslr_u,  &lock_drtm,  &lock_rof,
+    &lock_trad,  &lock_rwlock, &lock_dmcs, &lock_fompi_rw, &lock_rma_mcs, &lock_rma_rw};
 
 const struct lock_algo *lock_algo_find(const char *name)
 {
@@ -32,7 +32,8 @@ const struct lock_algo *lock_algo_find(const char *name)
 
 const char *lock_algo_names(void)
 {
-    return "alock, spin, mcs, dslr, dslr-u, drtm, rof, trad, rwlock";
+    return "alock, spin, mcs, dslr, dslr-u, drtm, rof, trad, rwlock, dmcs, fompi-rw, rma-mcs, "
+           "rma-rw";
 }
 
 void lock_cfg_init(struct lock_cfg *cfg)
@@ -49,6 +50,11 @@ void lock_cfg_init(struct lock_cfg *cfg)
     cfg->rwlock_local_budget = 5;
     cfg->rwlock_remote_budget = 20;
     cfg->dslr_max_slots = LOCK_DSLR_MAX_SLOTS;
+    cfg->rma_tl2 = 50;
+    cfg->rma_tl1 = 20;
+    cfg->rma_tr = 1000;
+    cfg->rma_dc_nodes = 1;
+    cfg->rma_dc_per_node = 1;
 }
 
 bool lock_lease_ok(const struct lock_handle *h)
@@ -174,6 +180,21 @@ int desc_get(struct lock_thread *t, unsigned *idx, rptr *r, struct lock_desc **d
     return 0;
 }
 
+int lock_swap(struct fab_ctx *c, rptr w, uint64_t v, uint64_t *prev)
+{
+    uint64_t expect = 0;
+    for (;;) {
+        uint64_t old;
+        int rc = fab_cas(c, w, expect, v, &old);
+        if (rc) return rc;
+        if (old == expect) {
+            *prev = old;
+            return 0;
+        }
+        expect = old;
+    }
+}
+
 void desc_put(struct lock_thread *t, unsigned idx) { t->free_mask[idx / 64] |= 1ull << (idx % 64); }
 
 rptr desc_rptr(const struct lock_thread *t, unsigned idx)
@@ -189,6 +210,8 @@ struct lock_desc *desc_at(struct lock_thread *t, unsigned idx)
 /* ---------------------------------------------------------------------------------------------
  * The lock table */
 #define TABLE_REGION "locktable"
+#define RMA_REGION "lockrma"
+#define RMA_REGION_BYTES ((uint64_t)LOCK_RMA_MAX * LOCK_LINE)
 
 static void share(uint32_t total, unsigned nodes, uint16_t node, uint32_t *first, uint32_t *count)
 {
@@ -217,8 +240,24 @@ int locktable_reset(struct fabric *f, uint32_t total)
     uint64_t *p = fab_local(f, base);
     size_t words = (size_t)count * LOCKTABLE_ENTRY / 8;
     for (size_t i = 0; i < words; i++) __atomic_store_n(&p[i], 0, __ATOMIC_RELAXED);
+    /* the RMA locks' sites of this node, one per lock of the whole table */
+    if ((rc = fab_region(f, RMA_REGION, RMA_REGION_BYTES, LOCK_LINE, &base))) return rc;
+    p = fab_local(f, base);
+    words = (size_t)(total < LOCK_RMA_MAX ? total : LOCK_RMA_MAX) * LOCK_LINE / 8;
+    for (size_t i = 0; i < words; i++) __atomic_store_n(&p[i], 0, __ATOMIC_RELAXED);
     full_fence();
     return 0;
+}
+
+uint32_t locktable_index(const struct locktable *lt, rptr line)
+{
+    uint16_t n = rptr_node(line);
+    if (n >= lt->nodes || rptr_off(line) < rptr_off(lt->base[n])) return UINT32_MAX;
+    uint64_t d = rptr_off(line) - rptr_off(lt->base[n]);
+    uint32_t first, count;
+    share(lt->total, lt->nodes, n, &first, &count);
+    if (d % LOCKTABLE_ENTRY || d / LOCKTABLE_ENTRY >= count) return UINT32_MAX;
+    return first + (uint32_t)(d / LOCKTABLE_ENTRY);
 }
 
 int locktable_open(struct locktable *lt, struct fab_ctx *c, uint32_t total)
@@ -235,9 +274,13 @@ int locktable_open(struct locktable *lt, struct fab_ctx *c, uint32_t total)
         if (rc == RDKV_EUNAVAILABLE) {
             lt->unreachable |= 1ull << n;
             lt->base[n] = rptr_make((uint16_t)n, 0); /* any access reaches the dead peer: fails */
+            lt->rma[n] = lt->base[n];
             continue;
         }
         if (rc) return rc;
+        rc = fab_region_lookup(c, (uint16_t)n, RMA_REGION, &lt->rma[n], &size);
+        if (rc == RDKV_ENOTFOUND) lt->rma[n] = RPTR_NULL; /* a node that never reset the table */
+        else if (rc) return rc;
         up++;
     }
     return up ? 0 : RDKV_EUNAVAILABLE;

@@ -59,6 +59,10 @@ extern const struct lock_algo lock_drtm;   /* DrTM: CAS for both modes, leases f
 extern const struct lock_algo lock_rof;    /* retry-on-fail: CAS exclusive, FA shared */
 extern const struct lock_algo lock_trad;   /* an RPC lock manager on the owner, FIFO queues */
 extern const struct lock_algo lock_rwlock; /* rdkv's row lock: DSLR tickets with locality */
+extern const struct lock_algo lock_dmcs;   /* D-MCS: the HPDC'16 paper's name for mcs */
+extern const struct lock_algo lock_fompi_rw; /* foMPI's RW lock: rof's word, polled before retry */
+extern const struct lock_algo lock_rma_mcs; /* RMA-MCS: per-node MCS queues under a cluster one */
+extern const struct lock_algo lock_rma_rw;  /* RMA-RW: RMA-MCS for writers, counters for readers */
 
 /* Releases n held dslr locks with one round trip per node for the plain releases (the range
  * locks built of DSLR words use it). 0, RDKV_ETIMEDOUT if some lease had run out, or the first
@@ -107,6 +111,13 @@ struct lock_cfg {
                                      LOCK_DSLR_MAX_SLOTS); waiters' patience grows with the tickets
                                      ahead up to this many leases, so 1 (no multi-slot leasing, as
                                      transactions use it) lets a dead holder go after two leases */
+    /* rma-mcs, rma-rw (docs/rma-locks.md) */
+    int64_t rma_tl2;          /* T_L,2: consecutive writer entries within a node (default 50) */
+    int64_t rma_tl1;          /* T_L,1: consecutive passes of the cluster queue between nodes
+                                 before the readers' turn (rma-rw; default 20) */
+    int64_t rma_tr;           /* T_R: readers per counter per READ phase (default 1000) */
+    int64_t rma_dc_nodes;     /* a counter host every k-th node (default 1) ... */
+    int64_t rma_dc_per_node;  /* ... with this many counters, 1..4 (default 1) */
 };
 void lock_cfg_init(struct lock_cfg *cfg);
 
@@ -148,6 +159,7 @@ struct lock_thread {
     int64_t omega_ns;     /* dslr's poll unit once calibrated */
     struct lock_abandoned *abandoned;
     uint64_t rng;
+    const struct locktable *table; /* rma-mcs, rma-rw: where the locks' sites are */
 };
 
 /* dslr: where a waiter last gave up on a word that did not move, so that the next wait on the
@@ -240,6 +252,7 @@ struct locktable {
     unsigned nodes;
     uint32_t total;
     rptr base[CLUSTER_MAX_NODES];
+    rptr rma[CLUSTER_MAX_NODES]; /* each node's "lockrma" region: the RMA locks' sites */
     uint64_t unreachable; /* bit n: node n did not answer at open; its locks fail RDKV_EUNAVAILABLE */
 };
 
@@ -251,6 +264,16 @@ int locktable_reset(struct fabric *f, uint32_t total);
  * node answers or on another error. */
 int locktable_open(struct locktable *lt, struct fab_ctx *c, uint32_t total);
 uint32_t locktable_count(const struct locktable *lt, uint16_t node);
+/* The global index of the lock whose line is `line` (node n's locks follow those of nodes < n),
+ * or UINT32_MAX when line is not a lock line of the table. */
+uint32_t locktable_index(const struct locktable *lt, rptr line);
+/* The RMA locks (rma-mcs, rma-rw) keep a 64-byte site per lock on every node for the table's
+ * first LOCK_RMA_MAX locks; a thread that takes them names the table first. */
+#define LOCK_RMA_MAX 4096
+static inline void lock_thread_use_table(struct lock_thread *t, const struct locktable *lt)
+{
+    t->table = lt;
+}
 static inline rptr locktable_line(const struct locktable *lt, uint16_t node, uint32_t i)
 {
     return rptr_add(lt->base[node], (uint64_t)i * LOCKTABLE_ENTRY);

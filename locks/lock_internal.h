@@ -26,6 +26,10 @@ void desc_put(struct lock_thread *t, unsigned idx);
 struct lock_desc *desc_at(struct lock_thread *t, unsigned idx);
 rptr desc_rptr(const struct lock_thread *t, unsigned idx);
 
+/* An atomic swap of the 64-bit word at w for v, with the old value in *prev: a CAS loop through
+ * the fabric (verbs have no swap). */
+int lock_swap(struct fab_ctx *c, rptr w, uint64_t v, uint64_t *prev);
+
 static inline uint64_t ld64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static inline void st64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 

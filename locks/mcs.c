@@ -1,5 +1,8 @@
-/* The RDMA MCS lock (ALock paper's baseline): an MCS queue whose tail is one 64-bit word in the
- * lock line. Every access to shared state -- the tail and other threads' descriptors -- goes
+/* The RDMA MCS lock (ALock paper's baseline), which is also D-MCS (the HPDC'16 paper's
+ * topology-oblivious distributed MCS, registered a second time as "dmcs"): an MCS queue whose
+ * tail is one 64-bit word in the lock line. It already has the digest's two fixes to D-MCS's
+ * listings (its own descriptor is initialised and fenced before the enqueue; the hand-off goes
+ * to the successor it read). Every access to shared state -- the tail and other threads' descriptors -- goes
  * through the fabric, local locks included (loopback); the tail sees only NIC atomics. Like any
  * MCS lock it waits on its own descriptor (in its own arena, written by its predecessor's NIC
  * WRITE), so waiters never spin across the network. The enqueue is a CAS loop (no swap in
@@ -22,13 +25,8 @@ static int mcs_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadl
     __atomic_store_n(&d->budget, -1, __ATOMIC_RELAXED);
     __atomic_store_n(&d->next, 0, __ATOMIC_RELAXED);
     full_fence();
-    uint64_t expect = 0, prev = 0;
-    for (;;) {
-        rc = fab_cas(t->c, h->line, expect, me, &prev);
-        if (rc) goto fail;
-        if (prev == expect) break;
-        expect = prev;
-    }
+    uint64_t prev;
+    if ((rc = lock_swap(t->c, h->line, me, &prev))) goto fail;
     if (prev) {
         uint64_t mine = me;
         rc = fab_write(t->c, rptr_add(prev, DESC_NEXT), &mine, 8);
@@ -68,6 +66,15 @@ out:
 
 const struct lock_algo lock_mcs = {
     .name = "mcs",
+    .modes = 1u << LOCK_EXCLUSIVE,
+    .uses_descriptors = true,
+    .acquire = mcs_acquire,
+    .release = mcs_release,
+};
+
+/* D-MCS under the name its paper gives it (docs/rma-locks.md). */
+const struct lock_algo lock_dmcs = {
+    .name = "dmcs",
     .modes = 1u << LOCK_EXCLUSIVE,
     .uses_descriptors = true,
     .acquire = mcs_acquire,

@@ -9,7 +9,23 @@
 
 #define ROF_X (1ull << 63)
 
-static int rof_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadline)
+/* foMPI's RW lock (fompi-rw) is the same word and the same atomics; as good as that design
+ * gets, it reads the word until it looks free before it retries an atomic (test and
+ * test-and-set), so waiters poll with READs instead of flooding the word with atomics that a
+ * holder's release then queues behind. */
+static bool looks_free(struct lock_thread *t, rptr line, enum lock_mode mode, int64_t deadline,
+                       int64_t *b, uint64_t *seed, int *rc)
+{
+    for (;;) {
+        uint64_t w;
+        if ((*rc = fab_read(t->c, line, &w, 8))) return false;
+        if (mode == LOCK_EXCLUSIVE ? w == 0 : !(w & ROF_X)) return true;
+        if (deadline && clock_now_ns() >= deadline) return false;
+        lock_retry_backoff(t, b, seed);
+    }
+}
+
+static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadline, bool ttas)
 {
     struct lock_thread *t = h->t;
     if (mode != LOCK_SHARED && mode != LOCK_EXCLUSIVE) return RDKV_ENOTSUP;
@@ -34,10 +50,25 @@ static int rof_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadl
             return RDKV_ETIMEDOUT;
         }
         lock_retry_backoff(t, &b, &seed);
+        if (ttas && !looks_free(t, h->line, mode, deadline, &b, &seed, &rc)) {
+            if (rc) return rc;
+            t->stats.timeouts++;
+            return RDKV_ETIMEDOUT;
+        }
     }
     h->mode = (uint8_t)mode;
     h->granted_at = clock_now_ns();
     return 0;
+}
+
+static int rof_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadline)
+{
+    return rw_acquire(h, mode, deadline, false);
+}
+
+static int fompi_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadline)
+{
+    return rw_acquire(h, mode, deadline, true);
 }
 
 static int rof_release(struct lock_handle *h)
@@ -62,5 +93,14 @@ const struct lock_algo lock_rof = {
     .movable = true,
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
     .acquire = rof_acquire,
+    .release = rof_release,
+};
+
+const struct lock_algo lock_fompi_rw = {
+    .name = "fompi-rw",
+    .holds_x = rof_holds_x,
+    .movable = true,
+    .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
+    .acquire = fompi_acquire,
     .release = rof_release,
 };

@@ -75,6 +75,7 @@ struct stress {
     struct trad_mgr *trad[TENV_MAX];
     unsigned nodes, threads_per_node, locks, iters, locality, shared_pct;
     unsigned tasks;              /* lock clients per thread: tasks sharing its context (1: none) */
+    const int64_t *rma;          /* rma locks: T_L,2, T_L,1, T_R, DC nodes, DC per node */
     int64_t cs_ns;               /* extra time inside each exclusive critical section */
     uint32_t *acq;               /* exclusive acquisitions per lock (global index) */
     _Atomic uint64_t violations; /* the checker saw someone it should not have */
@@ -170,10 +171,18 @@ static void stress_client(struct worker *w, struct fab_ctx *c, unsigned sub)
     cfg.lease_ns = 5 * NS_PER_S; /* nobody dies here: no lease may run out under load */
     cfg.drtm_lease_ns = 50 * NS_PER_MS; /* writers wait out readers' leases: short, but long enough
                                            for a reader slowed by TSan on a busy machine */
+    if (s->rma) { /* the RMA locks' thresholds, small so that every path runs */
+        cfg.rma_tl2 = s->rma[0];
+        cfg.rma_tl1 = s->rma[1];
+        cfg.rma_tr = s->rma[2];
+        cfg.rma_dc_nodes = s->rma[3];
+        cfg.rma_dc_per_node = s->rma[4];
+    }
     if (lock_thread_init(&t, c, &cfg) || locktable_open(&lt, c, s->locks)) {
         s->errors++;
         return;
     }
+    lock_thread_use_table(&t, &lt);
     bool shared_ok = s->algo->modes & (1u << LOCK_SHARED);
     uint64_t seed = 0x243F6A8885A308D3ull * (w->idx * 64 + sub + 1);
     for (unsigned i = 0; i < s->iters; i++) {
@@ -283,6 +292,7 @@ static void with_pause(struct fab_opts *o, unsigned node)
 static uint64_t last_overflow_resets, last_upgrades, preset_next;
 
 static unsigned tasks_next = 1; /* the next run's lock clients per thread */
+static const int64_t *rma_next;  /* the next run's T_L,2, T_L,1, T_R, DC nodes, DC per node */
 
 static long run_stress_cs(const struct lock_algo *algo, unsigned nodes, unsigned tpn,
                           unsigned locks, unsigned iters, unsigned locality, unsigned shared_pct,
@@ -290,9 +300,11 @@ static long run_stress_cs(const struct lock_algo *algo, unsigned nodes, unsigned
 {
     struct stress s = {.algo = algo, .nodes = nodes, .threads_per_node = tpn, .locks = locks,
                        .iters = iters, .locality = locality, .shared_pct = shared_pct,
-                       .cs_ns = cs_ns, .preset = preset_next, .tasks = tasks_next};
+                       .cs_ns = cs_ns, .preset = preset_next, .tasks = tasks_next,
+                       .rma = rma_next};
     preset_next = 0;
     tasks_next = 1;
+    rma_next = NULL;
     pause_ns = pause;
     if (tenv_start(&s.e, nodes, 16u << 20, pause ? with_pause : NULL)) return -1;
     for (unsigned n = 0; n < nodes; n++) s.trad[n] = lock_trad_serve(s.e.f[n], 0);
@@ -394,14 +406,39 @@ static void t_stress_rwlock(void)
     CHECK_EQ(run_stress_mix(&lock_rwlock, 2, 2, 2, iters(300), 50, 90, 0), 0);
 }
 
+/* The HPDC'16 locks and their baselines. rma-mcs and rma-rw with thresholds of 1 and 2 pass the
+ * lock out of a node and to the readers all the time (every hand-off path, every reset), and
+ * with the counters spread as the paper's T_DC sweep does: one per node, one every 2nd node, two
+ * per node; 4 nodes, half the locks elsewhere. */
+static void t_stress_rma(void)
+{
+    CHECK_EQ(run_stress(&lock_dmcs, 2, 2, 3, iters(300), 50, 0), 0);
+    CHECK_EQ(run_stress_mix(&lock_fompi_rw, 2, 2, 3, iters(300), 50, 50, 0), 0);
+    static const int64_t tiny[] = {2, 1, 2, 1, 1}, paper[] = {50, 20, 1000, 1, 1},
+                         every2[] = {1, 2, 3, 2, 1}, two[] = {2, 2, 1, 1, 2};
+    rma_next = tiny;
+    CHECK_EQ(run_stress(&lock_rma_mcs, 4, 1, 2, iters(300), 50, 0), 0);
+    rma_next = paper;
+    CHECK_EQ(run_stress(&lock_rma_mcs, 2, 2, 3, iters(300), 50, 0), 0);
+    const int64_t *rw[] = {tiny, paper, every2, two};
+    for (size_t i = 0; i < 4; i++) {
+        rma_next = rw[i];
+        CHECK_EQ(run_stress_mix(&lock_rma_rw, 4, 1, 2, iters(300), 50, 50, 0), 0);
+    }
+    /* read-mostly, as the paper's 0.2% writers: readers pile up at T_R and reset */
+    rma_next = tiny;
+    CHECK_EQ(run_stress_mix(&lock_rma_rw, 2, 2, 1, iters(300), 50, 95, 0), 0);
+}
+
 /* Every algorithm with several lock clients per thread: 2 nodes x 2 threads x 4 tasks on 2 locks,
  * half local, half shared where the algorithm has modes. Tasks of one thread contend for the same
  * lock: the waiter parks, naps or yields, and the holder -- a task beside it -- runs and
  * releases. */
 static void t_stress_tasks(void)
 {
-    const struct lock_algo *all[] = {&lock_alock, &lock_spin, &lock_mcs, &lock_dslr, &lock_dslr_u,
-                                     &lock_drtm, &lock_rof, &lock_trad, &lock_rwlock};
+    const struct lock_algo *all[] = {&lock_alock, &lock_spin,     &lock_mcs,     &lock_dslr,
+                                     &lock_dslr_u, &lock_drtm,    &lock_rof,     &lock_trad,
+                                     &lock_rwlock, &lock_fompi_rw, &lock_rma_mcs, &lock_rma_rw};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         tasks_next = 4;
         unsigned shared = all[i]->modes & (1u << LOCK_SHARED) ? 50 : 0;
@@ -879,6 +916,7 @@ static const struct test_case cases[] = {
     {"stress_rof", t_stress_rof},
     {"stress_trad", t_stress_trad},
     {"stress_rwlock", t_stress_rwlock},
+    {"stress_rma", t_stress_rma},
     {"stress_tasks", t_stress_tasks},
     {"count_max_dslr", t_count_max_dslr},
     {"count_max_rwlock", t_count_max_rwlock},

@@ -1,0 +1,384 @@
+/* The topology-aware RMA locks of the HPDC'16 paper for a machine of two levels (the cluster,
+ * its nodes): RMA-MCS (writers only) and RMA-RW (readers too). A writer queues in its node's MCS
+ * queue (DQ2, tail in the node's site for the lock), and the node's holder queues for the
+ * cluster (DQ1, tail in the lock line) with the node's own level-1 queue node; the lock passes
+ * inside a node up to T_L,2 times before it leaves. RMA-RW's readers touch one counter near them
+ * (the distributed counter, DC) and never queue. Protocol, layout, the digest's defects and how
+ * each is resolved: docs/rma-locks.md. Every access to shared state goes through the fabric,
+ * local ones included; a client reads and initialises only its own queue nodes with plain loads
+ * and stores. No abort path: the deadline is ignored, as for mcs. */
+#include "lock_internal.h"
+
+#include "common/fence.h"
+
+/* STATUS of a queue node (a descriptor's budget word for DQ2, the site's STATUS1 for DQ1) */
+#define ST_WAIT (-1)
+#define ST_PARENT (-2)      /* ACQUIRE_PARENT: the lock left the node; climb to DQ1 */
+#define ST_MODE_CHANGE (-3) /* the lock went to the readers; set WRITE mode again */
+#define ST_START 1          /* ACQUIRE_START: the first of up to T_L consecutive entries */
+
+/* A lock's site on one node: 64 bytes at lockrma[node] + 64 * global index */
+#define SITE_TAIL2 0
+#define SITE_NEXT1 8
+#define SITE_STATUS1 16
+#define SITE_CTR 32
+#define RMA_MAX_CTRS 4
+
+/* A DC counter: one word, so that a reset is one CAS and every field is read at once */
+#define C_MODE (1ull << 63) /* WRITE when set */
+#define C_WAITER (1ull << 48)
+#define C_ARRIVE (1ull << 24)
+#define C_DEPART 1ull
+static inline uint64_t c_waiters(uint64_t w) { return (w >> 48) & 0x7FFF; }
+static inline uint64_t c_arrive(uint64_t w) { return (w >> 24) & 0xFFFFFF; }
+static inline uint64_t c_depart(uint64_t w) { return w & 0xFFFFFF; }
+/* ARRIVE less DEPART, DEPART 0; WAITERS and MODE as `keep` says */
+static inline uint64_t c_reset(uint64_t w, uint64_t keep)
+{
+    return (w & keep) | (c_arrive(w) - c_depart(w)) * C_ARRIVE;
+}
+
+struct rma {
+    struct lock_thread *t;
+    rptr tail1;                  /* the lock line: DQ1's tail */
+    rptr site;                   /* this node's site */
+    uint64_t *lsite;             /* ... and its local address */
+    uint32_t g;                  /* the lock's global index */
+};
+
+static int rma_open(struct lock_handle *h, struct rma *r)
+{
+    struct lock_thread *t = h->t;
+    const struct locktable *lt = t->table;
+    if (!lt) return RDKV_EINVAL; /* lock_thread_use_table first */
+    uint32_t g = locktable_index(lt, h->line);
+    if (g == UINT32_MAX || g >= LOCK_RMA_MAX || t->node >= lt->nodes || !lt->rma[t->node])
+        return RDKV_EINVAL;
+    r->t = t;
+    r->g = g;
+    r->tail1 = h->line;
+    r->site = rptr_add(lt->rma[t->node], (uint64_t)g * LOCK_LINE);
+    r->lsite = fab_local(t->f, r->site);
+    return r->lsite ? 0 : RDKV_EINVAL;
+}
+
+static rptr site_of(const struct rma *r, uint16_t node)
+{
+    return rptr_add(r->t->table->rma[node], (uint64_t)r->g * LOCK_LINE);
+}
+
+static int64_t ld_s64(const uint64_t *p) { return (int64_t)ld64(p); }
+
+/* ---------------------------------------------------------------------------------------------
+ * The distributed counter (rma-rw) */
+
+static unsigned ctr_k(const struct lock_thread *t)
+{
+    int64_t k = t->cfg.rma_dc_nodes;
+    return k < 1 ? 1 : (unsigned)k;
+}
+static unsigned ctr_c(const struct lock_thread *t)
+{
+    int64_t c = t->cfg.rma_dc_per_node;
+    return c < 1 ? 1 : c > RMA_MAX_CTRS ? RMA_MAX_CTRS : (unsigned)c;
+}
+
+/* The counter a reader of this client uses */
+static rptr my_counter(const struct rma *r)
+{
+    const struct lock_thread *t = r->t;
+    uint16_t host = (uint16_t)(t->node / ctr_k(t) * ctr_k(t));
+    return rptr_add(site_of(r, host), SITE_CTR + 8u * (t->slab % ctr_c(t)));
+}
+
+/* Runs fn on every counter of the lock; stops at the first error. */
+typedef int (*ctr_fn)(struct rma *r, rptr ctr);
+static int each_counter(struct rma *r, ctr_fn fn)
+{
+    const struct lock_thread *t = r->t;
+    for (unsigned host = 0; host < t->table->nodes; host += ctr_k(t))
+        for (unsigned s = 0; s < ctr_c(t); s++) {
+            int rc = fn(r, rptr_add(site_of(r, (uint16_t)host), SITE_CTR + 8u * s));
+            if (rc) return rc;
+        }
+    return 0;
+}
+
+static int peek(struct rma *r, rptr ctr, uint64_t *w) { return fab_faa(r->t->c, ctr, 0, w); }
+
+/* Before a writer sets WRITE: readers that waited through the last WRITE phase get in first. */
+static int admit_one(struct rma *r, rptr ctr)
+{
+    for (unsigned round = 0;; round++) {
+        uint64_t w;
+        int rc = peek(r, ctr, &w);
+        if (rc || c_waiters(w) == 0) return rc;
+        lock_backoff(round < 12 ? round : 12);
+    }
+}
+
+static int set_write_one(struct rma *r, rptr ctr) { return fab_faa(r->t->c, ctr, C_MODE, NULL); }
+
+/* After setting WRITE: every reader that arrived before has left (transient arrivals of readers
+ * that will back off are counted, and leave by themselves). */
+static int drain_one(struct rma *r, rptr ctr)
+{
+    for (unsigned round = 0;; round++) {
+        uint64_t w;
+        int rc = peek(r, ctr, &w);
+        if (rc || c_arrive(w) == c_depart(w)) return rc;
+        lock_backoff(round < 12 ? round : 12);
+    }
+}
+
+/* The writer's reset: READ mode, ARRIVE less DEPART (the readers still counted stay counted). */
+static int reset_one(struct rma *r, rptr ctr)
+{
+    uint64_t w;
+    int rc = peek(r, ctr, &w);
+    while (!rc) {
+        uint64_t old;
+        if ((rc = fab_cas(r->t->c, ctr, w, c_reset(w, C_WAITER * 0x7FFF), &old)) || old == w)
+            return rc;
+        w = old;
+    }
+    return rc;
+}
+
+/* A reader's reset when T_R readers came since the last: never while a writer has set WRITE
+ * (the CAS is on the exact word it read, so a writer's FAA in between makes it fail). */
+static int reader_reset(struct rma *r, rptr ctr)
+{
+    uint64_t w;
+    int rc = peek(r, ctr, &w);
+    while (!rc && !(w & C_MODE)) {
+        uint64_t old;
+        if ((rc = fab_cas(r->t->c, ctr, w, c_reset(w, C_MODE | C_WAITER * 0x7FFF), &old)) ||
+            old == w)
+            return rc;
+        w = old;
+    }
+    return rc;
+}
+
+/* Whether DQ1 is empty: no writer holds the lock or waits for it outside its node. */
+static int dq1_empty(struct rma *r, bool *empty)
+{
+    uint64_t tail;
+    int rc = fab_faa(r->t->c, r->tail1, 0, &tail);
+    *empty = tail == 0;
+    return rc;
+}
+
+static int reader_acquire(struct rma *r, struct lock_handle *h)
+{
+    struct lock_thread *t = r->t;
+    rptr c = my_counter(r);
+    bool registered = false;
+    int64_t tr = t->cfg.rma_tr < 1 ? 1 : t->cfg.rma_tr;
+    for (;;) {
+        uint64_t w, add = registered ? C_ARRIVE - C_WAITER : C_ARRIVE;
+        int rc = fab_faa(t->c, c, add, &w);
+        if (rc) return rc;
+        if (!(w & C_MODE) && (registered || c_arrive(w) < (uint64_t)tr)) {
+            h->aux = c;
+            return 0;
+        }
+        if (registered || (w & C_MODE)) { /* wait for the next READ phase, registered */
+            rc = fab_faa(t->c, c, C_WAITER - C_ARRIVE, NULL);
+            registered = true;
+        } else { /* READ, but T_R readers came since the last reset */
+            bool empty;
+            if (c_arrive(w) == (uint64_t)tr && !(rc = dq1_empty(r, &empty)) && empty)
+                rc = reader_reset(r, c);
+            if (!rc) rc = fab_faa(t->c, c, (uint64_t)0 - C_ARRIVE, NULL);
+        }
+        if (rc) return rc;
+        for (unsigned round = 0;; round++) { /* wait for a turn */
+            if ((rc = peek(r, c, &w))) return rc;
+            if (!registered && (w & C_MODE)) {
+                if ((rc = fab_faa(t->c, c, C_WAITER, NULL))) return rc;
+                registered = true;
+            }
+            if (!(w & C_MODE) && (registered || c_arrive(w) < (uint64_t)tr)) break;
+            if (!(w & C_MODE) && !registered) { /* T_R reached: nobody may be left to reset */
+                bool empty;
+                if ((rc = dq1_empty(r, &empty))) return rc;
+                if (empty && (rc = reader_reset(r, c))) return rc;
+            }
+            lock_backoff(round < 12 ? round : 12);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The queues */
+
+/* DQ1, with this node's level-1 queue node (the site's NEXT1/STATUS1): the caller holds DQ2. */
+static int acquire_1(struct rma *r, bool rw)
+{
+    struct lock_thread *t = r->t;
+    uint64_t *next1 = &r->lsite[SITE_NEXT1 / 8], *status1 = &r->lsite[SITE_STATUS1 / 8];
+    st64(next1, 0);
+    st64(status1, (uint64_t)ST_WAIT);
+    full_fence();
+    uint64_t pred;
+    int rc = lock_swap(t->c, r->tail1, r->site, &pred);
+    if (rc) return rc;
+    if (pred) {
+        uint64_t me = r->site;
+        if ((rc = fab_write(t->c, rptr_add(pred, SITE_NEXT1), &me, 8))) return rc;
+        lock_wait_change(status1, (uint64_t)ST_WAIT, NULL, 0);
+        if (ld_s64(status1) >= ST_START) return 0; /* passed among writers: WRITE mode */
+    }
+    if (rw) { /* the lock is the readers': take it back */
+        if ((rc = each_counter(r, admit_one)) || (rc = each_counter(r, set_write_one)) ||
+            (rc = each_counter(r, drain_one)))
+            return rc;
+    }
+    st64(status1, ST_START);
+    return 0;
+}
+
+static int release_1(struct rma *r, bool rw)
+{
+    struct lock_thread *t = r->t;
+    uint64_t *next1 = &r->lsite[SITE_NEXT1 / 8], *status1 = &r->lsite[SITE_STATUS1 / 8];
+    int64_t k = ld_s64(status1), next = k + 1;
+    bool reset = false;
+    int rc;
+    if (rw && k >= t->cfg.rma_tl1) { /* T_W writer entries: the readers' turn */
+        if ((rc = each_counter(r, reset_one))) return rc;
+        next = ST_MODE_CHANGE;
+        reset = true;
+    }
+    uint64_t succ = ld64(next1);
+    if (!succ) {
+        if (rw && !reset) { /* no writer waits outside the node: the readers get it */
+            if ((rc = each_counter(r, reset_one))) return rc;
+            next = ST_MODE_CHANGE;
+        }
+        uint64_t cur;
+        if ((rc = fab_cas(t->c, r->tail1, r->site, 0, &cur))) return rc;
+        if (cur == r->site) return 0;
+        lock_wait_change(next1, 0, NULL, 0);
+        succ = ld64(next1);
+    }
+    return fab_write(t->c, rptr_add(succ, SITE_STATUS1), &next, 8);
+}
+
+static int writer_acquire(struct rma *r, struct lock_handle *h, bool rw)
+{
+    struct lock_thread *t = r->t;
+    unsigned idx;
+    rptr me;
+    struct lock_desc *d;
+    int rc = desc_get(t, &idx, &me, &d);
+    if (rc) return rc;
+    st64((uint64_t *)&d->budget, (uint64_t)ST_WAIT);
+    st64(&d->next, 0);
+    full_fence();
+    uint64_t pred;
+    if ((rc = lock_swap(t->c, rptr_add(r->site, SITE_TAIL2), me, &pred))) goto fail;
+    int64_t count = ST_START;
+    if (pred) {
+        uint64_t mine = me;
+        if ((rc = fab_write(t->c, rptr_add(pred, DESC_NEXT), &mine, 8))) goto fail;
+        lock_wait_change((uint64_t *)&d->budget, (uint64_t)ST_WAIT, &d->sleeping, 0);
+        count = __atomic_load_n(&d->budget, __ATOMIC_ACQUIRE);
+    }
+    if (count == ST_PARENT || !pred) {
+        count = ST_START;
+        if ((rc = acquire_1(r, rw))) goto fail;
+    }
+    h->desc = (uint16_t)idx;
+    h->aux = (uint64_t)count;
+    return 0;
+fail:
+    desc_put(t, idx); /* (a fabric error leaves the queue as it is: no abort path) */
+    return rc;
+}
+
+static int writer_release(struct rma *r, struct lock_handle *h, bool rw)
+{
+    struct lock_thread *t = r->t;
+    struct lock_desc *d = desc_at(t, h->desc);
+    rptr me = desc_rptr(t, h->desc);
+    int64_t count = (int64_t)h->aux, v;
+    uint64_t succ = ld64(&d->next);
+    int rc;
+    if (succ && count < t->cfg.rma_tl2) { /* the node keeps the lock */
+        v = count + 1;
+        rc = fab_write(t->c, rptr_add(succ, DESC_BUDGET), &v, 8);
+        goto out;
+    }
+    /* the parent first: the node's level-1 queue node is free before the next climber uses it */
+    if ((rc = release_1(r, rw))) goto out;
+    if (!succ) {
+        uint64_t cur;
+        rc = fab_cas(t->c, rptr_add(r->site, SITE_TAIL2), me, 0, &cur);
+        if (rc || cur == me) goto out;
+        lock_wait_change(&d->next, 0, &d->sleeping, 0);
+        succ = ld64(&d->next);
+    }
+    v = ST_PARENT;
+    rc = fab_write(t->c, rptr_add(succ, DESC_BUDGET), &v, 8);
+out:
+    desc_put(t, h->desc);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The two algorithms */
+
+static int rma_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadline, bool rw)
+{
+    (void)deadline; /* no abort path: docs/rma-locks.md */
+    if (mode != LOCK_EXCLUSIVE && !(rw && mode == LOCK_SHARED)) return RDKV_ENOTSUP;
+    struct rma r;
+    int rc = rma_open(h, &r);
+    if (rc) return rc;
+    rc = mode == LOCK_SHARED ? reader_acquire(&r, h) : writer_acquire(&r, h, rw);
+    if (rc) return rc;
+    h->mode = (uint8_t)mode;
+    return 0;
+}
+
+static int rma_release(struct lock_handle *h, bool rw)
+{
+    if (!h->mode) return RDKV_EINVAL;
+    struct rma r;
+    int rc = rma_open(h, &r);
+    if (rc) return rc;
+    if (h->mode == LOCK_SHARED) rc = fab_faa(h->t->c, (rptr)h->aux, C_DEPART, NULL);
+    else rc = writer_release(&r, h, rw);
+    h->mode = 0;
+    return rc;
+}
+
+static int mcs_acq(struct lock_handle *h, enum lock_mode m, int64_t dl)
+{
+    return rma_acquire(h, m, dl, false);
+}
+static int mcs_rel(struct lock_handle *h) { return rma_release(h, false); }
+static int rw_acq(struct lock_handle *h, enum lock_mode m, int64_t dl)
+{
+    return rma_acquire(h, m, dl, true);
+}
+static int rw_rel(struct lock_handle *h) { return rma_release(h, true); }
+
+const struct lock_algo lock_rma_mcs = {
+    .name = "rma-mcs",
+    .modes = 1u << LOCK_EXCLUSIVE,
+    .uses_descriptors = true,
+    .acquire = mcs_acq,
+    .release = mcs_rel,
+};
+
+const struct lock_algo lock_rma_rw = {
+    .name = "rma-rw",
+    .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
+    .uses_descriptors = true,
+    .acquire = rw_acq,
+    .release = rw_rel,
+};
