@@ -29,6 +29,7 @@
 #define C_WAITER (1ull << 48)
 #define C_ARRIVE (1ull << 24)
 #define C_DEPART 1ull
+#define RMA_TR_MAX (1 << 23) /* ARRIVE <= T_R + the counter's clients < 2^24 */
 static inline uint64_t c_waiters(uint64_t w) { return (w >> 48) & 0x7FFF; }
 static inline uint64_t c_arrive(uint64_t w) { return (w >> 24) & 0xFFFFFF; }
 static inline uint64_t c_depart(uint64_t w) { return w & 0xFFFFFF; }
@@ -175,7 +176,7 @@ static int reader_acquire(struct rma *r, struct lock_handle *h)
     struct lock_thread *t = r->t;
     rptr c = my_counter(r);
     bool registered = false;
-    int64_t tr = t->cfg.rma_tr < 1 ? 1 : t->cfg.rma_tr;
+    int64_t tr = t->cfg.rma_tr < 1 ? 1 : t->cfg.rma_tr > RMA_TR_MAX ? RMA_TR_MAX : t->cfg.rma_tr;
     for (;;) {
         uint64_t w, add = registered ? C_ARRIVE - C_WAITER : C_ARRIVE;
         int rc = fab_faa(t->c, c, add, &w);

@@ -434,7 +434,7 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
         snprintf(err, errcap,
                  "row lock '%s' is a queue lock: a waiter cannot give up, so transactions that "
                  "wait for each other would hang instead of aborting (use rwlock, dslr, dslr-u, "
-                 "drtm, rof, trad, alock or spin)", e->cfg.row_lock);
+                 "drtm, rof, fompi-rw, trad, alock or spin)", e->cfg.row_lock);
         rc = RDKV_EINVAL;
     } else if (!e->range) {
         snprintf(err, errcap, "unknown range lock '%s' (one of %s)", e->cfg.range_lock,
