@@ -17,6 +17,31 @@
 enum bench_dist { BENCH_DIST_UNIFORM = 0, BENCH_DIST_POWERLAW = 1 };
 #define BENCH_MAX_LOCKS_PER_OP 16
 
+/* The HPDC'16 paper's microbenchmarks (kvbench lock --bench; digest section 2.2). NONE is
+ * kvbench's own op: a busy cs_ns inside, a think_ns sleep after. LB and ECSB are the same loop
+ * with an empty critical section (LB reports its mean latency, ECSB its throughput). SOB: the
+ * critical section is one fabric access to each held lock's data line (a READ under a shared
+ * hold, a WRITE under an exclusive one). WCSB: a writer increments the counter in each held
+ * lock's data line (a fabric READ, then a WRITE of the value plus one: a lost update shows
+ * writers that overlapped), a reader READs it; then the client spins a random 1..4 us. WARB: an
+ * empty critical section, and after the release the client waits a random 1..4 us (its thread's
+ * other clients run meanwhile) before its next acquire. */
+enum bench_lock_kind {
+    BENCH_LOCK_NONE = 0,
+    BENCH_LOCK_LB = 1,
+    BENCH_LOCK_ECSB = 2,
+    BENCH_LOCK_SOB = 3,
+    BENCH_LOCK_WCSB = 4,
+    BENCH_LOCK_WARB = 5,
+};
+#define BENCH_LOCK_KINDS 6
+/* Its name ("lb", ...; "none"), and the kind of a name (-1 when unknown). */
+const char *bench_lock_kind_name(uint32_t kind);
+int bench_lock_kind_find(const char *name);
+/* WCSB's counter: word 0 of a lock's data line; SOB's word: word 1. */
+#define BENCH_LOCK_WCSB_WORD 0
+#define BENCH_LOCK_SOB_WORD 1
+
 struct bench_lock_req {
     char algo[16];
     uint32_t threads;       /* worker threads on this node */
@@ -24,19 +49,35 @@ struct bench_lock_req {
     uint32_t locks;         /* total locks in the table */
     uint32_t locality;      /* percent of locks taken on this node's own part of the table */
     int64_t warmup_ns, run_ns;
-    int64_t cs_ns;          /* time spent inside each critical section (busy) */
+    int64_t cs_ns;          /* time spent inside each critical section (busy); bench NONE only */
     int64_t local_budget, remote_budget;
     uint64_t seed;
-    uint32_t read_ratio;    /* percent of locks taken shared */
+    uint32_t read_ppm;      /* per million locks taken shared (--read-ratio, or 100% less
+                               --writers) */
     uint32_t locks_per_op;  /* K distinct locks per op, taken in ascending order */
-    int64_t think_ns;       /* sleep between ops, outside every lock */
+    int64_t think_ns;       /* sleep between ops, outside every lock; bench NONE only */
     uint32_t dist;          /* enum bench_dist: the index within a node's part */
     uint32_t alpha_milli;   /* power-law exponent x 1000 (> 1000) */
     uint32_t fail_ppm;      /* per million remote holdings: never released (a dead holder) */
     int64_t lease_ns;       /* 0: the lock layer's default */
     int64_t timeout_ns;     /* per attempt of an op; 0: none */
     int64_t omega_ns;       /* DSLR's poll unit; 0: the measured round trip */
+    uint32_t bench;         /* enum bench_lock_kind */
+    /* rma-mcs, rma-rw (struct lock_cfg; 0: the lock layer's default) */
+    int64_t rma_tl2, rma_tl1, rma_tr;
+    uint32_t rma_dc_nodes, rma_dc_per_node;
 };
+
+/* The spread of measured acquires (ops) across lock clients: per node as a node reports it,
+ * over several nodes once merged. */
+struct bench_lock_fair {
+    uint64_t clients;
+    uint64_t min, max;      /* ops of the client with the fewest and the most */
+    uint64_t sum;           /* ops over the clients */
+    double sumsq;           /* sum of each client's ops squared */
+};
+/* Coefficient of variation (population standard deviation / mean; 0 without ops). */
+double bench_lock_fair_cv(const struct bench_lock_fair *f);
 
 struct bench_lock_res {
     uint64_t ops, local_ops, errors;
@@ -45,7 +86,11 @@ struct bench_lock_res {
     uint64_t timeouts, aborts, resets, lease_expired, overflow_resets; /* lock_stats deltas */
     uint64_t retries;                 /* failed attempts of ops (then retried) */
     uint64_t injected;                /* holdings abandoned by failure injection */
+    uint64_t increments;              /* WCSB: counter increments, warm-up and all */
+    uint64_t write_ops;               /* measured ops that took some lock exclusive */
+    struct bench_lock_fair fair;      /* measured ops per client */
     struct hist h;                    /* op latency (all attempts until success), ns */
+    struct hist wh;                   /* the same, of the write_ops only */
 };
 
 /* KV_RPC_BENCH_LOCK_HOLD (failure tests): take locks and never give them back: str algo,
@@ -62,8 +107,10 @@ void bench_lock_res_pack(const struct bench_lock_res *r, struct pack_w *w);
 int bench_lock_res_unpack(struct bench_lock_res *r, const void *p, size_t len);
 /* NULL if the request is valid, else what is wrong with it. */
 const char *bench_lock_req_check(const struct bench_lock_req *q);
-/* Merges r into dst (counts add up, the window is the longest, histograms merge). */
+/* Merges r into dst (counts add up, the window is the longest, histograms merge, the spreads
+ * of clients' ops merge). */
 void bench_lock_res_add(struct bench_lock_res *dst, const struct bench_lock_res *r);
+void bench_lock_res_init(struct bench_lock_res *r);
 
 /* Registers the node-side handlers (kvserver calls it once); rs is the node's range-lock
  * service (kvbench range creates its spaces there). */

@@ -29,7 +29,7 @@ void bench_lock_req_pack(const struct bench_lock_req *q, struct pack_w *w)
     pack_u64(w, (uint64_t)q->local_budget);
     pack_u64(w, (uint64_t)q->remote_budget);
     pack_u64(w, q->seed);
-    pack_u32(w, q->read_ratio);
+    pack_u32(w, q->read_ppm);
     pack_u32(w, q->locks_per_op);
     pack_u64(w, (uint64_t)q->think_ns);
     pack_u32(w, q->dist);
@@ -38,6 +38,32 @@ void bench_lock_req_pack(const struct bench_lock_req *q, struct pack_w *w)
     pack_u64(w, (uint64_t)q->lease_ns);
     pack_u64(w, (uint64_t)q->timeout_ns);
     pack_u64(w, (uint64_t)q->omega_ns);
+    pack_u32(w, q->bench);
+    pack_u64(w, (uint64_t)q->rma_tl2);
+    pack_u64(w, (uint64_t)q->rma_tl1);
+    pack_u64(w, (uint64_t)q->rma_tr);
+    pack_u32(w, q->rma_dc_nodes);
+    pack_u32(w, q->rma_dc_per_node);
+}
+
+static const char *const kind_names[BENCH_LOCK_KINDS] = {"none", "lb", "ecsb", "sob", "wcsb",
+                                                         "warb"};
+
+const char *bench_lock_kind_name(uint32_t kind)
+{
+    return kind < BENCH_LOCK_KINDS ? kind_names[kind] : "?";
+}
+
+int bench_lock_kind_find(const char *name)
+{
+    for (int i = 1; i < BENCH_LOCK_KINDS; i++)
+        if (!strcmp(name, kind_names[i])) return i;
+    return -1;
+}
+
+static bool is_rma(const struct lock_algo *a)
+{
+    return a == &lock_rma_mcs || a == &lock_rma_rw;
 }
 
 /* Checks a request (from kvbench's command line or the network): 0 or a message. */
@@ -48,8 +74,13 @@ const char *bench_lock_req_check(const struct bench_lock_req *q)
     if (q->threads < 1 || q->threads > BENCH_MAX_THREADS) return "threads must be 1..64";
     if (q->tasks < 1 || q->tasks > BENCH_MAX_TASKS) return "tasks must be 1..256";
     if (q->threads * q->tasks > BENCH_MAX_CLIENTS) return "threads x tasks must be at most 1024";
+    /* every lock client takes one of the node's LOCK_MAX_THREADS lock-state slabs, and the node's
+     * own transaction layer holds one */
+    if (q->threads * q->tasks > LOCK_MAX_THREADS - 1)
+        return "a node runs at most 255 lock clients (threads x tasks): each takes one of its 256 "
+               "lock-state slabs, and the node keeps one";
     if (q->locks < 1) return "no locks";
-    if (q->locality > 100 || q->read_ratio > 100) return "a percentage above 100";
+    if (q->locality > 100 || q->read_ppm > 1000000) return "a percentage above 100";
     if (q->warmup_ns < 0 || q->warmup_ns > 600 * NS_PER_S || q->run_ns <= 0 ||
         q->run_ns > 3600 * NS_PER_S)
         return "run or warm-up time out of range";
@@ -71,8 +102,21 @@ const char *bench_lock_req_check(const struct bench_lock_req *q)
     if (q->fail_ppm && !a->recovers)
         return "this algorithm cannot recover from dead holders: failure injection would wedge "
                "its locks for good";
-    if (q->read_ratio && !(a->modes & (1u << LOCK_SHARED)))
-        return "this algorithm has no shared mode (use --read-ratio 0)";
+    if (q->read_ppm && !(a->modes & (1u << LOCK_SHARED)))
+        return "this algorithm has no shared mode: every acquire must be exclusive (--read-ratio "
+               "0, or --writers 100)";
+    if (q->bench >= BENCH_LOCK_KINDS) return "unknown benchmark";
+    if (q->bench != BENCH_LOCK_NONE && (q->cs_ns || q->think_ns))
+        return "the --bench microbenchmarks define their own critical section and wait: no "
+               "--cs-ns or --think-us with them";
+    if (q->rma_tl2 < 0 || q->rma_tl2 > 1000000 || q->rma_tl1 < 0 || q->rma_tl1 > 1000000)
+        return "T_L,2 and T_L,1 must be 1..1000000";
+    if (q->rma_tr < 0 || q->rma_tr > 1000000) return "T_R must be 1..1000000";
+    if (q->rma_dc_nodes > CLUSTER_MAX_NODES) return "a counter host every k nodes: k too large";
+    if (q->rma_dc_per_node > 4) return "at most 4 counters per node";
+    if (is_rma(a) && q->locks > LOCK_RMA_MAX)
+        return "rma-mcs and rma-rw take only the first 4096 locks of the table (--locks 4096 at "
+               "most)";
     return NULL;
 }
 
@@ -92,7 +136,7 @@ int bench_lock_req_unpack(struct bench_lock_req *q, const void *p, size_t len)
     q->local_budget = (int64_t)unpack_u64(&r);
     q->remote_budget = (int64_t)unpack_u64(&r);
     q->seed = unpack_u64(&r);
-    q->read_ratio = unpack_u32(&r);
+    q->read_ppm = unpack_u32(&r);
     q->locks_per_op = unpack_u32(&r);
     q->think_ns = (int64_t)unpack_u64(&r);
     q->dist = unpack_u32(&r);
@@ -101,6 +145,12 @@ int bench_lock_req_unpack(struct bench_lock_req *q, const void *p, size_t len)
     q->lease_ns = (int64_t)unpack_u64(&r);
     q->timeout_ns = (int64_t)unpack_u64(&r);
     q->omega_ns = (int64_t)unpack_u64(&r);
+    q->bench = unpack_u32(&r);
+    q->rma_tl2 = (int64_t)unpack_u64(&r);
+    q->rma_tl1 = (int64_t)unpack_u64(&r);
+    q->rma_tr = (int64_t)unpack_u64(&r);
+    q->rma_dc_nodes = unpack_u32(&r);
+    q->rma_dc_per_node = unpack_u32(&r);
     if (!unpack_done(&r)) return RDKV_EPROTO;
     return bench_lock_req_check(q) ? RDKV_EINVAL : 0;
 }
@@ -120,7 +170,17 @@ void bench_lock_res_pack(const struct bench_lock_res *r, struct pack_w *w)
     pack_u64(w, r->overflow_resets);
     pack_u64(w, r->retries);
     pack_u64(w, r->injected);
+    pack_u64(w, r->increments);
+    pack_u64(w, r->write_ops);
+    pack_u64(w, r->fair.clients);
+    pack_u64(w, r->fair.min);
+    pack_u64(w, r->fair.max);
+    pack_u64(w, r->fair.sum);
+    uint64_t bits;
+    memcpy(&bits, &r->fair.sumsq, 8);
+    pack_u64(w, bits);
     hist_pack(&r->h, w);
+    hist_pack(&r->wh, w);
 }
 
 int bench_lock_res_unpack(struct bench_lock_res *r, const void *p, size_t len)
@@ -140,8 +200,42 @@ int bench_lock_res_unpack(struct bench_lock_res *r, const void *p, size_t len)
     r->overflow_resets = unpack_u64(&rd);
     r->retries = unpack_u64(&rd);
     r->injected = unpack_u64(&rd);
-    if (!hist_unpack(&r->h, &rd) || !unpack_done(&rd)) return RDKV_EPROTO;
+    r->increments = unpack_u64(&rd);
+    r->write_ops = unpack_u64(&rd);
+    r->fair.clients = unpack_u64(&rd);
+    r->fair.min = unpack_u64(&rd);
+    r->fair.max = unpack_u64(&rd);
+    r->fair.sum = unpack_u64(&rd);
+    uint64_t bits = unpack_u64(&rd);
+    memcpy(&r->fair.sumsq, &bits, 8);
+    if (!hist_unpack(&r->h, &rd) || !hist_unpack(&r->wh, &rd) || !unpack_done(&rd))
+        return RDKV_EPROTO;
     return 0;
+}
+
+void bench_lock_res_init(struct bench_lock_res *r)
+{
+    memset(r, 0, sizeof *r);
+    hist_init(&r->h);
+    hist_init(&r->wh);
+}
+
+double bench_lock_fair_cv(const struct bench_lock_fair *f)
+{
+    if (!f->clients || !f->sum) return 0;
+    double n = (double)f->clients, mean = (double)f->sum / n;
+    double var = f->sumsq / n - mean * mean;
+    return var > 0 ? sqrt(var) / mean : 0;
+}
+
+static void fair_add(struct bench_lock_fair *dst, const struct bench_lock_fair *f)
+{
+    if (!f->clients) return;
+    if (!dst->clients || f->min < dst->min) dst->min = f->min;
+    if (!dst->clients || f->max > dst->max) dst->max = f->max;
+    dst->clients += f->clients;
+    dst->sum += f->sum;
+    dst->sumsq += f->sumsq;
 }
 
 void bench_lock_res_add(struct bench_lock_res *dst, const struct bench_lock_res *r)
@@ -159,7 +253,11 @@ void bench_lock_res_add(struct bench_lock_res *dst, const struct bench_lock_res 
     dst->overflow_resets += r->overflow_resets;
     dst->retries += r->retries;
     dst->injected += r->injected;
+    dst->increments += r->increments;
+    dst->write_ops += r->write_ops;
+    fair_add(&dst->fair, &r->fair);
     hist_merge(&dst->h, &r->h);
+    hist_merge(&dst->wh, &r->wh);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -278,7 +376,7 @@ static void pick_op(const struct bench_lock_req *q, const struct locktable *lt, 
             }
             break;
         }
-        p.mode = rng_next(seed) % 100 < q->read_ratio ? LOCK_SHARED : LOCK_EXCLUSIVE;
+        p.mode = rng_next(seed) % 1000000 < q->read_ppm ? LOCK_SHARED : LOCK_EXCLUSIVE;
         out[k] = p;
     }
     qsort(out, q->locks_per_op, sizeof *out, pick_cmp);
@@ -294,13 +392,65 @@ static void stats_delta(struct bench_lock_res *res, const struct lock_stats *now
     res->overflow_resets = now->overflow_resets - then->overflow_resets;
 }
 
-/* One attempt at an op: take the locks in order, spend cs_ns inside, release them all -- except
- * remote holdings picked by failure injection, which are never released (their holder "died";
- * the lock's lease recovery must take over). 0 when every lock was taken and released within
- * its lease; otherwise what went wrong, with nothing left held. */
+/* A random 1..4 us (WCSB's work inside, WARB's wait after). */
+static int64_t rand_1_4us(uint64_t *seed) { return 1000 + (int64_t)(rng_next(seed) % 3001); }
+
+/* Busy until t: work done while holding the locks. */
+static void busy_until(int64_t t)
+{
+    while (clock_now_ns() < t) __builtin_ia32_pause();
+}
+
+/* Waits until t outside every lock: a task lets its thread's other tasks run meanwhile (as the
+ * paper's processes wait in parallel), a thread spins. */
+static void wait_until(int64_t t)
+{
+    bool task = task_running();
+    while (clock_now_ns() < t) {
+        if (task) task_yield();
+        else __builtin_ia32_pause();
+    }
+}
+
+/* The critical section of the paper's SOB and WCSB on the held locks (the others have none
+ * but cs_ns). 0 or a fabric error. */
+static int critical_section(const struct bench_lock_req *q, struct lock_thread *t,
+                            const struct locktable *lt, const struct pick *ps, uint64_t *seed,
+                            uint64_t *increments)
+{
+    if (q->bench == BENCH_LOCK_SOB) {
+        for (unsigned i = 0; i < q->locks_per_op; i++) {
+            rptr d = rptr_add(locktable_data(lt, ps[i].node, ps[i].idx), 8 * BENCH_LOCK_SOB_WORD);
+            uint64_t v = *seed;
+            int rc = ps[i].mode == LOCK_SHARED ? fab_read(t->c, d, &v, 8) : fab_write(t->c, d, &v, 8);
+            if (rc) return rc;
+        }
+    } else if (q->bench == BENCH_LOCK_WCSB) {
+        for (unsigned i = 0; i < q->locks_per_op; i++) {
+            rptr d = rptr_add(locktable_data(lt, ps[i].node, ps[i].idx), 8 * BENCH_LOCK_WCSB_WORD);
+            uint64_t v;
+            int rc = fab_read(t->c, d, &v, 8);
+            if (rc) return rc;
+            if (ps[i].mode == LOCK_SHARED) continue;
+            v++; /* not atomic: only mutual exclusion keeps every increment */
+            if ((rc = fab_write(t->c, d, &v, 8))) return rc;
+            (*increments)++;
+        }
+        busy_until(clock_now_ns() + rand_1_4us(seed));
+    } else if (q->cs_ns) {
+        busy_until(clock_now_ns() + q->cs_ns);
+    }
+    return 0;
+}
+
+/* One attempt at an op: take the locks in order, run the critical section, release them all --
+ * except remote holdings picked by failure injection, which are never released (their holder
+ * "died"; the lock's lease recovery must take over). 0 when every lock was taken and released
+ * within its lease; otherwise what went wrong, with nothing left held. */
 static int attempt(const struct bench_lock_req *q, struct lock_thread *t,
                    const struct lock_algo *algo, const struct locktable *lt, uint16_t me,
-                   const struct pick *ps, uint64_t *seed, uint64_t *injected)
+                   const struct pick *ps, uint64_t *seed, uint64_t *injected,
+                   uint64_t *increments)
 {
     struct lock_handle h[BENCH_MAX_LOCKS_PER_OP];
     unsigned held = 0;
@@ -310,10 +460,7 @@ static int attempt(const struct bench_lock_req *q, struct lock_thread *t,
         lock_handle_init(&h[held], t, algo, locktable_line(lt, ps[held].node, ps[held].idx));
         if ((rc = lock_acquire(&h[held], (enum lock_mode)ps[held].mode, deadline))) break;
     }
-    if (!rc && q->cs_ns) {
-        int64_t until = clock_now_ns() + q->cs_ns;
-        while (clock_now_ns() < until) __builtin_ia32_pause();
-    }
+    if (!rc) rc = critical_section(q, t, lt, ps, seed, increments);
     for (unsigned i = 0; i < held; i++) {
         if (!rc && q->fail_ppm && ps[i].node != me && rng_next(seed) % 1000000 < q->fail_ppm) {
             (*injected)++;
@@ -360,7 +507,7 @@ static void client_loop(struct lock_client *cl, struct lock_worker *w)
          * (after a short random back-off) until it succeeds or the run ends: its latency
          * covers every attempt, as a transaction's would. */
         for (unsigned tries = 0;; tries++) {
-            rc = attempt(q, &cl->t, algo, &w->lt, me, ps, &seed, &injected);
+            rc = attempt(q, &cl->t, algo, &w->lt, me, ps, &seed, &injected, &res->increments);
             if (rc != RDKV_ETIMEDOUT && rc != RDKV_EABORTED) break;
             if (measuring) res->retries++;
             if (clock_now_ns() >= run->t_end || atomic_load(&bench_stopping)) break;
@@ -373,6 +520,13 @@ static void client_loop(struct lock_client *cl, struct lock_worker *w)
                 res->ops++;
                 res->local_ops += ps[0].node == me && ps[q->locks_per_op - 1].node == me;
                 hist_record(&res->h, (uint64_t)(t1 - t0));
+                bool wr = false;
+                for (unsigned i = 0; i < q->locks_per_op && !wr; i++)
+                    wr = ps[i].mode != LOCK_SHARED;
+                if (wr) {
+                    res->write_ops++;
+                    hist_record(&res->wh, (uint64_t)(t1 - t0));
+                }
             }
         } else if (rc != RDKV_ETIMEDOUT && rc != RDKV_EABORTED) {
             if (measuring) res->errors++;
@@ -380,6 +534,7 @@ static void client_loop(struct lock_client *cl, struct lock_worker *w)
             if (!measuring || ++hard > 100) break;
         }
         if (q->think_ns) clock_sleep_ns(q->think_ns);
+        if (q->bench == BENCH_LOCK_WARB) wait_until(clock_now_ns() + rand_1_4us(&seed));
         now = clock_now_ns();
     }
     if (measuring) {
@@ -414,12 +569,19 @@ static void *lock_worker_main(void *arg)
     cfg.alock_remote_budget = cfg.rwlock_remote_budget = q->remote_budget;
     if (q->lease_ns) cfg.lease_ns = q->lease_ns;
     cfg.dslr_omega_ns = q->omega_ns;
+    if (q->rma_tl2) cfg.rma_tl2 = q->rma_tl2;
+    if (q->rma_tl1) cfg.rma_tl1 = q->rma_tl1;
+    if (q->rma_tr) cfg.rma_tr = q->rma_tr;
+    if (q->rma_dc_nodes) cfg.rma_dc_nodes = q->rma_dc_nodes;
+    if (q->rma_dc_per_node) cfg.rma_dc_per_node = q->rma_dc_per_node;
     /* the thread sets up its clients (each its own lock state over the shared context) */
     bool ok = fab_ctx_create(run->f, &w->c) == 0 && locktable_open(&w->lt, w->c, q->locks) == 0;
     for (unsigned i = 0; ok && i < q->tasks; i++) {
         struct lock_client *cl = &w->cl[i];
-        hist_init(&cl->res.h);
+        bench_lock_res_init(&cl->res);
         cl->ok = ok = lock_thread_init(&cl->t, w->c, &cfg) == 0;
+        /* the RMA locks find their per-node sites through the table (it outlives the client) */
+        if (ok) lock_thread_use_table(&cl->t, &w->lt);
     }
     if (!ok) {
         log_error("bench lock: worker %u could not start", w->idx);
@@ -479,11 +641,17 @@ static void *lock_run_main(void *arg)
         for (unsigned i = started; i < q->threads; i++) pthread_barrier_wait(&run->ready);
     }
     struct bench_lock_res total;
-    memset(&total, 0, sizeof total);
-    hist_init(&total.h);
+    bench_lock_res_init(&total);
     for (unsigned i = 0; i < started; i++) {
         pthread_join(run->w[i].thr, NULL);
-        for (unsigned k = 0; k < q->tasks; k++) bench_lock_res_add(&total, &run->w[i].cl[k].res);
+        for (unsigned k = 0; k < q->tasks; k++) {
+            struct lock_client *cl = &run->w[i].cl[k];
+            /* each client's measured ops, for the spread across the node's clients */
+            cl->res.fair = (struct bench_lock_fair){.clients = 1, .min = cl->res.ops,
+                                                    .max = cl->res.ops, .sum = cl->res.ops,
+                                                    .sumsq = (double)cl->res.ops * (double)cl->res.ops};
+            bench_lock_res_add(&total, &cl->res);
+        }
     }
     pthread_barrier_destroy(&run->ready);
     struct pack_w w;
