@@ -344,6 +344,47 @@ int lock_wait_change(uint64_t *w, uint64_t v, uint32_t *sleeping, int64_t deadli
     }
 }
 
+/* The owner's task is in d->waker while it waits; a waker claims it with an exchange for 0 and
+ * wakes it once. Each claim is paired with one park of the owner that takes its wake: a park
+ * that returns woken means the claim (if any) is served, and the owner registers again; one that
+ * timed out leaves the claim's wake for the next park, or for the park at the end. Nothing else
+ * wakes the task meanwhile: it has nothing of its own in flight while it waits here. */
+void lock_desc_wait(struct lock_desc *d, uint64_t *w, uint64_t v)
+{
+    struct task *me = task_self();
+    if (!me) {
+        lock_wait_change(w, v, &d->sleeping, 0);
+        return;
+    }
+    __atomic_store_n(&d->waker, (uint64_t)(uintptr_t)me, __ATOMIC_SEQ_CST);
+    int64_t nap = 20 * NS_PER_US;
+    for (unsigned round = 0; __atomic_load_n(w, __ATOMIC_SEQ_CST) == v; round++) {
+        if (round < 16) {
+            task_yield();
+            continue;
+        }
+        /* a neighbour on this node wakes it; one on another node cannot, so it looks again */
+        if (task_park(clock_now_ns() + nap) == 0)
+            __atomic_store_n(&d->waker, (uint64_t)(uintptr_t)me, __ATOMIC_SEQ_CST);
+        else if (nap < NAP_MAX_NS)
+            nap *= 2;
+    }
+    /* claimed and not yet taken: take that wake now, so none is left for a later park and none
+     * reaches a task that has finished */
+    if (__atomic_exchange_n(&d->waker, 0, __ATOMIC_SEQ_CST) == 0) task_park(0);
+}
+
+void lock_desc_wake(struct lock_thread *t, rptr word)
+{
+    rptr line = rptr_make(rptr_node(word), rptr_off(word) & ~(uint64_t)(LOCK_LINE - 1));
+    struct lock_desc *d = fab_local(t->f, line);
+    if (!d) return;
+    full_fence();
+    uint64_t task = __atomic_exchange_n(&d->waker, 0, __ATOMIC_SEQ_CST);
+    if (task) task_wake((struct task *)(uintptr_t)task);
+    else lock_wake((uint64_t *)fab_local(t->f, word), &d->sleeping);
+}
+
 void lock_wake(uint64_t *w, uint32_t *sleeping)
 {
     full_fence();

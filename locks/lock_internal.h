@@ -12,7 +12,8 @@ struct lock_desc {
     int64_t budget;     /* @0: -1 waiting; >= 0 the lock was handed over */
     uint32_t sleeping;  /* @8: the owner sleeps in futex_wait (local wakers check it) */
     uint32_t pad0;
-    uint64_t pad1[2];
+    uint64_t waker;     /* @16: the owner's task while it waits in lock_desc_wait, else 0 */
+    uint64_t pad1;
     uint64_t next;      /* @32: rptr of the successor's descriptor, 0 if none yet */
     uint64_t pad2[3];
 };
@@ -20,6 +21,15 @@ _Static_assert(sizeof(struct lock_desc) == LOCK_LINE, "a descriptor is one line"
 
 #define DESC_BUDGET 0
 #define DESC_NEXT 32
+
+/* Waiting on one's own descriptor for a word (budget or next) that a queue neighbour changes
+ * with a fabric WRITE. A neighbour on another node cannot wake anyone, so the owner looks again
+ * now and then (as lock_wait_change does); a neighbour on this node calls lock_desc_wake once its
+ * WRITE has completed, which wakes the owner's task or thread at once: a hand-over inside a node
+ * costs a wake, not the rest of a nap. */
+void lock_desc_wait(struct lock_desc *d, uint64_t *w, uint64_t v);
+/* word: the rptr of the descriptor word just written (does nothing for another node's). */
+void lock_desc_wake(struct lock_thread *t, rptr word);
 
 int desc_get(struct lock_thread *t, unsigned *idx, rptr *r, struct lock_desc **d);
 void desc_put(struct lock_thread *t, unsigned idx);

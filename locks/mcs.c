@@ -31,7 +31,8 @@ static int mcs_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadl
         uint64_t mine = me;
         rc = fab_write(t->c, rptr_add(prev, DESC_NEXT), &mine, 8);
         if (rc) goto fail;
-        lock_wait_change((uint64_t *)&d->budget, (uint64_t)-1, &d->sleeping, 0);
+        lock_desc_wake(t, rptr_add(prev, DESC_NEXT)); /* a releaser may wait for the link */
+        lock_desc_wait(d, (uint64_t *)&d->budget, (uint64_t)-1);
     }
     h->desc = (uint16_t)idx;
     h->mode = LOCK_EXCLUSIVE;
@@ -53,11 +54,12 @@ static int mcs_release(struct lock_handle *h)
         uint64_t cur;
         rc = fab_cas(t->c, h->line, me, 0, &cur);
         if (rc || cur == me) goto out;
-        lock_wait_change(&d->next, 0, &d->sleeping, 0);
+        lock_desc_wait(d, &d->next, 0);
         next = ld64(&d->next);
     }
     int64_t granted = 1;
     rc = fab_write(t->c, rptr_add(next, DESC_BUDGET), &granted, 8);
+    if (!rc) lock_desc_wake(t, rptr_add(next, DESC_BUDGET));
 out:
     desc_put(t, h->desc);
     h->mode = 0;

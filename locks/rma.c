@@ -285,7 +285,8 @@ static int writer_acquire(struct rma *r, struct lock_handle *h, bool rw)
     if (pred) {
         uint64_t mine = me;
         if ((rc = fab_write(t->c, rptr_add(pred, DESC_NEXT), &mine, 8))) goto fail;
-        lock_wait_change((uint64_t *)&d->budget, (uint64_t)ST_WAIT, &d->sleeping, 0);
+        lock_desc_wake(t, rptr_add(pred, DESC_NEXT)); /* a releaser may wait for the link */
+        lock_desc_wait(d, (uint64_t *)&d->budget, (uint64_t)ST_WAIT);
         count = __atomic_load_n(&d->budget, __ATOMIC_ACQUIRE);
     }
     if (count == ST_PARENT || !pred) {
@@ -310,8 +311,7 @@ static int writer_release(struct rma *r, struct lock_handle *h, bool rw)
     int rc;
     if (succ && count < t->cfg.rma_tl2) { /* the node keeps the lock */
         v = count + 1;
-        rc = fab_write(t->c, rptr_add(succ, DESC_BUDGET), &v, 8);
-        goto out;
+        goto pass;
     }
     /* the parent first: the node's level-1 queue node is free before the next climber uses it */
     if ((rc = release_1(r, rw))) goto out;
@@ -319,11 +319,13 @@ static int writer_release(struct rma *r, struct lock_handle *h, bool rw)
         uint64_t cur;
         rc = fab_cas(t->c, rptr_add(r->site, SITE_TAIL2), me, 0, &cur);
         if (rc || cur == me) goto out;
-        lock_wait_change(&d->next, 0, &d->sleeping, 0);
+        lock_desc_wait(d, &d->next, 0);
         succ = ld64(&d->next);
     }
     v = ST_PARENT;
-    rc = fab_write(t->c, rptr_add(succ, DESC_BUDGET), &v, 8);
+pass: /* DQ2's members are all of this node: the successor is woken at once */
+    if (!(rc = fab_write(t->c, rptr_add(succ, DESC_BUDGET), &v, 8)))
+        lock_desc_wake(t, rptr_add(succ, DESC_BUDGET));
 out:
     desc_put(t, h->desc);
     return rc;
