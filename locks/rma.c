@@ -167,7 +167,7 @@ static int dq1_empty(struct rma *r, bool *empty)
 {
     uint64_t tail;
     int rc = fab_faa(r->t->c, r->tail1, 0, &tail);
-    *empty = tail == 0;
+    *empty = tail == 0; /* (a ticket out means a writer on its way in) */
     return rc;
 }
 
@@ -213,6 +213,70 @@ static int reader_acquire(struct rma *r, struct lock_handle *h)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * The queues' tails. Verbs have no swap, and a CAS loop is not starvation-free: a writer's loop
+ * can learn a tail that changes before every one of its CASes, for ever (the model finds it).
+ * So a tail word carries a ticket line for enqueuers whose CASes missed:
+ *   bits 48..63 tickets taken, 32..47 tickets served (both mod 2^16), 0..31 the tail (0 empty)
+ * An enqueue first tries a CAS from the all-zero word, then one from the word it learned if that
+ * showed no ticket out (tickets = served; only then, so neither try can change the tail under a
+ * served ticket). Failing both, it takes a ticket (FAA on the top field, whose carry falls off
+ * the word), waits until its ticket is served, and CASes
+ * the tail it learned to itself with served + 1 (both fields back to 0 when it was the last
+ * ticket out). Only the served enqueuer changes the tail, and a release empties a tail only
+ * with no ticket out (its CAS expects {self, 0, 0}), so its CAS fails only when a ticket is
+ * taken meanwhile: at most once per other client. */
+#define TQ_TAIL 0xFFFFFFFFull
+#define TQ_TK1 (1ull << 48)
+#define TQ_TRIES 4
+static inline uint64_t tq_tail(uint64_t w) { return w & TQ_TAIL; }
+static inline uint64_t tq_served(uint64_t w) { return (w >> 32) & 0xFFFF; }
+static inline uint64_t tq_tickets(uint64_t w) { return w >> 48; }
+
+/* Puts self (nonzero, < 2^32) at the tail of the queue whose tail word is at `word`; *pred is
+ * the tail before (0: the queue was empty). */
+static int tq_enqueue(struct lock_thread *t, rptr word, uint64_t self, uint64_t *pred)
+{
+    uint64_t w = 0, old;
+    int rc;
+    /* TQ_TRIES tries without a ticket: from empty, then from what the last one learned while no
+     * ticket is out (only then: so they never get in the way of a served ticket) */
+    for (int try = 0; try < TQ_TRIES; try++) {
+        if ((rc = fab_cas(t->c, word, w, self, &old))) return rc;
+        if (old == w) {
+            *pred = tq_tail(w);
+            return 0;
+        }
+        w = old;
+        if (tq_tickets(w) != tq_served(w)) break;
+    }
+    if ((rc = fab_faa(t->c, word, TQ_TK1, &old))) return rc;
+    uint64_t my = tq_tickets(old);
+    w = old + TQ_TK1;
+    for (unsigned round = 0; tq_served(w) != my; round++) { /* one CAS per ticket ahead */
+        lock_backoff(round < 9 ? round : 9);
+        if ((rc = fab_faa(t->c, word, 0, &w))) return rc;
+    }
+    for (;;) {
+        uint64_t sv = (tq_served(w) + 1) & 0xFFFF;
+        uint64_t nw = sv == tq_tickets(w) ? self : (w & ~0xFFFFFFFFFFFFull) | sv << 32 | self;
+        if ((rc = fab_cas(t->c, word, w, nw, &old))) return rc;
+        if (old == w) {
+            *pred = tq_tail(w);
+            return 0;
+        }
+        w = old; /* another ticket was taken */
+    }
+}
+
+/* DQ2's members are this node's descriptors, named by their line in the arena; DQ1's are the
+ * nodes' sites, named by node. */
+static uint64_t desc_name(rptr d) { return rptr_off(d) / LOCK_LINE + 1; }
+static rptr desc_of(const struct lock_thread *t, uint64_t name)
+{
+    return rptr_make(t->node, (name - 1) * LOCK_LINE);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * The queues */
 
 /* DQ1, with this node's level-1 queue node (the site's NEXT1/STATUS1): the caller holds DQ2. */
@@ -224,11 +288,12 @@ static int acquire_1(struct rma *r, bool rw)
     st64(status1, (uint64_t)ST_WAIT);
     full_fence();
     uint64_t pred;
-    int rc = lock_swap(t->c, r->tail1, r->site, &pred);
+    int rc = tq_enqueue(t, r->tail1, (uint64_t)t->node + 1, &pred);
     if (rc) return rc;
     if (pred) {
         uint64_t me = r->site;
-        if ((rc = fab_write(t->c, rptr_add(pred, SITE_NEXT1), &me, 8))) return rc;
+        if ((rc = fab_write(t->c, rptr_add(site_of(r, (uint16_t)(pred - 1)), SITE_NEXT1), &me, 8)))
+            return rc;
         lock_wait_change(status1, (uint64_t)ST_WAIT, NULL, 0);
         if (ld_s64(status1) >= ST_START) return 0; /* passed among writers: WRITE mode */
     }
@@ -259,9 +324,9 @@ static int release_1(struct rma *r, bool rw)
             if ((rc = each_counter(r, reset_one))) return rc;
             next = ST_MODE_CHANGE;
         }
-        uint64_t cur;
-        if ((rc = fab_cas(t->c, r->tail1, r->site, 0, &cur))) return rc;
-        if (cur == r->site) return 0;
+        uint64_t cur, self = (uint64_t)t->node + 1;
+        if ((rc = fab_cas(t->c, r->tail1, self, 0, &cur))) return rc;
+        if (cur == self) return 0; /* (with a ticket out, the enqueuer will link in) */
         lock_wait_change(next1, 0, NULL, 0);
         succ = ld64(next1);
     }
@@ -280,10 +345,11 @@ static int writer_acquire(struct rma *r, struct lock_handle *h, bool rw)
     st64(&d->next, 0);
     full_fence();
     uint64_t pred;
-    if ((rc = lock_swap(t->c, rptr_add(r->site, SITE_TAIL2), me, &pred))) goto fail;
+    if ((rc = tq_enqueue(t, rptr_add(r->site, SITE_TAIL2), desc_name(me), &pred))) goto fail;
     int64_t count = ST_START;
     if (pred) {
         uint64_t mine = me;
+        pred = desc_of(t, pred);
         if ((rc = fab_write(t->c, rptr_add(pred, DESC_NEXT), &mine, 8))) goto fail;
         lock_desc_wake(t, rptr_add(pred, DESC_NEXT)); /* a releaser may wait for the link */
         lock_desc_wait(d, (uint64_t *)&d->budget, (uint64_t)ST_WAIT);
@@ -317,8 +383,8 @@ static int writer_release(struct rma *r, struct lock_handle *h, bool rw)
     if ((rc = release_1(r, rw))) goto out;
     if (!succ) {
         uint64_t cur;
-        rc = fab_cas(t->c, rptr_add(r->site, SITE_TAIL2), me, 0, &cur);
-        if (rc || cur == me) goto out;
+        rc = fab_cas(t->c, rptr_add(r->site, SITE_TAIL2), desc_name(me), 0, &cur);
+        if (rc || cur == desc_name(me)) goto out;
         lock_desc_wait(d, &d->next, 0);
         succ = ld64(&d->next);
     }
