@@ -171,6 +171,11 @@ static int dq1_empty(struct rma *r, bool *empty)
     return rc;
 }
 
+/* A reader that saw WRITE registers (WAITERS + 1) and stays registered until it leaves: a
+ * writer's admit() waits for every registered reader to have entered and left, so the READ
+ * phase after a WRITE phase admits everyone who waited through it. (Unregistering on arrival
+ * would let admit() pass between that arrival seeing WRITE again and the next registration,
+ * every time: the model's WAITER_GAP.) */
 static int reader_acquire(struct rma *r, struct lock_handle *h)
 {
     struct lock_thread *t = r->t;
@@ -178,15 +183,16 @@ static int reader_acquire(struct rma *r, struct lock_handle *h)
     bool registered = false;
     int64_t tr = t->cfg.rma_tr < 1 ? 1 : t->cfg.rma_tr > RMA_TR_MAX ? RMA_TR_MAX : t->cfg.rma_tr;
     for (;;) {
-        uint64_t w, add = registered ? C_ARRIVE - C_WAITER : C_ARRIVE;
-        int rc = fab_faa(t->c, c, add, &w);
+        uint64_t w;
+        int rc = fab_faa(t->c, c, C_ARRIVE, &w);
         if (rc) return rc;
         if (!(w & C_MODE) && (registered || c_arrive(w) < (uint64_t)tr)) {
             h->aux = c;
+            h->aux2 = registered;
             return 0;
         }
-        if (registered || (w & C_MODE)) { /* wait for the next READ phase, registered */
-            rc = fab_faa(t->c, c, C_WAITER - C_ARRIVE, NULL);
+        if (w & C_MODE) { /* wait for the next READ phase, registered */
+            rc = fab_faa(t->c, c, (registered ? 0 : C_WAITER) - C_ARRIVE, NULL);
             registered = true;
         } else { /* READ, but T_R readers came since the last reset */
             bool empty;
@@ -419,7 +425,8 @@ static int rma_release(struct lock_handle *h, bool rw)
     struct rma r;
     int rc = rma_open(h, &r);
     if (rc) return rc;
-    if (h->mode == LOCK_SHARED) rc = fab_faa(h->t->c, (rptr)h->aux, C_DEPART, NULL);
+    if (h->mode == LOCK_SHARED) /* a registered reader leaves WAITERS as it departs */
+        rc = fab_faa(h->t->c, (rptr)h->aux, C_DEPART - (h->aux2 ? C_WAITER : 0), NULL);
     else rc = writer_release(&r, h, rw);
     h->mode = 0;
     return rc;
