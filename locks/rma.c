@@ -24,19 +24,34 @@
 #define SITE_CTR 32
 #define RMA_MAX_CTRS 4
 
-/* A DC counter: one word, so that a reset is one CAS and every field is read at once */
-#define C_MODE (1ull << 63) /* WRITE when set */
-#define C_WAITER (1ull << 48)
-#define C_ARRIVE (1ull << 24)
+/* A DC counter: one word, so that a reset is one CAS and every field is read at once.
+ *   bit 63 MODE (WRITE when set), bit 62 EPOCH, bits 51..61 and 40..50 the readers registered
+ *   in epoch 1 and epoch 0 (WAITERS), bits 20..39 ARRIVE, bits 0..19 DEPART */
+#define C_MODE (1ull << 63)
+#define C_EPOCH (1ull << 62)
+#define C_WSH 40
+#define C_WBITS 11
+#define C_WAITERS_ALL (((1ull << (2 * C_WBITS)) - 1) << C_WSH)
+#define C_ARRIVE (1ull << 20)
 #define C_DEPART 1ull
-#define RMA_TR_MAX (1 << 23) /* ARRIVE <= T_R + the counter's clients < 2^24 */
-static inline uint64_t c_waiters(uint64_t w) { return (w >> 48) & 0x7FFF; }
-static inline uint64_t c_arrive(uint64_t w) { return (w >> 24) & 0xFFFFFF; }
-static inline uint64_t c_depart(uint64_t w) { return w & 0xFFFFFF; }
-/* ARRIVE less DEPART, DEPART 0; WAITERS and MODE as `keep` says */
-static inline uint64_t c_reset(uint64_t w, uint64_t keep)
+#define RMA_TR_MAX (1 << 19)      /* ARRIVE <= T_R + the counter's clients < 2^20 */
+#define RMA_DC_NODES_MAX 8        /* WAITERS <= 255 clients per node x 8 nodes < 2^11 */
+static inline uint64_t c_waiter(unsigned e) { return 1ull << (C_WSH + C_WBITS * e); }
+static inline unsigned c_epoch(uint64_t w) { return (unsigned)(w >> 62) & 1; }
+static inline uint64_t c_waiters(uint64_t w, unsigned e)
 {
-    return (w & keep) | (c_arrive(w) - c_depart(w)) * C_ARRIVE;
+    return (w >> (C_WSH + C_WBITS * e)) & ((1u << C_WBITS) - 1);
+}
+/* readers registered before the current epoch: entitled to enter at the next READ arrival */
+static inline uint64_t c_oldw(uint64_t w) { return c_waiters(w, 1 - c_epoch(w)); }
+static inline uint64_t c_arrive(uint64_t w) { return (w >> 20) & 0xFFFFF; }
+static inline uint64_t c_depart(uint64_t w) { return w & 0xFFFFF; }
+/* A reset: ARRIVE less DEPART, DEPART 0, WAITERS kept, READ mode (a reader resets only in READ
+ * mode), and a new epoch unless readers of the old one are still registered. */
+static inline uint64_t c_reset(uint64_t w)
+{
+    uint64_t n = (w & (C_WAITERS_ALL | C_EPOCH)) | (c_arrive(w) - c_depart(w)) * C_ARRIVE;
+    return c_oldw(w) == 0 ? n ^ C_EPOCH : n;
 }
 
 struct rma {
@@ -76,7 +91,7 @@ static int64_t ld_s64(const uint64_t *p) { return (int64_t)ld64(p); }
 static unsigned ctr_k(const struct lock_thread *t)
 {
     int64_t k = t->cfg.rma_dc_nodes;
-    return k < 1 ? 1 : (unsigned)k;
+    return k < 1 ? 1 : k > RMA_DC_NODES_MAX ? RMA_DC_NODES_MAX : (unsigned)k;
 }
 static unsigned ctr_c(const struct lock_thread *t)
 {
@@ -107,13 +122,14 @@ static int each_counter(struct rma *r, ctr_fn fn)
 
 static int peek(struct rma *r, rptr ctr, uint64_t *w) { return fab_faa(r->t->c, ctr, 0, w); }
 
-/* Before a writer sets WRITE: readers that waited through the last WRITE phase get in first. */
+/* Before a writer sets WRITE: the readers entitled to this READ phase (registered before its
+ * epoch) have entered and left. */
 static int admit_one(struct rma *r, rptr ctr)
 {
     for (unsigned round = 0;; round++) {
         uint64_t w;
         int rc = peek(r, ctr, &w);
-        if (rc || c_waiters(w) == 0) return rc;
+        if (rc || c_oldw(w) == 0) return rc;
         lock_backoff(round < 12 ? round : 12);
     }
 }
@@ -139,8 +155,7 @@ static int reset_one(struct rma *r, rptr ctr)
     int rc = peek(r, ctr, &w);
     while (!rc) {
         uint64_t old;
-        if ((rc = fab_cas(r->t->c, ctr, w, c_reset(w, C_WAITER * 0x7FFF), &old)) || old == w)
-            return rc;
+        if ((rc = fab_cas(r->t->c, ctr, w, c_reset(w), &old)) || old == w) return rc;
         w = old;
     }
     return rc;
@@ -154,9 +169,7 @@ static int reader_reset(struct rma *r, rptr ctr)
     int rc = peek(r, ctr, &w);
     while (!rc && !(w & C_MODE)) {
         uint64_t old;
-        if ((rc = fab_cas(r->t->c, ctr, w, c_reset(w, C_MODE | C_WAITER * 0x7FFF), &old)) ||
-            old == w)
-            return rc;
+        if ((rc = fab_cas(r->t->c, ctr, w, c_reset(w), &old)) || old == w) return rc;
         w = old;
     }
     return rc;
@@ -171,48 +184,52 @@ static int dq1_empty(struct rma *r, bool *empty)
     return rc;
 }
 
-/* A reader that saw WRITE registers (WAITERS + 1) and stays registered until it leaves: a
- * writer's admit() waits for every registered reader to have entered and left, so the READ
- * phase after a WRITE phase admits everyone who waited through it. (Unregistering on arrival
- * would let admit() pass between that arrival seeing WRITE again and the next registration,
- * every time: the model's WAITER_GAP.) */
+/* A reader that cannot enter registers in the WAITERS field of the epoch it saw, and stays
+ * registered until it leaves. Once the epoch has moved on (a reset flips it, unless readers of
+ * the previous epoch are still registered) it is entitled: it enters at a READ arrival whatever
+ * ARRIVE says, and a writer's admit() waits until every entitled reader has entered and left.
+ * So a READ phase admits everyone who waited before it, and newcomers cannot crowd them out.
+ * (The model's WAITER_GAP, TR_GAP and BUG_STARVE variants are the simpler schemes this
+ * replaces: each starves a reader.) h->aux2: registered (bit 0), its epoch (bit 1). */
 static int reader_acquire(struct rma *r, struct lock_handle *h)
 {
     struct lock_thread *t = r->t;
     rptr c = my_counter(r);
-    bool registered = false;
+    bool reg = false;
+    unsigned re = 0;
     int64_t tr = t->cfg.rma_tr < 1 ? 1 : t->cfg.rma_tr > RMA_TR_MAX ? RMA_TR_MAX : t->cfg.rma_tr;
     for (;;) {
         uint64_t w;
         int rc = fab_faa(t->c, c, C_ARRIVE, &w);
         if (rc) return rc;
-        if (!(w & C_MODE) && (registered || c_arrive(w) < (uint64_t)tr)) {
+        bool entitled = reg && c_epoch(w) != re;
+        if (!(w & C_MODE) && (entitled || c_arrive(w) < (uint64_t)tr)) {
             h->aux = c;
-            h->aux2 = registered;
+            h->aux2 = reg ? 1u | re << 1 : 0;
             return 0;
         }
-        if (w & C_MODE) { /* wait for the next READ phase, registered */
-            rc = fab_faa(t->c, c, (registered ? 0 : C_WAITER) - C_ARRIVE, NULL);
-            registered = true;
-        } else { /* READ, but T_R readers came since the last reset */
-            bool empty;
-            if (c_arrive(w) == (uint64_t)tr && !(rc = dq1_empty(r, &empty)) && empty)
-                rc = reader_reset(r, c);
-            if (!rc) rc = fab_faa(t->c, c, (uint64_t)0 - C_ARRIVE, NULL);
+        if (reg) { /* back off; still registered */
+            rc = fab_faa(t->c, c, (uint64_t)0 - C_ARRIVE, NULL);
+        } else {
+            re = c_epoch(w);
+            if (!(w & C_MODE)) { /* READ, but T_R readers came since the last reset */
+                bool empty;
+                if (!(rc = dq1_empty(r, &empty)) && empty) rc = reader_reset(r, c);
+            }
+            if (!rc) rc = fab_faa(t->c, c, c_waiter(re) - C_ARRIVE, NULL); /* back off, register */
+            reg = true;
         }
         if (rc) return rc;
         for (unsigned round = 0;; round++) { /* wait for a turn */
             if ((rc = peek(r, c, &w))) return rc;
-            if (!registered && (w & C_MODE)) {
-                if ((rc = fab_faa(t->c, c, C_WAITER, NULL))) return rc;
-                registered = true;
+            if (w & C_MODE) {
+                lock_backoff(round < 12 ? round : 12);
+                continue;
             }
-            if (!(w & C_MODE) && (registered || c_arrive(w) < (uint64_t)tr)) break;
-            if (!(w & C_MODE) && !registered) { /* T_R reached: nobody may be left to reset */
-                bool empty;
-                if ((rc = dq1_empty(r, &empty))) return rc;
-                if (empty && (rc = reader_reset(r, c))) return rc;
-            }
+            if (c_epoch(w) != re || c_arrive(w) < (uint64_t)tr) break;
+            bool empty; /* T_R reached and no writer on its way: nobody else may reset */
+            if ((rc = dq1_empty(r, &empty))) return rc;
+            if (empty && (rc = reader_reset(r, c))) return rc;
             lock_backoff(round < 12 ? round : 12);
         }
     }
@@ -426,7 +443,8 @@ static int rma_release(struct lock_handle *h, bool rw)
     int rc = rma_open(h, &r);
     if (rc) return rc;
     if (h->mode == LOCK_SHARED) /* a registered reader leaves WAITERS as it departs */
-        rc = fab_faa(h->t->c, (rptr)h->aux, C_DEPART - (h->aux2 ? C_WAITER : 0), NULL);
+        rc = fab_faa(h->t->c, (rptr)h->aux,
+                     C_DEPART - (h->aux2 & 1 ? c_waiter((unsigned)(h->aux2 >> 1)) : 0), NULL);
     else rc = writer_release(&r, h, rw);
     h->mode = 0;
     return rc;
