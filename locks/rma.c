@@ -161,13 +161,15 @@ static int reset_one(struct rma *r, rptr ctr)
     return rc;
 }
 
-/* A reader's reset when T_R readers came since the last: never while a writer has set WRITE
- * (the CAS is on the exact word it read, so a writer's FAA in between makes it fail). */
-static int reader_reset(struct rma *r, rptr ctr)
+/* A waiting reader's reset when T_R readers came since the last and no writer is near: never
+ * while a writer has set WRITE (the CAS is on the exact word it read, so a writer's FAA in
+ * between makes it fail), and not once the reader is entitled or below T_R again: a CAS that
+ * keeps failing means others arrive, reset or leave, and one of those gets the reader in. */
+static int reader_reset(struct rma *r, rptr ctr, unsigned re, uint64_t tr)
 {
     uint64_t w;
     int rc = peek(r, ctr, &w);
-    while (!rc && !(w & C_MODE)) {
+    while (!rc && !(w & C_MODE) && c_epoch(w) == re && c_arrive(w) >= tr) {
         uint64_t old;
         if ((rc = fab_cas(r->t->c, ctr, w, c_reset(w), &old)) || old == w) return rc;
         w = old;
@@ -189,8 +191,9 @@ static int dq1_empty(struct rma *r, bool *empty)
  * the previous epoch are still registered) it is entitled: it enters at a READ arrival whatever
  * ARRIVE says, and a writer's admit() waits until every entitled reader has entered and left.
  * So a READ phase admits everyone who waited before it, and newcomers cannot crowd them out.
- * (The model's WAITER_GAP, TR_GAP and BUG_STARVE variants are the simpler schemes this
- * replaces: each starves a reader.) h->aux2: registered (bit 0), its epoch (bit 1). */
+ * It registers before it resets anything: a reset CAS tried first could fail for ever while a
+ * peer of the counter arrives, resets and enters. (The model's WAITER_GAP, TR_GAP and
+ * BUG_STARVE variants are the simpler schemes this replaces: each starves a reader.) h->aux2: registered (bit 0), its epoch (bit 1). */
 static int reader_acquire(struct rma *r, struct lock_handle *h)
 {
     struct lock_thread *t = r->t;
@@ -210,13 +213,9 @@ static int reader_acquire(struct rma *r, struct lock_handle *h)
         }
         if (reg) { /* back off; still registered */
             rc = fab_faa(t->c, c, (uint64_t)0 - C_ARRIVE, NULL);
-        } else {
+        } else { /* WRITE, or T_R readers came since the last reset: back off and register */
             re = c_epoch(w);
-            if (!(w & C_MODE)) { /* READ, but T_R readers came since the last reset */
-                bool empty;
-                if (!(rc = dq1_empty(r, &empty)) && empty) rc = reader_reset(r, c);
-            }
-            if (!rc) rc = fab_faa(t->c, c, c_waiter(re) - C_ARRIVE, NULL); /* back off, register */
+            rc = fab_faa(t->c, c, c_waiter(re) - C_ARRIVE, NULL);
             reg = true;
         }
         if (rc) return rc;
@@ -229,7 +228,7 @@ static int reader_acquire(struct rma *r, struct lock_handle *h)
             if (c_epoch(w) != re || c_arrive(w) < (uint64_t)tr) break;
             bool empty; /* T_R reached and no writer on its way: nobody else may reset */
             if ((rc = dq1_empty(r, &empty))) return rc;
-            if (empty && (rc = reader_reset(r, c))) return rc;
+            if (empty && (rc = reader_reset(r, c, re, (uint64_t)tr))) return rc;
             lock_backoff(round < 12 ? round : 12);
         }
     }
