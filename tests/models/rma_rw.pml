@@ -25,7 +25,10 @@
  *   - a CAS loop is a loop of CASes: a failed CAS is a step of its own that only learns the
  *     word (the swaps). Two loops are one step each: reset_counters() and reader_reset() (FAA 0,
  *     then CAS from the value read): the successful CAS is their only step with an effect, and
- *     their retries are bounded (docs/rma-model.md, "Abstractions").
+ *     their retries are bounded (docs/rma-model.md, "Abstractions"; -DRESET_LOOPS checks the
+ *     readers' loops step by step);
+ *   - an FAA's returned value is the word at that instant: what the wait loop's next look would
+ *     decide is decided on it (wait_next).
  * Merged steps: a step is merged with a neighbour of the same client only when every step of
  * the others that could fall between them commutes with one of the two, and no client takes a
  * step that commutes only with the first and then one that commutes only with the second (so
@@ -46,33 +49,37 @@
  * Dead fields are cleared and EPOCH is kept 0 while nothing depends on it (DEAD, CANON: exact).
  * Ghosts: nr, nw (readers and writers inside), trying[i], incs[i].
  *
- * THE FIXES to docs/rma-locks.md: the text fails starvation freedom in three ways. Each fix is
- * the default here; its define restores the text and is a bad variant that must be caught.
- *   1. The swap (-DSWAP_CAS_LOOP). SWAP(tail, self) is lock_swap(), a plain CAS loop: a writer's
- *      loop can learn a stale tail every time while its peer enqueues and empties the queue,
- *      forever. The fix, a ticketed swap: CAS {0, 0, 0} -> {self, 0, 0}, then up to PLAIN - 1
- *      (default 3, as locks/rma.c's TQ_TRIES) CASes from the word learned while it shows no
- *      ticket out (the plain tries, w2plain/w1plain); if those fail, FAA +1
- *      on the word's ticket field (my ticket: the field before), FAA 0 until served = my
- *      ticket, then CAS {tail, tickets, served} as learned -> {self, tickets, served + 1} until
- *      it succeeds (the last ticket out sets both fields back to 0); a release empties a tail
- *      only with no ticket out (CAS {self, 0, 0} -> 0). (ALock's pending count is not enough
- *      with three enqueuers per tail: docs/rma-model.md.)
- *   2. The registration gap (-DWAITER_GAP). A registered reader's arrival FAA(+ARRIVE - WAITER)
- *      unregisters it, and if it sees WRITE it registers again with a second FAA: a writer's
- *      admit() can pass in between, every time. The fix: a registered reader arrives with
- *      +ARRIVE only, stays registered, and unregisters when it departs: FAA(+DEPART - WAITER).
- *   3. The T_R back-off (-DTR_GAP). A reader that backs off because T_R readers came since the
- *      reset waits unregistered for ARRIVE < T_R, and a second reader of its counter can take
- *      every such window (no writer needed); registering it at once instead lets writers
- *      starve. The fix, epochs: the counter word holds an EPOCH bit and two WAITERS fields, one
- *      per epoch parity. A reader that backs off (WRITE seen, or ARRIVE >= T_R) registers in
- *      the field of the epoch it saw and may enter at a READ arrival, whatever ARRIVE says,
- *      once EPOCH differs (it is "entitled"); a reset (writer's or reader's) flips EPOCH only
- *      when the other field, the previous epoch's, is 0; admit() waits until the previous
- *      epoch's field is 0; a reader that backs off at T_R with DQ1 empty resets with one CAS
- *      that also takes back its arrival and registers, and a registered reader that is not
- *      entitled resets (flips) when it sees READ, ARRIVE >= T_R and DQ1 empty.
+ * THE FIXES. docs/rma-locks.md as first written failed starvation freedom in three ways; the
+ * model found each, and the text now has the fixes. Each fix is the default here; its define
+ * restores the first text and is a bad variant that must be caught.
+ *   1. The swap (-DSWAP_CAS_LOOP). SWAP(tail, self) was lock_swap(), a plain CAS loop: a
+ *      writer's loop can learn a stale tail every time while its peer enqueues and empties the
+ *      queue, forever. The fix, ENQUEUE with a ticket line in the tail word: CAS {0, 0, 0} ->
+ *      {self, 0, 0}, then up to PLAIN - 1 more CASes (PLAIN = 4 tries in all, locks/rma.c's
+ *      TQ_TRIES) from the word learned while it shows no ticket out (w2plain/w1plain); if those
+ *      fail, FAA +1 on the word's ticket field (my ticket: the field before), FAA 0 until
+ *      served = my ticket, then CAS {tail, tickets, served} as learned -> {self, tickets,
+ *      served + 1} until it succeeds (the last ticket out sets both fields back to 0); a
+ *      release empties a tail only with no ticket out (CAS {self, 0, 0} -> 0). (ALock's
+ *      pending count is not enough with three enqueuers per tail: docs/rma-model.md.)
+ *   2. The registration gap (-DWAITER_GAP). A registered reader's arrival FAA(+ARRIVE -
+ *      WAITER) unregistered it, and if it saw WRITE it registered again with a second FAA: a
+ *      writer's admit() can pass in between, every time. The fix: a registered reader arrives
+ *      with +ARRIVE only, stays registered, and unregisters when it departs: FAA(+DEPART -
+ *      WAITER).
+ *   3. The T_R back-off (-DTR_GAP). A reader turned away because T_R readers came since the
+ *      reset waited unregistered for ARRIVE < T_R, and a second reader of its counter can take
+ *      every such window (no writer needed); registering it at once in the one WAITERS field
+ *      instead lets readers keep admit() waiting. The fix, epochs: the counter word holds an
+ *      EPOCH bit and two WAITERS fields, one per epoch parity. A reader that backs off (WRITE
+ *      seen, or ARRIVE >= T_R) registers, with the same FAA, in the field of the epoch it saw,
+ *      and may enter at a READ arrival, whatever ARRIVE says, once EPOCH differs (it is
+ *      "entitled"); a reset (a writer's or a reader's) flips EPOCH only when the previous
+ *      epoch's field is 0; admit() waits until the previous epoch's field is 0; a registered
+ *      reader that is not entitled and sees READ, ARRIVE >= T_R and DQ1 empty resets: repeat
+ *      FAA 0, stop if WRITE, entitled or ARRIVE < T_R, until the CAS. (A reset tried before
+ *      registering can fail forever while a peer arrives, resets and enters: -DRESET_LOOPS
+ *      shows the loops step by step.)
  *
  * Checked by tests/models/check.sh (ctest model_rma_rw):
  *   safety     a writer inside excludes everybody else, readers overlap only readers (asserts on
@@ -88,9 +95,12 @@
  *   -DBUG_TR   waiting readers never look at TAIL1 again and reset (the printed listing's one
  *              look at ARRIVE = T_R): a reader waits forever;
  *   -DBUG_STARVE  no WAITERS registration and no admit(): a reader starves;
- *   -DSWAP_CAS_LOOP, -DWAITER_GAP, -DTR_GAP  the text, fixes 1, 2, 3 left out: starvation.
+ *   -DSWAP_CAS_LOOP, -DWAITER_GAP, -DTR_GAP  the first text, fixes 1, 2, 3 left out:
+ *              starvation.
  * Parameters: -DTL2= (default 2, the smallest with intra-node hand-offs), -DTL1= (default 2:
- * level-1 hand-offs in WRITE mode), -DTR= (default 1).
+ * level-1 hand-offs in WRITE mode), -DTR= (default 1), -DPLAIN= (default 4), -DRESET_LOOPS
+ * (the readers' reset loops as a read and a CAS each, retried while the word changed in
+ * between, instead of one step: passes too, at 1.3 times the states).
  */
 
 #define NC 4                /* clients 0..3; client i is on node E(i) */
@@ -286,9 +296,9 @@ inline reader_reset(c) {
 }
 
 /* The reader's arrival, w = FAA(c, +ARRIVE), and what it decides (act, for the next step):
- * 1 registered, not entering: back off; 2 WRITE: back off and register (rre: the epoch seen);
- * 3 READ and a(w) >= T_R (the text: = T_R): look at TAIL1 (reset if empty), back off, and
- * register (the text: no registration); 0 (the text) READ and a(w) > T_R: back off.
+ * 1 registered, not entering: back off; 2 WRITE, or (epochs) READ and a(w) >= T_R: back off
+ * and register (rre: the epoch seen); the text: 3 READ and a(w) = T_R: look at TAIL1, reset if
+ * empty, back off without registering; 0 READ and a(w) > T_R: back off.
  * THE FIX 2: a registered reader stays registered until it departs (-DWAITER_GAP, the text:
  * FAA(c, +ARRIVE - WAITER), and back with -ARRIVE + WAITER). */
 inline reader_arrive() {
@@ -311,11 +321,10 @@ inline reader_arrive() {
     fi;
     if
     :: reg -> act = 1
-    :: !reg && mode[E(i)] == 1 -> act = 2
 #ifdef EPOCHS
-        ; rre[i] = epoch[E(i)] + 1
-    :: !reg && mode[E(i)] == 0 -> act = 3; rre[i] = epoch[E(i)] + 1   /* k >= T_R */
+    :: !reg -> act = 2; rre[i] = epoch[E(i)] + 1          /* WRITE, or READ and k >= T_R */
 #else
+    :: !reg && mode[E(i)] == 1 -> act = 2
     :: !reg && mode[E(i)] == 0 && k == TR -> act = 3
     :: !reg && mode[E(i)] == 0 && k > TR -> act = 0
 #endif
@@ -337,6 +346,21 @@ inline release_2() {
     if
     :: tail2[E(i)] == i + 1 && SWAP_NOBODY(tk2[E(i)], sv2[E(i)]) -> tail2[E(i)] = 0; goto idle
     :: else -> goto wait2
+    fi
+}
+
+/* The wait loop's look, taken with the FAA just done (its value is the word before our own
+ * change): where the loop goes next (rwait: wait there) */
+inline wait_next() {
+    if
+#if !defined(EPOCHS) && !defined(BUG_STARVE)
+    :: mode[E(i)] == 1 && !reg -> goto rsaw
+#endif
+#ifndef BUG_TR
+    :: mode[E(i)] == 0 && arrive[E(i)] >= TR && !ENTITLED(E(i)) -> goto rchk
+#endif
+    :: mode[E(i)] == 0 && (ENTITLED(E(i)) || arrive[E(i)] < TR) -> goto rtop
+    :: else -> goto rwait
     fi
 }
 
@@ -500,60 +524,29 @@ rback: /* after the arrival: back off (and register), or look at TAIL1 first */
 #ifdef WAITER_GAP
             waiters[WP(E(i))]++;
 #endif
-            check_counter(E(i)); goto rwait }
-    :: atomic { act == 2 -> act = 0; arrive[E(i)]--;          /* WRITE: FAA(c, -ARRIVE + WAITER) */
+            check_counter(E(i)); wait_next() }
+    /* WRITE (with epochs also READ and T_R reached: the wait loop looks at TAIL1 and resets;
+     * a reset CAS before registering could fail forever while a peer of the counter arrives,
+     * resets and enters, again and again): FAA(c, -ARRIVE + WAITER) */
+    :: atomic { act == 2 -> act = 0; arrive[E(i)]--;
 #ifndef BUG_STARVE
             reg = 1; waiters[WP(E(i))]++;
 #endif
-            check_counter(E(i)); goto rwait }
-#ifdef EPOCHS
-    :: atomic { act == 3 && TAIL1_EMPTY -> act = 0 };
-#ifndef BUG3
-        /* reader_reset, whose CAS also takes back the arrival and registers: repeat w =
-         * FAA(c, 0); stop if WRITE (back off and register with an FAA); until CAS(w -> {a - d
-         * - 1, 0, WAITERS + 1, EPOCH flipped if OLDW = 0}) */
-#ifdef RESET_LOOPS
-rl1:    atomic {
-            if
-            :: mode[E(i)] == 1 -> goto rreg
-            :: else -> fresh[i] = 1
-            fi };
-        atomic {
-            if
-            :: fresh[i] ->
-                arrive[E(i)] = arrive[E(i)] - depart[E(i)] - 1; depart[E(i)] = 0;
-                reg = 1; waiters[WP(E(i))]++; FLIP(E(i)); check_counter(E(i)); goto rwait
-            :: else -> goto rl1
-            fi };
-#else
-        atomic {                                  /* the loop as one step (the header) */
-            if
-            :: mode[E(i)] == 0 ->
-                arrive[E(i)] = arrive[E(i)] - depart[E(i)] - 1; depart[E(i)] = 0;
-                reg = 1; waiters[WP(E(i))]++; FLIP(E(i)); check_counter(E(i)); goto rwait
-            :: else -> skip
-            fi };
-#endif
-#else
-        reader_reset(E(i));
-#endif
-        goto rreg
-    :: atomic { act == 3 && !TAIL1_EMPTY -> act = 0; goto rreg }
-#else
+            check_counter(E(i)); wait_next() }
+#ifndef EPOCHS
     :: atomic { act == 3 && TAIL1_EMPTY -> act = 0 }; reader_reset(E(i)); goto rdec
     :: atomic { act == 3 && !TAIL1_EMPTY -> act = 0; goto rdec }
-    :: atomic { act == 0 -> arrive[E(i)]--; check_counter(E(i)); goto rwait }
+    :: atomic { act == 0 -> arrive[E(i)]--; check_counter(E(i)); wait_next() }
 #endif
     fi;
+#ifndef EPOCHS
 rdec:
-    atomic { arrive[E(i)]--; check_counter(E(i)); goto rwait };   /* FAA(c, -ARRIVE) */
-rreg:
-    atomic { arrive[E(i)]--; reg = 1; waiters[WP(E(i))]++; check_counter(E(i)); goto rwait };
+    atomic { arrive[E(i)]--; check_counter(E(i)); wait_next() };   /* FAA(c, -ARRIVE) */
+#endif
 rwait: /* repeat w = FAA(c, 0) ... until MODE(w) = READ and (entitled or a(w) < T_R) */
     if
 #if !defined(EPOCHS) && !defined(BUG_STARVE)
-    :: atomic { mode[E(i)] == 1 && !reg };                   /* saw WRITE: FAA(c, +WAITER) */
-        atomic { reg = 1; waiters[WP(E(i))]++; check_counter(E(i)); goto rwait }
+    :: atomic { mode[E(i)] == 1 && !reg -> goto rsaw }     /* saw WRITE: FAA(c, +WAITER) */
 #endif
 #ifndef BUG_TR
     /* READ, ARRIVE >= T_R, not entitled: look at TAIL1, reset if empty (the text: only if
@@ -566,6 +559,10 @@ rwait: /* repeat w = FAA(c, 0) ... until MODE(w) = READ and (entitled or a(w) < 
 #endif
     :: atomic { mode[E(i)] == 0 && (ENTITLED(E(i)) || arrive[E(i)] < TR) -> goto rtop }
     fi;
+#if !defined(EPOCHS) && !defined(BUG_STARVE)
+rsaw:
+    atomic { reg = 1; waiters[WP(E(i))]++; check_counter(E(i)); wait_next() };
+#endif
 rchk: /* FAA(home.TAIL1, 0) = 0 ? reader_reset */
     if
 #if defined(EPOCHS) && !defined(BUG3)
@@ -582,7 +579,7 @@ rl2:    atomic {
             if
             :: fresh[i] ->
                 arrive[E(i)] = arrive[E(i)] - depart[E(i)]; depart[E(i)] = 0; FLIP(E(i));
-                check_counter(E(i)); goto rwait
+                check_counter(E(i)); wait_next()
             :: else -> goto rl2
             fi }
 #else
@@ -593,7 +590,7 @@ rl2:    atomic {
                 check_counter(E(i))
             :: else -> skip
             fi;
-            goto rwait }
+            wait_next() }
 #endif
 #else
     :: atomic { TAIL1_EMPTY }; reader_reset(E(i)); goto rwait
