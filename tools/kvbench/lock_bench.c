@@ -146,6 +146,19 @@ static double ops_per_s(const struct lock_point *p)
 {
     return p->seconds > 0 ? (double)p->r.ops / p->seconds : 0;
 }
+
+/* The run of a point with the median throughput (sorts runs). */
+static struct lock_point median_run(struct lock_point *runs, unsigned repeat)
+{
+    for (unsigned a = 0; a < repeat; a++)
+        for (unsigned b = a + 1; b < repeat; b++)
+            if (ops_per_s(&runs[b]) < ops_per_s(&runs[a])) {
+                struct lock_point tmp = runs[a];
+                runs[a] = runs[b];
+                runs[b] = tmp;
+            }
+    return runs[repeat / 2];
+}
 static double rt_per_op(const struct lock_point *p)
 {
     return p->r.ops ? (double)p->r.round_trips / (double)p->r.ops : 0;
@@ -1290,8 +1303,8 @@ static void rma_report(FILE *f, const struct rma_sweep *sw, const struct rma_env
         fprintf(f, "\n");
     }
     if (odd) fprintf(f, "\n");
-    fprintf(f, "## Reading\n\n**TODO** (to be written by hand): where and why these figures "
-               "differ from the paper's Figures 3–5.\n");
+    fprintf(f, "## Reading\n\n(Not generated: add a reading of this run by hand -- where and why "
+               "these figures differ from the paper's Figures 3–5, as docs/rma-sweep.md does.)\n");
 }
 
 /* Runs the planned points; prints one line per point. 0, or 1 on a failed run. */
@@ -1314,14 +1327,7 @@ static int rma_run(struct rma_sweep *sw, struct fabric *f, unsigned repeat)
             free(runs);
             return 1;
         }
-        for (unsigned a = 0; a < repeat; a++)
-            for (unsigned b = a + 1; b < repeat; b++)
-                if (ops_per_s(&runs[b]) < ops_per_s(&runs[a])) {
-                    struct lock_point tmp = runs[a];
-                    runs[a] = runs[b];
-                    runs[b] = tmp;
-                }
-        *p = runs[repeat / 2];
+        *p = median_run(runs, repeat);
         free(runs);
         printf("[%zu/%zu] fig%u %-8s %-4s P=%-4u %ux%u/node W=%g%% TL=%lld,%lld TR=%lld "
                "DC=%u/%u: %.0f acq/s, mean %.1f us, p99 %.1f us, CV %.3f%s%s\n",
@@ -1833,14 +1839,7 @@ int cmd_lock(int argc, char **argv)
             break;
         }
         /* the run with the median throughput stands for the point */
-        for (unsigned a = 0; a < repeat; a++)
-            for (unsigned b = a + 1; b < repeat; b++)
-                if (ops_per_s(&runs[b]) < ops_per_s(&runs[a])) {
-                    struct lock_point tmp = runs[a];
-                    runs[a] = runs[b];
-                    runs[b] = tmp;
-                }
-        *p = runs[repeat / 2];
+        *p = median_run(runs, repeat);
         free(runs);
         if (p->r.errors || p->lost) rc = 1;
         print_point(p);
