@@ -148,17 +148,9 @@ static uint8_t *stack_get(struct sched *s, size_t map_size)
 }
 
 /* A task's last frames never return (it jumps away when done), so ASan leaves their redzones
- * poisoned. Clear them before the stack is reused or unmapped; otherwise the stale shadow
- * covers whatever the kernel maps there next (an io_uring ring, say) and ASan reports a
+ * poisoned. stack_put clears them before the stack is cached or unmapped; otherwise the stale
+ * shadow covers whatever the kernel maps there next (an io_uring ring, say) and ASan reports a
  * stack-buffer-underflow in code that never touched a stack. */
-static void stack_unmap(uint8_t *m, size_t map_size)
-{
-#ifdef TASK_ASAN
-    __asan_unpoison_memory_region(m + page_size(), map_size - page_size());
-#endif
-    munmap(m, map_size);
-}
-
 static void stack_put(struct sched *s, uint8_t *m, size_t map_size)
 {
 #ifdef TASK_ASAN
@@ -168,7 +160,7 @@ static void stack_put(struct sched *s, uint8_t *m, size_t map_size)
         s->stacks[s->nstacks++] = m;
         return;
     }
-    stack_unmap(m, map_size);
+    munmap(m, map_size);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -370,7 +362,7 @@ int sched_create(struct sched **out)
 void sched_destroy(struct sched *s)
 {
     if (!s) return;
-    while (s->nstacks) stack_unmap(s->stacks[--s->nstacks], map_size_for(TASK_STACK_DEFAULT));
+    while (s->nstacks) munmap(s->stacks[--s->nstacks], map_size_for(TASK_STACK_DEFAULT));
     free(s->heap);
     close(s->efd);
     free(s);
