@@ -309,15 +309,15 @@ static void vn_on_connect(struct fab_rpc_req *req, void *arg)
     fab_rpc_reply(req, 0, out, sizeof out);
 }
 
-void verbs_conn_gone(struct fabric *f, uint64_t conn_id)
+/* Destroys the passive queue pairs of one service connection (conn_id), or with PASSIVE_CM those
+ * accepted through rdma_cm: unlinked under vn->mu, destroyed after it. */
+static void passive_reap(struct verbs_node *vn, uint64_t conn_id)
 {
-    struct verbs_node *vn = f->vn;
-    if (!vn || conn_id == PASSIVE_CM) return;
     struct passive *gone = NULL;
     pthread_mutex_lock(&vn->mu);
     for (struct passive **pp = &vn->passive; *pp;) {
         struct passive *x = *pp;
-        if (x->conn_id == conn_id && !x->cm_id) {
+        if (conn_id == PASSIVE_CM ? x->cm_id != NULL : x->conn_id == conn_id && !x->cm_id) {
             *pp = x->next;
             x->next = gone;
             gone = x;
@@ -331,6 +331,13 @@ void verbs_conn_gone(struct fabric *f, uint64_t conn_id)
         passive_destroy(gone);
         gone = n;
     }
+}
+
+void verbs_conn_gone(struct fabric *f, uint64_t conn_id)
+{
+    struct verbs_node *vn = f->vn;
+    if (!vn || conn_id == PASSIVE_CM) return;
+    passive_reap(vn, conn_id);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -486,24 +493,7 @@ static void cm_listener_stop(struct verbs_node *vn)
         vn->cm_thr_running = false;
     }
     /* Accepted queue pairs go before the listener and its channel. */
-    struct passive *cm = NULL;
-    pthread_mutex_lock(&vn->mu);
-    for (struct passive **pp = &vn->passive; *pp;) {
-        struct passive *x = *pp;
-        if (x->cm_id) {
-            *pp = x->next;
-            x->next = cm;
-            cm = x;
-        } else {
-            pp = &x->next;
-        }
-    }
-    pthread_mutex_unlock(&vn->mu);
-    while (cm) {
-        struct passive *n = cm->next;
-        passive_destroy(cm);
-        cm = n;
-    }
+    passive_reap(vn, PASSIVE_CM);
     if (vn->listen_id) rdma_destroy_id(vn->listen_id);
     vn->listen_id = NULL;
     if (vn->lch) rdma_destroy_event_channel(vn->lch);
