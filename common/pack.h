@@ -22,6 +22,20 @@ struct pack_r {
     bool err;
 };
 
+/* Fixed-place little-endian stores and loads, for headers filled in after their body. */
+static inline void pack_put_u32le(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void pack_put_u64le(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint32_t pack_get_u32le(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 static inline void pack_w_init(struct pack_w *w) { memset(w, 0, sizeof *w); }
 static inline void pack_w_free(struct pack_w *w) { free(w->p); memset(w, 0, sizeof *w); }
 
@@ -47,14 +61,12 @@ static inline uint8_t *pack_w_room(struct pack_w *w, size_t n)
 static inline void pack_u64(struct pack_w *w, uint64_t v)
 {
     uint8_t *p = pack_w_room(w, 8);
-    if (p)
-        for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    if (p) pack_put_u64le(p, v);
 }
 static inline void pack_u32(struct pack_w *w, uint32_t v)
 {
     uint8_t *p = pack_w_room(w, 4);
-    if (p)
-        for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+    if (p) pack_put_u32le(p, v);
 }
 static inline void pack_u16(struct pack_w *w, uint16_t v)
 {

@@ -264,7 +264,9 @@ static void drain_inbox(struct sched *s)
     while (t) {
         struct task *n = t->inbox_next;
         atomic_store(&t->queued, 0);
-        if (t->state == T_PARKED && atomic_load(&t->permit)) {
+        if (t->state == T_DONE) { /* finished while its wake was on the way: free it now */
+            free(t);
+        } else if (t->state == T_PARKED && atomic_load(&t->permit)) {
             heap_remove(s, t);
             rq_push(s, t);
         }
@@ -275,14 +277,17 @@ static void drain_inbox(struct sched *s)
 /* ------------------------------------------------------------------------------------------ */
 /* Switching */
 
+/* A finished task's stack goes back at once; its record too, unless another thread's wake put it
+ * in the inbox (the waker was done with it before the task ended: the caller's protocol), in
+ * which case drain_inbox frees it when it takes it out. */
 static void task_free(struct sched *s, struct task *t)
 {
 #ifdef TASK_TSAN
     __tsan_destroy_fiber(t->fiber);
 #endif
     stack_put(s, t->map, t->map_size);
-    free(t);
     s->ntasks--;
+    if (!atomic_load(&t->queued)) free(t);
 }
 
 /* Scheduler -> task, until it suspends again. */
@@ -362,6 +367,7 @@ int sched_create(struct sched **out)
 void sched_destroy(struct sched *s)
 {
     if (!s) return;
+    drain_inbox(s); /* finished tasks whose last wake is still queued */
     while (s->nstacks) munmap(s->stacks[--s->nstacks], map_size_for(TASK_STACK_DEFAULT));
     free(s->heap);
     close(s->efd);

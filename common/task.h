@@ -65,7 +65,9 @@ void task_sleep_ns(int64_t ns);
 
 /* Parking a task until another party wakes it. A wake given before the park is kept (one
  * permit), so "check, then park" loses no wake-up. task_park returns 0 when woken, RDKV_ETIMEDOUT
- * at the deadline (a clock_now_ns() value; 0: none). task_wake may be called from any thread. */
+ * at the deadline (a clock_now_ns() value; 0: none). task_wake may be called from any thread, on a
+ * task that has not returned yet: the waker must be done with it before the task returns (e.g. both
+ * hold the same mutex), after which a queued wake is dropped and the task still freed. */
 int task_park(int64_t deadline);
 void task_wake(struct task *t);
 

@@ -11,7 +11,8 @@
  *
  * Ownership: bytes returned by rdkv_txn_get and rdkv_iter_next belong to the transaction; they
  * stay valid until the next call on that transaction (or iterator) or its end, whichever comes
- * first. Copy them to keep them. Keys and values passed in are copied before the call returns.
+ * first. Bytes returned by rdkv_get belong to the session until its next call. Copy them to keep
+ * them. Keys and values passed in are copied before the call returns.
  *
  * Retrying: a status for which rdkv_status_retryable() is true (RDKV_EABORTED: a conflict or a
  * lock wait that ran out; RDKV_EBUSY) means the transaction did nothing and may be run again.
@@ -41,6 +42,17 @@ typedef struct rdkv_iter rdkv_iter;
 /* ---------------------------------------------------------------------------------------------
  * Options. Initialise with rdkv_options_init() and change what you need; 0 fields mean the
  * default. */
+
+/* How a transaction meets a lock another transaction holds (docs/transactions.md, "Conflicts").
+ * Every policy keeps the lock timeout as its backstop. */
+typedef enum rdkv_conflict {
+    RDKV_CONFLICT_NODE = 0,     /* the coordinating node's --conflict */
+    RDKV_CONFLICT_TIMEOUT = 1,  /* wait until the lock timeout, then abort */
+    RDKV_CONFLICT_WAIT_DIE = 2, /* an older transaction waits, a younger one aborts at once; a
+                                   retry keeps its first start time, so it cannot starve */
+    RDKV_CONFLICT_NO_WAIT = 3,  /* abort at once whenever a lock is not free */
+} rdkv_conflict;
+
 typedef struct rdkv_options {
     int64_t connect_timeout_ms; /* remote: connecting to an endpoint (default 2000) */
     int64_t op_timeout_ms;      /* remote: one request to the coordinator (default 10000) */
@@ -49,6 +61,7 @@ typedef struct rdkv_options {
     unsigned max_retries;       /* rdkv_txn_on_error / rdkv_run_txn: retries before giving up
                                    with the last status (default 10) */
     bool read_only;             /* transactions of this session only read (no 2PC ever) */
+    rdkv_conflict conflict;     /* default RDKV_CONFLICT_NODE */
 } rdkv_options;
 
 void rdkv_options_init(rdkv_options *o);
@@ -79,9 +92,30 @@ int rdkv_session_open(rdkv_node *n, const rdkv_options *o, rdkv_session **out);
 void rdkv_session_close(rdkv_session *s);
 
 /* ---------------------------------------------------------------------------------------------
- * Transactions. */
+ * One-shot operations: each is one serializable transaction, and on a remote session one
+ * request to the node. A retryable status is retried as rdkv_run_txn does (up to max_retries,
+ * with back-off). RDKV_EBUSY while the session has a transaction of rdkv_txn_begin in use. */
 
-/* Begins a transaction (one at a time per session: RDKV_EBUSY if one is open). */
+/* Reads key: 0 and its value, or RDKV_ENOTFOUND. The value is the session's until its next
+ * call. */
+int rdkv_get(rdkv_session *s, const void *key, size_t klen, const void **val, size_t *vlen);
+/* Writes key (insert or overwrite). RDKV_EUNKNOWN: the answer was lost, it may have happened. */
+int rdkv_put(rdkv_session *s, const void *key, size_t klen, const void *val, size_t vlen);
+/* Deletes key; RDKV_ENOTFOUND (and nothing changes) when it is absent. */
+int rdkv_delete(rdkv_session *s, const void *key, size_t klen);
+/* Scans [begin, end) as rdkv_txn_scan does, in a transaction of its own that commits when the
+ * iterator reaches the end (rdkv_iter_next returns 0, or the commit's status); rdkv_iter_close
+ * before the end aborts it. Only the first request is retried: once rows were returned, a
+ * failure is reported. The iterator is the session's. */
+int rdkv_scan(rdkv_session *s, const void *begin, size_t blen, const void *end, size_t elen,
+              size_t limit, rdkv_iter **out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Transactions. A remote transaction's BEGIN goes with its first operation: n operations and
+ * the commit cost n + 1 requests. */
+
+/* Begins a transaction (one at a time per session: RDKV_EBUSY if one is open). Sends nothing
+ * by itself on a remote session. */
 int rdkv_txn_begin(rdkv_session *s, rdkv_txn **out);
 /* Reads key under a shared lock held until the end. RDKV_ENOTFOUND when absent (the absence is
  * locked too: no other transaction can insert the key before this one ends). */

@@ -571,6 +571,19 @@ int fab_rpc_send(struct fab_ctx *c, uint16_t node, uint16_t type, const void *re
     return rc;
 }
 
+int fab_buf_set(struct fab_buf *b, const void *p, size_t n)
+{
+    if (b->cap < n) {
+        void *nd = realloc(b->data, n);
+        if (!nd) return RDKV_ENOMEM;
+        b->data = nd;
+        b->cap = n;
+    }
+    if (n) memcpy(b->data, p, n);
+    b->len = n;
+    return 0;
+}
+
 void fab_buf_free(struct fab_buf *b)
 {
     free(b->data);
@@ -595,18 +608,9 @@ static int on_rpc_resp(struct fab_ctx *c, struct cconn *cc, const struct wire_hd
     if (s->kind != SLOT_RPC || s->gen != gen || s->done || s->node != cc->node)
         return 0; /* a late answer to an RPC that already timed out */
     int status = r.status;
-    if (s->resp && plen) {
-        if (s->resp->cap < plen) {
-            void *nd = realloc(s->resp->data, plen);
-            if (!nd) {
-                ctx_complete(c, si, RDKV_ENOMEM);
-                return 0;
-            }
-            s->resp->data = nd;
-            s->resp->cap = plen;
-        }
-        memcpy(s->resp->data, payload, plen);
-        s->resp->len = plen;
+    if (s->resp && plen && fab_buf_set(s->resp, payload, plen)) {
+        ctx_complete(c, si, RDKV_ENOMEM);
+        return 0;
     }
     ctx_complete(c, si, status);
     return 0;

@@ -251,6 +251,8 @@ struct fab_buf {
     void *data;
     size_t len, cap;
 };
+/* Makes b hold a copy of p[0..n) (0, or RDKV_ENOMEM with b unchanged). */
+int fab_buf_set(struct fab_buf *b, const void *p, size_t n);
 void fab_buf_free(struct fab_buf *b);
 
 /* Sends an RPC; its completion (status = the handler's status or a transport error) carries tag,

@@ -66,7 +66,10 @@ const char node_usage[] =
     "                        outcome unknown (default 5s); the locks held there are kept until\n"
     "                        the participant answers or is declared down\n"
     "  --session-idle DUR    close a remote session idle this long (default 60s)\n"
-    "  --max-sessions N      remote sessions at once (default 128)\n"
+    "  --max-sessions N      remote sessions open at once (default 16384; beyond it a client is\n"
+    "                        refused with \"busy\"); an idle session costs a few hundred bytes\n"
+    "  --session-threads N   threads that run the remote sessions' transactions, each as a task\n"
+    "                        (default 2)\n"
     "  --rpc-threads N       threads that run RPC handlers (default 2)\n"
     "  --peer-wait DUR       at start-up, wait up to this long for every peer to answer, and\n"
     "                        exit with an error if one does not (default 30s; 0: do not wait)\n"
@@ -89,8 +92,9 @@ void node_opts_init(struct node_opts *o)
     o->ready_fd = -1;
     txn_cfg_init(&o->txn);
     store_opts_init(&o->store);
-    o->session_idle_ns = 60 * NS_PER_S;
-    o->max_sessions = 128;
+    o->sessions.idle_ns = 60 * NS_PER_S;
+    o->sessions.max_sessions = SESSION_MAX_DEFAULT;
+    o->sessions.threads = 2;
     o->heartbeat_ns = 250 * NS_PER_MS;
     o->heartbeat_misses = 4;
 }
@@ -100,7 +104,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
     enum {
         O_CONFIG = 256, O_NODE, O_TRANSPORT, O_ARENA, O_RPC_THREADS, O_PEER_WAIT, O_LISTEN_FD,
         O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
-        O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_COMMITTO
+        O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_SESS_THREADS, O_COMMITTO
     };
     static const struct option longopts[] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -118,6 +122,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         {"commit-timeout", required_argument, 0, O_COMMITTO},
         {"session-idle", required_argument, 0, O_IDLE},
         {"max-sessions", required_argument, 0, O_MAXSESS},
+        {"session-threads", required_argument, 0, O_SESS_THREADS},
         {"rpc-threads", required_argument, 0, O_RPC_THREADS},
         {"peer-wait", required_argument, 0, O_PEER_WAIT},
         {"listen-fd", required_argument, 0, O_LISTEN_FD},
@@ -206,11 +211,16 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
             break;
         case O_IDLE:
             if (parse_duration_ns(optarg, &d) || d < NS_PER_S) BAD("bad --session-idle '%s' (>= 1s)", optarg);
-            o->session_idle_ns = d;
+            o->sessions.idle_ns = d;
             break;
         case O_MAXSESS:
-            if (parse_uint_range(optarg, 1, 200, &v)) BAD("bad --max-sessions '%s' (1..200)", optarg);
-            o->max_sessions = (unsigned)v;
+            if (parse_uint_range(optarg, 1, SESSION_MAX_LIMIT, &v))
+                BAD("bad --max-sessions '%s' (1..%u)", optarg, SESSION_MAX_LIMIT);
+            o->sessions.max_sessions = (unsigned)v;
+            break;
+        case O_SESS_THREADS:
+            if (parse_uint_range(optarg, 1, 64, &v)) BAD("bad --session-threads '%s' (1..64)", optarg);
+            o->sessions.threads = (unsigned)v;
             break;
         case O_RPC_THREADS:
             if (parse_uint_range(optarg, 1, 64, &v)) BAD("bad --rpc-threads '%s' (1..64)", optarg);
@@ -496,7 +506,7 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         snprintf(err, errcap, "%s", why);
         goto fail;
     }
-    if ((rc = session_svc_start(n, n->o.max_sessions, n->o.session_idle_ns, &n->sessions))) {
+    if ((rc = session_svc_start(n, &n->o.sessions, &n->sessions))) {
         snprintf(err, errcap, "cannot start the session service: %s", rdkv_strerror(rc));
         goto fail;
     }

@@ -6,6 +6,7 @@
 #define RDKV_SERVER_NODE_H
 
 #include "storage/store.h"
+#include "server/session.h"
 #include "txn/txn.h"
 
 #include <stdbool.h>
@@ -22,8 +23,7 @@ struct node_opts {
     int ready_fd;                 /* -1: none */
     struct txn_cfg txn;           /* --row-lock, --range-lock, --lock-timeout, --lease */
     struct store_opts store;      /* --key-max, --value-max, --heap */
-    int64_t session_idle_ns;      /* a remote session idle this long is closed (default 60 s) */
-    unsigned max_sessions;        /* remote sessions at once (default 128) */
+    struct session_cfg sessions;  /* --max-sessions, --session-idle, --session-threads */
     int64_t heartbeat_ns;         /* peer watcher period (default 200 ms) */
     unsigned heartbeat_misses;    /* missed answers before a peer is down (default 3) */
     bool bench;                   /* serve kvbench's node-side benchmarks (kvserver: yes) */

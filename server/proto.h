@@ -26,12 +26,13 @@ enum kv_rpc {
     KV_RPC_BENCH_TXN_RUN = FAB_RPC_USER_BASE + 19,
 };
 
-/* KV_RPC_SESSION request: u64 session id (0 with SES_OPEN), u8 op, then the op's fields. Every
- * answer (RPC status 0) is u32 status, then, when it is 0, the op's bytes listed below. A
- * session's requests run in order on the session's own thread in the node; the node closes a
- * session idle for its --session-idle (later requests get RDKV_ESESSION). Strings are u32
- * length + bytes.
- *   SES_OPEN       u64 lock timeout (ns, 0: the node's)         -> u64 session id
+/* KV_RPC_SESSION request: u64 session id (0 with SES_OPEN), u8 op (an enum ses_op, or'd with
+ * flags below), then the op's fields. Every answer (RPC status 0) is u32 status, then, when it is
+ * 0, the op's bytes listed below. A session's requests run in order, one at a time, in a task of
+ * one of the node's session threads; the node closes a session idle for its --session-idle
+ * (later requests get RDKV_ESESSION). Strings are u32 length + bytes.
+ *   SES_OPEN       u64 lock timeout (ns, 0: the node's),
+ *                  u8 conflict policy (SES_CONFLICT_NODE: the node's) -> u64 session id
  *   SES_CLOSE                                                    -> (empty)
  *   SES_BEGIN                                                    -> (empty)
  *   SES_GET        u8 for_update, str key                        -> str value (RDKV_ENOTFOUND)
@@ -41,11 +42,26 @@ enum kv_rpc {
  *   SES_SCAN_NEXT                                                -> the next batch
  *   SES_COMMIT / SES_ABORT                                       -> (empty)
  *   SES_STATUS                                                   -> JSON text: every node's status
- * A batch: u8 more, u32 n, then n times {str key, str value}. */
+ * A batch: u8 more, u32 n, then n times {str key, str value}.
+ * Flags on SES_GET, SES_PUT, SES_DEL, SES_SCAN (and SES_F_RETRY on SES_BEGIN):
+ *   SES_F_BEGIN    begin a transaction first (aborting one left open): an interactive
+ *                  transaction's first operation carries its BEGIN
+ *   SES_F_COMMIT   commit after the operation: with SES_F_BEGIN, a one-shot operation (one
+ *                  serializable transaction in one request). GET and DEL commit on
+ *                  RDKV_ENOTFOUND too (and answer it); a failed operation aborts. A one-shot
+ *                  scan commits once its last batch is sent (SES_SCAN_NEXT); SES_ABORT ends it
+ *                  early.
+ *   SES_F_RETRY    with SES_F_BEGIN: this transaction retries the session's last one and keeps
+ *                  its start timestamp (the wait-die order) */
 enum ses_op {
     SES_OPEN = 1, SES_CLOSE = 2, SES_BEGIN = 3, SES_GET = 4, SES_PUT = 5, SES_DEL = 6,
     SES_SCAN = 7, SES_SCAN_NEXT = 8, SES_COMMIT = 9, SES_ABORT = 10, SES_STATUS = 11,
 };
+#define SES_OP_MASK 0x1fu
+#define SES_F_RETRY 0x20u
+#define SES_F_BEGIN 0x40u
+#define SES_F_COMMIT 0x80u
+#define SES_CONFLICT_NODE 0xffu
 #define SES_BATCH_ROWS 256u
 #define SES_BATCH_BYTES (1u << 20)
 

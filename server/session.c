@@ -1,7 +1,10 @@
-/* Remote sessions (server/session.h): the KV_RPC_SESSION handler runs on the node's service
- * thread and only routes a request to its session's queue; the session's thread decodes it,
- * runs the operation as the transaction's coordinator and replies. Every request is decoded
- * defensively: bad bytes get RDKV_EPROTO and change nothing. */
+/* Remote sessions (server/session.h). The KV_RPC_SESSION handler runs on the node's service
+ * thread: it opens sessions and routes every other request to its session, never blocking. A
+ * session belongs to one of a few session threads; while it has requests to run or a
+ * transaction open, a task of that thread runs it (as the transaction's coordinator, on a worker
+ * borrowed from the thread's pool and the thread's shared fabric context), and otherwise it is a
+ * small record and nothing else. Every request is decoded defensively: bad bytes get RDKV_EPROTO
+ * and change nothing. */
 #include "server/session.h"
 
 #include "server/node.h"
@@ -10,41 +13,78 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/pack.h"
+#include "common/task.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define SES_STACK (128u << 10) /* a session task's stack (pages are touched only as used) */
+#define SES_WORKERS_KEPT 64u   /* idle workers a session thread keeps for the next transaction */
+#define SES_REAP_NS (NS_PER_S / 2)
+
 struct sreq {
     struct sreq *next;
     struct fab_rpc_req *req;
 };
 
+struct sthread;
+
+/* A session. The fields above `w` are guarded by the service's mutex; those from `w` on belong
+ * to the task running the session (there is at most one). */
 struct session {
-    struct session *next;
-    struct session_svc *svc;
+    struct session *hnext;        /* the service's hash chain */
+    struct session *prev, *next;  /* its thread's sessions (for the idle reaper) */
+    struct session *inext;        /* its thread's inbox: sessions waiting for a task */
+    struct sthread *th;
     uint64_t sid;
     int64_t lock_timeout_ns;
-    pthread_cond_t cv;
+    uint8_t conflict;             /* SES_CONFLICT_NODE: the node's */
     struct sreq *qhead, *qtail;
-    bool closing;
-    /* the session thread's own */
-    struct txn_worker *w;
-    struct txn *t;
-    struct txn_iter *it;
-    bool idle_aborted; /* the open transaction was aborted for idling: say so to its next op */
+    struct task *task;            /* the task running it, or NULL */
+    bool scheduled;               /* in the inbox, or its task is starting */
+    bool closing;                 /* closed or reaped: requests get RDKV_ESESSION */
+    int64_t last;                 /* last request (clock_now_ns) */
+    /* the running task's own */
+    struct txn_worker *w;         /* while the session runs */
+    struct txn *t;                /* the open transaction */
+    struct txn_iter *it;          /* its open scan */
+    bool oneshot;                 /* the open transaction is a one-shot scan's: commit at its end */
+    bool idle_aborted;            /* the open transaction was aborted for idling: say so */
+};
+
+/* A session thread: a scheduler, the fabric context its tasks share, the dispatcher task that
+ * starts a task for each session in the inbox, and the workers its tasks borrow. */
+struct sthread {
+    struct session_svc *svc;
+    unsigned idx;
+    pthread_t th;
+    struct sched *s;
+    struct fab_ctx *c;
+    struct task *disp;
+    struct session *inbox, *inbox_tail;
+    struct session *sessions;     /* its sessions (list through prev/next) */
+    unsigned tasks;               /* session tasks alive */
+    int start_rc;                 /* 1 while starting */
+    struct txn_worker **pool;     /* idle workers (the thread's tasks only) */
+    unsigned npool;
 };
 
 struct session_svc {
     struct node *n;
     unsigned max;
     int64_t idle_ns;
+    int64_t txn_idle_ns;
     pthread_mutex_t mu;
-    pthread_cond_t done_cv;
-    struct session *list;
-    unsigned count;   /* threads alive */
+    pthread_cond_t cv;            /* thread start-up */
+    struct session **buckets;
+    unsigned nbuckets;            /* a power of two */
+    unsigned count;               /* sessions open */
     uint64_t next_id;
+    unsigned nthreads;
+    unsigned next_thread;
+    struct sthread *threads;
     bool stop;
 };
 
@@ -60,7 +100,7 @@ static void ses_reply(struct fab_rpc_req *req, int rc, const void *data, size_t 
         buf = small;
         len = 0;
     }
-    for (int i = 0; i < 4; i++) buf[i] = (uint8_t)((uint32_t)rc >> (8 * i));
+    pack_put_u32le(buf, (uint32_t)rc);
     if (len && !rc) memcpy(buf + 4, data, len);
     fab_rpc_reply(req, 0, buf, rc ? 4 : len + 4);
     if (buf != small) free(buf);
@@ -68,24 +108,95 @@ static void ses_reply(struct fab_rpc_req *req, int rc, const void *data, size_t 
 
 static void reply_status(struct fab_rpc_req *req, int rc) { ses_reply(req, rc, NULL, 0); }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The table of sessions (under the service's mutex). */
+
+static unsigned bucket_of(const struct session_svc *s, uint64_t sid)
+{
+    return (unsigned)((sid * 0x9E3779B97F4A7C15ull) >> 32) & (s->nbuckets - 1);
+}
+
 static struct session *find(struct session_svc *s, uint64_t sid)
 {
-    for (struct session *x = s->list; x; x = x->next)
+    for (struct session *x = s->buckets[bucket_of(s, sid)]; x; x = x->hnext)
         if (x->sid == sid) return x;
     return NULL;
 }
 
+static void link_session(struct session_svc *s, struct session *x)
+{
+    unsigned b = bucket_of(s, x->sid);
+    x->hnext = s->buckets[b];
+    s->buckets[b] = x;
+    struct sthread *th = x->th;
+    x->prev = NULL;
+    x->next = th->sessions;
+    if (th->sessions) th->sessions->prev = x;
+    th->sessions = x;
+    s->count++;
+}
+
 static void unlink_session(struct session_svc *s, struct session *x)
 {
-    for (struct session **pp = &s->list; *pp; pp = &(*pp)->next)
+    for (struct session **pp = &s->buckets[bucket_of(s, x->sid)]; *pp; pp = &(*pp)->hnext)
         if (*pp == x) {
-            *pp = x->next;
-            return;
+            *pp = x->hnext;
+            break;
         }
+    struct sthread *th = x->th;
+    if (x->prev) x->prev->next = x->next;
+    else th->sessions = x->next;
+    if (x->next) x->next->prev = x->prev;
+    s->count--;
+}
+
+/* Takes the queued requests of x (to answer them after unlocking). */
+static struct sreq *take_queue(struct session *x)
+{
+    struct sreq *q = x->qhead;
+    x->qhead = x->qtail = NULL;
+    return q;
+}
+
+static void refuse_all(struct sreq *q, int rc)
+{
+    while (q) {
+        struct sreq *n = q->next;
+        reply_status(q->req, rc);
+        free(q);
+        q = n;
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Operations, on the session's thread. */
+/* Workers, borrowed from the session thread's pool by the task running a session. */
+
+static int worker_get(struct session *x)
+{
+    struct sthread *th = x->th;
+    if (!x->w) {
+        if (th->npool) {
+            x->w = th->pool[--th->npool];
+        } else {
+            int rc = txn_worker_create_on(node_txn(th->svc->n), th->c, &x->w);
+            if (rc) return rc;
+        }
+    }
+    txn_worker_set_lock_timeout(x->w, x->lock_timeout_ns);
+    return 0;
+}
+
+static void worker_put(struct session *x)
+{
+    struct sthread *th = x->th;
+    if (!x->w) return;
+    if (th->npool < SES_WORKERS_KEPT) th->pool[th->npool++] = x->w;
+    else txn_worker_destroy(x->w);
+    x->w = NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Operations, in the session's task. */
 
 static void put_bytes(struct pack_w *w, const void *p, uint32_t n)
 {
@@ -110,53 +221,82 @@ static void end_txn(struct session *x)
         txn_abort(x->t);
         x->t = NULL;
     }
+    x->oneshot = false;
 }
 
-static void send_batch(struct session *x, struct fab_rpc_req *req)
+static int commit_txn(struct session *x)
 {
-    struct pack_w w;
-    pack_w_init(&w);
-    pack_u8(&w, 0);
-    pack_u32(&w, 0);
+    if (x->it) {
+        txn_iter_close(x->it);
+        x->it = NULL;
+    }
+    int rc = txn_commit(x->t);
+    x->t = NULL;
+    x->oneshot = false;
+    return rc;
+}
+
+static int begin_txn(struct session *x, bool retry)
+{
+    (void)retry;
+    end_txn(x); /* a client that lost track of its transaction starts afresh */
+    x->idle_aborted = false;
+    int rc = worker_get(x);
+    if (!rc) rc = txn_begin(x->w, &x->t);
+    if (rc) x->t = NULL;
+    return rc;
+}
+
+/* The next batch of the open scan, into w (u8 more, u32 n, rows). *done: the scan ended. */
+static int fill_batch(struct session *x, struct pack_w *w, bool *done)
+{
+    pack_u8(w, 0);
+    pack_u32(w, 0);
     uint32_t n = 0;
-    int rc = 0;
     bool more = false;
     while (x->it) {
-        if (n >= SES_BATCH_ROWS || w.len >= SES_BATCH_BYTES) {
+        if (n >= SES_BATCH_ROWS || w->len >= SES_BATCH_BYTES) {
             more = true;
             break;
         }
         const void *k, *v;
         uint32_t kl, vl;
         int r = txn_iter_next(x->it, &k, &kl, &v, &vl);
-        if (r < 0) {
-            rc = r;
-            break;
-        }
+        if (r < 0) return r;
         if (r == 0) break;
-        put_bytes(&w, k, kl);
-        put_bytes(&w, v, vl);
+        put_bytes(w, k, kl);
+        put_bytes(w, v, vl);
         n++;
     }
-    if (!more && x->it) {
+    if (w->err) return RDKV_ENOMEM;
+    w->p[0] = more;
+    pack_put_u32le(w->p + 1, n);
+    *done = !more;
+    return 0;
+}
+
+/* Answers with the scan's next batch; a one-shot scan's transaction commits after its last. */
+static void send_batch(struct session *x, struct fab_rpc_req *req)
+{
+    struct pack_w w;
+    pack_w_init(&w);
+    bool done = false;
+    int rc = fill_batch(x, &w, &done);
+    if (!rc && done) {
         txn_iter_close(x->it);
         x->it = NULL;
+        if (x->oneshot) rc = commit_txn(x);
     }
-    if (!rc && w.err) rc = RDKV_ENOMEM;
-    if (rc) {
-        reply_status(req, rc);
-    } else {
-        w.p[0] = more;
-        for (int i = 0; i < 4; i++) w.p[1 + i] = (uint8_t)(n >> (8 * i));
-        ses_reply(req, 0, w.p, w.len);
-    }
+    if (rc && x->oneshot) end_txn(x);
+    if (rc) reply_status(req, rc);
+    else ses_reply(req, 0, w.p, w.len);
     pack_w_free(&w);
 }
 
 /* Every node's status as this node sees it. */
 static void cluster_status(struct session *x, struct fab_rpc_req *req)
 {
-    char *js = node_cluster_status_json(x->svc->n, txn_worker_ctx(x->w));
+    char *js = node_cluster_status_json(x->th->svc->n, x->th->c);
     if (!js) {
         reply_status(req, RDKV_ENOMEM);
         return;
@@ -165,12 +305,25 @@ static void cluster_status(struct session *x, struct fab_rpc_req *req)
     free(js);
 }
 
+/* The one-shot ending of a GET/PUT/DEL: commit when the operation succeeded (or found the key
+ * absent, which is an answer), abort otherwise. Returns the status to answer. */
+static int oneshot_end(struct session *x, int rc)
+{
+    if (rc == 0 || rc == RDKV_ENOTFOUND) {
+        int crc = commit_txn(x);
+        return crc ? crc : rc;
+    }
+    end_txn(x);
+    return rc;
+}
+
 static void run_op(struct session *x, struct fab_rpc_req *req)
 {
     struct pack_r r;
     pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
     unpack_u64(&r); /* the session id, checked by the router */
-    uint8_t op = unpack_u8(&r);
+    uint8_t opb = unpack_u8(&r);
+    uint8_t op = opb & SES_OP_MASK, flags = opb & ~SES_OP_MASK;
     uint32_t kl = 0, vl = 0, el = 0;
     const uint8_t *k = NULL, *v = NULL, *e = NULL;
     uint8_t flag = 0;
@@ -179,6 +332,7 @@ static void run_op(struct session *x, struct fab_rpc_req *req)
     case SES_GET:
         flag = unpack_u8(&r);
         k = get_bytes(&r, &kl);
+        if (flag > 1) r.err = true;
         break;
     case SES_PUT:
         k = get_bytes(&r, &kl);
@@ -198,62 +352,71 @@ static void run_op(struct session *x, struct fab_rpc_req *req)
         reply_status(req, RDKV_EPROTO);
         return;
     }
-    const void *val;
-    uint32_t vlen;
-    int rc;
     switch (op) {
     case SES_CLOSE:
         end_txn(x);
-        x->closing = true;
         reply_status(req, 0);
         return;
-    case SES_BEGIN:
-        end_txn(x); /* a client that lost track of its transaction starts afresh */
-        x->idle_aborted = false;
-        reply_status(req, txn_begin(x->w, &x->t));
-        return;
+    case SES_BEGIN: reply_status(req, begin_txn(x, flags & SES_F_RETRY)); return;
     case SES_STATUS: cluster_status(x, req); return;
     default: break;
+    }
+    if (flags & SES_F_BEGIN) {
+        int rc = begin_txn(x, flags & SES_F_RETRY);
+        if (rc) {
+            reply_status(req, rc);
+            return;
+        }
     }
     if (!x->t) {
         /* no transaction open: it was aborted for idling (retryable), or never begun */
         reply_status(req, op == SES_ABORT ? 0 : x->idle_aborted ? RDKV_EABORTED : RDKV_EINVAL);
         return;
     }
+    bool one = flags & SES_F_COMMIT;
+    const void *val;
+    uint32_t vlen;
+    int rc;
     switch (op) {
-    case SES_GET:
+    case SES_GET: {
         rc = txn_get(x->t, k, kl, flag, &val, &vlen);
-        if (rc) {
-            reply_status(req, rc);
-        } else {
-            struct pack_w w;
-            pack_w_init(&w);
-            put_bytes(&w, val, vlen);
-            if (w.err) reply_status(req, RDKV_ENOMEM);
-            else ses_reply(req, 0, w.p, w.len);
-            pack_w_free(&w);
+        struct pack_w w;
+        pack_w_init(&w);
+        if (!rc) {
+            put_bytes(&w, val, vlen); /* before a commit ends what val points into */
+            if (w.err) rc = RDKV_ENOMEM;
         }
+        if (one) rc = oneshot_end(x, rc);
+        if (rc) reply_status(req, rc);
+        else ses_reply(req, 0, w.p, w.len);
+        pack_w_free(&w);
         return;
-    case SES_PUT: reply_status(req, txn_put(x->t, k, kl, v, vl)); return;
-    case SES_DEL: reply_status(req, txn_del(x->t, k, kl)); return;
+    }
+    case SES_PUT:
+        rc = txn_put(x->t, k, kl, v, vl);
+        reply_status(req, one ? oneshot_end(x, rc) : rc);
+        return;
+    case SES_DEL:
+        rc = txn_del(x->t, k, kl);
+        reply_status(req, one ? oneshot_end(x, rc) : rc);
+        return;
     case SES_SCAN:
         if (x->it) txn_iter_close(x->it);
         x->it = NULL;
+        x->oneshot = one;
         rc = txn_scan(x->t, k, kl, flag ? e : NULL, el, limit, &x->it);
-        if (rc) reply_status(req, rc);
-        else send_batch(x, req);
+        if (rc) {
+            if (one) end_txn(x);
+            reply_status(req, rc);
+        } else {
+            send_batch(x, req);
+        }
         return;
     case SES_SCAN_NEXT:
         if (!x->it) reply_status(req, RDKV_EINVAL);
         else send_batch(x, req);
         return;
-    case SES_COMMIT:
-        if (x->it) txn_iter_close(x->it);
-        x->it = NULL;
-        rc = txn_commit(x->t);
-        x->t = NULL;
-        reply_status(req, rc);
-        return;
+    case SES_COMMIT: reply_status(req, commit_txn(x)); return;
     case SES_ABORT:
         end_txn(x);
         reply_status(req, 0);
@@ -262,93 +425,210 @@ static void run_op(struct session *x, struct fab_rpc_req *req)
     }
 }
 
-static void *session_main(void *arg)
+/* ------------------------------------------------------------------------------------------ */
+/* The tasks of a session thread. */
+
+/* Runs one session while it has requests or an open transaction. A transaction left idle half a
+ * lease is aborted: its remote locks must not outlive their lease (the release would then be
+ * skipped, and waiters would have to reset them). */
+static void session_task(void *arg)
 {
     struct session *x = arg;
-    struct session_svc *s = x->svc;
-    /* the first request is SES_OPEN: answer it once the worker exists */
+    struct sthread *th = x->th;
+    struct session_svc *s = th->svc;
     pthread_mutex_lock(&s->mu);
-    struct sreq *open = x->qhead;
-    x->qhead = x->qtail = NULL;
-    pthread_mutex_unlock(&s->mu);
-    int rc = txn_worker_create(node_txn(s->n), &x->w);
-    if (!rc) txn_worker_set_lock_timeout(x->w, x->lock_timeout_ns);
-    if (rc) {
-        reply_status(open->req, rc);
-    } else {
-        uint8_t out[8];
-        for (int i = 0; i < 8; i++) out[i] = (uint8_t)(x->sid >> (8 * i));
-        ses_reply(open->req, 0, out, sizeof out);
-    }
-    free(open);
-    int64_t last = clock_now_ns();
-    /* A transaction must not keep remote locks past their lease (its release would then be
-     * skipped, and waiters would have to reset them): one left idle half a lease is aborted. */
-    int64_t txn_idle = txn_env_cfg(node_txn(s->n))->lease_ns / 2;
-    pthread_mutex_lock(&s->mu);
-    while (!rc && !x->closing) {
-        if (!x->qhead) {
-            if (s->stop) break;
-            if (x->t && clock_now_ns() >= last + txn_idle) {
-                pthread_mutex_unlock(&s->mu);
-                log_info("session %llx: transaction idle for %.1f s: aborted",
-                         (unsigned long long)x->sid, (double)txn_idle / 1e9);
-                end_txn(x);
-                x->idle_aborted = true;
-                pthread_mutex_lock(&s->mu);
-                continue;
-            }
-            int64_t until = last + (x->t ? txn_idle : s->idle_ns);
-            if (clock_now_ns() >= until) {
-                log_info("session %llx idle for %.0f s: closed", (unsigned long long)x->sid,
-                         (double)s->idle_ns / 1e9);
-                break;
-            }
-            struct timespec ts = clock_ts(until);
-            pthread_cond_timedwait(&x->cv, &s->mu, &ts);
+    x->task = task_self();
+    x->scheduled = false;
+    for (;;) {
+        struct sreq *q = x->qhead;
+        if (q) {
+            x->qhead = q->next;
+            if (!x->qhead) x->qtail = NULL;
+            pthread_mutex_unlock(&s->mu);
+            run_op(x, q->req);
+            free(q);
+            pthread_mutex_lock(&s->mu);
             continue;
         }
-        struct sreq *q = x->qhead;
-        x->qhead = q->next;
-        if (!x->qhead) x->qtail = NULL;
+        if (!x->t || s->stop || x->closing) {
+            if (!x->t && !x->it && !x->w) break;
+            /* let go of the transaction and the worker (may wait), then look again */
+            pthread_mutex_unlock(&s->mu);
+            end_txn(x);
+            worker_put(x);
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
+        int64_t until = x->last + s->txn_idle_ns;
         pthread_mutex_unlock(&s->mu);
-        run_op(x, q->req);
-        free(q);
-        last = clock_now_ns();
+        if (clock_now_ns() >= until) {
+            log_info("session %llx: transaction idle for %.1f s: aborted",
+                     (unsigned long long)x->sid, (double)s->txn_idle_ns / 1e9);
+            end_txn(x);
+            x->idle_aborted = true;
+        } else {
+            task_park(until);
+        }
         pthread_mutex_lock(&s->mu);
     }
-    /* leave: nobody can queue for this session once it is unlinked */
-    unlink_session(s, x);
-    struct sreq *left = x->qhead;
-    x->qhead = x->qtail = NULL;
+    /* nothing queued, no transaction, no worker: the session is a record again (or gone) */
+    bool closed = x->closing;
+    if (closed) unlink_session(s, x);
+    x->task = NULL;
+    th->tasks--;
+    if (s->stop && !th->tasks) task_wake(th->disp);
     pthread_mutex_unlock(&s->mu);
-    while (left) {
-        struct sreq *q = left;
-        left = q->next;
-        reply_status(q->req, RDKV_ESESSION);
-        free(q);
-    }
-    end_txn(x);
-    txn_worker_destroy(x->w);
-    pthread_cond_destroy(&x->cv);
-    free(x);
+    if (closed) free(x);
+}
+
+/* Starts a task for every session in the thread's inbox, closes sessions idle too long, and at
+ * the node's stop waits for the session tasks and frees what is left. */
+static void dispatch_task(void *arg)
+{
+    struct sthread *th = arg;
+    struct session_svc *s = th->svc;
+    int64_t next_reap = clock_now_ns() + SES_REAP_NS;
     pthread_mutex_lock(&s->mu);
-    s->count--;
-    pthread_cond_broadcast(&s->done_cv);
+    th->disp = task_self();
+    pthread_cond_broadcast(&s->cv); /* session_svc_start waits for it */
+    for (;;) {
+        struct session *x = th->inbox;
+        th->inbox = th->inbox_tail = NULL;
+        while (x) {
+            struct session *n = x->inext;
+            x->inext = NULL;
+            th->tasks++;
+            if (task_spawn(th->s, session_task, x, SES_STACK)) {
+                th->tasks--;
+                x->scheduled = false;
+                struct sreq *q = take_queue(x);
+                pthread_mutex_unlock(&s->mu);
+                refuse_all(q, RDKV_ENOMEM);
+                pthread_mutex_lock(&s->mu);
+            }
+            x = n;
+        }
+        if (s->stop) {
+            if (!th->tasks && !th->inbox) break;
+            pthread_mutex_unlock(&s->mu);
+            task_park(clock_now_ns() + 10 * NS_PER_MS);
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
+        int64_t now = clock_now_ns();
+        if (now >= next_reap) {
+            for (struct session *y = th->sessions, *n; y; y = n) {
+                n = y->next;
+                if (y->task || y->scheduled || now - y->last < s->idle_ns) continue;
+                log_info("session %llx idle for %.0f s: closed", (unsigned long long)y->sid,
+                         (double)s->idle_ns / 1e9);
+                unlink_session(s, y);
+                free(y);
+            }
+            next_reap = now + SES_REAP_NS;
+        }
+        if (th->inbox) continue;
+        pthread_mutex_unlock(&s->mu);
+        task_park(next_reap);
+        pthread_mutex_lock(&s->mu);
+    }
+    /* stopping, and no session task left: free the sessions (their queues were answered) */
+    struct session *x = th->sessions;
+    th->sessions = NULL;
+    struct sreq *left = NULL;
+    for (struct session *y = x; y; y = y->next) {
+        struct sreq *q = take_queue(y);
+        while (q) {
+            struct sreq *n = q->next;
+            q->next = left;
+            left = q;
+            q = n;
+        }
+    }
     pthread_mutex_unlock(&s->mu);
+    refuse_all(left, RDKV_ESHUTDOWN);
+    while (x) {
+        struct session *n = x->next;
+        free(x);
+        x = n;
+    }
+}
+
+static void *sthread_main(void *arg)
+{
+    struct sthread *th = arg;
+    struct session_svc *s = th->svc;
+    int rc = sched_create(&th->s);
+    if (!rc) rc = fab_ctx_create(node_fabric(s->n), &th->c);
+    if (!rc) {
+        fab_ctx_attach(th->c, th->s);
+        rc = task_spawn(th->s, dispatch_task, th, 0);
+    }
+    pthread_mutex_lock(&s->mu);
+    th->start_rc = rc;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (!rc) sched_run(th->s);
+    while (th->npool) txn_worker_destroy(th->pool[--th->npool]);
+    if (th->c) {
+        fab_ctx_attach(th->c, NULL);
+        fab_ctx_destroy(th->c);
+    }
+    if (th->s) sched_destroy(th->s);
     return NULL;
 }
 
+/* ------------------------------------------------------------------------------------------ */
 /* The router, on the service thread: it must not block. */
+
 static void on_session(struct fab_rpc_req *req, void *arg)
 {
     struct session_svc *s = arg;
     struct pack_r r;
     pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
     uint64_t sid = unpack_u64(&r);
-    uint8_t op = unpack_u8(&r);
-    if (r.err || op < SES_OPEN || op > SES_STATUS) {
+    uint8_t opb = unpack_u8(&r);
+    uint8_t op = opb & SES_OP_MASK, flags = opb & ~SES_OP_MASK;
+    bool flags_ok = !flags || ((op == SES_GET || op == SES_PUT || op == SES_DEL ||
+                                op == SES_SCAN) &&
+                               (!(flags & SES_F_RETRY) || (flags & SES_F_BEGIN))) ||
+                    (op == SES_BEGIN && flags == SES_F_RETRY);
+    if (r.err || op < SES_OPEN || op > SES_STATUS || !flags_ok) {
         reply_status(req, RDKV_EPROTO);
+        return;
+    }
+    if (op == SES_OPEN) {
+        uint64_t lto = unpack_u64(&r);
+        uint8_t conflict = unpack_u8(&r);
+        if (!unpack_done(&r) || sid) {
+            reply_status(req, RDKV_EPROTO);
+            return;
+        }
+        struct session *x = calloc(1, sizeof *x);
+        int rc = x ? 0 : RDKV_ENOMEM;
+        pthread_mutex_lock(&s->mu);
+        if (!rc && s->stop) rc = RDKV_ESHUTDOWN;
+        if (!rc && s->count >= s->max) rc = RDKV_EBUSY;
+        if (!rc) {
+            x->th = &s->threads[s->next_thread++ % s->nthreads];
+            x->sid = (uint64_t)node_id(s->n) << 48 | ++s->next_id;
+            x->lock_timeout_ns = lto > 3600ull * NS_PER_S ? 0 : (int64_t)lto;
+            x->conflict = conflict;
+            x->last = clock_now_ns();
+            link_session(s, x);
+            sid = x->sid;
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (rc) {
+            free(x);
+            if (rc == RDKV_EBUSY)
+                log_info("session refused: %u sessions open (--max-sessions)", s->max);
+            reply_status(req, rc);
+            return;
+        }
+        uint8_t out[8];
+        pack_put_u64le(out, sid);
+        ses_reply(req, 0, out, sizeof out);
         return;
     }
     struct sreq *q = malloc(sizeof *q);
@@ -359,79 +639,83 @@ static void on_session(struct fab_rpc_req *req, void *arg)
     q->req = req;
     q->next = NULL;
     pthread_mutex_lock(&s->mu);
-    if (s->stop) {
+    struct session *x = s->stop ? NULL : find(s, sid);
+    if (!x || x->closing) {
+        bool stop = s->stop;
         pthread_mutex_unlock(&s->mu);
         free(q);
-        reply_status(req, RDKV_ESHUTDOWN);
+        reply_status(req, stop ? RDKV_ESHUTDOWN : RDKV_ESESSION);
         return;
     }
-    if (op == SES_OPEN) {
-        uint64_t lto = unpack_u64(&r);
-        struct session *x = NULL;
-        int rc = !unpack_done(&r) || sid ? RDKV_EPROTO : 0;
-        if (!rc && s->count >= s->max) rc = RDKV_EBUSY;
-        if (!rc && !(x = calloc(1, sizeof *x))) rc = RDKV_ENOMEM;
-        if (!rc) {
-            x->svc = s;
-            x->sid = (uint64_t)node_id(s->n) << 48 | ++s->next_id;
-            x->lock_timeout_ns = lto > 3600ull * NS_PER_S ? 0 : (int64_t)lto;
-            pthread_condattr_t ca;
-            pthread_condattr_init(&ca);
-            pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-            pthread_cond_init(&x->cv, &ca);
-            pthread_condattr_destroy(&ca);
-            x->qhead = x->qtail = q;
-            pthread_attr_t at;
-            pthread_attr_init(&at);
-            pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-            pthread_t th;
-            if (pthread_create(&th, &at, session_main, x)) {
-                pthread_cond_destroy(&x->cv);
-                free(x);
-                rc = RDKV_EBUSY;
-            } else {
-                x->next = s->list;
-                s->list = x;
-                s->count++;
-            }
-            pthread_attr_destroy(&at);
-        }
-        pthread_mutex_unlock(&s->mu);
-        if (rc) {
-            free(q);
-            reply_status(req, rc);
-        }
-        return;
-    }
-    struct session *x = find(s, sid);
-    if (!x) {
-        pthread_mutex_unlock(&s->mu);
-        free(q);
-        reply_status(req, RDKV_ESESSION);
-        return;
-    }
+    if (op == SES_CLOSE) x->closing = true; /* later requests are refused; this one runs */
     if (x->qtail) x->qtail->next = q;
     else x->qhead = q;
     x->qtail = q;
-    pthread_cond_signal(&x->cv);
+    x->last = clock_now_ns();
+    if (x->task) {
+        task_wake(x->task);
+    } else if (!x->scheduled) {
+        struct sthread *th = x->th;
+        x->scheduled = true;
+        if (th->inbox_tail) th->inbox_tail->inext = x;
+        else th->inbox = x;
+        th->inbox_tail = x;
+        task_wake(th->disp);
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
-int session_svc_start(struct node *n, unsigned max_sessions, int64_t idle_ns,
-                      struct session_svc **out)
+/* ------------------------------------------------------------------------------------------ */
+
+int session_svc_start(struct node *n, const struct session_cfg *cfg, struct session_svc **out)
 {
     struct session_svc *s = calloc(1, sizeof *s);
     if (!s) return RDKV_ENOMEM;
     s->n = n;
-    s->max = max_sessions ? max_sessions : 128;
-    s->idle_ns = idle_ns > 0 ? idle_ns : 60 * NS_PER_S;
+    s->max = cfg->max_sessions ? cfg->max_sessions : SESSION_MAX_DEFAULT;
+    s->idle_ns = cfg->idle_ns > 0 ? cfg->idle_ns : 60 * NS_PER_S;
+    s->txn_idle_ns = txn_env_cfg(node_txn(n))->lease_ns / 2;
+    s->nthreads = cfg->threads ? cfg->threads : 2;
+    s->nbuckets = 64;
+    while (s->nbuckets < s->max && s->nbuckets < (1u << 16)) s->nbuckets <<= 1;
+    s->buckets = calloc(s->nbuckets, sizeof *s->buckets);
+    s->threads = calloc(s->nthreads, sizeof *s->threads);
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->done_cv, NULL);
-    int rc = fab_rpc_register(node_fabric(n), KV_RPC_SESSION, on_session, s, FAB_RPC_INLINE);
+    pthread_cond_init(&s->cv, NULL);
+    int rc = s->buckets && s->threads ? 0 : RDKV_ENOMEM;
+    unsigned started = 0;
+    for (unsigned i = 0; !rc && i < s->nthreads; i++) {
+        struct sthread *th = &s->threads[i];
+        th->svc = s;
+        th->idx = i;
+        th->start_rc = 1;
+        th->pool = calloc(SES_WORKERS_KEPT, sizeof *th->pool);
+        if (!th->pool || pthread_create(&th->th, NULL, sthread_main, th)) {
+            rc = RDKV_ENOMEM;
+            break;
+        }
+        started++;
+        pthread_mutex_lock(&s->mu);
+        while (th->start_rc == 1) pthread_cond_wait(&s->cv, &s->mu);
+        rc = th->start_rc;
+        pthread_mutex_unlock(&s->mu);
+    }
+    /* the router wakes the dispatchers: wait until each has said where it is */
+    for (unsigned i = 0; !rc && i < s->nthreads; i++) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->threads[i].disp) pthread_cond_wait(&s->cv, &s->mu);
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (!rc)
+        rc = fab_rpc_register(node_fabric(n), KV_RPC_SESSION, on_session, s, FAB_RPC_INLINE);
     if (rc) {
-        pthread_mutex_destroy(&s->mu);
-        pthread_cond_destroy(&s->done_cv);
-        free(s);
+        pthread_mutex_lock(&s->mu);
+        s->stop = true;
+        for (unsigned i = 0; i < started; i++)
+            if (s->threads[i].disp) task_wake(s->threads[i].disp);
+        pthread_mutex_unlock(&s->mu);
+        for (unsigned i = 0; i < started; i++) pthread_join(s->threads[i].th, NULL);
+        session_svc_free(s);
         return rc;
     }
     *out = s;
@@ -441,17 +725,27 @@ int session_svc_start(struct node *n, unsigned max_sessions, int64_t idle_ns,
 void session_svc_stop(struct session_svc *s)
 {
     pthread_mutex_lock(&s->mu);
+    bool was = s->stop;
     s->stop = true;
-    for (struct session *x = s->list; x; x = x->next) pthread_cond_signal(&x->cv);
-    while (s->count) pthread_cond_wait(&s->done_cv, &s->mu);
+    for (unsigned i = 0; !was && i < s->nthreads; i++) {
+        struct sthread *th = &s->threads[i];
+        for (struct session *x = th->sessions; x; x = x->next)
+            if (x->task) task_wake(x->task);
+        task_wake(th->disp);
+    }
     pthread_mutex_unlock(&s->mu);
+    if (!was)
+        for (unsigned i = 0; i < s->nthreads; i++) pthread_join(s->threads[i].th, NULL);
 }
 
 void session_svc_free(struct session_svc *s)
 {
     if (!s) return;
+    for (unsigned i = 0; s->threads && i < s->nthreads; i++) free(s->threads[i].pool);
     pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->done_cv);
+    pthread_cond_destroy(&s->cv);
+    free(s->buckets);
+    free(s->threads);
     free(s);
 }
 

@@ -1,8 +1,10 @@
 /* Remote sessions: clients of rdkv.h connected over TCP send their transactions' operations as
- * KV_RPC_SESSION requests (server/proto.h); each session gets a thread of its own in the node,
- * which runs the transaction as its coordinator (the thread's own fabric context and locks), so
- * a session waiting for a lock never holds up another. Idle sessions are closed (their open
- * transaction aborted). */
+ * KV_RPC_SESSION requests (server/proto.h). A node runs its sessions as tasks on a few session
+ * threads (no thread per session): a session with a request to run or a transaction open has a
+ * task, which coordinates the transaction on a worker borrowed from its thread, so a session
+ * waiting for a lock never holds up another; an idle session is a small record only. Sessions
+ * are bounded by --max-sessions (RDKV_EBUSY beyond it); idle ones are closed (an open
+ * transaction is aborted after half a lease idle). */
 #ifndef RDKV_SERVER_SESSION_H
 #define RDKV_SERVER_SESSION_H
 
@@ -11,9 +13,17 @@
 struct node;
 struct session_svc;
 
-int session_svc_start(struct node *n, unsigned max_sessions, int64_t idle_ns,
-                      struct session_svc **out);
-/* Closes every session (aborting their transactions) and waits for their threads. */
+#define SESSION_MAX_DEFAULT 16384u
+#define SESSION_MAX_LIMIT 1000000u
+
+struct session_cfg {
+    unsigned max_sessions; /* 0: SESSION_MAX_DEFAULT */
+    int64_t idle_ns;       /* 0: 60 s */
+    unsigned threads;      /* session threads; 0: 2 */
+};
+
+int session_svc_start(struct node *n, const struct session_cfg *cfg, struct session_svc **out);
+/* Closes every session (aborting their transactions) and waits for the session threads. */
 void session_svc_stop(struct session_svc *s);
 void session_svc_free(struct session_svc *s);
 unsigned session_count(struct session_svc *s);

@@ -635,13 +635,16 @@ static void print_ok(struct out *o)
     buf_puts(&o->b, G.out == OUT_JSON ? "{\"ok\":true}\n" : "OK\n");
 }
 
+/* A scan in t, or (t NULL) a one-shot scan of the session. */
 static int exec_scan(rdkv_txn *t, const struct op *op, struct out *o)
 {
     struct buf *b = &o->b;
     size_t ask = op->limit ? op->limit + 1 : 0; /* one more row tells whether there are more */
     rdkv_iter *it;
-    int rc = rdkv_txn_scan(t, op->key.p, op->key.n, op->end_open ? NULL : op->end.p,
-                           op->end_open ? 0 : op->end.n, ask, &it);
+    const void *end = op->end_open ? NULL : op->end.p;
+    size_t elen = op->end_open ? 0 : op->end.n;
+    int rc = t ? rdkv_txn_scan(t, op->key.p, op->key.n, end, elen, ask, &it)
+               : rdkv_scan(S, op->key.p, op->key.n, end, elen, ask, &it);
     if (rc) return rc;
     bool json = G.out == OUT_JSON, more = false;
     size_t rows = 0;
@@ -860,22 +863,53 @@ static int flush_stdout(void)
 }
 
 /* Runs one op as its own transaction and prints its result. */
+/* One command as the session's one-shot operation: one transaction, one request to the node
+ * (rdkv_get ...), retried by the library up to --retries times. A scan that fails after its
+ * first request (its rows were coming) is run again here, as many times. */
+static int exec_oneshot(const struct op *op, struct out *o)
+{
+    const void *v;
+    size_t vl;
+    int rc;
+    switch (op->kind) {
+    case OP_GET:
+        rc = rdkv_get(S, op->key.p, op->key.n, &v, &vl);
+        if (rc == 0) print_get_found(o, op, (struct bytes){v, vl});
+        return rc;
+    case OP_PUT:
+        rc = rdkv_put(S, op->key.p, op->key.n, op->val.p, op->val.n);
+        if (rc == 0) print_ok(o);
+        return rc;
+    case OP_DEL:
+        rc = rdkv_delete(S, op->key.p, op->key.n);
+        if (rc == 0) print_ok(o);
+        return rc;
+    case OP_SCAN:
+        for (unsigned tries = 0;; tries++) {
+            o->b.len = 0;
+            o->more = false;
+            rc = exec_scan(NULL, op, o);
+            if (!rdkv_status_retryable(rc) || tries >= G.retries) return rc;
+        }
+    default: return RDKV_EINVAL;
+    }
+}
+
 static int run_oneshot(struct op *op, const char *what)
 {
     int rc = connect_session();
     if (rc) return rc;
-    struct job j = {.ops = op, .nops = 1, .o = {.ctx = CTX_ONESHOT}};
-    rc = run_txn(job_fn, &j);
+    struct out o = {.ctx = CTX_ONESHOT, .first = true};
+    rc = exec_oneshot(op, &o);
     int ex;
     if (rc) {
         ex = op_failure(rc, what, op);
     } else {
-        fwrite(j.o.b.p ? j.o.b.p : "", 1, j.o.b.len, stdout);
-        print_more_hint(&j.o);
+        fwrite(o.b.p ? o.b.p : "", 1, o.b.len, stdout);
+        print_more_hint(&o);
         ex = flush_stdout();
     }
-    buf_free(&j.o.b);
-    buf_free(&j.found);
+    buf_free(&o.b);
     return ex;
 }
 

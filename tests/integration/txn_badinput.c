@@ -65,6 +65,9 @@ static void cl_stop(struct cl *k)
     memset(k, 0, sizeof *k);
 }
 
+/* The nodes' --max-sessions, small enough to reach here. */
+#define TEST_MAX_SESSIONS "128"
+
 static int cl_start(struct cl *k)
 {
     memset(k, 0, sizeof *k);
@@ -99,7 +102,8 @@ static int cl_start(struct cl *k)
     for (unsigned i = 0; i < NNODES; i++) {
         char fdstr[16];
         snprintf(fdstr, sizeof fdstr, "%d", fds[i]);
-        const char *args[] = {"--listen-fd", fdstr, "--arena", "64M", NULL};
+        const char *args[] = {"--listen-fd", fdstr, "--arena", "64M", "--max-sessions",
+                              TEST_MAX_SESSIONS, NULL};
         /* the last node waits for its peers, which are all serving by then */
         int rc = rdkv_node_start(k->conf, i, args, i + 1 == NNODES ? 20000 : 0, &k->node[i], err,
                                  sizeof err);
@@ -430,7 +434,7 @@ static void after_answer(struct state *st, uint16_t node, uint16_t type, const u
                          size_t len, int rc, const struct fab_buf *resp)
 {
     if (rc) return;
-    if (type == KV_RPC_SESSION && len == 17 && p[8] == SES_OPEN) {
+    if (type == KV_RPC_SESSION && len == 18 && p[8] == SES_OPEN) {
         uint64_t sid = 0;
         for (int i = 7; i >= 0; i--) sid = sid << 8 | ((const uint8_t *)resp->data)[i];
         if (resp->len != 8) {
@@ -636,12 +640,18 @@ static void make_session(struct state *st, uint16_t node, struct frame *f)
     uint8_t op = (uint8_t)(rng_below(r, 10) == 0 ? rng_next(r) : 1 + rng_below(r, SES_STATUS));
     /* open sessions only while there are few */
     if (op == SES_OPEN && st->nsids[node] >= 6) op = SES_BEGIN;
+    /* the BEGIN, COMMIT and RETRY flags, now and then (some of them on ops they do not fit) */
+    uint8_t flags = rng_below(r, 3) ? 0 : (uint8_t)(rng_below(r, 8) << 5);
+    if (op & ~SES_OP_MASK) flags = 0;
     f->len = 0;
     f_u64(f, op == SES_OPEN && rng_below(r, 4) ? 0 : sid);
-    f_u8(f, op);
+    f_u8(f, op | flags);
     uint8_t key[64], val[400];
     switch (op) {
-    case SES_OPEN: f_u64(f, rng_below(r, 2) ? 0 : rng_next(r)); break;
+    case SES_OPEN:
+        f_u64(f, rng_below(r, 2) ? 0 : rng_next(r));
+        f_u8(f, rng_below(r, 2) ? SES_CONFLICT_NODE : (uint8_t)rng_next(r));
+        break;
     case SES_GET:
         f_u8(f, (uint8_t)rng_below(r, 3));
         f_str(f, key, fuzz_key(st, key, sizeof key));
@@ -769,7 +779,7 @@ static void make_frame(struct state *st, uint16_t node, uint16_t type, struct fr
     /* A session may ask for lock waits of up to an hour (longer means the node's default): a
      * session opened here waits at most 1 s, so that two of this test's sessions contending for
      * a key never outwait the RPC deadline (that would be the test's deadlock, not the node's). */
-    if (type == KV_RPC_SESSION && f->len == 17 && f->b[8] == SES_OPEN) {
+    if (type == KV_RPC_SESSION && f->len == 18 && f->b[8] == SES_OPEN) {
         uint64_t lto = 0;
         for (int i = 7; i >= 0; i--) lto = lto << 8 | f->b[9 + i];
         if (lto > (uint64_t)NS_PER_S && lto <= 3600ull * (uint64_t)NS_PER_S)
@@ -847,6 +857,7 @@ static void open_sessions(struct state *st)
             f_u64(&f, 0);
             f_u8(&f, SES_OPEN);
             f_u64(&f, 0);
+            f_u8(&f, SES_CONFLICT_NODE);
             struct fab_buf resp = {0};
             call(st, n, KV_RPC_SESSION, f.b, f.len, &resp);
             fab_buf_free(&resp);
@@ -1227,6 +1238,8 @@ static void crafted_frames(void)
         SES(0, SES_OPEN);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_EPROTO); /* no field */
         f_u64(&f, 0);
+        CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_EPROTO); /* one short */
+        f_u8(&f, SES_CONFLICT_NODE);
         f_u8(&f, 0);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_EPROTO); /* one more */
         f.len--;
@@ -1249,6 +1262,24 @@ static void crafted_frames(void)
         }
         SES(sid, SES_ABORT);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), 0);
+        /* flags where they do not fit: refused before anything runs */
+        static const uint8_t bad_flags[] = {
+            SES_COMMIT | SES_F_BEGIN, SES_SCAN_NEXT | SES_F_COMMIT, SES_BEGIN | SES_F_BEGIN,
+            SES_GET | SES_F_RETRY, SES_ABORT | SES_F_RETRY | SES_F_BEGIN, SES_OPEN | SES_F_COMMIT,
+        };
+        for (size_t i = 0; i < sizeof bad_flags; i++) {
+            SES(sid, bad_flags[i]);
+            f_u8(&f, 0);
+            f_str(&f, "fz/a", 4);
+            CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_EPROTO);
+        }
+        /* a one-shot read of an absent key: one request, the answer, and no transaction left */
+        SES(sid, SES_GET | SES_F_BEGIN | SES_F_COMMIT);
+        f_u8(&f, 0);
+        f_str(&f, "fz/absent", 9);
+        CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_ENOTFOUND);
+        SES(sid, SES_COMMIT);
+        CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_EINVAL);
         /* inside a transaction: malformed operations are refused, the transaction goes on */
         SES(sid, SES_BEGIN);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), 0);
@@ -1301,8 +1332,9 @@ static void crafted_frames(void)
         static uint64_t sids[256];
         unsigned n = 0, busy = 0;
         for (unsigned i = 0; i < 200 && !busy; i++) {
-            uint8_t b[17] = {0};
+            uint8_t b[18] = {0};
             b[8] = SES_OPEN;
+            b[17] = SES_CONFLICT_NODE;
             struct fab_buf resp = {0};
             int rc = ses_rpc(k.c, 0, b, sizeof b, &resp);
             if (rc == 0 && resp.len == 8) {
@@ -1316,7 +1348,7 @@ static void crafted_frames(void)
             fab_buf_free(&resp);
         }
         CHECK_EQ(busy, 1);
-        CHECK_EQ(n, 128); /* the default --max-sessions */
+        CHECK_EQ(n, (unsigned)atoi(TEST_MAX_SESSIONS));
         for (unsigned i = 0; i < n; i++) {
             uint8_t b[9];
             put_le(b, sids[i], 8);

@@ -1,0 +1,424 @@
+/* Remote sessions (client/session.h): a client fabric (TCP, RPC only) to the cluster's nodes,
+ * one of which coordinates the session's transactions (server/session.c; the protocol is in
+ * server/proto.h). Round trips: a transaction's BEGIN rides on its first operation, so n
+ * operations and a commit cost n + 1 requests; a one-shot operation costs one. */
+#include "client/session.h"
+
+#include "server/proto.h"
+
+#include "common/clock.h"
+#include "common/parse.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rem {
+    struct cluster_config cc;
+    struct fabric *f;
+    struct fab_ctx *c;
+    uint16_t ep;  /* the endpoint whose node coordinates */
+    uint64_t sid; /* 0: no session there (yet, or any more) */
+    struct fab_buf resp;
+};
+
+static struct rem *rem_of(struct rdkv_session *s) { return s->impl; }
+
+/* A session request and its answer (server/proto.h): the node's status, with the op's bytes
+ * at *data, *len (inside buf). A failure of the link itself (no answer) is reported as
+ * RDKV_ELINK_: the session's state on the node is then unknown, and it is dropped. */
+#define RDKV_ELINK_ 1
+static int ses_rpc(struct rdkv_session *s, struct pack_w *w, struct fab_buf *buf,
+                   const uint8_t **data, size_t *len)
+{
+    struct rem *r = rem_of(s);
+    if (w->err) return RDKV_ENOMEM;
+    int rc = fab_rpc_call(r->c, r->ep, KV_RPC_SESSION, w->p, w->len, buf,
+                          s->o.op_timeout_ms * NS_PER_MS);
+    if (rc) {
+        r->sid = 0;
+        return RDKV_ELINK_;
+    }
+    if (buf->len < 4) return RDKV_EPROTO;
+    const uint8_t *p = buf->data;
+    int32_t st = (int32_t)pack_get_u32le(p);
+    if (st > 0 || st < RDKV_STATUS_MIN) return RDKV_EPROTO;
+    if (st == RDKV_ESESSION) r->sid = 0;
+    if (data) *data = p + 4;
+    if (len) *len = buf->len - 4;
+    return st;
+}
+
+/* Sends w (then frees it) and returns the answer's status. */
+static int ses_call(struct rdkv_session *s, struct pack_w *w, struct fab_buf *buf,
+                    const uint8_t **data, size_t *len)
+{
+    int rc = ses_rpc(s, w, buf ? buf : &rem_of(s)->resp, data, len);
+    pack_w_free(w);
+    return rc;
+}
+
+static void ses_head(struct rdkv_session *s, struct pack_w *w, uint8_t op)
+{
+    pack_w_init(w);
+    pack_u64(w, rem_of(s)->sid);
+    pack_u8(w, op);
+}
+
+static void put_bytes(struct pack_w *w, const void *p, size_t n)
+{
+    if (n > UINT32_MAX) {
+        w->err = true;
+        return;
+    }
+    pack_u32(w, (uint32_t)n);
+    uint8_t *d = pack_w_room(w, n);
+    if (d && n) memcpy(d, p, n);
+}
+
+/* Opens a session on the first endpoint that answers, starting with the current one. */
+static int ses_open(struct rdkv_session *s)
+{
+    struct rem *r = rem_of(s);
+    for (unsigned k = 0; k < r->cc.n; k++) {
+        uint16_t ep = (uint16_t)((r->ep + k) % r->cc.n);
+        struct pack_w w;
+        pack_w_init(&w);
+        pack_u64(&w, 0);
+        pack_u8(&w, SES_OPEN);
+        pack_u64(&w, (uint64_t)(s->o.lock_timeout_ms > 0 ? s->o.lock_timeout_ms : 0) * NS_PER_MS);
+        pack_u8(&w, s->o.conflict == RDKV_CONFLICT_NODE ? SES_CONFLICT_NODE
+                                                        : (uint8_t)(s->o.conflict - 1));
+        uint16_t was = r->ep;
+        r->ep = ep;
+        const uint8_t *d;
+        size_t dl;
+        int rc = ses_call(s, &w, NULL, &d, &dl);
+        if (rc == 0) {
+            struct pack_r pr;
+            pack_r_init(&pr, d, dl);
+            uint64_t sid = unpack_u64(&pr);
+            if (!unpack_done(&pr) || !sid) return RDKV_EPROTO;
+            r->sid = sid;
+            return 0;
+        }
+        r->ep = was;
+        if (rc != RDKV_ELINK_) return rc; /* it answered (full, shutting down): say so */
+    }
+    return RDKV_EUNAVAILABLE;
+}
+
+int rdkv_connect(const char *endpoints, const rdkv_options *o, rdkv_session **out)
+{
+    if (!endpoints || !*endpoints || !out) return RDKV_EINVAL;
+    struct rem *r = calloc(1, sizeof *r);
+    rdkv_session *s = r ? ses_new(&ses_remote_ops, o) : NULL;
+    if (!s) {
+        free(r);
+        return RDKV_ENOMEM;
+    }
+    s->impl = r;
+    /* endpoints: host:port[,host:port...] */
+    char *copy = strdup(endpoints);
+    const char *hosts[CLUSTER_MAX_NODES];
+    uint16_t ports[CLUSTER_MAX_NODES];
+    char hostbuf[64][CLUSTER_HOST_MAX];
+    unsigned n = 0;
+    int rc = copy ? 0 : RDKV_ENOMEM;
+    for (char *save = NULL, *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !rc;
+         tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ') tok++;
+        if (!*tok) continue;
+        if (n >= 64 || parse_hostport(tok, hostbuf[n], sizeof hostbuf[n], &ports[n], 0)) {
+            rc = RDKV_EINVAL;
+            break;
+        }
+        hosts[n] = hostbuf[n];
+        n++;
+    }
+    free(copy);
+    if (!rc && n == 0) rc = RDKV_EINVAL;
+    if (!rc) rc = cluster_config_make(&r->cc, n, hosts, ports);
+    if (!rc) {
+        struct fab_opts fo;
+        fab_opts_init(&fo);
+        fo.cluster = &r->cc;
+        fo.node = FAB_NODE_CLIENT;
+        fo.transport = FAB_SOFT;
+        fo.endpoints_only = true;
+        fo.connect_timeout_ns = s->o.connect_timeout_ms * NS_PER_MS;
+        fo.rpc_timeout_ns = s->o.op_timeout_ms * NS_PER_MS;
+        fo.rpc_threads = 1;
+        char err[256];
+        rc = fab_open(&fo, &r->f, err, sizeof err);
+        if (!rc) rc = fab_ctx_create(r->f, &r->c);
+    }
+    if (!rc) rc = ses_open(s);
+    if (rc) {
+        rdkv_session_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Transactions. */
+
+/* No request: the BEGIN goes with the first operation. A session lost meanwhile (closed for
+ * idling, or its node gone) is opened again first, on any endpoint that answers. */
+static int rem_begin(struct rdkv_txn *t)
+{
+    struct rem *r = rem_of(t->s);
+    if (!r->sid) {
+        int rc = ses_open(t->s);
+        if (rc) return rc;
+    }
+    t->begin_pending = true;
+    t->doomed = false;
+    return 0;
+}
+
+/* The op byte of a transaction's operation: its BEGIN rides along on the first, and a one-shot
+ * operation commits too. */
+static uint8_t op_byte(struct rdkv_txn *t, uint8_t op, bool commit)
+{
+    uint8_t b = op;
+    if (t->begin_pending) b |= SES_F_BEGIN | (t->retry ? SES_F_RETRY : 0);
+    if (commit) b |= SES_F_COMMIT;
+    return b;
+}
+
+/* The status of a transaction's operation. A lost session (the node closed it, or the link
+ * broke) means the transaction is gone on the node; a retryable answer means the node failed
+ * it (it holds no lock there any more, and the next BEGIN ends it); a one-shot operation has
+ * ended its transaction either way. */
+static int op_status(struct rdkv_txn *t, int rc, bool commit)
+{
+    t->begin_pending = false;
+    if (rc == RDKV_ESESSION) {
+        t->active = false;
+        return RDKV_EABORTED; /* nothing it did happened: retryable */
+    }
+    if (rc == RDKV_ELINK_) {
+        t->active = false;
+        return commit ? RDKV_EUNKNOWN : RDKV_EUNAVAILABLE;
+    }
+    if (commit) t->active = false;
+    else if (rdkv_status_retryable(rc)) t->doomed = true;
+    return rc;
+}
+
+/* A retry of a session lost while the request was on its way: the session is opened again,
+ * and the operation sent once more -- only when nothing can have happened (a BEGIN was in it,
+ * so no earlier operation of this transaction is lost with the session). */
+static bool may_resend(struct rdkv_txn *t, int rc)
+{
+    if (rc != RDKV_ESESSION || !t->begin_pending) return false;
+    return ses_open(t->s) == 0;
+}
+
+static int rem_get(struct rdkv_txn *t, const void *key, size_t klen, bool upd, const void **val,
+                   size_t *vlen, bool commit)
+{
+    int rc;
+    const uint8_t *d = NULL;
+    size_t dl = 0;
+    do {
+        struct pack_w w;
+        ses_head(t->s, &w, op_byte(t, SES_GET, commit));
+        pack_u8(&w, upd);
+        put_bytes(&w, key, klen);
+        rc = ses_call(t->s, &w, &t->val, &d, &dl);
+    } while (may_resend(t, rc));
+    rc = op_status(t, rc, commit);
+    if (rc == RDKV_EUNKNOWN) rc = RDKV_EUNAVAILABLE; /* a read: nothing to be unsure of */
+    if (rc) return rc;
+    struct pack_r r;
+    pack_r_init(&r, d, dl);
+    uint32_t n = unpack_u32(&r);
+    const uint8_t *p = pack_r_take(&r, n);
+    if (!unpack_done(&r)) return RDKV_EPROTO;
+    *val = p ? p : (const void *)"";
+    *vlen = n;
+    return 0;
+}
+
+static int rem_put(struct rdkv_txn *t, const void *key, size_t klen, const void *val, size_t vlen,
+                   bool commit)
+{
+    int rc;
+    do {
+        struct pack_w w;
+        ses_head(t->s, &w, op_byte(t, SES_PUT, commit));
+        put_bytes(&w, key, klen);
+        put_bytes(&w, val, vlen);
+        rc = ses_call(t->s, &w, NULL, NULL, NULL);
+    } while (may_resend(t, rc));
+    return op_status(t, rc, commit);
+}
+
+static int rem_del(struct rdkv_txn *t, const void *key, size_t klen, bool commit)
+{
+    int rc;
+    do {
+        struct pack_w w;
+        ses_head(t->s, &w, op_byte(t, SES_DEL, commit));
+        put_bytes(&w, key, klen);
+        rc = ses_call(t->s, &w, NULL, NULL, NULL);
+    } while (may_resend(t, rc));
+    return op_status(t, rc, commit);
+}
+
+static int batch_take(struct rdkv_iter *it, const uint8_t *d, size_t dl)
+{
+    pack_r_init(&it->r, d, dl);
+    uint8_t more = unpack_u8(&it->r);
+    it->left = unpack_u32(&it->r);
+    if (it->r.err || more > 1) return RDKV_EPROTO;
+    it->more = more;
+    return 0;
+}
+
+static int rem_scan(struct rdkv_txn *t, const void *begin, size_t blen, const void *end,
+                    size_t elen, size_t limit, struct rdkv_iter *it, bool commit)
+{
+    int rc;
+    const uint8_t *d = NULL;
+    size_t dl = 0;
+    do {
+        struct pack_w w;
+        ses_head(t->s, &w, op_byte(t, SES_SCAN, commit));
+        put_bytes(&w, begin, blen);
+        pack_u8(&w, end != NULL);
+        put_bytes(&w, end, end ? elen : 0);
+        pack_u64(&w, limit);
+        rc = ses_call(t->s, &w, &it->batch, &d, &dl);
+    } while (may_resend(t, rc));
+    /* a one-shot scan's transaction stays open until its last batch */
+    bool ended = commit && (rc != 0 || (dl > 0 && d[0] == 0));
+    rc = op_status(t, rc, ended);
+    if (rc == RDKV_EUNKNOWN) rc = RDKV_EUNAVAILABLE;
+    if (rc) return rc;
+    return batch_take(it, d, dl);
+}
+
+static int rem_iter_next(struct rdkv_iter *it, const void **key, size_t *klen, const void **val,
+                         size_t *vlen)
+{
+    struct rdkv_txn *t = it->t;
+    while (!it->left) {
+        if (!it->more) return 0;
+        struct pack_w w;
+        ses_head(t->s, &w, SES_SCAN_NEXT);
+        const uint8_t *d;
+        size_t dl;
+        int rc = ses_call(t->s, &w, &it->batch, &d, &dl);
+        if (rc == RDKV_ELINK_ || rc == RDKV_ESESSION) {
+            t->active = false;
+            return rc == RDKV_ESESSION ? RDKV_EABORTED : RDKV_EUNAVAILABLE;
+        }
+        if (rc && it->oneshot) t->active = false; /* the node ended it */
+        if (!rc) rc = batch_take(it, d, dl);
+        if (rc) return rc;
+        if (it->oneshot && !it->more) t->active = false; /* committed with its last batch */
+    }
+    uint32_t kl = unpack_u32(&it->r);
+    const uint8_t *k = pack_r_take(&it->r, kl);
+    uint32_t vl = unpack_u32(&it->r);
+    const uint8_t *v = pack_r_take(&it->r, vl);
+    if (it->r.err) return RDKV_EPROTO;
+    it->left--;
+    *key = k ? k : (const uint8_t *)"";
+    *klen = kl;
+    *val = v ? v : (const uint8_t *)"";
+    *vlen = vl;
+    return 1;
+}
+
+static void rem_iter_close(struct rdkv_iter *it)
+{
+    it->left = 0;
+    it->more = false;
+}
+
+static int rem_commit(struct rdkv_txn *t)
+{
+    if (t->begin_pending) return 0; /* nothing was done: nothing to commit */
+    struct pack_w w;
+    ses_head(t->s, &w, SES_COMMIT);
+    int rc = ses_call(t->s, &w, NULL, NULL, NULL);
+    if (rc == RDKV_ESESSION) return RDKV_EABORTED; /* the node had closed the session first */
+    if (rc == RDKV_ELINK_) return RDKV_EUNKNOWN;   /* the request may have arrived */
+    return rc;
+}
+
+/* A transaction the node failed holds no lock there: its end rides on the next BEGIN. */
+static void rem_abort(struct rdkv_txn *t)
+{
+    if (t->begin_pending || t->doomed || !rem_of(t->s)->sid) return;
+    struct pack_w w;
+    ses_head(t->s, &w, SES_ABORT);
+    int rc = ses_call(t->s, &w, NULL, NULL, NULL);
+    (void)rc; /* a lost session took its transaction with it */
+}
+
+static int rem_status(struct rdkv_session *s, char **json)
+{
+    struct rem *r = rem_of(s);
+    if (!r->sid) {
+        int rc = ses_open(s);
+        if (rc) return rc;
+    }
+    struct pack_w w;
+    ses_head(s, &w, SES_STATUS);
+    const uint8_t *d;
+    size_t dl;
+    int rc = ses_call(s, &w, NULL, &d, &dl);
+    if (rc) return rc == RDKV_ELINK_ ? RDKV_EUNAVAILABLE : rc;
+    char *js = malloc(dl + 1);
+    if (!js) return RDKV_ENOMEM;
+    memcpy(js, d, dl);
+    js[dl] = 0;
+    *json = js;
+    return 0;
+}
+
+static void rem_close(struct rdkv_session *s)
+{
+    struct rem *r = rem_of(s);
+    if (!r) return;
+    if (r->sid && r->c) {
+        struct pack_w w;
+        ses_head(s, &w, SES_CLOSE);
+        int rc = ses_call(s, &w, NULL, NULL, NULL);
+        (void)rc;
+    }
+    fab_buf_free(&r->resp);
+    if (r->c) fab_ctx_destroy(r->c);
+    if (r->f) fab_close(r->f);
+    if (r->cc.nodes) cluster_config_free(&r->cc);
+    free(r);
+    s->impl = NULL;
+}
+
+static const struct fab_counters *rem_counters(struct rdkv_session *s)
+{
+    struct rem *r = rem_of(s);
+    return r->c ? fab_counters(r->c) : NULL;
+}
+
+const struct ses_ops ses_remote_ops = {
+    .begin = rem_begin,
+    .get = rem_get,
+    .put = rem_put,
+    .del = rem_del,
+    .scan = rem_scan,
+    .iter_next = rem_iter_next,
+    .iter_close = rem_iter_close,
+    .commit = rem_commit,
+    .abort = rem_abort,
+    .status = rem_status,
+    .close = rem_close,
+    .counters = rem_counters,
+};
