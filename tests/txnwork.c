@@ -52,14 +52,13 @@ int tw_reg_write(rdkv_txn *t, unsigned r, uint64_t val)
     return put_u64(t, k, val);
 }
 
-int tw_reg_scan(rdkv_txn *t, struct hist_op *ops, uint32_t *nops)
+/* The rows of a scan of every register, recorded as reads; closes it. */
+static int reg_rows(rdkv_iter *it, struct hist_op *ops, uint32_t *nops)
 {
-    rdkv_iter *it;
-    int rc = rdkv_txn_scan(t, "reg:", 4, "reg;", 4, 0, &it);
-    if (rc) return rc;
     const void *k, *v;
     size_t kl, vl;
     unsigned next = 0;
+    int rc;
     while ((rc = rdkv_iter_next(it, &k, &kl, &v, &vl)) == 1) {
         char want[16];
         tw_reg_key(want, next);
@@ -75,6 +74,33 @@ int tw_reg_scan(rdkv_txn *t, struct hist_op *ops, uint32_t *nops)
     rdkv_iter_close(it);
     if (rc == 0 && next != TW_NREG) rc = RDKV_EPROTO;
     return rc;
+}
+
+int tw_reg_scan(rdkv_txn *t, struct hist_op *ops, uint32_t *nops)
+{
+    rdkv_iter *it;
+    int rc = rdkv_txn_scan(t, "reg:", 4, "reg;", 4, 0, &it);
+    return rc ? rc : reg_rows(it, ops, nops);
+}
+
+int tw_reg_oneshot(rdkv_session *s, uint64_t *seed, struct hist_op *ops, uint32_t *nops)
+{
+    if (rng_below(seed, 4) == 0) {
+        rdkv_iter *it;
+        int rc = rdkv_scan(s, "reg:", 4, "reg;", 4, 0, &it);
+        return rc ? rc : reg_rows(it, ops, nops);
+    }
+    unsigned r = (unsigned)rng_below(seed, TW_NREG);
+    char k[16];
+    tw_reg_key(k, r);
+    const void *v;
+    size_t vl;
+    uint64_t val;
+    int rc = rdkv_get(s, k, strlen(k), &v, &vl);
+    if (rc) return rc;
+    if (!tc_u64_get(v, vl, &val)) return RDKV_EPROTO;
+    ops[(*nops)++] = (struct hist_op){HIST_READ, r, val};
+    return 0;
 }
 
 int tw_reg_read_all(rdkv_txn *t, struct hist_op fin[TW_NREG])
@@ -295,6 +321,48 @@ int tw_transfer(rdkv_txn *t, uint64_t *seed, int a, int b, struct tw_moved *m)
     return rc;
 }
 
+/* The accounts' rows of a scan: their sum and least balance; *mismatch on a stray,
+ * out-of-order or malformed row, and (byget non-NULL) on a disagreement with what the gets
+ * read. Closes it. */
+static int audit_rows(rdkv_iter *it, int nacct, const int64_t *byget, const bool *present,
+                      int64_t *sum, int64_t *minbal, bool *mismatch)
+{
+    int64_t ssum = 0, smin = INT64_MAX;
+    const void *k, *v;
+    size_t kl, vl;
+    int seen = 0, last = -1, rc;
+    while ((rc = rdkv_iter_next(it, &k, &kl, &v, &vl)) == 1) {
+        uint64_t u;
+        int idx = -1;
+        char kb[16];
+        if (kl == 9 && !memcmp(k, "acct:", 5)) {
+            memcpy(kb, k, 9);
+            kb[9] = 0;
+            idx = atoi(kb + 5);
+        }
+        if (idx < 0 || idx >= nacct || idx <= last || !tc_u64_get(v, vl, &u)) {
+            *mismatch = true; /* a stray, out-of-order or malformed row */
+            continue;
+        }
+        if (byget && (!present[idx] || byget[idx] != (int64_t)u)) *mismatch = true;
+        for (int j = last + 1; byget && j < idx; j++)
+            if (present[j]) *mismatch = true; /* a row the gets saw, the scan did not */
+        last = idx;
+        seen++;
+        ssum += (int64_t)u;
+        if ((int64_t)u < smin) smin = (int64_t)u;
+    }
+    rdkv_iter_close(it);
+    if (rc) return rc;
+    for (int j = last + 1; byget && j < nacct; j++)
+        if (present[j]) *mismatch = true;
+    if (seen < nacct && smin > 0) smin = 0; /* closed accounts hold 0 */
+    if (byget && ssum != *sum) *mismatch = true;
+    *sum = ssum;
+    if (smin < *minbal) *minbal = smin;
+    return 0;
+}
+
 int tw_audit(rdkv_txn *t, int nacct, int how, int64_t *sum, int64_t *minbal, bool *mismatch)
 {
     int64_t byget[TW_MAXACCT];
@@ -311,48 +379,25 @@ int tw_audit(rdkv_txn *t, int nacct, int how, int64_t *sum, int64_t *minbal, boo
             if (byget[i] < *minbal) *minbal = byget[i];
         }
     }
-    if (how != 0) {
-        rdkv_iter *it;
-        int rc = rdkv_txn_scan(t, "acct:", 5, "acct;", 5, 0, &it);
-        if (rc) return rc;
-        int64_t ssum = 0, smin = INT64_MAX;
-        const void *k, *v;
-        size_t kl, vl;
-        int seen = 0, last = -1;
-        while ((rc = rdkv_iter_next(it, &k, &kl, &v, &vl)) == 1) {
-            uint64_t u;
-            int idx = -1;
-            char kb[16];
-            if (kl == 9 && !memcmp(k, "acct:", 5)) {
-                memcpy(kb, k, 9);
-                kb[9] = 0;
-                idx = atoi(kb + 5);
-            }
-            if (idx < 0 || idx >= nacct || idx <= last || !tc_u64_get(v, vl, &u)) {
-                *mismatch = true; /* a stray, out-of-order or malformed row */
-                continue;
-            }
-            if (how == 2 && (!present[idx] || byget[idx] != (int64_t)u)) *mismatch = true;
-            for (int j = last + 1; how == 2 && j < idx; j++)
-                if (present[j]) *mismatch = true; /* a row the gets saw, the scan did not */
-            last = idx;
-            seen++;
-            ssum += (int64_t)u;
-            if ((int64_t)u < smin) smin = (int64_t)u;
-        }
-        rdkv_iter_close(it);
-        if (rc) return rc;
-        for (int j = last + 1; how == 2 && j < nacct; j++)
-            if (present[j]) *mismatch = true;
-        if (seen < nacct && smin > 0) smin = 0; /* closed accounts hold 0 */
-        if (how == 2 && ssum != *sum) *mismatch = true;
-        *sum = ssum;
-        if (smin < *minbal) *minbal = smin;
-    }
-    return 0;
+    if (how == 0) return 0;
+    rdkv_iter *it;
+    int rc = rdkv_txn_scan(t, "acct:", 5, "acct;", 5, 0, &it);
+    if (rc) return rc;
+    return audit_rows(it, nacct, how == 2 ? byget : NULL, present, sum, minbal, mismatch);
+}
+
+int tw_audit_oneshot(rdkv_session *s, int nacct, int64_t *sum, int64_t *minbal, bool *mismatch)
+{
+    *sum = 0;
+    *minbal = INT64_MAX;
+    *mismatch = false;
+    if (nacct < 0 || nacct > TW_MAXACCT) return RDKV_EINVAL;
+    rdkv_iter *it;
+    int rc = rdkv_scan(s, "acct:", 5, "acct;", 5, 0, &it);
+    return rc ? rc : audit_rows(it, nacct, NULL, NULL, sum, minbal, mismatch);
 }
 
 const char *tw_audit_name(int how)
 {
-    return how == 0 ? "gets" : how == 1 ? "scan" : "gets+scan";
+    return how == 0 ? "gets" : how == 1 ? "scan" : how == 2 ? "gets+scan" : "one-shot scan";
 }

@@ -4,7 +4,8 @@
  * Only the transactions' bodies and the history's bookkeeping live here: each test keeps its own
  * loops, its handling of outcomes and its checks, which differ (txn_serial, txn_bank, txn_pause).
  * Nothing here calls the checker itself, so a test that runs only the bank needs no
- * rdkv_histcheck. Every function works inside a transaction the caller began and frees. */
+ * rdkv_histcheck. Every function works inside a transaction the caller began and frees, except
+ * the one-shot ones (*_oneshot), which are transactions of their own. */
 #ifndef RDKV_TEST_TXNWORK_H
 #define RDKV_TEST_TXNWORK_H
 
@@ -38,6 +39,9 @@ int tw_reg_write(rdkv_txn *t, unsigned r, uint64_t val);
 /* A scan of every register, recorded in ops[*nops...] as TW_NREG reads in key order;
  * RDKV_EPROTO if a row is missing, extra, out of order or malformed. */
 int tw_reg_scan(rdkv_txn *t, struct hist_op *ops, uint32_t *nops);
+/* A one-shot transaction of the session instead: a read of a random register (rdkv_get) or,
+ * one time in four, a scan of every register (rdkv_scan), recorded in ops as above. */
+int tw_reg_oneshot(rdkv_session *s, uint64_t *seed, struct hist_op *ops, uint32_t *nops);
 /* Reads every register into fin: the history's closing transaction, once committed. Every entry
  * is set, to 0 after a failure. */
 int tw_reg_read_all(rdkv_txn *t, struct hist_op fin[TW_NREG]);
@@ -122,5 +126,7 @@ int tw_transfer(rdkv_txn *t, uint64_t *seed, int a, int b, struct tw_moved *m);
 int tw_audit(rdkv_txn *t, int nacct, int how, int64_t *sum, int64_t *minbal, bool *mismatch);
 /* how's name in reports: "gets", "scan" or "gets+scan". */
 const char *tw_audit_name(int how);
+/* The audit by scan as a one-shot transaction of the session (rdkv_scan). */
+int tw_audit_oneshot(rdkv_session *s, int nacct, int64_t *sum, int64_t *minbal, bool *mismatch);
 
 #endif

@@ -36,7 +36,7 @@ struct bank {
     struct tcluster c;
     _Atomic bool stop;
     _Atomic uint64_t transfers, closes, reopens, aborts, audits, audit_scans, audit_gets,
-        audit_both, audit_aborts, bad_audits, errors;
+        audit_both, audit_oneshots, audit_aborts, bad_audits, errors;
 };
 
 struct worker {
@@ -111,15 +111,28 @@ static void audit_loop(struct worker *w, rdkv_session *s)
         while (atomic_load(&b->transfers) < seen + 100 && clock_now_ns() < until &&
                !atomic_load(&b->stop))
             clock_sleep_ns(NS_PER_MS);
-        int how = (int)(round++ % 3);
+        int how = (int)(round++ % 4); /* 3: a one-shot scan (its own transaction) */
+        int64_t sum = 0, minbal = 0;
+        bool mismatch = false;
+        if (how == 3) {
+            int rc = tw_audit_oneshot(s, NACCT, &sum, &minbal, &mismatch);
+            if (rdkv_status_retryable(rc)) {
+                atomic_fetch_add(&b->audit_aborts, 1);
+                continue;
+            }
+            if (rc) {
+                error(b, "one-shot audit", rc);
+                continue;
+            }
+            atomic_fetch_add(&b->audit_oneshots, 1);
+            goto check;
+        }
         rdkv_txn *t;
         int rc = rdkv_txn_begin(s, &t);
         if (rc) {
             error(b, "audit begin", rc);
             return;
         }
-        int64_t sum = 0, minbal = 0;
-        bool mismatch = false;
         for (;;) {
             rc = tw_audit(t, NACCT, how, &sum, &minbal, &mismatch);
             if (!rc) rc = rdkv_txn_commit(t);
@@ -134,6 +147,7 @@ static void audit_loop(struct worker *w, rdkv_session *s)
             if (!(rdkv_status_retryable(rc) && atomic_load(&b->stop))) error(b, "audit", rc);
             continue;
         }
+    check:
         if (sum != TOTAL || minbal < 0 || mismatch) {
             if (atomic_fetch_add(&b->bad_audits, 1) < 5)
                 fprintf(stderr,
@@ -143,10 +157,11 @@ static void audit_loop(struct worker *w, rdkv_session *s)
                         mismatch ? ", gets and scan disagree" : "");
         }
         atomic_fetch_add(&b->audits, 1);
-        atomic_fetch_add(how == 0   ? &b->audit_gets
-                         : how == 1 ? &b->audit_scans
-                                    : &b->audit_both,
-                         1);
+        if (how < 3)
+            atomic_fetch_add(how == 0   ? &b->audit_gets
+                             : how == 1 ? &b->audit_scans
+                                        : &b->audit_both,
+                             1);
         w->commits++;
     }
 }
@@ -258,7 +273,8 @@ static void bank_run(unsigned tasks)
         if ((all && atomic_load(&b.transfers) >= want_transfers &&
              atomic_load(&b.audit_gets) >= want_audits / 3 &&
              atomic_load(&b.audit_scans) >= want_audits / 3 &&
-             atomic_load(&b.audit_both) >= want_audits / 3) ||
+             atomic_load(&b.audit_both) >= want_audits / 3 &&
+             atomic_load(&b.audit_oneshots) >= want_audits / 3) ||
             atomic_load(&b.errors) || clock_now_ns() > give_up)
             break;
         clock_sleep_ns(5 * NS_PER_MS);
@@ -304,13 +320,14 @@ static void bank_run(unsigned tasks)
     rdkv_session_close(s);
     fprintf(stderr,
             "  %u tasks per node; %.1f s: %llu transfers (%llu closed an account, %llu reopened one), %llu "
-            "conflict retries; %llu audits (%llu by gets, %llu by scan, %llu both), %llu audit "
+            "conflict retries; %llu audits (%llu by gets, %llu by scan, %llu both, %llu one-shot "
+            "scans), %llu audit "
             "retries; %llu bad audits, %llu errors\n",
             tasks, secs, (unsigned long long)b.transfers, (unsigned long long)b.closes,
             (unsigned long long)b.reopens, (unsigned long long)b.aborts,
             (unsigned long long)b.audits, (unsigned long long)b.audit_gets,
             (unsigned long long)b.audit_scans, (unsigned long long)b.audit_both,
-            (unsigned long long)b.audit_aborts, (unsigned long long)b.bad_audits,
+            (unsigned long long)b.audit_oneshots, (unsigned long long)b.audit_aborts, (unsigned long long)b.bad_audits,
             (unsigned long long)b.errors);
     CHECK_EQ(b.bad_audits, 0);
     CHECK_EQ(b.errors, 0);
@@ -318,6 +335,7 @@ static void bank_run(unsigned tasks)
     CHECK(b.audit_gets >= want_audits / 3);
     CHECK(b.audit_scans >= want_audits / 3);
     CHECK(b.audit_both >= want_audits / 3);
+    CHECK(b.audit_oneshots >= want_audits / 3);
     for (unsigned i = 0; i < nw; i++) {
         if (!w[i].commits)
             fprintf(stderr, "  thread %u (%s %s) committed nothing\n", i,

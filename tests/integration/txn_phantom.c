@@ -46,7 +46,8 @@ struct phantom {
     struct tcluster c;
     _Atomic bool stop;
     _Atomic uint64_t writer_commits, writer_aborts, inserts, deletes, updates, self_commits,
-        self_aborts, reads, nonempty, changed, reader_aborts, violations, mismatch_aborted, errors;
+        self_aborts, reads, nonempty, changed, reader_aborts, violations, mismatch_aborted, errors,
+        oneshots;
 };
 
 struct worker {
@@ -316,6 +317,24 @@ static int writer_txn(struct worker *w, rdkv_txn *t, uint64_t n, unsigned *ins, 
     return rdkv_txn_commit(t);
 }
 
+/* A one-shot put (counted as an update: it may insert) or delete of a key in the range or just
+ * outside it. */
+static int oneshot_write(struct worker *w, rdkv_session *s, uint64_t n, unsigned *upd,
+                         unsigned *del)
+{
+    char k[16], v[VMAX];
+    key_of(k, (int)rng_below(&w->seed, NKEYS));
+    if (rng_below(&w->seed, 2)) {
+        int rc = rdkv_delete(s, k, strlen(k));
+        if (rc == 0) (*del)++;
+        return rc == RDKV_ENOTFOUND ? 0 : rc;
+    }
+    snprintf(v, sizeof v, "o%d-%llu", w->id, (unsigned long long)n);
+    int rc = rdkv_put(s, k, strlen(k), v, strlen(v));
+    if (rc == 0) (*upd)++;
+    return rc;
+}
+
 /* Writers, and the scan-and-write-inside thread (self: one thread, so that two such
  * transactions -- each holding the scanned range while it takes points inside -- do not
  * deadlock with each other; paced like the readers). */
@@ -332,14 +351,21 @@ static void writer_loop(struct worker *w, rdkv_session *s)
                    !atomic_load(&p->stop))
                 clock_sleep_ns(NS_PER_MS);
         }
+        bool ok = true;
+        unsigned ins = 0, del = 0, upd = 0;
+        int rc;
+        if (!w->self && rng_below(&w->seed, 3) == 0) {
+            /* a one-shot put or delete: a transaction of its own, in one request */
+            rc = oneshot_write(w, s, n, &upd, &del);
+            if (!rc) atomic_fetch_add(&p->oneshots, 1);
+            goto done;
+        }
         rdkv_txn *t;
-        int rc = rdkv_txn_begin(s, &t);
+        rc = rdkv_txn_begin(s, &t);
         if (rc) {
             error(p, "writer begin", rc);
             return;
         }
-        bool ok = true;
-        unsigned ins = 0, del = 0, upd = 0;
         if (w->self) {
             char tag[24];
             snprintf(tag, sizeof tag, "s%d-%llu", w->id, (unsigned long long)n);
@@ -349,6 +375,7 @@ static void writer_loop(struct worker *w, rdkv_session *s)
             rc = writer_txn(w, t, n, &ins, &del, &upd);
         }
         rdkv_txn_free(t);
+    done:
         if (!ok) atomic_fetch_add(&p->violations, 1);
         if (rc == RDKV_EABORTED) {
             atomic_fetch_add(w->self ? &p->self_aborts : &p->writer_aborts, 1);
@@ -466,7 +493,7 @@ static void repeated_scans(void)
             "  %.1f s: readers committed %llu (%llu saw rows, %llu saw a change since their "
             "previous), %llu reader retries, %llu mismatches in aborted readers; writers "
             "committed %llu (%llu inserts or blind puts, %llu deletes, %llu read-modify-writes), "
-            "%llu writer retries; "
+            "%llu writer retries, %llu of the commits one-shot; "
             "%llu scan-and-write-inside transactions committed (%llu retries); %llu "
             "violations, %llu errors\n",
             (double)(clock_now_ns() - t0) / 1e9, (unsigned long long)p.reads,
@@ -474,7 +501,8 @@ static void repeated_scans(void)
             (unsigned long long)p.reader_aborts, (unsigned long long)p.mismatch_aborted,
             (unsigned long long)p.writer_commits, (unsigned long long)p.inserts,
             (unsigned long long)p.deletes, (unsigned long long)p.updates,
-            (unsigned long long)p.writer_aborts, (unsigned long long)p.self_commits,
+            (unsigned long long)p.writer_aborts, (unsigned long long)p.oneshots,
+            (unsigned long long)p.self_commits,
             (unsigned long long)p.self_aborts, (unsigned long long)p.violations,
             (unsigned long long)p.errors);
     CHECK_EQ(p.violations, 0);
@@ -482,6 +510,7 @@ static void repeated_scans(void)
     CHECK(p.nonempty >= want_reads);
     CHECK(p.writer_commits >= want_writes);
     CHECK(p.inserts > 0 && p.deletes > 0 && p.updates > 0);
+    CHECK(p.oneshots > 0);
     CHECK(p.self_commits >= want_self);
     CHECK(p.changed >= want_changed);
     for (unsigned i = 0; i < nw; i++) CHECK(atomic_load(&w[i].done) > 0);

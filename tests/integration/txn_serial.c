@@ -22,6 +22,7 @@
 #include "tests/txnwork.h"
 
 #include "common/clock.h"
+#include "common/rng.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,7 +32,7 @@
 struct serial {
     struct tcluster c;
     _Atomic bool stop;
-    _Atomic uint64_t commits, aborts, unknown, errors, scans;
+    _Atomic uint64_t commits, aborts, unknown, errors, scans, oneshots;
 };
 
 struct worker {
@@ -79,7 +80,33 @@ static void *worker_main(void *arg)
     uint64_t counter = 0, attempts = 0;
     while (!atomic_load(&s->stop)) {
         uint32_t nops = 0;
-        struct tw_reg_did did;
+        struct tw_reg_did did = {0};
+        if (rng_below(&w->seed, 6) == 0) {
+            /* a one-shot read or scan between the interactive transactions (its retries are the
+             * library's: only its last attempt is recorded, the earlier ones did nothing) */
+            rdkv_txn_free(t);
+            rc = tw_reg_oneshot(ses, &w->seed, ops, &nops);
+            if (rc == 0) atomic_fetch_add(&s->oneshots, 1);
+            if (rdkv_status_retryable(rc)) { /* nothing happened */
+                rc = 0;
+                nops = 0;
+            }
+            if (!rc && nops && !tw_hist_add(&w->h, tw_uid(w->id, ++attempts), HIST_COMMITTED, ops,
+                                            nops)) {
+                error(s, "history", RDKV_ENOMEM);
+                break;
+            }
+            int brc = rdkv_txn_begin(ses, &t);
+            if (rc || brc) {
+                error(s, rc ? "one-shot" : "begin", rc ? rc : brc);
+                if (brc) {
+                    rdkv_session_close(ses);
+                    return NULL;
+                }
+                break;
+            }
+            continue;
+        }
         rc = tw_reg_attempt(t, w->id, &w->seed, &counter, ops, &nops, &did);
         atomic_fetch_add(&s->scans, did.scans);
         /* whatever failed, nothing of this attempt happened */
@@ -236,10 +263,11 @@ static void registers_run(unsigned tasks)
     double csecs = (double)(clock_now_ns() - c0) / 1e9;
     fprintf(stderr,
             "  %.1f s: %zu attempts (%llu committed, %llu aborted, %llu unknown), %zu ops, %llu "
-            "committed writes, %llu scans; %u threads (%u embedded, %u remote)\n",
+            "committed writes, %llu scans, %llu one-shot reads or scans; %u threads (%u "
+            "embedded, %u remote)\n",
             secs, n, (unsigned long long)s.commits, (unsigned long long)s.aborts,
             (unsigned long long)s.unknown, nops, (unsigned long long)committed_writes,
-            (unsigned long long)s.scans, nw, nw - rem, rem);
+            (unsigned long long)s.scans, (unsigned long long)s.oneshots, nw, nw - rem, rem);
     tw_report_print("history", rc, &rep);
     fprintf(stderr, "  (checked in %.2f s)\n", csecs);
     CHECK_EQ(rc, 0);
@@ -249,6 +277,7 @@ static void registers_run(unsigned tasks)
     CHECK(s.commits >= want);
     CHECK(committed_writes >= want / 2);
     CHECK(s.scans > 0);
+    CHECK(s.oneshots > 0);
     CHECK(rep.txns_checked >= want);
     if (getenv("RDKV_HISTORY_OUT")) { /* for a look with other tools */
         FILE *f = fopen(getenv("RDKV_HISTORY_OUT"), "w");

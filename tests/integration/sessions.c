@@ -1,0 +1,223 @@
+/* Remote sessions (server/session.c) and what they cost, on a 3-node cluster:
+ *
+ * round_trips: the requests a remote session sends, counted on its client context -- one per
+ *   one-shot operation (rdkv_get, rdkv_put, rdkv_delete, a one-batch rdkv_scan), n + 1 for an
+ *   interactive transaction of n operations (its BEGIN rides on the first), none for an empty
+ *   one -- and the fabric round trips an embedded one-shot read costs its thread: none for a key
+ *   of its own node (CPU atomics and loads), and a fixed number for a key of another node.
+ * many_sessions: a node with --max-sessions N serves N sessions opened over one connection,
+ *   refuses the next with RDKV_EBUSY (and says so), answers a kvctl-style one-shot read on a
+ *   session opened meanwhile, and serves again once sessions are closed. */
+#include "tests/harness.h"
+#include "tests/testenv.h"
+#include "tests/txncluster.h"
+
+#include "client/embed.h"
+#include "server/proto.h"
+
+#include "common/clock.h"
+#include "common/pack.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An embedded one-shot read of another node's key, location cached: the shared lock's atomic,
+ * the row's READ and the release's atomic (docs/transactions.md, "Round trips"). */
+#define EMBEDDED_REMOTE_READ_RTS 3
+
+static uint64_t rpcs(rdkv_session *s) { return rdkv_session_fab_counters(s)->rpcs; }
+static uint64_t rts(rdkv_session *s) { return rdkv_session_fab_counters(s)->round_trips; }
+
+/* A key of node `node`'s partition, with the prefix p. */
+static void key_on(struct tcluster *c, unsigned node, const char *p, char *out, size_t cap)
+{
+    for (unsigned i = 0;; i++) {
+        snprintf(out, cap, "%s%u", p, i);
+        if (tc_partition(c, out, strlen(out)) == node) return;
+    }
+}
+
+static void round_trips(void)
+{
+    static struct tcluster c;
+    REQUIRE(tc_start(&c, 3, NULL) == 0);
+    rdkv_session *s;
+    REQUIRE(tc_connect(&c, 0, NULL, &s) == 0);
+    const void *v;
+    size_t vl;
+    uint64_t r0 = rpcs(s);
+    /* one-shot operations: one request each */
+    CHECK_EQ(rdkv_put(s, "rt:a", 4, "1", 1), 0);
+    CHECK_EQ(rpcs(s) - r0, 1);
+    r0 = rpcs(s);
+    CHECK_EQ(rdkv_get(s, "rt:a", 4, &v, &vl), 0);
+    CHECK(vl == 1 && !memcmp(v, "1", 1));
+    CHECK_EQ(rpcs(s) - r0, 1);
+    r0 = rpcs(s);
+    CHECK_EQ(rdkv_get(s, "rt:absent", 9, &v, &vl), RDKV_ENOTFOUND);
+    CHECK_EQ(rpcs(s) - r0, 1);
+    r0 = rpcs(s);
+    CHECK_EQ(rdkv_put(s, "rt:b", 4, "2", 1), 0);
+    CHECK_EQ(rdkv_delete(s, "rt:b", 4), 0);
+    CHECK_EQ(rdkv_delete(s, "rt:b", 4), RDKV_ENOTFOUND);
+    CHECK_EQ(rpcs(s) - r0, 3);
+    r0 = rpcs(s);
+    rdkv_iter *it;
+    CHECK_EQ(rdkv_scan(s, "rt:", 3, "rt;", 3, 0, &it), 0);
+    const void *k;
+    size_t kl;
+    unsigned rows = 0;
+    int rc;
+    while ((rc = rdkv_iter_next(it, &k, &kl, &v, &vl)) == 1) rows++;
+    CHECK_EQ(rc, 0);
+    rdkv_iter_close(it);
+    CHECK_EQ(rows, 1);
+    CHECK_EQ(rpcs(s) - r0, 1); /* the one batch, and the commit with it */
+    /* interactive transactions: n operations and the commit, n + 1 requests */
+    for (unsigned n = 0; n <= 4; n++) {
+        r0 = rpcs(s);
+        rdkv_txn *t;
+        REQUIRE(rdkv_txn_begin(s, &t) == 0);
+        for (unsigned i = 0; i < n; i++) {
+            char key[16];
+            snprintf(key, sizeof key, "rt:%u", i);
+            if (i % 2) CHECK_EQ(rdkv_txn_put(t, key, strlen(key), "x", 1), 0);
+            else CHECK((rc = rdkv_txn_get(t, key, strlen(key), &v, &vl)) == 0 || rc == RDKV_ENOTFOUND);
+        }
+        CHECK_EQ(rdkv_txn_commit(t), 0);
+        rdkv_txn_free(t);
+        CHECK_EQ(rpcs(s) - r0, n ? n + 1 : 0);
+    }
+    /* a retried transaction: its abort rides on the next BEGIN when the node failed it */
+    rdkv_session_close(s);
+
+    /* embedded one-shot reads: the fabric round trips of the thread */
+    rdkv_session *e;
+    REQUIRE(rdkv_session_open(c.node[0], NULL, &e) == 0);
+    char local[32], remote[32];
+    key_on(&c, 0, "rt:l", local, sizeof local);
+    key_on(&c, 1, "rt:r", remote, sizeof remote);
+    CHECK_EQ(rdkv_put(e, local, strlen(local), "L", 1), 0);
+    CHECK_EQ(rdkv_put(e, remote, strlen(remote), "R", 1), 0);
+    CHECK_EQ(rdkv_get(e, remote, strlen(remote), &v, &vl), 0); /* warms the location cache */
+    uint64_t t0 = rts(e);
+    CHECK_EQ(rdkv_get(e, local, strlen(local), &v, &vl), 0);
+    CHECK(vl == 1 && !memcmp(v, "L", 1));
+    CHECK_EQ(rts(e) - t0, 0);
+    t0 = rts(e);
+    CHECK_EQ(rdkv_get(e, remote, strlen(remote), &v, &vl), 0);
+    CHECK(vl == 1 && !memcmp(v, "R", 1));
+    uint64_t remote_rts = rts(e) - t0;
+    fprintf(stderr, "  embedded one-shot read of another node's key: %llu round trips\n",
+            (unsigned long long)remote_rts);
+    CHECK_EQ(remote_rts, EMBEDDED_REMOTE_READ_RTS);
+    rdkv_session_close(e);
+    tc_stop(&c);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+#define NSESS 10000u
+
+static int ses_open_raw(struct fab_ctx *fc, struct fab_buf *resp, uint64_t *sid)
+{
+    uint8_t b[18] = {0};
+    b[8] = SES_OPEN;
+    b[17] = SES_CONFLICT_NODE;
+    int rc = fab_rpc_call(fc, 0, KV_RPC_SESSION, b, sizeof b, resp, 10 * NS_PER_S);
+    if (rc) return rc;
+    if (resp->len < 4) return RDKV_EPROTO;
+    int st = (int32_t)pack_get_u32le(resp->data);
+    if (st) return st;
+    if (resp->len != 12) return RDKV_EPROTO;
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | ((const uint8_t *)resp->data)[4 + i];
+    *sid = v;
+    return 0;
+}
+
+static int ses_close_raw(struct fab_ctx *fc, struct fab_buf *resp, uint64_t sid)
+{
+    uint8_t b[9];
+    pack_put_u64le(b, sid);
+    b[8] = SES_CLOSE;
+    int rc = fab_rpc_call(fc, 0, KV_RPC_SESSION, b, sizeof b, resp, 10 * NS_PER_S);
+    if (rc) return rc;
+    return resp->len >= 4 ? (int32_t)pack_get_u32le(resp->data) : RDKV_EPROTO;
+}
+
+static void many_sessions(void)
+{
+    static struct tcluster c;
+    char max[16];
+    snprintf(max, sizeof max, "%u", NSESS + 1);
+    const char *extra[] = {"--max-sessions", max, NULL};
+    REQUIRE(tc_start(&c, 1, extra) == 0);
+    /* a raw client: sessions are opened over its one connection */
+    struct fab_opts fo;
+    fab_opts_init(&fo);
+    struct cluster_config cc;
+    const char *hosts[1] = {"127.0.0.1"};
+    REQUIRE(cluster_config_make(&cc, 1, hosts, c.ports) == 0);
+    fo.cluster = &cc;
+    fo.node = FAB_NODE_CLIENT;
+    fo.transport = FAB_SOFT;
+    fo.endpoints_only = true;
+    fo.rpc_threads = 1;
+    char err[256];
+    struct fabric *f;
+    REQUIRE(fab_open(&fo, &f, err, sizeof err) == 0);
+    struct fab_ctx *fc;
+    REQUIRE(fab_ctx_create(f, &fc) == 0);
+    struct fab_buf resp = {0};
+    uint64_t *sids = calloc(NSESS, sizeof *sids);
+    REQUIRE(sids != NULL);
+    unsigned opened = 0;
+    int64_t t0 = clock_now_ns();
+    for (; opened < NSESS; opened++)
+        if (ses_open_raw(fc, &resp, &sids[opened])) break;
+    CHECK_EQ(opened, NSESS);
+    fprintf(stderr, "  %u sessions opened in %.2f s\n", opened,
+            (double)(clock_now_ns() - t0) / 1e9);
+    /* one more session, as kvctl would open it: it still answers */
+    rdkv_session *s;
+    REQUIRE(tc_connect(&c, 0, NULL, &s) == 0);
+    CHECK_EQ(rdkv_put(s, "ms:k", 4, "v", 1), 0);
+    const void *v;
+    size_t vl;
+    CHECK_EQ(rdkv_get(s, "ms:k", 4, &v, &vl), 0);
+    CHECK(vl == 1 && !memcmp(v, "v", 1));
+    /* the limit: refused, with "busy" */
+    uint64_t extra_sid;
+    CHECK_EQ(ses_open_raw(fc, &resp, &extra_sid), RDKV_EBUSY);
+    rdkv_session *s2;
+    CHECK_EQ(tc_connect(&c, 0, NULL, &s2), RDKV_EBUSY);
+    /* a closed session is gone, and its place serves another */
+    CHECK_EQ(ses_close_raw(fc, &resp, sids[0]), 0);
+    CHECK_EQ(ses_close_raw(fc, &resp, sids[0]), RDKV_ESESSION);
+    REQUIRE(tc_connect(&c, 0, NULL, &s2) == 0);
+    CHECK_EQ(rdkv_get(s2, "ms:k", 4, &v, &vl), 0);
+    rdkv_session_close(s2);
+    rdkv_session_close(s);
+    unsigned closed = 1;
+    for (unsigned i = 1; i < opened; i++)
+        if (ses_close_raw(fc, &resp, sids[i]) == 0) closed++;
+    CHECK_EQ(closed, opened);
+    free(sids);
+    fab_buf_free(&resp);
+    fab_ctx_destroy(fc);
+    fab_close(f);
+    cluster_config_free(&cc);
+    tc_stop(&c);
+}
+
+static const struct test_case cases[] = {
+    {"round_trips", round_trips},
+    {"many_sessions", many_sessions},
+};
+
+int main(int argc, char **argv)
+{
+    return tenv_main(argc, argv, "remote sessions", cases, sizeof cases / sizeof cases[0]);
+}
