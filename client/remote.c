@@ -1,7 +1,9 @@
 /* Remote sessions (client/session.h): a client fabric (TCP, RPC only) to the cluster's nodes,
  * one of which coordinates the session's transactions (server/session.c; the protocol is in
  * server/proto.h). Round trips: a transaction's BEGIN rides on its first operation, so n
- * operations and a commit cost n + 1 requests; a one-shot operation costs one. */
+ * operations and a commit cost n + 1 requests; a one-shot operation costs one, and goes straight
+ * to its key's owner when the endpoints name it (the node it would coordinate a transaction on
+ * then reads and writes its own partition: no round trip between nodes). */
 #include "client/session.h"
 
 #include "server/proto.h"
@@ -14,54 +16,56 @@
 #include <string.h>
 
 struct rem {
-    struct cluster_config cc;
+    struct cluster_config cc; /* the endpoints */
     struct fabric *f;
     struct fab_ctx *c;
-    uint16_t ep;  /* the endpoint whose node coordinates */
-    uint64_t sid; /* 0: no session there (yet, or any more) */
+    uint16_t ep;      /* the endpoint whose node coordinates */
+    uint64_t *sids;   /* per endpoint: our session there (0: none yet, or any more) */
+    unsigned nodes;   /* the cluster's size, as its nodes said (0: not known) */
+    int route[CLUSTER_MAX_NODES]; /* node id -> endpoint, or -1: through the coordinator */
     struct fab_buf resp;
 };
 
 static struct rem *rem_of(struct rdkv_session *s) { return s->impl; }
 
-/* A session request and its answer (server/proto.h): the node's status, with the op's bytes
- * at *data, *len (inside buf). A failure of the link itself (no answer) is reported as
- * RDKV_ELINK_: the session's state on the node is then unknown, and it is dropped. */
+/* A session request to endpoint ep and its answer (server/proto.h): the node's status, with the
+ * op's bytes at *data, *len (inside buf). A failure of the link itself (no answer) is reported
+ * as RDKV_ELINK_: the session's state on the node is then unknown, and it is dropped. */
 #define RDKV_ELINK_ 1
-static int ses_rpc(struct rdkv_session *s, struct pack_w *w, struct fab_buf *buf,
+static int ses_rpc(struct rdkv_session *s, uint16_t ep, struct pack_w *w, struct fab_buf *buf,
                    const uint8_t **data, size_t *len)
 {
     struct rem *r = rem_of(s);
     if (w->err) return RDKV_ENOMEM;
-    int rc = fab_rpc_call(r->c, r->ep, KV_RPC_SESSION, w->p, w->len, buf,
+    int rc = fab_rpc_call(r->c, ep, KV_RPC_SESSION, w->p, w->len, buf,
                           s->o.op_timeout_ms * NS_PER_MS);
     if (rc) {
-        r->sid = 0;
+        r->sids[ep] = 0;
         return RDKV_ELINK_;
     }
     if (buf->len < 4) return RDKV_EPROTO;
     const uint8_t *p = buf->data;
     int32_t st = (int32_t)pack_get_u32le(p);
     if (st > 0 || st < RDKV_STATUS_MIN) return RDKV_EPROTO;
-    if (st == RDKV_ESESSION) r->sid = 0;
+    if (st == RDKV_ESESSION) r->sids[ep] = 0;
     if (data) *data = p + 4;
     if (len) *len = buf->len - 4;
     return st;
 }
 
-/* Sends w (then frees it) and returns the answer's status. */
-static int ses_call(struct rdkv_session *s, struct pack_w *w, struct fab_buf *buf,
+/* Sends w to ep (then frees it) and returns the answer's status. */
+static int ses_call(struct rdkv_session *s, uint16_t ep, struct pack_w *w, struct fab_buf *buf,
                     const uint8_t **data, size_t *len)
 {
-    int rc = ses_rpc(s, w, buf ? buf : &rem_of(s)->resp, data, len);
+    int rc = ses_rpc(s, ep, w, buf ? buf : &rem_of(s)->resp, data, len);
     pack_w_free(w);
     return rc;
 }
 
-static void ses_head(struct rdkv_session *s, struct pack_w *w, uint8_t op)
+static void ses_head(struct rdkv_session *s, uint16_t ep, struct pack_w *w, uint8_t op)
 {
     pack_w_init(w);
-    pack_u64(w, rem_of(s)->sid);
+    pack_u64(w, rem_of(s)->sids[ep]);
     pack_u8(w, op);
 }
 
@@ -76,36 +80,91 @@ static void put_bytes(struct pack_w *w, const void *p, size_t n)
     if (d && n) memcpy(d, p, n);
 }
 
-/* Opens a session on the first endpoint that answers, starting with the current one. */
+/* The cluster's nodes, from an open's answer: which endpoint reaches each node (matched by host
+ * and port as the config writes them; a node the endpoints do not name is reached through the
+ * coordinator). An answer without the list (or with a list that does not parse) leaves the
+ * routes as they were. */
+static void learn_routes(struct rem *r, struct pack_r *pr)
+{
+    unsigned n = unpack_u16(pr);
+    if (pr->err || n == 0 || n > CLUSTER_MAX_NODES) return;
+    int route[CLUSTER_MAX_NODES];
+    for (unsigned i = 0; i < n; i++) {
+        char host[CLUSTER_HOST_MAX];
+        unpack_str(pr, host, sizeof host);
+        uint16_t port = unpack_u16(pr);
+        if (pr->err) return;
+        route[i] = -1;
+        for (unsigned e = 0; e < r->cc.n; e++)
+            if (r->cc.nodes[e].port == port && !strcmp(r->cc.nodes[e].host, host)) route[i] = (int)e;
+    }
+    if (!unpack_done(pr)) return;
+    memcpy(r->route, route, n * sizeof *route);
+    r->nodes = n;
+}
+
+/* Opens a session at endpoint ep. */
+static int ses_open_at(struct rdkv_session *s, uint16_t ep)
+{
+    struct rem *r = rem_of(s);
+    struct pack_w w;
+    pack_w_init(&w);
+    pack_u64(&w, 0);
+    pack_u8(&w, SES_OPEN);
+    pack_u64(&w, (uint64_t)(s->o.lock_timeout_ms > 0 ? s->o.lock_timeout_ms : 0) * NS_PER_MS);
+    pack_u8(&w, s->o.conflict == RDKV_CONFLICT_NODE ? SES_CONFLICT_NODE
+                                                    : (uint8_t)(s->o.conflict - 1));
+    const uint8_t *d;
+    size_t dl;
+    int rc = ses_call(s, ep, &w, NULL, &d, &dl);
+    if (rc) return rc;
+    struct pack_r pr;
+    pack_r_init(&pr, d, dl);
+    uint64_t sid = unpack_u64(&pr);
+    unpack_u16(&pr); /* its node id */
+    if (pr.err || !sid) return RDKV_EPROTO;
+    r->sids[ep] = sid;
+    learn_routes(r, &pr);
+    return 0;
+}
+
+/* Opens the coordinator's session on the first endpoint that answers, starting with the
+ * current one. */
 static int ses_open(struct rdkv_session *s)
 {
     struct rem *r = rem_of(s);
     for (unsigned k = 0; k < r->cc.n; k++) {
         uint16_t ep = (uint16_t)((r->ep + k) % r->cc.n);
-        struct pack_w w;
-        pack_w_init(&w);
-        pack_u64(&w, 0);
-        pack_u8(&w, SES_OPEN);
-        pack_u64(&w, (uint64_t)(s->o.lock_timeout_ms > 0 ? s->o.lock_timeout_ms : 0) * NS_PER_MS);
-        pack_u8(&w, s->o.conflict == RDKV_CONFLICT_NODE ? SES_CONFLICT_NODE
-                                                        : (uint8_t)(s->o.conflict - 1));
-        uint16_t was = r->ep;
-        r->ep = ep;
-        const uint8_t *d;
-        size_t dl;
-        int rc = ses_call(s, &w, NULL, &d, &dl);
+        int rc = ses_open_at(s, ep);
         if (rc == 0) {
-            struct pack_r pr;
-            pack_r_init(&pr, d, dl);
-            uint64_t sid = unpack_u64(&pr);
-            if (!unpack_done(&pr) || !sid) return RDKV_EPROTO;
-            r->sid = sid;
+            r->ep = ep;
             return 0;
         }
-        r->ep = was;
         if (rc != RDKV_ELINK_) return rc; /* it answered (full, shutting down): say so */
     }
     return RDKV_EUNAVAILABLE;
+}
+
+/* The endpoint an operation goes to, with a session open there: the coordinator's, or for a
+ * one-shot operation the key's owner's when an endpoint reaches it (falling back to the
+ * coordinator when that owner cannot open one). */
+static int endpoint_for(struct rdkv_session *s, const void *key, size_t klen, bool oneshot,
+                        uint16_t *ep)
+{
+    struct rem *r = rem_of(s);
+    if (oneshot && key && r->nodes) {
+        int e = r->route[rdkv_key_partition(key, klen, r->nodes)];
+        if (e >= 0 && (r->sids[e] || ses_open_at(s, (uint16_t)e) == 0)) {
+            *ep = (uint16_t)e;
+            return 0;
+        }
+    }
+    if (!r->sids[r->ep]) {
+        int rc = ses_open(s);
+        if (rc) return rc == RDKV_ELINK_ ? RDKV_EUNAVAILABLE : rc;
+    }
+    *ep = r->ep;
+    return 0;
 }
 
 int rdkv_connect(const char *endpoints, const rdkv_options *o, rdkv_session **out)
@@ -139,6 +198,7 @@ int rdkv_connect(const char *endpoints, const rdkv_options *o, rdkv_session **ou
     free(copy);
     if (!rc && n == 0) rc = RDKV_EINVAL;
     if (!rc) rc = cluster_config_make(&r->cc, n, hosts, ports);
+    if (!rc && !(r->sids = calloc(n, sizeof *r->sids))) rc = RDKV_ENOMEM;
     if (!rc) {
         struct fab_opts fo;
         fab_opts_init(&fo);
@@ -165,15 +225,9 @@ int rdkv_connect(const char *endpoints, const rdkv_options *o, rdkv_session **ou
 /* ------------------------------------------------------------------------------------------ */
 /* Transactions. */
 
-/* No request: the BEGIN goes with the first operation. A session lost meanwhile (closed for
- * idling, or its node gone) is opened again first, on any endpoint that answers. */
+/* No request: the BEGIN goes with the first operation, to the node it is sent to. */
 static int rem_begin(struct rdkv_txn *t)
 {
-    struct rem *r = rem_of(t->s);
-    if (!r->sid) {
-        int rc = ses_open(t->s);
-        if (rc) return rc;
-    }
     t->begin_pending = true;
     t->doomed = false;
     return 0;
@@ -209,28 +263,30 @@ static int op_status(struct rdkv_txn *t, int rc, bool commit)
     return rc;
 }
 
-/* A retry of a session lost while the request was on its way: the session is opened again,
- * and the operation sent once more -- only when nothing can have happened (a BEGIN was in it,
- * so no earlier operation of this transaction is lost with the session). */
-static bool may_resend(struct rdkv_txn *t, int rc)
+/* Whether to send an operation once more after RDKV_ESESSION (the node had closed or reaped the
+ * session): only when nothing can have happened -- a BEGIN was in it, so no earlier operation of
+ * this transaction is lost with the session -- and a new session opened at the same node. */
+static bool may_resend(struct rdkv_txn *t, uint16_t ep, int rc)
 {
     if (rc != RDKV_ESESSION || !t->begin_pending) return false;
-    return ses_open(t->s) == 0;
+    return ses_open_at(t->s, ep) == 0;
 }
 
 static int rem_get(struct rdkv_txn *t, const void *key, size_t klen, bool upd, const void **val,
                    size_t *vlen, bool commit)
 {
-    int rc;
+    uint16_t ep;
+    int rc = endpoint_for(t->s, key, klen, commit, &ep);
+    if (rc) return op_status(t, rc, commit);
     const uint8_t *d = NULL;
     size_t dl = 0;
     do {
         struct pack_w w;
-        ses_head(t->s, &w, op_byte(t, SES_GET, commit));
+        ses_head(t->s, ep, &w, op_byte(t, SES_GET, commit));
         pack_u8(&w, upd);
         put_bytes(&w, key, klen);
-        rc = ses_call(t->s, &w, &t->val, &d, &dl);
-    } while (may_resend(t, rc));
+        rc = ses_call(t->s, ep, &w, &t->val, &d, &dl);
+    } while (may_resend(t, ep, rc));
     rc = op_status(t, rc, commit);
     if (rc == RDKV_EUNKNOWN) rc = RDKV_EUNAVAILABLE; /* a read: nothing to be unsure of */
     if (rc) return rc;
@@ -247,26 +303,30 @@ static int rem_get(struct rdkv_txn *t, const void *key, size_t klen, bool upd, c
 static int rem_put(struct rdkv_txn *t, const void *key, size_t klen, const void *val, size_t vlen,
                    bool commit)
 {
-    int rc;
+    uint16_t ep;
+    int rc = endpoint_for(t->s, key, klen, commit, &ep);
+    if (rc) return op_status(t, rc, commit);
     do {
         struct pack_w w;
-        ses_head(t->s, &w, op_byte(t, SES_PUT, commit));
+        ses_head(t->s, ep, &w, op_byte(t, SES_PUT, commit));
         put_bytes(&w, key, klen);
         put_bytes(&w, val, vlen);
-        rc = ses_call(t->s, &w, NULL, NULL, NULL);
-    } while (may_resend(t, rc));
+        rc = ses_call(t->s, ep, &w, NULL, NULL, NULL);
+    } while (may_resend(t, ep, rc));
     return op_status(t, rc, commit);
 }
 
 static int rem_del(struct rdkv_txn *t, const void *key, size_t klen, bool commit)
 {
-    int rc;
+    uint16_t ep;
+    int rc = endpoint_for(t->s, key, klen, commit, &ep);
+    if (rc) return op_status(t, rc, commit);
     do {
         struct pack_w w;
-        ses_head(t->s, &w, op_byte(t, SES_DEL, commit));
+        ses_head(t->s, ep, &w, op_byte(t, SES_DEL, commit));
         put_bytes(&w, key, klen);
-        rc = ses_call(t->s, &w, NULL, NULL, NULL);
-    } while (may_resend(t, rc));
+        rc = ses_call(t->s, ep, &w, NULL, NULL, NULL);
+    } while (may_resend(t, ep, rc));
     return op_status(t, rc, commit);
 }
 
@@ -280,21 +340,24 @@ static int batch_take(struct rdkv_iter *it, const uint8_t *d, size_t dl)
     return 0;
 }
 
+/* A scan spans partitions: its node coordinates it. */
 static int rem_scan(struct rdkv_txn *t, const void *begin, size_t blen, const void *end,
                     size_t elen, size_t limit, struct rdkv_iter *it, bool commit)
 {
-    int rc;
+    uint16_t ep;
+    int rc = endpoint_for(t->s, NULL, 0, false, &ep);
+    if (rc) return op_status(t, rc, commit);
     const uint8_t *d = NULL;
     size_t dl = 0;
     do {
         struct pack_w w;
-        ses_head(t->s, &w, op_byte(t, SES_SCAN, commit));
+        ses_head(t->s, ep, &w, op_byte(t, SES_SCAN, commit));
         put_bytes(&w, begin, blen);
         pack_u8(&w, end != NULL);
         put_bytes(&w, end, end ? elen : 0);
         pack_u64(&w, limit);
-        rc = ses_call(t->s, &w, &it->batch, &d, &dl);
-    } while (may_resend(t, rc));
+        rc = ses_call(t->s, ep, &w, &it->batch, &d, &dl);
+    } while (may_resend(t, ep, rc));
     /* a one-shot scan's transaction stays open until its last batch */
     bool ended = commit && (rc != 0 || (dl > 0 && d[0] == 0));
     rc = op_status(t, rc, ended);
@@ -307,13 +370,14 @@ static int rem_iter_next(struct rdkv_iter *it, const void **key, size_t *klen, c
                          size_t *vlen)
 {
     struct rdkv_txn *t = it->t;
+    uint16_t ep = rem_of(t->s)->ep;
     while (!it->left) {
         if (!it->more) return 0;
         struct pack_w w;
-        ses_head(t->s, &w, SES_SCAN_NEXT);
+        ses_head(t->s, ep, &w, SES_SCAN_NEXT);
         const uint8_t *d;
         size_t dl;
-        int rc = ses_call(t->s, &w, &it->batch, &d, &dl);
+        int rc = ses_call(t->s, ep, &w, &it->batch, &d, &dl);
         if (rc == RDKV_ELINK_ || rc == RDKV_ESESSION) {
             t->active = false;
             return rc == RDKV_ESESSION ? RDKV_EABORTED : RDKV_EUNAVAILABLE;
@@ -345,9 +409,10 @@ static void rem_iter_close(struct rdkv_iter *it)
 static int rem_commit(struct rdkv_txn *t)
 {
     if (t->begin_pending) return 0; /* nothing was done: nothing to commit */
+    uint16_t ep = rem_of(t->s)->ep;
     struct pack_w w;
-    ses_head(t->s, &w, SES_COMMIT);
-    int rc = ses_call(t->s, &w, NULL, NULL, NULL);
+    ses_head(t->s, ep, &w, SES_COMMIT);
+    int rc = ses_call(t->s, ep, &w, NULL, NULL, NULL);
     if (rc == RDKV_ESESSION) return RDKV_EABORTED; /* the node had closed the session first */
     if (rc == RDKV_ELINK_) return RDKV_EUNKNOWN;   /* the request may have arrived */
     return rc;
@@ -356,25 +421,24 @@ static int rem_commit(struct rdkv_txn *t)
 /* A transaction the node failed holds no lock there: its end rides on the next BEGIN. */
 static void rem_abort(struct rdkv_txn *t)
 {
-    if (t->begin_pending || t->doomed || !rem_of(t->s)->sid) return;
+    struct rem *r = rem_of(t->s);
+    if (t->begin_pending || t->doomed || !r->sids[r->ep]) return;
     struct pack_w w;
-    ses_head(t->s, &w, SES_ABORT);
-    int rc = ses_call(t->s, &w, NULL, NULL, NULL);
+    ses_head(t->s, r->ep, &w, SES_ABORT);
+    int rc = ses_call(t->s, r->ep, &w, NULL, NULL, NULL);
     (void)rc; /* a lost session took its transaction with it */
 }
 
 static int rem_status(struct rdkv_session *s, char **json)
 {
-    struct rem *r = rem_of(s);
-    if (!r->sid) {
-        int rc = ses_open(s);
-        if (rc) return rc;
-    }
+    uint16_t ep;
+    int rc = endpoint_for(s, NULL, 0, false, &ep);
+    if (rc) return rc;
     struct pack_w w;
-    ses_head(s, &w, SES_STATUS);
+    ses_head(s, ep, &w, SES_STATUS);
     const uint8_t *d;
     size_t dl;
-    int rc = ses_call(s, &w, NULL, &d, &dl);
+    rc = ses_call(s, ep, &w, NULL, &d, &dl);
     if (rc) return rc == RDKV_ELINK_ ? RDKV_EUNAVAILABLE : rc;
     char *js = malloc(dl + 1);
     if (!js) return RDKV_ENOMEM;
@@ -388,16 +452,18 @@ static void rem_close(struct rdkv_session *s)
 {
     struct rem *r = rem_of(s);
     if (!r) return;
-    if (r->sid && r->c) {
+    for (unsigned e = 0; r->sids && r->c && e < r->cc.n; e++) {
+        if (!r->sids[e]) continue;
         struct pack_w w;
-        ses_head(s, &w, SES_CLOSE);
-        int rc = ses_call(s, &w, NULL, NULL, NULL);
+        ses_head(s, (uint16_t)e, &w, SES_CLOSE);
+        int rc = ses_call(s, (uint16_t)e, &w, NULL, NULL, NULL);
         (void)rc;
     }
     fab_buf_free(&r->resp);
     if (r->c) fab_ctx_destroy(r->c);
     if (r->f) fab_close(r->f);
     if (r->cc.nodes) cluster_config_free(&r->cc);
+    free(r->sids);
     free(r);
     s->impl = NULL;
 }

@@ -32,7 +32,9 @@ enum kv_rpc {
  * one of the node's session threads; the node closes a session idle for its --session-idle
  * (later requests get RDKV_ESESSION). Strings are u32 length + bytes.
  *   SES_OPEN       u64 lock timeout (ns, 0: the node's),
- *                  u8 conflict policy (SES_CONFLICT_NODE: the node's) -> u64 session id
+ *                  u8 conflict policy (SES_CONFLICT_NODE: the node's)
+ *                      -> u64 session id, u16 this node's id, u16 nodes n, then n times
+ *                         {u16 length + host, u16 port} (the cluster config's nodes, by id)
  *   SES_CLOSE                                                    -> (empty)
  *   SES_BEGIN                                                    -> (empty)
  *   SES_GET        u8 for_update, str key                        -> str value (RDKV_ENOTFOUND)

@@ -626,9 +626,21 @@ static void on_session(struct fab_rpc_req *req, void *arg)
             reply_status(req, rc);
             return;
         }
-        uint8_t out[8];
-        pack_put_u64le(out, sid);
-        ses_reply(req, 0, out, sizeof out);
+        /* the session id, and the cluster's nodes: a client sends a one-shot operation
+         * straight to its key's owner */
+        const struct cluster_config *cc = fab_cluster(node_fabric(s->n));
+        struct pack_w w;
+        pack_w_init(&w);
+        pack_u64(&w, sid);
+        pack_u16(&w, node_id(s->n));
+        pack_u16(&w, (uint16_t)cc->n);
+        for (unsigned i = 0; i < cc->n; i++) {
+            pack_str(&w, cc->nodes[i].host);
+            pack_u16(&w, cc->nodes[i].port);
+        }
+        if (w.err) reply_status(req, RDKV_ENOMEM); /* (the session is reaped when idle) */
+        else ses_reply(req, 0, w.p, w.len);
+        pack_w_free(&w);
         return;
     }
     struct sreq *q = malloc(sizeof *q);

@@ -194,9 +194,15 @@ static int remote_session(void *arg, const struct wl_place *pl, const rdkv_optio
 {
     struct drive *d = arg;
     const struct cluster_config *cc = d->bc->cfg;
-    const struct cluster_node *nd = &cc->nodes[pl->worker % cc->n];
-    char ep[300];
-    snprintf(ep, sizeof ep, "%s:%u", nd->host, nd->port);
+    /* every node, starting with the coordinator (sessions take turns): one-shot operations go
+     * straight to their key's owner */
+    char ep[sizeof d->endpoints];
+    size_t at = 0;
+    for (unsigned k = 0; k < cc->n && at < sizeof ep; k++) {
+        const struct cluster_node *nd = &cc->nodes[(pl->worker + k) % cc->n];
+        at += (size_t)snprintf(ep + at, sizeof ep - at, "%s%s:%u", k ? "," : "", nd->host,
+                               nd->port);
+    }
     return rdkv_connect(ep, o, out);
 }
 

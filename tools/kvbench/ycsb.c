@@ -616,7 +616,16 @@ static int step(void *p, rdkv_session *s, struct wl_step *st)
     static int (*const bodies[YCSB_NOPS])(struct worker *, rdkv_txn *) = {
         [YCSB_READ] = do_read, [YCSB_UPDATE] = do_update, [YCSB_INSERT] = do_insert,
         [YCSB_SCAN] = do_scan, [YCSB_RMW] = do_update};
-    st->status = in_txn(s, st, bodies[op], w);
+    if (op == YCSB_READ) { /* one-shot: one transaction, one request on a remote session */
+        const void *v;
+        size_t vl;
+        st->status = rdkv_get(s, w->key, w->klen, &v, &vl);
+    } else if (op == YCSB_INSERT || (op == YCSB_UPDATE && w->c.p.writeallfields)) {
+        fill_record(w);
+        st->status = rdkv_put(s, w->key, w->klen, w->val, w->vlen);
+    } else {
+        st->status = in_txn(s, st, bodies[op], w);
+    }
     if (op == YCSB_INSERT) insert_end(w->ins, j);
     return 0;
 }
