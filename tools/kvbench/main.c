@@ -9,6 +9,7 @@ int cmd_range(int argc, char **argv);
 int cmd_txn(int argc, char **argv);
 int cmd_ycsb(int argc, char **argv);
 int cmd_tpcc(int argc, char **argv);
+int cmd_sessions(int argc, char **argv);
 
 static const char usage[] =
     "usage: kvbench COMMAND [options]\n"
@@ -21,6 +22,9 @@ static const char usage[] =
     "            citron on the range-lock thesis's micro and OLTP workloads\n"
     "  txn       single transactions of the store: read-only on a local or a remote key, and\n"
     "            read-write on two partitions, with their fabric round trips\n"
+    "  ycsb      YCSB's core workloads A-F (load, run), embedded or remote\n"
+    "  tpcc      TPC-C's five transactions, with the consistency checks\n"
+    "  sessions  what idle remote sessions cost a node, and a read meanwhile\n"
     "\n"
     "Run 'kvbench COMMAND --help' for a command's options. Results go to stdout as YCSB-style\n"
     "'[SERIES], Metric, value' lines followed by a summary table; --json FILE writes JSON too.\n";
@@ -37,6 +41,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "txn")) return cmd_txn(argc - 1, argv + 1);
     if (!strcmp(argv[1], "ycsb")) return cmd_ycsb(argc - 1, argv + 1);
     if (!strcmp(argv[1], "tpcc")) return cmd_tpcc(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "sessions")) return cmd_sessions(argc - 1, argv + 1);
     fprintf(stderr, "kvbench: unknown command '%s'\nTry 'kvbench --help'.\n", argv[1]);
     return 2;
 }
