@@ -24,6 +24,10 @@ struct drive_opts {
     uint64_t seed;
     int64_t lock_timeout_ns;
     enum drive_fmt fmt;
+    /* remote only: where workers get their sessions (NULL: rdkv_connect to the cluster's nodes;
+     * a peer's workers (peer.h) get none and open their own connections) */
+    wl_session_fn open;
+    void *open_arg;
 };
 
 struct drive {

@@ -20,11 +20,24 @@
 #include <sys/resource.h>
 #include <time.h>
 
+static const struct wl_class *registered[8];
+
+void wl_class_register(const struct wl_class *c)
+{
+    for (unsigned i = 0; i < 8; i++)
+        if (!registered[i] || registered[i] == c) {
+            registered[i] = c;
+            return;
+        }
+}
+
 const struct wl_class *wl_class_find(const char *name)
 {
-    const struct wl_class *all[] = {&wl_ycsb, &wl_tpcc};
+    const struct wl_class *all[] = {&wl_ycsb, &wl_tpcc, &wl_transfer};
     for (unsigned i = 0; i < sizeof all / sizeof *all; i++)
         if (!strcmp(all[i]->name, name) && all[i]->step) return all[i];
+    for (unsigned i = 0; i < 8 && registered[i]; i++)
+        if (!strcmp(registered[i]->name, name)) return registered[i];
     return NULL;
 }
 

@@ -593,11 +593,10 @@ static int do_scan(struct worker *w, rdkv_txn *t)
     return 0;
 }
 
-static int step(void *p, rdkv_session *s, struct wl_step *st)
+int ycsb_draw(void *p, struct ycsb_draw *d)
 {
     struct worker *w = p;
     enum ycsb_op op = ycsb_opchooser_next(&w->ops, &w->rng);
-    st->op = (unsigned)op;
     uint64_t keynum, j = 0;
     if (op == YCSB_INSERT) {
         j = insert_begin(w->ins);
@@ -613,11 +612,45 @@ static int step(void *p, rdkv_session *s, struct wl_step *st)
                          ? (uint32_t)ycsb_zipf_next(&w->scanlen_gen, &w->rng)
                          : (uint32_t)(w->c.p.minscanlength +
                                       rng_below(&w->rng, w->c.p.maxscanlength - w->c.p.minscanlength + 1));
+    *d = (struct ycsb_draw){.op = op, .key = w->key, .klen = w->klen, .scanlen = w->scanlen,
+                            .insert_j = j};
+    return 0;
+}
+
+void ycsb_draw_done(void *p, const struct ycsb_draw *d)
+{
+    struct worker *w = p;
+    if (d->op == YCSB_INSERT) insert_end(w->ins, d->insert_j);
+}
+
+const uint8_t *ycsb_record(void *p, size_t *len)
+{
+    struct worker *w = p;
+    fill_record(w);
+    *len = w->vlen;
+    return w->val;
+}
+
+const uint8_t *ycsb_field(void *p, uint32_t *field)
+{
+    struct worker *w = p;
+    *field = (uint32_t)rng_below(&w->rng, w->c.p.fieldcount);
+    fill_field(w, w->val);
+    return w->val;
+}
+
+static int step(void *p, rdkv_session *s, struct wl_step *st)
+{
+    struct worker *w = p;
+    struct ycsb_draw d;
+    int rc = ycsb_draw(w, &d);
+    if (rc) return rc;
+    st->op = (unsigned)d.op;
     static int (*const bodies[YCSB_NOPS])(struct worker *, rdkv_txn *) = {
         [YCSB_READ] = do_read, [YCSB_UPDATE] = do_update, [YCSB_INSERT] = do_insert,
         [YCSB_SCAN] = do_scan, [YCSB_RMW] = do_update};
-    st->status = in_txn(s, st, bodies[op], w);
-    if (op == YCSB_INSERT) insert_end(w->ins, j);
+    st->status = in_txn(s, st, bodies[d.op], w);
+    ycsb_draw_done(w, &d);
     return 0;
 }
 
