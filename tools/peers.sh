@@ -319,6 +319,16 @@ mem=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
 redis_v=$(redis-server --version 2>/dev/null | grep -o 'v=[0-9.]*' | cut -c3-)
 pg_v=$("$(peers_pg_bindir 2>/dev/null)/postgres" --version 2>/dev/null | awk '{print $3}')
 if [ -n "$ops" ]; then runtext="$ops operations per workload"; else runtext="${seconds} s measured per workload after a ${warmup} s warm-up"; fi
+# table_head FIRST ALIGN: a table's header, FIRST ("| workload |") then a column per system
+# whose separator is ALIGN ("---:" or "---").
+table_head() {
+    local s
+    printf "%s" "$1"
+    for s in $ran_systems; do printf " %s |" "$(label "$s")"; done
+    printf "\n|%s" "$(echo "$1" | sed 's/[^|]*|/---|/g; s/^---|//')"
+    for s in $ran_systems; do printf -- "%s|" "$2"; done
+    echo
+}
 label() {
     case $1 in
     rdkv-remote) echo "rdkv remote" ;;
@@ -381,11 +391,7 @@ EOF
     echo
     echo "## Throughput (operations per second, all operation types)"
     echo
-    printf "| workload |"
-    for s in $ran_systems; do printf " %s |" "$(label "$s")"; done
-    printf "\n|---|"
-    for s in $ran_systems; do printf -- "---:|"; done
-    echo
+    table_head "| workload |" "---:"
     for w in $workloads; do
         printf "| %s |" "$w"
         for s in $ran_systems; do
@@ -398,11 +404,7 @@ EOF
     echo
     echo "## Latency: p50 / p99 (µs) per operation type"
     echo
-    printf "| workload | operation |"
-    for s in $ran_systems; do printf " %s |" "$(label "$s")"; done
-    printf "\n|---|---|"
-    for s in $ran_systems; do printf -- "---:|"; done
-    echo
+    table_head "| workload | operation |" "---:"
     for w in $workloads; do
         opsl=""
         for s in $ran_systems; do opsl="$opsl $(ops_of "$results/$s-$w.txt")"; done
@@ -424,11 +426,7 @@ EOF
     echo "nil EXEC; PostgreSQL: a serialization failure or a deadlock). An error is an operation that"
     echo "did not complete."
     echo
-    printf "| workload |"
-    for s in $ran_systems; do printf " %s |" "$(label "$s")"; done
-    printf "\n|---|"
-    for s in $ran_systems; do printf -- "---|"; done
-    echo
+    table_head "| workload |" "---"
     for w in $workloads; do
         printf "| %s |" "$w"
         for s in $ran_systems; do
@@ -487,6 +485,7 @@ plot for [i=2:$ncol] "$dat" using i:xtic(1)
 EOF
     fi
 fi
-peers_log "wrote $out${plot:+ and $plot}; kvbench outputs in $results"
+case $results in "$tmp"/*) kept="kvbench's outputs are removed (--results DIR keeps them)" ;; *) kept="kvbench's outputs in $results" ;; esac
+peers_log "wrote $out$([ "$plot" = none ] || echo " and $plot"); $kept"
 [ $failed = 0 ] || peers_log "some runs failed or a check did not hold (see the table)"
 exit $failed

@@ -58,6 +58,14 @@ int peer_cli_opt(struct peer_cli *pc, int argc, char **argv, int *i)
     return 1;
 }
 
+bool peer_retry(struct wl_step *st)
+{
+    st->status = RDKV_EABORTED;
+    if (clock_now_ns() >= st->give_up_at) return false;
+    st->aborts++;
+    return true;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* The peer workloads */
 
@@ -219,6 +227,10 @@ int peer_ycsb_main(const struct peer_cli *cli, struct drive_cli *c, const struct
                 !strcmp(cli->db, "redis") ? "libhiredis-dev" : "libpq-dev");
         return 2;
     }
+    if (p->fieldcount > PEER_MAX_FIELDS) {
+        fprintf(stderr, "kvbench ycsb: --db %s: at most %d fields\n", ops->name, PEER_MAX_FIELDS);
+        return 2;
+    }
     if (!accounts && p->scan > 0 && !ops->scans) {
         fprintf(stderr, "kvbench ycsb: --db %s does not implement SCAN (workload E, "
                         "scanproportion > 0)\n", ops->name);
@@ -243,18 +255,9 @@ int peer_ycsb_main(const struct peer_cli *cli, struct drive_cli *c, const struct
     if (load) {
         int64_t t0 = clock_now_ns();
         rc = load_peer(&pc, err, sizeof err);
-        double s = (double)(clock_now_ns() - t0) / 1e9;
-        uint64_t n = accounts ? accounts : p->recordcount;
         if (rc) fprintf(stderr, "kvbench ycsb: error: loading %s: %s\n", ops->name, err);
-        else if (!run) {
-            printf("[OVERALL], RunTime(ms), %.0f\n", s * 1e3);
-            printf("[OVERALL], Throughput(ops/sec), %.2f\n", s > 0 ? (double)n / s : 0);
-            printf("[INSERT], Operations, %llu\n", (unsigned long long)n);
-            printf("[INSERT], Return=OK, %llu\n", (unsigned long long)n);
-        } else {
-            fprintf(stderr, "kvbench ycsb: loaded %llu %s into %s in %.1f s\n",
-                    (unsigned long long)n, accounts ? "accounts" : "records", ops->name, s);
-        }
+        else ycsb_load_report(accounts ? accounts : p->recordcount, accounts != 0,
+                              (double)(clock_now_ns() - t0) / 1e9, run, ops->name);
     }
     if (rc || !run) return rc ? 1 : 0;
 

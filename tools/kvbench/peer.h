@@ -13,6 +13,8 @@
 
 #include <stdint.h>
 
+#define PEER_MAX_FIELDS 1000 /* fieldcount a peer takes (kvbench checks it before it starts) */
+
 struct peer_ops {
     const char *name;      /* --db NAME */
     const char *semantics; /* how the operations map onto the store, for the report */
@@ -42,6 +44,10 @@ extern const struct peer_ops peer_redis;
 extern const struct peer_ops peer_pg;
 #endif
 
+/* After a conflict (nil EXEC, serialization failure): true to try again (counted in
+ * st->aborts), false when the step must give up (st->status is then RDKV_EABORTED). */
+bool peer_retry(struct wl_step *st);
+
 /* "rdkv, redis, postgres": the --db values this kvbench was built with. */
 const char *peer_dbs(void);
 
@@ -62,6 +68,9 @@ struct ycsb_kv {
     char wl[16], rec[32], opsn[32], fl[48], thr[16], tgt[32], dist[64], mix[128];
     const char *kv[32];
 };
+/* A load's report: YCSB's [OVERALL] and [INSERT] lines on stdout, or one line on stderr when a
+ * run follows. */
+void ycsb_load_report(uint64_t n, bool accounts, double secs, bool run, const char *where);
 void ycsb_kv_fill(struct ycsb_kv *k, const struct ycsb_props *p, const struct drive_opts *o,
                   uint64_t accounts, const char *where_key, const char *where,
                   const char *transactions);

@@ -16,11 +16,12 @@
 #include <libpq-fe.h>
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_FIELDS 1000
+#define MAX_FIELDS PEER_MAX_FIELDS
 #define COPY_BUF (1 << 20)
 
 struct pconn {
@@ -100,45 +101,48 @@ static void fields(char *out, size_t cap, uint32_t n, enum flist k)
     }
 }
 
+/* Prepares statement `name` from a format; a no-op once rc is set (so calls chain). */
+__attribute__((format(printf, 6, 7))) static int prepf(struct pconn *p, int rc, char *err,
+                                                      size_t errcap, const char *name,
+                                                      const char *fmt, ...)
+{
+    if (rc) return rc;
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = NULL;
+    int n = vasprintf(&sql, fmt, ap);
+    va_end(ap);
+    if (n < 0) return RDKV_ENOMEM;
+    rc = prepare(p, name, sql, err, errcap);
+    free(sql);
+    return rc;
+}
+
 static int prepare_ycsb(struct pconn *p, const struct ycsb_props *yp, char *err, size_t errcap)
 {
     size_t cap = 64 * (size_t)yp->fieldcount + 256;
-    char *sql = malloc(cap), *list = malloc(cap), *sets = malloc(cap), *vals = malloc(cap),
-         *ex = malloc(cap);
-    int rc = sql && list && sets && vals && ex ? 0 : RDKV_ENOMEM;
+    char *list = malloc(cap), *sets = malloc(cap), *vals = malloc(cap), *ex = malloc(cap);
+    int rc = list && sets && vals && ex ? 0 : RDKV_ENOMEM;
     if (!rc) {
         fields(list, cap, yp->fieldcount, F_NAMES);
         fields(sets, cap, yp->fieldcount, F_SETS);
         fields(vals, cap, yp->fieldcount, F_PARAMS);
         fields(ex, cap, yp->fieldcount, F_EXCLUDED);
-        snprintf(sql, cap, "SELECT %s FROM usertable WHERE ycsb_key = $1", list);
-        rc = prepare(p, "r", sql, err, errcap);
     }
-    if (!rc) {
-        snprintf(sql, cap, "SELECT %s FROM usertable WHERE ycsb_key = $1 FOR UPDATE", list);
-        rc = prepare(p, "rf", sql, err, errcap);
-    }
-    if (!rc) {
-        snprintf(sql, cap, "SELECT ycsb_key, %s FROM usertable WHERE ycsb_key >= $1 "
-                           "ORDER BY ycsb_key LIMIT $2", list);
-        rc = prepare(p, "s", sql, err, errcap);
-    }
-    if (!rc) {
-        snprintf(sql, cap, "UPDATE usertable SET %s WHERE ycsb_key = $1", sets);
-        rc = prepare(p, "ua", sql, err, errcap);
-    }
-    if (!rc) {
-        snprintf(sql, cap, "INSERT INTO usertable VALUES ($1, %s) ON CONFLICT (ycsb_key) "
-                           "DO UPDATE SET %s", vals, ex);
-        rc = prepare(p, "i", sql, err, errcap);
-    }
+    rc = prepf(p, rc, err, errcap, "r", "SELECT %s FROM usertable WHERE ycsb_key = $1", list);
+    rc = prepf(p, rc, err, errcap, "rf", "SELECT %s FROM usertable WHERE ycsb_key = $1 FOR UPDATE",
+               list);
+    rc = prepf(p, rc, err, errcap, "s", "SELECT ycsb_key, %s FROM usertable WHERE ycsb_key >= $1 "
+                                        "ORDER BY ycsb_key LIMIT $2", list);
+    rc = prepf(p, rc, err, errcap, "ua", "UPDATE usertable SET %s WHERE ycsb_key = $1", sets);
+    rc = prepf(p, rc, err, errcap, "i", "INSERT INTO usertable VALUES ($1, %s) ON CONFLICT "
+                                        "(ycsb_key) DO UPDATE SET %s", vals, ex);
     for (uint32_t f = 0; !rc && f < yp->fieldcount; f++) {
         char name[16];
         snprintf(name, sizeof name, "u%u", f);
-        snprintf(sql, cap, "UPDATE usertable SET field%u = $2 WHERE ycsb_key = $1", f);
-        rc = prepare(p, name, sql, err, errcap);
+        rc = prepf(p, rc, err, errcap, name, "UPDATE usertable SET field%u = $2 WHERE ycsb_key = $1", f);
     }
-    free(sql), free(list), free(sets), free(vals), free(ex);
+    free(list), free(sets), free(vals), free(ex);
     if (!rc) p->ycsb_ready = true;
     return rc;
 }
@@ -174,10 +178,6 @@ static int copy_end(struct pconn *p, const char *why, char *err, size_t errcap)
 static int p_ycsb_load(void *p_, const struct ycsb_props *yp, void *gen, char *err, size_t errcap)
 {
     struct pconn *p = p_;
-    if (yp->fieldcount > MAX_FIELDS) {
-        snprintf(err, errcap, "--db postgres: at most %d fields", MAX_FIELDS);
-        return RDKV_EINVAL;
-    }
     size_t cap = 40 * (size_t)yp->fieldcount + 128;
     char *ddl = malloc(cap), *cols = malloc(cap);
     char *buf = malloc(COPY_BUF + 4 * (size_t)yp->fieldcount * yp->fieldlength + 64);
@@ -312,8 +312,7 @@ static int p_ycsb_op(void *p_, const struct ycsb_props *yp, void *gen, const str
         if (!rc) rc = run(p, uname, 2, vals, lens, fmts, &rows);
         if (!rc) rc = simple(p, "COMMIT");
         else if (rc != RDKV_EUNAVAILABLE) simple(p, "ROLLBACK");
-        if (rc != RDKV_EABORTED || clock_now_ns() >= st->give_up_at) return finish(st, rc);
-        st->aborts++;
+        if (rc != RDKV_EABORTED || !peer_retry(st)) return finish(st, rc);
     }
 }
 
@@ -335,8 +334,8 @@ static int p_xfer_op(void *p_, uint64_t from, uint64_t to, int64_t amount, struc
     struct pconn *p = p_;
     char err[256];
     if (!p->xfer_ready) {
-        if (prepare(p, "xr", "SELECT balance FROM accounts WHERE id = $1 FOR UPDATE", err, sizeof err) ||
-            prepare(p, "xu", "UPDATE accounts SET balance = $2 WHERE id = $1", err, sizeof err)) {
+        int rc = prepf(p, 0, err, sizeof err, "xr", "%s", "SELECT balance FROM accounts WHERE id = $1 FOR UPDATE");
+        if (prepf(p, rc, err, sizeof err, "xu", "%s", "UPDATE accounts SET balance = $2 WHERE id = $1")) {
             fprintf(stderr, "kvbench ycsb: %s", err);
             return RDKV_EIO;
         }
@@ -369,8 +368,7 @@ static int p_xfer_op(void *p_, uint64_t from, uint64_t to, int64_t amount, struc
         }
         if (!rc) rc = simple(p, "COMMIT");
         else if (rc != RDKV_EUNAVAILABLE) simple(p, "ROLLBACK");
-        if (rc != RDKV_EABORTED || clock_now_ns() >= st->give_up_at) return finish(st, rc);
-        st->aborts++;
+        if (rc != RDKV_EABORTED || !peer_retry(st)) return finish(st, rc);
     }
 }
 

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #define PIPELINE 512      /* commands in flight while loading */
-#define MAX_FIELDS 1000   /* HSET of every field: argv on the stack up to this */
+#define MAX_FIELDS PEER_MAX_FIELDS /* HSET of every field: argv on the stack */
 
 struct rconn {
     redisContext *c;
@@ -102,10 +102,6 @@ static int drain(struct rconn *r, unsigned n, char *err, size_t errcap)
 static int r_ycsb_load(void *p_, const struct ycsb_props *p, void *gen, char *err, size_t errcap)
 {
     struct rconn *r = p_;
-    if (p->fieldcount > MAX_FIELDS) {
-        snprintf(err, errcap, "--db redis: at most %d fields", MAX_FIELDS);
-        return RDKV_EINVAL;
-    }
     const char *argv[2 + 2 * MAX_FIELDS];
     size_t len[2 + 2 * MAX_FIELDS];
     unsigned pending = 0;
@@ -126,6 +122,24 @@ static int r_ycsb_load(void *p_, const struct ycsb_props *p, void *gen, char *er
     return rc;
 }
 
+/* The replies of MULTI, `queued` commands and EXEC: 1 when EXEC answered nil (a watched key
+ * changed), 0 with st->status set otherwise, or RDKV_EIO when the connection failed. */
+static int exec_replies(struct rconn *r, unsigned queued, struct wl_step *st)
+{
+    bool nil = false;
+    for (unsigned i = 0; i < queued + 2; i++) {
+        void *rep;
+        if (redisGetReply(r->c, &rep) != REDIS_OK) return RDKV_EIO;
+        redisReply *x = rep;
+        if (i == queued + 1) {
+            nil = x->type == REDIS_REPLY_NIL;
+            st->status = x->type == REDIS_REPLY_ARRAY ? 0 : RDKV_EIO;
+        }
+        freeReplyObject(x);
+    }
+    return nil;
+}
+
 /* The outcome of a reply: 0, or an error status (the reply is freed). */
 static int outcome(redisReply *x)
 {
@@ -141,7 +155,6 @@ static int r_ycsb_op(void *p_, const struct ycsb_props *p, void *gen, const stru
     const char *argv[2 + 2 * MAX_FIELDS];
     size_t len[2 + 2 * MAX_FIELDS];
     redisReply *x;
-    if (p->fieldcount > MAX_FIELDS) return RDKV_EINVAL;
     switch (d->op) {
     case YCSB_READ:
         x = redisCommand(r->c, "HGETALL %b", d->key, d->klen);
@@ -185,20 +198,9 @@ static int r_ycsb_op(void *p_, const struct ycsb_props *p, void *gen, const stru
             redisAppendCommand(r->c, "HSET %b %s %b", d->key, d->klen, r->names[f], v,
                                (size_t)p->fieldlength);
             redisAppendCommand(r->c, "EXEC");
-            void *rep[3] = {0};
-            for (int i = 0; i < 3; i++)
-                if (redisGetReply(r->c, &rep[i]) != REDIS_OK) {
-                    for (int j = 0; j < i; j++) freeReplyObject(rep[j]);
-                    return RDKV_EIO;
-                }
-            x = rep[2];
-            bool nil = x->type == REDIS_REPLY_NIL;
-            st->status = x->type == REDIS_REPLY_ARRAY ? 0 : RDKV_EIO;
-            for (int i = 0; i < 3; i++) freeReplyObject(rep[i]);
-            if (!nil) return 0;
-            st->status = RDKV_EABORTED; /* the key changed under WATCH */
-            if (clock_now_ns() >= st->give_up_at) return 0;
-            st->aborts++;
+            int e = exec_replies(r, 1, st);
+            if (e < 0) return e;
+            if (!e || !peer_retry(st)) return 0;
         }
     default: /* SCAN: refused before the run (peer_ops.scans) */
         st->status = RDKV_EINVAL;
@@ -251,20 +253,9 @@ static int r_xfer_op(void *p_, uint64_t from, uint64_t to, int64_t amount, struc
         redisAppendCommand(r->c, "SET %s %lld", kf, (long long)(bf - m));
         redisAppendCommand(r->c, "SET %s %lld", kt, (long long)(bt + m));
         redisAppendCommand(r->c, "EXEC");
-        void *rep[4] = {0};
-        for (int i = 0; i < 4; i++)
-            if (redisGetReply(r->c, &rep[i]) != REDIS_OK) {
-                for (int j = 0; j < i; j++) freeReplyObject(rep[j]);
-                return RDKV_EIO;
-            }
-        x = rep[3];
-        bool nil = x->type == REDIS_REPLY_NIL;
-        st->status = x->type == REDIS_REPLY_ARRAY ? 0 : RDKV_EIO;
-        for (int i = 0; i < 4; i++) freeReplyObject(rep[i]);
-        if (!nil) return 0;
-        st->status = RDKV_EABORTED;
-        if (clock_now_ns() >= st->give_up_at) return 0;
-        st->aborts++;
+        int e = exec_replies(r, 2, st);
+        if (e < 0) return e;
+        if (!e || !peer_retry(st)) return 0;
     }
 }
 

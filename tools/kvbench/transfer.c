@@ -1,5 +1,5 @@
 /* The transfer workload on rdkv (transfer.h). A balance is an 8-byte little-endian signed
- * integer. A transfer reads both accounts for update in key order (so two transfers on the same
+ * integer (native order: little-endian on x86). A transfer reads both accounts for update in key order (so two transfers on the same
  * pair never wait on each other in a cycle), moves min(amount, source balance) and commits; a
  * conflict retries the whole transaction and counts as an abort. */
 #include "tools/kvbench/transfer.h"
@@ -101,36 +101,27 @@ static int get_balance(rdkv_txn *t, const char *key, size_t kl, bool for_update,
 
 /* ------------------------------------------------------------------------------------------ */
 
+static int load_key(void *arg, uint64_t i, char *buf, size_t cap)
+{
+    (void)arg;
+    return xfer_key(i, buf, cap);
+}
+
+static void load_value(void *arg, uint64_t i, const void **v, size_t *vlen)
+{
+    static const int64_t initial = XFER_INITIAL; /* the bytes put_balance writes */
+    (void)arg, (void)i;
+    *v = &initial;
+    *vlen = 8;
+}
+
 static int load(rdkv_session *s, const void *cfg, size_t len, unsigned part, unsigned nparts,
                 char *err, size_t errcap)
 {
     struct cfg c;
     int rc = cfg_unpack(&c, cfg, len, err, errcap);
     if (rc) return rc;
-    rdkv_txn *t = NULL;
-    unsigned in_batch = 0;
-    uint8_t bal[8];
-    put_balance(bal, XFER_INITIAL);
-    for (uint64_t i = 0; i < c.accounts && !rc; i++) {
-        char key[XFER_KEY_MAX];
-        int kl = xfer_key(i, key, sizeof key);
-        if (nparts == c.nodes ? rdkv_key_partition(key, (size_t)kl, c.nodes) != part
-                              : i % nparts != part)
-            continue;
-        if (!t && (rc = rdkv_txn_begin(s, &t))) break;
-        if ((rc = rdkv_txn_put(t, key, (size_t)kl, bal, 8))) break;
-        if (++in_batch == 200) {
-            rc = rdkv_txn_commit(t);
-            rdkv_txn_free(t);
-            t = NULL;
-            in_batch = 0;
-        }
-    }
-    if (t) {
-        if (!rc) rc = rdkv_txn_commit(t);
-        else rdkv_txn_abort(t);
-        rdkv_txn_free(t);
-    }
+    rc = wl_load_rows(s, c.accounts, part, nparts, c.nodes, load_key, load_value, NULL);
     if (rc) snprintf(err, errcap, "loading part %u: %s", part, rdkv_strerror(rc));
     return rc;
 }

@@ -657,6 +657,21 @@ static int step(void *p, rdkv_session *s, struct wl_step *st)
 /* ------------------------------------------------------------------------------------------ */
 /* Load: part p inserts the records that live on node p (so its inserts are local). */
 
+static int load_key(void *p, uint64_t i, char *buf, size_t cap)
+{
+    const struct worker *w = p;
+    return ycsb_key_name(i, w->c.p.ordered, w->c.p.zeropadding, buf, cap);
+}
+
+static void load_value(void *p, uint64_t i, const void **v, size_t *vlen)
+{
+    struct worker *w = p;
+    (void)i;
+    fill_record(w);
+    *v = w->val;
+    *vlen = w->vlen;
+}
+
 static int load(rdkv_session *s, const void *cfg, size_t len, unsigned part, unsigned nparts,
                 char *err, size_t errcap)
 {
@@ -669,33 +684,7 @@ static int load(rdkv_session *s, const void *cfg, size_t len, unsigned part, uns
         snprintf(err, errcap, "cannot start the loader: %s", rdkv_strerror(rc));
         return rc;
     }
-    rdkv_txn *t = NULL;
-    unsigned in_batch = 0;
-    for (uint64_t i = 0; i < c.p.recordcount && !rc; i++) {
-        char key[KEY_MAX];
-        int kl = key_of(w, i, key);
-        if (kl < 0) {
-            rc = kl;
-            break;
-        }
-        if (nparts == c.nodes ? rdkv_key_partition(key, (size_t)kl, c.nodes) != part
-                              : i % nparts != part)
-            continue;
-        if (!t && (rc = rdkv_txn_begin(s, &t))) break;
-        fill_record(w);
-        if ((rc = rdkv_txn_put(t, key, (size_t)kl, w->val, w->vlen))) break;
-        if (++in_batch == 200) {
-            rc = rdkv_txn_commit(t);
-            rdkv_txn_free(t);
-            t = NULL;
-            in_batch = 0;
-        }
-    }
-    if (t) {
-        if (!rc) rc = rdkv_txn_commit(t);
-        else rdkv_txn_abort(t);
-        rdkv_txn_free(t);
-    }
+    rc = wl_load_rows(s, c.p.recordcount, part, nparts, c.nodes, load_key, load_value, w);
     worker_free(w);
     if (rc) snprintf(err, errcap, "loading part %u: %s", part, rdkv_strerror(rc));
     return rc;

@@ -46,6 +46,19 @@ static const char usage_tail[] =
     "Exit status: 0 when every operation succeeded, 1 when one failed or the run could not be\n"
     "done, 2 on bad usage.\n";
 
+void ycsb_load_report(uint64_t n, bool accounts, double secs, bool run, const char *where)
+{
+    if (run) {
+        fprintf(stderr, "kvbench ycsb: loaded %llu %s into %s in %.1f s\n", (unsigned long long)n,
+                accounts ? "accounts" : "records", where, secs);
+        return;
+    }
+    printf("[OVERALL], RunTime(ms), %.0f\n", secs * 1e3);
+    printf("[OVERALL], Throughput(ops/sec), %.2f\n", secs > 0 ? (double)n / secs : 0);
+    printf("[INSERT], Operations, %llu\n", (unsigned long long)n);
+    printf("[INSERT], Return=OK, %llu\n", (unsigned long long)n);
+}
+
 void ycsb_kv_fill(struct ycsb_kv *k, const struct ycsb_props *p, const struct drive_opts *o,
                   uint64_t accounts, const char *where_key, const char *where,
                   const char *transactions)
@@ -185,17 +198,8 @@ int cmd_ycsb(int argc, char **argv)
     if (!rc && load) {
         int64_t t0 = clock_now_ns();
         rc = drive_load(&d, &c.o, err, sizeof err);
-        double s = (double)(clock_now_ns() - t0) / 1e9;
         if (rc) fprintf(stderr, "kvbench ycsb: error: loading: %s\n", err);
-        else if (!run) {
-            printf("[OVERALL], RunTime(ms), %.0f\n", s * 1e3);
-            printf("[OVERALL], Throughput(ops/sec), %.2f\n", s > 0 ? (double)nload / s : 0);
-            printf("[INSERT], Operations, %llu\n", (unsigned long long)nload);
-            printf("[INSERT], Return=OK, %llu\n", (unsigned long long)nload);
-        } else {
-            fprintf(stderr, "kvbench ycsb: loaded %llu %s in %.1f s\n",
-                    (unsigned long long)nload, accounts ? "accounts" : "records", s);
-        }
+        else ycsb_load_report(nload, accounts != 0, (double)(clock_now_ns() - t0) / 1e9, run, "rdkv");
     }
     struct wl_stats *total = malloc(sizeof *total);
     struct drive_sweep sweep = {0};
