@@ -329,6 +329,33 @@ table_head() {
     for s in $ran_systems; do printf -- "%s|" "$2"; done
     echo
 }
+# table_rows CELL: a row per workload, a cell per system: CELL FILE prints the cell of a run's
+# report (a workload a system did not run is n/a; one without a report says so).
+table_rows() {
+    local w s f
+    for w in $workloads; do
+        printf "| %s |" "$w"
+        for s in $ran_systems; do
+            f=$results/$s-$w.txt
+            if [ "$(cat "$f" 2>/dev/null)" = n/a ]; then
+                printf " n/a |"
+            elif [ ! -s "$f" ]; then
+                printf " **no report** |"
+            else
+                printf " %s |" "$("$1" "$f")"
+            fi
+        done
+        echo
+    done
+}
+throughput_cell() { fmt_int "$(field "$1" OVERALL 'Throughput(ops/sec)')"; }
+outcome_cell() {
+    local ab er ck
+    ab=$(field "$1" TXN Aborts)
+    er=$(awk -F', ' '$2 ~ /^Return=ERROR/ { split($3, a, " "); s += a[1] } END { print s + 0 }' "$1")
+    ck=$(grep -o 'transfer check: .*: [a-zA-Z]*$' "$1" | sed 's/.*: //')
+    printf "%s aborts, %s errors%s" "$(fmt_int "${ab:-0}")" "$er" "${ck:+, total $ck}"
+}
 label() {
     case $1 in
     rdkv-remote) echo "rdkv remote" ;;
@@ -392,15 +419,7 @@ EOF
     echo "## Throughput (operations per second, all operation types)"
     echo
     table_head "| workload |" "---:"
-    for w in $workloads; do
-        printf "| %s |" "$w"
-        for s in $ran_systems; do
-            f=$results/$s-$w.txt
-            if [ "$(cat "$f" 2>/dev/null)" = n/a ]; then printf " n/a |"; continue; fi
-            printf " %s |" "$(fmt_int "$(field "$f" OVERALL 'Throughput(ops/sec)')")"
-        done
-        echo
-    done
+    table_rows throughput_cell
     echo
     echo "## Latency: p50 / p99 (µs) per operation type"
     echo
@@ -427,19 +446,7 @@ EOF
     echo "did not complete."
     echo
     table_head "| workload |" "---"
-    for w in $workloads; do
-        printf "| %s |" "$w"
-        for s in $ran_systems; do
-            f=$results/$s-$w.txt
-            if [ "$(cat "$f" 2>/dev/null)" = n/a ]; then printf " n/a |"; continue; fi
-            if [ ! -s "$f" ]; then printf " **no report** |"; continue; fi
-            ab=$(field "$f" TXN Aborts)
-            er=$(awk -F', ' '$2 ~ /^Return=ERROR/ { split($3, a, " "); s += a[1] } END { print s + 0 }' "$f")
-            ck=$(grep -o 'transfer check: .*: [a-zA-Z]*$' "$f" | sed 's/.*: //')
-            printf " %s aborts, %s errors%s |" "$(fmt_int "${ab:-0}")" "$er" "${ck:+, total $ck}"
-        done
-        echo
-    done
+    table_rows outcome_cell
     if [ "$plot" != none ] && command -v gnuplot >/dev/null 2>&1; then
         echo
         echo "![throughput per workload and system](plots/$(basename "$plot"))"
