@@ -99,6 +99,19 @@ static int drain(struct rconn *r, unsigned n, char *err, size_t errcap)
     return rc;
 }
 
+/* After appending a command (ok: what redisAppendCommand* returned): every PIPELINE commands,
+ * their replies. */
+static int appended(struct rconn *r, int ok, unsigned *pending, char *err, size_t errcap)
+{
+    if (ok != REDIS_OK) {
+        snprintf(err, errcap, "redis: %s", r->c->errstr);
+        return RDKV_EIO;
+    }
+    if (++*pending < PIPELINE) return 0;
+    *pending = 0;
+    return drain(r, PIPELINE, err, errcap);
+}
+
 static int r_ycsb_load(void *p_, const struct ycsb_props *p, void *gen, char *err, size_t errcap)
 {
     struct rconn *r = p_;
@@ -112,11 +125,7 @@ static int r_ycsb_load(void *p_, const struct ycsb_props *p, void *gen, char *er
         size_t vl;
         const uint8_t *rec = ycsb_record(gen, &vl);
         int argc = hset_all(r, p, key, (size_t)kl, rec, argv, len);
-        if (redisAppendCommandArgv(r->c, argc, argv, len) != REDIS_OK) {
-            snprintf(err, errcap, "redis: %s", r->c->errstr);
-            return RDKV_EIO;
-        }
-        if (++pending == PIPELINE) rc = drain(r, pending, err, errcap), pending = 0;
+        rc = appended(r, redisAppendCommandArgv(r->c, argc, argv, len), &pending, err, errcap);
     }
     if (!rc) rc = drain(r, pending, err, errcap);
     return rc;
@@ -216,11 +225,8 @@ static int r_xfer_load(void *p_, uint64_t n, char *err, size_t errcap)
     for (uint64_t i = 0; i < n && !rc; i++) {
         char key[XFER_KEY_MAX];
         xfer_key(i, key, sizeof key);
-        if (redisAppendCommand(r->c, "SET %s %d", key, XFER_INITIAL) != REDIS_OK) {
-            snprintf(err, errcap, "redis: %s", r->c->errstr);
-            return RDKV_EIO;
-        }
-        if (++pending == PIPELINE) rc = drain(r, pending, err, errcap), pending = 0;
+        rc = appended(r, redisAppendCommand(r->c, "SET %s %d", key, XFER_INITIAL), &pending, err,
+                      errcap);
     }
     if (!rc) rc = drain(r, pending, err, errcap);
     return rc;
