@@ -134,6 +134,18 @@ peers_stop() {
     fi
 }
 
+# peers_kvbench_args SYSTEM CONNECTIONS NODES: kvbench ycsb's options for one of rdkv-remote,
+# rdkv-embedded, redis, postgres with CONNECTIONS clients (rdkv embedded: ceil(CONNECTIONS /
+# NODES) workers per node), into the array peers_args.
+peers_kvbench_args() {
+    case $1 in
+    rdkv-remote) peers_args=(--endpoints "$RDKV_ENDPOINTS" --mode remote --threads "$2") ;;
+    rdkv-embedded) peers_args=(--endpoints "$RDKV_ENDPOINTS" --mode embedded --threads $((($2 + $3 - 1) / $3))) ;;
+    redis) peers_args=(--db redis --redis "$REDIS_ADDR" --threads "$2") ;;
+    postgres) peers_args=(--db postgres --pg "$PG_CONNINFO" --threads "$2") ;;
+    esac
+}
+
 # The --db values kvbench was built with.
 peers_kvbench_dbs() { "$peers_bin/kvbench" --help 2>/dev/null | sed -n 's/^kvbench ycsb --db takes: \(.*\) (the.*/\1/p'; }
 
@@ -251,24 +263,11 @@ fi
 per_node=$(((threads + nodes - 1) / nodes))
 failed=0
 
-# target SYSTEM: kvbench's options that name the system and its client count.
-target() {
-    case $1 in
-    rdkv-remote) echo "--endpoints $RDKV_ENDPOINTS --mode remote --threads $threads" ;;
-    rdkv-embedded) echo "--endpoints $RDKV_ENDPOINTS --mode embedded --threads $per_node" ;;
-    redis) echo "--db redis --redis $REDIS_ADDR --threads $threads" ;;
-    postgres) echo "--db postgres --threads $threads" ;; # --pg separately: it has spaces
-    esac
-}
 kb() { # kb SYSTEM ARGS...: kvbench ycsb against SYSTEM
     local s=$1
     shift
-    # shellcheck disable=SC2046
-    if [ "$s" = postgres ]; then
-        timeout 900 "$peers_bin/kvbench" ycsb "$@" $(target "$s") --pg "$PG_CONNINFO"
-    else
-        timeout 900 "$peers_bin/kvbench" ycsb "$@" $(target "$s")
-    fi
+    peers_kvbench_args "$s" "$threads" "$nodes"
+    timeout 900 "$peers_bin/kvbench" ycsb "$@" "${peers_args[@]}"
 }
 
 ran_systems=""

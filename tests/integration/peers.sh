@@ -44,17 +44,7 @@ peers_start_pg || { bad "start postgres"; cli_summary; exit 1; }
 peers_start_rdkv 3 || { bad "start a 3-node rdkv cluster"; cli_summary; exit 1; }
 
 kb="$bin/kvbench"
-records=2000 ops=2400 accounts=50 # 2400: a whole share for 4 client threads and for 3 nodes
-
-# args SYSTEM: kvbench's options for that system (into the array sys).
-args() {
-    case $1 in
-    rdkv-remote) sys=(--endpoints "$RDKV_ENDPOINTS" --mode remote --threads 4) ;;
-    rdkv-embedded) sys=(--endpoints "$RDKV_ENDPOINTS" --mode embedded --threads 2) ;;
-    redis) sys=(--db redis --redis "$REDIS_ADDR" --threads 4) ;;
-    postgres) sys=(--db postgres --pg "$PG_CONNINFO" --threads 4) ;;
-    esac
-}
+records=2000 ops=2400 accounts=50 # 2400: a whole share for 6 client threads and for 3 nodes
 
 # counted NAME WANT: the last report has WANT operations in all, none failed.
 counted() {
@@ -72,7 +62,8 @@ expect "postgres unreachable" 1 "cannot connect to postgres" -- "$kb" ycsb load 
 
 # --- every system: C, A, F and transfer ------------------------------------------------------
 for s in rdkv-remote rdkv-embedded redis postgres; do
-    args "$s"
+    peers_kvbench_args "$s" 6 3 # 6 connections; rdkv embedded: 2 workers per node
+    sys=("${peers_args[@]}")
     props=(-p recordcount=$records -p operationcount=$ops)
     expect "$s: load $records records" 0 "" -- "$kb" ycsb load "${props[@]}" "${sys[@]}" || continue
     for w in c a f; do
