@@ -469,6 +469,12 @@ void drive_report(FILE *out, const struct drive_opts *o, const struct wl_stats *
                     (unsigned long long)s->errors, (unsigned long long)s->aborts,
                     (unsigned long long)s->rolled_back);
         }
+        for (const char *l = check; l && *l;) { /* the checks as comment lines */
+            const char *e = strchr(l, '\n');
+            int n = e ? (int)(e - l) : (int)strlen(l);
+            fprintf(out, "# %.*s\n", n, l);
+            l += n + (e ? 1 : 0);
+        }
         return;
     }
     fprintf(out, "[OVERALL], RunTime(ms), %.0f\n", secs * 1e3);

@@ -42,7 +42,8 @@ const char peer_cli_help[] =
     "                        \"host=127.0.0.1 port=5433 dbname=postgres user=me\" (default: libpq's\n"
     "                        PG* environment)\n"
     "                        With --db redis or postgres, --threads is the number of client\n"
-    "                        connections (one thread each); the cluster options do not apply.\n";
+    "                        connections (one thread each); the cluster options, --mode and\n"
+    "                        --tasks do not apply, and the [COST] lines (rdkv's fabric) read 0.\n";
 
 int peer_cli_opt(struct peer_cli *pc, int argc, char **argv, int *i)
 {
