@@ -285,6 +285,11 @@ int peer_ycsb_main(const struct peer_cli *cli, struct drive_cli *c, const struct
     }
     char who[600];
     snprintf(who, sizeof who, "%s at %s", ops->name, pc.target[0] ? pc.target : "(libpq defaults)");
+    for (char *pw = strstr(who, "password="); pw; pw = strstr(pw, "password=")) {
+        pw += strlen("password="); /* the report names the server, not its password */
+        size_t n = strcspn(pw, " ");
+        memset(pw, '*', n);
+    }
     struct ycsb_kv kv;
     ycsb_kv_fill(&kv, p, &o, accounts, "db", who, ops->semantics);
     if (!rc || wl_stats_ops(total)) drive_report(stdout, &o, total, kv.kv, check);
