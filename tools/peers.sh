@@ -349,11 +349,14 @@ table_rows() {
 }
 throughput_cell() { fmt_int "$(field "$1" OVERALL 'Throughput(ops/sec)')"; }
 outcome_cell() {
-    local ab er ck
+    local ab er ck rt
     ab=$(field "$1" TXN Aborts)
     er=$(awk -F', ' '$2 ~ /^Return=ERROR/ { split($3, a, " "); s += a[1] } END { print s + 0 }' "$1")
     ck=$(grep -o 'transfer check: .*: [a-zA-Z]*$' "$1" | sed 's/.*: //')
-    printf "%s aborts, %s errors%s" "$(fmt_int "${ab:-0}")" "$er" "${ck:+, total $ck}"
+    rt=$(field "$1" COST RoundTripsPerOp)
+    case $rt in '' | 0.00) rt="" ;; esac
+    printf "%s aborts, %s errors%s%s" "$(fmt_int "${ab:-0}")" "$er" "${ck:+, total $ck}" \
+        "${rt:+, $rt fabric round trips/op}"
 }
 label() {
     case $1 in
@@ -381,7 +384,7 @@ systems.
 **Machine:** $(nproc) CPUs ($cpu), $mem, kernel $(uname -r); everything on 127.0.0.1; load
 average $loadavg when the run began (other work on the machine shows up in the figures).
 
-**Run:** $records records of 10 x $fieldlength bytes; $runtext; $threads client connections per
+**Run:** $(fmt_int "$records") records of 10 x $fieldlength bytes; $runtext; $threads client connections per
 system (rdkv embedded: $per_node workers in each of $nodes nodes); closed loop; transfer on
 $accounts accounts.
 
@@ -412,6 +415,13 @@ $accounts accounts.
   per connection, prepared statements.
 - **Server CPUs.** rdkv runs $nodes processes, Redis one thread, PostgreSQL one process per
   connection; all share the machine's $(nproc) CPUs with the client.
+- **Round trips per operation.** A Redis or PostgreSQL READ, UPDATE or INSERT is one request
+  and one reply. Redis's F and TRANSFER take three (\`WATCH\`; the read; \`MULTI\` ... \`EXEC\`
+  pipelined), PostgreSQL's F four (\`BEGIN\`, \`SELECT\`, \`UPDATE\`, \`COMMIT\`) and its
+  TRANSFER six, each once more per retry. An rdkv operation is a transaction whose begin,
+  reads, writes and commit cross the fabric; each rdkv report counts its fabric round trips
+  per operation (\`[COST], RoundTripsPerOp\`, in the last table), every one a loopback TCP
+  exchange with thread wake-ups on the soft transport.
 EOF
     [ -z "$skipped" ] || echo "- **Not run:**$skipped."
     echo
@@ -440,9 +450,10 @@ EOF
     echo
     echo "## Retries, errors and checks"
     echo
-    echo "Aborts are conflicts retried inside an operation (rdkv: a lock timeout or a wound; Redis: a"
+    echo "Aborts are conflicts retried inside an operation (rdkv: a lock wait past --lock-timeout; Redis: a"
     echo "nil EXEC; PostgreSQL: a serialization failure or a deadlock). An error is an operation that"
-    echo "did not complete."
+    echo "did not complete. rdkv's fabric round trips per operation are those its workers issued (remote:"
+    echo "the client sessions'; embedded: the workers' inside the nodes)."
     echo
     table_head "| workload |" "---"
     table_rows outcome_cell
