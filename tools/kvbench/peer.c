@@ -39,7 +39,8 @@ const char peer_cli_help[] =
     "  --db NAME             rdkv (default), redis or postgres; this kvbench has: %s\n"
     "  --redis HOST:PORT     the Redis server for --db redis (default 127.0.0.1:6379)\n"
     "  --pg CONNINFO         the PostgreSQL server for --db postgres, a libpq conninfo such as\n"
-    "                        \"host=127.0.0.1 port=5433 dbname=postgres user=me\" (default: libpq's\n"
+    "                        \"host=127.0.0.1 port=5433 dbname=postgres user=me\" (default: "
+    "libpq's\n"
     "                        PG* environment)\n"
     "                        With --db redis or postgres, --threads is the number of client\n"
     "                        connections (one thread each); the cluster options, --mode and\n"
@@ -48,8 +49,10 @@ const char peer_cli_help[] =
 int peer_cli_opt(struct peer_cli *pc, int argc, char **argv, int *i)
 {
     const char *o = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-    const char **dst = !strcmp(o, "--db") ? &pc->db : !strcmp(o, "--redis") ? &pc->redis
-                     : !strcmp(o, "--pg") ? &pc->pg : NULL;
+    const char **dst = !strcmp(o, "--db")      ? &pc->db
+                       : !strcmp(o, "--redis") ? &pc->redis
+                       : !strcmp(o, "--pg")    ? &pc->pg
+                                               : NULL;
     if (!dst) return 0;
     if (!v) bench_usage_error("ycsb", "%s needs a value", o);
     if (dst == &pc->db && strcmp(v, "rdkv") && strcmp(v, "redis") && strcmp(v, "postgres"))
@@ -189,7 +192,8 @@ static int load_peer(const struct peer_cfg *pc, char *err, size_t errcap)
         struct wl_place pl = {.nodes = 1, .node = -1, .nprocs = 1, .nworkers = 1};
         void *gen;
         rc = wl_ycsb.worker_new(pc->ycsb, YCSB_CFG_LEN, &pl, 0x9E3779B97F4A7C15ull, &gen);
-        if (rc) snprintf(err, errcap, "cannot start the loader: %s", rdkv_strerror(rc));
+        if (rc)
+            snprintf(err, errcap, "cannot start the loader: %s", rdkv_strerror(rc));
         else {
             rc = pc->ops->ycsb_load(conn, &pc->p, gen, err, errcap);
             wl_ycsb.worker_free(gen);
@@ -222,8 +226,9 @@ int peer_ycsb_main(const struct peer_cli *cli, struct drive_cli *c, const struct
     for (unsigned i = 0; peers[i]; i++)
         if (!strcmp(peers[i]->name, cli->db)) ops = peers[i];
     if (!ops) {
-        fprintf(stderr, "kvbench ycsb: --db %s: this kvbench was built without %s support "
-                        "(it has: %s); install %s and rebuild\n",
+        fprintf(stderr,
+                "kvbench ycsb: --db %s: this kvbench was built without %s support "
+                "(it has: %s); install %s and rebuild\n",
                 cli->db, cli->db, peer_dbs(),
                 !strcmp(cli->db, "redis") ? "libhiredis-dev" : "libpq-dev");
         return 2;
@@ -233,8 +238,10 @@ int peer_ycsb_main(const struct peer_cli *cli, struct drive_cli *c, const struct
         return 2;
     }
     if (!accounts && p->scan > 0 && !ops->scans) {
-        fprintf(stderr, "kvbench ycsb: --db %s does not implement SCAN (workload E, "
-                        "scanproportion > 0)\n", ops->name);
+        fprintf(stderr,
+                "kvbench ycsb: --db %s does not implement SCAN (workload E, "
+                "scanproportion > 0)\n",
+                ops->name);
         return 2;
     }
     if (c->co.config || c->co.endpoints) {
@@ -256,9 +263,11 @@ int peer_ycsb_main(const struct peer_cli *cli, struct drive_cli *c, const struct
     if (load) {
         int64_t t0 = clock_now_ns();
         rc = load_peer(&pc, err, sizeof err);
-        if (rc) fprintf(stderr, "kvbench ycsb: error: loading %s: %s\n", ops->name, err);
-        else ycsb_load_report(accounts ? accounts : p->recordcount, accounts != 0,
-                              (double)(clock_now_ns() - t0) / 1e9, run, ops->name);
+        if (rc)
+            fprintf(stderr, "kvbench ycsb: error: loading %s: %s\n", ops->name, err);
+        else
+            ycsb_load_report(accounts ? accounts : p->recordcount, accounts != 0,
+                             (double)(clock_now_ns() - t0) / 1e9, run, ops->name);
     }
     if (rc || !run) return rc ? 1 : 0;
 
@@ -273,8 +282,14 @@ int peer_ycsb_main(const struct peer_cli *cli, struct drive_cli *c, const struct
     struct drive d = {0};
     struct wl_stats *total = malloc(sizeof *total);
     if (!total) return 1;
-    fprintf(stderr, "kvbench ycsb: %s at %s, %u client connections\n", ops->name,
-            pc.target[0] ? pc.target : "(libpq defaults)", o.threads);
+    /* the server, not its password */
+    char who[600];
+    snprintf(who, sizeof who, "%s at %s", ops->name, pc.target[0] ? pc.target : "(libpq defaults)");
+    for (char *pw = strstr(who, "password="); pw; pw = strstr(pw, "password=")) {
+        pw += strlen("password=");
+        memset(pw, '*', strcspn(pw, " "));
+    }
+    fprintf(stderr, "kvbench ycsb: %s, %u client connections\n", who, o.threads);
     rc = drive_run(&d, &o, total, err, sizeof err);
     if (rc) fprintf(stderr, "kvbench ycsb: error: %s\n", err);
     char *check = NULL;
@@ -282,13 +297,6 @@ int peer_ycsb_main(const struct peer_cli *cli, struct drive_cli *c, const struct
     if (accounts && (!rc || wl_stats_ops(total))) {
         crc = check_peer(&pc, &check, err, sizeof err);
         if (crc && !check) fprintf(stderr, "kvbench ycsb: error: checking: %s\n", err);
-    }
-    char who[600];
-    snprintf(who, sizeof who, "%s at %s", ops->name, pc.target[0] ? pc.target : "(libpq defaults)");
-    for (char *pw = strstr(who, "password="); pw; pw = strstr(pw, "password=")) {
-        pw += strlen("password="); /* the report names the server, not its password */
-        size_t n = strcspn(pw, " ");
-        memset(pw, '*', n);
     }
     struct ycsb_kv kv;
     ycsb_kv_fill(&kv, p, &o, accounts, "db", who, ops->semantics);

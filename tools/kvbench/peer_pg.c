@@ -29,7 +29,10 @@ struct pconn {
     bool ycsb_ready, xfer_ready; /* statements prepared */
 };
 
-static void quiet(void *arg, const char *msg) { (void)arg, (void)msg; }
+static void quiet(void *arg, const char *msg)
+{
+    (void)arg, (void)msg;
+}
 
 static int p_connect(const char *target, void **out, char *err, size_t errcap)
 {
@@ -37,7 +40,7 @@ static int p_connect(const char *target, void **out, char *err, size_t errcap)
     if (!p) return RDKV_ENOMEM;
     p->c = PQconnectdb(target);
     if (!p->c || PQstatus(p->c) != CONNECTION_OK) {
-        snprintf(err, errcap, "cannot connect to postgres (%s): %s", target[0] ? target : "libpq defaults",
+        snprintf(err, errcap, "cannot connect to postgres: %s",
                  p->c ? PQerrorMessage(p->c) : "out of memory");
         size_t n = strlen(err);
         while (n && err[n - 1] == '\n') err[--n] = 0;
@@ -62,7 +65,9 @@ static int result(struct pconn *p, PGresult *res, ExecStatusType want, char *err
 {
     int rc = 0;
     if (!res || PQresultStatus(res) != want) {
-        if (err) snprintf(err, errcap, "postgres: %s", res ? PQresultErrorMessage(res) : PQerrorMessage(p->c));
+        if (err)
+            snprintf(err, errcap, "postgres: %s",
+                     res ? PQresultErrorMessage(res) : PQerrorMessage(p->c));
         rc = RDKV_EIO;
     }
     PQclear(res);
@@ -90,10 +95,18 @@ static void fields(char *out, size_t cap, uint32_t n, enum flist k)
     for (uint32_t f = 0; f < n && at < cap; f++) {
         const char *sep = f ? ", " : "";
         switch (k) {
-        case F_NAMES: at += (size_t)snprintf(out + at, cap - at, "%sfield%u", sep, f); break;
-        case F_TYPED: at += (size_t)snprintf(out + at, cap - at, "%sfield%u text", sep, f); break;
-        case F_SETS: at += (size_t)snprintf(out + at, cap - at, "%sfield%u = $%u", sep, f, f + 2); break;
-        case F_PARAMS: at += (size_t)snprintf(out + at, cap - at, "%s$%u", sep, f + 2); break;
+        case F_NAMES:
+            at += (size_t)snprintf(out + at, cap - at, "%sfield%u", sep, f);
+            break;
+        case F_TYPED:
+            at += (size_t)snprintf(out + at, cap - at, "%sfield%u text", sep, f);
+            break;
+        case F_SETS:
+            at += (size_t)snprintf(out + at, cap - at, "%sfield%u = $%u", sep, f, f + 2);
+            break;
+        case F_PARAMS:
+            at += (size_t)snprintf(out + at, cap - at, "%s$%u", sep, f + 2);
+            break;
         case F_EXCLUDED:
             at += (size_t)snprintf(out + at, cap - at, "%sfield%u = EXCLUDED.field%u", sep, f, f);
             break;
@@ -102,9 +115,8 @@ static void fields(char *out, size_t cap, uint32_t n, enum flist k)
 }
 
 /* Prepares statement `name` from a format; a no-op once rc is set (so calls chain). */
-__attribute__((format(printf, 6, 7))) static int prepf(struct pconn *p, int rc, char *err,
-                                                      size_t errcap, const char *name,
-                                                      const char *fmt, ...)
+__attribute__((format(printf, 6, 7))) static int
+prepf(struct pconn *p, int rc, char *err, size_t errcap, const char *name, const char *fmt, ...)
 {
     if (rc) return rc;
     va_list ap;
@@ -132,15 +144,20 @@ static int prepare_ycsb(struct pconn *p, const struct ycsb_props *yp, char *err,
     rc = prepf(p, rc, err, errcap, "r", "SELECT %s FROM usertable WHERE ycsb_key = $1", list);
     rc = prepf(p, rc, err, errcap, "rf", "SELECT %s FROM usertable WHERE ycsb_key = $1 FOR UPDATE",
                list);
-    rc = prepf(p, rc, err, errcap, "s", "SELECT ycsb_key, %s FROM usertable WHERE ycsb_key >= $1 "
-                                        "ORDER BY ycsb_key LIMIT $2", list);
+    rc = prepf(p, rc, err, errcap, "s",
+               "SELECT ycsb_key, %s FROM usertable WHERE ycsb_key >= $1 "
+               "ORDER BY ycsb_key LIMIT $2",
+               list);
     rc = prepf(p, rc, err, errcap, "ua", "UPDATE usertable SET %s WHERE ycsb_key = $1", sets);
-    rc = prepf(p, rc, err, errcap, "i", "INSERT INTO usertable VALUES ($1, %s) ON CONFLICT "
-                                        "(ycsb_key) DO UPDATE SET %s", vals, ex);
+    rc = prepf(p, rc, err, errcap, "i",
+               "INSERT INTO usertable VALUES ($1, %s) ON CONFLICT "
+               "(ycsb_key) DO UPDATE SET %s",
+               vals, ex);
     for (uint32_t f = 0; !rc && f < yp->fieldcount; f++) {
         char name[16];
         snprintf(name, sizeof name, "u%u", f);
-        rc = prepf(p, rc, err, errcap, name, "UPDATE usertable SET field%u = $2 WHERE ycsb_key = $1", f);
+        rc = prepf(p, rc, err, errcap, name,
+                   "UPDATE usertable SET field%u = $2 WHERE ycsb_key = $1", f);
     }
     free(list), free(sets), free(vals), free(ex);
     if (!rc) p->ycsb_ready = true;
@@ -184,8 +201,10 @@ static int p_ycsb_load(void *p_, const struct ycsb_props *yp, void *gen, char *e
     int rc = ddl && cols && buf ? 0 : RDKV_ENOMEM;
     if (!rc) {
         fields(cols, cap, yp->fieldcount, F_TYPED);
-        snprintf(ddl, cap, "DROP TABLE IF EXISTS usertable; "
-                           "CREATE TABLE usertable (ycsb_key text PRIMARY KEY, %s)", cols);
+        snprintf(ddl, cap,
+                 "DROP TABLE IF EXISTS usertable; "
+                 "CREATE TABLE usertable (ycsb_key text PRIMARY KEY, %s)",
+                 cols);
         rc = exec(p, ddl, err, errcap);
     }
     if (!rc) rc = result(p, PQexec(p->c, "COPY usertable FROM STDIN"), PGRES_COPY_IN, err, errcap);
@@ -227,8 +246,8 @@ static bool conflict(const PGresult *res)
 
 /* Runs prepared statement name; *rows gets the row count of a query. The outcome: 0, an error,
  * or RDKV_EABORTED for a conflict; RDKV_EUNAVAILABLE when the connection is gone. */
-static int run(struct pconn *p, const char *name, int n, const char *const *vals,
-               const int *lens, const int *fmts, int *rows)
+static int run(struct pconn *p, const char *name, int n, const char *const *vals, const int *lens,
+               const int *fmts, int *rows)
 {
     PGresult *res = PQexecPrepared(p->c, name, n, vals, lens, fmts, 0);
     ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
@@ -238,8 +257,9 @@ static int run(struct pconn *p, const char *name, int n, const char *const *vals
     } else if (st == PGRES_COMMAND_OK) {
         if (rows) *rows = atoi(PQcmdTuples(res));
     } else {
-        rc = conflict(res) ? RDKV_EABORTED
-             : PQstatus(p->c) == CONNECTION_BAD ? RDKV_EUNAVAILABLE : RDKV_EIO;
+        rc = conflict(res)                      ? RDKV_EABORTED
+             : PQstatus(p->c) == CONNECTION_BAD ? RDKV_EUNAVAILABLE
+                                                : RDKV_EIO;
     }
     PQclear(res);
     return rc;
@@ -249,8 +269,9 @@ static int simple(struct pconn *p, const char *sql)
 {
     PGresult *res = PQexec(p->c, sql);
     int rc = res && PQresultStatus(res) == PGRES_COMMAND_OK ? 0
-             : conflict(res) ? RDKV_EABORTED
-             : PQstatus(p->c) == CONNECTION_BAD ? RDKV_EUNAVAILABLE : RDKV_EIO;
+             : conflict(res)                                ? RDKV_EABORTED
+             : PQstatus(p->c) == CONNECTION_BAD             ? RDKV_EUNAVAILABLE
+                                                            : RDKV_EIO;
     PQclear(res);
     return rc;
 }
@@ -290,7 +311,7 @@ static int p_ycsb_op(void *p_, const struct ycsb_props *yp, void *gen, const str
         const uint8_t *rec = ycsb_record(gen, &vl);
         for (uint32_t f = 0; f < yp->fieldcount; f++)
             vals[1 + f] = (const char *)rec + (size_t)f * yp->fieldlength,
-            lens[1 + f] = (int)yp->fieldlength, fmts[1 + f] = 1;
+                     lens[1 + f] = (int)yp->fieldlength, fmts[1 + f] = 1;
         rc = run(p, d->op == YCSB_INSERT ? "i" : "ua", 1 + (int)yp->fieldcount, vals, lens, fmts,
                  &rows);
         return finish(st, rc ? rc : rows ? 0 : RDKV_ENOTFOUND);
@@ -310,8 +331,10 @@ static int p_ycsb_op(void *p_, const struct ycsb_props *yp, void *gen, const str
         if (!rc) rc = run(p, "rf", 1, vals, lens, fmts, &rows);
         if (!rc && !rows) rc = RDKV_ENOTFOUND;
         if (!rc) rc = run(p, uname, 2, vals, lens, fmts, &rows);
-        if (!rc) rc = simple(p, "COMMIT");
-        else if (rc != RDKV_EUNAVAILABLE) simple(p, "ROLLBACK");
+        if (!rc)
+            rc = simple(p, "COMMIT");
+        else if (rc != RDKV_EUNAVAILABLE)
+            simple(p, "ROLLBACK");
         if (rc != RDKV_EABORTED || !peer_retry(st)) return finish(st, rc);
     }
 }
@@ -334,8 +357,10 @@ static int p_xfer_op(void *p_, uint64_t from, uint64_t to, int64_t amount, struc
     struct pconn *p = p_;
     char err[256];
     if (!p->xfer_ready) {
-        int rc = prepf(p, 0, err, sizeof err, "xr", "%s", "SELECT balance FROM accounts WHERE id = $1 FOR UPDATE");
-        if (prepf(p, rc, err, sizeof err, "xu", "%s", "UPDATE accounts SET balance = $2 WHERE id = $1")) {
+        int rc = prepf(p, 0, err, sizeof err, "xr", "%s",
+                       "SELECT balance FROM accounts WHERE id = $1 FOR UPDATE");
+        if (prepf(p, rc, err, sizeof err, "xu", "%s",
+                  "UPDATE accounts SET balance = $2 WHERE id = $1")) {
             fprintf(stderr, "kvbench ycsb: %s", err);
             return RDKV_EIO;
         }
@@ -353,9 +378,12 @@ static int p_xfer_op(void *p_, uint64_t from, uint64_t to, int64_t amount, struc
             PGresult *res = PQexecPrepared(p->c, "xr", 1, v, NULL, NULL, 0);
             if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
                 b[i] = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-            else if (res && PQresultStatus(res) == PGRES_TUPLES_OK) rc = RDKV_ENOTFOUND;
-            else rc = conflict(res) ? RDKV_EABORTED
-                      : PQstatus(p->c) == CONNECTION_BAD ? RDKV_EUNAVAILABLE : RDKV_EIO;
+            else if (res && PQresultStatus(res) == PGRES_TUPLES_OK)
+                rc = RDKV_ENOTFOUND;
+            else
+                rc = conflict(res)                      ? RDKV_EABORTED
+                     : PQstatus(p->c) == CONNECTION_BAD ? RDKV_EUNAVAILABLE
+                                                        : RDKV_EIO;
             PQclear(res);
         }
         int64_t m = amount < b[src] ? amount : b[src];
@@ -366,8 +394,10 @@ static int p_xfer_op(void *p_, uint64_t from, uint64_t to, int64_t amount, struc
             const char *v[2] = {ids[i], bals[i]};
             rc = run(p, "xu", 2, v, NULL, NULL, NULL);
         }
-        if (!rc) rc = simple(p, "COMMIT");
-        else if (rc != RDKV_EUNAVAILABLE) simple(p, "ROLLBACK");
+        if (!rc)
+            rc = simple(p, "COMMIT");
+        else if (rc != RDKV_EUNAVAILABLE)
+            simple(p, "ROLLBACK");
         if (rc != RDKV_EABORTED || !peer_retry(st)) return finish(st, rc);
     }
 }

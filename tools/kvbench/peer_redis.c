@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PIPELINE 512      /* commands in flight while loading */
+#define PIPELINE 512               /* commands in flight while loading */
 #define MAX_FIELDS PEER_MAX_FIELDS /* HSET of every field: argv on the stack */
 
 struct rconn {
@@ -47,7 +47,8 @@ static int r_connect(const char *target, void **out, char *err, size_t errcap)
         free(r);
         return RDKV_EUNAVAILABLE;
     }
-    for (unsigned i = 0; i < MAX_FIELDS; i++) snprintf(r->names[i], sizeof r->names[i], "field%u", i);
+    for (unsigned i = 0; i < MAX_FIELDS; i++)
+        snprintf(r->names[i], sizeof r->names[i], "field%u", i);
     *out = r;
     return 0;
 }
@@ -232,7 +233,10 @@ static int r_xfer_load(void *p_, uint64_t n, char *err, size_t errcap)
     return rc;
 }
 
-static int64_t balance(const redisReply *x) { return x->type == REDIS_REPLY_STRING ? strtoll(x->str, NULL, 10) : 0; }
+static int64_t balance(const redisReply *x)
+{
+    return x->type == REDIS_REPLY_STRING ? strtoll(x->str, NULL, 10) : 0;
+}
 
 static int r_xfer_op(void *p_, uint64_t from, uint64_t to, int64_t amount, struct wl_step *st)
 {
@@ -246,7 +250,8 @@ static int r_xfer_op(void *p_, uint64_t from, uint64_t to, int64_t amount, struc
         freeReplyObject(x);
         if (!(x = redisCommand(r->c, "MGET %s %s", kf, kt))) return RDKV_EIO;
         if (x->type != REDIS_REPLY_ARRAY || x->elements != 2 ||
-            x->element[0]->type != REDIS_REPLY_STRING || x->element[1]->type != REDIS_REPLY_STRING) {
+            x->element[0]->type != REDIS_REPLY_STRING ||
+            x->element[1]->type != REDIS_REPLY_STRING) {
             freeReplyObject(x);
             if ((x = redisCommand(r->c, "UNWATCH"))) freeReplyObject(x);
             st->status = RDKV_ENOTFOUND; /* not loaded */

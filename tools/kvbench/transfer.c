@@ -1,7 +1,7 @@
 /* The transfer workload on rdkv (transfer.h). A balance is an 8-byte little-endian signed
- * integer (native order: little-endian on x86). A transfer reads both accounts for update in key order (so two transfers on the same
- * pair never wait on each other in a cycle), moves min(amount, source balance) and commits; a
- * conflict retries the whole transaction and counts as an abort. */
+ * integer (native order: little-endian on x86). A transfer reads both accounts for update in key
+ * order (so two transfers on the same pair never wait on each other in a cycle), moves min(amount,
+ * source balance) and commits; a conflict retries the whole transaction and counts as an abort. */
 #include "tools/kvbench/transfer.h"
 #include "tools/kvbench/workload.h"
 
@@ -77,13 +77,17 @@ int xfer_report(uint64_t accounts, uint64_t found, int64_t total, char *out, siz
 {
     int64_t want = (int64_t)accounts * XFER_INITIAL;
     bool ok = found == accounts && total == want;
-    snprintf(out, cap, "transfer check: %" PRIu64 " of %" PRIu64 " accounts, total %" PRId64
-                       ", expected %" PRId64 ": %s\n",
+    snprintf(out, cap,
+             "transfer check: %" PRIu64 " of %" PRIu64 " accounts, total %" PRId64
+             ", expected %" PRId64 ": %s\n",
              found, accounts, total, want, ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }
 
-static void put_balance(uint8_t b[8], int64_t v) { memcpy(b, &(uint64_t){(uint64_t)v}, 8); }
+static void put_balance(uint8_t b[8], int64_t v)
+{
+    memcpy(b, &(uint64_t){(uint64_t)v}, 8);
+}
 
 static int get_balance(rdkv_txn *t, const char *key, size_t kl, bool for_update, int64_t *v)
 {
@@ -149,7 +153,10 @@ static int worker_new(const void *cfg, size_t len, const struct wl_place *pl, ui
     return 0;
 }
 
-static void worker_free(void *w) { free(w); }
+static void worker_free(void *w)
+{
+    free(w);
+}
 
 /* One attempt: both accounts for update in key order, then both writes. */
 static int transfer_once(rdkv_txn *t, uint64_t from, uint64_t to, int64_t amount)
@@ -217,8 +224,10 @@ static int check(rdkv_session *s, const void *cfg, size_t len, char *out, size_t
             int kl = xfer_key(j, key, sizeof key);
             int64_t b;
             rc = get_balance(t, key, (size_t)kl, false, &b);
-            if (rc == RDKV_ENOTFOUND) rc = 0;
-            else if (!rc) sum += b, n++;
+            if (rc == RDKV_ENOTFOUND)
+                rc = 0;
+            else if (!rc)
+                sum += b, n++;
         }
         if (!rc) rc = rdkv_txn_commit(t);
         rdkv_txn_free(t);
