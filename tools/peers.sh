@@ -172,6 +172,8 @@ is stopped when it ends.
   --seconds S       measured seconds per workload (default 10)
   --warmup S        unmeasured seconds first (default 1)
   --ops N           run N operations per workload instead of --seconds
+  --repeat N        run each workload N times and report the run of median throughput
+                    (default 1)
   --accounts N      the transfer workload's accounts (default 10000)
   --workloads LIST  space- or comma-separated, of a b c d e f transfer (default "a b c f
                     transfer"; Redis skips e: kvbench has no scan for it)
@@ -185,10 +187,10 @@ not, 2 on bad usage.
 EOF
 }
 
-threads=6 records=100000 fieldlength=100 seconds=10 warmup=1 ops="" accounts=10000 nodes=3
+repeat=1 threads=6 records=100000 fieldlength=100 seconds=10 warmup=1 ops="" accounts=10000 nodes=3
 workloads="a b c f transfer" systems="rdkv-remote rdkv-embedded redis postgres"
 out=$peers_root/docs/peers.md plot=$peers_root/docs/plots/peers.png results="" quick=0
-cmdline="tools/peers.sh $*"
+cmdline="tools/peers.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
     case $1 in
     -h | --help) usage; exit 0 ;;
@@ -202,6 +204,7 @@ while [ $# -gt 0 ]; do
     --seconds) seconds=$2 ;;
     --warmup) warmup=$2 ;;
     --ops) ops=$2 ;;
+    --repeat) repeat=$2 ;;
     --accounts) accounts=$2 ;;
     --workloads) workloads=${2//,/ } ;;
     --systems) systems=${2//,/ } ;;
@@ -213,7 +216,7 @@ while [ $# -gt 0 ]; do
     esac
     shift 2
 done
-for v in threads records fieldlength accounts nodes ${ops:+ops}; do
+for v in repeat threads records fieldlength accounts nodes ${ops:+ops}; do
     case ${!v} in '' | *[!0-9]* | 0) echo "peers.sh: --$v needs a positive number (got '${!v}')" >&2; exit 2 ;; esac
 done
 for w in $workloads; do
@@ -270,6 +273,29 @@ kb() { # kb SYSTEM ARGS...: kvbench ycsb against SYSTEM
     timeout 900 "$peers_bin/kvbench" ycsb "$@" "${peers_args[@]}"
 }
 
+# field FILE OP METRIC: one number of a YCSB text report ("" if absent).
+field() { awk -F', ' -v op="[$2]" -v m="$3" '$1 == op && $2 == m { print $3; exit }' "$1" 2>/dev/null; }
+# The ops of a report, in order ([OVERALL], [TXN], [COST] are not ops).
+ops_of() { awk -F', ' '$2 == "Operations" { gsub(/[][]/, "", $1); print $1 }' "$1" 2>/dev/null; }
+fmt_int() { if [ -n "$1" ]; then printf "%.0f" "$1" | sed ':a;s/\B[0-9]\{3\}\>/,&/;ta'; else echo "–"; fi; }
+fmt_us() { [ -n "$1" ] && printf "%.0f" "$1" || echo "–"; }
+
+# runs SYSTEM W ARGS...: kvbench ycsb run ARGS --repeat times; the run of median throughput
+# becomes SYSTEM-W.txt (every run's report stays as SYSTEM-W.rK.txt). A failed run fails all.
+runs() {
+    local s=$1 w=$2 k
+    shift 2
+    for k in $(seq "$repeat"); do
+        kb "$s" run "$@" --status-interval 0 >"$results/$s-$w.r$k.txt" 2>"$results/$s-$w.r$k.err" || failed=1
+        grep -q 'Return=ERROR\|check.*FAILED' "$results/$s-$w.r$k.txt" 2>/dev/null && failed=1
+    done
+    k=$(for k in $(seq "$repeat"); do
+        echo "$(field "$results/$s-$w.r$k.txt" OVERALL 'Throughput(ops/sec)') $k"
+    done | sort -g | awk '{ k[NR] = $2 } END { print k[int((NR + 1) / 2)] }')
+    cp "$results/$s-$w.r$k.txt" "$results/$s-$w.txt"
+    cp "$results/$s-$w.r$k.err" "$results/$s-$w.err"
+}
+
 ran_systems=""
 for s in $systems; do
     case " $skipped" in *" $s("*) continue ;; esac
@@ -284,8 +310,7 @@ for s in $systems; do
             peers_log "$s: transfer on $accounts accounts"
             kb "$s" load --workload transfer -p accounts="$accounts" >/dev/null 2>"$results/$s-$w.load.err" ||
                 { peers_log "$s: loading the accounts failed: $(tail -1 "$results/$s-$w.load.err")"; failed=1; continue; }
-            kb "$s" run --workload transfer -p accounts="$accounts" "${runlen[@]}" \
-                --status-interval 0 >"$results/$s-$w.txt" 2>"$results/$s-$w.err" || failed=1
+            runs "$s" "$w" --workload transfer -p accounts="$accounts" "${runlen[@]}"
         else
             if [ $loaded = 0 ]; then
                 peers_log "$s: loading $records records"
@@ -294,10 +319,8 @@ for s in $systems; do
                 loaded=1
             fi
             peers_log "$s: workload $w"
-            kb "$s" run --workload "$w" "${props[@]}" "${runlen[@]}" --status-interval 0 \
-                >"$results/$s-$w.txt" 2>"$results/$s-$w.err" || failed=1
+            runs "$s" "$w" --workload "$w" "${props[@]}" "${runlen[@]}"
         fi
-        grep -q 'Return=ERROR\|check.*FAILED' "$results/$s-$w.txt" 2>/dev/null && failed=1
         [ -s "$results/$s-$w.txt" ] || { peers_log "$s: workload $w: no report ($(tail -1 "$results/$s-$w.err"))"; failed=1; }
     done
 done
@@ -306,12 +329,6 @@ peers_stop
 # ---------------------------------------------------------------------------------------------
 # The report
 
-# field FILE OP METRIC: one number of a YCSB text report ("" if absent).
-field() { awk -F', ' -v op="[$2]" -v m="$3" '$1 == op && $2 == m { print $3; exit }' "$1" 2>/dev/null; }
-# The ops of a report, in order ([OVERALL], [TXN], [COST] are not ops).
-ops_of() { awk -F', ' '$2 == "Operations" { gsub(/[][]/, "", $1); print $1 }' "$1" 2>/dev/null; }
-fmt_int() { if [ -n "$1" ]; then printf "%.0f" "$1" | sed ':a;s/\B[0-9]\{3\}\>/,&/;ta'; else echo "–"; fi; }
-fmt_us() { [ -n "$1" ] && printf "%.0f" "$1" || echo "–"; }
 
 cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 mem=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
@@ -386,7 +403,8 @@ average $loadavg when the run began (other work on the machine shows up in the f
 
 **Run:** $(fmt_int "$records") records of 10 x $fieldlength bytes; $runtext; $threads client connections per
 system (rdkv embedded: $per_node workers in each of $nodes nodes); closed loop; transfer on
-$accounts accounts.
+$(fmt_int "$accounts") accounts; $([ "$repeat" = 1 ] && echo "one run of each" || echo "each workload run $repeat times, the run of median throughput shown").
+Runs on a loaded machine vary, by several times at worst: compare systems within one report.
 
 ## What differs
 
