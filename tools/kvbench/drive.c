@@ -209,7 +209,7 @@ static int remote_session(void *arg, const struct wl_place *pl, const rdkv_optio
 int drive_run(struct drive *d, const struct drive_opts *o, struct wl_stats *total, char *err,
               size_t errcap)
 {
-    unsigned n = d->bc->cfg->n;
+    unsigned n = d->bc ? d->bc->cfg->n : 1;
     err[0] = 0;
     struct wl_stats *iv = malloc(3 * sizeof *iv);
     struct fab_buf *resp = calloc(n, sizeof *resp);
@@ -228,7 +228,8 @@ int drive_run(struct drive *d, const struct drive_opts *o, struct wl_stats *tota
                                .lock_timeout_ns = o->lock_timeout_ns, .cfg_len = o->cfg_len,
                                .cfg = (uint8_t *)o->cfg};
         snprintf(q.cls, sizeof q.cls, "%s", o->cls->name);
-        rc = wl_run_start(&q, remote_session, d, &run, err, errcap);
+        rc = wl_run_start(&q, o->open ? o->open : remote_session, o->open ? o->open_arg : d, &run,
+                          err, errcap);
     } else {
         struct start_arg a = {o, n};
         rc = fan_out(d, KV_RPC_WL_START, build_start, &a, resp, 60 * NS_PER_S, err, errcap);
@@ -473,6 +474,12 @@ void drive_report(FILE *out, const struct drive_opts *o, const struct wl_stats *
                     (unsigned long long)s->ok, (unsigned long long)s->not_found,
                     (unsigned long long)s->errors, (unsigned long long)s->aborts,
                     (unsigned long long)s->rolled_back);
+        }
+        for (const char *l = check; l && *l;) { /* the checks as comment lines */
+            const char *e = strchr(l, '\n');
+            int n = e ? (int)(e - l) : (int)strlen(l);
+            fprintf(out, "# %.*s\n", n, l);
+            l += n + (e ? 1 : 0);
         }
         return;
     }

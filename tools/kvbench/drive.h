@@ -24,6 +24,10 @@ struct drive_opts {
     uint64_t seed;
     int64_t lock_timeout_ns;
     enum drive_fmt fmt;
+    /* remote only: where workers get their sessions (NULL: rdkv_connect to the cluster's nodes;
+     * a peer's workers (peer.h) get none and open their own connections) */
+    wl_session_fn open;
+    void *open_arg;
 };
 
 struct drive {
@@ -45,7 +49,7 @@ int drive_check(struct drive *d, const struct drive_opts *o, int *failed, char *
 
 /* The final report, with the run's configuration as key/value strings (kv: k0, v0, k1, v1, ...,
  * NULL): "# key: value" comment lines in text and CSV, a "run" object in JSON. check_report, when
- * not NULL, ends the text (and goes into JSON as "check"). */
+ * not NULL, ends the text (and the CSV, as comment lines; it goes into JSON as "check"). */
 void drive_report(FILE *out, const struct drive_opts *o, const struct wl_stats *total,
                   const char *const *kv, const char *check_report);
 /* Operations that ended in an error. */

@@ -1,5 +1,7 @@
 /* kvbench: rdkv's benchmark driver. Each subcommand measures one layer and prints YCSB-style
  * text (and JSON on request). */
+#include "tools/kvbench/peer.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -22,8 +24,8 @@ static const char usage[] =
     "            citron on the range-lock thesis's micro and OLTP workloads\n"
     "  txn       single transactions of the store: read-only on a local or a remote key, and\n"
     "            read-write on two partitions, with their fabric round trips\n"
-    "  ycsb      YCSB's core workloads A-F (load, run), embedded or remote\n"
-    "  tpcc      TPC-C's five transactions, with the consistency checks\n"
+    "  ycsb      YCSB's core workloads A-F and a transfer workload, on rdkv or (--db) a peer\n"
+    "  tpcc      TPC-C on rdkv, with its consistency checks\n"
     "  sessions  what idle remote sessions cost a node, and a read meanwhile\n"
     "\n"
     "Run 'kvbench COMMAND --help' for a command's options. Results go to stdout as YCSB-style\n"
@@ -32,7 +34,10 @@ static const char usage[] =
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        fputs(usage, argc < 2 ? stderr : stdout);
+        FILE *out = argc < 2 ? stderr : stdout;
+        fputs(usage, out);
+        fprintf(out, "kvbench ycsb --db takes: %s (the peers this kvbench was built with)\n",
+                peer_dbs());
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "fabric")) return cmd_fabric(argc - 1, argv + 1);

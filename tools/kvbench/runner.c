@@ -20,12 +20,61 @@
 #include <sys/resource.h>
 #include <time.h>
 
+static const struct wl_class *registered[8];
+
+void wl_class_register(const struct wl_class *c)
+{
+    for (unsigned i = 0; i < 8; i++)
+        if (!registered[i] || registered[i] == c) {
+            registered[i] = c;
+            return;
+        }
+}
+
 const struct wl_class *wl_class_find(const char *name)
 {
-    const struct wl_class *all[] = {&wl_ycsb, &wl_tpcc};
+    const struct wl_class *all[] = {&wl_ycsb, &wl_tpcc, &wl_transfer};
     for (unsigned i = 0; i < sizeof all / sizeof *all; i++)
         if (!strcmp(all[i]->name, name) && all[i]->step) return all[i];
+    for (unsigned i = 0; i < 8 && registered[i]; i++)
+        if (!strcmp(registered[i]->name, name)) return registered[i];
     return NULL;
+}
+
+int wl_load_rows(rdkv_session *s, uint64_t n, unsigned part, unsigned nparts, unsigned nodes,
+                 int (*key)(void *arg, uint64_t i, char *buf, size_t cap),
+                 void (*value)(void *arg, uint64_t i, const void **v, size_t *vlen), void *arg)
+{
+    rdkv_txn *t = NULL;
+    unsigned in_batch = 0;
+    int rc = 0;
+    for (uint64_t i = 0; i < n && !rc; i++) {
+        char k[64];
+        int kl = key(arg, i, k, sizeof k);
+        if (kl < 0) {
+            rc = kl;
+            break;
+        }
+        if (nparts == nodes ? rdkv_key_partition(k, (size_t)kl, nodes) != part : i % nparts != part)
+            continue;
+        if (!t && (rc = rdkv_txn_begin(s, &t))) break;
+        const void *v;
+        size_t vl;
+        value(arg, i, &v, &vl);
+        if ((rc = rdkv_txn_put(t, k, (size_t)kl, v, vl))) break;
+        if (++in_batch == 200) {
+            rc = rdkv_txn_commit(t);
+            rdkv_txn_free(t);
+            t = NULL;
+            in_batch = 0;
+        }
+    }
+    if (t) {
+        if (!rc) rc = rdkv_txn_commit(t);
+        else rdkv_txn_abort(t);
+        rdkv_txn_free(t);
+    }
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -65,8 +65,21 @@ struct wl_class {
 
 extern const struct wl_class wl_ycsb;
 extern const struct wl_class wl_tpcc;
+extern const struct wl_class wl_transfer;
+
+/* For a class's load: puts rows 0..n-1 of part `part` of `nparts`. With nparts = nodes a part is
+ * the rows whose key rdkv_key_partition places on node `part` (so each node inserts its own
+ * rows locally), otherwise every nparts-th row. key(arg, i, buf, cap) names row i (its length,
+ * or < 0); value(arg, i, &v, &vlen) gives its value, asked only for this part's rows. 200 puts
+ * per transaction. */
+int wl_load_rows(rdkv_session *s, uint64_t n, unsigned part, unsigned nparts, unsigned nodes,
+                 int (*key)(void *arg, uint64_t i, char *buf, size_t cap),
+                 void (*value)(void *arg, uint64_t i, const void **v, size_t *vlen), void *arg);
 
 /* The class with that name, or NULL. */
 const struct wl_class *wl_class_find(const char *name);
+/* Makes a class of this process findable by name (kvbench's peers, which the nodes do not
+ * have). At most 8; call before any run starts. */
+void wl_class_register(const struct wl_class *c);
 
 #endif

@@ -593,11 +593,10 @@ static int do_scan(struct worker *w, rdkv_txn *t)
     return 0;
 }
 
-static int step(void *p, rdkv_session *s, struct wl_step *st)
+int ycsb_draw(void *p, struct ycsb_draw *d)
 {
     struct worker *w = p;
     enum ycsb_op op = ycsb_opchooser_next(&w->ops, &w->rng);
-    st->op = (unsigned)op;
     uint64_t keynum, j = 0;
     if (op == YCSB_INSERT) {
         j = insert_begin(w->ins);
@@ -613,25 +612,74 @@ static int step(void *p, rdkv_session *s, struct wl_step *st)
                          ? (uint32_t)ycsb_zipf_next(&w->scanlen_gen, &w->rng)
                          : (uint32_t)(w->c.p.minscanlength +
                                       rng_below(&w->rng, w->c.p.maxscanlength - w->c.p.minscanlength + 1));
+    *d = (struct ycsb_draw){.op = op, .key = w->key, .klen = w->klen, .scanlen = w->scanlen,
+                            .insert_j = j};
+    return 0;
+}
+
+void ycsb_draw_done(void *p, const struct ycsb_draw *d)
+{
+    struct worker *w = p;
+    if (d->op == YCSB_INSERT) insert_end(w->ins, d->insert_j);
+}
+
+const uint8_t *ycsb_record(void *p, size_t *len)
+{
+    struct worker *w = p;
+    fill_record(w);
+    *len = w->vlen;
+    return w->val;
+}
+
+const uint8_t *ycsb_field(void *p, uint32_t *field)
+{
+    struct worker *w = p;
+    *field = (uint32_t)rng_below(&w->rng, w->c.p.fieldcount);
+    fill_field(w, w->val);
+    return w->val;
+}
+
+static int step(void *p, rdkv_session *s, struct wl_step *st)
+{
+    struct worker *w = p;
+    struct ycsb_draw d;
+    int rc = ycsb_draw(w, &d);
+    if (rc) return rc;
+    st->op = (unsigned)d.op;
     static int (*const bodies[YCSB_NOPS])(struct worker *, rdkv_txn *) = {
         [YCSB_READ] = do_read, [YCSB_UPDATE] = do_update, [YCSB_INSERT] = do_insert,
         [YCSB_SCAN] = do_scan, [YCSB_RMW] = do_update};
-    if (op == YCSB_READ) { /* one-shot: one transaction, one request on a remote session */
+    if (d.op == YCSB_READ) { /* one-shot: one transaction, one request on a remote session */
         const void *v;
         size_t vl;
         st->status = rdkv_get(s, w->key, w->klen, &v, &vl);
-    } else if (op == YCSB_INSERT || (op == YCSB_UPDATE && w->c.p.writeallfields)) {
+    } else if (d.op == YCSB_INSERT || (d.op == YCSB_UPDATE && w->c.p.writeallfields)) {
         fill_record(w);
         st->status = rdkv_put(s, w->key, w->klen, w->val, w->vlen);
     } else {
-        st->status = in_txn(s, st, bodies[op], w);
+        st->status = in_txn(s, st, bodies[d.op], w);
     }
-    if (op == YCSB_INSERT) insert_end(w->ins, j);
+    ycsb_draw_done(w, &d);
     return 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* Load: part p inserts the records that live on node p (so its inserts are local). */
+
+static int load_key(void *p, uint64_t i, char *buf, size_t cap)
+{
+    const struct worker *w = p;
+    return ycsb_key_name(i, w->c.p.ordered, w->c.p.zeropadding, buf, cap);
+}
+
+static void load_value(void *p, uint64_t i, const void **v, size_t *vlen)
+{
+    struct worker *w = p;
+    (void)i;
+    fill_record(w);
+    *v = w->val;
+    *vlen = w->vlen;
+}
 
 static int load(rdkv_session *s, const void *cfg, size_t len, unsigned part, unsigned nparts,
                 char *err, size_t errcap)
@@ -645,33 +693,7 @@ static int load(rdkv_session *s, const void *cfg, size_t len, unsigned part, uns
         snprintf(err, errcap, "cannot start the loader: %s", rdkv_strerror(rc));
         return rc;
     }
-    rdkv_txn *t = NULL;
-    unsigned in_batch = 0;
-    for (uint64_t i = 0; i < c.p.recordcount && !rc; i++) {
-        char key[KEY_MAX];
-        int kl = key_of(w, i, key);
-        if (kl < 0) {
-            rc = kl;
-            break;
-        }
-        if (nparts == c.nodes ? rdkv_key_partition(key, (size_t)kl, c.nodes) != part
-                              : i % nparts != part)
-            continue;
-        if (!t && (rc = rdkv_txn_begin(s, &t))) break;
-        fill_record(w);
-        if ((rc = rdkv_txn_put(t, key, (size_t)kl, w->val, w->vlen))) break;
-        if (++in_batch == 200) {
-            rc = rdkv_txn_commit(t);
-            rdkv_txn_free(t);
-            t = NULL;
-            in_batch = 0;
-        }
-    }
-    if (t) {
-        if (!rc) rc = rdkv_txn_commit(t);
-        else rdkv_txn_abort(t);
-        rdkv_txn_free(t);
-    }
+    rc = wl_load_rows(s, c.p.recordcount, part, nparts, c.nodes, load_key, load_value, w);
     worker_free(w);
     if (rc) snprintf(err, errcap, "loading part %u: %s", part, rdkv_strerror(rc));
     return rc;

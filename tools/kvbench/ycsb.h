@@ -43,4 +43,21 @@ const char *ycsb_dist_name(enum ycsb_dist d);
 #define YCSB_CFG_LEN 120
 int ycsb_cfg_pack(const struct ycsb_props *p, uint32_t nodes, uint8_t out[YCSB_CFG_LEN]);
 
+/* A worker's operations without rdkv, for drivers of other stores (peer.h). The worker is one
+ * of wl_ycsb.worker_new; ycsb_draw picks the next operation as the rdkv worker does (same op
+ * mix, key choosers, scan lengths); ycsb_draw_done acknowledges it (an insert becomes visible
+ * to the key choosers). ycsb_record is a fresh record, ycsb_field a fresh field value and a
+ * random field index; both stay valid until the worker's next call. */
+struct ycsb_draw {
+    unsigned op; /* enum ycsb_op (ycsb_gen.h) */
+    const char *key;
+    size_t klen;
+    uint32_t scanlen;
+    uint64_t insert_j;
+};
+int ycsb_draw(void *worker, struct ycsb_draw *d);
+void ycsb_draw_done(void *worker, const struct ycsb_draw *d);
+const uint8_t *ycsb_record(void *worker, size_t *len);
+const uint8_t *ycsb_field(void *worker, uint32_t *field);
+
 #endif

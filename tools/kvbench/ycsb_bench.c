@@ -1,6 +1,8 @@
 /* kvbench ycsb: YCSB's core workloads on rdkv (tools/kvbench/ycsb.h), in YCSB's own output
  * format. */
 #include "tools/kvbench/drive.h"
+#include "tools/kvbench/peer.h"
+#include "tools/kvbench/transfer.h"
 #include "tools/kvbench/ycsb.h"
 
 #include "common/clock.h"
@@ -26,7 +28,10 @@ static const char usage[] =
     "  load                  insert recordcount records (each node its own keys)\n"
     "  run                   run operationcount operations (or --seconds); with --nodes the\n"
     "                        load comes first by itself\n"
-    "  --workload W          start from workload W's properties (default a)\n"
+    "  --workload W          start from workload W's properties (default a); transfer: move\n"
+    "                        1..100 between two random accounts of -p accounts=N (default\n"
+    "                        1000, 1000 each) in one serializable transaction, then check that\n"
+    "                        the total is unchanged (exit 1 if not)\n"
     "  -P FILE               a YCSB property file (name=value lines), e.g. workloads/workloada\n"
     "  -p NAME=VALUE         one property: recordcount, operationcount, fieldcount, fieldlength,\n"
     "                        readproportion, updateproportion, insertproportion, scanproportion,\n"
@@ -41,6 +46,54 @@ static const char usage_tail[] =
     "Exit status: 0 when every operation succeeded, 1 when one failed or the run could not be\n"
     "done, 2 on bad usage.\n";
 
+void ycsb_load_report(uint64_t n, bool accounts, double secs, bool run, const char *where)
+{
+    if (run) {
+        fprintf(stderr, "kvbench ycsb: loaded %llu %s into %s in %.1f s\n", (unsigned long long)n,
+                accounts ? "accounts" : "records", where, secs);
+        return;
+    }
+    printf("[OVERALL], RunTime(ms), %.0f\n", secs * 1e3);
+    printf("[OVERALL], Throughput(ops/sec), %.2f\n", secs > 0 ? (double)n / secs : 0);
+    printf("[INSERT], Operations, %llu\n", (unsigned long long)n);
+    printf("[INSERT], Return=OK, %llu\n", (unsigned long long)n);
+}
+
+void ycsb_kv_fill(struct ycsb_kv *k, const struct ycsb_props *p, const struct drive_opts *o,
+                  uint64_t accounts, const char *where_key, const char *where,
+                  const char *transactions)
+{
+    unsigned n = 0;
+#define KV(name, value) (k->kv[n++] = (name), k->kv[n++] = (value))
+    snprintf(k->wl, sizeof k->wl, "%s", accounts ? "transfer" : p->workload ? (char[2]){p->workload, 0} : "custom");
+    snprintf(k->rec, sizeof k->rec, "%llu", (unsigned long long)(accounts ? accounts : p->recordcount));
+    snprintf(k->opsn, sizeof k->opsn, "%llu", (unsigned long long)o->ops);
+    snprintf(k->fl, sizeof k->fl, "%u x %u bytes", p->fieldcount, p->fieldlength);
+    snprintf(k->thr, sizeof k->thr, "%u", o->threads);
+    snprintf(k->tgt, sizeof k->tgt, "%.0f", o->target);
+    snprintf(k->dist, sizeof k->dist, "%s%s", ycsb_dist_name(p->dist),
+             p->dist == YCSB_D_ZIPFIAN ? " (scrambled, theta 0.99)" : "");
+    snprintf(k->mix, sizeof k->mix, "read %.2f update %.2f insert %.2f scan %.2f rmw %.2f",
+             p->read, p->update, p->insert, p->scan, p->rmw);
+    KV("benchmark", "ycsb");
+    KV("workload", k->wl);
+    KV(where_key, where);
+    KV(accounts ? "accounts" : "recordcount", k->rec);
+    KV("operationcount", o->ops ? k->opsn : "(timed)");
+    if (accounts) {
+        KV("transfer", "a uniform pair, amount 1..100 (at most the source's balance)");
+    } else {
+        KV("record", k->fl);
+        KV("mix", k->mix);
+        KV("requestdistribution", k->dist);
+    }
+    KV("threads", k->thr);
+    KV("target_ops", o->target > 0 ? k->tgt : "closed loop");
+    KV("transactions", transactions);
+#undef KV
+    k->kv[n] = NULL;
+}
+
 int cmd_ycsb(int argc, char **argv)
 {
     struct drive_cli c;
@@ -48,12 +101,18 @@ int cmd_ycsb(int argc, char **argv)
     struct ycsb_props p;
     char w = 'a';
     const char *phase = NULL;
+    struct peer_cli pc = {0};
+    uint64_t accounts = 0; /* the transfer workload's accounts; 0: a YCSB mix */
     /* the workload letter first: properties apply on top of it, in command-line order */
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--workload") && i + 1 < argc) {
             const char *v = argv[i + 1];
+            if (!strcmp(v, "transfer")) {
+                accounts = 1000;
+                continue;
+            }
             if (strlen(v) != 1 || !strchr("abcdefABCDEF", v[0]))
-                bench_usage_error("ycsb", "--workload must be one of a-f (got '%s')", v);
+                bench_usage_error("ycsb", "--workload must be one of a-f or transfer (got '%s')", v);
             w = v[0];
         }
     ycsb_props_init(&p, w);
@@ -63,6 +122,7 @@ int cmd_ycsb(int argc, char **argv)
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             fputs(usage, stdout);
             fputs(drive_cli_help, stdout);
+            printf(peer_cli_help, peer_dbs());
             fputs(usage_tail, stdout);
             return 0;
         }
@@ -72,6 +132,7 @@ int cmd_ycsb(int argc, char **argv)
             continue;
         }
         if (drive_cli_opt(&c, "ycsb", argc, argv, &i)) continue;
+        if (peer_cli_opt(&pc, argc, argv, &i)) continue;
         if (!v) bench_usage_error("ycsb", "option '%s' needs a value (or is unknown)", o);
         if (!strcmp(o, "--workload")) {
         } else if (!strcmp(o, "-P")) {
@@ -83,6 +144,14 @@ int cmd_ycsb(int argc, char **argv)
                 bench_usage_error("ycsb", "-p needs NAME=VALUE (got '%s')", v);
             memcpy(name, v, (size_t)(eq - v));
             name[eq - v] = 0;
+            uint64_t n;
+            if (!strcmp(name, "accounts")) {
+                if (!accounts || parse_uint_range(eq + 1, 2, 10000000000ull, &n))
+                    bench_usage_error("ycsb", "accounts is the transfer workload's: 2.. (got '%s')", v);
+                accounts = n;
+                i++;
+                continue;
+            }
             int r = ycsb_prop_set(&p, name, eq + 1, err, sizeof err);
             if (r == 1) fprintf(stderr, "kvbench ycsb: ignoring property '%s'\n", name);
             else if (r) bench_usage_error("ycsb", "%s", err);
@@ -96,6 +165,10 @@ int cmd_ycsb(int argc, char **argv)
     drive_cli_finish(&c, "ycsb");
     bool load = !strcmp(phase, "load") || !(c.co.config || c.co.endpoints);
     bool run = !strcmp(phase, "run");
+    if (pc.db && strcmp(pc.db, "rdkv")) {
+        bench_install_signals();
+        return peer_ycsb_main(&pc, &c, &p, !strcmp(phase, "load"), run, accounts);
+    }
     if (!c.seconds_given) c.o.ops = p.operationcount;
     bench_install_signals();
 
@@ -105,34 +178,28 @@ int cmd_ycsb(int argc, char **argv)
         return 1;
     }
     unsigned nn = bc.cfg->n;
-    uint8_t cfg[YCSB_CFG_LEN];
+    uint8_t cfg[YCSB_CFG_LEN], xcfg[XFER_CFG_LEN];
     ycsb_cfg_pack(&p, nn, cfg);
-    c.o.cls = &wl_ycsb;
-    c.o.cfg = cfg;
-    c.o.cfg_len = YCSB_CFG_LEN;
+    xfer_cfg_pack(accounts, nn, xcfg);
+    c.o.cls = accounts ? &wl_transfer : &wl_ycsb;
+    c.o.cfg = accounts ? xcfg : cfg;
+    c.o.cfg_len = accounts ? XFER_CFG_LEN : YCSB_CFG_LEN;
     struct drive d;
     int rc = drive_open(&d, &bc, err, sizeof err);
     char cfgline[256];
     snprintf(cfgline, sizeof cfgline, "%s%s: %s, %u nodes%s, %s mode, %u %s x %u tasks",
-             p.workload ? "workload " : "custom mix", p.workload ? (char[2]){p.workload, 0} : "",
+             accounts || p.workload ? "workload " : "custom mix",
+             accounts ? "transfer" : p.workload ? (char[2]){p.workload, 0} : "",
              fab_transport_name(bc.transport), nn, bc.launched ? " (started here)" : "",
              c.o.remote ? "remote" : "embedded", c.o.threads,
              c.o.remote ? "client threads" : "threads per node", c.o.tasks);
     if (!rc) fprintf(stderr, "kvbench ycsb: %s\n", cfgline);
+    uint64_t nload = accounts ? accounts : p.recordcount;
     if (!rc && load) {
         int64_t t0 = clock_now_ns();
         rc = drive_load(&d, &c.o, err, sizeof err);
-        double s = (double)(clock_now_ns() - t0) / 1e9;
         if (rc) fprintf(stderr, "kvbench ycsb: error: loading: %s\n", err);
-        else if (!run) {
-            printf("[OVERALL], RunTime(ms), %.0f\n", s * 1e3);
-            printf("[OVERALL], Throughput(ops/sec), %.2f\n", s > 0 ? (double)p.recordcount / s : 0);
-            printf("[INSERT], Operations, %llu\n", (unsigned long long)p.recordcount);
-            printf("[INSERT], Return=OK, %llu\n", (unsigned long long)p.recordcount);
-        } else {
-            fprintf(stderr, "kvbench ycsb: loaded %llu records in %.1f s\n",
-                    (unsigned long long)p.recordcount, s);
-        }
+        else ycsb_load_report(nload, accounts != 0, (double)(clock_now_ns() - t0) / 1e9, run, "rdkv");
     }
     struct wl_stats *total = malloc(sizeof *total);
     struct drive_sweep sweep = {0};
@@ -144,32 +211,19 @@ int cmd_ycsb(int argc, char **argv)
         if (c.ntasks > 1 && ki) printf("\n");
         rc = drive_run(&d, &c.o, total, err, sizeof err);
         if (rc) fprintf(stderr, "kvbench ycsb: error: %s\n", err);
-        char rec[32], opsn[32], fl[48], thr[16], tgt[32], dist[64];
-        snprintf(rec, sizeof rec, "%llu", (unsigned long long)p.recordcount);
-        snprintf(opsn, sizeof opsn, "%llu", (unsigned long long)c.o.ops);
-        snprintf(fl, sizeof fl, "%u x %u bytes", p.fieldcount, p.fieldlength);
-        snprintf(thr, sizeof thr, "%u", c.o.threads);
-        snprintf(tgt, sizeof tgt, "%.0f", c.o.target);
-        snprintf(dist, sizeof dist, "%s%s", ycsb_dist_name(p.dist),
-                 p.dist == YCSB_D_ZIPFIAN ? " (scrambled, theta 0.99)" : "");
-        char mix[128];
-        snprintf(mix, sizeof mix, "read %.2f update %.2f insert %.2f scan %.2f rmw %.2f", p.read,
-                 p.update, p.insert, p.scan, p.rmw);
-        const char *kv[] = {"benchmark", "ycsb",
-                            "workload", p.workload ? (char[2]){p.workload, 0} : "custom",
-                            "cluster", cfgline,
-                            "recordcount", rec,
-                            "operationcount", c.o.ops ? opsn : "(timed)",
-                            "record", fl,
-                            "mix", mix,
-                            "requestdistribution", dist,
-                            "threads", thr,
-                            "target_ops", c.o.target > 0 ? tgt : "closed loop",
-                            "transactions", "every operation is one serializable transaction; "
-                                            "READ-MODIFY-WRITE is one transaction",
-                            NULL};
-        if (!rc || wl_stats_ops(total)) drive_report(stdout, &c.o, total, kv, NULL);
-        if (!rc && drive_errors(total)) rc = RDKV_EIO;
+        char *check = NULL;
+        int failed = 0;
+        if (!rc && accounts) {
+            rc = drive_check(&d, &c.o, &failed, &check, err, sizeof err);
+            if (rc) fprintf(stderr, "kvbench ycsb: error: %s\n", err);
+        }
+        struct ycsb_kv kv;
+        ycsb_kv_fill(&kv, &p, &c.o, accounts, "cluster", cfgline,
+                     "every operation is one serializable transaction; READ-MODIFY-WRITE is one "
+                     "transaction");
+        if (!rc || wl_stats_ops(total)) drive_report(stdout, &c.o, total, kv.kv, check);
+        free(check);
+        if (!rc && (drive_errors(total) || failed)) rc = RDKV_EIO;
         if (!rc) drive_sweep_add(&sweep, &c.o, total);
     }
     if (c.o.fmt == DRIVE_TEXT) drive_sweep_print(stdout, &sweep, &c.o);
