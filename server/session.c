@@ -86,6 +86,11 @@ struct session_svc {
     unsigned next_thread;
     struct sthread *threads;
     bool stop;
+    /* the service thread's own (one-shot operations on this node's keys) */
+    struct fab_ctx *inline_c;
+    struct txn_worker *inline_w;
+    uint64_t inline_ops;
+    bool inline_busy;
 };
 
 /* Every answer is u32 status, then the op's bytes; the RPC's own status stays 0, so that the
@@ -317,41 +322,57 @@ static int oneshot_end(struct session *x, int rc)
     return rc;
 }
 
-static void run_op(struct session *x, struct fab_rpc_req *req)
+/* A request, decoded (its bytes stay in the request). */
+struct sop {
+    uint8_t op, flags;
+    uint8_t flag; /* GET: for update; SCAN: has an end */
+    const uint8_t *k, *v, *e;
+    uint32_t kl, vl, el;
+    uint64_t limit;
+};
+
+/* false: malformed */
+static bool sop_decode(struct fab_rpc_req *req, struct sop *o)
 {
     struct pack_r r;
     pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
     unpack_u64(&r); /* the session id, checked by the router */
     uint8_t opb = unpack_u8(&r);
-    uint8_t op = opb & SES_OP_MASK, flags = opb & ~SES_OP_MASK;
-    uint32_t kl = 0, vl = 0, el = 0;
-    const uint8_t *k = NULL, *v = NULL, *e = NULL;
-    uint8_t flag = 0;
-    uint64_t limit = 0;
-    switch (op) {
+    *o = (struct sop){.op = opb & SES_OP_MASK, .flags = opb & ~SES_OP_MASK};
+    switch (o->op) {
     case SES_GET:
-        flag = unpack_u8(&r);
-        k = get_bytes(&r, &kl);
-        if (flag > 1) r.err = true;
+        o->flag = unpack_u8(&r);
+        o->k = get_bytes(&r, &o->kl);
+        if (o->flag > 1) r.err = true;
         break;
     case SES_PUT:
-        k = get_bytes(&r, &kl);
-        v = get_bytes(&r, &vl);
+        o->k = get_bytes(&r, &o->kl);
+        o->v = get_bytes(&r, &o->vl);
         break;
-    case SES_DEL: k = get_bytes(&r, &kl); break;
+    case SES_DEL: o->k = get_bytes(&r, &o->kl); break;
     case SES_SCAN:
-        k = get_bytes(&r, &kl);
-        flag = unpack_u8(&r);
-        e = get_bytes(&r, &el);
-        limit = unpack_u64(&r);
-        if (flag > 1) r.err = true;
+        o->k = get_bytes(&r, &o->kl);
+        o->flag = unpack_u8(&r);
+        o->e = get_bytes(&r, &o->el);
+        o->limit = unpack_u64(&r);
+        if (o->flag > 1) r.err = true;
         break;
     default: break;
     }
-    if (!unpack_done(&r)) {
+    return unpack_done(&r);
+}
+
+static void run_op(struct session *x, struct fab_rpc_req *req)
+{
+    struct sop o;
+    if (!sop_decode(req, &o)) {
         reply_status(req, RDKV_EPROTO);
         return;
     }
+    uint8_t op = o.op, flags = o.flags, flag = o.flag;
+    const uint8_t *k = o.k, *v = o.v, *e = o.e;
+    uint32_t kl = o.kl, vl = o.vl, el = o.el;
+    uint64_t limit = o.limit;
     switch (op) {
     case SES_CLOSE:
         end_txn(x);
@@ -423,6 +444,63 @@ static void run_op(struct session *x, struct fab_rpc_req *req)
         return;
     default: reply_status(req, RDKV_EPROTO); return;
     }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* One-shot operations on this node's own keys, on the service thread. */
+
+/* A one-shot GET, PUT or DELETE of a key this node owns, for a session with nothing queued or
+ * running, is tried at once on the service thread, sparing the hops to a session thread and
+ * back: every lock it needs is this node's (CPU atomics, the local range server), its row is
+ * read with loads and its commit is local, so it issues no fabric operation. Its lock waits are
+ * bounded by INLINE_LOCK_NS; one that does not get its locks in time aborts (nothing happened)
+ * and the request goes to the session's task as any other. */
+#define INLINE_LOCK_NS (50 * NS_PER_US)
+
+static bool inline_fits(struct session_svc *s, const struct sop *o)
+{
+    if (o->flags != (SES_F_BEGIN | SES_F_COMMIT) || !s->inline_w) return false;
+    if (o->op != SES_GET && o->op != SES_PUT && o->op != SES_DEL) return false;
+    struct txn_env *e = node_txn(s->n);
+    return txn_partition(e, o->k, o->kl) == node_id(s->n);
+}
+
+/* Runs o inline and answers: true. false: it met a lock it could not take in time (nothing
+ * happened, nothing was answered). */
+static bool inline_run(struct session_svc *s, const struct sop *o, struct fab_rpc_req *req)
+{
+    struct txn *t;
+    if (txn_begin(s->inline_w, &t)) return false;
+    struct pack_w w;
+    pack_w_init(&w);
+    int rc;
+    if (o->op == SES_GET) {
+        const void *val;
+        uint32_t vlen;
+        rc = txn_get(t, o->k, o->kl, o->flag, &val, &vlen);
+        if (!rc) {
+            put_bytes(&w, val, vlen);
+            if (w.err) rc = RDKV_ENOMEM;
+        }
+    } else if (o->op == SES_PUT) {
+        rc = txn_put(t, o->k, o->kl, o->v, o->vl);
+    } else {
+        rc = txn_del(t, o->k, o->kl);
+    }
+    if (rc == 0 || rc == RDKV_ENOTFOUND) {
+        int crc = txn_commit(t);
+        if (crc) rc = crc;
+    } else {
+        txn_abort(t);
+    }
+    bool done = rc != RDKV_EABORTED;
+    if (done) {
+        s->inline_ops++;
+        if (rc) reply_status(req, rc);
+        else ses_reply(req, 0, w.p, w.len);
+    }
+    pack_w_free(&w);
+    return done;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -660,6 +738,24 @@ static void on_session(struct fab_rpc_req *req, void *arg)
         return;
     }
     if (op == SES_CLOSE) x->closing = true; /* later requests are refused; this one runs */
+    struct sop o;
+    if (!x->task && !x->scheduled && !x->qhead && !x->closing && sop_decode(req, &o) &&
+        inline_fits(s, &o)) {
+        x->scheduled = true; /* (keeps the reaper off it meanwhile) */
+        x->last = clock_now_ns();
+        s->inline_busy = true; /* (session_svc_stop waits for it) */
+        pthread_mutex_unlock(&s->mu);
+        bool done = inline_run(s, &o, req);
+        pthread_mutex_lock(&s->mu);
+        x->scheduled = false;
+        s->inline_busy = false;
+        if (s->stop) pthread_cond_broadcast(&s->cv);
+        if (done) {
+            pthread_mutex_unlock(&s->mu);
+            free(q);
+            return;
+        }
+    }
     if (x->qtail) x->qtail->next = q;
     else x->qhead = q;
     x->qtail = q;
@@ -718,6 +814,12 @@ int session_svc_start(struct node *n, const struct session_cfg *cfg, struct sess
         while (!s->threads[i].disp) pthread_cond_wait(&s->cv, &s->mu);
         pthread_mutex_unlock(&s->mu);
     }
+    /* the inline worker: made here, used only by the service thread (for local work only: it
+     * never posts on its context) */
+    if (!rc && !(rc = fab_ctx_create(node_fabric(n), &s->inline_c))) {
+        rc = txn_worker_create_on(node_txn(n), s->inline_c, &s->inline_w);
+        if (!rc) txn_worker_set_lock_timeout(s->inline_w, INLINE_LOCK_NS);
+    }
     if (!rc)
         rc = fab_rpc_register(node_fabric(n), KV_RPC_SESSION, on_session, s, FAB_RPC_INLINE);
     if (rc) {
@@ -727,6 +829,8 @@ int session_svc_start(struct node *n, const struct session_cfg *cfg, struct sess
             if (s->threads[i].disp) task_wake(s->threads[i].disp);
         pthread_mutex_unlock(&s->mu);
         for (unsigned i = 0; i < started; i++) pthread_join(s->threads[i].th, NULL);
+        if (s->inline_w) txn_worker_destroy(s->inline_w);
+        if (s->inline_c) fab_ctx_destroy(s->inline_c);
         session_svc_free(s);
         return rc;
     }
@@ -739,6 +843,7 @@ void session_svc_stop(struct session_svc *s)
     pthread_mutex_lock(&s->mu);
     bool was = s->stop;
     s->stop = true;
+    while (s->inline_busy) pthread_cond_wait(&s->cv, &s->mu);
     for (unsigned i = 0; !was && i < s->nthreads; i++) {
         struct sthread *th = &s->threads[i];
         for (struct session *x = th->sessions; x; x = x->next)
@@ -746,8 +851,13 @@ void session_svc_stop(struct session_svc *s)
         task_wake(th->disp);
     }
     pthread_mutex_unlock(&s->mu);
-    if (!was)
-        for (unsigned i = 0; i < s->nthreads; i++) pthread_join(s->threads[i].th, NULL);
+    if (was) return;
+    for (unsigned i = 0; i < s->nthreads; i++) pthread_join(s->threads[i].th, NULL);
+    /* no inline operation runs any more, nor starts (the router sees stop) */
+    if (s->inline_w) txn_worker_destroy(s->inline_w);
+    if (s->inline_c) fab_ctx_destroy(s->inline_c);
+    s->inline_w = NULL;
+    s->inline_c = NULL;
 }
 
 void session_svc_free(struct session_svc *s)
