@@ -134,13 +134,14 @@ peers_stop() {
     fi
 }
 
-# peers_kvbench_args SYSTEM CONNECTIONS NODES: kvbench ycsb's options for one of rdkv-remote,
-# rdkv-embedded, redis, postgres with CONNECTIONS clients (rdkv embedded: ceil(CONNECTIONS /
-# NODES) workers per node), into the array peers_args.
+# peers_kvbench_args SYSTEM CONNECTIONS NODES [TASKS]: kvbench ycsb's options for one of
+# rdkv-remote, rdkv-embedded, redis, postgres with CONNECTIONS clients (rdkv embedded:
+# ceil(CONNECTIONS / NODES) threads per node, each running TASKS workers as tasks, default 1),
+# into the array peers_args.
 peers_kvbench_args() {
     case $1 in
     rdkv-remote) peers_args=(--endpoints "$RDKV_ENDPOINTS" --mode remote --threads "$2") ;;
-    rdkv-embedded) peers_args=(--endpoints "$RDKV_ENDPOINTS" --mode embedded --threads $((($2 + $3 - 1) / $3))) ;;
+    rdkv-embedded) peers_args=(--endpoints "$RDKV_ENDPOINTS" --mode embedded --threads $((($2 + $3 - 1) / $3)) --tasks "${4:-1}") ;;
     redis) peers_args=(--db redis --redis "$REDIS_ADDR" --threads "$2") ;;
     postgres) peers_args=(--db postgres --pg "$PG_CONNINFO" --threads "$2") ;;
     esac
@@ -179,6 +180,8 @@ is stopped when it ends.
                     transfer"; Redis skips e: kvbench has no scan for it)
   --systems LIST    of rdkv-remote rdkv-embedded redis postgres (default: all four)
   --nodes N         rdkv nodes (default 3)
+  --embedded-tasks K  rdkv embedded: workers per thread, each a task (default 16): the way
+                    an application inside a node keeps many operations in flight
   --out FILE        the report (default docs/peers.md)
   --plot FILE       the chart (default docs/plots/peers.png; none: no chart)
   --results DIR     keep every run's kvbench output there (default: a temporary directory)
@@ -187,7 +190,7 @@ not, 2 on bad usage.
 EOF
 }
 
-repeat=1 threads=6 records=100000 fieldlength=100 seconds=10 warmup=1 ops="" accounts=10000 nodes=3
+repeat=1 threads=6 records=100000 fieldlength=100 seconds=10 warmup=1 ops="" accounts=10000 nodes=3 etasks=16
 workloads="a b c f transfer" systems="rdkv-remote rdkv-embedded redis postgres"
 out=$peers_root/docs/peers.md plot=$peers_root/docs/plots/peers.png results="" quick=0
 cmdline="tools/peers.sh${*:+ $*}"
@@ -209,6 +212,7 @@ while [ $# -gt 0 ]; do
     --workloads) workloads=${2//,/ } ;;
     --systems) systems=${2//,/ } ;;
     --nodes) nodes=$2 ;;
+    --embedded-tasks) etasks=$2 ;;
     --out) out=$2 ;;
     --plot) plot=$2 ;;
     --results) results=$2 ;;
@@ -216,8 +220,8 @@ while [ $# -gt 0 ]; do
     esac
     shift 2
 done
-for v in repeat threads records fieldlength accounts nodes ${ops:+ops}; do
-    case ${!v} in '' | *[!0-9]* | 0) echo "peers.sh: --$v needs a positive number (got '${!v}')" >&2; exit 2 ;; esac
+for v in repeat threads records fieldlength accounts nodes etasks ${ops:+ops}; do
+    case ${!v} in '' | *[!0-9]* | 0) echo "peers.sh: --${v/etasks/embedded-tasks} needs a positive number (got '${!v}')" >&2; exit 2 ;; esac
 done
 for w in $workloads; do
     case $w in a | b | c | d | e | f | transfer) ;; *) echo "peers.sh: unknown workload '$w'" >&2; exit 2 ;; esac
@@ -269,7 +273,7 @@ failed=0
 kb() { # kb SYSTEM ARGS...: kvbench ycsb against SYSTEM
     local s=$1
     shift
-    peers_kvbench_args "$s" "$threads" "$nodes"
+    peers_kvbench_args "$s" "$threads" "$nodes" "$etasks"
     timeout 900 "$peers_bin/kvbench" ycsb "$@" "${peers_args[@]}"
 }
 
@@ -402,7 +406,8 @@ systems.
 average $loadavg when the run began (other work on the machine shows up in the figures).
 
 **Run:** $(fmt_int "$records") records of 10 x $fieldlength bytes; $runtext; $threads client connections per
-system (rdkv embedded: $per_node workers in each of $nodes nodes); closed loop; transfer on
+system (rdkv embedded: $per_node threads in each of $nodes nodes, each running $etasks workers as
+tasks); closed loop; transfer on
 $(fmt_int "$accounts") accounts; $([ "$repeat" = 1 ] && echo "one run of each" || echo "each workload run $repeat times, the run of median throughput shown").
 Runs on a loaded machine vary, by several times at worst: compare systems within one report.
 
@@ -425,10 +430,14 @@ Runs on a loaded machine vary, by several times at worst: compare systems within
   field), a row of 10 text columns in PostgreSQL (\`UPDATE\` of one column): YCSB's own bindings
   store them that way.
 - **Transport.** rdkv remote: each client connection is an \`rdkv_connect\` session over the
-  soft (TCP loopback) fabric to one of $nodes nodes, which coordinates its transactions
-  (two-phase commit across nodes when a transaction spans them). rdkv embedded: the workers
-  run inside the nodes and reach other nodes' data with one-sided fabric operations; there is
-  no client hop at all, so it is not a client/server figure. Redis: RESP over loopback TCP to
+  soft (TCP loopback) fabric to the $nodes nodes. A read, an insert and a whole-record write
+  are one-shot operations (\`rdkv_get\`, \`rdkv_put\`): one request, sent straight to the
+  key's owner; a read-modify-write (A's and B's updates, F, TRANSFER) is an interactive
+  transaction coordinated by one node (two-phase commit across nodes when it spans them).
+  rdkv embedded: the workers run inside the nodes as tasks ($etasks per thread: one thread
+  keeps that many operations in flight, as an application linked into a node would) and
+  reach other nodes' data with one-sided fabric operations; there is no client hop at all,
+  so it is not a client/server figure. Redis: RESP over loopback TCP to
   one single-threaded server. PostgreSQL: its protocol over loopback TCP, one backend process
   per connection, prepared statements.
 - **Server CPUs.** rdkv runs $nodes processes, Redis one thread, PostgreSQL one process per
