@@ -19,7 +19,8 @@ struct rem {
     struct cluster_config cc; /* the endpoints */
     struct fabric *f;
     struct fab_ctx *c;
-    uint16_t ep;      /* the endpoint whose node coordinates */
+    uint16_t ep;      /* the endpoint whose node coordinates by default */
+    uint16_t txn_ep;  /* the endpoint of the open transaction (chosen by its first operation) */
     uint64_t *sids;   /* per endpoint: our session there (0: none yet, or any more) */
     unsigned nodes;   /* the cluster's size, as its nodes said (0: not known) */
     int route[CLUSTER_MAX_NODES]; /* node id -> endpoint, or -1: through the coordinator */
@@ -145,25 +146,33 @@ static int ses_open(struct rdkv_session *s)
     return RDKV_EUNAVAILABLE;
 }
 
-/* The endpoint an operation goes to, with a session open there: the coordinator's, or for a
- * one-shot operation the key's owner's when an endpoint reaches it (falling back to the
- * coordinator when that owner cannot open one). */
-static int endpoint_for(struct rdkv_session *s, const void *key, size_t klen, bool oneshot,
-                        uint16_t *ep)
+/* The endpoint an operation goes to, with a session open there. A transaction's first
+ * operation (its BEGIN rides on it) picks the node of its key when an endpoint reaches it: a
+ * one-shot operation then runs where its key lives, and an interactive transaction is
+ * coordinated there (its first key's locks and reads, and a commit of that key alone, are
+ * local to it). Later operations go where the first went; a scan, which spans partitions, and
+ * a key whose owner no endpoint names go to the default coordinator. */
+static int endpoint_for(struct rdkv_txn *t, const void *key, size_t klen, uint16_t *ep)
 {
+    struct rdkv_session *s = t->s;
     struct rem *r = rem_of(s);
-    if (oneshot && key && r->nodes) {
+    if (!t->begin_pending && r->sids[r->txn_ep]) {
+        *ep = r->txn_ep;
+        return 0;
+    }
+    if (t->begin_pending && key && r->nodes) {
         int e = r->route[rdkv_key_partition(key, klen, r->nodes)];
         if (e >= 0 && (r->sids[e] || ses_open_at(s, (uint16_t)e) == 0)) {
-            *ep = (uint16_t)e;
+            *ep = r->txn_ep = (uint16_t)e;
             return 0;
         }
     }
+    if (!t->begin_pending) return RDKV_ESESSION; /* its session is gone, and the transaction */
     if (!r->sids[r->ep]) {
         int rc = ses_open(s);
         if (rc) return rc == RDKV_ELINK_ ? RDKV_EUNAVAILABLE : rc;
     }
-    *ep = r->ep;
+    *ep = r->txn_ep = r->ep;
     return 0;
 }
 
@@ -276,7 +285,7 @@ static int rem_get(struct rdkv_txn *t, const void *key, size_t klen, bool upd, c
                    size_t *vlen, bool commit)
 {
     uint16_t ep;
-    int rc = endpoint_for(t->s, key, klen, commit, &ep);
+    int rc = endpoint_for(t, key, klen, &ep);
     if (rc) return op_status(t, rc, commit);
     const uint8_t *d = NULL;
     size_t dl = 0;
@@ -304,7 +313,7 @@ static int rem_put(struct rdkv_txn *t, const void *key, size_t klen, const void 
                    bool commit)
 {
     uint16_t ep;
-    int rc = endpoint_for(t->s, key, klen, commit, &ep);
+    int rc = endpoint_for(t, key, klen, &ep);
     if (rc) return op_status(t, rc, commit);
     do {
         struct pack_w w;
@@ -319,7 +328,7 @@ static int rem_put(struct rdkv_txn *t, const void *key, size_t klen, const void 
 static int rem_del(struct rdkv_txn *t, const void *key, size_t klen, bool commit)
 {
     uint16_t ep;
-    int rc = endpoint_for(t->s, key, klen, commit, &ep);
+    int rc = endpoint_for(t, key, klen, &ep);
     if (rc) return op_status(t, rc, commit);
     do {
         struct pack_w w;
@@ -345,7 +354,7 @@ static int rem_scan(struct rdkv_txn *t, const void *begin, size_t blen, const vo
                     size_t elen, size_t limit, struct rdkv_iter *it, bool commit)
 {
     uint16_t ep;
-    int rc = endpoint_for(t->s, NULL, 0, false, &ep);
+    int rc = endpoint_for(t, NULL, 0, &ep);
     if (rc) return op_status(t, rc, commit);
     const uint8_t *d = NULL;
     size_t dl = 0;
@@ -370,7 +379,7 @@ static int rem_iter_next(struct rdkv_iter *it, const void **key, size_t *klen, c
                          size_t *vlen)
 {
     struct rdkv_txn *t = it->t;
-    uint16_t ep = rem_of(t->s)->ep;
+    uint16_t ep = rem_of(t->s)->txn_ep;
     while (!it->left) {
         if (!it->more) return 0;
         struct pack_w w;
@@ -409,7 +418,7 @@ static void rem_iter_close(struct rdkv_iter *it)
 static int rem_commit(struct rdkv_txn *t)
 {
     if (t->begin_pending) return 0; /* nothing was done: nothing to commit */
-    uint16_t ep = rem_of(t->s)->ep;
+    uint16_t ep = rem_of(t->s)->txn_ep;
     struct pack_w w;
     ses_head(t->s, ep, &w, SES_COMMIT);
     int rc = ses_call(t->s, ep, &w, NULL, NULL, NULL);
@@ -422,23 +431,26 @@ static int rem_commit(struct rdkv_txn *t)
 static void rem_abort(struct rdkv_txn *t)
 {
     struct rem *r = rem_of(t->s);
-    if (t->begin_pending || t->doomed || !r->sids[r->ep]) return;
+    if (t->begin_pending || t->doomed || !r->sids[r->txn_ep]) return;
     struct pack_w w;
-    ses_head(t->s, r->ep, &w, SES_ABORT);
-    int rc = ses_call(t->s, r->ep, &w, NULL, NULL, NULL);
+    ses_head(t->s, r->txn_ep, &w, SES_ABORT);
+    int rc = ses_call(t->s, r->txn_ep, &w, NULL, NULL, NULL);
     (void)rc; /* a lost session took its transaction with it */
 }
 
 static int rem_status(struct rdkv_session *s, char **json)
 {
-    uint16_t ep;
-    int rc = endpoint_for(s, NULL, 0, false, &ep);
-    if (rc) return rc;
+    struct rem *r = rem_of(s);
+    if (!r->sids[r->ep]) {
+        int rc = ses_open(s);
+        if (rc) return rc == RDKV_ELINK_ ? RDKV_EUNAVAILABLE : rc;
+    }
+    uint16_t ep = r->ep;
     struct pack_w w;
     ses_head(s, ep, &w, SES_STATUS);
     const uint8_t *d;
     size_t dl;
-    rc = ses_call(s, ep, &w, NULL, &d, &dl);
+    int rc = ses_call(s, ep, &w, NULL, &d, &dl);
     if (rc) return rc == RDKV_ELINK_ ? RDKV_EUNAVAILABLE : rc;
     char *js = malloc(dl + 1);
     if (!js) return RDKV_ENOMEM;
