@@ -281,22 +281,32 @@ static bool may_resend(struct rdkv_txn *t, uint16_t ep, int rc)
     return ses_open_at(t->s, ep) == 0;
 }
 
-static int rem_get(struct rdkv_txn *t, const void *key, size_t klen, bool upd, const void **val,
-                   size_t *vlen, bool commit)
+/* A GET, PUT or DEL of key: sent where endpoint_for says, once more after a lost session when
+ * nothing can have happened; the answer's bytes at *d, *dl (in buf). */
+static int key_op(struct rdkv_txn *t, uint8_t op, const void *key, size_t klen, int upd,
+                  const void *val, size_t vlen, bool commit, struct fab_buf *buf,
+                  const uint8_t **d, size_t *dl)
 {
     uint16_t ep;
     int rc = endpoint_for(t, key, klen, &ep);
     if (rc) return op_status(t, rc, commit);
-    const uint8_t *d = NULL;
-    size_t dl = 0;
     do {
         struct pack_w w;
-        ses_head(t->s, ep, &w, op_byte(t, SES_GET, commit));
-        pack_u8(&w, upd);
+        ses_head(t->s, ep, &w, op_byte(t, op, commit));
+        if (op == SES_GET) pack_u8(&w, (uint8_t)upd);
         put_bytes(&w, key, klen);
-        rc = ses_call(t->s, ep, &w, &t->val, &d, &dl);
+        if (op == SES_PUT) put_bytes(&w, val, vlen);
+        rc = ses_call(t->s, ep, &w, buf, d, dl);
     } while (may_resend(t, ep, rc));
-    rc = op_status(t, rc, commit);
+    return op_status(t, rc, commit);
+}
+
+static int rem_get(struct rdkv_txn *t, const void *key, size_t klen, bool upd, const void **val,
+                   size_t *vlen, bool commit)
+{
+    const uint8_t *d = NULL;
+    size_t dl = 0;
+    int rc = key_op(t, SES_GET, key, klen, upd, NULL, 0, commit, &t->val, &d, &dl);
     if (rc == RDKV_EUNKNOWN) rc = RDKV_EUNAVAILABLE; /* a read: nothing to be unsure of */
     if (rc) return rc;
     struct pack_r r;
@@ -312,31 +322,12 @@ static int rem_get(struct rdkv_txn *t, const void *key, size_t klen, bool upd, c
 static int rem_put(struct rdkv_txn *t, const void *key, size_t klen, const void *val, size_t vlen,
                    bool commit)
 {
-    uint16_t ep;
-    int rc = endpoint_for(t, key, klen, &ep);
-    if (rc) return op_status(t, rc, commit);
-    do {
-        struct pack_w w;
-        ses_head(t->s, ep, &w, op_byte(t, SES_PUT, commit));
-        put_bytes(&w, key, klen);
-        put_bytes(&w, val, vlen);
-        rc = ses_call(t->s, ep, &w, NULL, NULL, NULL);
-    } while (may_resend(t, ep, rc));
-    return op_status(t, rc, commit);
+    return key_op(t, SES_PUT, key, klen, 0, val, vlen, commit, NULL, NULL, NULL);
 }
 
 static int rem_del(struct rdkv_txn *t, const void *key, size_t klen, bool commit)
 {
-    uint16_t ep;
-    int rc = endpoint_for(t, key, klen, &ep);
-    if (rc) return op_status(t, rc, commit);
-    do {
-        struct pack_w w;
-        ses_head(t->s, ep, &w, op_byte(t, SES_DEL, commit));
-        put_bytes(&w, key, klen);
-        rc = ses_call(t->s, ep, &w, NULL, NULL, NULL);
-    } while (may_resend(t, ep, rc));
-    return op_status(t, rc, commit);
+    return key_op(t, SES_DEL, key, klen, 0, NULL, 0, commit, NULL, NULL, NULL);
 }
 
 static int batch_take(struct rdkv_iter *it, const uint8_t *d, size_t dl)

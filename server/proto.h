@@ -6,6 +6,8 @@
 
 #include "rdma/fabric.h"
 
+#include <string.h>
+
 enum kv_rpc {
     /* status: empty request; the reply is a JSON object (see server/status.c) */
     KV_RPC_STATUS = FAB_RPC_USER_BASE + 0,
@@ -64,6 +66,30 @@ enum ses_op {
 #define SES_F_BEGIN 0x40u
 #define SES_F_COMMIT 0x80u
 #define SES_CONFLICT_NODE 0xffu
+/* A raw SES_OPEN request (node's lock timeout and conflict policy) into out; its length. For
+ * tools and tests that open sessions without librdkv. */
+#define SES_OPEN_LEN 18u
+static inline size_t ses_open_request(uint8_t out[SES_OPEN_LEN])
+{
+    memset(out, 0, SES_OPEN_LEN);
+    out[8] = SES_OPEN;
+    out[17] = SES_CONFLICT_NODE;
+    return SES_OPEN_LEN;
+}
+/* The session id in an answer to SES_OPEN (u32 status first): 0, or the status (RDKV_EPROTO
+ * when it is too short). */
+static inline int ses_open_answer(const uint8_t *p, size_t len, uint64_t *sid)
+{
+    if (len < 4) return RDKV_EPROTO;
+    int32_t st = (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                           (uint32_t)p[3] << 24);
+    if (st) return st;
+    if (len < 4 + 8 + 4) return RDKV_EPROTO; /* the id, the node's id, the node count */
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[4 + i];
+    *sid = v;
+    return 0;
+}
 #define SES_BATCH_ROWS 256u
 #define SES_BATCH_BYTES (1u << 20)
 

@@ -133,19 +133,9 @@ static void round_trips(void)
 
 static int ses_open_raw(struct fab_ctx *fc, struct fab_buf *resp, uint64_t *sid)
 {
-    uint8_t b[18] = {0};
-    b[8] = SES_OPEN;
-    b[17] = SES_CONFLICT_NODE;
-    int rc = fab_rpc_call(fc, 0, KV_RPC_SESSION, b, sizeof b, resp, 10 * NS_PER_S);
-    if (rc) return rc;
-    if (resp->len < 4) return RDKV_EPROTO;
-    int st = (int32_t)pack_get_u32le(resp->data);
-    if (st) return st;
-    if (resp->len < 16) return RDKV_EPROTO; /* status, id, node id, node count, nodes */
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | ((const uint8_t *)resp->data)[4 + i];
-    *sid = v;
-    return 0;
+    uint8_t b[SES_OPEN_LEN];
+    int rc = fab_rpc_call(fc, 0, KV_RPC_SESSION, b, ses_open_request(b), resp, 10 * NS_PER_S);
+    return rc ? rc : ses_open_answer(resp->data, resp->len, sid);
 }
 
 static int ses_close_raw(struct fab_ctx *fc, struct fab_buf *resp, uint64_t sid)
