@@ -23,9 +23,15 @@ static const char usage[] =
     "  ro-remote  read-only, one key of node 1 (row lock, one-sided READ, release)\n"
     "  rw-2part   reads for update and writes one key of node 0 and one of node 1, then\n"
     "             two-phase commit (node 0 coordinates and takes part)\n"
+    "  insert-prefix  each transaction inserts the run's next fresh key and reads a random key\n"
+    "             of its round (--keys keys: some present, some not yet); the keys share their\n"
+    "             first 8 bytes: \"session:\" <i> <run>, in hex\n"
+    "  insert-spread  the same with the same bytes reordered, <i> \"session:\" <run>, so that\n"
+    "             the keys differ in their first 8 bytes (both kinds together print the ratio)\n"
     "Also the fabric's READ round trip of a node-1 row in the same run, for comparison.\n"
     "\n"
-    "  --kind K[,K...]   ro-local, ro-remote, rw-2part or all (default all)\n"
+    "  --kind K[,K...]   ro-local, ro-remote, rw-2part, all (those three; the default),\n"
+    "                    insert-prefix, insert-spread, or insert (those two)\n"
     "  --threads N       worker threads in node 0 (default 1)\n"
     "  --tasks K         workers per thread, each a task sharing its thread's fabric context\n"
     "                    (default 1: the thread is the worker)\n"
@@ -39,7 +45,8 @@ static const char usage[] =
     "  --json FILE       also write the results as JSON\n"
     "  -h, --help        this text\n";
 
-static const char *const kind_names[] = {"ro-local", "ro-remote", "rw-2part"};
+static const char *const kind_names[BENCH_TXN_KINDS] = {"ro-local", "ro-remote", "rw-2part",
+                                                        "insert-prefix", "insert-spread"};
 
 static void print_res(const char *name, const struct bench_txn_res *r)
 {
@@ -71,7 +78,7 @@ int cmd_txn(int argc, char **argv)
     bench_common_init(&co);
     co.nodes = 2;
     co.seconds = 3;
-    bool kinds[3] = {true, true, true};
+    bool kinds[BENCH_TXN_KINDS] = {true, true, true, false, false};
     struct bench_txn_req q = {.threads = 1, .tasks = 1, .keys_per_node = 1000, .value_size = 100,
                               .warmup_ns = NS_PER_S / 2, .seed = 42};
     for (int i = 1; i < argc; i++) {
@@ -88,9 +95,11 @@ int cmd_txn(int argc, char **argv)
             char *dup = strdup(v), *save = NULL;
             for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 bool ok = false;
-                for (int k = 0; k < 3; k++)
-                    if (!strcmp(t, kind_names[k]) || !strcmp(t, "all")) kinds[k] = ok = true;
-                if (!ok) bench_usage_error("txn", "--kind must be ro-local, ro-remote, rw-2part or all (got '%s')", v);
+                for (int k = 0; k < BENCH_TXN_KINDS; k++)
+                    if (!strcmp(t, kind_names[k]) ||
+                        !strcmp(t, k < BENCH_TXN_INSERT_PREFIX ? "all" : "insert"))
+                        kinds[k] = ok = true;
+                if (!ok) bench_usage_error("txn", "--kind must be ro-local, ro-remote, rw-2part, all, insert-prefix, insert-spread or insert (got '%s')", v);
             }
             free(dup);
         } else if (!strcmp(o, "--threads")) {
@@ -166,7 +175,8 @@ int cmd_txn(int argc, char **argv)
             json_arr_begin(&j);
         }
     }
-    for (int k = 0; k < 3 && !rc && !bench_stop; k++) {
+    double insert_tput[2] = {0, 0}; /* insert-prefix, insert-spread: commits per second */
+    for (int k = 0; k < BENCH_TXN_KINDS && !rc && !bench_stop; k++) {
         if (!kinds[k]) continue;
         q.kind = (uint8_t)k;
         struct pack_w w;
@@ -184,6 +194,11 @@ int cmd_txn(int argc, char **argv)
             break;
         }
         print_res(kind_names[k], &res);
+        if (k >= BENCH_TXN_INSERT_PREFIX && res.elapsed_ns > 0)
+            insert_tput[k - BENCH_TXN_INSERT_PREFIX] = (double)res.ops * 1e9 / (double)res.elapsed_ns;
+        if (k == BENCH_TXN_INSERT_SPREAD && insert_tput[0] > 0 && insert_tput[1] > 0)
+            printf("[insert-prefix/insert-spread], ThroughputRatio, %.3f\n",
+                   insert_tput[0] / insert_tput[1]);
         fflush(stdout);
         if (jf) {
             json_obj_begin(&j);
