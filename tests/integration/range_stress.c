@@ -86,6 +86,7 @@ static void owner_hook(void *arg, uint16_t space, uint64_t lo, uint64_t hi, enum
 
 #define UNITS 4096 /* ranges fall in [0, UNITS): dense enough to conflict often */
 #define SPACE 1
+#define KSPACE 2 /* a 64-bit space, for whole keys */
 
 struct stress {
     struct tenv e;
@@ -634,8 +635,119 @@ static void dead_holder_evicted(void)
         CHECK_EQ(range_acquire(&w, LOCK_EXCLUSIVE, clock_now_ns() + 10 * NS_PER_S), 0);
         CHECK_EQ(range_release(&w), 0);
         CHECK_EQ(range_release(&dead), RDKV_ETIMEDOUT);
-        fprintf(stderr, "  %s: dead holder evicted\n", names[a]);
+        /* the same with whole keys (a point inside a held key range) */
+        REQUIRE(range_space_create(v.rs, KSPACE, NULL) == 0);
+        range_handle_init(&dead, &v.t[1], al, 0, KSPACE, 0, 0);
+        range_handle_keys(&dead, "user:0001", 9, "user:0009", 9, RANGE_K_END);
+        REQUIRE(range_acquire(&dead, LOCK_EXCLUSIVE, 0) == 0);
+        range_handle_init(&w, &v.t[0], al, 0, KSPACE, 0, 0);
+        range_handle_keys(&w, "user:0005", 9, "user:0005", 9, RANGE_K_END | RANGE_K_INCL);
+        CHECK_EQ(range_acquire(&w, LOCK_SHARED, clock_now_ns() + 10 * NS_PER_S), 0);
+        CHECK_EQ(range_release(&w), 0);
+        CHECK_EQ(range_release(&dead), RDKV_ETIMEDOUT);
+        fprintf(stderr, "  %s: dead holder evicted (coordinates and keys)\n", names[a]);
     }
+    env1_stop(&v);
+}
+
+/* Whole keys: requests that carry keys conflict only when their key intervals overlap, though
+ * their coordinates (first 8 bytes) are equal; the end of [b, e) is not in it; the fence check
+ * looks at the key; malformed key bounds are refused; and the owner's table is bounded. */
+static int key_acquire(struct range_handle *h, struct lock_thread *t, const struct range_algo *al,
+                       const char *b, const char *e, unsigned flags, enum lock_mode m,
+                       int64_t wait_ns)
+{
+    range_handle_init(h, t, al, 0, KSPACE, 0, 0);
+    range_handle_keys(h, b, (uint32_t)strlen(b), e, e ? (uint32_t)strlen(e) : 0, flags);
+    return range_acquire(h, m, wait_ns ? clock_now_ns() + wait_ns : 0);
+}
+
+static void key_bounds(void)
+{
+    static const char *const names[] = {"combiner-rpc", "combiner-rdma", "itree"};
+    static struct env1 v;
+    REQUIRE(env1_start(&v, 2 * NS_PER_S) == 0);
+    REQUIRE(range_space_create(v.rs, KSPACE, NULL) == 0);
+    const unsigned PT = RANGE_K_END | RANGE_K_INCL;
+    const int64_t W = 30 * NS_PER_MS;
+    for (size_t a = 0; a < sizeof names / sizeof names[0]; a++) {
+        const struct range_algo *al = range_algo_find(names[a]);
+        static struct range_handle hx, hy, hz, hs;
+        /* two points with one coordinate, from both nodes: no conflict */
+        REQUIRE(key_acquire(&hx, &v.t[0], al, "session:aaa", "session:aaa", PT, LOCK_EXCLUSIVE, 0) == 0);
+        CHECK_EQ(key_acquire(&hy, &v.t[1], al, "session:bbb", "session:bbb", PT, LOCK_EXCLUSIVE, W), 0);
+        CHECK_EQ(hx.lo, hy.lo);
+        /* the same key conflicts */
+        CHECK_EQ(key_acquire(&hz, &v.t[1], al, "session:aaa", "session:aaa", PT, LOCK_SHARED, W),
+                 RDKV_ETIMEDOUT);
+        /* key ranges: [session:b, session:c) holds session:bbb; [session:ab, session:b) and
+         * [session:c, oo) hold neither point */
+        CHECK_EQ(key_acquire(&hs, &v.t[1], al, "session:b", "session:c", RANGE_K_END, LOCK_SHARED, W),
+                 RDKV_ETIMEDOUT);
+        CHECK_EQ(key_acquire(&hs, &v.t[1], al, "session:ab", "session:b", RANGE_K_END, LOCK_SHARED, W), 0);
+        CHECK_EQ(range_release(&hs), 0);
+        CHECK_EQ(key_acquire(&hs, &v.t[0], al, "session:c", NULL, 0, LOCK_EXCLUSIVE, W), 0);
+        /* the fence: a hold covers its own key only */
+        CHECK_EQ(range_server_holds_key_x(v.rs, KSPACE, "session:aaa", 11, hx.token), 1);
+        CHECK_EQ(range_server_holds_key_x(v.rs, KSPACE, "session:aab", 11, hx.token), 0);
+        CHECK_EQ(range_server_holds_key_x(v.rs, KSPACE, "session:bbb", 11, hy.token), 1);
+        CHECK_EQ(range_server_holds_key_x(v.rs, KSPACE, "session:zzz", 11, hs.token), 1);
+        CHECK_EQ(range_server_holds_key_x(v.rs, KSPACE, "session:bbb", 11, hs.token), 0);
+        CHECK_EQ(range_release(&hs), 0);
+        CHECK_EQ(range_release(&hy), 0);
+        CHECK_EQ(range_release(&hx), 0);
+        /* released: the scan goes through */
+        CHECK_EQ(key_acquire(&hs, &v.t[1], al, "session:", "session;", RANGE_K_END, LOCK_EXCLUSIVE, W), 0);
+        CHECK_EQ(range_release(&hs), 0);
+        /* malformed: coordinates that are not the keys', an empty interval, a key too long */
+        range_handle_init(&hs, &v.t[1], al, 0, KSPACE, 0, 0);
+        range_handle_keys(&hs, "session:b", 9, "session:c", 9, RANGE_K_END);
+        hs.lo = 0;
+        CHECK_EQ(range_acquire(&hs, LOCK_SHARED, 0), RDKV_EINVAL);
+        CHECK_EQ(key_acquire(&hs, &v.t[1], al, "session:b", "session:b", RANGE_K_END, LOCK_SHARED, 0),
+                 RDKV_EINVAL);
+        CHECK_EQ(key_acquire(&hs, &v.t[0], al, "session:c", "session:b", PT, LOCK_SHARED, 0),
+                 RDKV_EINVAL);
+        static char longkey[RANGE_KEY_MAX + 2];
+        memset(longkey, 'k', RANGE_KEY_MAX + 1);
+        CHECK_EQ(key_acquire(&hs, &v.t[1], al, longkey, longkey, PT, LOCK_SHARED, 0), RDKV_EINVAL);
+        CHECK_EQ(hs.mode, 0);
+        fprintf(stderr, "  %s: whole keys ok\n", names[a]);
+    }
+    /* the bound: RANGE_MAX_REQS requests in the owner's tables, then RDKV_EBUSY until one goes */
+    static uint64_t tok[RANGE_MAX_REQS];
+    static struct range_handle h;
+    unsigned n = 0;
+    int rc = 0;
+    for (; n < RANGE_MAX_REQS; n++) {
+        range_handle_init(&h, &v.t[0], &range_combiner_rpc, 0, SPACE, n, n);
+        if ((rc = range_acquire(&h, LOCK_SHARED, 0))) break;
+        tok[n] = h.token;
+    }
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(n, RANGE_MAX_REQS);
+    range_handle_init(&h, &v.t[1], &range_combiner_rpc, 0, KSPACE, 5, 5);
+    CHECK_EQ(range_acquire(&h, LOCK_SHARED, 0), RDKV_EBUSY);
+    range_handle_init(&h, &v.t[0], &range_itree, 0, KSPACE, 5, 5);
+    CHECK_EQ(range_acquire(&h, LOCK_SHARED, 0), RDKV_EBUSY);
+    struct range_server_stats st;
+    range_server_stats(v.rs, &st);
+    CHECK(st.refused >= 2);
+    for (unsigned i = 0; i < n; i++) {
+        range_handle_init(&h, &v.t[0], &range_combiner_rpc, 0, SPACE, i, i);
+        h.token = tok[i];
+        h.mode = LOCK_SHARED;
+        h.lease_ns = 0;
+        CHECK_EQ(range_release(&h), 0);
+        if (i == 0) { /* one gone: room for one */
+            static struct range_handle h2;
+            range_handle_init(&h2, &v.t[1], &range_combiner_rpc, 0, KSPACE, 5, 5);
+            CHECK_EQ(range_acquire(&h2, LOCK_SHARED, 0), 0);
+            CHECK_EQ(range_release(&h2), 0);
+        }
+    }
+    fprintf(stderr, "  the owner's table: %u requests, then RDKV_EBUSY (%llu refused)\n", n,
+            (unsigned long long)st.refused);
     env1_stop(&v);
 }
 
@@ -682,6 +794,7 @@ static const struct test_case cases[] = {
     {"writer_not_starved", writer_not_starved},
     {"dead_holder_evicted", dead_holder_evicted},
     {"bad_requests", bad_requests},
+    {"key_bounds", key_bounds},
 };
 
 int main(int argc, char **argv)
