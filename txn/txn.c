@@ -8,9 +8,9 @@
  * location cache). The row lock is taken first and the row read after, so what is read is what
  * the lock protects; a row whose key or state is not the one looked for (deleted, recycled for
  * another key) is let go and the key looked up again. A key with no row is locked by its point
- * [c, c] in the owner's range space (c = the key's coordinate), in the same mode, and looked up
- * once more under that lock: inserts and deletes need [c, c] exclusively, so the absence stays
- * true until this transaction ends. */
+ * {k} in the owner's key space (the whole key: the owner compares keys as bytes), in the same
+ * mode, and looked up once more under that lock: inserts and deletes need {k} exclusively, so the
+ * absence stays true until this transaction ends. Scans lock the keys [begin, end) there. */
 #include "txn/txn_internal.h"
 
 #include "common/clock.h"
@@ -60,7 +60,7 @@ struct tent {
     rptr row;
     uint64_t version;
     struct lock_handle lk;     /* the row lock (lk.mode != 0 while held) */
-    struct range_handle *rh;   /* [c, c] in the owner's space, when taken */
+    struct range_handle *rh;   /* the point {key} in the owner's key space, when taken */
     const uint8_t *val;        /* what the row held when read */
     uint32_t vlen;
     const uint8_t *nval;       /* W_PUT: the new value */
@@ -139,8 +139,6 @@ uint16_t txn_partition(const struct txn_env *e, const void *key, uint32_t klen)
 {
     return (uint16_t)(store_place_hash(key, klen) % e->n);
 }
-
-uint64_t txn_key_coord(const void *key, uint32_t klen) { return range_key_coord(key, klen); }
 
 static int key_cmp(const uint8_t *a, uint32_t al, const uint8_t *b, uint32_t bl)
 {
