@@ -53,6 +53,19 @@ static bool val_is(const void *v, size_t vl, const char *want)
     return vl == strlen(want) && !memcmp(v, want, vl);
 }
 
+/* Deletes keys that a round left behind (each present), in one transaction. */
+static void delete_keys(rdkv_session *s, const char *const *keys, size_t n)
+{
+    rdkv_txn *t;
+    REQUIRE(rdkv_txn_begin(s, &t) == 0);
+    for (size_t i = 0; i < n; i++) CHECK_EQ(rdkv_txn_delete(t, keys[i], strlen(keys[i])), 0);
+    CHECK_EQ(rdkv_txn_commit(t), 0);
+    rdkv_txn_free(t);
+}
+#define DELETE_KEYS(s, ...)                                                                        \
+    delete_keys(s, (const char *const[]){__VA_ARGS__},                                           \
+                sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+
 /* ------------------------------------------------------------------------------------------ */
 
 /* get missing; a transaction sees its own put and delete; abort discards; commit publishes (to
@@ -945,13 +958,7 @@ static void scan_conflicts(void)
         rdkv_txn_free(t);
         expect_free(run_other(kb, OP_SCAN, "rg:", "rg;"), 0, "scan after insert");
         others_join();
-        /* clean up for the next round */
-        REQUIRE(rdkv_txn_begin(a, &t) == 0);
-        CHECK_EQ(rdkv_txn_delete(t, "rg:ins", 6), 0);
-        CHECK_EQ(rdkv_txn_delete(t, "rg:new", 6), 0);
-        CHECK_EQ(rdkv_txn_delete(t, "rh:new", 6), 0);
-        CHECK_EQ(rdkv_txn_commit(t), 0);
-        rdkv_txn_free(t);
+        DELETE_KEYS(a, "rg:ins", "rg:new", "rh:new"); /* for the next round */
         rdkv_session_close(a);
         fprintf(stderr, "  A %s, B %s: range locks ok\n", kind_name[ka], kind_name[kb]);
     }
@@ -1056,13 +1063,7 @@ static void same_prefix_keys(void)
                     "scan ending at an insert");
         HOLDER_ENDS(CHECK_EQ(rdkv_txn_commit(t), 0));
         rdkv_txn_free(t);
-        /* clean up for the next round */
-        REQUIRE(rdkv_txn_begin(a, &t) == 0);
-        CHECK_EQ(rdkv_txn_delete(t, "session:m7", 10), 0);
-        CHECK_EQ(rdkv_txn_delete(t, "session:n", 9), 0);
-        CHECK_EQ(rdkv_txn_delete(t, "session:l9", 10), 0);
-        CHECK_EQ(rdkv_txn_commit(t), 0);
-        rdkv_txn_free(t);
+        DELETE_KEYS(a, "session:m7", "session:n", "session:l9"); /* for the next round */
         rdkv_session_close(a);
         fprintf(stderr, "  A %s, B %s: scans over same-prefix keys lock whole keys\n",
                 kind_name[ka], kind_name[kb]);
@@ -1197,13 +1198,7 @@ static void retries(void)
         CHECK_EQ(w.rc, 0);
         CHECK_EQ(tc_get1(s, "rt:held", buf, sizeof buf, &bl), 0);
         CHECK(val_is(buf, bl, "waiter"));
-        /* the next round starts from nothing */
-        REQUIRE(rdkv_txn_begin(s, &t) == 0);
-        CHECK_EQ(rdkv_txn_delete(t, "rt:x", 4), 0);
-        CHECK_EQ(rdkv_txn_delete(t, "rt:k", 4), 0);
-        CHECK_EQ(rdkv_txn_delete(t, "rt:held", 7), 0);
-        CHECK_EQ(rdkv_txn_commit(t), 0);
-        rdkv_txn_free(t);
+        DELETE_KEYS(s, "rt:x", "rt:k", "rt:held"); /* the next round starts from nothing */
         rdkv_session_close(s);
         fprintf(stderr, "  %s: on_error and run_txn ok (the waiter tried %u times while held)\n",
                 kind_name[k], before);
