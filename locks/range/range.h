@@ -94,7 +94,7 @@ enum range_key_flags {
 #define RANGE_KEY_MAX 65535u /* longest key bound (STORE_KEY_MAX_LIMIT) */
 /* The owner's bounds on what requests make it allocate: requests in its tables, and their key
  * bytes. Past either, a lock request is answered RDKV_EBUSY (retryable) and nothing is kept. */
-#define RANGE_MAX_REQS 65536u
+#define RANGE_MAX_REQS (1u << 18)
 #define RANGE_MAX_KEY_BYTES (64u << 20)
 /* Requests queued for the combiner thread: past this, a handler applies the queue itself. */
 #define RANGE_MAX_QUEUED 4096u

@@ -714,34 +714,35 @@ static void key_bounds(void)
         CHECK_EQ(hs.mode, 0);
         fprintf(stderr, "  %s: whole keys ok\n", names[a]);
     }
-    /* the bound: RANGE_MAX_REQS requests in the owner's tables, then RDKV_EBUSY until one goes */
+    /* the bound: RANGE_MAX_REQS requests in the owner's tables (disjoint points of the 64-bit
+     * space), then RDKV_EBUSY until one goes */
     static uint64_t tok[RANGE_MAX_REQS];
     static struct range_handle h;
     unsigned n = 0;
     int rc = 0;
     for (; n < RANGE_MAX_REQS; n++) {
-        range_handle_init(&h, &v.t[0], &range_combiner_rpc, 0, SPACE, n, n);
+        range_handle_init(&h, &v.t[0], &range_combiner_rpc, 0, KSPACE, n, n);
         if ((rc = range_acquire(&h, LOCK_SHARED, 0))) break;
         tok[n] = h.token;
     }
     CHECK_EQ(rc, 0);
     CHECK_EQ(n, RANGE_MAX_REQS);
-    range_handle_init(&h, &v.t[1], &range_combiner_rpc, 0, KSPACE, 5, 5);
+    range_handle_init(&h, &v.t[1], &range_combiner_rpc, 0, SPACE, 5, 5);
     CHECK_EQ(range_acquire(&h, LOCK_SHARED, 0), RDKV_EBUSY);
-    range_handle_init(&h, &v.t[0], &range_itree, 0, KSPACE, 5, 5);
+    range_handle_init(&h, &v.t[0], &range_itree, 0, SPACE, 5, 5);
     CHECK_EQ(range_acquire(&h, LOCK_SHARED, 0), RDKV_EBUSY);
     struct range_server_stats st;
     range_server_stats(v.rs, &st);
     CHECK(st.refused >= 2);
     for (unsigned i = 0; i < n; i++) {
-        range_handle_init(&h, &v.t[0], &range_combiner_rpc, 0, SPACE, i, i);
+        range_handle_init(&h, &v.t[0], &range_combiner_rpc, 0, KSPACE, i, i);
         h.token = tok[i];
         h.mode = LOCK_SHARED;
         h.lease_ns = 0;
         CHECK_EQ(range_release(&h), 0);
         if (i == 0) { /* one gone: room for one */
             static struct range_handle h2;
-            range_handle_init(&h2, &v.t[1], &range_combiner_rpc, 0, KSPACE, 5, 5);
+            range_handle_init(&h2, &v.t[1], &range_combiner_rpc, 0, SPACE, 5, 5);
             CHECK_EQ(range_acquire(&h2, LOCK_SHARED, 0), 0);
             CHECK_EQ(range_release(&h2), 0);
         }
