@@ -10,8 +10,10 @@
  *                  mutex, on one thread
  *   segment        client-side: one DSLR word per segment, segments taken in ascending order
  *   citron         client-side: a 4-ary segment tree of DSLR words over the space
- * The server-side designs lock exact ranges. The client-side ones lock every unit covering the
- * range at their granularity, a superset, which is safe. docs/range-locks.md. */
+ * The server-side designs lock exact ranges, or exact byte-string key intervals when a request
+ * carries keys (range_handle_keys: the transaction layer locks whole keys). The client-side ones
+ * lock every unit covering the range at their granularity, a superset, which is safe.
+ * docs/range-locks.md. */
 #ifndef RDKV_RANGE_H
 #define RDKV_RANGE_H
 

@@ -24,7 +24,14 @@
  * The combiner thread also sweeps both kinds of tables: waiters past their deadline are removed
  * (RDKV_ETIMEDOUT), and a holder that has kept its range for two leases while a conflicting
  * request waits is evicted (its late release gets RDKV_ETIMEDOUT), so a dead client cannot wedge
- * a range for good. */
+ * a range for good.
+ *
+ * A request may carry byte-string key bounds (range.h, range_handle_keys): the tree still finds
+ * candidates by coordinates (checked to be the keys' own, so a superset), and conflict() then
+ * compares the keys, so keys that share a coordinate do not share a lock. What requests make the
+ * owner allocate is bounded: RANGE_MAX_REQS requests and RANGE_MAX_KEY_BYTES of keys in the
+ * tables (past them: RDKV_EBUSY), RANGE_MAX_QUEUED in the combiner's queue (past it the handler
+ * combines itself). */
 #include "locks/range/range.h"
 #include "locks/range/itv.h"
 
