@@ -12,6 +12,7 @@
 #include "tests/testenv.h"
 
 #include "common/clock.h"
+#include "common/pack.h"
 #include "common/task.h"
 #include "common/rng.h"
 #include "locks/range/range.h"
@@ -772,6 +773,47 @@ static void bad_requests(void)
             /* junk that happens to parse is a valid request for a missing space or token */
             CHECK(rc == RDKV_EINVAL || rc == RDKV_ENOTFOUND || rc == RDKV_ETIMEDOUT);
         }
+    /* lock requests with key bounds: a valid header, then random flags, lengths and bytes, and
+     * coordinates that are sometimes the keys' own */
+    REQUIRE(range_space_create(v.rs, KSPACE, NULL) == 0);
+    unsigned granted = 0;
+    for (int k = 0; k < 400; k++) {
+        uint8_t kb[24], ke[24];
+        uint32_t bl = (uint32_t)(rng_next(&seed) % sizeof kb), el = (uint32_t)(rng_next(&seed) % sizeof ke);
+        for (uint32_t j = 0; j < sizeof kb; j++) kb[j] = (uint8_t)("ab"[rng_next(&seed) % 2]);
+        for (uint32_t j = 0; j < sizeof ke; j++) ke[j] = (uint8_t)("ab"[rng_next(&seed) % 2]);
+        uint8_t kflags = (uint8_t)(rng_next(&seed) % 10);
+        bool right = rng_next(&seed) % 2;
+        struct pack_w w;
+        pack_w_init(&w);
+        pack_u16(&w, KSPACE);
+        pack_u8(&w, (uint8_t)(rng_next(&seed) % 2 ? LOCK_SHARED : LOCK_EXCLUSIVE));
+        pack_u8(&w, 0);
+        pack_u64(&w, right ? range_key_coord(kb, bl) : rng_next(&seed));
+        pack_u64(&w, right ? ((kflags & RANGE_K_END) ? range_key_coord(ke, el) : UINT64_MAX)
+                           : rng_next(&seed));
+        pack_u64(&w, NS_PER_MS);
+        pack_u64(&w, rng_next(&seed));
+        pack_u8(&w, kflags);
+        /* lengths that lie now and then */
+        pack_u32(&w, rng_next(&seed) % 8 ? bl : (uint32_t)rng_next(&seed));
+        uint8_t *p = pack_w_room(&w, bl);
+        if (p) memcpy(p, kb, bl);
+        if (kflags & RANGE_K_END) {
+            pack_u32(&w, rng_next(&seed) % 8 ? el : (uint32_t)rng_next(&seed));
+            p = pack_w_room(&w, el);
+            if (p) memcpy(p, ke, el);
+        }
+        size_t len = w.len - (rng_next(&seed) % 8 ? 0 : rng_next(&seed) % (w.len + 1));
+        struct fab_buf resp = {0};
+        int rc = fab_rpc_call(v.c[1], 0, k % 2 ? RANGE_RPC_ILOCK : RANGE_RPC_LOCK, w.p, len,
+                              &resp, 2 * NS_PER_S);
+        fab_buf_free(&resp);
+        pack_w_free(&w);
+        CHECK(rc == 0 || rc == RDKV_EINVAL || rc == RDKV_ETIMEDOUT);
+        if (rc == 0) granted++; /* (held until the server stops) */
+    }
+    fprintf(stderr, "  keyed lock requests: %u of 400 well formed and granted\n", granted);
     /* a well-formed lock for the wrong mode or an inverted range */
     static struct range_handle h;
     range_handle_init(&h, &v.t[1], &range_combiner_rpc, 0, SPACE, 0, 10);
