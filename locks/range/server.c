@@ -46,7 +46,8 @@
 
 /* Lock request: u16 space, u8 mode, u8 flags, u64 lo, u64 hi, u64 timeout (ns, 0: none), then
  * optionally u64 owner, then optionally the key bounds: u8 enum range_key_flags (RANGE_K_ON
- * set), u32 begin length, begin, and with RANGE_K_END u32 end length, end. Reply: u64 token, u8 state, u64 flag offset (RANGE_QUEUED only), u64 the owner's lease (ns),
+ * set), u32 begin length, begin, and with RANGE_K_END u32 end length, end.
+ * Reply: u64 token, u8 state, u64 flag offset (RANGE_QUEUED only), u64 the owner's lease (ns),
  * u64 how long the request waited at the owner before its grant (ns; 0 when queued). */
 #define RANGE_F_RDMA 1u
 enum { RANGE_GRANTED = 1, RANGE_QUEUED = 2 };
@@ -172,7 +173,7 @@ static bool before_end(const uint8_t *k, uint32_t kl, uint8_t kflags, const uint
 /* Two requests conflict when one is exclusive, unless one owner (a transaction) made both: it
  * may hold a shared scan range and an exclusive point inside it at once. Callers only ask about
  * requests whose coordinates overlap (the tree found them); when both carry keys, their key
- * intervals must overlap too. Both are non-empty (parse_keys), so they overlap exactly when
+ * intervals must overlap too. Both are non-empty (keys_ok), so they overlap exactly when
  * each one's begin comes before the other's end. */
 static bool conflict(const struct rreq *a, const struct rreq *b)
 {
