@@ -824,6 +824,89 @@ static void bad_requests(void)
     env1_stop(&v);
 }
 
+/* Whole keys, fairness: inserters keep taking points {session:m<i>} exclusively (distinct keys,
+ * one coordinate, so they never wait for each other), 2 ms each, from both nodes, overlapping
+ * so that one or more is held nearly all the time; a scan [session:m, session:n) shared must
+ * still get in every time: later inserts into its range queue behind it. */
+struct inserter {
+    struct env1 *v;
+    int node;
+    _Atomic bool *stop;
+    _Atomic uint64_t holds;
+    _Atomic int errors;
+};
+
+static void *inserter_main(void *arg)
+{
+    struct inserter *in = arg;
+    struct fab_ctx *c;
+    struct lock_thread t;
+    if (fab_ctx_create(in->v->e.f[in->node], &c) || lock_thread_init(&t, c, NULL)) {
+        in->errors++;
+        return NULL;
+    }
+    static _Thread_local struct range_handle h;
+    uint64_t seed = (uint64_t)(uintptr_t)&h | 1;
+    while (!atomic_load(in->stop)) {
+        char k[32];
+        int kl = snprintf(k, sizeof k, "session:m%llu", (unsigned long long)rng_next(&seed));
+        range_handle_init(&h, &t, &range_combiner_rpc, 0, KSPACE, 0, 0);
+        range_handle_keys(&h, k, (uint32_t)kl, k, (uint32_t)kl, RANGE_K_END | RANGE_K_INCL);
+        int rc = range_acquire(&h, LOCK_EXCLUSIVE, clock_now_ns() + 10 * NS_PER_S);
+        if (rc) {
+            in->errors++;
+            break;
+        }
+        clock_sleep_ns(2 * NS_PER_MS);
+        if (range_release(&h)) in->errors++;
+        in->holds++;
+    }
+    lock_thread_fini(&t);
+    fab_ctx_destroy(c);
+    return NULL;
+}
+
+static void keyed_scan_not_starved(void)
+{
+    static struct env1 v;
+    REQUIRE(env1_start(&v, 2 * NS_PER_S) == 0);
+    REQUIRE(range_space_create(v.rs, KSPACE, NULL) == 0);
+    _Atomic bool stop = false;
+    static struct inserter in[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        in[i] = (struct inserter){.v = &v, .node = i % 2, .stop = &stop};
+        REQUIRE(pthread_create(&th[i], NULL, inserter_main, &in[i]) == 0);
+        clock_sleep_ns(NS_PER_MS / 2); /* staggered: their holds overlap */
+    }
+    static struct range_handle hs;
+    unsigned scans = 0;
+    uint64_t before = 0;
+    for (int i = 0; i < 4; i++) before += atomic_load(&in[i].holds);
+    for (int r = 0; r < 30; r++) {
+        range_handle_init(&hs, &v.t[r % 2], &range_combiner_rpc, 0, KSPACE, 0, 0);
+        range_handle_keys(&hs, "session:m", 9, "session:n", 9, RANGE_K_END);
+        int rc = range_acquire(&hs, LOCK_SHARED, clock_now_ns() + 10 * NS_PER_S);
+        CHECK_EQ(rc, 0);
+        if (rc) break;
+        scans++;
+        CHECK_EQ(range_release(&hs), 0);
+        clock_sleep_ns(NS_PER_MS);
+    }
+    uint64_t holds = 0;
+    for (int i = 0; i < 4; i++) holds += atomic_load(&in[i].holds);
+    atomic_store(&stop, true);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ(atomic_load(&in[i].errors), 0);
+    }
+    CHECK_EQ(scans, 30u);
+    CHECK(holds > before); /* the inserters really ran meanwhile */
+    fprintf(stderr, "  %u of 30 scans got in among %llu inserts of one coordinate\n", scans,
+            (unsigned long long)(holds - before));
+    env1_stop(&v);
+}
+
 static const struct test_case cases[] = {
     {"stress_combiner_rpc", stress_combiner_rpc},
     {"stress_combiner_rdma", stress_combiner_rdma},
@@ -838,6 +921,7 @@ static const struct test_case cases[] = {
     {"dead_holder_evicted", dead_holder_evicted},
     {"bad_requests", bad_requests},
     {"key_bounds", key_bounds},
+    {"keyed_scan_not_starved", keyed_scan_not_starved},
 };
 
 int main(int argc, char **argv)
