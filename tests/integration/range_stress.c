@@ -829,37 +829,34 @@ static void bad_requests(void)
  * so that one or more is held nearly all the time; a scan [session:m, session:n) shared must
  * still get in every time: later inserts into its range queue behind it. */
 struct inserter {
-    struct env1 *v;
+    struct flood *f; /* stop, ops (holds), errors */
     int node;
-    _Atomic bool *stop;
-    _Atomic uint64_t holds;
-    _Atomic int errors;
 };
 
 static void *inserter_main(void *arg)
 {
     struct inserter *in = arg;
+    struct flood *f = in->f;
     struct fab_ctx *c;
     struct lock_thread t;
-    if (fab_ctx_create(in->v->e.f[in->node], &c) || lock_thread_init(&t, c, NULL)) {
-        in->errors++;
+    if (fab_ctx_create(f->e->f[in->node], &c) || lock_thread_init(&t, c, NULL)) {
+        f->errors++;
         return NULL;
     }
     static _Thread_local struct range_handle h;
     uint64_t seed = (uint64_t)(uintptr_t)&h | 1;
-    while (!atomic_load(in->stop)) {
+    while (!atomic_load(&f->stop)) {
         char k[32];
         int kl = snprintf(k, sizeof k, "session:m%llu", (unsigned long long)rng_next(&seed));
         range_handle_init(&h, &t, &range_combiner_rpc, 0, KSPACE, 0, 0);
         range_handle_keys(&h, k, (uint32_t)kl, k, (uint32_t)kl, RANGE_K_END | RANGE_K_INCL);
-        int rc = range_acquire(&h, LOCK_EXCLUSIVE, clock_now_ns() + 10 * NS_PER_S);
-        if (rc) {
-            in->errors++;
+        if (range_acquire(&h, LOCK_EXCLUSIVE, clock_now_ns() + 10 * NS_PER_S)) {
+            f->errors++;
             break;
         }
         clock_sleep_ns(2 * NS_PER_MS);
-        if (range_release(&h)) in->errors++;
-        in->holds++;
+        if (range_release(&h)) f->errors++;
+        f->ops++;
     }
     lock_thread_fini(&t);
     fab_ctx_destroy(c);
@@ -871,18 +868,20 @@ static void keyed_scan_not_starved(void)
     static struct env1 v;
     REQUIRE(env1_start(&v, 2 * NS_PER_S) == 0);
     REQUIRE(range_space_create(v.rs, KSPACE, NULL) == 0);
-    _Atomic bool stop = false;
+    static struct flood f;
+    memset(&f, 0, sizeof f);
+    f.e = &v.e;
+    f.al = &range_combiner_rpc;
     static struct inserter in[4];
     pthread_t th[4];
     for (int i = 0; i < 4; i++) {
-        in[i] = (struct inserter){.v = &v, .node = i % 2, .stop = &stop};
+        in[i] = (struct inserter){.f = &f, .node = i % 2};
         REQUIRE(pthread_create(&th[i], NULL, inserter_main, &in[i]) == 0);
         clock_sleep_ns(NS_PER_MS / 2); /* staggered: their holds overlap */
     }
     static struct range_handle hs;
     unsigned scans = 0;
-    uint64_t before = 0;
-    for (int i = 0; i < 4; i++) before += atomic_load(&in[i].holds);
+    uint64_t before = atomic_load(&f.ops);
     for (int r = 0; r < 30; r++) {
         range_handle_init(&hs, &v.t[r % 2], &range_combiner_rpc, 0, KSPACE, 0, 0);
         range_handle_keys(&hs, "session:m", 9, "session:n", 9, RANGE_K_END);
@@ -893,13 +892,10 @@ static void keyed_scan_not_starved(void)
         CHECK_EQ(range_release(&hs), 0);
         clock_sleep_ns(NS_PER_MS);
     }
-    uint64_t holds = 0;
-    for (int i = 0; i < 4; i++) holds += atomic_load(&in[i].holds);
-    atomic_store(&stop, true);
-    for (int i = 0; i < 4; i++) {
-        pthread_join(th[i], NULL);
-        CHECK_EQ(atomic_load(&in[i].errors), 0);
-    }
+    uint64_t holds = atomic_load(&f.ops);
+    atomic_store(&f.stop, true);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    CHECK_EQ(atomic_load(&f.errors), 0);
     CHECK_EQ(scans, 30u);
     CHECK(holds > before); /* the inserters really ran meanwhile */
     fprintf(stderr, "  %u of 30 scans got in among %llu inserts of one coordinate\n", scans,
