@@ -220,7 +220,14 @@ enum bench_txn_kind {
     BENCH_TXN_RO_LOCAL = 0,  /* read-only, one key of this node */
     BENCH_TXN_RO_REMOTE = 1, /* read-only, one key of the next node (location cached) */
     BENCH_TXN_RW_2PART = 2,  /* read-write: one key here and one on the next node */
+    /* Inserts of fresh keys (bench_txn.c, insert_keys): each transaction inserts the next fresh
+     * key of the run and reads one key of the same round of keys_per_node keys. PREFIX: the
+     * keys share their first 8 bytes ("session:<i><run>"); SPREAD: the same bytes with <i>
+     * first, so that they differ in their first 8 bytes. */
+    BENCH_TXN_INSERT_PREFIX = 3,
+    BENCH_TXN_INSERT_SPREAD = 4,
 };
+#define BENCH_TXN_KINDS 5
 
 struct bench_txn_req {
     uint8_t kind;

@@ -19,6 +19,8 @@
 static struct txn_env *bench_env;
 static atomic_int txn_run_threads;
 static atomic_bool txn_stopping;
+static atomic_uint_fast64_t insert_next; /* the insert kinds: the run's next fresh key */
+static atomic_uint insert_runs;
 
 #define KEY_MAX 24
 
@@ -95,6 +97,7 @@ static void on_load(struct fab_rpc_req *req, void *arg)
 struct txn_worker_arg {
     struct bench_txn_req q;
     const char *keys;
+    uint32_t run;           /* the insert kinds: this run's name, in its keys */
     unsigned idx;
     struct fab_ctx *shared; /* a task's: its thread's context (NULL: the worker is a thread) */
     int64_t measure, end;   /* the run's window, the same for every worker */
@@ -126,6 +129,34 @@ static void read_rt(struct txn_worker *w, struct txn_env *e, const struct bench_
         if (fab_read(txn_worker_ctx(w), rptr_add(cand[0], ROW_HDR_OFF), buf, len)) return;
         hist_record(&res->read_h, (uint64_t)(clock_now_ns() - t0));
     }
+}
+
+/* The insert kinds' key number i of run `run` into k (24 bytes and a NUL): "session:" then i
+ * and run in hex (prefix), or i, "session:", run (spread: the first 8 bytes are i's). */
+static uint32_t insert_key(char *k, uint8_t kind, uint64_t i, uint32_t run)
+{
+    if (kind == BENCH_TXN_INSERT_PREFIX)
+        return (uint32_t)snprintf(k, KEY_MAX + 1, "session:%08llx%08x", (unsigned long long)i, run);
+    return (uint32_t)snprintf(k, KEY_MAX + 1, "%08llxsession:%08x", (unsigned long long)i, run);
+}
+
+/* One insert transaction: inserts the run's next fresh key, number i, and reads a key of the
+ * same round of keys_per_node keys (already inserted, being inserted, or not yet: an absent key
+ * is read under its point lock). */
+static int insert_txn(struct txn *t, const struct bench_txn_req *q, uint32_t run, uint64_t *seed,
+                      const uint8_t *val)
+{
+    char k[KEY_MAX + 1];
+    uint64_t i = atomic_fetch_add(&insert_next, 1);
+    uint64_t round = i / q->keys_per_node * q->keys_per_node;
+    uint32_t kl = insert_key(k, q->kind, i, run);
+    int rc = txn_put(t, k, kl, val, q->value_size);
+    if (rc) return rc;
+    kl = insert_key(k, q->kind, round + rng_below(seed, q->keys_per_node), run);
+    const void *v;
+    uint32_t vl;
+    rc = txn_get(t, k, kl, false, &v, &vl);
+    return rc == RDKV_ENOTFOUND ? 0 : rc;
 }
 
 /* One worker: a thread, or a task of one (a->shared: its thread's context). Its round trips are
@@ -180,7 +211,9 @@ static void txn_worker_run(struct txn_worker_arg *a)
         const void *v;
         uint32_t vl;
         if (!rc) {
-            if (q->kind == BENCH_TXN_RW_2PART) {
+            if (q->kind >= BENCH_TXN_INSERT_PREFIX) {
+                rc = insert_txn(t, q, a->run, &seed, val);
+            } else if (q->kind == BENCH_TXN_RW_2PART) {
                 rc = txn_get(t, k1, (uint32_t)strlen(k1), true, &v, &vl);
                 if (!rc) rc = txn_get(t, k2, (uint32_t)strlen(k2), true, &v, &vl);
                 if (!rc) rc = txn_put(t, k1, (uint32_t)strlen(k1), val, q->value_size);
@@ -255,7 +288,7 @@ static void on_run(struct fab_rpc_req *req, void *arg)
     struct bench_txn_req q;
     if (bench_txn_req_unpack(&q, fab_rpc_data(req), fab_rpc_len(req)) || !q.threads ||
         q.threads > BENCH_MAX_THREADS || !q.tasks || q.tasks > BENCH_MAX_TASKS ||
-        q.threads * q.tasks > BENCH_MAX_CLIENTS || !q.keys_per_node || q.kind > BENCH_TXN_RW_2PART) {
+        q.threads * q.tasks > BENCH_MAX_CLIENTS || !q.keys_per_node || q.kind >= BENCH_TXN_KINDS) {
         fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
         return;
     }
@@ -272,9 +305,14 @@ static void on_run(struct fab_rpc_req *req, void *arg)
         return;
     }
     int64_t start = clock_now_ns();
+    /* fresh keys: a name of this run in every key (runs against a cluster that has the keys of
+     * earlier runs insert new ones) */
+    uint32_t run = (uint32_t)(start >> 10) ^ (atomic_fetch_add(&insert_runs, 1) << 24);
+    atomic_store(&insert_next, 0);
     for (unsigned i = 0; i < nw; i++) {
         args[i].q = q;
         args[i].keys = keys;
+        args[i].run = run;
         args[i].idx = i;
         args[i].measure = start + q.warmup_ns;
         args[i].end = args[i].measure + q.run_ns;

@@ -94,15 +94,15 @@ static int check_row(struct txn_env *e, const struct wop *o, struct row_view *v)
 }
 
 /* The fence, for op o of a transaction coordinated by node coord: its row is still locked
- * exclusively by the coordinator's hold, and so is its key's point [c, c] when it inserts or
+ * exclusively by the coordinator's hold, and so is its key's point {k} when it inserts or
  * deletes the key. An algorithm that cannot tell its holders apart (RDKV_ENOTSUP) passes. */
 static int fence_ok(struct txn_env *e, uint16_t coord, const struct wop *o)
 {
     if (o->kind != WOP_INSERT && lock_holds_x(e->row, e->f, o->row, coord, o->lock_tok) == 0)
         return 0;
     if (o->kind != WOP_UPDATE) {
-        uint64_t c = txn_key_coord(o->key, o->klen);
-        if (!range_server_holds_x(e->rs, TXN_RANGE_SPACE, c, c, o->range_tok)) return 0;
+        if (!range_server_holds_key_x(e->rs, TXN_RANGE_SPACE, o->key, o->klen, o->range_tok))
+            return 0;
     }
     return 1;
 }

@@ -8,9 +8,9 @@
  * location cache). The row lock is taken first and the row read after, so what is read is what
  * the lock protects; a row whose key or state is not the one looked for (deleted, recycled for
  * another key) is let go and the key looked up again. A key with no row is locked by its point
- * [c, c] in the owner's range space (c = the key's coordinate), in the same mode, and looked up
- * once more under that lock: inserts and deletes need [c, c] exclusively, so the absence stays
- * true until this transaction ends. */
+ * {k} in the owner's key space (the whole key: the owner compares keys as bytes), in the same
+ * mode, and looked up once more under that lock: inserts and deletes need {k} exclusively, so the
+ * absence stays true until this transaction ends. Scans lock the keys [begin, end) there. */
 #include "txn/txn_internal.h"
 
 #include "common/clock.h"
@@ -60,7 +60,7 @@ struct tent {
     rptr row;
     uint64_t version;
     struct lock_handle lk;     /* the row lock (lk.mode != 0 while held) */
-    struct range_handle *rh;   /* [c, c] in the owner's space, when taken */
+    struct range_handle *rh;   /* the point {key} in the owner's key space, when taken */
     const uint8_t *val;        /* what the row held when read */
     uint32_t vlen;
     const uint8_t *nval;       /* W_PUT: the new value */
@@ -138,14 +138,6 @@ struct txn_worker {
 uint16_t txn_partition(const struct txn_env *e, const void *key, uint32_t klen)
 {
     return (uint16_t)(store_place_hash(key, klen) % e->n);
-}
-
-uint64_t txn_key_coord(const void *key, uint32_t klen)
-{
-    const uint8_t *k = key;
-    uint64_t c = 0;
-    for (unsigned i = 0; i < 8; i++) c = c << 8 | (i < klen ? k[i] : 0);
-    return c;
 }
 
 static int key_cmp(const uint8_t *a, uint32_t al, const uint8_t *b, uint32_t bl)
@@ -830,13 +822,17 @@ static void unlock_row(struct txn *t, struct tent *en)
     en->lk.mode = 0;
 }
 
-static int range_take(struct txn *t, struct range_handle **hp, uint16_t node, uint64_t lo,
-                      uint64_t hi, enum lock_mode mode)
+/* Locks the keys [b, e) (kflags: enum range_key_flags; see range_handle_keys) in node's part of
+ * the key space: whole keys, compared as bytes by the owner. */
+static int range_take(struct txn *t, struct range_handle **hp, uint16_t node, const uint8_t *b,
+                      uint32_t bl, const uint8_t *e, uint32_t el, unsigned kflags,
+                      enum lock_mode mode)
 {
     struct txn_worker *w = t->w;
     struct range_handle *h = *hp;
     if (!h && !(h = *hp = rh_get(w))) return fail(t, RDKV_ENOMEM);
-    range_handle_init(h, &w->lt, w->e->range, node, TXN_RANGE_SPACE, lo, hi);
+    range_handle_init(h, &w->lt, w->e->range, node, TXN_RANGE_SPACE, 0, 0);
+    range_handle_keys(h, b, bl, e, el, kflags);
     h->owner = t->txid;
     int rc = range_acquire(h, mode, lock_deadline(t));
     if (rc) {
@@ -844,6 +840,13 @@ static int range_take(struct txn *t, struct range_handle **hp, uint16_t node, ui
         return fail(t, classify(t, rc, node));
     }
     return 0;
+}
+
+/* Locks en's key as a point {k} of the key space. */
+static int point_take(struct txn *t, struct tent *en, enum lock_mode mode)
+{
+    return range_take(t, &en->rh, en->part, en->key, en->klen, en->key, en->klen,
+                      RANGE_K_END | RANGE_K_INCL, mode);
 }
 
 static void range_drop(struct txn *t, struct range_handle **hp)
@@ -880,8 +883,6 @@ static bool row_held_by_other(const struct txn *t, const struct tent *en, rptr r
 /* Makes en's key locked in at least `mode`, its row (if any) read. */
 static int locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want_val)
 {
-    struct txn_env *e = t->w->e;
-    uint64_t c = txn_key_coord(en->key, en->klen);
     if (en->lk.mode) {
         if (en->lk.mode == LOCK_EXCLUSIVE || mode == LOCK_SHARED) {
             if (want_val && !en->have_val) {
@@ -907,7 +908,7 @@ static int locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want
     if (en->known && !en->exists && en->rh && en->rh->mode) {
         if (en->rh->mode == LOCK_EXCLUSIVE || mode == LOCK_SHARED) return 0;
         range_drop(t, &en->rh);
-        int rc = range_take(t, &en->rh, en->part, c, c, LOCK_EXCLUSIVE);
+        int rc = point_take(t, en, LOCK_EXCLUSIVE);
         if (rc) return rc;
         rptr cand[4];
         bool fc;
@@ -957,7 +958,7 @@ static int locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want
             continue;
         }
         if (!en->rh || !en->rh->mode) {
-            int rc = range_take(t, &en->rh, en->part, c, c, mode);
+            int rc = point_take(t, en, mode);
             if (rc) return rc;
         }
         n = candidates(t, en, cand, 4, false, &from_cache);
@@ -970,7 +971,6 @@ static int locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want
         }
         use_cache = false; /* present after all (inserted meanwhile): lock its row */
     }
-    (void)e;
     t->w->stats.conflicts++;
     return fail(t, RDKV_EABORTED);
 }
@@ -1050,13 +1050,12 @@ int txn_del(struct txn *t, const void *key, uint32_t klen)
     if (i < 0) return fail(t, i);
     struct tent *en = &t->ents[i];
     if (en->wop == W_DEL) return RDKV_ENOTFOUND;
-    /* Like an insert, a delete locks its point [c, c] before the row, in the order scans take
+    /* Like an insert, a delete locks its point {k} before the row, in the order scans take
      * range then rows (row first would deadlock with a scan until a lock wait ran out). A row
      * already locked by this transaction (read for update) cannot keep that order. */
-    uint64_t c = txn_key_coord(en->key, en->klen);
     if (!en->lk.mode && !en->known && (!en->rh || en->rh->mode != LOCK_EXCLUSIVE)) {
         range_drop(t, &en->rh);
-        if ((rc = range_take(t, &en->rh, en->part, c, c, LOCK_EXCLUSIVE))) return rc;
+        if ((rc = point_take(t, en, LOCK_EXCLUSIVE))) return rc;
     }
     if ((rc = locate(t, en, LOCK_EXCLUSIVE, false))) return rc;
     if (!en->exists) {
@@ -1069,7 +1068,7 @@ int txn_del(struct txn *t, const void *key, uint32_t klen)
     /* a delete also locks its point exclusively, against scans and absent-key readers */
     if (!en->rh || en->rh->mode != LOCK_EXCLUSIVE) {
         range_drop(t, &en->rh);
-        if ((rc = range_take(t, &en->rh, en->part, c, c, LOCK_EXCLUSIVE))) return rc;
+        if ((rc = point_take(t, en, LOCK_EXCLUSIVE))) return rc;
     }
     en->wop = W_DEL;
     return 0;
@@ -1583,8 +1582,7 @@ int txn_scan(struct txn *t, const void *begin, uint32_t blen, const void *end, u
         return fail(t, RDKV_ENOMEM);
     }
     if (end && key_cmp(it->b, blen, it->e, elen) >= 0) return *out = it, 0; /* empty */
-    /* shared range locks on every partition */
-    uint64_t lo = txn_key_coord(begin, blen), hi = end ? txn_key_coord(end, elen) : UINT64_MAX;
+    /* shared range locks on every partition: the keys [begin, end) */
     int rc = 0;
     for (uint16_t p = 0; p < e->n && !rc; p++) {
         if (t->nscans == t->scancap) {
@@ -1602,7 +1600,8 @@ int txn_scan(struct txn *t, const void *begin, uint32_t blen, const void *end, u
             break;
         }
         struct range_handle *h = NULL;
-        rc = range_take(t, &h, p, lo, hi, LOCK_SHARED); /* (a failure releases the others) */
+        rc = range_take(t, &h, p, it->b, blen, it->e, elen, end ? RANGE_K_END : 0,
+                        LOCK_SHARED); /* (a failure releases the others) */
         if (h && h->mode) t->scans[t->nscans++] = h;
         else if (h) rh_put(t->w, h);
     }

@@ -2,9 +2,10 @@
  * two-phase commit across partitions. A worker (one per thread) runs one transaction at a time;
  * reads lock (shared, or exclusive when the row will be written) and then read, locally with
  * loads or remotely with one-sided READs; writes lock exclusively and are buffered; scans take a
- * shared range lock on every partition; inserts and deletes also lock [key, key] exclusively in
- * the key's range space. Every lock wait is bounded: when it runs out the transaction aborts
- * with RDKV_EABORTED and leaves no lock behind. The result is serializable and phantom-free
+ * shared range lock on the keys [begin, end) on every partition; inserts and deletes also lock
+ * the point {key} exclusively in the key's range space (whole keys, compared as bytes). Every
+ * lock wait is bounded: when it runs out the transaction aborts with RDKV_EABORTED and leaves no
+ * lock behind. The result is serializable and phantom-free
  * (docs/transactions.md). */
 #ifndef RDKV_TXN_H
 #define RDKV_TXN_H
@@ -93,9 +94,6 @@ void txn_env_fence_stats(struct txn_env *e, struct txn_fence_stats *out);
 /* The partition of a key: XXH3(key) mod nodes, or XXH3(tag) mod nodes for a key that ends in
  * "{tag}" (store_key_tag). */
 uint16_t txn_partition(const struct txn_env *e, const void *key, uint32_t klen);
-/* A key's coordinate in the range space: its first 8 bytes, big-endian, zero-padded (order-
- * preserving: k1 < k2 implies coord(k1) <= coord(k2)). */
-uint64_t txn_key_coord(const void *key, uint32_t klen);
 
 /* Counters of a worker (benchmarks and tests read them). */
 struct txn_stats {

@@ -16,7 +16,7 @@ struct wop {
     uint8_t kind;
     rptr row;          /* UPDATE / DELETE: the row the coordinator holds exclusively */
     uint64_t lock_tok; /* UPDATE / DELETE: lock_token of the coordinator's hold of the row */
-    uint64_t range_tok; /* INSERT / DELETE: the token of its exclusive point [c, c] */
+    uint64_t range_tok; /* INSERT / DELETE: the token of its exclusive point {key} */
     const uint8_t *key;
     uint32_t klen;
     const uint8_t *val; /* UPDATE / INSERT */

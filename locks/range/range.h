@@ -10,8 +10,10 @@
  *                  mutex, on one thread
  *   segment        client-side: one DSLR word per segment, segments taken in ascending order
  *   citron         client-side: a 4-ary segment tree of DSLR words over the space
- * The server-side designs lock exact ranges. The client-side ones lock every unit covering the
- * range at their granularity, a superset, which is safe. docs/range-locks.md. */
+ * The server-side designs lock exact ranges, or exact byte-string key intervals when a request
+ * carries keys (range_handle_keys: the transaction layer locks whole keys). The client-side ones
+ * lock every unit covering the range at their granularity, a superset, which is safe.
+ * docs/range-locks.md. */
 #ifndef RDKV_RANGE_H
 #define RDKV_RANGE_H
 
@@ -64,17 +66,50 @@ typedef void (*range_grant_hook)(void *arg, uint16_t space, uint64_t lo, uint64_
 void range_server_set_hook(struct range_server *s, range_grant_hook fn, void *arg);
 
 /* The owner's side of fencing: whether the request named `token` (a server-side handle's token)
- * still holds space `space` exclusively over at least [lo, hi] -- granted, not released, not
- * evicted. 1 held, 0 not. */
-int range_server_holds_x(struct range_server *s, uint16_t space, uint64_t lo, uint64_t hi,
-                         uint64_t token);
+ * still holds space `space` exclusively over at least the key `key` -- granted, not released,
+ * not evicted, and its key bounds (or, without keys, its coordinates) cover the key. 1 held,
+ * 0 not. */
+int range_server_holds_key_x(struct range_server *s, uint16_t space, const void *key,
+                             uint32_t klen, uint64_t token);
 
 /* Counters of the owner's work (benchmarks report them). */
 struct range_server_stats {
     uint64_t grants, waits, releases, cancels;
     uint64_t batches; /* combiner: batches its thread applied */
     uint64_t direct;  /* combiner: requests applied by their handler (tables free, queue empty) */
+    uint64_t refused; /* lock requests turned away with RDKV_EBUSY: the owner's bounds were full */
 };
+
+/* Byte-string bounds (the server-side designs). A request may carry, besides its coordinates,
+ * the byte strings it really locks: from `begin` (inclusive) to `end` (exclusive, or inclusive
+ * with RANGE_K_INCL; no end without RANGE_K_END), compared as bytes (memcmp, then length). Two
+ * requests that both carry keys conflict only when their key intervals overlap, so keys that
+ * share a coordinate (the transaction layer's coordinate is a key's first 8 bytes) no longer
+ * share a lock. The owner checks that the coordinates are the keys' (range_key_coord: lo of
+ * begin, hi of end or the top of the space), so coordinates stay a superset of the keys and the
+ * interval tree finds every overlap. A request without keys conflicts by coordinates. */
+enum range_key_flags {
+    RANGE_K_ON = 1,   /* the request carries keys */
+    RANGE_K_END = 2,  /* it has an end */
+    RANGE_K_INCL = 4, /* the end is inclusive (a point: begin == end) */
+};
+#define RANGE_KEY_MAX 65535u /* longest key bound (STORE_KEY_MAX_LIMIT) */
+/* The owner's bounds on what requests make it allocate: requests in its tables, and their key
+ * bytes. Past either, a lock request is answered RDKV_EBUSY (retryable) and nothing is kept. */
+#define RANGE_MAX_REQS (1u << 18)
+#define RANGE_MAX_KEY_BYTES (64u << 20)
+/* Requests queued for the combiner thread: past this, a handler applies the queue itself. */
+#define RANGE_MAX_QUEUED 4096u
+
+/* A key's coordinate: its first 8 bytes, big-endian, zero-padded. Order-preserving: if a <= b as
+ * byte strings, then coord(a) <= coord(b). */
+static inline uint64_t range_key_coord(const void *key, uint32_t klen)
+{
+    const uint8_t *k = key;
+    uint64_t c = 0;
+    for (unsigned i = 0; i < 8; i++) c = c << 8 | (i < klen ? k[i] : 0);
+    return c;
+}
 void range_server_stats(struct range_server *s, struct range_server_stats *out);
 
 struct range_algo;
@@ -90,6 +125,9 @@ struct range_handle {
     uint64_t owner;      /* server-side designs: requests of one nonzero owner (a transaction)
                             never conflict with each other; 0: none */
     uint64_t token;      /* server-side designs: the owner's name for this request */
+    const uint8_t *kb, *ke; /* server-side designs: key bounds (range_handle_keys), read only */
+    uint32_t kbl, kel;      /* by acquire */
+    uint8_t kflags;         /* enum range_key_flags; 0: coordinates only */
     int64_t sent_at;     /* server-side designs: when the lock request was sent, */
     int64_t granted_min; /* the earliest the grant can have come, by our clock, */
     int64_t lease_ns;    /* and the owner's lease, from its answer */
@@ -137,6 +175,9 @@ static inline void range_handle_init(struct range_handle *h, struct lock_thread 
     h->mode = 0;
     h->owner = 0;
     h->token = 0;
+    h->kflags = 0;
+    h->kb = h->ke = NULL;
+    h->kbl = h->kel = 0;
     h->nheld = 0;
     h->cfg.bits = 0; /* unknown yet */
     h->base = RPTR_NULL;
@@ -149,7 +190,22 @@ static inline void range_handle_retarget(struct range_handle *h, uint64_t lo, ui
     h->lo = lo;
     h->hi = hi;
     h->token = 0;
+    h->kflags = 0;
     h->nheld = 0;
+}
+/* Makes a handle that is not held lock the key interval [b, e) (flags RANGE_K_END, plus
+ * RANGE_K_INCL for [b, e]; without RANGE_K_END, [b, oo)) of a server-side design's space, and
+ * sets its coordinates to match. The bytes are read by acquire only, not kept. */
+static inline void range_handle_keys(struct range_handle *h, const void *b, uint32_t bl,
+                                     const void *e, uint32_t el, unsigned flags)
+{
+    h->kb = b;
+    h->kbl = bl;
+    h->ke = flags & RANGE_K_END ? e : NULL;
+    h->kel = flags & RANGE_K_END ? el : 0;
+    h->kflags = (uint8_t)(RANGE_K_ON | (flags & (RANGE_K_END | RANGE_K_INCL)));
+    h->lo = range_key_coord(b, bl);
+    h->hi = flags & RANGE_K_END ? range_key_coord(e, el) : UINT64_MAX;
 }
 static inline int range_acquire(struct range_handle *h, enum lock_mode m, int64_t deadline)
 {

@@ -24,7 +24,14 @@
  * The combiner thread also sweeps both kinds of tables: waiters past their deadline are removed
  * (RDKV_ETIMEDOUT), and a holder that has kept its range for two leases while a conflicting
  * request waits is evicted (its late release gets RDKV_ETIMEDOUT), so a dead client cannot wedge
- * a range for good. */
+ * a range for good.
+ *
+ * A request may carry byte-string key bounds (range.h, range_handle_keys): the tree still finds
+ * candidates by coordinates (checked to be the keys' own, so a superset), and conflict() then
+ * compares the keys, so keys that share a coordinate do not share a lock. What requests make the
+ * owner allocate is bounded: RANGE_MAX_REQS requests and RANGE_MAX_KEY_BYTES of keys in the
+ * tables (past them: RDKV_EBUSY), RANGE_MAX_QUEUED in the combiner's queue (past it the handler
+ * combines itself). */
 #include "locks/range/range.h"
 #include "locks/range/itv.h"
 
@@ -37,7 +44,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Lock request: u16 space, u8 mode, u8 flags, u64 lo, u64 hi, u64 timeout (ns, 0: none).
+/* Lock request: u16 space, u8 mode, u8 flags, u64 lo, u64 hi, u64 timeout (ns, 0: none), then
+ * optionally u64 owner, then optionally the key bounds: u8 enum range_key_flags (RANGE_K_ON
+ * set), u32 begin length, begin, and with RANGE_K_END u32 end length, end.
  * Reply: u64 token, u8 state, u64 flag offset (RANGE_QUEUED only), u64 the owner's lease (ns),
  * u64 how long the request waited at the owner before its grant (ns; 0 when queued). */
 #define RANGE_F_RDMA 1u
@@ -63,6 +72,9 @@ struct rreq {
     uint8_t kind;
     bool granted;
     uint64_t owner;            /* 0: none; requests of one owner never conflict */
+    uint8_t kflags;            /* enum range_key_flags; keys in kb, ke (allocated with r) */
+    uint32_t kbl, kel;
+    const uint8_t *kb, *ke;
     int32_t flag;              /* ready-flag slot, -1: none */
     uint32_t blocking;
     int64_t deadline;          /* waiting: when to give up (0: never) */
@@ -93,6 +105,9 @@ struct qop {
     uint8_t mode;
     uint64_t lo, hi, token, owner;
     int64_t deadline;
+    uint8_t kflags; /* key bounds: point into the request (or the local requester's handle), */
+    uint32_t kbl, kel; /* valid until it is answered; do_lock copies them */
+    const uint8_t *kb, *ke;
 };
 
 struct range_server {
@@ -109,10 +124,12 @@ struct range_server {
     range_grant_hook hook;
     void *hook_arg;
     struct range_server_stats stats;
+    size_t nreqs, key_bytes; /* in the tables: bounded by RANGE_MAX_REQS, RANGE_MAX_KEY_BYTES */
     /* the combiner's queue */
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
     struct qop *qhead, *qtail;
+    unsigned nqueued;
     bool stop, sleeping, thread_started;
     pthread_t thr;
 };
@@ -136,12 +153,35 @@ static struct rreq *token_find(struct range_server *s, uint64_t token, bool unli
     return NULL;
 }
 
+static int key_cmp(const uint8_t *a, uint32_t al, const uint8_t *b, uint32_t bl)
+{
+    uint32_t m = al < bl ? al : bl;
+    int c = m ? memcmp(a, b, m) : 0;
+    if (c) return c;
+    return al < bl ? -1 : (al > bl ? 1 : 0);
+}
+
+/* Whether key k comes before the end of r's key interval (r carries keys). */
+static bool before_end(const uint8_t *k, uint32_t kl, uint8_t kflags, const uint8_t *e,
+                       uint32_t el)
+{
+    if (!(kflags & RANGE_K_END)) return true;
+    int c = key_cmp(k, kl, e, el);
+    return c < 0 || (c == 0 && (kflags & RANGE_K_INCL));
+}
+
 /* Two requests conflict when one is exclusive, unless one owner (a transaction) made both: it
- * may hold a shared scan range and an exclusive point inside it at once. */
+ * may hold a shared scan range and an exclusive point inside it at once. Callers only ask about
+ * requests whose coordinates overlap (the tree found them); when both carry keys, their key
+ * intervals must overlap too. Both are non-empty (keys_ok), so they overlap exactly when
+ * each one's begin comes before the other's end. */
 static bool conflict(const struct rreq *a, const struct rreq *b)
 {
     if (a->owner && a->owner == b->owner) return false;
-    return a->mode == LOCK_EXCLUSIVE || b->mode == LOCK_EXCLUSIVE;
+    if (a->mode != LOCK_EXCLUSIVE && b->mode != LOCK_EXCLUSIVE) return false;
+    if (!(a->kflags & b->kflags & RANGE_K_ON)) return true;
+    return before_end(a->kb, a->kbl, b->kflags, b->ke, b->kel) &&
+           before_end(b->kb, b->kbl, a->kflags, a->ke, a->kel);
 }
 
 static int count_blocker(struct itv_node *n, void *arg)
@@ -248,17 +288,19 @@ static void leave(struct range_server *s, struct rreq *r)
     struct leave_ctx c = {s, r};
     itv_overlaps(&t->tree, r->itv.lo, r->itv.hi, unblock_one, &c);
     if (r->flag >= 0) s->free_flags[s->nfree_flags++] = r->flag;
+    s->nreqs--;
+    s->key_bytes -= (size_t)r->kbl + r->kel;
     free(r);
 }
 
 /* Inserts a lock request; answers it now if granted (or if rdma-polling, with its flag), else
  * keeps the RPC for the grant. */
-static void do_lock(struct range_server *s, struct fab_rpc_req *req, struct lwait *lw,
-                    enum table_kind kind,
-                    uint16_t space, uint8_t mode, uint64_t lo, uint64_t hi, uint64_t owner,
-                    int64_t deadline, bool rdma)
+static void do_lock(struct range_server *s, const struct qop *op, enum table_kind kind)
 {
-    struct range_space *sp = &s->spaces[space];
+    struct fab_rpc_req *req = op->req;
+    struct lwait *lw = op->lw;
+    uint64_t lo = op->lo, hi = op->hi;
+    struct range_space *sp = &s->spaces[op->space];
     if (!sp->used) {
         respond(req, lw, RDKV_ENOTFOUND, NULL, 0);
         return;
@@ -267,21 +309,39 @@ static void do_lock(struct range_server *s, struct fab_rpc_req *req, struct lwai
         respond(req, lw, RDKV_EINVAL, NULL, 0);
         return;
     }
-    struct rreq *r = calloc(1, sizeof *r);
+    size_t kbytes = op->kflags ? (size_t)op->kbl + op->kel : 0;
+    if (s->nreqs >= RANGE_MAX_REQS || s->key_bytes + kbytes > RANGE_MAX_KEY_BYTES) {
+        s->stats.refused++;
+        respond(req, lw, RDKV_EBUSY, NULL, 0);
+        return;
+    }
+    struct rreq *r = calloc(1, sizeof *r + kbytes);
     if (!r) {
         respond(req, lw, RDKV_ENOMEM, NULL, 0);
         return;
+    }
+    s->nreqs++;
+    s->key_bytes += kbytes;
+    if (op->kflags) {
+        uint8_t *kb = (uint8_t *)(r + 1);
+        if (op->kbl) memcpy(kb, op->kb, op->kbl);
+        if (op->kel) memcpy(kb + op->kbl, op->ke, op->kel);
+        r->kflags = op->kflags;
+        r->kb = kb;
+        r->kbl = op->kbl;
+        r->ke = kb + op->kbl;
+        r->kel = op->kel;
     }
     struct rtable *t = &sp->tab[kind];
     r->itv.lo = lo;
     r->itv.hi = hi;
     r->itv.seq = ++s->next_token;
-    r->space = space;
-    r->mode = mode;
-    r->owner = owner;
+    r->space = op->space;
+    r->mode = op->mode;
+    r->owner = op->owner;
     r->kind = (uint8_t)kind;
     r->flag = -1;
-    r->deadline = deadline;
+    r->deadline = op->deadline;
     r->arrived_at = clock_now_ns();
     itv_overlaps(&t->tree, lo, hi, count_blocker, r);
     itv_insert(&t->tree, &r->itv);
@@ -300,7 +360,7 @@ static void do_lock(struct range_server *s, struct fab_rpc_req *req, struct lwai
     }
     t->waiting++;
     s->stats.waits++;
-    if (rdma && !lw && s->nfree_flags) {
+    if (op->rdma && !lw && s->nfree_flags) {
         r->flag = s->free_flags[--s->nfree_flags];
         __atomic_store_n(&s->flags[(size_t)r->flag * 8], 0, __ATOMIC_RELEASE);
         reply_lock(s, req, NULL, 0, r->itv.seq, RANGE_QUEUED,
@@ -398,24 +458,51 @@ static int64_t sweep(struct range_server *s, int64_t now)
 /* ------------------------------------------------------------------------------------------ */
 /* RPC handlers. */
 
-static bool parse_lock(struct fab_rpc_req *req, uint16_t *space, uint8_t *mode, bool *rdma,
-                       uint64_t *lo, uint64_t *hi, uint64_t *owner, int64_t *deadline)
+/* Whether a request's key bounds are well formed: known flags, lengths within RANGE_KEY_MAX, a
+ * non-empty interval, and coordinates that are the keys' own (so that the coordinates cover the
+ * keys, and the tree finds every request whose keys overlap). */
+static bool keys_ok(const struct qop *op)
+{
+    if (!op->kflags) return true;
+    if (!(op->kflags & RANGE_K_ON) || (op->kflags & ~(RANGE_K_ON | RANGE_K_END | RANGE_K_INCL)) ||
+        ((op->kflags & RANGE_K_INCL) && !(op->kflags & RANGE_K_END)) ||
+        op->kbl > RANGE_KEY_MAX || op->kel > RANGE_KEY_MAX)
+        return false;
+    if (op->lo != range_key_coord(op->kb, op->kbl)) return false;
+    if (!(op->kflags & RANGE_K_END)) return op->hi == UINT64_MAX;
+    return op->hi == range_key_coord(op->ke, op->kel) &&
+           before_end(op->kb, op->kbl, op->kflags, op->ke, op->kel);
+}
+
+/* Parses a lock request into op (its keys point into the request). */
+static bool parse_lock(struct fab_rpc_req *req, struct qop *op)
 {
     struct pack_r r;
     pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
-    *space = unpack_u16(&r);
-    *mode = unpack_u8(&r);
+    op->space = unpack_u16(&r);
+    op->mode = unpack_u8(&r);
     uint8_t flags = unpack_u8(&r);
-    *lo = unpack_u64(&r);
-    *hi = unpack_u64(&r);
+    op->lo = unpack_u64(&r);
+    op->hi = unpack_u64(&r);
     uint64_t timeout = unpack_u64(&r);
-    *owner = r.at < r.len ? unpack_u64(&r) : 0; /* optional: older clients send none */
-    if (!unpack_done(&r) || *space < 1 || *space > RANGE_MAX_SPACES ||
-        (*mode != LOCK_SHARED && *mode != LOCK_EXCLUSIVE) || (flags & ~RANGE_F_RDMA) ||
-        *lo > *hi || timeout > 3600ull * NS_PER_S)
+    op->owner = r.at < r.len ? unpack_u64(&r) : 0; /* optional: older clients send none */
+    op->kflags = 0;
+    if (r.at < r.len) { /* optional: key bounds */
+        op->kflags = unpack_u8(&r);
+        op->kbl = unpack_u32(&r);
+        op->kb = pack_r_take(&r, op->kbl);
+        if (op->kflags & RANGE_K_END) {
+            op->kel = unpack_u32(&r);
+            op->ke = pack_r_take(&r, op->kel);
+        }
+        if (!op->kflags) return false;
+    }
+    if (!unpack_done(&r) || op->space < 1 || op->space > RANGE_MAX_SPACES ||
+        (op->mode != LOCK_SHARED && op->mode != LOCK_EXCLUSIVE) || (flags & ~RANGE_F_RDMA) ||
+        op->lo > op->hi || timeout > 3600ull * NS_PER_S || !keys_ok(op))
         return false;
-    *rdma = flags & RANGE_F_RDMA;
-    *deadline = timeout ? clock_now_ns() + (int64_t)timeout : 0;
+    op->rdma = flags & RANGE_F_RDMA;
+    op->deadline = timeout ? clock_now_ns() + (int64_t)timeout : 0;
     return true;
 }
 
@@ -442,15 +529,22 @@ static void wake_sweeper(struct range_server *s)
     if (wake) pthread_cond_signal(&s->qcv);
 }
 
-static void enqueue(struct range_server *s, struct qop *op)
+/* Queues op for the combiner thread; false (nothing queued, op not freed) when the queue is
+ * full (RANGE_MAX_QUEUED). */
+static bool enqueue(struct range_server *s, struct qop *op)
 {
     pthread_mutex_lock(&s->qmu);
     if (s->stop) {
         pthread_mutex_unlock(&s->qmu);
         respond(op->req, op->lw, RDKV_ESHUTDOWN, NULL, 0);
         free(op);
-        return;
+        return true;
     }
+    if (s->nqueued >= RANGE_MAX_QUEUED) {
+        pthread_mutex_unlock(&s->qmu);
+        return false;
+    }
+    s->nqueued++;
     op->next = NULL;
     if (s->qtail) s->qtail->next = op;
     else s->qhead = op;
@@ -458,6 +552,7 @@ static void enqueue(struct range_server *s, struct qop *op)
     bool wake = s->sleeping;
     pthread_mutex_unlock(&s->qmu);
     if (wake) pthread_cond_signal(&s->qcv);
+    return true;
 }
 
 /* Combining without a hand-over: when the tables are free and nothing is queued, the handler
@@ -473,8 +568,7 @@ static bool try_apply(struct range_server *s, struct qop *op)
     pthread_mutex_unlock(&s->qmu);
     if (go) {
         if (op->lock)
-            do_lock(s, op->req, op->lw, KIND_COMBINER, op->space, op->mode, op->lo, op->hi,
-                    op->owner, op->deadline, op->rdma);
+            do_lock(s, op, KIND_COMBINER);
         else
             do_unlock(s, op->req, op->lw, op->space, op->token, op->cancel);
         s->stats.direct++;
@@ -494,8 +588,7 @@ static void apply_batch(struct range_server *s, struct qop *batch)
         struct qop *op = batch;
         batch = op->next;
         if (op->lock)
-            do_lock(s, op->req, op->lw, KIND_COMBINER, op->space, op->mode, op->lo, op->hi,
-                    op->owner, op->deadline, op->rdma);
+            do_lock(s, op, KIND_COMBINER);
         else
             do_unlock(s, op->req, op->lw, op->space, op->token, op->cancel);
         free(op);
@@ -512,6 +605,7 @@ static void combine_local(struct range_server *s, const struct qop *op)
     pthread_mutex_lock(&s->qmu);
     struct qop *batch = s->qhead;
     s->qhead = s->qtail = NULL;
+    s->nqueued = 0;
     bool stop = s->stop;
     pthread_mutex_unlock(&s->qmu);
     apply_batch(s, batch);
@@ -521,8 +615,7 @@ static void combine_local(struct range_server *s, const struct qop *op)
         return;
     }
     if (op->lock)
-        do_lock(s, op->req, op->lw, KIND_COMBINER, op->space, op->mode, op->lo, op->hi,
-                op->owner, op->deadline, op->rdma);
+        do_lock(s, op, KIND_COMBINER);
     else
         do_unlock(s, op->req, op->lw, op->space, op->token, op->cancel);
     s->stats.direct++;
@@ -533,7 +626,8 @@ static void combine_local(struct range_server *s, const struct qop *op)
 }
 
 /* Applies a parsed request at once when it can (try_apply), else queues a copy for the
- * combiner thread. */
+ * combiner thread; when the queue is full, the handler combines instead (waits for the tables,
+ * applies the queue and its own request), so the queue stays bounded and no request is lost. */
 static void submit(struct range_server *s, const struct qop *parsed)
 {
     struct qop tmp = *parsed;
@@ -544,13 +638,28 @@ static void submit(struct range_server *s, const struct qop *parsed)
         return;
     }
     *op = *parsed;
-    enqueue(s, op);
+    if (enqueue(s, op)) return;
+    free(op);
+    combine_local(s, parsed);
+}
+
+/* itree: the requester (a handler, or a local requester) applies its lock itself. */
+static void itree_lock(struct range_server *s, const struct qop *op)
+{
+    pthread_mutex_lock(&s->mu);
+    bool stopping = __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
+    if (!stopping) do_lock(s, op, KIND_ITREE);
+    bool watch = !stopping && s->spaces[op->space].used &&
+                 s->spaces[op->space].tab[KIND_ITREE].waiting;
+    pthread_mutex_unlock(&s->mu);
+    if (stopping) respond(op->req, op->lw, RDKV_ESHUTDOWN, NULL, 0);
+    if (watch) wake_sweeper(s);
 }
 
 static void on_lock(struct fab_rpc_req *req, void *arg)
 {
     struct qop op = {.req = req, .lock = true};
-    if (!parse_lock(req, &op.space, &op.mode, &op.rdma, &op.lo, &op.hi, &op.owner, &op.deadline)) {
+    if (!parse_lock(req, &op)) {
         fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
         return;
     }
@@ -579,23 +688,12 @@ static void on_unlock(struct fab_rpc_req *req, void *arg)
 
 static void on_ilock(struct fab_rpc_req *req, void *arg)
 {
-    struct range_server *s = arg;
-    uint16_t space;
-    uint8_t mode;
-    bool rdma;
-    uint64_t lo, hi, owner;
-    int64_t deadline;
-    if (!parse_lock(req, &space, &mode, &rdma, &lo, &hi, &owner, &deadline) || rdma) {
+    struct qop op = {.req = req, .lock = true};
+    if (!parse_lock(req, &op) || op.rdma) {
         fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
         return;
     }
-    pthread_mutex_lock(&s->mu);
-    bool stopping = __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
-    if (!stopping) do_lock(s, req, NULL, KIND_ITREE, space, mode, lo, hi, owner, deadline, false);
-    bool watch = !stopping && s->spaces[space].used && s->spaces[space].tab[KIND_ITREE].waiting;
-    pthread_mutex_unlock(&s->mu);
-    if (stopping) fab_rpc_reply(req, RDKV_ESHUTDOWN, NULL, 0);
-    if (watch) wake_sweeper(s);
+    itree_lock(arg, &op);
 }
 
 static void on_iunlock(struct fab_rpc_req *req, void *arg)
@@ -647,6 +745,7 @@ static void *combiner_main(void *arg)
         pthread_mutex_lock(&s->qmu);
         struct qop *batch = s->qhead;
         s->qhead = s->qtail = NULL;
+        s->nqueued = 0;
         bool stop = s->stop;
         pthread_mutex_unlock(&s->qmu);
         apply_batch(s, batch);
@@ -837,13 +936,17 @@ void range_server_free(struct range_server *s)
     free(s);
 }
 
-int range_server_holds_x(struct range_server *s, uint16_t space, uint64_t lo, uint64_t hi,
-                         uint64_t token)
+int range_server_holds_key_x(struct range_server *s, uint16_t space, const void *key,
+                             uint32_t klen, uint64_t token)
 {
+    uint64_t c = range_key_coord(key, klen);
     pthread_mutex_lock(&s->mu);
     const struct rreq *r = token_find(s, token, false);
     int held = r && r->granted && r->space == space && r->mode == LOCK_EXCLUSIVE &&
-               r->itv.lo <= lo && hi <= r->itv.hi;
+               r->itv.lo <= c && c <= r->itv.hi;
+    if (held && r->kflags)
+        held = key_cmp(r->kb, r->kbl, key, klen) <= 0 &&
+               before_end(key, klen, r->kflags, r->ke, r->kel);
     pthread_mutex_unlock(&s->mu);
     return held;
 }
@@ -875,21 +978,11 @@ static int local_lock(struct range_server *s, uint16_t type, const struct range_
     struct lwait lw;
     waiter_init(&lw.w);
     struct qop op = {.lw = &lw, .lock = true, .space = h->space, .mode = (uint8_t)mode,
-                     .lo = h->lo, .hi = h->hi, .owner = h->owner, .deadline = deadline};
-    if (type == RANGE_RPC_ILOCK) {
-        pthread_mutex_lock(&s->mu);
-        bool stopping = __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
-        if (!stopping)
-            do_lock(s, NULL, &lw, KIND_ITREE, op.space, op.mode, op.lo, op.hi, op.owner,
-                    op.deadline, false);
-        bool watch = !stopping && s->spaces[op.space].used &&
-                     s->spaces[op.space].tab[KIND_ITREE].waiting;
-        pthread_mutex_unlock(&s->mu);
-        if (stopping) respond(NULL, &lw, RDKV_ESHUTDOWN, NULL, 0);
-        if (watch) wake_sweeper(s);
-    } else {
-        combine_local(s, &op);
-    }
+                     .lo = h->lo, .hi = h->hi, .owner = h->owner, .deadline = deadline,
+                     .kflags = h->kflags, .kb = h->kb, .kbl = h->kbl, .ke = h->ke, .kel = h->kel};
+    if (!keys_ok(&op)) return RDKV_EINVAL;
+    if (type == RANGE_RPC_ILOCK) itree_lock(s, &op);
+    else combine_local(s, &op);
     /* The server answers every request: at the grant, at its deadline (the combiner thread
      * sweeps waiters), or at shutdown. */
     waiter_wait(&lw.w, 0);
@@ -917,7 +1010,18 @@ static int rpc_lock(struct range_handle *h, uint16_t type, enum lock_mode mode, 
     pack_u64(&w, h->lo);
     pack_u64(&w, h->hi);
     pack_u64(&w, (uint64_t)left);
-    if (h->owner) pack_u64(&w, h->owner);
+    if (h->owner || h->kflags) pack_u64(&w, h->owner);
+    if (h->kflags) {
+        pack_u8(&w, h->kflags);
+        pack_u32(&w, h->kbl);
+        uint8_t *p = pack_w_room(&w, h->kbl);
+        if (p && h->kbl) memcpy(p, h->kb, h->kbl);
+        if (h->kflags & RANGE_K_END) {
+            pack_u32(&w, h->kel);
+            p = pack_w_room(&w, h->kel);
+            if (p && h->kel) memcpy(p, h->ke, h->kel);
+        }
+    }
     /* The owner answers by the deadline; the RPC's own timeout only covers a lost node. */
     int64_t rpc_timeout = left ? left + 2 * NS_PER_S : 3600 * NS_PER_S;
     int rc = w.err ? RDKV_ENOMEM

@@ -12,6 +12,7 @@
 #include "tests/testenv.h"
 
 #include "common/clock.h"
+#include "common/pack.h"
 #include "common/task.h"
 #include "common/rng.h"
 #include "locks/range/range.h"
@@ -86,6 +87,7 @@ static void owner_hook(void *arg, uint16_t space, uint64_t lo, uint64_t hi, enum
 
 #define UNITS 4096 /* ranges fall in [0, UNITS): dense enough to conflict often */
 #define SPACE 1
+#define KSPACE 2 /* a 64-bit space, for whole keys */
 
 struct stress {
     struct tenv e;
@@ -634,8 +636,120 @@ static void dead_holder_evicted(void)
         CHECK_EQ(range_acquire(&w, LOCK_EXCLUSIVE, clock_now_ns() + 10 * NS_PER_S), 0);
         CHECK_EQ(range_release(&w), 0);
         CHECK_EQ(range_release(&dead), RDKV_ETIMEDOUT);
-        fprintf(stderr, "  %s: dead holder evicted\n", names[a]);
+        /* the same with whole keys (a point inside a held key range) */
+        REQUIRE(range_space_create(v.rs, KSPACE, NULL) == 0);
+        range_handle_init(&dead, &v.t[1], al, 0, KSPACE, 0, 0);
+        range_handle_keys(&dead, "user:0001", 9, "user:0009", 9, RANGE_K_END);
+        REQUIRE(range_acquire(&dead, LOCK_EXCLUSIVE, 0) == 0);
+        range_handle_init(&w, &v.t[0], al, 0, KSPACE, 0, 0);
+        range_handle_keys(&w, "user:0005", 9, "user:0005", 9, RANGE_K_END | RANGE_K_INCL);
+        CHECK_EQ(range_acquire(&w, LOCK_SHARED, clock_now_ns() + 10 * NS_PER_S), 0);
+        CHECK_EQ(range_release(&w), 0);
+        CHECK_EQ(range_release(&dead), RDKV_ETIMEDOUT);
+        fprintf(stderr, "  %s: dead holder evicted (coordinates and keys)\n", names[a]);
     }
+    env1_stop(&v);
+}
+
+/* Whole keys: requests that carry keys conflict only when their key intervals overlap, though
+ * their coordinates (first 8 bytes) are equal; the end of [b, e) is not in it; the fence check
+ * looks at the key; malformed key bounds are refused; and the owner's table is bounded. */
+static int key_acquire(struct range_handle *h, struct lock_thread *t, const struct range_algo *al,
+                       const char *b, const char *e, unsigned flags, enum lock_mode m,
+                       int64_t wait_ns)
+{
+    range_handle_init(h, t, al, 0, KSPACE, 0, 0);
+    range_handle_keys(h, b, (uint32_t)strlen(b), e, e ? (uint32_t)strlen(e) : 0, flags);
+    return range_acquire(h, m, wait_ns ? clock_now_ns() + wait_ns : 0);
+}
+
+static void key_bounds(void)
+{
+    static const char *const names[] = {"combiner-rpc", "combiner-rdma", "itree"};
+    static struct env1 v;
+    REQUIRE(env1_start(&v, 2 * NS_PER_S) == 0);
+    REQUIRE(range_space_create(v.rs, KSPACE, NULL) == 0);
+    const unsigned PT = RANGE_K_END | RANGE_K_INCL;
+    const int64_t W = 30 * NS_PER_MS;
+    for (size_t a = 0; a < sizeof names / sizeof names[0]; a++) {
+        const struct range_algo *al = range_algo_find(names[a]);
+        static struct range_handle hx, hy, hz, hs;
+        /* two points with one coordinate, from both nodes: no conflict */
+        REQUIRE(key_acquire(&hx, &v.t[0], al, "session:aaa", "session:aaa", PT, LOCK_EXCLUSIVE, 0) == 0);
+        CHECK_EQ(key_acquire(&hy, &v.t[1], al, "session:bbb", "session:bbb", PT, LOCK_EXCLUSIVE, W), 0);
+        CHECK_EQ(hx.lo, hy.lo);
+        /* the same key conflicts */
+        CHECK_EQ(key_acquire(&hz, &v.t[1], al, "session:aaa", "session:aaa", PT, LOCK_SHARED, W),
+                 RDKV_ETIMEDOUT);
+        /* key ranges: [session:b, session:c) holds session:bbb; [session:ab, session:b) and
+         * [session:c, oo) hold neither point */
+        CHECK_EQ(key_acquire(&hs, &v.t[1], al, "session:b", "session:c", RANGE_K_END, LOCK_SHARED, W),
+                 RDKV_ETIMEDOUT);
+        CHECK_EQ(key_acquire(&hs, &v.t[1], al, "session:ab", "session:b", RANGE_K_END, LOCK_SHARED, W), 0);
+        CHECK_EQ(range_release(&hs), 0);
+        CHECK_EQ(key_acquire(&hs, &v.t[0], al, "session:c", NULL, 0, LOCK_EXCLUSIVE, W), 0);
+        /* the fence: a hold covers its own key only */
+        CHECK_EQ(range_server_holds_key_x(v.rs, KSPACE, "session:aaa", 11, hx.token), 1);
+        CHECK_EQ(range_server_holds_key_x(v.rs, KSPACE, "session:aab", 11, hx.token), 0);
+        CHECK_EQ(range_server_holds_key_x(v.rs, KSPACE, "session:bbb", 11, hy.token), 1);
+        CHECK_EQ(range_server_holds_key_x(v.rs, KSPACE, "session:zzz", 11, hs.token), 1);
+        CHECK_EQ(range_server_holds_key_x(v.rs, KSPACE, "session:bbb", 11, hs.token), 0);
+        CHECK_EQ(range_release(&hs), 0);
+        CHECK_EQ(range_release(&hy), 0);
+        CHECK_EQ(range_release(&hx), 0);
+        /* released: the scan goes through */
+        CHECK_EQ(key_acquire(&hs, &v.t[1], al, "session:", "session;", RANGE_K_END, LOCK_EXCLUSIVE, W), 0);
+        CHECK_EQ(range_release(&hs), 0);
+        /* malformed: coordinates that are not the keys', an empty interval, a key too long */
+        range_handle_init(&hs, &v.t[1], al, 0, KSPACE, 0, 0);
+        range_handle_keys(&hs, "session:b", 9, "session:c", 9, RANGE_K_END);
+        hs.lo = 0;
+        CHECK_EQ(range_acquire(&hs, LOCK_SHARED, 0), RDKV_EINVAL);
+        CHECK_EQ(key_acquire(&hs, &v.t[1], al, "session:b", "session:b", RANGE_K_END, LOCK_SHARED, 0),
+                 RDKV_EINVAL);
+        CHECK_EQ(key_acquire(&hs, &v.t[0], al, "session:c", "session:b", PT, LOCK_SHARED, 0),
+                 RDKV_EINVAL);
+        static char longkey[RANGE_KEY_MAX + 2];
+        memset(longkey, 'k', RANGE_KEY_MAX + 1);
+        CHECK_EQ(key_acquire(&hs, &v.t[1], al, longkey, longkey, PT, LOCK_SHARED, 0), RDKV_EINVAL);
+        CHECK_EQ(hs.mode, 0);
+        fprintf(stderr, "  %s: whole keys ok\n", names[a]);
+    }
+    /* the bound: RANGE_MAX_REQS requests in the owner's tables (disjoint points of the 64-bit
+     * space), then RDKV_EBUSY until one goes */
+    static uint64_t tok[RANGE_MAX_REQS];
+    static struct range_handle h;
+    unsigned n = 0;
+    int rc = 0;
+    for (; n < RANGE_MAX_REQS; n++) {
+        range_handle_init(&h, &v.t[0], &range_combiner_rpc, 0, KSPACE, n, n);
+        if ((rc = range_acquire(&h, LOCK_SHARED, 0))) break;
+        tok[n] = h.token;
+    }
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(n, RANGE_MAX_REQS);
+    range_handle_init(&h, &v.t[1], &range_combiner_rpc, 0, SPACE, 5, 5);
+    CHECK_EQ(range_acquire(&h, LOCK_SHARED, 0), RDKV_EBUSY);
+    range_handle_init(&h, &v.t[0], &range_itree, 0, SPACE, 5, 5);
+    CHECK_EQ(range_acquire(&h, LOCK_SHARED, 0), RDKV_EBUSY);
+    struct range_server_stats st;
+    range_server_stats(v.rs, &st);
+    CHECK(st.refused >= 2);
+    for (unsigned i = 0; i < n; i++) {
+        range_handle_init(&h, &v.t[0], &range_combiner_rpc, 0, KSPACE, i, i);
+        h.token = tok[i];
+        h.mode = LOCK_SHARED;
+        h.lease_ns = 0;
+        CHECK_EQ(range_release(&h), 0);
+        if (i == 0) { /* one gone: room for one */
+            static struct range_handle h2;
+            range_handle_init(&h2, &v.t[1], &range_combiner_rpc, 0, SPACE, 5, 5);
+            CHECK_EQ(range_acquire(&h2, LOCK_SHARED, 0), 0);
+            CHECK_EQ(range_release(&h2), 0);
+        }
+    }
+    fprintf(stderr, "  the owner's table: %u requests, then RDKV_EBUSY (%llu refused)\n", n,
+            (unsigned long long)st.refused);
     env1_stop(&v);
 }
 
@@ -659,6 +773,47 @@ static void bad_requests(void)
             /* junk that happens to parse is a valid request for a missing space or token */
             CHECK(rc == RDKV_EINVAL || rc == RDKV_ENOTFOUND || rc == RDKV_ETIMEDOUT);
         }
+    /* lock requests with key bounds: a valid header, then random flags, lengths and bytes, and
+     * coordinates that are sometimes the keys' own */
+    REQUIRE(range_space_create(v.rs, KSPACE, NULL) == 0);
+    unsigned granted = 0;
+    for (int k = 0; k < 400; k++) {
+        uint8_t kb[24], ke[24];
+        uint32_t bl = (uint32_t)(rng_next(&seed) % sizeof kb), el = (uint32_t)(rng_next(&seed) % sizeof ke);
+        for (uint32_t j = 0; j < sizeof kb; j++) kb[j] = (uint8_t)("ab"[rng_next(&seed) % 2]);
+        for (uint32_t j = 0; j < sizeof ke; j++) ke[j] = (uint8_t)("ab"[rng_next(&seed) % 2]);
+        uint8_t kflags = (uint8_t)(rng_next(&seed) % 10);
+        bool right = rng_next(&seed) % 2;
+        struct pack_w w;
+        pack_w_init(&w);
+        pack_u16(&w, KSPACE);
+        pack_u8(&w, (uint8_t)(rng_next(&seed) % 2 ? LOCK_SHARED : LOCK_EXCLUSIVE));
+        pack_u8(&w, 0);
+        pack_u64(&w, right ? range_key_coord(kb, bl) : rng_next(&seed));
+        pack_u64(&w, right ? ((kflags & RANGE_K_END) ? range_key_coord(ke, el) : UINT64_MAX)
+                           : rng_next(&seed));
+        pack_u64(&w, NS_PER_MS);
+        pack_u64(&w, rng_next(&seed));
+        pack_u8(&w, kflags);
+        /* lengths that lie now and then */
+        pack_u32(&w, rng_next(&seed) % 8 ? bl : (uint32_t)rng_next(&seed));
+        uint8_t *p = pack_w_room(&w, bl);
+        if (p) memcpy(p, kb, bl);
+        if (kflags & RANGE_K_END) {
+            pack_u32(&w, rng_next(&seed) % 8 ? el : (uint32_t)rng_next(&seed));
+            p = pack_w_room(&w, el);
+            if (p) memcpy(p, ke, el);
+        }
+        size_t len = w.len - (rng_next(&seed) % 8 ? 0 : rng_next(&seed) % (w.len + 1));
+        struct fab_buf resp = {0};
+        int rc = fab_rpc_call(v.c[1], 0, k % 2 ? RANGE_RPC_ILOCK : RANGE_RPC_LOCK, w.p, len,
+                              &resp, 2 * NS_PER_S);
+        fab_buf_free(&resp);
+        pack_w_free(&w);
+        CHECK(rc == 0 || rc == RDKV_EINVAL || rc == RDKV_ETIMEDOUT);
+        if (rc == 0) granted++; /* (held until the server stops) */
+    }
+    fprintf(stderr, "  keyed lock requests: %u of 400 well formed and granted\n", granted);
     /* a well-formed lock for the wrong mode or an inverted range */
     static struct range_handle h;
     range_handle_init(&h, &v.t[1], &range_combiner_rpc, 0, SPACE, 0, 10);
@@ -666,6 +821,85 @@ static void bad_requests(void)
     CHECK_EQ(range_acquire(&h, LOCK_SHARED, 0), 0);
     CHECK_EQ(range_release(&h), 0);
     CHECK_EQ(range_release(&h), RDKV_EINVAL); /* not held */
+    env1_stop(&v);
+}
+
+/* Whole keys, fairness: inserters keep taking points {session:m<i>} exclusively (distinct keys,
+ * one coordinate, so they never wait for each other), 2 ms each, from both nodes, overlapping
+ * so that one or more is held nearly all the time; a scan [session:m, session:n) shared must
+ * still get in every time: later inserts into its range queue behind it. */
+struct inserter {
+    struct flood *f; /* stop, ops (holds), errors */
+    int node;
+};
+
+static void *inserter_main(void *arg)
+{
+    struct inserter *in = arg;
+    struct flood *f = in->f;
+    struct fab_ctx *c;
+    struct lock_thread t;
+    if (fab_ctx_create(f->e->f[in->node], &c) || lock_thread_init(&t, c, NULL)) {
+        f->errors++;
+        return NULL;
+    }
+    static _Thread_local struct range_handle h;
+    uint64_t seed = (uint64_t)(uintptr_t)&h | 1;
+    while (!atomic_load(&f->stop)) {
+        char k[32];
+        int kl = snprintf(k, sizeof k, "session:m%llu", (unsigned long long)rng_next(&seed));
+        range_handle_init(&h, &t, &range_combiner_rpc, 0, KSPACE, 0, 0);
+        range_handle_keys(&h, k, (uint32_t)kl, k, (uint32_t)kl, RANGE_K_END | RANGE_K_INCL);
+        if (range_acquire(&h, LOCK_EXCLUSIVE, clock_now_ns() + 10 * NS_PER_S)) {
+            f->errors++;
+            break;
+        }
+        clock_sleep_ns(2 * NS_PER_MS);
+        if (range_release(&h)) f->errors++;
+        f->ops++;
+    }
+    lock_thread_fini(&t);
+    fab_ctx_destroy(c);
+    return NULL;
+}
+
+static void keyed_scan_not_starved(void)
+{
+    static struct env1 v;
+    REQUIRE(env1_start(&v, 2 * NS_PER_S) == 0);
+    REQUIRE(range_space_create(v.rs, KSPACE, NULL) == 0);
+    static struct flood f;
+    memset(&f, 0, sizeof f);
+    f.e = &v.e;
+    f.al = &range_combiner_rpc;
+    static struct inserter in[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        in[i] = (struct inserter){.f = &f, .node = i % 2};
+        REQUIRE(pthread_create(&th[i], NULL, inserter_main, &in[i]) == 0);
+        clock_sleep_ns(NS_PER_MS / 2); /* staggered: their holds overlap */
+    }
+    static struct range_handle hs;
+    unsigned scans = 0;
+    uint64_t before = atomic_load(&f.ops);
+    for (int r = 0; r < 30; r++) {
+        range_handle_init(&hs, &v.t[r % 2], &range_combiner_rpc, 0, KSPACE, 0, 0);
+        range_handle_keys(&hs, "session:m", 9, "session:n", 9, RANGE_K_END);
+        int rc = range_acquire(&hs, LOCK_SHARED, clock_now_ns() + 10 * NS_PER_S);
+        CHECK_EQ(rc, 0);
+        if (rc) break;
+        scans++;
+        CHECK_EQ(range_release(&hs), 0);
+        clock_sleep_ns(NS_PER_MS);
+    }
+    uint64_t holds = atomic_load(&f.ops);
+    atomic_store(&f.stop, true);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    CHECK_EQ(atomic_load(&f.errors), 0);
+    CHECK_EQ(scans, 30u);
+    CHECK(holds > before); /* the inserters really ran meanwhile */
+    fprintf(stderr, "  %u of 30 scans got in among %llu inserts of one coordinate\n", scans,
+            (unsigned long long)(holds - before));
     env1_stop(&v);
 }
 
@@ -682,6 +916,8 @@ static const struct test_case cases[] = {
     {"writer_not_starved", writer_not_starved},
     {"dead_holder_evicted", dead_holder_evicted},
     {"bad_requests", bad_requests},
+    {"key_bounds", key_bounds},
+    {"keyed_scan_not_starved", keyed_scan_not_starved},
 };
 
 int main(int argc, char **argv)

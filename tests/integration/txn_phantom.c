@@ -12,6 +12,11 @@
  * show readers that saw a non-empty range, writer commits meanwhile, and reader results that
  * changed from one transaction to the next (the writers really did change the range).
  *
+ * The same again with keys that all share their first 8 bytes (repeated_scans_same_prefix:
+ * "session:p%05d" in [session:p, session:q), neighbours "session:o~..." and "session:q..."), so
+ * that the range and every key in and around it have one coordinate in the range space: the
+ * locks on whole keys must keep these scans phantom-free too.
+ *
  * And a transaction that scans a range and then inserts, deletes and updates inside it must
  * succeed (its own locks do not conflict with each other) and its next scan must show its own
  * insert and update and not its deleted key -- alone, and under the writers' load, where the
@@ -29,6 +34,15 @@
 #define NKEYS 32
 #define MAXTH 16
 #define VMAX 40
+
+/* The key scheme: keys inside [lo, hi) are pfx + "%05d"; neighbours below and above. */
+struct scheme {
+    const char *pfx, *lo, *hi, *below, *above; /* below / above: printf formats of an int */
+};
+static const struct scheme plain = {"ph:", "ph:", "ph;", "pg~%d", "ph;%d"};
+static const struct scheme same_prefix = {"session:p", "session:p", "session:q", "session:o~%d",
+                                          "session:q%d"};
+static const struct scheme *ks = &plain;
 
 struct row {
     char k[16];
@@ -61,7 +75,7 @@ struct worker {
 
 static void key_of(char *buf, int i)
 {
-    snprintf(buf, 16, "ph:%05d", i);
+    snprintf(buf, 16, "%s%05d", ks->pfx, i);
 }
 
 static void error(struct phantom *p, const char *what, int rc)
@@ -75,7 +89,7 @@ static int scan_range(rdkv_txn *t, size_t limit, struct rows *out)
 {
     rdkv_iter *it;
     out->n = 0;
-    int rc = rdkv_txn_scan(t, "ph:", 3, "ph;", 3, limit, &it);
+    int rc = rdkv_txn_scan(t, ks->lo, strlen(ks->lo), ks->hi, strlen(ks->hi), limit, &it);
     if (rc) return rc;
     const void *k, *v;
     size_t kl, vl;
@@ -128,7 +142,7 @@ static void print_rows(const char *what, const struct rows *a)
 {
     fprintf(stderr, "    %s (%u):", what, a->n);
     for (unsigned i = 0; i < a->n && i < 12; i++)
-        fprintf(stderr, " %s=%.*s", a->r[i].k + 3, (int)a->r[i].vl, a->r[i].v);
+        fprintf(stderr, " %s=%.*s", a->r[i].k + strlen(ks->pfx), (int)a->r[i].vl, a->r[i].v);
     fprintf(stderr, "%s\n", a->n > 12 ? " ..." : "");
 }
 
@@ -285,7 +299,7 @@ static int writer_txn(struct worker *w, rdkv_txn *t, uint64_t n, unsigned *ins, 
         if (idx < NKEYS)
             key_of(k, idx);
         else
-            snprintf(k, sizeof k, idx % 2 ? "pg~%d" : "ph;%d", idx); /* the neighbours */
+            snprintf(k, sizeof k, idx % 2 ? ks->below : ks->above, idx); /* the neighbours */
         char v[VMAX];
         snprintf(v, sizeof v, "w%d-%llu-%u", w->id, (unsigned long long)n, i);
         int rc;
@@ -432,16 +446,19 @@ static void load(struct tcluster *c)
             key_of(k, i);
             CHECK_EQ(rdkv_txn_put(t, k, strlen(k), "initial", 7), 0);
         }
-        CHECK_EQ(rdkv_txn_put(t, "pg~", 3, "below", 5), 0);
-        CHECK_EQ(rdkv_txn_put(t, "ph;", 3, "above", 5), 0);
+        char k[16];
+        snprintf(k, sizeof k, ks->below, 0);
+        CHECK_EQ(rdkv_txn_put(t, k, strlen(k), "below", 5), 0);
+        CHECK_EQ(rdkv_txn_put(t, ks->hi, strlen(ks->hi), "above", 5), 0);
         CHECK_EQ(rdkv_txn_commit(t), 0);
         rdkv_txn_free(t);
     }
     rdkv_session_close(s);
 }
 
-static void repeated_scans(void)
+static void scans_under_writers(const struct scheme *sc)
 {
+    ks = sc;
     static struct phantom p;
     memset(&p, 0, sizeof p);
     REQUIRE(tc_start(&p.c, 3, NULL) == 0);
@@ -517,10 +534,16 @@ static void repeated_scans(void)
     tc_stop(&p.c);
 }
 
+static void repeated_scans(void) { scans_under_writers(&plain); }
+
+/* The same with every key in and around the range sharing its first 8 bytes. */
+static void repeated_scans_same_prefix(void) { scans_under_writers(&same_prefix); }
+
 /* Alone: scan-and-write-inside transactions by both kinds of session succeed at once (their
  * own locks never conflict), and what they wrote is there afterwards. */
 static void own_writes_in_scanned_range(void)
 {
+    ks = &plain;
     static struct tcluster c;
     REQUIRE(tc_start(&c, 3, NULL) == 0);
     load(&c);
@@ -576,6 +599,7 @@ static void own_writes_in_scanned_range(void)
 static const struct test_case cases[] = {
     {"own_writes_in_scanned_range", own_writes_in_scanned_range},
     {"repeated_scans", repeated_scans},
+    {"repeated_scans_same_prefix", repeated_scans_same_prefix},
 };
 
 int main(int argc, char **argv)

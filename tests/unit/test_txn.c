@@ -53,6 +53,19 @@ static bool val_is(const void *v, size_t vl, const char *want)
     return vl == strlen(want) && !memcmp(v, want, vl);
 }
 
+/* Deletes keys that a round left behind (each present), in one transaction. */
+static void delete_keys(rdkv_session *s, const char *const *keys, size_t n)
+{
+    rdkv_txn *t;
+    REQUIRE(rdkv_txn_begin(s, &t) == 0);
+    for (size_t i = 0; i < n; i++) CHECK_EQ(rdkv_txn_delete(t, keys[i], strlen(keys[i])), 0);
+    CHECK_EQ(rdkv_txn_commit(t), 0);
+    rdkv_txn_free(t);
+}
+#define DELETE_KEYS(s, ...)                                                                        \
+    delete_keys(s, (const char *const[]){__VA_ARGS__},                                           \
+                sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+
 /* ------------------------------------------------------------------------------------------ */
 
 /* get missing; a transaction sees its own put and delete; abort discards; commit publishes (to
@@ -948,15 +961,115 @@ static void scan_conflicts(void)
         rdkv_txn_free(t);
         expect_free(run_other(kb, OP_SCAN, "rg:", "rg;"), 0, "scan after insert");
         others_join();
-        /* clean up for the next round */
-        REQUIRE(rdkv_txn_begin(a, &t) == 0);
-        CHECK_EQ(rdkv_txn_delete(t, "rg:ins", 6), 0);
-        CHECK_EQ(rdkv_txn_delete(t, "rg:new", 6), 0);
-        CHECK_EQ(rdkv_txn_delete(t, "rh:new", 6), 0);
-        CHECK_EQ(rdkv_txn_commit(t), 0);
-        rdkv_txn_free(t);
+        DELETE_KEYS(a, "rg:ins", "rg:new", "rh:new"); /* for the next round */
         rdkv_session_close(a);
         fprintf(stderr, "  A %s, B %s: range locks ok\n", kind_name[ka], kind_name[kb]);
+    }
+    tc_stop(&C);
+}
+
+/* Keys that share their first 8 bytes do not share a lock (the key space is locked on whole
+ * keys). Two transactions, in one thread, each insert a different "session:" key of one node
+ * and hold it at once, read the same absent neighbour, and one deletes a third such key: all of
+ * it goes through and both commit. Their lock timeout is 20 s, so a wrongful wait could only
+ * end in RDKV_EABORTED (the holder it would wait for is this same thread). Scans still lock
+ * whole keys: with a scan of [session:m, session:n) held, an insert inside it waits (and
+ * aborts), an insert of the end key or below the begin does not, though every one of these
+ * keys has the same 8-byte coordinate; and a held insert blocks a scan over it, not a scan
+ * beside it. */
+static void same_prefix_keys(void)
+{
+    REQUIRE(up());
+    rdkv_options lo;
+    rdkv_options_init(&lo);
+    lo.lock_timeout_ms = 20000;
+    unsigned ok = 0;
+    for (int ka = 0; ka < NKIND; ka++)
+        for (unsigned part = 0; part < 3; part++) {
+            int kb = (int)((part + (unsigned)ka) % 2);
+            rdkv_session *a, *b;
+            REQUIRE(open_kind(ka, &lo, &a) == 0);
+            REQUIRE(open_kind(kb, &lo, &b) == 0);
+            char k1[32], k2[32], k3[32], kd[32], pa[16], pb[16], pc[16], pd[16];
+            snprintf(pa, sizeof pa, "session:a%d", ka);
+            snprintf(pb, sizeof pb, "session:b%d", ka);
+            snprintf(pc, sizeof pc, "session:c%d", ka);
+            snprintf(pd, sizeof pd, "session:d%d", ka);
+            key_on(k1, sizeof k1, pa, part);
+            key_on(k2, sizeof k2, pb, part);
+            key_on(k3, sizeof k3, pc, part);
+            key_on(kd, sizeof kd, pd, part);
+            CHECK_EQ(tc_put1(a, kd, "D", 1), 0);
+            rdkv_txn *ta, *tb;
+            const void *v;
+            size_t vl;
+            REQUIRE(rdkv_txn_begin(a, &ta) == 0);
+            REQUIRE(rdkv_txn_begin(b, &tb) == 0);
+            CHECK_EQ(rdkv_txn_put(ta, k1, strlen(k1), "A", 1), 0);   /* A holds {k1} X */
+            CHECK_EQ(rdkv_txn_get(ta, k3, strlen(k3), &v, &vl), RDKV_ENOTFOUND); /* {k3} S */
+            int rc2 = rdkv_txn_put(tb, k2, strlen(k2), "B", 1);       /* {k2} X: no wait */
+            int rc3 = rdkv_txn_get(tb, k3, strlen(k3), &v, &vl);      /* {k3} S, shared */
+            int rcd = rdkv_txn_delete(tb, kd, strlen(kd));            /* {kd} X */
+            CHECK_EQ(rc2, 0);
+            CHECK_EQ(rc3, RDKV_ENOTFOUND);
+            CHECK_EQ(rcd, 0);
+            int ca = rdkv_txn_commit(ta), cb = rdkv_txn_commit(tb);
+            CHECK_EQ(ca, 0);
+            CHECK_EQ(cb, 0);
+            rdkv_txn_free(ta);
+            rdkv_txn_free(tb);
+            char buf[8];
+            size_t bl;
+            CHECK_EQ(tc_get1(a, k1, buf, sizeof buf, &bl), 0);
+            CHECK(val_is(buf, bl, "A"));
+            CHECK_EQ(tc_get1(a, k2, buf, sizeof buf, &bl), 0);
+            CHECK(val_is(buf, bl, "B"));
+            CHECK_EQ(tc_get1(a, kd, buf, sizeof buf, &bl), RDKV_ENOTFOUND);
+            if (!rc2 && rc3 == RDKV_ENOTFOUND && !rcd && !ca && !cb) ok++;
+            else
+                fprintf(stderr, "  A %s, B %s, node %u: put %s, get %s, delete %s, commits %s %s\n",
+                        kind_name[ka], kind_name[kb], part, rdkv_status_name(rc2),
+                        rdkv_status_name(rc3), rdkv_status_name(rcd), rdkv_status_name(ca),
+                        rdkv_status_name(cb));
+            rdkv_session_close(a);
+            rdkv_session_close(b);
+        }
+    fprintf(stderr, "  %u of 6 pairs of same-prefix transactions held their keys at once\n", ok);
+    /* scans over same-prefix keys lock whole keys */
+    for (int ka = 0; ka < NKIND; ka++) {
+        rdkv_session *a;
+        REQUIRE(open_kind(ka, NULL, &a) == 0);
+        int kb = 1 - ka;
+        rdkv_txn *t;
+        REQUIRE(rdkv_txn_begin(a, &t) == 0);
+        rdkv_iter *it;
+        REQUIRE(rdkv_txn_scan(t, "session:m", 9, "session:n", 9, 0, &it) == 0);
+        const void *k, *v;
+        size_t kl, vl;
+        while (rdkv_iter_next(it, &k, &kl, &v, &vl) == 1) {
+        }
+        rdkv_iter_close(it);
+        expect_blocked(run_other(kb, OP_PUT, "session:m5", NULL), "insert inside a scan");
+        expect_blocked(run_other(kb, OP_PUT, "session:m", NULL), "insert of a scan's begin");
+        expect_free(run_other(kb, OP_PUT, "session:n", NULL), 0, "insert of a scan's end");
+        expect_free(run_other(kb, OP_PUT, "session:l9", NULL), 0, "insert below a scan");
+        expect_free(run_other(kb, OP_GET, "session:m6", NULL), RDKV_ENOTFOUND,
+                    "absent read inside a scan");
+        HOLDER_ENDS(CHECK_EQ(rdkv_txn_commit(t), 0));
+        rdkv_txn_free(t);
+        /* a held insert blocks a scan over it, not one beside it */
+        REQUIRE(rdkv_txn_begin(a, &t) == 0);
+        CHECK_EQ(rdkv_txn_put(t, "session:m7", 10, "i", 1), 0);
+        expect_blocked(run_other(kb, OP_SCAN, "session:m", "session:n"), "scan over an insert");
+        expect_free(run_other(kb, OP_SCAN, "session:n", "session:o"), 0, "scan beside an insert");
+        expect_free(run_other(kb, OP_SCAN, "session:", "session:m7"), 0,
+                    "scan ending at an insert");
+        HOLDER_ENDS(CHECK_EQ(rdkv_txn_commit(t), 0));
+        rdkv_txn_free(t);
+        DELETE_KEYS(a, "session:m7", "session:n", "session:l9"); /* for the next round */
+        rdkv_session_close(a);
+        fprintf(stderr, "  A %s, B %s: scans over same-prefix keys lock whole keys\n",
+                kind_name[ka], kind_name[kb]);
     }
     tc_stop(&C);
 }
@@ -1088,13 +1201,7 @@ static void retries(void)
         CHECK_EQ(w.rc, 0);
         CHECK_EQ(tc_get1(s, "rt:held", buf, sizeof buf, &bl), 0);
         CHECK(val_is(buf, bl, "waiter"));
-        /* the next round starts from nothing */
-        REQUIRE(rdkv_txn_begin(s, &t) == 0);
-        CHECK_EQ(rdkv_txn_delete(t, "rt:x", 4), 0);
-        CHECK_EQ(rdkv_txn_delete(t, "rt:k", 4), 0);
-        CHECK_EQ(rdkv_txn_delete(t, "rt:held", 7), 0);
-        CHECK_EQ(rdkv_txn_commit(t), 0);
-        rdkv_txn_free(t);
+        DELETE_KEYS(s, "rt:x", "rt:k", "rt:held"); /* the next round starts from nothing */
         rdkv_session_close(s);
         fprintf(stderr, "  %s: on_error and run_txn ok (the waiter tried %u times while held)\n",
                 kind_name[k], before);
@@ -1290,6 +1397,7 @@ static const struct test_case cases[] = {
     {"stale_location", stale_location},
     {"concurrent_own_write_scans", concurrent_own_write_scans},
     {"scan_conflicts", scan_conflicts},
+    {"same_prefix_keys", same_prefix_keys},
     {"retries", retries},
     {"states", states},
     {"cluster_status", cluster_status},

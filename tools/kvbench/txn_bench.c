@@ -23,15 +23,23 @@ static const char usage[] =
     "  ro-remote  read-only, one key of node 1 (row lock, one-sided READ, release)\n"
     "  rw-2part   reads for update and writes one key of node 0 and one of node 1, then\n"
     "             two-phase commit (node 0 coordinates and takes part)\n"
+    "  insert-prefix  each transaction inserts the run's next fresh key and reads a random key\n"
+    "             of its round (--keys keys: some present, some not yet); the keys share their\n"
+    "             first 8 bytes: \"session:\" <i> <run>, in hex\n"
+    "  insert-spread  the same with the same bytes reordered, <i> \"session:\" <run>, so that\n"
+    "             the keys differ in their first 8 bytes (both kinds together print the ratio)\n"
     "Also the fabric's READ round trip of a node-1 row in the same run, for comparison.\n"
     "\n"
-    "  --kind K[,K...]   ro-local, ro-remote, rw-2part or all (default all)\n"
+    "  --kind K[,K...]   ro-local, ro-remote, rw-2part, all (those three; the default),\n"
+    "                    insert-prefix, insert-spread, or insert (those two)\n"
     "  --threads N       worker threads in node 0 (default 1)\n"
     "  --tasks K         workers per thread, each a task sharing its thread's fabric context\n"
     "                    (default 1: the thread is the worker)\n"
     "  --keys N          keys per node (default 1000)\n"
     "  --value-size B    bytes per value (default 100)\n"
     "  --seconds S       measured time per kind (default 3)\n"
+    "  --rounds R        the insert kinds run in R rounds of S/R seconds, alternating\n"
+    "                    prefix, spread, spread, prefix, ... (default 4)\n"
     "  --warmup S        unmeasured time first (default 0.5)\n"
     "  --nodes N         launch N local nodes (default 2; at least 2)\n"
     "  --config FILE     use a running cluster instead\n"
@@ -39,7 +47,8 @@ static const char usage[] =
     "  --json FILE       also write the results as JSON\n"
     "  -h, --help        this text\n";
 
-static const char *const kind_names[] = {"ro-local", "ro-remote", "rw-2part"};
+static const char *const kind_names[BENCH_TXN_KINDS] = {"ro-local", "ro-remote", "rw-2part",
+                                                        "insert-prefix", "insert-spread"};
 
 static void print_res(const char *name, const struct bench_txn_res *r)
 {
@@ -65,13 +74,54 @@ static void print_res(const char *name, const struct bench_txn_res *r)
     }
 }
 
+/* Runs one kind in node 0: 0 and its result, or 1 after saying why. */
+static int run_kind(struct fab_ctx *c, struct bench_txn_req *q, int k, struct fab_buf *resp,
+                    struct bench_txn_res *res)
+{
+    q->kind = (uint8_t)k;
+    struct pack_w w;
+    pack_w_init(&w);
+    bench_txn_req_pack(q, &w);
+    int r = w.err ? RDKV_ENOMEM
+                  : fab_rpc_call(c, 0, KV_RPC_BENCH_TXN_RUN, w.p, w.len, resp,
+                                 q->warmup_ns + q->run_ns + 120 * NS_PER_S);
+    pack_w_free(&w);
+    if (!r) r = bench_txn_res_unpack(res, resp->data, resp->len);
+    if (r) fprintf(stderr, "kvbench txn: error: %s: %s\n", kind_names[k], rdkv_strerror(r));
+    return r ? 1 : 0;
+}
+
+/* Prints a kind's result, and adds it to the JSON results when j is not NULL. */
+static void report(const char *name, const struct bench_txn_res *res, struct json *j)
+{
+    print_res(name, res);
+    fflush(stdout);
+    if (!j) return;
+    json_obj_begin(j);
+    json_kv_str(j, "kind", name);
+    json_kv_u64(j, "ops", res->ops);
+    json_kv_double(j, "seconds", (double)res->elapsed_ns / 1e9);
+    json_kv_double(j, "p50_us", (double)hist_percentile(&res->h, 50) / 1e3);
+    json_kv_double(j, "p99_us", (double)hist_percentile(&res->h, 99) / 1e3);
+    json_kv_double(j, "p999_us", (double)hist_percentile(&res->h, 99.9) / 1e3);
+    double ops = res->ops ? (double)res->ops : 1.0;
+    json_kv_double(j, "round_trips_per_txn", (double)(res->rt_before_commit + res->rt_commit) / ops);
+    json_kv_double(j, "lock_read_round_trips_per_txn", (double)res->rt_before_commit / ops);
+    json_kv_double(j, "commit_round_trips_per_txn", (double)res->rt_commit / ops);
+    json_kv_double(j, "read_p50_us", (double)hist_percentile(&res->read_h, 50) / 1e3);
+    json_kv_u64(j, "aborts", res->aborts);
+    json_kv_u64(j, "errors", res->errors);
+    json_obj_end(j);
+}
+
 int cmd_txn(int argc, char **argv)
 {
     struct bench_common co;
     bench_common_init(&co);
     co.nodes = 2;
     co.seconds = 3;
-    bool kinds[3] = {true, true, true};
+    bool kinds[BENCH_TXN_KINDS] = {true, true, true, false, false};
+    unsigned rounds = 4;
     struct bench_txn_req q = {.threads = 1, .tasks = 1, .keys_per_node = 1000, .value_size = 100,
                               .warmup_ns = NS_PER_S / 2, .seed = 42};
     for (int i = 1; i < argc; i++) {
@@ -88,11 +138,16 @@ int cmd_txn(int argc, char **argv)
             char *dup = strdup(v), *save = NULL;
             for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 bool ok = false;
-                for (int k = 0; k < 3; k++)
-                    if (!strcmp(t, kind_names[k]) || !strcmp(t, "all")) kinds[k] = ok = true;
-                if (!ok) bench_usage_error("txn", "--kind must be ro-local, ro-remote, rw-2part or all (got '%s')", v);
+                for (int k = 0; k < BENCH_TXN_KINDS; k++)
+                    if (!strcmp(t, kind_names[k]) ||
+                        !strcmp(t, k < BENCH_TXN_INSERT_PREFIX ? "all" : "insert"))
+                        kinds[k] = ok = true;
+                if (!ok) bench_usage_error("txn", "--kind must be ro-local, ro-remote, rw-2part, all, insert-prefix, insert-spread or insert (got '%s')", v);
             }
             free(dup);
+        } else if (!strcmp(o, "--rounds")) {
+            if (parse_uint_range(v, 1, 100, &u)) bench_usage_error("txn", "--rounds must be 1..100 (got '%s')", v);
+            rounds = (unsigned)u;
         } else if (!strcmp(o, "--threads")) {
             if (parse_uint_range(v, 1, BENCH_MAX_THREADS, &u)) bench_usage_error("txn", "--threads must be 1..64 (got '%s')", v);
             q.threads = (uint32_t)u;
@@ -166,43 +221,57 @@ int cmd_txn(int argc, char **argv)
             json_arr_begin(&j);
         }
     }
-    for (int k = 0; k < 3 && !rc && !bench_stop; k++) {
+    /* The ordinary kinds run once each. The insert kinds run in --rounds rounds of
+     * --seconds / rounds each, alternating ABBA when both are asked for (prefix, spread, spread,
+     * prefix, ...), so that a shared machine's load changes hit both alike; each one's result
+     * is the sum of its rounds. */
+    struct bench_txn_res acc[2];
+    int64_t acc_ns[2] = {0, 0};
+    bool ran[2] = {false, false};
+    for (int k = 0; k < BENCH_TXN_INSERT_PREFIX && !rc && !bench_stop; k++) {
         if (!kinds[k]) continue;
-        q.kind = (uint8_t)k;
-        struct pack_w w;
-        pack_w_init(&w);
-        bench_txn_req_pack(&q, &w);
-        int r = w.err ? RDKV_ENOMEM
-                      : fab_rpc_call(c, 0, KV_RPC_BENCH_TXN_RUN, w.p, w.len, &resp,
-                                     q.warmup_ns + q.run_ns + 120 * NS_PER_S);
-        pack_w_free(&w);
         struct bench_txn_res res;
-        if (!r) r = bench_txn_res_unpack(&res, resp.data, resp.len);
-        if (r) {
-            fprintf(stderr, "kvbench txn: error: %s: %s\n", kind_names[k], rdkv_strerror(r));
+        if (run_kind(c, &q, k, &resp, &res)) {
             rc = 1;
             break;
         }
-        print_res(kind_names[k], &res);
-        fflush(stdout);
+        report(kind_names[k], &res, jf ? &j : NULL);
+        if (res.errors) rc = 1;
+    }
+    int64_t run_ns = q.run_ns;
+    q.run_ns = run_ns / rounds > 0 ? run_ns / rounds : 1;
+    for (unsigned r = 0; r < rounds && !rc && !bench_stop; r++)
+        for (int x = 0; x < 2 && !rc && !bench_stop; x++) {
+            int i = r % 2 ? 1 - x : x; /* ABBA */
+            int k = BENCH_TXN_INSERT_PREFIX + i;
+            if (!kinds[k]) continue;
+            struct bench_txn_res res;
+            if (run_kind(c, &q, k, &resp, &res)) {
+                rc = 1;
+                break;
+            }
+            if (!ran[i]) acc[i] = res;
+            else bench_txn_res_add(&acc[i], &res);
+            acc_ns[i] += res.elapsed_ns;
+            ran[i] = true;
+            if (res.errors) rc = 1;
+        }
+    q.run_ns = run_ns;
+    for (int i = 0; i < 2; i++)
+        if (ran[i]) {
+            acc[i].elapsed_ns = acc_ns[i];
+            report(kind_names[BENCH_TXN_INSERT_PREFIX + i], &acc[i], jf ? &j : NULL);
+        }
+    if (ran[0] && ran[1] && acc[0].elapsed_ns > 0 && acc[1].elapsed_ns > 0 && acc[1].ops) {
+        double ratio = ((double)acc[0].ops / (double)acc[0].elapsed_ns) /
+                       ((double)acc[1].ops / (double)acc[1].elapsed_ns);
+        printf("[insert-prefix/insert-spread], ThroughputRatio, %.3f\n", ratio);
         if (jf) {
             json_obj_begin(&j);
-            json_kv_str(&j, "kind", kind_names[k]);
-            json_kv_u64(&j, "ops", res.ops);
-            json_kv_double(&j, "seconds", (double)res.elapsed_ns / 1e9);
-            json_kv_double(&j, "p50_us", (double)hist_percentile(&res.h, 50) / 1e3);
-            json_kv_double(&j, "p99_us", (double)hist_percentile(&res.h, 99) / 1e3);
-            json_kv_double(&j, "p999_us", (double)hist_percentile(&res.h, 99.9) / 1e3);
-            double ops = res.ops ? (double)res.ops : 1.0;
-            json_kv_double(&j, "round_trips_per_txn", (double)(res.rt_before_commit + res.rt_commit) / ops);
-            json_kv_double(&j, "lock_read_round_trips_per_txn", (double)res.rt_before_commit / ops);
-            json_kv_double(&j, "commit_round_trips_per_txn", (double)res.rt_commit / ops);
-            json_kv_double(&j, "read_p50_us", (double)hist_percentile(&res.read_h, 50) / 1e3);
-            json_kv_u64(&j, "aborts", res.aborts);
-            json_kv_u64(&j, "errors", res.errors);
+            json_kv_str(&j, "kind", "insert-prefix/insert-spread");
+            json_kv_double(&j, "throughput_ratio", ratio);
             json_obj_end(&j);
         }
-        if (res.errors) rc = 1;
     }
     if (jf) {
         json_arr_end(&j);
