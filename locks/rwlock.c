@@ -10,6 +10,8 @@
  *   LC   @24  local cohort's cross word                          (CPU atomics)
  *   TURN @32  the cohort with priority: 0 local, 1 remote        (stores)
  *   LSLEEP @40 local waiters asleep on LT (a futex count)        (CPU atomics)
+ *   RAGE @48 wait-die: remote cohort's age floor                  (NIC CAS)
+ *   LAGE @56 wait-die: local cohort's age floor                   (CPU CAS)
  *
  * A request takes a ticket in its cohort's word and waits for its turn there (DSLR's rules: S
  * after the earlier X, X after everyone earlier). Then it "raises" its mode in its cohort's
@@ -33,6 +35,8 @@
 #define RW_LC 24
 #define RW_TURN 32
 #define RW_LSLEEP 40 /* local waiters asleep on LT's "now serving" half (CPU atomics only) */
+#define RW_RAGE 48   /* wait-die: no wait-die member of the remote cohort is older (NIC CAS) */
+#define RW_LAGE 56   /* the same for the local cohort (CPU CAS) */
 #define TURN_LOCAL 0
 #define TURN_REMOTE 1
 
@@ -100,7 +104,50 @@ struct member {
     bool marked;        /* counted in eW: it backed off, and has not released since */
     int64_t touched;    /* remote: when it last changed the cross word */
     int64_t alive_at;   /* remote: when its ticket's grant or its last refresh was shown */
+    uint64_t age;       /* wait-die: our timestamp (0: not wait-die) */
+    bool died;          /* wait-die: gave up because an older request was there */
 };
+
+/* ---------------------------------------------------------------------------------------------
+ * Wait-die (docs/locks.md, "Wait-die"). Each cohort has an age word, a floor: no wait-die
+ * member admitted to the cohort (granted, or waiting) since an exclusive request last found the
+ * cohort idle is older than it (0: none published). A request publishes its age there with a
+ * CAS of its cohort's class (NIC for the remote word, CPU for the local one) and waits only
+ * while it is older than the floor of what it waits for: its own cohort's word while tickets are
+ * ahead of it, the other cohort's while that one has members. Otherwise it gives up as at a
+ * deadline. Stale floors (members gone) are lower, never higher: they cost needless deaths,
+ * never a wait for someone older. */
+static bool age_older(uint64_t floor, uint64_t age) { return floor && floor < age; }
+
+/* Publishes m->age in our cohort's word: the min with what is there, or, for an exclusive
+ * request that found its cohort idle (everyone admitted since is behind it), ours alone.
+ * *now: the word after our update (lower than our age: someone older came in between). */
+static int age_publish(struct lock_thread *t, struct member *m, uint64_t seen, bool reset,
+                       uint64_t *now)
+{
+    rptr w = rptr_add(m->s.line, m->s.remote ? RW_RAGE : RW_LAGE);
+    for (;;) { /* (a lost race means another publisher's CAS landed: lock-free) */
+        uint64_t want = reset || !seen || m->age < seen ? m->age : seen;
+        if (want == seen) break;
+        uint64_t got = seen;
+        if (m->s.remote) {
+            int rc = fab_cas(t->c, w, seen, want, &got);
+            if (rc) return rc;
+        } else {
+            __atomic_compare_exchange_n(&m->s.lp[RW_LAGE / 8], &got, want, false,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+        }
+        if (got == seen) {
+            seen = want;
+            break;
+        }
+        seen = got;
+        reset = false; /* someone behind us published: keep their floor */
+    }
+    *now = seen;
+    return 0;
+}
+
 
 static int64_t fresh_since(const struct member *m)
 {
@@ -135,20 +182,22 @@ static int cross_add(struct lock_thread *t, struct member *m, uint64_t add, bool
  * atomic is a full fence; a NIC READ chained after the NIC FAA executes after it). A local
  * member also gets the remote ticket word, for the lease check. */
 static int look(struct lock_thread *t, struct member *m, uint64_t *other, uint64_t *turn,
-                uint64_t *rt)
+                uint64_t *rt, uint64_t *oage)
 {
     if (!m->s.remote) {
         uint64_t *lp = m->s.lp;
         *other = __atomic_load_n(&lp[RW_RC / 8], __ATOMIC_SEQ_CST);
         *turn = __atomic_load_n(&lp[RW_TURN / 8], __ATOMIC_SEQ_CST);
         *rt = __atomic_load_n(&lp[RW_RT / 8], __ATOMIC_SEQ_CST);
+        *oage = __atomic_load_n(&lp[RW_RAGE / 8], __ATOMIC_SEQ_CST);
         return 0;
     }
-    uint64_t snap[5];
-    int rc = fab_read(t->c, m->s.line, snap, sizeof snap);
+    uint64_t snap[LOCK_LINE / 8];
+    int rc = fab_read(t->c, m->s.line, snap, m->age ? sizeof snap : 40);
     *other = snap[RW_LC / 8];
     *turn = snap[RW_TURN / 8];
     *rt = 0;
+    *oage = m->age ? snap[RW_LAGE / 8] : 0;
     return rc;
 }
 
@@ -242,7 +291,7 @@ static int lower(struct lock_thread *t, struct member *m, bool unmark, bool gran
  * (lowered and unmarked again), RDKV_EABORTED (stalled: marks abandoned) or a fabric error
  * (standing as in *m). */
 static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64_t turn,
-                 uint64_t rt, int64_t deadline)
+                 uint64_t rt, uint64_t oage, int64_t deadline)
 {
     struct side *s = &m->s;
     int64_t lease = t->cfg.lease_ns, now = clock_now_ns();
@@ -260,8 +309,13 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
             int rc = cross_add(t, m, CW_ACTR, true);
             if (rc) return rc;
             refreshed = now;
-            if ((rc = look(t, m, &other, &turn, &rt))) return rc;
+            if ((rc = look(t, m, &other, &turn, &rt, &oage))) return rc;
             continue;
+        }
+        if (!m->died && age_older(oage, m->age) && (other & (CW_XS | CW_W_BITS))) {
+            /* wait-die: the other cohort, which we would wait for, has an older member */
+            m->died = true;
+            deadline = now;
         }
         if (!s->remote) {
             if (!watching || (other & CW_RAISED_LIVE) != watched || rt != watched_rt) {
@@ -286,7 +340,7 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
                 int rc = cross_add(t, m, CW_ACTO + CW_ACTR + cw_mode(m->mode), true);
                 if (rc) return rc;
                 m->raised = true;
-                if ((rc = look(t, m, &other, &turn, &rt))) return rc;
+                if ((rc = look(t, m, &other, &turn, &rt, &oage))) return rc;
                 continue;
             }
             if (!s->remote && now - backed > 2 * lease) {
@@ -328,7 +382,7 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
         }
         if (!s->remote) lock_backoff(round < 12 ? round : 12);
         else if (round > 2) lock_backoff(round < 10 ? round : 10);
-        int rc = look(t, m, &other, &turn, &rt);
+        int rc = look(t, m, &other, &turn, &rt, &oage);
         if (rc) return rc;
     }
 }
@@ -340,7 +394,7 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     struct lock_thread *t = h->t;
     if (mode != LOCK_SHARED && mode != LOCK_EXCLUSIVE) return RDKV_ENOTSUP;
     lock_thread_poll(t);
-    struct member m = {.mode = mode};
+    struct member m = {.mode = mode, .age = h->age};
     side_of(h, &m.s);
     struct side *s = &m.s;
     enum tk_class cls = mode == LOCK_EXCLUSIVE ? TK_X : TK_S;
@@ -348,14 +402,14 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     h->aux = h->aux2 = 0;
     tk_req_of(h, s, cls, &r);
     uint64_t add_t = 1ull << tk_dslr4.m_sh[cls], raise = CW_ACTO + cw_mode(mode);
-    uint64_t other = 0, turn = 0, rt = 0;
+    uint64_t other = 0, turn = 0, rt = 0, oage = 0, mage = 0; /* mage: our cohort's age word */
     int rc = 0;
     bool ticketed = false, granted = false; /* we hold an outstanding ticket; it is our turn */
     if (s->remote) {
         /* The fast path: ticket, optimistic raise and a look at the line, as one chain. */
-        uint64_t snap[5];
+        uint64_t snap[LOCK_LINE / 8];
         struct fab_op ops[3] = {fab_op_faa(s->T, add_t), fab_op_faa(s->C, raise),
-                                fab_op_read(s->line, snap, sizeof snap)};
+                                fab_op_read(s->line, snap, m.age ? sizeof snap : 40)};
         int64_t t0 = clock_now_ns();
         if ((rc = fab_exec(t->c, ops, 3))) return rc;
         uint64_t prev = ops[0].result;
@@ -374,6 +428,10 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
         } else {
             tk_took(t, &r, prev, t0);
             ticketed = true;
+            if (m.age) {
+                mage = snap[RW_RAGE / 8];
+                oage = snap[RW_LAGE / 8];
+            }
             if ((granted = tk_granted(&r, prev))) {
                 other = snap[RW_LC / 8];
                 turn = snap[RW_TURN / 8];
@@ -384,9 +442,23 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     } else {
         rc = tk_take(t, &r, deadline);
         ticketed = rc == 0;
+        if (m.age) mage = __atomic_load_n(&s->lp[RW_LAGE / 8], __ATOMIC_SEQ_CST);
+    }
+    if (!rc && ticketed && m.age) {
+        /* Wait-die, in our cohort: with tickets ahead, wait only if older than all of them.
+         * Admitted (granted, or waiting), publish our age for those who come after us. */
+        bool ahead = !tk_granted(&r, r.prev);
+        if (ahead && age_older(mage, m.age)) m.died = true;
+        else {
+            bool idle = tk_x_current(&tk_dslr4, r.prev, r.prev);
+            rc = age_publish(t, &m, mage, idle && mode == LOCK_EXCLUSIVE, &mage);
+            /* an older one published in between (ahead of us, or behind: we cannot tell) */
+            if (!rc && ahead && age_older(mage, m.age)) m.died = true;
+        }
     }
     if (!rc && !m.raised) {
-        if (!tk_granted(&r, r.prev)) rc = tk_wait(t, &r, deadline);
+        /* (a wait-die request that must die gives its ticket up as at its deadline) */
+        if (!tk_granted(&r, r.prev)) rc = tk_wait(t, &r, m.died ? clock_now_ns() : deadline);
         if (rc == RDKV_ETIMEDOUT) tk_abandon(t, &r);
         if (rc) ticketed = false; /* given up (handed to the poll), or taken by a reset */
         if (!rc) {
@@ -398,12 +470,12 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
             rc = cross_add(t, &m, raise + (s->remote ? CW_ACTR : 0), true);
             if (!rc) {
                 m.raised = true;
-                rc = look(t, &m, &other, &turn, &rt);
+                rc = look(t, &m, &other, &turn, &rt, &oage);
             }
         }
     }
     if (!rc) {
-        rc = cross(t, &m, other, turn, rt, deadline);
+        rc = cross(t, &m, other, turn, rt, oage, deadline);
         /* Granted in our cohort, given up at the deadline: pass the ticket on. With a FA only
          * while our clocks are good -- the lowering's reply may have come late, and a ticket
          * waiter may have reset the word past our ticket meanwhile -- else with a CAS (rule 7). */
@@ -423,6 +495,12 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
             if (granted) tk_pass_on(t, &r);
             else tk_abandon(t, &r);
         }
+    }
+    if (rc == RDKV_ETIMEDOUT && m.died) {
+        /* wait-die: gave up for an older request, not at the deadline */
+        t->stats.timeouts--;
+        t->stats.dies++;
+        rc = RDKV_EABORTED;
     }
     if (rc) return rc;
     h->mode = (uint8_t)mode;
@@ -527,4 +605,5 @@ const struct lock_algo lock_rwlock = {
     .refresh = rw_refresh,
     .holds_x = rw_holds_x,
     .movable = true,
+    .wait_die = true,
 };
