@@ -212,6 +212,25 @@ static void clear_waiter_marks(struct lock_thread *t, const struct tk_req *r, ui
     fab_cas(t->c, rptr_add(r->word, RW_RC - RW_RT), rc_seen, fresh, &got);
 }
 
+/* Wait-die, before any ticket is taken: whether the request would wait for someone older, from
+ * the line as it is now (w: its 8 words). Its own cohort: a ticket of its class would not be
+ * granted at once and the cohort's floor is older. The other cohort: a conflicting member is
+ * raised or a ticket that would conflict is out, and that floor is older. Dying here leaves no
+ * trace; a request admitted here checks again once it has its ticket (the line may have moved
+ * in between). */
+static bool age_dies_early(const struct member *m, const struct tk_req *r, const uint64_t *w)
+{
+    bool rem = m->s.remote;
+    uint64_t own_t = w[(rem ? RW_RT : RW_LT) / 8], oth_t = w[(rem ? RW_LT : RW_RT) / 8];
+    uint64_t oth_c = w[(rem ? RW_LC : RW_RC) / 8];
+    uint64_t own_a = w[(rem ? RW_RAGE : RW_LAGE) / 8], oth_a = w[(rem ? RW_LAGE : RW_RAGE) / 8];
+    struct tk_req q = *r;
+    q.prev = own_t;
+    if (!tk_granted(&q, own_t) && age_older(own_a, m->age)) return true;
+    q.prev = oth_t;
+    return (!tk_granted(&q, oth_t) || conflict(m->mode, oth_c)) && age_older(oth_a, m->age);
+}
+
 static void tk_req_of(struct lock_handle *h, struct side *s, enum tk_class cls, struct tk_req *r)
 {
     r->lay = &tk_dslr4;
@@ -404,6 +423,19 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     uint64_t add_t = 1ull << tk_dslr4.m_sh[cls], raise = CW_ACTO + cw_mode(mode);
     uint64_t other = 0, turn = 0, rt = 0, oage = 0, mage = 0; /* mage: our cohort's age word */
     int rc = 0;
+    if (m.age) {
+        uint64_t w[LOCK_LINE / 8];
+        if (s->remote) {
+            if ((rc = fab_read(t->c, s->line, w, sizeof w))) return rc;
+        } else {
+            for (unsigned i = 0; i < LOCK_LINE / 8; i++)
+                w[i] = __atomic_load_n(&s->lp[i], __ATOMIC_SEQ_CST);
+        }
+        if (age_dies_early(&m, &r, w)) {
+            t->stats.dies++;
+            return RDKV_EABORTED;
+        }
+    }
     bool ticketed = false, granted = false; /* we hold an outstanding ticket; it is our turn */
     if (s->remote) {
         /* The fast path: ticket, optimistic raise and a look at the line, as one chain. */
@@ -535,6 +567,10 @@ static int rw_release(struct lock_handle *h)
     uint64_t other_prio = s.remote ? TURN_LOCAL : TURN_REMOTE;
     uint64_t lower_add = CW_ACTO - cw_mode(mode) - (marked ? CW_W : 0);
     uint64_t served = 1ull << tk_dslr4.n_sh[cls];
+    /* Wait-die: an exclusive holder whose age is still its cohort's floor clears it: nobody is
+     * ahead of it, and everyone admitted behind it is older and would have lowered the floor
+     * (docs/locks.md, "Wait-die"). A shared holder cannot: younger shared holders may stay. */
+    bool clear_age = h->age && mode == LOCK_EXCLUSIVE;
     if (s.remote) {
         bool yield = false;
         if (boundary) {
@@ -552,10 +588,11 @@ static int rw_release(struct lock_handle *h)
             tk_pass_on(t, &r);
             return RDKV_ETIMEDOUT;
         }
-        struct fab_op ops[3];
+        struct fab_op ops[4];
         unsigned n = 0;
         if (yield) ops[n++] = fab_op_write(rptr_add(s.line, RW_TURN), &other_prio, 8);
         ops[n++] = fab_op_faa(s.C, lower_add);
+        if (clear_age) ops[n++] = fab_op_cas(rptr_add(s.line, RW_RAGE), h->age, 0);
         ops[n++] = fab_op_faa(s.T, served);
         int rc = fab_exec(t->c, ops, n);
         if (rc) return rc;
@@ -564,6 +601,10 @@ static int rw_release(struct lock_handle *h)
             cw_w(__atomic_load_n(&s.lp[RW_LC / 8], __ATOMIC_SEQ_CST)) == (marked ? 1u : 0u))
             __atomic_store_n(&s.lp[RW_TURN / 8], other_prio, __ATOMIC_SEQ_CST);
         __atomic_fetch_add(&s.lp[RW_LC / 8], lower_add, __ATOMIC_SEQ_CST);
+        uint64_t mine = h->age;
+        if (clear_age)
+            __atomic_compare_exchange_n(&s.lp[RW_LAGE / 8], &mine, 0, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST);
         __atomic_fetch_add(&s.lp[RW_LT / 8], served, __ATOMIC_SEQ_CST);
         tk_wake(t, &r);
     }
