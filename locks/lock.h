@@ -195,8 +195,11 @@ struct lock_handle {
     int64_t granted_at;           /* when the lock was granted */
     int64_t lease_ns;             /* the hold's lease, 0 = none (set by the algorithm) */
     uint64_t age;                 /* wait-die (algo->wait_die): the requester's timestamp, smaller
-                                     = older; 0 = wait for anyone until the deadline */
+                                     = older, at most LOCK_AGE_MAX; 0 = wait for anyone until the
+                                     deadline */
+    uint64_t age_word;            /* wait-die: algorithm-private */
 };
+#define LOCK_AGE_MAX ((1ull << 56) - 1)
 
 static inline void lock_handle_init(struct lock_handle *h, struct lock_thread *t,
                                     const struct lock_algo *a, rptr line)
@@ -211,6 +214,7 @@ static inline void lock_handle_init(struct lock_handle *h, struct lock_thread *t
     h->granted_at = 0;
     h->lease_ns = 0;
     h->age = 0;
+    h->age_word = 0;
 }
 static inline int lock_acquire(struct lock_handle *h, enum lock_mode m, int64_t deadline)
 {

@@ -105,6 +105,7 @@ struct member {
     int64_t touched;    /* remote: when it last changed the cross word */
     int64_t alive_at;   /* remote: when its ticket's grant or its last refresh was shown */
     uint64_t age;       /* wait-die: our timestamp (0: not wait-die) */
+    uint64_t published; /* wait-die: our cohort's age word as our publication left it */
     bool died;          /* wait-die: gave up because an older request was there */
 };
 
@@ -117,18 +118,26 @@ struct member {
  * ahead of it, the other cohort's while that one has members. Otherwise it gives up as at a
  * deadline. Stale floors (members gone) are lower, never higher: they cost needless deaths,
  * never a wait for someone older. */
-static bool age_older(uint64_t floor, uint64_t age) { return floor && floor < age; }
+#define AGE_VER 8 /* the low bits of an age word: a version, bumped by every change */
+static uint64_t age_floor(uint64_t word) { return word >> AGE_VER; }
+static bool age_older(uint64_t word, uint64_t age)
+{
+    return age_floor(word) && age_floor(word) < age;
+}
 
-/* Publishes m->age in our cohort's word: the min with what is there, or, for an exclusive
- * request that found its cohort idle (everyone admitted since is behind it), ours alone.
- * *now: the word after our update (lower than our age: someone older came in between). */
+/* Publishes m->age in our cohort's word: the min with the floor there, or, for a request that
+ * found its cohort idle (everyone admitted since is behind it), ours alone. Every publication
+ * bumps the word's version, even when the floor stays, so that a CAS from an older value (a
+ * reset, a clear) fails once anyone published since. *now: the word after our update (a floor
+ * older than us: someone older came in between). */
 static int age_publish(struct lock_thread *t, struct member *m, uint64_t seen, bool reset,
                        uint64_t *now)
 {
     rptr w = rptr_add(m->s.line, m->s.remote ? RW_RAGE : RW_LAGE);
     for (;;) { /* (a lost race means another publisher's CAS landed: lock-free) */
-        uint64_t want = reset || !seen || m->age < seen ? m->age : seen;
-        if (want == seen) break;
+        uint64_t f = age_floor(seen);
+        uint64_t want = (reset || !f || m->age < f ? m->age : f) << AGE_VER |
+                        ((seen + 1) & ((1u << AGE_VER) - 1));
         uint64_t got = seen;
         if (m->s.remote) {
             int rc = fab_cas(t->c, w, seen, want, &got);
@@ -138,14 +147,12 @@ static int age_publish(struct lock_thread *t, struct member *m, uint64_t seen, b
                                         __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
         }
         if (got == seen) {
-            seen = want;
-            break;
+            *now = want;
+            return 0;
         }
         seen = got;
         reset = false; /* someone behind us published: keep their floor */
     }
-    *now = seen;
-    return 0;
 }
 
 
@@ -482,8 +489,8 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
         bool ahead = !tk_granted(&r, r.prev);
         if (ahead && age_older(mage, m.age)) m.died = true;
         else {
-            bool idle = tk_x_current(&tk_dslr4, r.prev, r.prev);
-            rc = age_publish(t, &m, mage, idle && mode == LOCK_EXCLUSIVE, &mage);
+            rc = age_publish(t, &m, mage, tk_x_current(&tk_dslr4, r.prev, r.prev), &mage);
+            m.published = rc ? 0 : mage;
             /* an older one published in between (ahead of us, or behind: we cannot tell) */
             if (!rc && ahead && age_older(mage, m.age)) m.died = true;
         }
@@ -539,6 +546,7 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     h->desc = (uint8_t)(cls | (m.marked ? DESC_MARKED : 0));
     h->aux = r.prev;
     h->aux2 = r.reset_from;
+    h->age_word = m.published;
     /* the lease runs from the older of our two clocks: before the evidence, never after it */
     h->granted_at = s->remote ? fresh_since(&m) : clock_now_ns();
     h->lease_ns = s->remote ? t->cfg.lease_ns : 0;
@@ -567,10 +575,13 @@ static int rw_release(struct lock_handle *h)
     uint64_t other_prio = s.remote ? TURN_LOCAL : TURN_REMOTE;
     uint64_t lower_add = CW_ACTO - cw_mode(mode) - (marked ? CW_W : 0);
     uint64_t served = 1ull << tk_dslr4.n_sh[cls];
-    /* Wait-die: an exclusive holder whose age is still its cohort's floor clears it: nobody is
-     * ahead of it, and everyone admitted behind it is older and would have lowered the floor
-     * (docs/locks.md, "Wait-die"). A shared holder cannot: younger shared holders may stay. */
-    bool clear_age = h->age && mode == LOCK_EXCLUSIVE;
+    /* Wait-die: an exclusive holder whose publication is still its cohort's age word, with its
+     * own age the floor, clears it: nobody is ahead of it, and whoever was admitted behind it
+     * published since (docs/locks.md, "Wait-die"). A shared holder cannot: shared holders
+     * granted before it may stay. */
+    bool clear_age = h->age && mode == LOCK_EXCLUSIVE && h->age_word &&
+                     age_floor(h->age_word) == h->age;
+    uint64_t cleared = (h->age_word + 1) & ((1u << AGE_VER) - 1);
     if (s.remote) {
         bool yield = false;
         if (boundary) {
@@ -592,7 +603,7 @@ static int rw_release(struct lock_handle *h)
         unsigned n = 0;
         if (yield) ops[n++] = fab_op_write(rptr_add(s.line, RW_TURN), &other_prio, 8);
         ops[n++] = fab_op_faa(s.C, lower_add);
-        if (clear_age) ops[n++] = fab_op_cas(rptr_add(s.line, RW_RAGE), h->age, 0);
+        if (clear_age) ops[n++] = fab_op_cas(rptr_add(s.line, RW_RAGE), h->age_word, cleared);
         ops[n++] = fab_op_faa(s.T, served);
         int rc = fab_exec(t->c, ops, n);
         if (rc) return rc;
@@ -601,10 +612,10 @@ static int rw_release(struct lock_handle *h)
             cw_w(__atomic_load_n(&s.lp[RW_LC / 8], __ATOMIC_SEQ_CST)) == (marked ? 1u : 0u))
             __atomic_store_n(&s.lp[RW_TURN / 8], other_prio, __ATOMIC_SEQ_CST);
         __atomic_fetch_add(&s.lp[RW_LC / 8], lower_add, __ATOMIC_SEQ_CST);
-        uint64_t mine = h->age;
+        uint64_t mine = h->age_word;
         if (clear_age)
-            __atomic_compare_exchange_n(&s.lp[RW_LAGE / 8], &mine, 0, false, __ATOMIC_SEQ_CST,
-                                        __ATOMIC_SEQ_CST);
+            __atomic_compare_exchange_n(&s.lp[RW_LAGE / 8], &mine, cleared, false,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
         __atomic_fetch_add(&s.lp[RW_LT / 8], served, __ATOMIC_SEQ_CST);
         tk_wake(t, &r);
     }

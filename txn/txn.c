@@ -1032,21 +1032,25 @@ static int locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want
 /* ------------------------------------------------------------------------------------------ */
 /* The operations. */
 
-/* A fresh start timestamp: microseconds of the real-time clock (nodes compare them), made
- * strictly increasing per node, with the node id (< CLUSTER_MAX_NODES = 1024) in the low 10
- * bits: unique in the cluster, and nonzero. */
+/* A fresh start timestamp: the real-time clock (nodes compare them) in 8-microsecond units
+ * since 2026-01-01, made strictly increasing per node (a node beginning more than one
+ * transaction per unit runs ahead of the clock meanwhile), with the node id (< CLUSTER_MAX_NODES
+ * = 1024) in the low 10 bits: unique in the cluster, nonzero, and under 2^56 (the row locks'
+ * LOCK_AGE_MAX) until 2043. */
+#define TS_EPOCH_S 1767225600ll /* 2026-01-01T00:00:00Z */
 _Static_assert(CLUSTER_MAX_NODES <= 1024, "start timestamps keep the node id in 10 bits");
 static uint64_t ts_fresh(struct txn_env *e)
 {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    uint64_t us = (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
+    int64_t us = ((int64_t)now.tv_sec - TS_EPOCH_S) * 1000000 + now.tv_nsec / 1000;
+    uint64_t units = us > 0 ? (uint64_t)us / 8 : 0;
     uint64_t last = __atomic_load_n(&e->ts_last, __ATOMIC_RELAXED), next;
     do
-        next = us > last ? us : last + 1;
+        next = units > last ? units : last + 1;
     while (!__atomic_compare_exchange_n(&e->ts_last, &last, next, true, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED));
-    return next << 10 | e->me;
+    return (next << 10 | e->me) & LOCK_AGE_MAX;
 }
 
 int txn_begin(struct txn_worker *w, struct txn **out)

@@ -54,6 +54,7 @@ void ycsb_props_init(struct ycsb_props *p, char w)
     p->zeropadding = 1;
     p->hotspotdatafraction = 0.2;
     p->hotspotopnfraction = 0.8;
+    p->keyspertxn = 1;
     p->workload = (char)tolower((unsigned char)w);
     switch (p->workload) {
     case 'a': p->read = 0.5, p->update = 0.5, p->dist = YCSB_D_ZIPFIAN; break;
@@ -110,6 +111,10 @@ int ycsb_prop_set(struct ycsb_props *p, const char *name, const char *value, cha
         if (parse_uint_range(value, 1, 100000, &u))
             return bad(err, errcap, name, value, "must be 1..100000");
         *(name[1] == 'i' ? &p->minscanlength : &p->maxscanlength) = (uint32_t)u;
+    } else if (!strcmp(name, "keyspertxn")) {
+        if (parse_uint_range(value, 1, YCSB_KEYS_PER_TXN_MAX, &u))
+            return bad(err, errcap, name, value, "must be 1..16");
+        p->keyspertxn = (uint32_t)u;
     } else if (!strcmp(name, "zeropadding")) {
         if (parse_uint_range(value, 1, 20, &u)) return bad(err, errcap, name, value, "must be 1..20");
         p->zeropadding = (uint32_t)u;
@@ -244,6 +249,7 @@ int ycsb_cfg_pack(const struct ycsb_props *p, uint32_t nodes, uint8_t out[YCSB_C
     pack_u32(&w, p->zeropadding);
     pack_u8(&w, p->writeallfields);
     pack_u8(&w, (uint8_t)p->workload);
+    pack_u8(&w, (uint8_t)p->keyspertxn);
     int rc = w.err || w.len > YCSB_CFG_LEN ? RDKV_ENOMEM : 0;
     if (!rc) {
         memset(out, 0, YCSB_CFG_LEN);
@@ -284,6 +290,7 @@ static int cfg_unpack(struct cfg *c, const void *b, size_t len, char *err, size_
     p->zeropadding = unpack_u32(&r);
     uint8_t waf = unpack_u8(&r);
     p->workload = (char)unpack_u8(&r);
+    p->keyspertxn = unpack_u8(&r);
     p->dist = (enum ycsb_dist)dist;
     p->scan_zipfian = sz;
     p->ordered = ord;
@@ -294,6 +301,7 @@ static int cfg_unpack(struct cfg *c, const void *b, size_t len, char *err, size_
         p->recordcount > 1000000000000ull || !p->fieldcount || !p->fieldlength ||
         p->fieldcount > 100000 || p->fieldlength > 100000 || !p->minscanlength ||
         p->maxscanlength > 100000 || !p->zeropadding || p->zeropadding > 20 ||
+        !p->keyspertxn || p->keyspertxn > YCSB_KEYS_PER_TXN_MAX ||
         ycsb_props_check(p, why, sizeof why)) {
         snprintf(err, errcap, "ycsb config: malformed or unsupported (version %u)", ver);
         return RDKV_EINVAL;
@@ -393,6 +401,10 @@ struct worker {
     /* the current operation */
     char key[KEY_MAX];
     size_t klen;
+    /* keyspertxn > 1: the transaction's keys, and which of them it updates */
+    char keys[YCSB_KEYS_PER_TXN_MAX][KEY_MAX];
+    size_t klens[YCSB_KEYS_PER_TXN_MAX];
+    bool upd[YCSB_KEYS_PER_TXN_MAX];
     uint32_t scanlen;
 };
 
@@ -593,11 +605,50 @@ static int do_scan(struct worker *w, rdkv_txn *t)
     return 0;
 }
 
+/* keyspertxn > 1: reads and updates the drawn keys in the order drawn. */
+static int do_keys(struct worker *w, rdkv_txn *t)
+{
+    for (uint32_t i = 0; i < w->c.p.keyspertxn; i++) {
+        memcpy(w->key, w->keys[i], w->klens[i]);
+        w->klen = w->klens[i];
+        int rc = w->upd[i] ? do_update(w, t) : do_read(w, t);
+        if (rc && rc != RDKV_ENOTFOUND) return rc;
+    }
+    return 0;
+}
+
+/* Draws a transaction of keyspertxn distinct keys (each from the request distribution, in the
+ * order drawn, so transactions lock in random orders), each updated with the mix's odds of an
+ * update against a read; it counts as an UPDATE if it updates any. */
+static int step_keys(struct worker *w, rdkv_session *s, struct wl_step *st)
+{
+    const struct ycsb_props *p = &w->c.p;
+    double pu = p->update + p->rmw, pr = p->read;
+    bool any = false;
+    for (uint32_t i = 0; i < p->keyspertxn; i++) {
+        int kl = 0;
+        for (int tries = 0; tries < 1000; tries++) {
+            if ((kl = key_of(w, keynum_of(w, next_logical(w)), w->keys[i])) < 0) return kl;
+            uint32_t j = 0;
+            while (j < i && (w->klens[j] != (size_t)kl || memcmp(w->keys[j], w->keys[i], (size_t)kl))) j++;
+            if (j == i) break;
+        }
+        w->klens[i] = (size_t)kl;
+        w->upd[i] = pu + pr > 0 && (double)rng_below(&w->rng, 1u << 30) / (1u << 30) < pu / (pu + pr);
+        any = any || w->upd[i];
+    }
+    st->op = any ? YCSB_UPDATE : YCSB_READ;
+    st->status = in_txn(s, st, do_keys, w);
+    return 0;
+}
+
 static int step(void *p, rdkv_session *s, struct wl_step *st)
 {
     struct worker *w = p;
     enum ycsb_op op = ycsb_opchooser_next(&w->ops, &w->rng);
     st->op = (unsigned)op;
+    if (w->c.p.keyspertxn > 1 && (op == YCSB_READ || op == YCSB_UPDATE || op == YCSB_RMW))
+        return step_keys(w, s, st);
     uint64_t keynum, j = 0;
     if (op == YCSB_INSERT) {
         j = insert_begin(w->ins);

@@ -33,7 +33,10 @@ static const char usage[] =
     "                        readmodifywriteproportion, requestdistribution (uniform, zipfian,\n"
     "                        latest, hotspot), minscanlength, maxscanlength,\n"
     "                        scanlengthdistribution, insertorder, zeropadding,\n"
-    "                        hotspotdatafraction, hotspotopnfraction, writeallfields\n"
+    "                        hotspotdatafraction, hotspotopnfraction, writeallfields;\n"
+    "                        rdkv's keyspertxn=K (1..16): each read or update is one\n"
+    "                        transaction over K distinct keys in random order, each key read\n"
+    "                        or updated per the mix (hot-key contention; see --conflict)\n"
     "\n";
 static const char usage_tail[] =
     "  -h, --help            this text\n"
@@ -152,9 +155,11 @@ int cmd_ycsb(int argc, char **argv)
         snprintf(tgt, sizeof tgt, "%.0f", c.o.target);
         snprintf(dist, sizeof dist, "%s%s", ycsb_dist_name(p.dist),
                  p.dist == YCSB_D_ZIPFIAN ? " (scrambled, theta 0.99)" : "");
-        char mix[128];
-        snprintf(mix, sizeof mix, "read %.2f update %.2f insert %.2f scan %.2f rmw %.2f", p.read,
-                 p.update, p.insert, p.scan, p.rmw);
+        char mix[160];
+        snprintf(mix, sizeof mix, "read %.2f update %.2f insert %.2f scan %.2f rmw %.2f%s", p.read,
+                 p.update, p.insert, p.scan, p.rmw, p.keyspertxn > 1 ? ", keys per transaction" : "");
+        if (p.keyspertxn > 1)
+            snprintf(mix + strlen(mix), sizeof mix - strlen(mix), " %u", p.keyspertxn);
         const char *kv[] = {"benchmark", "ycsb",
                             "workload", p.workload ? (char[2]){p.workload, 0} : "custom",
                             "cluster", cfgline,
@@ -164,6 +169,7 @@ int cmd_ycsb(int argc, char **argv)
                             "mix", mix,
                             "requestdistribution", dist,
                             "threads", thr,
+                            "conflict", c.conflict ? c.conflict : "the nodes' (wait-die unless set)",
                             "target_ops", c.o.target > 0 ? tgt : "closed loop",
                             "transactions", "every operation is one serializable transaction; "
                                             "READ-MODIFY-WRITE is one transaction",
