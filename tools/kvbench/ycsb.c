@@ -115,6 +115,10 @@ int ycsb_prop_set(struct ycsb_props *p, const char *name, const char *value, cha
         if (parse_uint_range(value, 1, YCSB_KEYS_PER_TXN_MAX, &u))
             return bad(err, errcap, name, value, "must be 1..16");
         p->keyspertxn = (uint32_t)u;
+    } else if (!strcmp(name, "zipfianscrambled")) {
+        bool t = !strcasecmp(value, "true"), f = !strcasecmp(value, "false");
+        if (!t && !f) return bad(err, errcap, name, value, "must be true or false");
+        p->zipf_plain = f;
     } else if (!strcmp(name, "zeropadding")) {
         if (parse_uint_range(value, 1, 20, &u)) return bad(err, errcap, name, value, "must be 1..20");
         p->zeropadding = (uint32_t)u;
@@ -250,6 +254,7 @@ int ycsb_cfg_pack(const struct ycsb_props *p, uint32_t nodes, uint8_t out[YCSB_C
     pack_u8(&w, p->writeallfields);
     pack_u8(&w, (uint8_t)p->workload);
     pack_u8(&w, (uint8_t)p->keyspertxn);
+    pack_u8(&w, p->zipf_plain);
     int rc = w.err || w.len > YCSB_CFG_LEN ? RDKV_ENOMEM : 0;
     if (!rc) {
         memset(out, 0, YCSB_CFG_LEN);
@@ -291,6 +296,8 @@ static int cfg_unpack(struct cfg *c, const void *b, size_t len, char *err, size_
     uint8_t waf = unpack_u8(&r);
     p->workload = (char)unpack_u8(&r);
     p->keyspertxn = unpack_u8(&r);
+    uint8_t zp = unpack_u8(&r);
+    p->zipf_plain = zp;
     p->dist = (enum ycsb_dist)dist;
     p->scan_zipfian = sz;
     p->ordered = ord;
@@ -301,7 +308,7 @@ static int cfg_unpack(struct cfg *c, const void *b, size_t len, char *err, size_
         p->recordcount > 1000000000000ull || !p->fieldcount || !p->fieldlength ||
         p->fieldcount > 100000 || p->fieldlength > 100000 || !p->minscanlength ||
         p->maxscanlength > 100000 || !p->zeropadding || p->zeropadding > 20 ||
-        !p->keyspertxn || p->keyspertxn > YCSB_KEYS_PER_TXN_MAX ||
+        !p->keyspertxn || p->keyspertxn > YCSB_KEYS_PER_TXN_MAX || zp > 1 ||
         ycsb_props_check(p, why, sizeof why)) {
         snprintf(err, errcap, "ycsb config: malformed or unsupported (version %u)", ver);
         return RDKV_EINVAL;
@@ -386,6 +393,7 @@ struct worker {
     uint64_t rng;
     struct ycsb_opchooser ops;
     struct ycsb_scrambled zipf;
+    struct ycsb_zipf zipf_plain; /* zipfianscrambled=false */
     struct ycsb_hotspot hot;
     struct ycsb_counter latest_basis;
     struct ycsb_latest latest;
@@ -435,7 +443,9 @@ static uint64_t next_logical(struct worker *w)
     default:
         /* scrambled Zipfian over the expected key space; redraw past the acknowledged end */
         for (int i = 0; i < 1000; i++)
-            if ((v = ycsb_scrambled_next(&w->zipf, &w->rng)) < have) return v;
+            if ((v = w->c.p.zipf_plain ? ycsb_zipf_next(&w->zipf_plain, &w->rng)
+                                       : ycsb_scrambled_next(&w->zipf, &w->rng)) < have)
+                return v;
         return rng_below(&w->rng, have);
     }
 }
@@ -477,7 +487,10 @@ static int worker_new(const void *cfg, size_t len, const struct wl_place *pl, ui
     if (!rc) rc = ycsb_opchooser_init(&w->ops, p->read, p->update, p->insert, p->scan, p->rmw);
     /* CoreWorkload: the key chooser's space includes the inserts expected in the run */
     w->expected_new = (uint64_t)((double)p->operationcount * p->insert * 2.0);
-    if (!rc && p->dist == YCSB_D_ZIPFIAN)
+    if (!rc && p->dist == YCSB_D_ZIPFIAN && p->zipf_plain)
+        rc = ycsb_zipf_init(&w->zipf_plain, 0, p->recordcount + w->expected_new - 1,
+                            YCSB_ZIPFIAN_CONSTANT);
+    else if (!rc && p->dist == YCSB_D_ZIPFIAN)
         rc = ycsb_scrambled_init(&w->zipf, 0, p->recordcount + w->expected_new - 1);
     if (!rc && p->dist == YCSB_D_HOTSPOT)
         rc = ycsb_hotspot_init(&w->hot, 0, p->recordcount - 1, p->hotspotdatafraction,

@@ -36,7 +36,9 @@ static const char usage[] =
     "                        hotspotdatafraction, hotspotopnfraction, writeallfields;\n"
     "                        rdkv's keyspertxn=K (1..16): each read or update is one\n"
     "                        transaction over K distinct keys in random order, each key read\n"
-    "                        or updated per the mix (hot-key contention; see --conflict)\n"
+    "                        or updated per the mix (hot-key contention; see --conflict);\n"
+    "                        zipfianscrambled=false: zipfian ranks over the records\n"
+    "                        themselves (the first keys hottest), not YCSB's scrambled ones\n"
     "\n";
 static const char usage_tail[] =
     "  -h, --help            this text\n"
@@ -154,7 +156,9 @@ int cmd_ycsb(int argc, char **argv)
         snprintf(thr, sizeof thr, "%u", c.o.threads);
         snprintf(tgt, sizeof tgt, "%.0f", c.o.target);
         snprintf(dist, sizeof dist, "%s%s", ycsb_dist_name(p.dist),
-                 p.dist == YCSB_D_ZIPFIAN ? " (scrambled, theta 0.99)" : "");
+                 p.dist != YCSB_D_ZIPFIAN ? ""
+                 : p.zipf_plain          ? " (not scrambled, theta 0.99)"
+                                         : " (scrambled, theta 0.99)");
         char mix[160];
         snprintf(mix, sizeof mix, "read %.2f update %.2f insert %.2f scan %.2f rmw %.2f%s", p.read,
                  p.update, p.insert, p.scan, p.rmw, p.keyspertxn > 1 ? ", keys per transaction" : "");
