@@ -163,6 +163,22 @@ static void act_stop(struct actor *a)
     pthread_cond_destroy(&a->cv);
 }
 
+/* A fresh cluster and an actor on each node, with the given policies. */
+static bool cast(struct actor a[3], int p0, int p1, int p2)
+{
+    if (!up()) return false;
+    const int pol[3] = {p0, p1, p2};
+    for (unsigned i = 0; i < 3; i++)
+        if (!act_start(&a[i], i, pol[i])) return false;
+    return true;
+}
+
+static void uncast(struct actor a[3])
+{
+    for (unsigned i = 0; i < 3; i++) act_stop(&a[i]);
+    tc_stop(&C);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 /* Placements of the two keys (A, B): with T1 on node 0 and T2 on node 1, each of them is in the
@@ -185,25 +201,22 @@ static void both_free(struct actor *x, const char *ka, const char *kb)
 
 static void deadlock_wait_die(void)
 {
-    REQUIRE(up());
-    struct actor t1, t2, x;
-    REQUIRE(act_start(&t1, 0, TXN_CONFLICT_WAIT_DIE));
-    REQUIRE(act_start(&t2, 1, TXN_CONFLICT_WAIT_DIE));
-    REQUIRE(act_start(&x, 2, TXN_CONFLICT_TIMEOUT));
+    struct actor a[3], *t1 = &a[0], *t2 = &a[1], *x = &a[2];
+    REQUIRE(cast(a, TXN_CONFLICT_WAIT_DIE, TXN_CONFLICT_WAIT_DIE, TXN_CONFLICT_TIMEOUT));
     for (unsigned p = 0; p < NPLACE; p++)
         for (int older = 1; older <= 2; older++) {
             char ka[32], kb[32];
             key_on(ka, sizeof ka, older == 1 ? "wdA" : "wdC", place[p][0]);
             key_on(kb, sizeof kb, older == 1 ? "wdB" : "wdD", place[p][1]);
-            struct actor *o = older == 1 ? &t1 : &t2, *y = older == 1 ? &t2 : &t1;
-            both_free(&x, ka, kb); /* (the keys exist: row locks, not inserts' points) */
+            struct actor *o = older == 1 ? t1 : t2, *y = older == 1 ? t2 : t1;
+            both_free(x, ka, kb); /* (the keys exist: row locks, not inserts' points) */
             CHECK_EQ(act_do(o, A_BEGIN, NULL, 0), 0); /* the older begins first */
             CHECK_EQ(act_do(y, A_BEGIN, NULL, 0), 0);
             CHECK(o->ts < y->ts);
-            CHECK_EQ(act_do(&t1, A_PUT, ka, 0), 0); /* T1 holds A */
-            CHECK_EQ(act_do(&t2, A_PUT, kb, 0), 0); /* T2 holds B */
-            act_post(&t1, A_PUT, kb, 0);            /* both at once: a deadlock under timeout */
-            act_post(&t2, A_PUT, ka, 0);
+            CHECK_EQ(act_do(t1, A_PUT, ka, 0), 0); /* T1 holds A */
+            CHECK_EQ(act_do(t2, A_PUT, kb, 0), 0); /* T2 holds B */
+            act_post(t1, A_PUT, kb, 0);            /* both at once: a deadlock under timeout */
+            act_post(t2, A_PUT, ka, 0);
             int ry = act_wait(y), ro = act_wait(o);
             if (ry != RDKV_EABORTED || ro != 0)
                 fprintf(stderr, "  keys on %u,%u, T%d older: younger %s, older %s\n", place[p][0],
@@ -212,106 +225,91 @@ static void deadlock_wait_die(void)
             CHECK_EQ(ro, 0);             /* the older waited for it, and got the lock */
             CHECK_EQ(act_do(y, A_ABORT, NULL, 0), 0);
             CHECK_EQ(act_do(o, A_COMMIT, NULL, 0), 0);
-            both_free(&x, ka, kb);
+            both_free(x, ka, kb);
         }
-    act_stop(&t1);
-    act_stop(&t2);
-    act_stop(&x);
-    tc_stop(&C);
+    uncast(a);
 }
 
 static void deadlock_no_wait(void)
 {
-    REQUIRE(up());
-    struct actor t1, t2, x;
-    REQUIRE(act_start(&t1, 0, TXN_CONFLICT_NO_WAIT));
-    REQUIRE(act_start(&t2, 1, TXN_CONFLICT_NO_WAIT));
-    REQUIRE(act_start(&x, 2, TXN_CONFLICT_TIMEOUT));
+    struct actor a[3], *t1 = &a[0], *t2 = &a[1], *x = &a[2];
+    REQUIRE(cast(a, TXN_CONFLICT_NO_WAIT, TXN_CONFLICT_NO_WAIT, TXN_CONFLICT_TIMEOUT));
     for (unsigned p = 0; p < NPLACE; p++) {
         char ka[32], kb[32];
         key_on(ka, sizeof ka, "nwA", place[p][0]);
         key_on(kb, sizeof kb, "nwB", place[p][1]);
-        both_free(&x, ka, kb);
+        both_free(x, ka, kb);
         /* in turn: T2's request is not granted at once and aborts T2, which lets B go */
-        CHECK_EQ(act_do(&t1, A_BEGIN, NULL, 0), 0);
-        CHECK_EQ(act_do(&t2, A_BEGIN, NULL, 0), 0);
-        CHECK_EQ(act_do(&t1, A_PUT, ka, 0), 0);
-        CHECK_EQ(act_do(&t2, A_PUT, kb, 0), 0);
-        CHECK_EQ(act_do(&t2, A_PUT, ka, 0), RDKV_EABORTED);
-        CHECK_EQ(act_do(&t2, A_ABORT, NULL, 0), 0);
-        CHECK_EQ(act_do(&t1, A_PUT, kb, 0), 0);
-        CHECK_EQ(act_do(&t1, A_COMMIT, NULL, 0), 0);
-        both_free(&x, ka, kb);
-        CHECK_EQ(act_do(&x, A_POLICY, NULL, TXN_CONFLICT_TIMEOUT), 0);
+        CHECK_EQ(act_do(t1, A_BEGIN, NULL, 0), 0);
+        CHECK_EQ(act_do(t2, A_BEGIN, NULL, 0), 0);
+        CHECK_EQ(act_do(t1, A_PUT, ka, 0), 0);
+        CHECK_EQ(act_do(t2, A_PUT, kb, 0), 0);
+        CHECK_EQ(act_do(t2, A_PUT, ka, 0), RDKV_EABORTED);
+        CHECK_EQ(act_do(t2, A_ABORT, NULL, 0), 0);
+        CHECK_EQ(act_do(t1, A_PUT, kb, 0), 0);
+        CHECK_EQ(act_do(t1, A_COMMIT, NULL, 0), 0);
+        both_free(x, ka, kb);
+        CHECK_EQ(act_do(x, A_POLICY, NULL, TXN_CONFLICT_TIMEOUT), 0);
         /* at once: both end, at least one aborted, whoever got both keys commits */
-        CHECK_EQ(act_do(&t1, A_BEGIN, NULL, 0), 0);
-        CHECK_EQ(act_do(&t2, A_BEGIN, NULL, 0), 0);
-        CHECK_EQ(act_do(&t1, A_PUT, ka, 0), 0);
-        CHECK_EQ(act_do(&t2, A_PUT, kb, 0), 0);
-        act_post(&t1, A_PUT, kb, 0);
-        act_post(&t2, A_PUT, ka, 0);
-        int r1 = act_wait(&t1), r2 = act_wait(&t2);
+        CHECK_EQ(act_do(t1, A_BEGIN, NULL, 0), 0);
+        CHECK_EQ(act_do(t2, A_BEGIN, NULL, 0), 0);
+        CHECK_EQ(act_do(t1, A_PUT, ka, 0), 0);
+        CHECK_EQ(act_do(t2, A_PUT, kb, 0), 0);
+        act_post(t1, A_PUT, kb, 0);
+        act_post(t2, A_PUT, ka, 0);
+        int r1 = act_wait(t1), r2 = act_wait(t2);
         CHECK(r1 == 0 || r1 == RDKV_EABORTED);
         CHECK(r2 == 0 || r2 == RDKV_EABORTED);
         CHECK(r1 == RDKV_EABORTED || r2 == RDKV_EABORTED);
-        CHECK_EQ(act_do(&t1, r1 ? A_ABORT : A_COMMIT, NULL, 0), 0);
-        CHECK_EQ(act_do(&t2, r2 ? A_ABORT : A_COMMIT, NULL, 0), 0);
-        both_free(&x, ka, kb);
+        CHECK_EQ(act_do(t1, r1 ? A_ABORT : A_COMMIT, NULL, 0), 0);
+        CHECK_EQ(act_do(t2, r2 ? A_ABORT : A_COMMIT, NULL, 0), 0);
+        both_free(x, ka, kb);
     }
-    act_stop(&t1);
-    act_stop(&t2);
-    act_stop(&x);
-    tc_stop(&C);
+    uncast(a);
 }
 
 static void retry_keeps_ts(void)
 {
-    REQUIRE(up());
-    struct actor y, o, z;
-    REQUIRE(act_start(&y, 0, TXN_CONFLICT_WAIT_DIE));
-    REQUIRE(act_start(&o, 1, TXN_CONFLICT_WAIT_DIE));
-    REQUIRE(act_start(&z, 2, TXN_CONFLICT_WAIT_DIE));
+    struct actor a[3], *y = &a[0], *o = &a[1], *z = &a[2];
+    REQUIRE(cast(a, TXN_CONFLICT_WAIT_DIE, TXN_CONFLICT_WAIT_DIE, TXN_CONFLICT_WAIT_DIE));
     for (unsigned part = 0; part < 3; part++) {
         char k[32];
         key_on(k, sizeof k, "rtK", part);
-        CHECK_EQ(act_do(&y, A_BEGIN, NULL, 0), 0);
-        CHECK_EQ(act_do(&y, A_PUT, k, 0), 0);
+        CHECK_EQ(act_do(y, A_BEGIN, NULL, 0), 0);
+        CHECK_EQ(act_do(y, A_PUT, k, 0), 0);
         /* O, younger than Y, dies */
-        CHECK_EQ(act_do(&o, A_BEGIN, NULL, 0), 0);
-        uint64_t first = o.ts;
-        CHECK(first > y.ts);
-        CHECK_EQ(act_do(&o, A_PUT, k, 0), RDKV_EABORTED);
-        CHECK_EQ(act_do(&o, A_ABORT, NULL, 0), 0);
-        CHECK_EQ(act_do(&y, A_COMMIT, NULL, 0), 0);
+        CHECK_EQ(act_do(o, A_BEGIN, NULL, 0), 0);
+        uint64_t first = o->ts;
+        CHECK(first > y->ts);
+        CHECK_EQ(act_do(o, A_PUT, k, 0), RDKV_EABORTED);
+        CHECK_EQ(act_do(o, A_ABORT, NULL, 0), 0);
+        CHECK_EQ(act_do(y, A_COMMIT, NULL, 0), 0);
         /* Z, newer than O's first attempt, holds the key */
-        CHECK_EQ(act_do(&z, A_BEGIN, NULL, 0), 0);
-        CHECK(z.ts > first);
-        CHECK_EQ(act_do(&z, A_PUT, k, 0), 0);
+        CHECK_EQ(act_do(z, A_BEGIN, NULL, 0), 0);
+        CHECK(z->ts > first);
+        CHECK_EQ(act_do(z, A_PUT, k, 0), 0);
         /* a retry with a fresh timestamp is younger than Z: it dies again */
-        CHECK_EQ(act_do(&o, A_BEGIN, NULL, 0), 0);
-        CHECK(o.ts > z.ts);
-        CHECK_EQ(act_do(&o, A_PUT, k, 0), RDKV_EABORTED);
-        CHECK_EQ(act_do(&o, A_ABORT, NULL, 0), 0);
+        CHECK_EQ(act_do(o, A_BEGIN, NULL, 0), 0);
+        CHECK(o->ts > z->ts);
+        CHECK_EQ(act_do(o, A_PUT, k, 0), RDKV_EABORTED);
+        CHECK_EQ(act_do(o, A_ABORT, NULL, 0), 0);
         /* the retry that keeps its first timestamp is older than Z: it waits for Z, and once
          * Z commits it has the key */
-        CHECK_EQ(act_do(&o, A_BEGIN, NULL, first), 0);
-        CHECK_EQ(o.ts, first);
-        act_post(&o, A_PUT, k, 0);
-        CHECK_EQ(act_do(&z, A_COMMIT, NULL, 0), 0);
-        CHECK_EQ(act_wait(&o), 0);
-        CHECK_EQ(act_do(&o, A_COMMIT, NULL, 0), 0);
+        CHECK_EQ(act_do(o, A_BEGIN, NULL, first), 0);
+        CHECK_EQ(o->ts, first);
+        act_post(o, A_PUT, k, 0);
+        CHECK_EQ(act_do(z, A_COMMIT, NULL, 0), 0);
+        CHECK_EQ(act_wait(o), 0);
+        CHECK_EQ(act_do(o, A_COMMIT, NULL, 0), 0);
     }
     /* txn_keep_ts is ignored once the transaction holds a lock */
-    CHECK_EQ(act_do(&o, A_BEGIN, NULL, 0), 0);
-    uint64_t ts = o.ts;
-    CHECK_EQ(act_do(&o, A_PUT, "rtL", 0), 0);
-    txn_keep_ts(o.t, 1); /* (the actor is idle: its transaction is ours to touch) */
-    CHECK_EQ(txn_start_ts(o.t), ts);
-    CHECK_EQ(act_do(&o, A_ABORT, NULL, 0), 0);
-    act_stop(&y);
-    act_stop(&o);
-    act_stop(&z);
-    tc_stop(&C);
+    CHECK_EQ(act_do(o, A_BEGIN, NULL, 0), 0);
+    uint64_t ts = o->ts;
+    CHECK_EQ(act_do(o, A_PUT, "rtL", 0), 0);
+    txn_keep_ts(o->t, 1); /* (the actor is idle: its transaction is ours to touch) */
+    CHECK_EQ(txn_start_ts(o->t), ts);
+    CHECK_EQ(act_do(o, A_ABORT, NULL, 0), 0);
+    uncast(a);
 }
 
 static const struct test_case cases[] = {
