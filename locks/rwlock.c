@@ -110,14 +110,13 @@ struct member {
 };
 
 /* ---------------------------------------------------------------------------------------------
- * Wait-die (docs/locks.md, "Wait-die"). Each cohort has an age word, a floor: no wait-die
- * member admitted to the cohort (granted, or waiting) since an exclusive request last found the
- * cohort idle is older than it (0: none published). A request publishes its age there with a
- * CAS of its cohort's class (NIC for the remote word, CPU for the local one) and waits only
- * while it is older than the floor of what it waits for: its own cohort's word while tickets are
- * ahead of it, the other cohort's while that one has members. Otherwise it gives up as at a
- * deadline. Stale floors (members gone) are lower, never higher: they cost needless deaths,
- * never a wait for someone older. */
+ * Wait-die (docs/locks.md, "Wait-die: the age floors"). Each cohort has an age word: a floor
+ * (no wait-die member admitted to the cohort -- granted, or waiting -- since the floor was last
+ * reset is older) and a version. A request publishes its age there with a CAS of its cohort's
+ * class (NIC for the remote word, CPU for the local one) and waits only while no floor of what
+ * it waits for is older: its own cohort's while tickets are ahead of it, the other cohort's
+ * while that one has members. Otherwise it gives up as at a deadline. Stale floors (members
+ * gone) are lower, never higher: they cost needless deaths, never a wait for someone older. */
 #define AGE_VER 8 /* the low bits of an age word: a version, bumped by every change */
 static uint64_t age_floor(uint64_t word) { return word >> AGE_VER; }
 static bool age_older(uint64_t word, uint64_t age)
@@ -154,7 +153,6 @@ static int age_publish(struct lock_thread *t, struct member *m, uint64_t seen, b
         reset = false; /* someone behind us published: keep their floor */
     }
 }
-
 
 static int64_t fresh_since(const struct member *m)
 {

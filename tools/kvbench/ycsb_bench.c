@@ -173,7 +173,7 @@ int cmd_ycsb(int argc, char **argv)
                             "mix", mix,
                             "requestdistribution", dist,
                             "threads", thr,
-                            "conflict", c.conflict ? c.conflict : "the nodes' (wait-die unless set)",
+                            "conflict", c.conflict ? c.conflict : "the nodes' (timeout unless set)",
                             "target_ops", c.o.target > 0 ? tgt : "closed loop",
                             "transactions", "every operation is one serializable transaction; "
                                             "READ-MODIFY-WRITE is one transaction",
