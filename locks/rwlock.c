@@ -107,6 +107,8 @@ struct member {
     uint64_t age;       /* wait-die: our timestamp (0: not wait-die) */
     uint64_t published; /* wait-die: our cohort's age word as our publication left it */
     bool died;          /* wait-die: gave up because an older request was there */
+    int64_t grace_end;  /* wait-die: an exclusive request behind older shared holders only
+                           waits until then (0: not such a wait) */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -122,6 +124,36 @@ static uint64_t age_floor(uint64_t word) { return word >> AGE_VER; }
 static bool age_older(uint64_t word, uint64_t age)
 {
     return age_floor(word) && age_floor(word) < age;
+}
+
+/* An exclusive request that would wait only for shared members older than it does not die at
+ * once: it waits up to this long, then dies (docs/locks.md: a floor is a lower bound, often
+ * stale under a stream of readers, and dying at once starved writers of readers' rows). */
+#define AGE_GRACE_NS NS_PER_MS
+
+/* What wait-die makes of an older floor in front of a request: die at once, or, for an
+ * exclusive request with no exclusive member ahead (x_ahead false), wait out the grace. */
+static void age_meet(struct member *m, bool x_ahead, int64_t now)
+{
+    if (m->mode == LOCK_EXCLUSIVE && !x_ahead) {
+        if (!m->grace_end) m->grace_end = now + AGE_GRACE_NS;
+    } else {
+        m->died = true;
+    }
+}
+
+/* The deadline of a wait-die request's wait: now when it died, the grace's end if sooner. */
+static int64_t age_deadline(const struct member *m, int64_t deadline)
+{
+    if (m->died) return clock_now_ns();
+    if (m->grace_end && (!deadline || m->grace_end < deadline)) return m->grace_end;
+    return deadline;
+}
+
+/* Whether a ticket word shows exclusive tickets outstanding. */
+static bool x_out(uint64_t v)
+{
+    return tk_get(&tk_dslr4, v, tk_dslr4.n_sh[TK_X]) != tk_get(&tk_dslr4, v, tk_dslr4.m_sh[TK_X]);
 }
 
 /* Publishes m->age in our cohort's word: the min with the floor there, or, for a request that
@@ -223,17 +255,20 @@ static void clear_waiter_marks(struct lock_thread *t, const struct tk_req *r, ui
  * raised or a ticket that would conflict is out, and that floor is older. Dying here leaves no
  * trace; a request admitted here checks again once it has its ticket (the line may have moved
  * in between). */
-static bool age_dies_early(const struct member *m, const struct tk_req *r, const uint64_t *w)
+static bool age_dies_early(struct member *m, const struct tk_req *r, const uint64_t *w)
 {
     bool rem = m->s.remote;
     uint64_t own_t = w[(rem ? RW_RT : RW_LT) / 8], oth_t = w[(rem ? RW_LT : RW_RT) / 8];
     uint64_t oth_c = w[(rem ? RW_LC : RW_RC) / 8];
     uint64_t own_a = w[(rem ? RW_RAGE : RW_LAGE) / 8], oth_a = w[(rem ? RW_LAGE : RW_RAGE) / 8];
+    int64_t now = clock_now_ns();
     struct tk_req q = *r;
     q.prev = own_t;
-    if (!tk_granted(&q, own_t) && age_older(own_a, m->age)) return true;
+    if (!tk_granted(&q, own_t) && age_older(own_a, m->age)) age_meet(m, x_out(own_t), now);
     q.prev = oth_t;
-    return (!tk_granted(&q, oth_t) || conflict(m->mode, oth_c)) && age_older(oth_a, m->age);
+    if ((!tk_granted(&q, oth_t) || conflict(m->mode, oth_c)) && age_older(oth_a, m->age))
+        age_meet(m, x_out(oth_t) || cw_x(oth_c), now);
+    return m->died;
 }
 
 static void tk_req_of(struct lock_handle *h, struct side *s, enum tk_class cls, struct tk_req *r)
@@ -338,8 +373,8 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
         }
         if (!m->died && age_older(oage, m->age) && (other & (CW_XS | CW_W_BITS))) {
             /* wait-die: the other cohort, which we would wait for, has an older member */
-            m->died = true;
-            deadline = now;
+            age_meet(m, cw_x(other) != 0, now);
+            deadline = age_deadline(m, deadline);
         }
         if (!s->remote) {
             if (!watching || (other & CW_RAISED_LIVE) != watched || rt != watched_rt) {
@@ -484,18 +519,18 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     if (!rc && ticketed && m.age) {
         /* Wait-die, in our cohort: with tickets ahead, wait only if older than all of them.
          * Admitted (granted, or waiting), publish our age for those who come after us. */
-        bool ahead = !tk_granted(&r, r.prev);
-        if (ahead && age_older(mage, m.age)) m.died = true;
-        else {
+        bool ahead = !tk_granted(&r, r.prev), x_ahead = x_out(r.prev);
+        if (ahead && age_older(mage, m.age)) age_meet(&m, x_ahead, clock_now_ns());
+        if (!m.died) {
             rc = age_publish(t, &m, mage, tk_x_current(&tk_dslr4, r.prev, r.prev), &mage);
             m.published = rc ? 0 : mage;
             /* an older one published in between (ahead of us, or behind: we cannot tell) */
-            if (!rc && ahead && age_older(mage, m.age)) m.died = true;
+            if (!rc && ahead && age_older(mage, m.age)) age_meet(&m, x_ahead, clock_now_ns());
         }
     }
     if (!rc && !m.raised) {
         /* (a wait-die request that must die gives its ticket up as at its deadline) */
-        if (!tk_granted(&r, r.prev)) rc = tk_wait(t, &r, m.died ? clock_now_ns() : deadline);
+        if (!tk_granted(&r, r.prev)) rc = tk_wait(t, &r, age_deadline(&m, deadline));
         if (rc == RDKV_ETIMEDOUT) tk_abandon(t, &r);
         if (rc) ticketed = false; /* given up (handed to the poll), or taken by a reset */
         if (!rc) {
@@ -512,7 +547,7 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
         }
     }
     if (!rc) {
-        rc = cross(t, &m, other, turn, rt, oage, deadline);
+        rc = cross(t, &m, other, turn, rt, oage, age_deadline(&m, deadline));
         /* Granted in our cohort, given up at the deadline: pass the ticket on. With a FA only
          * while our clocks are good -- the lowering's reply may have come late, and a ticket
          * waiter may have reset the word past our ticket meanwhile -- else with a CAS (rule 7). */
@@ -533,6 +568,8 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
             else tk_abandon(t, &r);
         }
     }
+    if (rc == RDKV_ETIMEDOUT && m.grace_end && (!deadline || m.grace_end < deadline))
+        m.died = true; /* (the grace ran out, not the deadline) */
     if (rc == RDKV_ETIMEDOUT && m.died) {
         /* wait-die: gave up for an older request, not at the deadline */
         t->stats.timeouts--;
