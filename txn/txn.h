@@ -65,9 +65,9 @@ struct txn_cfg {
                                   reports RDKV_EUNKNOWN (default 5 s) */
     int conflict;            /* enum txn_conflict (default TXN_CONFLICT_DEFAULT) */
 };
-/* timeout: wait-die and no-wait commit ~7x more on a few hot keys, but abort short conflicts
- * that timeout waits out (0.6x at moderate contention), and wait-die pays two round trips more
- * per remote lock (docs/benchmarks.md, "Conflict policies on hot keys") */
+/* timeout: wait-die and no-wait commit ~7x more on a few hot keys, but away from them they
+ * abort short conflicts that timeout waits out, and wait-die pays two round trips more per
+ * remote lock (0.6-1.1x timeout's rate; docs/benchmarks.md, "Conflict policies on hot keys") */
 #define TXN_CONFLICT_DEFAULT TXN_CONFLICT_TIMEOUT
 void txn_cfg_init(struct txn_cfg *c);
 
