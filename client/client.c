@@ -65,6 +65,22 @@ void ses_free(struct rdkv_session *s)
     free(s);
 }
 
+int ses_batch_row(struct rdkv_iter *it, const void **key, size_t *klen, const void **val,
+                  size_t *vlen)
+{
+    uint32_t kl = unpack_u32(&it->r);
+    const uint8_t *k = pack_r_take(&it->r, kl);
+    uint32_t vl = unpack_u32(&it->r);
+    const uint8_t *v = pack_r_take(&it->r, vl);
+    if (it->r.err) return RDKV_EPROTO;
+    it->left--;
+    *key = k ? k : (const uint8_t *)"";
+    *klen = kl;
+    *val = v ? v : (const uint8_t *)"";
+    *vlen = vl;
+    return 1;
+}
+
 const struct fab_counters *rdkv_session_fab_counters(rdkv_session *s)
 {
     return s->ops->counters(s);

@@ -6,6 +6,7 @@
 #include "client/session.h"
 
 #include "server/node.h"
+#include "server/proto.h"
 
 #include "common/clock.h"
 #include "common/task.h"
@@ -17,6 +18,12 @@
 struct rdkv_node {
     struct node *n;
 };
+
+/* rdkv_options.conflict is the transaction layer's policy + 1 (0: the node's) */
+_Static_assert(RDKV_CONFLICT_TIMEOUT - 1 == TXN_CONFLICT_TIMEOUT &&
+                   RDKV_CONFLICT_WAIT_DIE - 1 == TXN_CONFLICT_WAIT_DIE &&
+                   RDKV_CONFLICT_NO_WAIT - 1 == TXN_CONFLICT_NO_WAIT,
+               "rdkv_conflict and txn_conflict disagree");
 
 struct emb {
     struct rdkv_node *node;
@@ -176,11 +183,20 @@ int rdkv_session_open(rdkv_node *n, const rdkv_options *o, rdkv_session **out)
         return rc;
     }
     if (s->o.lock_timeout_ms > 0) txn_worker_set_lock_timeout(e->w, s->o.lock_timeout_ms * NS_PER_MS);
+    txn_worker_set_conflict(e->w, (int)s->o.conflict - 1); /* RDKV_CONFLICT_NODE: -1, the node's */
     *out = s;
     return 0;
 }
 
-static int emb_begin(struct rdkv_txn *t) { return txn_begin(worker_of(t->s), &t->t); }
+/* A retry keeps its first attempt's start timestamp (the wait-die order). */
+static int emb_begin(struct rdkv_txn *t)
+{
+    int rc = txn_begin(worker_of(t->s), &t->t);
+    if (rc) return rc;
+    if (t->retry && t->ts) txn_keep_ts(t->t, t->ts);
+    t->ts = txn_start_ts(t->t);
+    return 0;
+}
 
 /* After a one-shot operation: commit it when it succeeded (or found nothing: an answer too),
  * abort it otherwise. */
@@ -228,17 +244,67 @@ static int emb_del(struct rdkv_txn *t, const void *key, size_t klen, bool commit
     return commit ? emb_oneshot_end(t, rc) : rc;
 }
 
+static void emb_iter_close(struct rdkv_iter *it);
+
+/* A one-shot scan's first rows, read now (up to SES_BATCH_ROWS rows or SES_BATCH_BYTES, as a
+ * remote session's first batch): a failure among them is a failure of the call, which the
+ * caller retries with its start timestamp kept, and only the rows after them are read as the
+ * iterator goes. */
+static int emb_first_batch(struct rdkv_iter *it)
+{
+    struct pack_w w;
+    pack_w_init(&w);
+    uint32_t n = 0;
+    int rc = 0;
+    it->more = false;
+    for (;;) {
+        if (n >= SES_BATCH_ROWS || w.len >= SES_BATCH_BYTES) {
+            it->more = true;
+            break;
+        }
+        const void *k, *v;
+        uint32_t kl, vl;
+        int r = txn_iter_next(it->it, &k, &kl, &v, &vl);
+        if (r <= 0) {
+            rc = r;
+            break;
+        }
+        pack_u32(&w, kl);
+        uint8_t *d = pack_w_room(&w, kl);
+        if (d && kl) memcpy(d, k, kl);
+        pack_u32(&w, vl);
+        d = pack_w_room(&w, vl);
+        if (d && vl) memcpy(d, v, vl);
+        n++;
+    }
+    if (!rc && w.err) rc = RDKV_ENOMEM;
+    if (!rc && fab_buf_set(&it->batch, w.p, w.len)) rc = RDKV_ENOMEM;
+    pack_w_free(&w);
+    if (rc) return rc;
+    pack_r_init(&it->r, it->batch.data, it->batch.len);
+    it->left = n;
+    return 0;
+}
+
 static int emb_scan(struct rdkv_txn *t, const void *begin, size_t blen, const void *end,
                     size_t elen, size_t limit, struct rdkv_iter *it, bool commit)
 {
+    it->left = 0;
+    it->more = true;
     int rc = txn_scan(t->t, begin, (uint32_t)blen, end, (uint32_t)elen, limit, &it->it);
-    if (rc && commit) return emb_oneshot_end(t, rc);
+    if (!rc && commit) rc = emb_first_batch(it);
+    if (rc && commit) {
+        emb_iter_close(it);
+        return emb_oneshot_end(t, rc);
+    }
     return rc;
 }
 
 static int emb_iter_next(struct rdkv_iter *it, const void **key, size_t *klen, const void **val,
                          size_t *vlen)
 {
+    if (it->left) return ses_batch_row(it, key, klen, val, vlen);
+    if (!it->more) return 0;
     const void *k, *v;
     uint32_t kl, vl;
     int rc = txn_iter_next(it->it, &k, &kl, &v, &vl);
@@ -255,6 +321,8 @@ static void emb_iter_close(struct rdkv_iter *it)
 {
     if (it->it) txn_iter_close(it->it);
     it->it = NULL;
+    it->left = 0;
+    it->more = false;
 }
 
 static int emb_commit(struct rdkv_txn *t)

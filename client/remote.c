@@ -387,17 +387,7 @@ static int rem_iter_next(struct rdkv_iter *it, const void **key, size_t *klen, c
         if (rc) return rc;
         if (it->oneshot && !it->more) t->active = false; /* committed with its last batch */
     }
-    uint32_t kl = unpack_u32(&it->r);
-    const uint8_t *k = pack_r_take(&it->r, kl);
-    uint32_t vl = unpack_u32(&it->r);
-    const uint8_t *v = pack_r_take(&it->r, vl);
-    if (it->r.err) return RDKV_EPROTO;
-    it->left--;
-    *key = k ? k : (const uint8_t *)"";
-    *klen = kl;
-    *val = v ? v : (const uint8_t *)"";
-    *vlen = vl;
-    return 1;
+    return ses_batch_row(it, key, klen, val, vlen);
 }
 
 static void rem_iter_close(struct rdkv_iter *it)

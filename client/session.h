@@ -74,6 +74,11 @@ struct rdkv_session {
 
 extern const struct ses_ops ses_embedded_ops, ses_remote_ops;
 
+/* The next row of the iterator's current batch (it->r, it->left: u32 key length, key, u32 value
+ * length, value, as server/proto.h's batches): 1, or RDKV_EPROTO. */
+int ses_batch_row(struct rdkv_iter *it, const void **key, size_t *klen, const void **val,
+                  size_t *vlen);
+
 /* A session of either kind before its own set-up (client.c); NULL when out of memory. */
 struct rdkv_session *ses_new(const struct ses_ops *ops, const rdkv_options *o);
 /* Frees what ses_new made (the kind's close has run). */

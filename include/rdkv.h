@@ -105,8 +105,11 @@ int rdkv_put(rdkv_session *s, const void *key, size_t klen, const void *val, siz
 int rdkv_delete(rdkv_session *s, const void *key, size_t klen);
 /* Scans [begin, end) as rdkv_txn_scan does, in a transaction of its own that commits when the
  * iterator reaches the end (rdkv_iter_next returns 0, or the commit's status); rdkv_iter_close
- * before the end aborts it. Only the first request is retried: once rows were returned, a
- * failure is reported. The iterator is the session's. */
+ * before the end aborts it. Its first rows (up to 256, or 1 MiB) are read within the call, and
+ * retried like the other one-shot operations; a failure after them is reported by
+ * rdkv_iter_next, and running the scan again is a new transaction (under wait-die, with a new
+ * start time: a long scan that must not starve belongs in rdkv_run_txn). The iterator is the
+ * session's. */
 int rdkv_scan(rdkv_session *s, const void *begin, size_t blen, const void *end, size_t elen,
               size_t limit, rdkv_iter **out);
 

@@ -48,6 +48,10 @@ struct lock_algo {
     /* A held lock may be released by another thread of the same node (handle copied, h->t
      * pointed at that thread): no per-thread state (descriptors) is tied to the hold. */
     bool movable;
+    /* Wait-die: a request with h->age set waits only for younger requests (larger ages) and
+     * otherwise gives up at once with RDKV_EABORTED, leaving nothing behind (docs/locks.md,
+     * "Wait-die"). Algorithms without it ignore h->age. */
+    bool wait_die;
 };
 
 extern const struct lock_algo lock_alock;  /* ALock: local CPU atomics, remote one-sided verbs */
@@ -129,6 +133,7 @@ struct lock_stats {
     uint64_t lease_expired; /* releases after the lease had run out */
     uint64_t overflow_resets; /* counter resets at COUNT_MAX this thread completed */
     uint64_t stale_grants;  /* grants given up: what showed them was older than the lease allows */
+    uint64_t dies;          /* wait-die: requests that gave up because an older one was there */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -189,7 +194,12 @@ struct lock_handle {
     uint64_t aux, aux2;           /* algorithm-private (tickets, reset targets) */
     int64_t granted_at;           /* when the lock was granted */
     int64_t lease_ns;             /* the hold's lease, 0 = none (set by the algorithm) */
+    uint64_t age;                 /* wait-die (algo->wait_die): the requester's timestamp, smaller
+                                     = older, at most LOCK_AGE_MAX; 0 = wait for anyone until the
+                                     deadline */
+    uint64_t age_word;            /* wait-die: algorithm-private */
 };
+#define LOCK_AGE_MAX ((1ull << 56) - 1)
 
 static inline void lock_handle_init(struct lock_handle *h, struct lock_thread *t,
                                     const struct lock_algo *a, rptr line)
@@ -203,6 +213,8 @@ static inline void lock_handle_init(struct lock_handle *h, struct lock_thread *t
     h->aux = h->aux2 = 0;
     h->granted_at = 0;
     h->lease_ns = 0;
+    h->age = 0;
+    h->age_word = 0;
 }
 static inline int lock_acquire(struct lock_handle *h, enum lock_mode m, int64_t deadline)
 {

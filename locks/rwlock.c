@@ -10,6 +10,8 @@
  *   LC   @24  local cohort's cross word                          (CPU atomics)
  *   TURN @32  the cohort with priority: 0 local, 1 remote        (stores)
  *   LSLEEP @40 local waiters asleep on LT (a futex count)        (CPU atomics)
+ *   RAGE @48 wait-die: remote cohort's age floor                  (NIC CAS)
+ *   LAGE @56 wait-die: local cohort's age floor                   (CPU CAS)
  *
  * A request takes a ticket in its cohort's word and waits for its turn there (DSLR's rules: S
  * after the earlier X, X after everyone earlier). Then it "raises" its mode in its cohort's
@@ -33,6 +35,8 @@
 #define RW_LC 24
 #define RW_TURN 32
 #define RW_LSLEEP 40 /* local waiters asleep on LT's "now serving" half (CPU atomics only) */
+#define RW_RAGE 48   /* wait-die: no wait-die member of the remote cohort is older (NIC CAS) */
+#define RW_LAGE 56   /* the same for the local cohort (CPU CAS) */
 #define TURN_LOCAL 0
 #define TURN_REMOTE 1
 
@@ -100,7 +104,87 @@ struct member {
     bool marked;        /* counted in eW: it backed off, and has not released since */
     int64_t touched;    /* remote: when it last changed the cross word */
     int64_t alive_at;   /* remote: when its ticket's grant or its last refresh was shown */
+    uint64_t age;       /* wait-die: our timestamp (0: not wait-die) */
+    uint64_t published; /* wait-die: our cohort's age word as our publication left it */
+    bool died;          /* wait-die: gave up because an older request was there */
+    int64_t grace_end;  /* wait-die: an exclusive request behind older shared holders only
+                           waits until then (0: not such a wait) */
 };
+
+/* ---------------------------------------------------------------------------------------------
+ * Wait-die (docs/locks.md, "Wait-die: the age floors"). Each cohort has an age word: a floor
+ * (no wait-die member admitted to the cohort -- granted, or waiting -- since the floor was last
+ * reset is older) and a version. A request publishes its age there with a CAS of its cohort's
+ * class (NIC for the remote word, CPU for the local one) and waits only while no floor of what
+ * it waits for is older: its own cohort's while tickets are ahead of it, the other cohort's
+ * while that one has members. Otherwise it gives up as at a deadline. Stale floors (members
+ * gone) are lower, never higher: they cost needless deaths, never a wait for someone older. */
+#define AGE_VER 8 /* the low bits of an age word: a version, bumped by every change */
+static uint64_t age_floor(uint64_t word) { return word >> AGE_VER; }
+static bool age_older(uint64_t word, uint64_t age)
+{
+    return age_floor(word) && age_floor(word) < age;
+}
+
+/* An exclusive request that would wait only for shared members older than it does not die at
+ * once: it waits up to this long, then dies (docs/locks.md: a floor is a lower bound, often
+ * stale under a stream of readers, and dying at once starved writers of readers' rows). */
+#define AGE_GRACE_NS NS_PER_MS
+
+/* What wait-die makes of an older floor in front of a request: die at once, or, for an
+ * exclusive request with no exclusive member ahead (x_ahead false), wait out the grace. */
+static void age_meet(struct member *m, bool x_ahead, int64_t now)
+{
+    if (m->mode == LOCK_EXCLUSIVE && !x_ahead) {
+        if (!m->grace_end) m->grace_end = now + AGE_GRACE_NS;
+    } else {
+        m->died = true;
+    }
+}
+
+/* The deadline of a wait-die request's wait: now when it died, the grace's end if sooner. */
+static int64_t age_deadline(const struct member *m, int64_t deadline)
+{
+    if (m->died) return clock_now_ns();
+    if (m->grace_end && (!deadline || m->grace_end < deadline)) return m->grace_end;
+    return deadline;
+}
+
+/* Whether a ticket word shows exclusive tickets outstanding. */
+static bool x_out(uint64_t v)
+{
+    return tk_get(&tk_dslr4, v, tk_dslr4.n_sh[TK_X]) != tk_get(&tk_dslr4, v, tk_dslr4.m_sh[TK_X]);
+}
+
+/* Publishes m->age in our cohort's word: the min with the floor there, or, for a request that
+ * found its cohort idle (everyone admitted since is behind it), ours alone. Every publication
+ * bumps the word's version, even when the floor stays, so that a CAS from an older value (a
+ * reset, a clear) fails once anyone published since. *now: the word after our update (a floor
+ * older than us: someone older came in between). */
+static int age_publish(struct lock_thread *t, struct member *m, uint64_t seen, bool reset,
+                       uint64_t *now)
+{
+    rptr w = rptr_add(m->s.line, m->s.remote ? RW_RAGE : RW_LAGE);
+    for (;;) { /* (a lost race means another publisher's CAS landed: lock-free) */
+        uint64_t f = age_floor(seen);
+        uint64_t want = (reset || !f || m->age < f ? m->age : f) << AGE_VER |
+                        ((seen + 1) & ((1u << AGE_VER) - 1));
+        uint64_t got = seen;
+        if (m->s.remote) {
+            int rc = fab_cas(t->c, w, seen, want, &got);
+            if (rc) return rc;
+        } else {
+            __atomic_compare_exchange_n(&m->s.lp[RW_LAGE / 8], &got, want, false,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+        }
+        if (got == seen) {
+            *now = want;
+            return 0;
+        }
+        seen = got;
+        reset = false; /* someone behind us published: keep their floor */
+    }
+}
 
 static int64_t fresh_since(const struct member *m)
 {
@@ -135,20 +219,22 @@ static int cross_add(struct lock_thread *t, struct member *m, uint64_t add, bool
  * atomic is a full fence; a NIC READ chained after the NIC FAA executes after it). A local
  * member also gets the remote ticket word, for the lease check. */
 static int look(struct lock_thread *t, struct member *m, uint64_t *other, uint64_t *turn,
-                uint64_t *rt)
+                uint64_t *rt, uint64_t *oage)
 {
     if (!m->s.remote) {
         uint64_t *lp = m->s.lp;
         *other = __atomic_load_n(&lp[RW_RC / 8], __ATOMIC_SEQ_CST);
         *turn = __atomic_load_n(&lp[RW_TURN / 8], __ATOMIC_SEQ_CST);
         *rt = __atomic_load_n(&lp[RW_RT / 8], __ATOMIC_SEQ_CST);
+        *oage = __atomic_load_n(&lp[RW_RAGE / 8], __ATOMIC_SEQ_CST);
         return 0;
     }
-    uint64_t snap[5];
-    int rc = fab_read(t->c, m->s.line, snap, sizeof snap);
+    uint64_t snap[LOCK_LINE / 8];
+    int rc = fab_read(t->c, m->s.line, snap, m->age ? sizeof snap : 40);
     *other = snap[RW_LC / 8];
     *turn = snap[RW_TURN / 8];
     *rt = 0;
+    *oage = m->age ? snap[RW_LAGE / 8] : 0;
     return rc;
 }
 
@@ -161,6 +247,28 @@ static void clear_waiter_marks(struct lock_thread *t, const struct tk_req *r, ui
     if (!cw_w(rc_seen)) return;
     uint64_t fresh = rc_seen - cw_w(rc_seen) * CW_W + CW_ACTO;
     fab_cas(t->c, rptr_add(r->word, RW_RC - RW_RT), rc_seen, fresh, &got);
+}
+
+/* Wait-die, before any ticket is taken: whether the request would wait for someone older, from
+ * the line as it is now (w: its 8 words). Its own cohort: a ticket of its class would not be
+ * granted at once and the cohort's floor is older. The other cohort: a conflicting member is
+ * raised or a ticket that would conflict is out, and that floor is older. Dying here leaves no
+ * trace; a request admitted here checks again once it has its ticket (the line may have moved
+ * in between). */
+static bool age_dies_early(struct member *m, const struct tk_req *r, const uint64_t *w)
+{
+    bool rem = m->s.remote;
+    uint64_t own_t = w[(rem ? RW_RT : RW_LT) / 8], oth_t = w[(rem ? RW_LT : RW_RT) / 8];
+    uint64_t oth_c = w[(rem ? RW_LC : RW_RC) / 8];
+    uint64_t own_a = w[(rem ? RW_RAGE : RW_LAGE) / 8], oth_a = w[(rem ? RW_LAGE : RW_RAGE) / 8];
+    int64_t now = clock_now_ns();
+    struct tk_req q = *r;
+    q.prev = own_t;
+    if (!tk_granted(&q, own_t) && age_older(own_a, m->age)) age_meet(m, x_out(own_t), now);
+    q.prev = oth_t;
+    if ((!tk_granted(&q, oth_t) || conflict(m->mode, oth_c)) && age_older(oth_a, m->age))
+        age_meet(m, x_out(oth_t) || cw_x(oth_c), now);
+    return m->died;
 }
 
 static void tk_req_of(struct lock_handle *h, struct side *s, enum tk_class cls, struct tk_req *r)
@@ -242,7 +350,7 @@ static int lower(struct lock_thread *t, struct member *m, bool unmark, bool gran
  * (lowered and unmarked again), RDKV_EABORTED (stalled: marks abandoned) or a fabric error
  * (standing as in *m). */
 static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64_t turn,
-                 uint64_t rt, int64_t deadline)
+                 uint64_t rt, uint64_t oage, int64_t deadline)
 {
     struct side *s = &m->s;
     int64_t lease = t->cfg.lease_ns, now = clock_now_ns();
@@ -260,8 +368,13 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
             int rc = cross_add(t, m, CW_ACTR, true);
             if (rc) return rc;
             refreshed = now;
-            if ((rc = look(t, m, &other, &turn, &rt))) return rc;
+            if ((rc = look(t, m, &other, &turn, &rt, &oage))) return rc;
             continue;
+        }
+        if (!m->died && age_older(oage, m->age) && (other & (CW_XS | CW_W_BITS))) {
+            /* wait-die: the other cohort, which we would wait for, has an older member */
+            age_meet(m, cw_x(other) != 0, now);
+            deadline = age_deadline(m, deadline);
         }
         if (!s->remote) {
             if (!watching || (other & CW_RAISED_LIVE) != watched || rt != watched_rt) {
@@ -286,7 +399,7 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
                 int rc = cross_add(t, m, CW_ACTO + CW_ACTR + cw_mode(m->mode), true);
                 if (rc) return rc;
                 m->raised = true;
-                if ((rc = look(t, m, &other, &turn, &rt))) return rc;
+                if ((rc = look(t, m, &other, &turn, &rt, &oage))) return rc;
                 continue;
             }
             if (!s->remote && now - backed > 2 * lease) {
@@ -328,7 +441,7 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
         }
         if (!s->remote) lock_backoff(round < 12 ? round : 12);
         else if (round > 2) lock_backoff(round < 10 ? round : 10);
-        int rc = look(t, m, &other, &turn, &rt);
+        int rc = look(t, m, &other, &turn, &rt, &oage);
         if (rc) return rc;
     }
 }
@@ -340,7 +453,7 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     struct lock_thread *t = h->t;
     if (mode != LOCK_SHARED && mode != LOCK_EXCLUSIVE) return RDKV_ENOTSUP;
     lock_thread_poll(t);
-    struct member m = {.mode = mode};
+    struct member m = {.mode = mode, .age = h->age};
     side_of(h, &m.s);
     struct side *s = &m.s;
     enum tk_class cls = mode == LOCK_EXCLUSIVE ? TK_X : TK_S;
@@ -348,14 +461,27 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     h->aux = h->aux2 = 0;
     tk_req_of(h, s, cls, &r);
     uint64_t add_t = 1ull << tk_dslr4.m_sh[cls], raise = CW_ACTO + cw_mode(mode);
-    uint64_t other = 0, turn = 0, rt = 0;
+    uint64_t other = 0, turn = 0, rt = 0, oage = 0, mage = 0; /* mage: our cohort's age word */
     int rc = 0;
+    if (m.age) {
+        uint64_t w[LOCK_LINE / 8];
+        if (s->remote) {
+            if ((rc = fab_read(t->c, s->line, w, sizeof w))) return rc;
+        } else {
+            for (unsigned i = 0; i < LOCK_LINE / 8; i++)
+                w[i] = __atomic_load_n(&s->lp[i], __ATOMIC_SEQ_CST);
+        }
+        if (age_dies_early(&m, &r, w)) {
+            t->stats.dies++;
+            return RDKV_EABORTED;
+        }
+    }
     bool ticketed = false, granted = false; /* we hold an outstanding ticket; it is our turn */
     if (s->remote) {
         /* The fast path: ticket, optimistic raise and a look at the line, as one chain. */
-        uint64_t snap[5];
+        uint64_t snap[LOCK_LINE / 8];
         struct fab_op ops[3] = {fab_op_faa(s->T, add_t), fab_op_faa(s->C, raise),
-                                fab_op_read(s->line, snap, sizeof snap)};
+                                fab_op_read(s->line, snap, m.age ? sizeof snap : 40)};
         int64_t t0 = clock_now_ns();
         if ((rc = fab_exec(t->c, ops, 3))) return rc;
         uint64_t prev = ops[0].result;
@@ -374,6 +500,10 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
         } else {
             tk_took(t, &r, prev, t0);
             ticketed = true;
+            if (m.age) {
+                mage = snap[RW_RAGE / 8];
+                oage = snap[RW_LAGE / 8];
+            }
             if ((granted = tk_granted(&r, prev))) {
                 other = snap[RW_LC / 8];
                 turn = snap[RW_TURN / 8];
@@ -384,9 +514,23 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     } else {
         rc = tk_take(t, &r, deadline);
         ticketed = rc == 0;
+        if (m.age) mage = __atomic_load_n(&s->lp[RW_LAGE / 8], __ATOMIC_SEQ_CST);
+    }
+    if (!rc && ticketed && m.age) {
+        /* Wait-die, in our cohort: with tickets ahead, wait only if older than all of them.
+         * Admitted (granted, or waiting), publish our age for those who come after us. */
+        bool ahead = !tk_granted(&r, r.prev), x_ahead = x_out(r.prev);
+        if (ahead && age_older(mage, m.age)) age_meet(&m, x_ahead, clock_now_ns());
+        if (!m.died) {
+            rc = age_publish(t, &m, mage, tk_x_current(&tk_dslr4, r.prev, r.prev), &mage);
+            m.published = rc ? 0 : mage;
+            /* an older one published in between (ahead of us, or behind: we cannot tell) */
+            if (!rc && ahead && age_older(mage, m.age)) age_meet(&m, x_ahead, clock_now_ns());
+        }
     }
     if (!rc && !m.raised) {
-        if (!tk_granted(&r, r.prev)) rc = tk_wait(t, &r, deadline);
+        /* (a wait-die request that must die gives its ticket up as at its deadline) */
+        if (!tk_granted(&r, r.prev)) rc = tk_wait(t, &r, age_deadline(&m, deadline));
         if (rc == RDKV_ETIMEDOUT) tk_abandon(t, &r);
         if (rc) ticketed = false; /* given up (handed to the poll), or taken by a reset */
         if (!rc) {
@@ -398,12 +542,12 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
             rc = cross_add(t, &m, raise + (s->remote ? CW_ACTR : 0), true);
             if (!rc) {
                 m.raised = true;
-                rc = look(t, &m, &other, &turn, &rt);
+                rc = look(t, &m, &other, &turn, &rt, &oage);
             }
         }
     }
     if (!rc) {
-        rc = cross(t, &m, other, turn, rt, deadline);
+        rc = cross(t, &m, other, turn, rt, oage, age_deadline(&m, deadline));
         /* Granted in our cohort, given up at the deadline: pass the ticket on. With a FA only
          * while our clocks are good -- the lowering's reply may have come late, and a ticket
          * waiter may have reset the word past our ticket meanwhile -- else with a CAS (rule 7). */
@@ -424,11 +568,20 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
             else tk_abandon(t, &r);
         }
     }
+    if (rc == RDKV_ETIMEDOUT && m.grace_end && (!deadline || m.grace_end < deadline))
+        m.died = true; /* (the grace ran out, not the deadline) */
+    if (rc == RDKV_ETIMEDOUT && m.died) {
+        /* wait-die: gave up for an older request, not at the deadline */
+        t->stats.timeouts--;
+        t->stats.dies++;
+        rc = RDKV_EABORTED;
+    }
     if (rc) return rc;
     h->mode = (uint8_t)mode;
     h->desc = (uint8_t)(cls | (m.marked ? DESC_MARKED : 0));
     h->aux = r.prev;
     h->aux2 = r.reset_from;
+    h->age_word = m.published;
     /* the lease runs from the older of our two clocks: before the evidence, never after it */
     h->granted_at = s->remote ? fresh_since(&m) : clock_now_ns();
     h->lease_ns = s->remote ? t->cfg.lease_ns : 0;
@@ -457,6 +610,13 @@ static int rw_release(struct lock_handle *h)
     uint64_t other_prio = s.remote ? TURN_LOCAL : TURN_REMOTE;
     uint64_t lower_add = CW_ACTO - cw_mode(mode) - (marked ? CW_W : 0);
     uint64_t served = 1ull << tk_dslr4.n_sh[cls];
+    /* Wait-die: an exclusive holder whose publication is still its cohort's age word, with its
+     * own age the floor, clears it: nobody is ahead of it, and whoever was admitted behind it
+     * published since (docs/locks.md, "Wait-die"). A shared holder cannot: shared holders
+     * granted before it may stay. */
+    bool clear_age = h->age && mode == LOCK_EXCLUSIVE && h->age_word &&
+                     age_floor(h->age_word) == h->age;
+    uint64_t cleared = (h->age_word + 1) & ((1u << AGE_VER) - 1);
     if (s.remote) {
         bool yield = false;
         if (boundary) {
@@ -474,10 +634,11 @@ static int rw_release(struct lock_handle *h)
             tk_pass_on(t, &r);
             return RDKV_ETIMEDOUT;
         }
-        struct fab_op ops[3];
+        struct fab_op ops[4];
         unsigned n = 0;
         if (yield) ops[n++] = fab_op_write(rptr_add(s.line, RW_TURN), &other_prio, 8);
         ops[n++] = fab_op_faa(s.C, lower_add);
+        if (clear_age) ops[n++] = fab_op_cas(rptr_add(s.line, RW_RAGE), h->age_word, cleared);
         ops[n++] = fab_op_faa(s.T, served);
         int rc = fab_exec(t->c, ops, n);
         if (rc) return rc;
@@ -486,6 +647,10 @@ static int rw_release(struct lock_handle *h)
             cw_w(__atomic_load_n(&s.lp[RW_LC / 8], __ATOMIC_SEQ_CST)) == (marked ? 1u : 0u))
             __atomic_store_n(&s.lp[RW_TURN / 8], other_prio, __ATOMIC_SEQ_CST);
         __atomic_fetch_add(&s.lp[RW_LC / 8], lower_add, __ATOMIC_SEQ_CST);
+        uint64_t mine = h->age_word;
+        if (clear_age)
+            __atomic_compare_exchange_n(&s.lp[RW_LAGE / 8], &mine, cleared, false,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
         __atomic_fetch_add(&s.lp[RW_LT / 8], served, __ATOMIC_SEQ_CST);
         tk_wake(t, &r);
     }
@@ -527,4 +692,5 @@ const struct lock_algo lock_rwlock = {
     .refresh = rw_refresh,
     .holds_x = rw_holds_x,
     .movable = true,
+    .wait_die = true,
 };

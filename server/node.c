@@ -56,6 +56,10 @@ const char node_usage[] =
     "                        can give up); not mcs, whose waits cannot be given up\n"
     "  --range-lock NAME     range lock of scans: combiner-rpc (default), combiner-rdma, itree\n"
     "  --lock-timeout DUR    longest lock wait before a transaction aborts (default 100ms)\n"
+    "  --conflict POLICY     what a transaction does when a lock is taken: timeout (default:\n"
+    "                        wait until --lock-timeout), wait-die (wait only for younger\n"
+    "                        transactions, else abort at once) or no-wait (abort at once);\n"
+    "                        wait-die and no-wait pay on a few hot keys\n"
     "  --lease DUR           lease of a remote lock (default 10s): a remote session's transaction\n"
     "                        idle half a lease is aborted, one that holds a lock longer aborts\n"
     "                        at commit, and a dead holder's locks free after two leases\n"
@@ -104,7 +108,8 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
     enum {
         O_CONFIG = 256, O_NODE, O_TRANSPORT, O_ARENA, O_RPC_THREADS, O_PEER_WAIT, O_LISTEN_FD,
         O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
-        O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_SESS_THREADS, O_COMMITTO
+        O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_SESS_THREADS, O_COMMITTO,
+        O_CONFLICT
     };
     static const struct option longopts[] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -117,6 +122,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         {"row-lock", required_argument, 0, O_ROWLOCK},
         {"range-lock", required_argument, 0, O_RANGELOCK},
         {"lock-timeout", required_argument, 0, O_LOCKTO},
+        {"conflict", required_argument, 0, O_CONFLICT},
         {"lease", required_argument, 0, O_LEASE},
         {"drtm-lease", required_argument, 0, O_DRTM_LEASE},
         {"commit-timeout", required_argument, 0, O_COMMITTO},
@@ -194,6 +200,10 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         case O_LOCKTO:
             if (parse_duration_ns(optarg, &d) || d <= 0) BAD("bad --lock-timeout '%s'", optarg);
             o->txn.lock_timeout_ns = d;
+            break;
+        case O_CONFLICT:
+            if ((o->txn.conflict = txn_conflict_parse(optarg)) < 0)
+                BAD("unknown --conflict '%s' (wait-die, no-wait or timeout)", optarg);
             break;
         case O_LEASE:
             if (parse_duration_ns(optarg, &d) || d < NS_PER_MS) BAD("bad --lease '%s' (>= 1ms)", optarg);

@@ -51,6 +51,7 @@ struct session {
     struct txn *t;                /* the open transaction */
     struct txn_iter *it;          /* its open scan */
     bool oneshot;                 /* the open transaction is a one-shot scan's: commit at its end */
+    uint64_t ts;                  /* the start timestamp of its last transaction */
     bool idle_aborted;            /* the open transaction was aborted for idling: say so */
 };
 
@@ -188,6 +189,7 @@ static int worker_get(struct session *x)
         }
     }
     txn_worker_set_lock_timeout(x->w, x->lock_timeout_ns);
+    txn_worker_set_conflict(x->w, x->conflict == SES_CONFLICT_NODE ? -1 : x->conflict);
     return 0;
 }
 
@@ -241,15 +243,20 @@ static int commit_txn(struct session *x)
     return rc;
 }
 
+/* A retry keeps the start timestamp of the session's last transaction (the wait-die order). */
 static int begin_txn(struct session *x, bool retry)
 {
-    (void)retry;
     end_txn(x); /* a client that lost track of its transaction starts afresh */
     x->idle_aborted = false;
     int rc = worker_get(x);
     if (!rc) rc = txn_begin(x->w, &x->t);
-    if (rc) x->t = NULL;
-    return rc;
+    if (rc) {
+        x->t = NULL;
+        return rc;
+    }
+    if (retry && x->ts) txn_keep_ts(x->t, x->ts);
+    x->ts = txn_start_ts(x->t);
+    return 0;
 }
 
 /* The next batch of the open scan, into w (u8 more, u32 n, rows). *done: the scan ended. */
@@ -678,7 +685,8 @@ static void on_session(struct fab_rpc_req *req, void *arg)
     if (op == SES_OPEN) {
         uint64_t lto = unpack_u64(&r);
         uint8_t conflict = unpack_u8(&r);
-        if (!unpack_done(&r) || sid) {
+        if (!unpack_done(&r) || sid ||
+            (conflict != SES_CONFLICT_NODE && conflict > TXN_CONFLICT_NO_WAIT)) {
             reply_status(req, RDKV_EPROTO);
             return;
         }

@@ -62,6 +62,12 @@ int tc_start(struct tcluster *c, unsigned n, const char *const *extra)
             args[na++] = "--range-lock";
             args[na++] = gl;
         }
+        /* RDKV_TEST_CONFLICT runs it under another conflict policy (node --conflict) */
+        const char *cp = getenv("RDKV_TEST_CONFLICT");
+        if (cp && *cp) {
+            args[na++] = "--conflict";
+            args[na++] = cp;
+        }
         args[na] = NULL;
         /* the last node waits for all its peers: they are all serving by then */
         rc =

@@ -24,7 +24,8 @@ struct tcluster {
 
 /* Starts n nodes (arena 64M each, the transport of tenv_transport). extra (NULL-terminated, may
  * be NULL) is appended to every node's kvserver-style options, e.g. {"--lock-timeout", "50ms"};
- * so are "--row-lock $RDKV_TEST_ROW_LOCK" and "--range-lock $RDKV_TEST_RANGE_LOCK" when set.
+ * so are "--row-lock $RDKV_TEST_ROW_LOCK", "--range-lock $RDKV_TEST_RANGE_LOCK" and
+ * "--conflict $RDKV_TEST_CONFLICT" when set.
  * Returns 0, or a status with the reason printed. */
 int tc_start(struct tcluster *c, unsigned n, const char *const *extra);
 /* Stops every node (close all sessions first) and removes the config directory. */

@@ -29,6 +29,9 @@
 #define COMMIT_RPC_TIMEOUT_NS (5 * NS_PER_S) /* txn_cfg.commit_timeout_ns's default */
 #define RESOLVE_RPC_TIMEOUT_NS (500 * NS_PER_MS)
 #define FANOUT_TAG 0x7C0000000000ull
+#define NOWAIT_GRACE_NS NS_PER_US            /* no-wait: a row lock's one try */
+#define RANGE_NOWAIT_NS (50 * NS_PER_US)      /* no-wait: a range lock granted on arrival */
+#define RANGE_WAITDIE_NS NS_PER_MS            /* wait-die: a range lock's bounded wait */
 
 void txn_cfg_init(struct txn_cfg *c)
 {
@@ -38,6 +41,21 @@ void txn_cfg_init(struct txn_cfg *c)
     c->lock_timeout_ns = 100 * NS_PER_MS;
     c->lease_ns = 10 * NS_PER_S;
     c->commit_timeout_ns = COMMIT_RPC_TIMEOUT_NS;
+    c->conflict = TXN_CONFLICT_DEFAULT;
+}
+
+static const char *const conflict_names[] = {"timeout", "wait-die", "no-wait"};
+
+int txn_conflict_parse(const char *name)
+{
+    for (int i = 0; i < 3; i++)
+        if (name && !strcmp(name, conflict_names[i])) return i;
+    return -1;
+}
+
+const char *txn_conflict_name(int policy)
+{
+    return policy >= 0 && policy < 3 ? conflict_names[policy] : "?";
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -104,6 +122,7 @@ struct txn_iter {
 struct txn {
     struct txn_worker *w;
     uint64_t txid;
+    uint64_t ts;      /* start timestamp (wait-die's age), kept across retries by txn_keep_ts */
     bool active;
     int failed;
     struct tent *ents;
@@ -126,6 +145,7 @@ struct txn_worker {
     struct txn tx;
     uint32_t wid, seq;
     int64_t lock_timeout;
+    int conflict;           /* enum txn_conflict */
     struct txn_stats stats;
     struct range_handle **rfree;
     uint32_t nrfree, rfreecap;
@@ -166,6 +186,10 @@ const struct txn_stats *txn_worker_stats(const struct txn_worker *w) { return &w
 void txn_worker_set_lock_timeout(struct txn_worker *w, int64_t ns)
 {
     w->lock_timeout = ns > 0 ? ns : w->e->cfg.lock_timeout_ns;
+}
+void txn_worker_set_conflict(struct txn_worker *w, int policy)
+{
+    w->conflict = policy >= 0 && policy <= TXN_CONFLICT_NO_WAIT ? policy : w->e->cfg.conflict;
 }
 
 static void *tmem(struct txn *t, size_t n)
@@ -225,6 +249,34 @@ static int classify(struct txn *t, int rc, uint16_t node)
 }
 
 static int64_t lock_deadline(struct txn *t) { return clock_now_ns() + t->w->lock_timeout; }
+
+/* Wait-die's age for a row lock request: the transaction's timestamp where the row lock can
+ * tell ages apart (algo->wait_die), else 0. */
+static bool row_wait_die(const struct txn *t)
+{
+    return t->w->conflict == TXN_CONFLICT_WAIT_DIE && t->w->e->row->wait_die;
+}
+
+/* A row lock wait's end: the lock timeout, or at once under no-wait -- and under wait-die with a
+ * row lock that cannot tell ages, which runs as no-wait (docs/transactions.md). */
+static int64_t row_deadline(struct txn *t)
+{
+    int p = t->w->conflict;
+    if (p == TXN_CONFLICT_NO_WAIT || (p == TXN_CONFLICT_WAIT_DIE && !row_wait_die(t)))
+        return clock_now_ns() + NOWAIT_GRACE_NS;
+    return lock_deadline(t);
+}
+
+/* A range lock wait's end: the range server knows no ages, so wait-die bounds range waits to a
+ * millisecond, no-wait to the request's arrival (with the RPC's handling to spare). */
+static int64_t range_deadline(struct txn *t)
+{
+    int64_t bound = t->w->lock_timeout;
+    if (t->w->conflict == TXN_CONFLICT_NO_WAIT && bound > RANGE_NOWAIT_NS) bound = RANGE_NOWAIT_NS;
+    if (t->w->conflict == TXN_CONFLICT_WAIT_DIE && bound > RANGE_WAITDIE_NS)
+        bound = RANGE_WAITDIE_NS;
+    return clock_now_ns() + bound;
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* The environment. */
@@ -549,6 +601,7 @@ static int worker_create(struct txn_env *e, struct fab_ctx *shared, struct txn_w
     }
     w->wid = (__atomic_add_fetch(&e->next_worker, 1, __ATOMIC_RELAXED) % 0xFFFFu) + 1;
     w->lock_timeout = e->cfg.lock_timeout_ns;
+    w->conflict = e->cfg.conflict;
     w->rng = ((uint64_t)clock_now_ns() ^ ((uint64_t)w->wid << 32) ^ e->me) | 1;
     w->tx.w = w;
     *out = w;
@@ -807,7 +860,8 @@ static int lock_row(struct txn *t, struct tent *en, rptr row, enum lock_mode mod
     /* an exclusive-only row lock (alock) takes reads exclusively too */
     if (!(t->w->e->row->modes & (1u << mode))) mode = LOCK_EXCLUSIVE;
     lock_handle_init(&en->lk, &t->w->lt, t->w->e->row, row);
-    int rc = lock_acquire(&en->lk, mode, lock_deadline(t));
+    if (row_wait_die(t)) en->lk.age = t->ts;
+    int rc = lock_acquire(&en->lk, mode, row_deadline(t));
     if (rc) {
         en->lk.mode = 0;
         return fail(t, classify(t, rc, rptr_node(row)));
@@ -834,7 +888,7 @@ static int range_take(struct txn *t, struct range_handle **hp, uint16_t node, co
     range_handle_init(h, &w->lt, w->e->range, node, TXN_RANGE_SPACE, 0, 0);
     range_handle_keys(h, b, bl, e, el, kflags);
     h->owner = t->txid;
-    int rc = range_acquire(h, mode, lock_deadline(t));
+    int rc = range_acquire(h, mode, range_deadline(t));
     if (rc) {
         h->mode = 0;
         return fail(t, classify(t, rc, node));
@@ -978,6 +1032,27 @@ static int locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want
 /* ------------------------------------------------------------------------------------------ */
 /* The operations. */
 
+/* A fresh start timestamp: the real-time clock (nodes compare them) in 8-microsecond units
+ * since 2026-01-01, made strictly increasing per node (a node beginning more than one
+ * transaction per unit runs ahead of the clock meanwhile), with the node id (< CLUSTER_MAX_NODES
+ * = 1024) in the low 10 bits: unique in the cluster, nonzero, and under 2^56 (the row locks'
+ * LOCK_AGE_MAX) until 2043. */
+#define TS_EPOCH_S 1767225600ll /* 2026-01-01T00:00:00Z */
+_Static_assert(CLUSTER_MAX_NODES <= 1024, "start timestamps keep the node id in 10 bits");
+static uint64_t ts_fresh(struct txn_env *e)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t us = ((int64_t)now.tv_sec - TS_EPOCH_S) * 1000000 + now.tv_nsec / 1000;
+    uint64_t units = us > 0 ? (uint64_t)us / 8 : 0;
+    uint64_t last = __atomic_load_n(&e->ts_last, __ATOMIC_RELAXED), next;
+    do
+        next = units > last ? units : last + 1;
+    while (!__atomic_compare_exchange_n(&e->ts_last, &last, next, true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED));
+    return (next << 10 | e->me) & LOCK_AGE_MAX;
+}
+
 int txn_begin(struct txn_worker *w, struct txn **out)
 {
     struct txn *t = &w->tx;
@@ -986,8 +1061,16 @@ int txn_begin(struct txn_worker *w, struct txn **out)
     t->failed = 0;
     w->seq++;
     t->txid = (uint64_t)w->e->me << 48 | (uint64_t)w->wid << 32 | w->seq;
+    t->ts = ts_fresh(w->e);
     *out = t;
     return 0;
+}
+
+uint64_t txn_start_ts(const struct txn *t) { return t->ts; }
+
+void txn_keep_ts(struct txn *t, uint64_t ts)
+{
+    if (t->active && ts && !t->nents && !t->nscans) t->ts = ts;
 }
 
 int txn_failed(const struct txn *t) { return t->failed; }

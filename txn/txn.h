@@ -40,6 +40,18 @@ enum txn_resolve {
     TXN_RESOLVE_ABORT = 3,  /* the decision is abort: abort it if prepared, refuse it if late */
 };
 
+/* What a transaction does when a lock it asks for is not free (docs/transactions.md, "Conflict
+ * policies"). Under every policy a lock wait also ends at the lock timeout (the backstop). */
+enum txn_conflict {
+    TXN_CONFLICT_TIMEOUT,  /* wait for anyone until the lock timeout */
+    TXN_CONFLICT_WAIT_DIE, /* wait only for younger transactions (by txn_start_ts); a younger
+                              one that would wait for an older one aborts at once */
+    TXN_CONFLICT_NO_WAIT,  /* a lock not granted at once aborts the transaction at once */
+};
+/* "timeout", "wait-die", "no-wait" -> the policy, or -1. */
+int txn_conflict_parse(const char *name);
+const char *txn_conflict_name(int policy);
+
 /* A node's transaction layer: its store, the algorithms, the prepared transactions it takes
  * part in, and what it knows of its peers. */
 struct txn_cfg {
@@ -52,7 +64,12 @@ struct txn_cfg {
                                     aborted (default: on the down verdict) */
     int64_t commit_timeout_ns; /* how long a commit waits for a participant's answer before it
                                   reports RDKV_EUNKNOWN (default 5 s) */
+    int conflict;            /* enum txn_conflict (default TXN_CONFLICT_DEFAULT) */
 };
+/* timeout: wait-die and no-wait commit ~7x more on a few hot keys, but away from them they
+ * abort short conflicts that timeout waits out, and wait-die pays two round trips more per
+ * remote lock (0.6-1.1x timeout's rate; docs/benchmarks.md, "Conflict policies on hot keys") */
+#define TXN_CONFLICT_DEFAULT TXN_CONFLICT_TIMEOUT
 void txn_cfg_init(struct txn_cfg *c);
 
 struct txn_env;
@@ -113,11 +130,20 @@ struct fab_ctx *txn_worker_ctx(struct txn_worker *w);
 const struct txn_stats *txn_worker_stats(const struct txn_worker *w);
 /* Per-transaction lock-wait bound (0: the env's). */
 void txn_worker_set_lock_timeout(struct txn_worker *w, int64_t ns);
+/* The worker's conflict policy (enum txn_conflict) from its next transaction on; negative or
+ * unknown: the node's (txn_cfg.conflict). */
+void txn_worker_set_conflict(struct txn_worker *w, int policy);
 
 /* A transaction of a worker (one at a time). Values returned by get and the iterator are owned
  * by the transaction and valid until its next call or its end. */
 struct txn;
 int txn_begin(struct txn_worker *w, struct txn **out);
+/* The transaction's start timestamp: cluster-unique, nonzero, smaller = older (wait-die's
+ * order). txn_begin takes a fresh one; a retry calls txn_keep_ts right after txn_begin, before
+ * any operation, with its first attempt's, so that it ages and cannot starve (ignored once the
+ * transaction has taken a lock, and for ts 0). */
+uint64_t txn_start_ts(const struct txn *t);
+void txn_keep_ts(struct txn *t, uint64_t ts);
 int txn_get(struct txn *t, const void *key, uint32_t klen, bool for_update, const void **val,
             uint32_t *vlen);
 int txn_put(struct txn *t, const void *key, uint32_t klen, const void *val, uint32_t vlen);

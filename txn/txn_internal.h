@@ -77,6 +77,7 @@ struct txn_env {
     unsigned n;
     uint8_t *down; /* per node, atomic loads/stores */
     uint32_t next_worker;
+    uint64_t ts_last;  /* the last start timestamp's clock part (8 us units, atomic) */
     pthread_mutex_t pmu; /* the prepared list, requests in progress, tombstones */
     struct prepared *prep;
     struct inprog *inprog;

@@ -158,7 +158,7 @@ int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, i
             lo.extra[0] = "--spin-us";
             lo.extra[1] = spin_arg;
         }
-        for (unsigned i = 0, at = lo.extra[0] ? 2 : 0; i < 10 && co->node_args[i] && at < 11; i++)
+        for (unsigned i = 0, at = lo.extra[0] ? 2 : 0; i < 12 && co->node_args[i] && at < 13; i++)
             lo.extra[at++] = co->node_args[i];
         rc = launch_start(&b->L, &lo, err, errcap);
         if (rc) return rc;

@@ -32,7 +32,7 @@ struct bench_common {
     const char *json;
     int64_t spin_ns; /* client contexts poll this long before blocking; < 0: the default */
     const char *endpoints;    /* a running cluster named by host:port list (any of its nodes) */
-    const char *node_args[10]; /* more kvserver arguments for launched nodes, NULL-terminated */
+    const char *node_args[12]; /* more kvserver arguments for launched nodes, NULL-terminated */
 };
 /* Either launches `nodes` local kvserver processes (config == NULL) or uses the cluster in
  * config; then opens a client fabric on it and waits (up to wait_ns) until every node answers. */

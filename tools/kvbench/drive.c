@@ -566,6 +566,7 @@ void drive_sweep_print(FILE *out, const struct drive_sweep *sw, const struct dri
 /* Shared command-line options */
 
 #include "common/parse.h"
+#include "txn/txn.h" /* txn_conflict_parse */
 
 const char drive_cli_help[] =
     "Cluster (one of):\n"
@@ -580,6 +581,8 @@ const char drive_cli_help[] =
     "                        itree\n"
     "  --lock-timeout DUR    started nodes: longest lock wait before an abort (default 100ms)\n"
     "  --drtm-lease DUR      started nodes, --row-lock drtm: a reader's lease (default 10ms)\n"
+    "  --conflict P          started nodes' conflict policy: timeout (default), wait-die or\n"
+    "                        no-wait\n"
     "Run:\n"
     "  --mode M              embedded (workers inside the nodes, default) or remote (workers\n"
     "                        here, each on its own rdkv_connect session)\n"
@@ -674,6 +677,10 @@ int drive_cli_opt(struct drive_cli *c, const char *cmd, int argc, char **argv, i
         if (!v || parse_duration_ns(v, &d) || d < NS_PER_US || d > 60 * NS_PER_S)
             bench_usage_error(cmd, "--drtm-lease needs a duration from 1us to 60s (got '%s')", v ? v : "");
         c->drtm_lease = v;
+    } else if (!strcmp(o, "--conflict")) {
+        if (!v || txn_conflict_parse(v) < 0)
+            bench_usage_error(cmd, "--conflict must be wait-die, no-wait or timeout (got '%s')", v ? v : "");
+        c->conflict = v;
     } else {
         return 0;
     }
@@ -688,16 +695,18 @@ void drive_cli_finish(struct drive_cli *c, const char *cmd)
             bench_usage_error(cmd, "--threads x --tasks must be at most %s", "4096");
     bool running = c->co.config || c->co.endpoints;
     if (c->co.config && c->co.endpoints) bench_usage_error(cmd, "give --config or --endpoints, not both%s", "");
-    if (running && (c->row_lock || c->range_lock || c->node_lock_timeout || c->drtm_lease))
-        bench_usage_error(cmd, "--row-lock, --range-lock and --lock-timeout are set when nodes start; "
+    if (running && (c->row_lock || c->range_lock || c->node_lock_timeout || c->drtm_lease ||
+                    c->conflict))
+        bench_usage_error(cmd, "--row-lock, --range-lock, --lock-timeout and --conflict are set when nodes start; "
                                "a running cluster has its own (%s)", c->co.config ? c->co.config : c->co.endpoints);
     unsigned a = 0;
     if (c->row_lock) c->co.node_args[a++] = "--row-lock", c->co.node_args[a++] = c->row_lock;
     if (c->range_lock) c->co.node_args[a++] = "--range-lock", c->co.node_args[a++] = c->range_lock;
     if (c->node_lock_timeout)
         c->co.node_args[a++] = "--lock-timeout", c->co.node_args[a++] = c->node_lock_timeout;
-    if (c->drtm_lease && a < 7)
+    if (c->drtm_lease)
         c->co.node_args[a++] = "--drtm-lease", c->co.node_args[a++] = c->drtm_lease;
+    if (c->conflict) c->co.node_args[a++] = "--conflict", c->co.node_args[a++] = c->conflict;
     c->co.node_args[a] = NULL;
     if (c->seconds_given) c->o.run_ns = (int64_t)(c->co.seconds * 1e9);
 }

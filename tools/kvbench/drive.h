@@ -82,6 +82,7 @@ struct drive_cli {
     const char *row_lock, *range_lock;
     const char *node_lock_timeout; /* --lock-timeout, passed to launched nodes */
     const char *drtm_lease;        /* --drtm-lease, passed to launched nodes */
+    const char *conflict;          /* --conflict, passed to launched nodes */
     bool seconds_given;
     char node_arg_store[4][32];
 };

@@ -299,7 +299,7 @@ int peer_ycsb_main(const struct peer_cli *cli, struct drive_cli *c, const struct
         if (crc && !check) fprintf(stderr, "kvbench ycsb: error: checking: %s\n", err);
     }
     struct ycsb_kv kv;
-    ycsb_kv_fill(&kv, p, &o, accounts, "db", who, ops->semantics);
+    ycsb_kv_fill(&kv, p, &o, accounts, "db", who, NULL, ops->semantics);
     if (!rc || wl_stats_ops(total)) drive_report(stdout, &o, total, kv.kv, check);
     if (!rc && drive_errors(total)) rc = RDKV_EIO;
     free(check);

@@ -54,6 +54,7 @@ void ycsb_props_init(struct ycsb_props *p, char w)
     p->zeropadding = 1;
     p->hotspotdatafraction = 0.2;
     p->hotspotopnfraction = 0.8;
+    p->keyspertxn = 1;
     p->workload = (char)tolower((unsigned char)w);
     switch (p->workload) {
     case 'a': p->read = 0.5, p->update = 0.5, p->dist = YCSB_D_ZIPFIAN; break;
@@ -110,6 +111,14 @@ int ycsb_prop_set(struct ycsb_props *p, const char *name, const char *value, cha
         if (parse_uint_range(value, 1, 100000, &u))
             return bad(err, errcap, name, value, "must be 1..100000");
         *(name[1] == 'i' ? &p->minscanlength : &p->maxscanlength) = (uint32_t)u;
+    } else if (!strcmp(name, "keyspertxn")) {
+        if (parse_uint_range(value, 1, YCSB_KEYS_PER_TXN_MAX, &u))
+            return bad(err, errcap, name, value, "must be 1..16");
+        p->keyspertxn = (uint32_t)u;
+    } else if (!strcmp(name, "zipfianscrambled")) {
+        bool t = !strcasecmp(value, "true"), f = !strcasecmp(value, "false");
+        if (!t && !f) return bad(err, errcap, name, value, "must be true or false");
+        p->zipf_plain = f;
     } else if (!strcmp(name, "zeropadding")) {
         if (parse_uint_range(value, 1, 20, &u)) return bad(err, errcap, name, value, "must be 1..20");
         p->zeropadding = (uint32_t)u;
@@ -244,6 +253,8 @@ int ycsb_cfg_pack(const struct ycsb_props *p, uint32_t nodes, uint8_t out[YCSB_C
     pack_u32(&w, p->zeropadding);
     pack_u8(&w, p->writeallfields);
     pack_u8(&w, (uint8_t)p->workload);
+    pack_u8(&w, (uint8_t)p->keyspertxn);
+    pack_u8(&w, p->zipf_plain);
     int rc = w.err || w.len > YCSB_CFG_LEN ? RDKV_ENOMEM : 0;
     if (!rc) {
         memset(out, 0, YCSB_CFG_LEN);
@@ -284,6 +295,9 @@ static int cfg_unpack(struct cfg *c, const void *b, size_t len, char *err, size_
     p->zeropadding = unpack_u32(&r);
     uint8_t waf = unpack_u8(&r);
     p->workload = (char)unpack_u8(&r);
+    p->keyspertxn = unpack_u8(&r);
+    uint8_t zp = unpack_u8(&r);
+    p->zipf_plain = zp;
     p->dist = (enum ycsb_dist)dist;
     p->scan_zipfian = sz;
     p->ordered = ord;
@@ -294,6 +308,7 @@ static int cfg_unpack(struct cfg *c, const void *b, size_t len, char *err, size_
         p->recordcount > 1000000000000ull || !p->fieldcount || !p->fieldlength ||
         p->fieldcount > 100000 || p->fieldlength > 100000 || !p->minscanlength ||
         p->maxscanlength > 100000 || !p->zeropadding || p->zeropadding > 20 ||
+        !p->keyspertxn || p->keyspertxn > YCSB_KEYS_PER_TXN_MAX || zp > 1 ||
         ycsb_props_check(p, why, sizeof why)) {
         snprintf(err, errcap, "ycsb config: malformed or unsupported (version %u)", ver);
         return RDKV_EINVAL;
@@ -378,6 +393,7 @@ struct worker {
     uint64_t rng;
     struct ycsb_opchooser ops;
     struct ycsb_scrambled zipf;
+    struct ycsb_zipf zipf_plain; /* zipfianscrambled=false */
     struct ycsb_hotspot hot;
     struct ycsb_counter latest_basis;
     struct ycsb_latest latest;
@@ -393,6 +409,10 @@ struct worker {
     /* the current operation */
     char key[KEY_MAX];
     size_t klen;
+    /* keyspertxn > 1: the transaction's keys, and which of them it updates */
+    char keys[YCSB_KEYS_PER_TXN_MAX][KEY_MAX];
+    size_t klens[YCSB_KEYS_PER_TXN_MAX];
+    bool upd[YCSB_KEYS_PER_TXN_MAX];
     uint32_t scanlen;
 };
 
@@ -423,7 +443,9 @@ static uint64_t next_logical(struct worker *w)
     default:
         /* scrambled Zipfian over the expected key space; redraw past the acknowledged end */
         for (int i = 0; i < 1000; i++)
-            if ((v = ycsb_scrambled_next(&w->zipf, &w->rng)) < have) return v;
+            if ((v = w->c.p.zipf_plain ? ycsb_zipf_next(&w->zipf_plain, &w->rng)
+                                       : ycsb_scrambled_next(&w->zipf, &w->rng)) < have)
+                return v;
         return rng_below(&w->rng, have);
     }
 }
@@ -465,7 +487,10 @@ static int worker_new(const void *cfg, size_t len, const struct wl_place *pl, ui
     if (!rc) rc = ycsb_opchooser_init(&w->ops, p->read, p->update, p->insert, p->scan, p->rmw);
     /* CoreWorkload: the key chooser's space includes the inserts expected in the run */
     w->expected_new = (uint64_t)((double)p->operationcount * p->insert * 2.0);
-    if (!rc && p->dist == YCSB_D_ZIPFIAN)
+    if (!rc && p->dist == YCSB_D_ZIPFIAN && p->zipf_plain)
+        rc = ycsb_zipf_init(&w->zipf_plain, 0, p->recordcount + w->expected_new - 1,
+                            YCSB_ZIPFIAN_CONSTANT);
+    else if (!rc && p->dist == YCSB_D_ZIPFIAN)
         rc = ycsb_scrambled_init(&w->zipf, 0, p->recordcount + w->expected_new - 1);
     if (!rc && p->dist == YCSB_D_HOTSPOT)
         rc = ycsb_hotspot_init(&w->hot, 0, p->recordcount - 1, p->hotspotdatafraction,
@@ -593,10 +618,46 @@ static int do_scan(struct worker *w, rdkv_txn *t)
     return 0;
 }
 
-int ycsb_draw(void *p, struct ycsb_draw *d)
+/* keyspertxn > 1: reads and updates the drawn keys in the order drawn. */
+static int do_keys(struct worker *w, rdkv_txn *t)
 {
-    struct worker *w = p;
-    enum ycsb_op op = ycsb_opchooser_next(&w->ops, &w->rng);
+    for (uint32_t i = 0; i < w->c.p.keyspertxn; i++) {
+        memcpy(w->key, w->keys[i], w->klens[i]);
+        w->klen = w->klens[i];
+        int rc = w->upd[i] ? do_update(w, t) : do_read(w, t);
+        if (rc && rc != RDKV_ENOTFOUND) return rc;
+    }
+    return 0;
+}
+
+/* Draws a transaction of keyspertxn distinct keys (each from the request distribution, in the
+ * order drawn, so transactions lock in random orders), each updated with the mix's odds of an
+ * update against a read; it counts as an UPDATE if it updates any. */
+static int step_keys(struct worker *w, rdkv_session *s, struct wl_step *st)
+{
+    const struct ycsb_props *p = &w->c.p;
+    double pu = p->update + p->rmw, pr = p->read;
+    bool any = false;
+    for (uint32_t i = 0; i < p->keyspertxn; i++) {
+        int kl = 0;
+        for (int tries = 0; tries < 1000; tries++) {
+            if ((kl = key_of(w, keynum_of(w, next_logical(w)), w->keys[i])) < 0) return kl;
+            uint32_t j = 0;
+            while (j < i && (w->klens[j] != (size_t)kl || memcmp(w->keys[j], w->keys[i], (size_t)kl))) j++;
+            if (j == i) break;
+        }
+        w->klens[i] = (size_t)kl;
+        w->upd[i] = pu + pr > 0 && (double)rng_below(&w->rng, 1u << 30) / (1u << 30) < pu / (pu + pr);
+        any = any || w->upd[i];
+    }
+    st->op = any ? YCSB_UPDATE : YCSB_READ;
+    st->status = in_txn(s, st, do_keys, w);
+    return 0;
+}
+
+/* The key (and scan length) of an operation op drawn by the caller. */
+static int draw_for(struct worker *w, enum ycsb_op op, struct ycsb_draw *d)
+{
     uint64_t keynum, j = 0;
     if (op == YCSB_INSERT) {
         j = insert_begin(w->ins);
@@ -615,6 +676,12 @@ int ycsb_draw(void *p, struct ycsb_draw *d)
     *d = (struct ycsb_draw){.op = op, .key = w->key, .klen = w->klen, .scanlen = w->scanlen,
                             .insert_j = j};
     return 0;
+}
+
+int ycsb_draw(void *p, struct ycsb_draw *d)
+{
+    struct worker *w = p;
+    return draw_for(w, ycsb_opchooser_next(&w->ops, &w->rng), d);
 }
 
 void ycsb_draw_done(void *p, const struct ycsb_draw *d)
@@ -642,8 +709,11 @@ const uint8_t *ycsb_field(void *p, uint32_t *field)
 static int step(void *p, rdkv_session *s, struct wl_step *st)
 {
     struct worker *w = p;
+    enum ycsb_op op = ycsb_opchooser_next(&w->ops, &w->rng);
+    if (w->c.p.keyspertxn > 1 && (op == YCSB_READ || op == YCSB_UPDATE || op == YCSB_RMW))
+        return step_keys(w, s, st);
     struct ycsb_draw d;
-    int rc = ycsb_draw(w, &d);
+    int rc = draw_for(w, op, &d);
     if (rc) return rc;
     st->op = (unsigned)d.op;
     static int (*const bodies[YCSB_NOPS])(struct worker *, rdkv_txn *) = {

@@ -24,7 +24,14 @@ struct ycsb_props {
     uint32_t zeropadding;
     double hotspotdatafraction, hotspotopnfraction;
     bool writeallfields;
+    uint32_t keyspertxn; /* rdkv's: a read or update is one transaction over this many distinct
+                            keys (1..16, default 1), each read or updated per the mix */
+    bool zipf_plain;     /* rdkv's zipfianscrambled=false: requestdistribution=zipfian draws
+                            ZipfianGenerator's ranks over the records themselves (rank 0, the
+                            first key number, hottest), not YCSB's scrambled 10^10 ranks hashed
+                            onto them, which spread the heat of a small table */
 };
+#define YCSB_KEYS_PER_TXN_MAX 16
 
 /* CoreWorkload's defaults with workload w's file applied ('a'..'f'; 0: none). */
 void ycsb_props_init(struct ycsb_props *p, char workload);

@@ -38,7 +38,12 @@ static const char usage[] =
     "                        readmodifywriteproportion, requestdistribution (uniform, zipfian,\n"
     "                        latest, hotspot), minscanlength, maxscanlength,\n"
     "                        scanlengthdistribution, insertorder, zeropadding,\n"
-    "                        hotspotdatafraction, hotspotopnfraction, writeallfields\n"
+    "                        hotspotdatafraction, hotspotopnfraction, writeallfields;\n"
+    "                        rdkv's keyspertxn=K (1..16): each read or update is one\n"
+    "                        transaction over K distinct keys in random order, each key read\n"
+    "                        or updated per the mix (hot-key contention; see --conflict);\n"
+    "                        zipfianscrambled=false: zipfian ranks over the records\n"
+    "                        themselves (the first keys hottest), not YCSB's scrambled ones\n"
     "\n";
 static const char usage_tail[] =
     "  -h, --help            this text\n"
@@ -61,7 +66,7 @@ void ycsb_load_report(uint64_t n, bool accounts, double secs, bool run, const ch
 
 void ycsb_kv_fill(struct ycsb_kv *k, const struct ycsb_props *p, const struct drive_opts *o,
                   uint64_t accounts, const char *where_key, const char *where,
-                  const char *transactions)
+                  const char *conflict, const char *transactions)
 {
     unsigned n = 0;
 #define KV(name, value) (k->kv[n++] = (name), k->kv[n++] = (value))
@@ -72,9 +77,14 @@ void ycsb_kv_fill(struct ycsb_kv *k, const struct ycsb_props *p, const struct dr
     snprintf(k->thr, sizeof k->thr, "%u", o->threads);
     snprintf(k->tgt, sizeof k->tgt, "%.0f", o->target);
     snprintf(k->dist, sizeof k->dist, "%s%s", ycsb_dist_name(p->dist),
-             p->dist == YCSB_D_ZIPFIAN ? " (scrambled, theta 0.99)" : "");
+             p->dist != YCSB_D_ZIPFIAN ? ""
+             : p->zipf_plain          ? " (not scrambled, theta 0.99)"
+                                      : " (scrambled, theta 0.99)");
     snprintf(k->mix, sizeof k->mix, "read %.2f update %.2f insert %.2f scan %.2f rmw %.2f",
              p->read, p->update, p->insert, p->scan, p->rmw);
+    if (p->keyspertxn > 1)
+        snprintf(k->mix + strlen(k->mix), sizeof k->mix - strlen(k->mix),
+                 ", %u keys per transaction", p->keyspertxn);
     KV("benchmark", "ycsb");
     KV("workload", k->wl);
     KV(where_key, where);
@@ -88,6 +98,7 @@ void ycsb_kv_fill(struct ycsb_kv *k, const struct ycsb_props *p, const struct dr
         KV("requestdistribution", k->dist);
     }
     KV("threads", k->thr);
+    if (conflict) KV("conflict", conflict);
     KV("target_ops", o->target > 0 ? k->tgt : "closed loop");
     KV("transactions", transactions);
 #undef KV
@@ -219,6 +230,7 @@ int cmd_ycsb(int argc, char **argv)
         }
         struct ycsb_kv kv;
         ycsb_kv_fill(&kv, &p, &c.o, accounts, "cluster", cfgline,
+                     c.conflict ? c.conflict : "the nodes' (timeout unless set)",
                      "every operation is one serializable transaction; READ-MODIFY-WRITE is one "
                      "transaction");
         if (!rc || wl_stats_ops(total)) drive_report(stdout, &c.o, total, kv.kv, check);
