@@ -448,6 +448,9 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
 
 #define DESC_MARKED 0x80 /* h->desc: the ticket class, and this bit while marked */
 
+/* A request whose deadline is this close when it starts only tries (no-wait's one try). */
+#define TRY_ONLY_NS (10 * NS_PER_US)
+
 static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadline)
 {
     struct lock_thread *t = h->t;
@@ -474,6 +477,18 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
         if (age_dies_early(&m, &r, w)) {
             t->stats.dies++;
             return RDKV_EABORTED;
+        }
+    }
+    if (!s->remote && deadline && deadline - clock_now_ns() <= TRY_ONLY_NS) {
+        /* One try (no-wait): a local ticket that would not be granted at once is not taken. A
+         * taken one would be given up and stay in the queue until its turn (tk_abandon), and
+         * every later request of the cohort -- each also trying once -- would queue behind it
+         * and give up too. (A ticket taken in between is still given up the usual way.) */
+        struct tk_req q = r; /* the ticket we would take: the word as it is now */
+        if ((rc = q.ops->read(t, q.word, &q.prev))) return rc;
+        if (!tk_granted(&q, q.prev)) {
+            t->stats.timeouts++;
+            return RDKV_ETIMEDOUT;
         }
     }
     bool ticketed = false, granted = false; /* we hold an outstanding ticket; it is our turn */

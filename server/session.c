@@ -52,7 +52,9 @@ struct session {
     struct txn_iter *it;          /* its open scan */
     bool oneshot;                 /* the open transaction is a one-shot scan's: commit at its end */
     uint64_t ts;                  /* the start timestamp of its last transaction */
-    bool idle_aborted;            /* the open transaction was aborted for idling: say so */
+    int ended;                    /* the open transaction was ended by the node: for idling
+                                     (RDKV_EABORTED), or because it failed (its status): the
+                                     answer to its later operations and its commit */
 };
 
 /* A session thread: a scheduler, the fabric context its tasks share, the dispatcher task that
@@ -247,7 +249,7 @@ static int commit_txn(struct session *x)
 static int begin_txn(struct session *x, bool retry)
 {
     end_txn(x); /* a client that lost track of its transaction starts afresh */
-    x->idle_aborted = false;
+    x->ended = 0;
     int rc = worker_get(x);
     if (!rc) rc = txn_begin(x->w, &x->t);
     if (rc) {
@@ -369,6 +371,10 @@ static bool sop_decode(struct fab_rpc_req *req, struct sop *o)
     return unpack_done(&r);
 }
 
+static void run_txn_op(struct session *x, struct fab_rpc_req *req, uint8_t op, bool one,
+                       uint8_t flag, const uint8_t *k, uint32_t kl, const uint8_t *v, uint32_t vl,
+                       const uint8_t *e, uint32_t el, uint64_t limit);
+
 static void run_op(struct session *x, struct fab_rpc_req *req)
 {
     struct sop o;
@@ -398,10 +404,25 @@ static void run_op(struct session *x, struct fab_rpc_req *req)
     }
     if (!x->t) {
         /* no transaction open: it was aborted for idling (retryable), or never begun */
-        reply_status(req, op == SES_ABORT ? 0 : x->idle_aborted ? RDKV_EABORTED : RDKV_EINVAL);
+        reply_status(req, op == SES_ABORT ? 0 : x->ended ? x->ended : RDKV_EINVAL);
         return;
     }
     bool one = flags & SES_F_COMMIT;
+    run_txn_op(x, req, op, one, flag, k, kl, v, vl, e, el, limit);
+    /* A transaction that failed (a lock wait ran out, a conflict) holds no lock any more, but
+     * tickets it gave up wait in its worker until handed on: end it now rather than at the
+     * client's next BEGIN, after its back-off. Its later operations get its status. */
+    if (x->t && txn_failed(x->t)) {
+        int f = txn_failed(x->t);
+        end_txn(x);
+        x->ended = f;
+    }
+}
+
+static void run_txn_op(struct session *x, struct fab_rpc_req *req, uint8_t op, bool one,
+                       uint8_t flag, const uint8_t *k, uint32_t kl, const uint8_t *v, uint32_t vl,
+                       const uint8_t *e, uint32_t el, uint64_t limit)
+{
     const void *val;
     uint32_t vlen;
     int rc;
@@ -460,9 +481,10 @@ static void run_op(struct session *x, struct fab_rpc_req *req)
  * running, is tried at once on the service thread, sparing the hops to a session thread and
  * back: every lock it needs is this node's (CPU atomics, the local range server), its row is
  * read with loads and its commit is local, so it issues no fabric operation. Its lock waits are
- * bounded by INLINE_LOCK_NS; one that does not get its locks in time aborts (nothing happened)
+ * bounded by INLINE_LOCK_NS (a row lock only tries, taking no ticket it cannot use at once); one
+ * that does not get its locks in time aborts (nothing happened)
  * and the request goes to the session's task as any other. */
-#define INLINE_LOCK_NS (50 * NS_PER_US)
+#define INLINE_LOCK_NS (10 * NS_PER_US) /* rwlock then only tries (rwlock.c, TRY_ONLY_NS) */
 
 static bool inline_fits(struct session_svc *s, const struct sop *o)
 {
@@ -550,7 +572,7 @@ static void session_task(void *arg)
             log_info("session %llx: transaction idle for %.1f s: aborted",
                      (unsigned long long)x->sid, (double)s->txn_idle_ns / 1e9);
             end_txn(x);
-            x->idle_aborted = true;
+            x->ended = RDKV_EABORTED;
         } else {
             task_park(until);
         }
