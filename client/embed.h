@@ -5,6 +5,8 @@
 
 #include "rdkv.h"
 
+#include <stdint.h>
+
 struct node;
 /* An rdkv_node for sessions in node n, which the caller keeps running (rdkv_node_stop must not
  * be called on it; free() it after n stops). NULL when out of memory. */
@@ -16,5 +18,13 @@ struct node *rdkv_node_server(rdkv_node *n);
  * reads a task's own with fab_task_counters instead). */
 struct fab_counters;
 const struct fab_counters *rdkv_session_fab_counters(rdkv_session *s);
+
+/* Sessions opened and closed by hand over a fabric context (kvbench sessions and the sessions
+ * test open thousands over one connection): SES_OPEN at node with the node's defaults (the id
+ * into *sid), and SES_CLOSE. 0, the node's status, or the transport's. */
+struct fab_ctx;
+struct fab_buf;
+int ses_raw_open(struct fab_ctx *c, uint16_t node, struct fab_buf *resp, uint64_t *sid);
+int ses_raw_close(struct fab_ctx *c, uint16_t node, struct fab_buf *resp, uint64_t sid);
 
 #endif

@@ -4,6 +4,7 @@
  * operations and a commit cost n + 1 requests; a one-shot operation costs one, and goes straight
  * to its key's owner when the endpoints name it (the node it would coordinate a transaction on
  * then reads and writes its own partition: no round trip between nodes). */
+#include "client/embed.h"
 #include "client/session.h"
 
 #include "server/proto.h"
@@ -102,6 +103,23 @@ static void learn_routes(struct rem *r, struct pack_r *pr)
     if (!unpack_done(pr)) return;
     memcpy(r->route, route, n * sizeof *route);
     r->nodes = n;
+}
+
+int ses_raw_open(struct fab_ctx *c, uint16_t node, struct fab_buf *resp, uint64_t *sid)
+{
+    uint8_t b[SES_OPEN_LEN];
+    int rc = fab_rpc_call(c, node, KV_RPC_SESSION, b, ses_open_request(b), resp, 10 * NS_PER_S);
+    return rc ? rc : ses_open_answer(resp->data, resp->len, sid);
+}
+
+int ses_raw_close(struct fab_ctx *c, uint16_t node, struct fab_buf *resp, uint64_t sid)
+{
+    uint8_t b[9];
+    pack_put_u64le(b, sid);
+    b[8] = SES_CLOSE;
+    int rc = fab_rpc_call(c, node, KV_RPC_SESSION, b, sizeof b, resp, 10 * NS_PER_S);
+    if (rc) return rc;
+    return resp->len >= 4 ? (int32_t)pack_get_u32le(resp->data) : RDKV_EPROTO;
 }
 
 /* Opens a session at endpoint ep. */

@@ -13,10 +13,8 @@
 #include "tests/txncluster.h"
 
 #include "client/embed.h"
-#include "server/proto.h"
 
 #include "common/clock.h"
-#include "common/pack.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,23 +129,6 @@ static void round_trips(void)
 
 #define NSESS 10000u
 
-static int ses_open_raw(struct fab_ctx *fc, struct fab_buf *resp, uint64_t *sid)
-{
-    uint8_t b[SES_OPEN_LEN];
-    int rc = fab_rpc_call(fc, 0, KV_RPC_SESSION, b, ses_open_request(b), resp, 10 * NS_PER_S);
-    return rc ? rc : ses_open_answer(resp->data, resp->len, sid);
-}
-
-static int ses_close_raw(struct fab_ctx *fc, struct fab_buf *resp, uint64_t sid)
-{
-    uint8_t b[9];
-    pack_put_u64le(b, sid);
-    b[8] = SES_CLOSE;
-    int rc = fab_rpc_call(fc, 0, KV_RPC_SESSION, b, sizeof b, resp, 10 * NS_PER_S);
-    if (rc) return rc;
-    return resp->len >= 4 ? (int32_t)pack_get_u32le(resp->data) : RDKV_EPROTO;
-}
-
 static void many_sessions(void)
 {
     static struct tcluster c;
@@ -177,7 +158,7 @@ static void many_sessions(void)
     unsigned opened = 0;
     int64_t t0 = clock_now_ns();
     for (; opened < NSESS; opened++)
-        if (ses_open_raw(fc, &resp, &sids[opened])) break;
+        if (ses_raw_open(fc, 0, &resp, &sids[opened])) break;
     CHECK_EQ(opened, NSESS);
     fprintf(stderr, "  %u sessions opened in %.2f s\n", opened,
             (double)(clock_now_ns() - t0) / 1e9);
@@ -191,19 +172,19 @@ static void many_sessions(void)
     CHECK(vl == 1 && !memcmp(v, "v", 1));
     /* the limit: refused, with "busy" */
     uint64_t extra_sid;
-    CHECK_EQ(ses_open_raw(fc, &resp, &extra_sid), RDKV_EBUSY);
+    CHECK_EQ(ses_raw_open(fc, 0, &resp, &extra_sid), RDKV_EBUSY);
     rdkv_session *s2;
     CHECK_EQ(tc_connect(&c, 0, NULL, &s2), RDKV_EBUSY);
     /* a closed session is gone, and its place serves another */
-    CHECK_EQ(ses_close_raw(fc, &resp, sids[0]), 0);
-    CHECK_EQ(ses_close_raw(fc, &resp, sids[0]), RDKV_ESESSION);
+    CHECK_EQ(ses_raw_close(fc, 0, &resp, sids[0]), 0);
+    CHECK_EQ(ses_raw_close(fc, 0, &resp, sids[0]), RDKV_ESESSION);
     REQUIRE(tc_connect(&c, 0, NULL, &s2) == 0);
     CHECK_EQ(rdkv_get(s2, "ms:k", 4, &v, &vl), 0);
     rdkv_session_close(s2);
     rdkv_session_close(s);
     unsigned closed = 1;
     for (unsigned i = 1; i < opened; i++)
-        if (ses_close_raw(fc, &resp, sids[i]) == 0) closed++;
+        if (ses_raw_close(fc, 0, &resp, sids[i]) == 0) closed++;
     CHECK_EQ(closed, opened);
     free(sids);
     fab_buf_free(&resp);

@@ -4,11 +4,9 @@
  * meanwhile, and shows the session past the node's --max-sessions refused as busy. */
 #include "tools/kvbench/bench.h"
 
-#include "server/proto.h"
-#include "rdkv.h"
+#include "client/embed.h"
 
 #include "common/clock.h"
-#include "common/pack.h"
 #include "common/parse.h"
 
 #include <stdio.h>
@@ -42,22 +40,6 @@ static uint64_t rss_kib(pid_t pid)
         if (!strncmp(line, "VmRSS:", 6)) kib = strtoull(line + 6, NULL, 10);
     fclose(f);
     return kib;
-}
-
-static int open_raw(struct fab_ctx *c, struct fab_buf *resp, uint64_t *sid)
-{
-    uint8_t b[SES_OPEN_LEN];
-    int rc = fab_rpc_call(c, 0, KV_RPC_SESSION, b, ses_open_request(b), resp, 10 * NS_PER_S);
-    return rc ? rc : ses_open_answer(resp->data, resp->len, sid);
-}
-
-static void close_raw(struct fab_ctx *c, struct fab_buf *resp, uint64_t sid)
-{
-    uint8_t b[9];
-    pack_put_u64le(b, sid);
-    b[8] = SES_CLOSE;
-    int rc = fab_rpc_call(c, 0, KV_RPC_SESSION, b, sizeof b, resp, 10 * NS_PER_S);
-    (void)rc;
 }
 
 int cmd_sessions(int argc, char **argv)
@@ -110,7 +92,7 @@ int cmd_sessions(int argc, char **argv)
     uint64_t opened = 0;
     int rc = 0;
     int64_t t0 = clock_now_ns();
-    while (opened < nsess && !bench_stop && !(rc = open_raw(c, &resp, &sids[opened]))) opened++;
+    while (opened < nsess && !bench_stop && !(rc = ses_raw_open(c, 0, &resp, &sids[opened]))) opened++;
     double open_s = (double)(clock_now_ns() - t0) / 1e9;
     if (opened < nsess) {
         fprintf(stderr, "kvbench sessions: error: session %llu was refused: %s\n",
@@ -146,7 +128,7 @@ int cmd_sessions(int argc, char **argv)
     /* the limit: open until refused */
     uint64_t more = 0, extra[32];
     int refused = 0;
-    while (more < 32 && !(refused = open_raw(c, &resp, &extra[more]))) more++;
+    while (more < 32 && !(refused = ses_raw_open(c, 0, &resp, &extra[more]))) more++;
     printf("# sessions: %llu idle sessions on node 0 of %u (%s), one connection\n",
            (unsigned long long)opened, bc.cfg->n, fab_transport_name(bc.transport));
     printf("[SESSIONS], Opened, %llu\n", (unsigned long long)opened);
@@ -160,9 +142,9 @@ int cmd_sessions(int argc, char **argv)
     printf("[SESSIONS], OpenedPastTheIdleOnes, %llu\n", (unsigned long long)more);
     printf("[SESSIONS], NextRefusedWith, %s\n", refused ? rdkv_status_name(refused) : "(none)");
     bench_print_ycsb(stdout, &st);
-    for (uint64_t i = 0; i < more; i++) close_raw(c, &resp, extra[i]);
+    for (uint64_t i = 0; i < more; i++) (void)ses_raw_close(c, 0, &resp, extra[i]);
     ret = st.errors || refused != RDKV_EBUSY ? 1 : 0;
-    for (uint64_t i = 0; i < opened; i++) close_raw(c, &resp, sids[i]);
+    for (uint64_t i = 0; i < opened; i++) (void)ses_raw_close(c, 0, &resp, sids[i]);
 out:
     if (s) rdkv_session_close(s);
     fab_buf_free(&resp);
