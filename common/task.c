@@ -561,7 +561,7 @@ void task_wake(struct task *t)
         }
         return;
     }
-    s->st.remote_wakes++; /* (racy count; statistics only) */
+    __atomic_fetch_add(&s->st.remote_wakes, 1, __ATOMIC_RELAXED); /* (wakers of many threads) */
     if (!atomic_exchange(&t->queued, 1)) {
         struct task *head = atomic_load(&s->inbox);
         do t->inbox_next = head;
