@@ -52,6 +52,9 @@ struct lock_algo {
      * otherwise gives up at once with RDKV_EABORTED, leaving nothing behind (docs/locks.md,
      * "Wait-die"). Algorithms without it ignore h->age. */
     bool wait_die;
+    /* The acquire can READ the bytes a handle names (rd_len) in its own chain, and says in rd_ok
+     * whether they were read under the lock (see struct lock_handle). Others ignore rd_len. */
+    bool read_in_chain;
 };
 
 extern const struct lock_algo lock_alock;  /* ALock: local CPU atomics, remote one-sided verbs */
@@ -198,6 +201,15 @@ struct lock_handle {
                                      = older, at most LOCK_AGE_MAX; 0 = wait for anyone until the
                                      deadline */
     uint64_t age_word;            /* wait-die: algorithm-private */
+    /* algo->read_in_chain: rd_len bytes at rd_at to READ into rd_buf in the acquire's own chain
+     * (0: none), as DrTM and FORD read a row with its lock's atomic. After a 0 return, rd_ok
+     * says whether the lock's grant was known from that same chain -- the READ executed after
+     * the atomics that made the lock ours, so the bytes are what the lock protects. Otherwise
+     * (the lock was taken, or became ours only later) they are stale: read again. */
+    rptr rd_at;
+    void *rd_buf;
+    uint32_t rd_len;
+    bool rd_ok;
 };
 #define LOCK_AGE_MAX ((1ull << 56) - 1)
 
@@ -215,6 +227,8 @@ static inline void lock_handle_init(struct lock_handle *h, struct lock_thread *t
     h->lease_ns = 0;
     h->age = 0;
     h->age_word = 0;
+    h->rd_len = 0;
+    h->rd_ok = false;
 }
 static inline int lock_acquire(struct lock_handle *h, enum lock_mode m, int64_t deadline)
 {

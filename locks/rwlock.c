@@ -348,10 +348,11 @@ static int lower(struct lock_thread *t, struct member *m, bool unmark, bool gran
 
 /* A4: the cross-cohort handshake; we are raised. Returns 0 (enter: raised), RDKV_ETIMEDOUT
  * (lowered and unmarked again), RDKV_EABORTED (stalled: marks abandoned) or a fabric error
- * (standing as in *m). */
+ * (standing as in *m). *at_once: entered on the look it was given, with no other step. */
 static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64_t turn,
-                 uint64_t rt, uint64_t oage, int64_t deadline)
+                 uint64_t rt, uint64_t oage, int64_t deadline, bool *at_once)
 {
+    *at_once = false;
     struct side *s = &m->s;
     int64_t lease = t->cfg.lease_ns, now = clock_now_ns();
     int64_t since = now, refreshed = now, backed = now;
@@ -364,7 +365,10 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
             /* Enter only on fresh evidence: our mark and ticket are ours until two leases past
              * fresh_since, and what the READ showed is no older than that. A reply that came
              * late gets a refresh and a new look instead (cross_add abandons past a lease). */
-            if (!s->remote || now - fresh_since(m) < tk_entry_bound(t)) return 0;
+            if (!s->remote || now - fresh_since(m) < tk_entry_bound(t)) {
+                *at_once = round == 0; /* (every later round follows a step of ours) */
+                return 0;
+            }
             int rc = cross_add(t, m, CW_ACTR, true);
             if (rc) return rc;
             refreshed = now;
@@ -462,6 +466,7 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     enum tk_class cls = mode == LOCK_EXCLUSIVE ? TK_X : TK_S;
     struct tk_req r;
     h->aux = h->aux2 = 0;
+    h->rd_ok = false;
     tk_req_of(h, s, cls, &r);
     uint64_t add_t = 1ull << tk_dslr4.m_sh[cls], raise = CW_ACTO + cw_mode(mode);
     uint64_t other = 0, turn = 0, rt = 0, oage = 0, mage = 0; /* mage: our cohort's age word */
@@ -492,13 +497,21 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
         }
     }
     bool ticketed = false, granted = false; /* we hold an outstanding ticket; it is our turn */
+    bool chain_granted = false, rd = false; /* ... as the fast path's chain showed; its READ */
     if (s->remote) {
-        /* The fast path: ticket, optimistic raise and a look at the line, as one chain. */
-        uint64_t snap[LOCK_LINE / 8];
-        struct fab_op ops[3] = {fab_op_faa(s->T, add_t), fab_op_faa(s->C, raise),
-                                fab_op_read(s->line, snap, m.age ? sizeof snap : 40)};
+        /* The fast path: ticket, optimistic raise and a look at the line, as one chain -- and
+         * the caller's READ (h->rd_len), which executes after the look: when the look shows the
+         * lock ours, no conflicting member was inside then or can enter before our release, so
+         * those bytes are what the lock protects (docs/locks.md, "Reading with the lock"). */
+        uint64_t snap[LOCK_LINE / 8], asz = 0;
+        /* (a READ past the arena would fail the chain after its atomics: not in the chain) */
+        rd = h->rd_len && !fab_peer_arena_size(t->c, rptr_node(h->rd_at), &asz) &&
+                  rptr_off(h->rd_at) <= asz && h->rd_len <= asz - rptr_off(h->rd_at);
+        struct fab_op ops[4] = {fab_op_faa(s->T, add_t), fab_op_faa(s->C, raise),
+                                fab_op_read(s->line, snap, m.age ? sizeof snap : 40),
+                                fab_op_read(h->rd_at, h->rd_buf, h->rd_len)};
         int64_t t0 = clock_now_ns();
-        if ((rc = fab_exec(t->c, ops, 3))) return rc;
+        if ((rc = fab_exec(t->c, ops, rd ? 4 : 3))) return rc;
         uint64_t prev = ops[0].result;
         m.raised = true;
         m.touched = m.alive_at = t0;
@@ -519,7 +532,7 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
                 mage = snap[RW_RAGE / 8];
                 oage = snap[RW_LAGE / 8];
             }
-            if ((granted = tk_granted(&r, prev))) {
+            if ((granted = chain_granted = tk_granted(&r, prev))) {
                 other = snap[RW_LC / 8];
                 turn = snap[RW_TURN / 8];
             } else {
@@ -562,7 +575,11 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
         }
     }
     if (!rc) {
-        rc = cross(t, &m, other, turn, rt, oage, age_deadline(&m, deadline));
+        bool at_once;
+        rc = cross(t, &m, other, turn, rt, oage, age_deadline(&m, deadline), &at_once);
+        /* the chain's READ counts only if the chain's own look let us in (granted in our cohort
+         * by its ticket, the other cohort clear, the evidence fresh) */
+        h->rd_ok = !rc && chain_granted && at_once && rd;
         /* Granted in our cohort, given up at the deadline: pass the ticket on. With a FA only
          * while our clocks are good -- the lowering's reply may have come late, and a ticket
          * waiter may have reset the word past our ticket meanwhile -- else with a CAS (rule 7). */
@@ -708,4 +725,5 @@ const struct lock_algo lock_rwlock = {
     .holds_x = rw_holds_x,
     .movable = true,
     .wait_die = true,
+    .read_in_chain = true,
 };

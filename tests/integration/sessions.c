@@ -20,9 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An embedded one-shot read of another node's key, location cached: the shared lock's atomic,
- * the row's READ and the release's atomic (docs/transactions.md, "Round trips"). */
-#define EMBEDDED_REMOTE_READ_RTS 3
+/* An embedded one-shot read of another node's key, location cached: the shared lock's atomics
+ * with the row's READ in their chain, and the release's atomics (docs/transactions.md, "One-shot
+ * operations and round trips"). */
+#define EMBEDDED_REMOTE_READ_RTS 2
 
 static void key_on(struct tcluster *c, unsigned node, const char *p, char *out, size_t cap);
 
