@@ -292,7 +292,7 @@ int rdkv_run_txn(rdkv_session *s, rdkv_txn_fn fn, void *arg)
 /* One-shot operations: one transaction each, retried like rdkv_run_txn. */
 
 struct oneshot {
-    int kind; /* 0 get, 1 put, 2 delete, 3 scan */
+    int kind; /* 0 get, 1 put, 2 delete, 3 scan, 4 patch (limit: the offset) */
     const void *key, *val, *end;
     size_t klen, vlen, elen, limit;
     const void **out_val;
@@ -306,6 +306,9 @@ static int oneshot_op(rdkv_txn *t, struct oneshot *a)
     case 0: return ops->get(t, a->key, a->klen, false, a->out_val, a->out_vlen, true);
     case 1: return ops->put(t, a->key, a->klen, a->val, a->vlen, true);
     case 2: return ops->del(t, a->key, a->klen, true);
+    case 4:
+        return ops->patch(t, a->key, a->klen, (uint32_t)a->limit, a->val, a->vlen, a->out_val,
+                          a->out_vlen, true);
     default: {
         struct rdkv_iter *it = &t->iter;
         int rc = ops->scan(t, a->key, a->klen, a->end, a->elen, a->limit, it, true);
@@ -357,6 +360,17 @@ int rdkv_delete(rdkv_session *s, const void *key, size_t klen)
     if (!s) return RDKV_EINVAL;
     int rc = put_check(s, key, klen, NULL, 0);
     struct oneshot a = {.kind = 2, .key = key, .klen = klen};
+    return rc ? rc : oneshot_run(s, &a);
+}
+
+int rdkv_patch(rdkv_session *s, const void *key, size_t klen, size_t off, const void *bytes,
+               size_t len, const void **old, size_t *oldlen)
+{
+    if (!s || (old && !oldlen)) return RDKV_EINVAL;
+    int rc = put_check(s, key, klen, bytes, len);
+    if (!rc && off > UINT32_MAX) rc = RDKV_ETOOBIG;
+    struct oneshot a = {.kind = 4, .key = key, .klen = klen, .val = bytes, .vlen = len,
+                        .limit = off, .out_val = old, .out_vlen = oldlen};
     return rc ? rc : oneshot_run(s, &a);
 }
 

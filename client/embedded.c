@@ -238,6 +238,24 @@ static int emb_put(struct rdkv_txn *t, const void *key, size_t klen, const void 
     return commit ? emb_oneshot_end(t, rc) : rc;
 }
 
+static int emb_patch(struct rdkv_txn *t, const void *key, size_t klen, uint32_t off,
+                     const void *bytes, size_t n, const void **old, size_t *oldlen, bool commit)
+{
+    const void *v = NULL;
+    uint32_t vl = 0;
+    int rc = txn_patch(t->t, key, (uint32_t)klen, off, bytes, (uint32_t)n, old ? &v : NULL, &vl);
+    if (!rc && old && commit) { /* the row's bytes end with the transaction: keep a copy */
+        if (fab_buf_set(&t->val, v, vl)) rc = RDKV_ENOMEM;
+        else v = vl ? t->val.data : (const void *)"";
+    }
+    if (commit) rc = emb_oneshot_end(t, rc);
+    if (!rc && old) {
+        *old = v;
+        *oldlen = vl;
+    }
+    return rc;
+}
+
 static int emb_del(struct rdkv_txn *t, const void *key, size_t klen, bool commit)
 {
     int rc = txn_del(t->t, key, (uint32_t)klen);
@@ -365,6 +383,7 @@ const struct ses_ops ses_embedded_ops = {
     .get = emb_get,
     .put = emb_put,
     .del = emb_del,
+    .patch = emb_patch,
     .scan = emb_scan,
     .iter_next = emb_iter_next,
     .iter_close = emb_iter_close,

@@ -301,8 +301,10 @@ static bool may_resend(struct rdkv_txn *t, uint16_t ep, int rc)
 
 /* A GET, PUT or DEL of key: sent where endpoint_for says, once more after a lost session when
  * nothing can have happened; the answer's bytes at *d, *dl (in buf). */
+/* SES_GET (upd: for update), SES_PUT, SES_DEL or SES_PATCH (upd: want the old value; off) on
+ * key's owner: the answer's bytes in *d (in buf). */
 static int key_op(struct rdkv_txn *t, uint8_t op, const void *key, size_t klen, int upd,
-                  const void *val, size_t vlen, bool commit, struct fab_buf *buf,
+                  uint32_t off, const void *val, size_t vlen, bool commit, struct fab_buf *buf,
                   const uint8_t **d, size_t *dl)
 {
     uint16_t ep;
@@ -311,22 +313,18 @@ static int key_op(struct rdkv_txn *t, uint8_t op, const void *key, size_t klen, 
     do {
         struct pack_w w;
         ses_head(t->s, ep, &w, op_byte(t, op, commit));
-        if (op == SES_GET) pack_u8(&w, (uint8_t)upd);
+        if (op == SES_GET || op == SES_PATCH) pack_u8(&w, (uint8_t)upd);
         put_bytes(&w, key, klen);
-        if (op == SES_PUT) put_bytes(&w, val, vlen);
+        if (op == SES_PATCH) pack_u32(&w, off);
+        if (op == SES_PUT || op == SES_PATCH) put_bytes(&w, val, vlen);
         rc = ses_call(t->s, ep, &w, buf, d, dl);
     } while (may_resend(t, ep, rc));
     return op_status(t, rc, commit);
 }
 
-static int rem_get(struct rdkv_txn *t, const void *key, size_t klen, bool upd, const void **val,
-                   size_t *vlen, bool commit)
+/* A value answered in d: *val and *vlen. */
+static int value_of(const uint8_t *d, size_t dl, const void **val, size_t *vlen)
 {
-    const uint8_t *d = NULL;
-    size_t dl = 0;
-    int rc = key_op(t, SES_GET, key, klen, upd, NULL, 0, commit, &t->val, &d, &dl);
-    if (rc == RDKV_EUNKNOWN) rc = RDKV_EUNAVAILABLE; /* a read: nothing to be unsure of */
-    if (rc) return rc;
     struct pack_r r;
     pack_r_init(&r, d, dl);
     uint32_t n = unpack_u32(&r);
@@ -337,15 +335,36 @@ static int rem_get(struct rdkv_txn *t, const void *key, size_t klen, bool upd, c
     return 0;
 }
 
+static int rem_get(struct rdkv_txn *t, const void *key, size_t klen, bool upd, const void **val,
+                   size_t *vlen, bool commit)
+{
+    const uint8_t *d = NULL;
+    size_t dl = 0;
+    int rc = key_op(t, SES_GET, key, klen, upd, 0, NULL, 0, commit, &t->val, &d, &dl);
+    if (rc == RDKV_EUNKNOWN) rc = RDKV_EUNAVAILABLE; /* a read: nothing to be unsure of */
+    return rc ? rc : value_of(d, dl, val, vlen);
+}
+
+static int rem_patch(struct rdkv_txn *t, const void *key, size_t klen, uint32_t off,
+                     const void *bytes, size_t n, const void **old, size_t *oldlen, bool commit)
+{
+    const uint8_t *d = NULL;
+    size_t dl = 0;
+    int rc = key_op(t, SES_PATCH, key, klen, old != NULL, off, bytes, n, commit, &t->val, &d, &dl);
+    if (rc || !old) return rc;
+    /* (written, but an answer we cannot read: as if lost) */
+    return value_of(d, dl, old, oldlen) ? RDKV_EUNKNOWN : 0;
+}
+
 static int rem_put(struct rdkv_txn *t, const void *key, size_t klen, const void *val, size_t vlen,
                    bool commit)
 {
-    return key_op(t, SES_PUT, key, klen, 0, val, vlen, commit, NULL, NULL, NULL);
+    return key_op(t, SES_PUT, key, klen, 0, 0, val, vlen, commit, NULL, NULL, NULL);
 }
 
 static int rem_del(struct rdkv_txn *t, const void *key, size_t klen, bool commit)
 {
-    return key_op(t, SES_DEL, key, klen, 0, NULL, 0, commit, NULL, NULL, NULL);
+    return key_op(t, SES_DEL, key, klen, 0, 0, NULL, 0, commit, NULL, NULL, NULL);
 }
 
 static int batch_take(struct rdkv_iter *it, const uint8_t *d, size_t dl)
@@ -490,6 +509,7 @@ const struct ses_ops ses_remote_ops = {
     .get = rem_get,
     .put = rem_put,
     .del = rem_del,
+    .patch = rem_patch,
     .scan = rem_scan,
     .iter_next = rem_iter_next,
     .iter_close = rem_iter_close,

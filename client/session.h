@@ -51,6 +51,9 @@ struct ses_ops {
     int (*put)(struct rdkv_txn *t, const void *key, size_t klen, const void *val, size_t vlen,
                bool commit);
     int (*del)(struct rdkv_txn *t, const void *key, size_t klen, bool commit);
+    /* txn_patch; *old (when old) as get's value */
+    int (*patch)(struct rdkv_txn *t, const void *key, size_t klen, uint32_t off,
+                 const void *bytes, size_t n, const void **old, size_t *oldlen, bool commit);
     /* A one-shot scan's transaction commits when its iterator reaches the end. */
     int (*scan)(struct rdkv_txn *t, const void *begin, size_t blen, const void *end, size_t elen,
                 size_t limit, struct rdkv_iter *it, bool commit);

@@ -103,6 +103,13 @@ int rdkv_get(rdkv_session *s, const void *key, size_t klen, const void **val, si
 int rdkv_put(rdkv_session *s, const void *key, size_t klen, const void *val, size_t vlen);
 /* Deletes key; RDKV_ENOTFOUND (and nothing changes) when it is absent. */
 int rdkv_delete(rdkv_session *s, const void *key, size_t klen);
+/* A read-modify-write in one request, like Redis's SETRANGE (and GETRANGE before it): writes
+ * len bytes at offset off of key's value, which grows when off + len passes its end, and, when
+ * old is not NULL, returns the value as it was before (the session's until its next call).
+ * RDKV_ENOTFOUND when key is absent, RDKV_EINVAL when off passes the end of its value (nothing
+ * changes either way), RDKV_ETOOBIG past the value limit. */
+int rdkv_patch(rdkv_session *s, const void *key, size_t klen, size_t off, const void *bytes,
+               size_t len, const void **old, size_t *oldlen);
 /* Scans [begin, end) as rdkv_txn_scan does, in a transaction of its own that commits when the
  * iterator reaches the end (rdkv_iter_next returns 0, or the commit's status); rdkv_iter_close
  * before the end aborts it. Its first rows (up to 256, or 1 MiB) are read within the call, and

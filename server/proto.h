@@ -42,12 +42,14 @@ enum kv_rpc {
  *   SES_GET        u8 for_update, str key                        -> str value (RDKV_ENOTFOUND)
  *   SES_PUT        str key, str value                            -> (empty)
  *   SES_DEL        str key                                       -> (empty) (RDKV_ENOTFOUND)
+ *   SES_PATCH      u8 want_old, str key, u32 offset, str bytes   -> str old value if want_old
+ *                  (txn_patch: RDKV_ENOTFOUND, RDKV_EINVAL past the value's end)
  *   SES_SCAN       str begin, u8 has_end, str end, u64 limit     -> a batch
  *   SES_SCAN_NEXT                                                -> the next batch
  *   SES_COMMIT / SES_ABORT                                       -> (empty)
  *   SES_STATUS                                                   -> JSON text: every node's status
  * A batch: u8 more, u32 n, then n times {str key, str value}.
- * Flags on SES_GET, SES_PUT, SES_DEL, SES_SCAN (and SES_F_RETRY on SES_BEGIN):
+ * Flags on SES_GET, SES_PUT, SES_DEL, SES_PATCH, SES_SCAN (and SES_F_RETRY on SES_BEGIN):
  *   SES_F_BEGIN    begin a transaction first (aborting one left open): an interactive
  *                  transaction's first operation carries its BEGIN
  *   SES_F_COMMIT   commit after the operation: with SES_F_BEGIN, a one-shot operation (one
@@ -60,7 +62,13 @@ enum kv_rpc {
 enum ses_op {
     SES_OPEN = 1, SES_CLOSE = 2, SES_BEGIN = 3, SES_GET = 4, SES_PUT = 5, SES_DEL = 6,
     SES_SCAN = 7, SES_SCAN_NEXT = 8, SES_COMMIT = 9, SES_ABORT = 10, SES_STATUS = 11,
+    SES_PATCH = 12,
 };
+/* The operations on one key, which take the SES_F_BEGIN and SES_F_COMMIT flags. */
+static inline int ses_op_is_key(uint8_t op)
+{
+    return op == SES_GET || op == SES_PUT || op == SES_DEL || op == SES_PATCH;
+}
 #define SES_OP_MASK 0x1fu
 #define SES_F_RETRY 0x20u
 #define SES_F_BEGIN 0x40u

@@ -334,10 +334,10 @@ static int oneshot_end(struct session *x, int rc)
 /* A request, decoded (its bytes stay in the request). */
 struct sop {
     uint8_t op, flags;
-    uint8_t flag; /* GET: for update; SCAN: has an end */
+    uint8_t flag; /* GET: for update; SCAN: has an end; PATCH: want the old value */
     const uint8_t *k, *v, *e;
     uint32_t kl, vl, el;
-    uint64_t limit;
+    uint64_t limit; /* SCAN: rows; PATCH: the offset */
 };
 
 /* false: malformed */
@@ -359,6 +359,13 @@ static bool sop_decode(struct fab_rpc_req *req, struct sop *o)
         o->v = get_bytes(&r, &o->vl);
         break;
     case SES_DEL: o->k = get_bytes(&r, &o->kl); break;
+    case SES_PATCH:
+        o->flag = unpack_u8(&r);
+        o->k = get_bytes(&r, &o->kl);
+        o->limit = unpack_u32(&r);
+        o->v = get_bytes(&r, &o->vl);
+        if (o->flag > 1) r.err = true;
+        break;
     case SES_SCAN:
         o->k = get_bytes(&r, &o->kl);
         o->flag = unpack_u8(&r);
@@ -374,6 +381,21 @@ static bool sop_decode(struct fab_rpc_req *req, struct sop *o)
 static void run_txn_op(struct session *x, struct fab_rpc_req *req, uint8_t op, bool one,
                        uint8_t flag, const uint8_t *k, uint32_t kl, const uint8_t *v, uint32_t vl,
                        const uint8_t *e, uint32_t el, uint64_t limit);
+
+/* SES_PATCH in t: the answer's bytes (the old value when want_old) go to w, copied before a
+ * commit ends what they point into. */
+static int patch_op(struct txn *t, uint8_t want_old, const uint8_t *k, uint32_t kl, uint32_t off,
+                    const uint8_t *v, uint32_t vl, struct pack_w *w)
+{
+    const void *old;
+    uint32_t oldlen;
+    int rc = txn_patch(t, k, kl, off, v, vl, want_old ? &old : NULL, &oldlen);
+    if (!rc && want_old) {
+        put_bytes(w, old, oldlen);
+        if (w->err) rc = RDKV_ENOMEM;
+    }
+    return rc;
+}
 
 static void run_op(struct session *x, struct fab_rpc_req *req)
 {
@@ -445,6 +467,16 @@ static void run_txn_op(struct session *x, struct fab_rpc_req *req, uint8_t op, b
         rc = txn_put(x->t, k, kl, v, vl);
         reply_status(req, one ? oneshot_end(x, rc) : rc);
         return;
+    case SES_PATCH: {
+        struct pack_w w;
+        pack_w_init(&w);
+        rc = patch_op(x->t, flag, k, kl, (uint32_t)limit, v, vl, &w);
+        if (one) rc = oneshot_end(x, rc);
+        if (rc) reply_status(req, rc);
+        else ses_reply(req, 0, w.p, w.len);
+        pack_w_free(&w);
+        return;
+    }
     case SES_DEL:
         rc = txn_del(x->t, k, kl);
         reply_status(req, one ? oneshot_end(x, rc) : rc);
@@ -477,7 +509,7 @@ static void run_txn_op(struct session *x, struct fab_rpc_req *req, uint8_t op, b
 /* ------------------------------------------------------------------------------------------ */
 /* One-shot operations on this node's own keys, on the service thread. */
 
-/* A one-shot GET, PUT or DELETE of a key this node owns, for a session with nothing queued or
+/* A one-shot GET, PUT, PATCH or DELETE of a key this node owns, for a session with nothing queued or
  * running, is tried at once on the service thread, sparing the hops to a session thread and
  * back: every lock it needs is this node's (CPU atomics, the local range server), its row is
  * read with loads and its commit is local, so it issues no fabric operation. Its lock waits are
@@ -489,7 +521,7 @@ static void run_txn_op(struct session *x, struct fab_rpc_req *req, uint8_t op, b
 static bool inline_fits(struct session_svc *s, const struct sop *o)
 {
     if (o->flags != (SES_F_BEGIN | SES_F_COMMIT) || !s->inline_w) return false;
-    if (o->op != SES_GET && o->op != SES_PUT && o->op != SES_DEL) return false;
+    if (!ses_op_is_key(o->op)) return false;
     struct txn_env *e = node_txn(s->n);
     return txn_partition(e, o->k, o->kl) == node_id(s->n);
 }
@@ -513,6 +545,8 @@ static bool inline_run(struct session_svc *s, const struct sop *o, struct fab_rp
         }
     } else if (o->op == SES_PUT) {
         rc = txn_put(t, o->k, o->kl, o->v, o->vl);
+    } else if (o->op == SES_PATCH) {
+        rc = patch_op(t, o->flag, o->k, o->kl, (uint32_t)o->limit, o->v, o->vl, &w);
     } else {
         rc = txn_del(t, o->k, o->kl);
     }
@@ -696,11 +730,10 @@ static void on_session(struct fab_rpc_req *req, void *arg)
     uint64_t sid = unpack_u64(&r);
     uint8_t opb = unpack_u8(&r);
     uint8_t op = opb & SES_OP_MASK, flags = opb & ~SES_OP_MASK;
-    bool flags_ok = !flags || ((op == SES_GET || op == SES_PUT || op == SES_DEL ||
-                                op == SES_SCAN) &&
+    bool flags_ok = !flags || ((ses_op_is_key(op) || op == SES_SCAN) &&
                                (!(flags & SES_F_RETRY) || (flags & SES_F_BEGIN))) ||
                     (op == SES_BEGIN && flags == SES_F_RETRY);
-    if (r.err || op < SES_OPEN || op > SES_STATUS || !flags_ok) {
+    if (r.err || op < SES_OPEN || op > SES_PATCH || !flags_ok) {
         reply_status(req, RDKV_EPROTO);
         return;
     }

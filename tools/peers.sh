@@ -95,12 +95,11 @@ peers_start_pg() {
     peers_as_pg "$bindir/initdb" -D "$peers_dir/pg/data" -U postgres --auth=trust -E UTF8 \
         --no-sync >"$peers_dir/pg/initdb.log" 2>&1 ||
         { peers_log "initdb failed (see $peers_dir/pg/initdb.log)"; return 1; }
-    peers_pg_data=$peers_dir/pg/data
+    peers_pg_data=$peers_dir/pg/data peers_pg_bindir=$bindir # (set before: peers_stop needs both)
     peers_as_pg "$bindir/pg_ctl" -D "$peers_pg_data" -l "$peers_dir/pg/postgres.log" -w -t 60 \
         -o "-p $port -k $peers_dir/pg -c listen_addresses=127.0.0.1 -c fsync=off \
 -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=256MB -c max_connections=200" \
         start >/dev/null 2>&1 || { peers_log "postgres did not start (see $peers_dir/pg/postgres.log)"; return 1; }
-    peers_pg_bindir=$bindir
     PG_CONNINFO="host=127.0.0.1 port=$port dbname=postgres user=postgres"
     peers_log "postgres $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (fsync, synchronous_commit, full_page_writes off; run as $peers_pg_user)"
 }
@@ -170,6 +169,8 @@ is stopped when it ends.
                     ceil(N / nodes) workers per node
   --records N       YCSB recordcount (default 100000)
   --fieldlength N   bytes per field, 10 fields a record (default 100: 1 KB records)
+  --distribution D  YCSB requestdistribution for every system: uniform (default, the
+                    setting of rdkv's targets), zipfian (YCSB's own A-F default) or latest
   --seconds S       measured seconds per workload (default 10)
   --warmup S        unmeasured seconds first (default 1)
   --ops N           run N operations per workload instead of --seconds
@@ -190,7 +191,7 @@ not, 2 on bad usage.
 EOF
 }
 
-repeat=1 threads=6 records=100000 fieldlength=100 seconds=10 warmup=1 ops="" accounts=10000 nodes=3 etasks=16
+repeat=1 threads=6 records=100000 fieldlength=100 distribution=uniform seconds=10 warmup=1 ops="" accounts=10000 nodes=3 etasks=16
 workloads="a b c f transfer" systems="rdkv-remote rdkv-embedded redis postgres"
 out=$peers_root/docs/peers.md plot=$peers_root/docs/plots/peers.png results="" quick=0
 cmdline="tools/peers.sh${*:+ $*}"
@@ -204,6 +205,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2 ;;
     --records) records=$2 ;;
     --fieldlength) fieldlength=$2 ;;
+    --distribution) distribution=$2 ;;
     --seconds) seconds=$2 ;;
     --warmup) warmup=$2 ;;
     --ops) ops=$2 ;;
@@ -223,6 +225,7 @@ done
 for v in repeat threads records fieldlength accounts nodes etasks ${ops:+ops}; do
     case ${!v} in '' | *[!0-9]* | 0) echo "peers.sh: --${v/etasks/embedded-tasks} needs a positive number (got '${!v}')" >&2; exit 2 ;; esac
 done
+case $distribution in uniform | zipfian | latest) ;; *) echo "peers.sh: --distribution must be uniform, zipfian or latest (got '$distribution')" >&2; exit 2 ;; esac
 for w in $workloads; do
     case $w in a | b | c | d | e | f | transfer) ;; *) echo "peers.sh: unknown workload '$w'" >&2; exit 2 ;; esac
 done
@@ -261,7 +264,8 @@ if want rdkv-remote || want rdkv-embedded; then
 fi
 [ -z "$skipped" ] || peers_log "skipping:$skipped"
 
-props=(-p recordcount="$records" -p fieldcount=10 -p fieldlength="$fieldlength")
+props=(-p recordcount="$records" -p fieldcount=10 -p fieldlength="$fieldlength"
+       -p requestdistribution="$distribution")
 if [ -n "$ops" ]; then
     runlen=(-p operationcount="$ops")
 else
@@ -405,7 +409,7 @@ systems.
 **Machine:** $(nproc) CPUs ($cpu), $mem, kernel $(uname -r); everything on 127.0.0.1; load
 average $loadavg when the run began (other work on the machine shows up in the figures).
 
-**Run:** $(fmt_int "$records") records of 10 x $fieldlength bytes; $runtext; $threads client connections per
+**Run:** $(fmt_int "$records") records of 10 x $fieldlength bytes, keys drawn $distribution; $runtext; $threads client connections per
 system (rdkv embedded: $per_node threads in each of $nodes nodes, each running $etasks workers as
 tasks); closed loop; transfer on
 $(fmt_int "$accounts") accounts; $([ "$repeat" = 1 ] && echo "one run of each" || echo "each workload run $repeat times, the run of median throughput shown").
@@ -425,15 +429,17 @@ Runs on a loaded machine vary, by several times at worst: compare systems within
   F as \`SELECT ... FOR UPDATE\` + \`UPDATE\` in one transaction (the row lock makes it
   serializable), and TRANSFER at SERIALIZABLE (both rows \`FOR UPDATE\` in id order, two
   \`UPDATE\`s), retrying serialization failures. Retries are counted as aborts, not errors.
-- **Data model.** A YCSB record is one 1 KB value in rdkv (an update reads the record for
-  update and writes it back whole), a hash of 10 fields in Redis (an update is \`HSET\` of one
+- **Data model.** A YCSB record is one 1 KB value in rdkv (an update writes one field's bytes
+  in place with \`rdkv_patch\`), a hash of 10 fields in Redis (an update is \`HSET\` of one
   field), a row of 10 text columns in PostgreSQL (\`UPDATE\` of one column): YCSB's own bindings
   store them that way.
 - **Transport.** rdkv remote: each client connection is an \`rdkv_connect\` session over the
-  soft (TCP loopback) fabric to the $nodes nodes. A read, an insert and a whole-record write
-  are one-shot operations (\`rdkv_get\`, \`rdkv_put\`): one request, sent straight to the
-  key's owner; a read-modify-write (A's and B's updates, F, TRANSFER) is an interactive
-  transaction coordinated by one node (two-phase commit across nodes when it spans them).
+  soft (TCP loopback) fabric to the $nodes nodes. A read, an insert, an update and F's
+  read-modify-write are one-shot operations (\`rdkv_get\`, \`rdkv_put\`, \`rdkv_patch\`, the
+  last one a read-modify-write run by the key's owner, as a Redis Lua script would be; the
+  Redis runs here use WATCH/MULTI/EXEC instead): one request, sent straight to the key's
+  owner. TRANSFER is an interactive transaction coordinated by one node (two-phase commit
+  across nodes when it spans them).
   rdkv embedded: the workers run inside the nodes as tasks ($etasks per thread: one thread
   keeps that many operations in flight, as an application linked into a node would) and
   reach other nodes' data with one-sided fabric operations; there is no client hop at all,

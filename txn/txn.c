@@ -1171,6 +1171,28 @@ int txn_put(struct txn *t, const void *key, uint32_t klen, const void *val, uint
     return 0;
 }
 
+int txn_patch(struct txn *t, const void *key, uint32_t klen, uint32_t off, const void *bytes,
+              uint32_t n, const void **old, uint32_t *oldlen)
+{
+    const void *v;
+    uint32_t vl;
+    int rc = txn_get(t, key, klen, true, &v, &vl);
+    if (rc) return rc;
+    if (off > vl) return RDKV_EINVAL;
+    uint64_t nl = (uint64_t)off + n > vl ? (uint64_t)off + n : vl;
+    if (nl > store_value_max(t->w->e->st)) return RDKV_ETOOBIG;
+    uint8_t *nv = tmem(t, nl ? nl : 1);
+    if (!nv) return fail(t, RDKV_ENOMEM);
+    memcpy(nv, v, vl);
+    if (n) memcpy(nv + off, bytes, n);
+    if ((rc = txn_put(t, key, klen, nv, (uint32_t)nl))) return rc;
+    if (old) {
+        *old = v; /* (a put stages its value: the row, or its copy in tmem, is as it was) */
+        *oldlen = vl;
+    }
+    return 0;
+}
+
 int txn_del(struct txn *t, const void *key, uint32_t klen)
 {
     if (!t->active) return RDKV_EINVAL;

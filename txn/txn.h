@@ -148,6 +148,12 @@ int txn_get(struct txn *t, const void *key, uint32_t klen, bool for_update, cons
             uint32_t *vlen);
 int txn_put(struct txn *t, const void *key, uint32_t klen, const void *val, uint32_t vlen);
 int txn_del(struct txn *t, const void *key, uint32_t klen);
+/* A read-modify-write of one key: locks it exclusively, writes n bytes at offset off of its
+ * value (the value grows when off + n passes its end) and, when old is not NULL, gives the value
+ * as it was (valid until the transaction ends). RDKV_ENOTFOUND when the key is absent,
+ * RDKV_EINVAL when off passes the value's end (nothing written either way). */
+int txn_patch(struct txn *t, const void *key, uint32_t klen, uint32_t off, const void *bytes,
+              uint32_t n, const void **old, uint32_t *oldlen);
 
 /* Scans [begin, end) (end NULL: unbounded), at most limit rows (0: all). */
 struct txn_iter;

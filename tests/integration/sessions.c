@@ -1,10 +1,12 @@
 /* Remote sessions (server/session.c) and what they cost, on a 3-node cluster:
  *
  * round_trips: the requests a remote session sends, counted on its client context -- one per
- *   one-shot operation (rdkv_get, rdkv_put, rdkv_delete, a one-batch rdkv_scan), n + 1 for an
- *   interactive transaction of n operations (its BEGIN rides on the first), none for an empty
- *   one -- and the fabric round trips an embedded one-shot read costs its thread: none for a key
- *   of its own node (CPU atomics and loads), and a fixed number for a key of another node.
+ *   one-shot operation (rdkv_get, rdkv_put, rdkv_delete, rdkv_patch, a one-batch rdkv_scan),
+ *   n + 1 for an interactive transaction of n operations (its BEGIN rides on the first), none
+ *   for an empty one -- and the fabric round trips an embedded one-shot read costs its thread:
+ *   none for a key of its own node (CPU atomics and loads), and a fixed number for a key of
+ *   another node.
+ * patch: rdkv_patch on remote and embedded sessions, keys of every node.
  * many_sessions: a node with --max-sessions N serves N sessions opened over one connection,
  *   refuses the next with RDKV_EBUSY (and says so), answers a kvctl-style one-shot read on a
  *   session opened meanwhile, and serves again once sessions are closed. */
@@ -73,6 +75,12 @@ static void round_trips(void)
     CHECK_EQ(rdkv_delete(s, "rt:b", 4), RDKV_ENOTFOUND);
     CHECK_EQ(rpcs(s) - r0, 3);
     r0 = rpcs(s);
+    CHECK_EQ(rdkv_put(s, "rt:p", 4, "abcdef", 6), 0);
+    CHECK_EQ(rdkv_patch(s, "rt:p", 4, 2, "XY", 2, &v, &vl), 0); /* a read-modify-write */
+    CHECK(vl == 6 && !memcmp(v, "abcdef", 6));
+    CHECK_EQ(rpcs(s) - r0, 2);
+    CHECK_EQ(rdkv_delete(s, "rt:p", 4), 0);
+    r0 = rpcs(s);
     rdkv_iter *it;
     CHECK_EQ(rdkv_scan(s, "rt:", 3, "rt;", 3, 0, &it), 0);
     const void *k;
@@ -123,6 +131,51 @@ static void round_trips(void)
             (unsigned long long)remote_rts);
     CHECK_EQ(remote_rts, EMBEDDED_REMOTE_READ_RTS);
     rdkv_session_close(e);
+    tc_stop(&c);
+}
+
+/* rdkv_patch on embedded and remote sessions, on keys of every node: the bytes land at the
+ * offset (the value growing past its end), the old value comes back when asked, an absent key
+ * or an offset past the end changes nothing. */
+static void patch_session(rdkv_session *s, struct tcluster *c, const char *tag)
+{
+    for (unsigned node = 0; node < 3; node++) {
+        char key[32];
+        key_on(c, node, tag, key, sizeof key);
+        size_t kl = strlen(key), vl;
+        const void *v;
+        CHECK_EQ(rdkv_patch(s, key, kl, 0, "x", 1, NULL, NULL), RDKV_ENOTFOUND);
+        CHECK_EQ(rdkv_get(s, key, kl, &v, &vl), RDKV_ENOTFOUND);
+        CHECK_EQ(rdkv_put(s, key, kl, "hello world", 11), 0);
+        CHECK_EQ(rdkv_patch(s, key, kl, 6, "there", 5, NULL, NULL), 0);
+        REQUIRE(rdkv_get(s, key, kl, &v, &vl) == 0);
+        CHECK(vl == 11 && !memcmp(v, "hello there", 11));
+        CHECK_EQ(rdkv_patch(s, key, kl, 11, "!!", 2, &v, &vl), 0); /* grows; the old comes back */
+        CHECK(vl == 11 && !memcmp(v, "hello there", 11));
+        CHECK_EQ(rdkv_patch(s, key, kl, 14, "?", 1, NULL, NULL), RDKV_EINVAL); /* past the end */
+        CHECK_EQ(rdkv_patch(s, key, kl, 0, "", 0, &v, &vl), 0); /* an empty patch: a locked read */
+        CHECK(vl == 13 && !memcmp(v, "hello there!!", 13));
+        REQUIRE(rdkv_get(s, key, kl, &v, &vl) == 0);
+        CHECK(vl == 13 && !memcmp(v, "hello there!!", 13));
+        /* inside an interactive transaction, the one-shot operation is refused */
+        rdkv_txn *t;
+        REQUIRE(rdkv_txn_begin(s, &t) == 0);
+        CHECK_EQ(rdkv_patch(s, key, kl, 0, "H", 1, NULL, NULL), RDKV_EBUSY);
+        rdkv_txn_free(t);
+    }
+}
+
+static void patch(void)
+{
+    static struct tcluster c;
+    REQUIRE(tc_start(&c, 3, NULL) == 0);
+    rdkv_session *s;
+    REQUIRE(tc_connect(&c, 0, NULL, &s) == 0);
+    patch_session(s, &c, "pr:");
+    rdkv_session_close(s);
+    REQUIRE(rdkv_session_open(c.node[1], NULL, &s) == 0);
+    patch_session(s, &c, "pe:");
+    rdkv_session_close(s);
     tc_stop(&c);
 }
 
@@ -197,6 +250,7 @@ static void many_sessions(void)
 
 static const struct test_case cases[] = {
     {"round_trips", round_trips},
+    {"patch", patch},
     {"many_sessions", many_sessions},
 };
 

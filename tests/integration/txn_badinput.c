@@ -637,7 +637,7 @@ static void make_session(struct state *st, uint16_t node, struct frame *f)
         sid = st->nsids[node] ? st->sids[node][rng_below(r, st->nsids[node])] : rng_next(r);
         break;
     }
-    uint8_t op = (uint8_t)(rng_below(r, 10) == 0 ? rng_next(r) : 1 + rng_below(r, SES_STATUS));
+    uint8_t op = (uint8_t)(rng_below(r, 10) == 0 ? rng_next(r) : 1 + rng_below(r, SES_PATCH));
     /* open sessions only while there are few */
     if (op == SES_OPEN && st->nsids[node] >= 6) op = SES_BEGIN;
     /* the BEGIN, COMMIT and RETRY flags, now and then (some of them on ops they do not fit) */
@@ -664,6 +664,15 @@ static void make_session(struct state *st, uint16_t node, struct frame *f)
         break;
     }
     case SES_DEL: f_str(f, key, fuzz_key(st, key, sizeof key)); break;
+    case SES_PATCH: {
+        f_u8(f, (uint8_t)rng_below(r, 3));
+        f_str(f, key, fuzz_key(st, key, sizeof key));
+        uint32_t vl = (uint32_t)rng_below(r, sizeof val);
+        f_u32(f, rng_below(r, 2) ? (uint32_t)rng_below(r, 64) : (uint32_t)rng_next(r));
+        for (uint32_t i = 0; i < vl; i++) val[i] = (uint8_t)rng_next(r);
+        f_str(f, val, vl);
+        break;
+    }
     case SES_SCAN: {
         uint32_t bl = fuzz_key(st, key, sizeof key);
         f_str(f, key, bl);
@@ -1228,7 +1237,7 @@ static void crafted_frames(void)
         SES(0, SES_BEGIN);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_ESESSION);
         for (unsigned op = 0; op < 256; op += op < 16 ? 1 : 37) {
-            if (op >= SES_OPEN && op <= SES_STATUS) continue;
+            if (op >= SES_OPEN && op <= SES_PATCH) continue;
             SES(0, (uint8_t)op);
             CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_EPROTO);
         }

@@ -589,12 +589,6 @@ static int do_update(struct worker *w, rdkv_txn *t)
     return rdkv_txn_put(t, w->key, w->klen, w->val, w->vlen);
 }
 
-static int do_insert(struct worker *w, rdkv_txn *t)
-{
-    fill_record(w);
-    return rdkv_txn_put(t, w->key, w->klen, w->val, w->vlen);
-}
-
 static int do_scan(struct worker *w, rdkv_txn *t)
 {
     char from[KEY_MAX], to[KEY_MAX];
@@ -716,9 +710,6 @@ static int step(void *p, rdkv_session *s, struct wl_step *st)
     int rc = draw_for(w, op, &d);
     if (rc) return rc;
     st->op = (unsigned)d.op;
-    static int (*const bodies[YCSB_NOPS])(struct worker *, rdkv_txn *) = {
-        [YCSB_READ] = do_read, [YCSB_UPDATE] = do_update, [YCSB_INSERT] = do_insert,
-        [YCSB_SCAN] = do_scan, [YCSB_RMW] = do_update};
     if (d.op == YCSB_READ) { /* one-shot: one transaction, one request on a remote session */
         const void *v;
         size_t vl;
@@ -726,8 +717,19 @@ static int step(void *p, rdkv_session *s, struct wl_step *st)
     } else if (d.op == YCSB_INSERT || (d.op == YCSB_UPDATE && w->c.p.writeallfields)) {
         fill_record(w);
         st->status = rdkv_put(s, w->key, w->klen, w->val, w->vlen);
+    } else if (d.op == YCSB_UPDATE || d.op == YCSB_RMW) {
+        /* one field, written in place by the key's owner (rdkv_patch: one transaction, one
+         * request); a read-modify-write also gets the record as it was */
+        size_t fl = w->c.p.fieldlength;
+        fill_field(w, w->val);
+        const void *old;
+        size_t oldlen;
+        bool rmw = d.op == YCSB_RMW;
+        st->status = rdkv_patch(s, w->key, w->klen, rng_below(&w->rng, w->c.p.fieldcount) * fl,
+                                w->val, fl, rmw ? &old : NULL, &oldlen);
+        if (!st->status && rmw && oldlen != w->vlen) st->status = RDKV_EPROTO; /* not ours */
     } else {
-        st->status = in_txn(s, st, bodies[d.op], w);
+        st->status = in_txn(s, st, do_scan, w); /* a scan of several chunks: one transaction */
     }
     ycsb_draw_done(w, &d);
     return 0;
