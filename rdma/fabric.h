@@ -86,6 +86,9 @@ struct fab_opts {
     bool endpoints_only;
 };
 
+/* conn_idle_ns's default: 10 minutes */
+#define FAB_CONN_IDLE_DEFAULT_NS (600LL * 1000000000LL)
+
 void fab_opts_init(struct fab_opts *o);
 
 struct fabric;

@@ -27,7 +27,6 @@
 #define SVC_OUT_MAX_DEFAULT (4u << 20)
 #define SVC_CONN_MAX_DEFAULT 1024u
 #define SVC_HELLO_TIMEOUT_DEFAULT (5 * NS_PER_S)
-#define SVC_IDLE_DEFAULT (600 * NS_PER_S)
 /* RPC requests of one connection running at once (a peer's context has at most
  * FAB_MAX_INFLIGHT in flight, so a well-behaved one never waits here). */
 #define SVC_CONN_MAX_REQS FAB_MAX_INFLIGHT
@@ -857,7 +856,7 @@ int svc_start(struct fabric *f, int listen_fd, char *err, size_t errcap)
     s->conn_max = f->o.conn_max ? f->o.conn_max : SVC_CONN_MAX_DEFAULT;
     s->hello_timeout_ns = f->o.hello_timeout_ns > 0 ? f->o.hello_timeout_ns
                                                     : SVC_HELLO_TIMEOUT_DEFAULT;
-    s->idle_ns = f->o.conn_idle_ns ? f->o.conn_idle_ns : SVC_IDLE_DEFAULT;
+    s->idle_ns = f->o.conn_idle_ns ? f->o.conn_idle_ns : FAB_CONN_IDLE_DEFAULT_NS;
     s->wake_fd = eventfd(0, EFD_CLOEXEC);
     s->replies_tail = &s->replies;
     s->q_tail = &s->q_head;

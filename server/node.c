@@ -83,7 +83,8 @@ const char node_usage[] =
     "  --hello-timeout DUR   a connection that has not finished its handshake by then is\n"
     "                        closed (default 5s)\n"
     "  --conn-idle DUR       a client connection that sent nothing and is owed nothing this\n"
-    "                        long is closed (default 10m, at least --session-idle; 0: never);\n"
+    "                        long is closed (default 10m or --session-idle if longer; at\n"
+    "                        least --session-idle; 0: never);\n"
     "                        node connections never are\n"
     "  --bench               serve kvbench's workload and benchmark RPCs (kvbench ycsb, tpcc,\n"
     "                        lock, range, txn on nodes); off by default: a production node\n"
@@ -309,6 +310,8 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
     if (o->fab.conn_idle_ns > 0 && o->fab.conn_idle_ns < o->sessions.idle_ns)
         BAD("--conn-idle must be at least --session-idle (%lld s)",
             (long long)(o->sessions.idle_ns / NS_PER_S));
+    if (o->fab.conn_idle_ns == 0 && o->sessions.idle_ns > FAB_CONN_IDLE_DEFAULT_NS)
+        o->fab.conn_idle_ns = o->sessions.idle_ns; /* the default follows a longer session idle */
     if (!o->config) BAD("--config FILE is required");
     if (o->node < 0) BAD("--node N is required");
     if (o->fab.listen_fd >= 0 && fcntl(o->fab.listen_fd, F_GETFD) < 0)
