@@ -34,6 +34,9 @@
  * what one pass of the loop can receive (the buffer ring); more means something is wrong. */
 #define SVC_PEND_MAX ((size_t)SVC_BUFS * SVC_BUFSZ * 2)
 #define SVC_TICK_NS (500 * NS_PER_MS)
+/* A paused connection whose peer has taken none of its replies for this long is closed: the
+ * output it pins is released (a live peer reads continuously). */
+#define SVC_STALL_NS (60 * NS_PER_S)
 #define SVC_ACCEPT_BACKOFF_MIN (50 * NS_PER_MS)
 #define SVC_ACCEPT_BACKOFF_MAX (2 * NS_PER_S)
 #define SVC_ACCEPT_LOG_EVERY (10 * NS_PER_S)
@@ -57,6 +60,7 @@ struct sconn {
     struct obuf pend;
     size_t pend_off;
     int64_t born_ns, last_rx_ns;
+    int64_t progress_ns; /* when it was paused, or last sent something while paused */
 };
 
 struct fab_rpc_req {
@@ -517,6 +521,7 @@ static int on_frame_bounded(void *arg, const struct wire_hdr *h, const uint8_t *
 static void sconn_pause(struct svc *s, struct sconn *sc)
 {
     sc->paused = true;
+    sc->progress_ns = clock_now_ns();
     if (sc->c.recv_armed) {
         struct io_uring_sqe *sqe = uring_sqe(&s->ring);
         io_uring_prep_cancel64(sqe, ev_tag(&sc->c, EV_RECV), 0);
@@ -652,7 +657,12 @@ static void on_tick(struct svc *s)
     int64_t now = clock_now_ns();
     for (struct sconn *sc = s->conns; sc; sc = sc->next) {
         if (sc->c.closing || sc->echo) continue;
-        if (!sc->hello_done) {
+        if (sc->paused && now - sc->progress_ns > SVC_STALL_NS) {
+            log_info("connection %llu from node %u: none of its replies taken for %lld s; "
+                     "closing it", (unsigned long long)sc->id, sc->peer,
+                     (long long)(SVC_STALL_NS / NS_PER_S));
+            conn_close(&s->ring, &sc->c);
+        } else if (!sc->hello_done) {
             if (now - sc->born_ns > s->hello_timeout_ns) {
                 log_debug("connection %llu: no handshake within %lld ms; closing it",
                           (unsigned long long)sc->id,
@@ -739,6 +749,7 @@ static void handle_cqe(struct svc *s, struct io_uring_cqe *cqe)
     case EV_RECV: on_recv(s, ev_ptr(ud), cqe); break;
     case EV_SEND: {
         struct sconn *sc = ev_ptr(ud);
+        if (cqe->res > 0) sc->progress_ns = clock_now_ns();
         if (!conn_on_send(&sc->c, cqe->res) && !sc->c.closing) conn_close(&s->ring, &sc->c);
         break;
     }
