@@ -66,7 +66,8 @@ static int cl_start(struct cl *c, unsigned n, bool bench, const char *const *ext
     return rc;
 }
 
-static void cl_stop(struct cl *c) { launch_stop(&c->L, 10 * NS_PER_S); }
+/* Stops the nodes: each must exit cleanly (status 0), whatever it went through. */
+static void cl_stop(struct cl *c) { CHECK_EQ(launch_stop(&c->L, 10 * NS_PER_S), 0); }
 
 static uint16_t port_of(struct cl *c, unsigned node) { return c->L.cc.nodes[node].port; }
 
