@@ -533,6 +533,7 @@ static void sconn_pause(struct svc *s, struct sconn *sc)
 static bool pend_add(struct sconn *sc, const uint8_t *p, size_t n)
 {
     struct obuf *o = &sc->pend;
+    if (n == 0) return true;
     if (sc->pend_off && sc->pend_off == o->len) o->len = sc->pend_off = 0;
     if (o->len - sc->pend_off + n > SVC_PEND_MAX) return false;
     if (o->len + n > o->cap) {
