@@ -60,6 +60,18 @@ struct fab_opts {
     int64_t connect_timeout_ns;           /* default 2 s */
     int64_t spin_ns;                      /* a waiting thread polls this long, then blocks; 20 us */
     uint32_t rpc_max_bytes;               /* largest RPC request or response; default 16 MiB */
+    /* Bounds of the node service on what one connection can make it hold (docs/security.md,
+     * "Resource bounds"). 0 means the default. */
+    uint32_t conn_out_max;                /* a connection's queued replies (and requests still
+                                             running) beyond which its further requests wait
+                                             unread until they drain; default 4 MiB */
+    unsigned conn_max;                    /* connections open at once; more are refused with
+                                             RDKV_EBUSY; default 1024 */
+    int64_t hello_timeout_ns;             /* a connection must finish its handshake within this;
+                                             default 5 s */
+    int64_t conn_idle_ns;                 /* a client connection that sent nothing and is owed
+                                             nothing this long is closed; default 10 min,
+                                             negative: never. Node connections never are */
     /* soft transport: a NIC atomic sleeps this long between its load and its store (tests) */
     int64_t soft_atomic_pause_ns;
     /* verbs transport */
@@ -73,6 +85,9 @@ struct fab_opts {
      * skip the id and cluster checks, and only RPCs are possible (remote sessions of rdkv.h). */
     bool endpoints_only;
 };
+
+/* conn_idle_ns's default: 10 minutes */
+#define FAB_CONN_IDLE_DEFAULT_NS (600LL * 1000000000LL)
 
 void fab_opts_init(struct fab_opts *o);
 

@@ -21,6 +21,7 @@ enum ev_kind {
     EV_WAKE = 4,   /* read on the service's eventfd */
     EV_POLL = 5,   /* poll on a verbs completion channel */
     EV_IGNORE = 6, /* cancel requests and the like */
+    EV_TIMER = 7,  /* a timeout of the node service (its tick, the accept back-off) */
 };
 #define EV_MASK 7ull
 static inline uint64_t ev_tag(void *p, enum ev_kind k) { return (uint64_t)(uintptr_t)p | k; }
@@ -68,6 +69,8 @@ struct conn {
 };
 
 void conn_init(struct conn *c, int fd, uint32_t rpc_max);
+/* Output bytes queued: gathering plus being sent. */
+static inline size_t conn_queued(const struct conn *c) { return c->out[0].len + c->out[1].len; }
 /* Frees buffers and closes the fd (sqes must be 0). */
 void conn_fini(struct conn *c);
 /* Space for n more output bytes (NULL when out of memory). The caller fills it completely. */

@@ -23,6 +23,24 @@
 #define SVC_BUFSZ (64u << 10)
 #define SVC_BGID 1
 
+/* Resource bounds (fab_opts; docs/security.md, "Resource bounds"). */
+#define SVC_OUT_MAX_DEFAULT (4u << 20)
+#define SVC_CONN_MAX_DEFAULT 1024u
+#define SVC_HELLO_TIMEOUT_DEFAULT (5 * NS_PER_S)
+/* RPC requests of one connection running at once (a peer's context has at most
+ * FAB_MAX_INFLIGHT in flight, so a well-behaved one never waits here). */
+#define SVC_CONN_MAX_REQS FAB_MAX_INFLIGHT
+/* Input received after a connection was paused, before its recv's cancel took effect: at most
+ * what one pass of the loop can receive (the buffer ring); more means something is wrong. */
+#define SVC_PEND_MAX ((size_t)SVC_BUFS * SVC_BUFSZ * 2)
+#define SVC_TICK_NS (500 * NS_PER_MS)
+/* A paused connection whose peer has taken none of its replies for this long is closed: the
+ * output it pins is released (a live peer reads continuously). */
+#define SVC_STALL_NS (60 * NS_PER_S)
+#define SVC_ACCEPT_BACKOFF_MIN (50 * NS_PER_MS)
+#define SVC_ACCEPT_BACKOFF_MAX (2 * NS_PER_S)
+#define SVC_ACCEPT_LOG_EVERY (10 * NS_PER_S)
+
 struct sconn {
     struct conn c; /* first: user_data points at it */
     struct svc *svc;
@@ -33,6 +51,16 @@ struct sconn {
     bool echo;        /* hand the socket to an echo thread once the recv is cancelled */
     int reqs;         /* RPC requests that still owe a reply on this connection */
     uint64_t id;
+    /* backpressure: while the connection's queued output and running requests are over the
+     * cap, its recv is cancelled and what arrived meanwhile waits, unparsed, in pend */
+    bool paused;
+    bool authed;      /* the pre-authentication frame limit was lifted */
+    int refuse;       /* over the connection cap: answer the first frame with this, then close */
+    size_t req_bytes; /* payload bytes of the requests that owe a reply */
+    struct obuf pend;
+    size_t pend_off;
+    int64_t born_ns, last_rx_ns;
+    int64_t progress_ns; /* when it was paused, or last sent something while paused */
 };
 
 struct fab_rpc_req {
@@ -87,9 +115,45 @@ struct svc {
     bool q_stop;
     /* echo threads */
     struct echo_thread *echoes;
+    /* bounds and timers */
+    unsigned nconns;          /* connections in the list, closing ones too (they hold an fd) */
+    size_t out_max;
+    unsigned conn_max;
+    int64_t hello_timeout_ns, idle_ns;
+    struct __kernel_timespec tick_ts, accept_ts;
+    bool accept_paused;       /* backing off after EMFILE and the like: the timer re-arms it */
+    int64_t accept_backoff_ns;
+    int64_t accept_log_ns;    /* when the last accept error was logged */
+    unsigned accept_quiet;    /* accept errors not logged since */
 };
 
 static __thread struct svc *tls_svc; /* set on the service thread */
+
+/* Log lines a flood could repeat come out at most once per SVC_ACCEPT_LOG_EVERY, with the count
+ * of those left out. True when this one may be printed; *quiet is then that count. */
+static bool rl_take(int64_t *last_ns, unsigned *count, unsigned *quiet)
+{
+    int64_t now = clock_now_ns();
+    if (*last_ns && now - *last_ns < SVC_ACCEPT_LOG_EVERY) {
+        (*count)++;
+        return false;
+    }
+    *quiet = *count;
+    *count = 0;
+    *last_ns = now;
+    return true;
+}
+
+static void log_rl_conn_cap(struct svc *s)
+{
+    static __thread int64_t last;
+    static __thread unsigned count;
+    unsigned quiet;
+    if (rl_take(&last, &count, &quiet))
+        log_warn("refusing connections: %u open, the most allowed (fab_opts.conn_max, kvserver "
+                 "--max-conns); %u more refused since the last such line",
+                 s->nconns, quiet);
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Replies */
@@ -105,6 +169,7 @@ static void deliver_reply(struct svc *s, struct fab_rpc_req *r)
 {
     struct sconn *sc = r->conn;
     sc->reqs--;
+    sc->req_bytes -= r->len;
     if (!sc->c.closing && r->frame_len) {
         uint8_t *p = conn_reserve(&sc->c, r->frame_len);
         if (p) memcpy(p, r->frame, r->frame_len);
@@ -224,6 +289,7 @@ static void dispatch_rpc(struct svc *s, struct sconn *sc, const struct wire_hdr 
     r->data = (uint8_t *)(r + 1);
     memcpy(r->data, payload, plen);
     sc->reqs++;
+    sc->req_bytes += plen;
     fab_rpc_handler fn = NULL;
     unsigned flags = 0;
     if (w.type < FAB_RPC_MAX_TYPES) {
@@ -316,12 +382,20 @@ static void sconn_new(struct svc *s, int fd)
     }
     net_tune(fd);
     conn_init(&sc->c, fd, s->f->o.rpc_max_bytes);
+    /* Until it is authenticated a connection sends only small handshake frames. */
+    wire_asm_set_limit(&sc->c.in, WIRE_PREAUTH_MAX);
     sc->svc = s;
     sc->peer = FAB_NODE_CLIENT;
     sc->id = ++s->next_conn_id;
+    sc->born_ns = sc->last_rx_ns = clock_now_ns();
+    if (s->nconns >= s->conn_max) {
+        sc->refuse = RDKV_EBUSY;
+        log_rl_conn_cap(s);
+    }
     sc->next = s->conns;
     if (s->conns) s->conns->prev = sc;
     s->conns = sc;
+    s->nconns++;
     conn_arm_recv(&s->ring, &sc->c, SVC_BGID);
 }
 
@@ -331,8 +405,10 @@ static void sconn_maybe_free(struct svc *s, struct sconn *sc)
     if (sc->prev) sc->prev->next = sc->next;
     else s->conns = sc->next;
     if (sc->next) sc->next->prev = sc->prev;
+    s->nconns--;
     if (s->f->be->conn_gone) s->f->be->conn_gone(s->f, sc->id);
     conn_fini(&sc->c);
+    free(sc->pend.p);
     free(sc);
 }
 
@@ -398,6 +474,140 @@ static int on_frame(void *arg, const struct wire_hdr *h, const uint8_t *body)
     return sc->c.closing ? RDKV_ESHUTDOWN : 0;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Bounds: backpressure, frame limits by state, the connection cap */
+
+/* Over its cap: the connection's replies wait to be sent (its peer does not read them fast
+ * enough) or its requests are still running. */
+static bool sconn_over(const struct svc *s, const struct sconn *sc)
+{
+    return conn_queued(&sc->c) + sc->req_bytes > s->out_max || sc->reqs >= SVC_CONN_MAX_REQS;
+}
+
+/* Answers the first frame of a connection over the cap with a refusal, then closes it. */
+static void sconn_refuse(struct svc *s, struct sconn *sc)
+{
+    struct wire_hello_ack ack = {.status = sc->refuse};
+    uint8_t *p = conn_reserve(&sc->c, WIRE_HDR_SIZE + WIRE_HELLO_ACK_SIZE);
+    if (!p) {
+        conn_close(&s->ring, &sc->c);
+        return;
+    }
+    wire_put_hello_ack(p, &ack);
+    conn_flush(&s->ring, &sc->c);
+    sc->c.closing = true;
+    shutdown(sc->c.fd, SHUT_RD);
+}
+
+/* Every frame passes here on its way to on_frame: the connection's state decides how long the
+ * next frame may be, and a connection over its cap stops being read after this frame. */
+static int on_frame_bounded(void *arg, const struct wire_hdr *h, const uint8_t *body)
+{
+    struct sconn *sc = arg;
+    struct svc *s = sc->svc;
+    if (sc->refuse && !sc->c.closing) {
+        sconn_refuse(s, sc);
+        return RDKV_ESHUTDOWN;
+    }
+    int rc = on_frame(arg, h, body);
+    if (rc) return rc;
+    if (!sc->authed && sc->hello_done) {
+        sc->authed = true;
+        wire_asm_set_limit(&sc->c.in, 0);
+    }
+    return sconn_over(s, sc) ? WIRE_ASM_STOP : 0;
+}
+
+static void sconn_pause(struct svc *s, struct sconn *sc)
+{
+    sc->paused = true;
+    sc->progress_ns = clock_now_ns();
+    if (sc->c.recv_armed) {
+        struct io_uring_sqe *sqe = uring_sqe(&s->ring);
+        io_uring_prep_cancel64(sqe, ev_tag(&sc->c, EV_RECV), 0);
+        io_uring_sqe_set_data64(sqe, EV_IGNORE);
+    }
+}
+
+/* Keeps bytes that arrived while the connection was paused (or were left by a stop). */
+static bool pend_add(struct sconn *sc, const uint8_t *p, size_t n)
+{
+    struct obuf *o = &sc->pend;
+    if (n == 0) return true;
+    if (sc->pend_off && sc->pend_off == o->len) o->len = sc->pend_off = 0;
+    if (o->len - sc->pend_off + n > SVC_PEND_MAX) return false;
+    if (o->len + n > o->cap) {
+        if (sc->pend_off) { /* slide the unfed part down first */
+            memmove(o->p, o->p + sc->pend_off, o->len - sc->pend_off);
+            o->len -= sc->pend_off;
+            sc->pend_off = 0;
+        }
+        size_t cap = o->cap ? o->cap : SVC_BUFSZ;
+        while (cap < o->len + n) cap *= 2;
+        uint8_t *q = realloc(o->p, cap);
+        if (!q) return false;
+        o->p = q;
+        o->cap = cap;
+    }
+    memcpy(o->p + o->len, p, n);
+    o->len += n;
+    return true;
+}
+
+/* Feeds received bytes to the frame handlers until the connection goes over its cap; the rest
+ * waits in pend. */
+static void sconn_feed(struct svc *s, struct sconn *sc, const uint8_t *p, size_t n)
+{
+    sc->last_rx_ns = clock_now_ns();
+    if (sc->paused || sc->pend_off < sc->pend.len) {
+        if (!pend_add(sc, p, n)) {
+            log_warn("connection from node %u: input kept while paused is over %zu bytes; "
+                     "closing it", sc->peer, (size_t)SVC_PEND_MAX);
+            conn_close(&s->ring, &sc->c);
+        }
+        return;
+    }
+    size_t used = 0;
+    int rc = wire_asm_feed_part(&sc->c.in, p, n, on_frame_bounded, sc, &used);
+    if (rc == WIRE_ASM_STOP) {
+        if (!pend_add(sc, p + used, n - used)) conn_close(&s->ring, &sc->c);
+        else sconn_pause(s, sc);
+    } else if (rc && rc != RDKV_ESHUTDOWN) {
+        log_debug("connection from node %u: %s; closing it", sc->peer, rdkv_strerror(rc));
+        conn_close(&s->ring, &sc->c);
+    }
+}
+
+/* A paused connection under its cap again: feeds what waited (until it goes over again), then
+ * reads again. */
+static void sconn_resume(struct svc *s, struct sconn *sc)
+{
+    if (!sc->paused || sc->c.closing || sconn_over(s, sc)) return;
+    sc->paused = false;
+    if (sc->pend_off < sc->pend.len) {
+        size_t used = 0;
+        int rc = wire_asm_feed_part(&sc->c.in, sc->pend.p + sc->pend_off,
+                                    sc->pend.len - sc->pend_off, on_frame_bounded, sc, &used);
+        sc->pend_off += used;
+        if (rc == WIRE_ASM_STOP) {
+            sc->paused = true; /* the recv is already off */
+            return;
+        }
+        if (rc && rc != RDKV_ESHUTDOWN) {
+            log_debug("connection from node %u: %s; closing it", sc->peer, rdkv_strerror(rc));
+            conn_close(&s->ring, &sc->c);
+            return;
+        }
+    }
+    sc->pend.len = sc->pend_off = 0;
+    if (sc->pend.cap > SVC_BUFSZ) { /* do not keep a burst's buffer for ever */
+        free(sc->pend.p);
+        sc->pend.p = NULL;
+        sc->pend.cap = 0;
+    }
+    if (!sc->c.closing) conn_arm_recv(&s->ring, &sc->c, SVC_BGID);
+}
+
 static void on_recv(struct svc *s, struct sconn *sc, struct io_uring_cqe *cqe)
 {
     bool more = cqe->flags & IORING_CQE_F_MORE;
@@ -408,27 +618,100 @@ static void on_recv(struct svc *s, struct sconn *sc, struct io_uring_cqe *cqe)
     if (cqe->res > 0 && (cqe->flags & IORING_CQE_F_BUFFER)) {
         unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
         TSAN_WIRE_RECV();
-        if (!sc->c.closing && !sc->echo) {
-            int rc = wire_asm_feed(&sc->c.in, bufring_buf(&s->br, bid), (size_t)cqe->res,
-                                   on_frame, sc);
-            if (rc && rc != RDKV_ESHUTDOWN) {
-                log_debug("connection from node %u: %s; closing it", sc->peer, rdkv_strerror(rc));
-                conn_close(&s->ring, &sc->c);
-            }
-        }
+        if (!sc->c.closing && !sc->echo)
+            sconn_feed(s, sc, bufring_buf(&s->br, bid), (size_t)cqe->res);
         bufring_recycle(&s->br, bid);
     } else if (cqe->res == -ENOBUFS) {
         /* all buffers busy for a moment: re-arm below */
-    } else if (!sc->echo || cqe->res != -ECANCELED) {
-        if (!sc->c.closing) conn_close(&s->ring, &sc->c); /* EOF or error */
+    } else if (cqe->res == -ECANCELED && (sc->echo || !sc->c.closing)) {
+        /* the echo hand-over, or a pause: nothing to close */
+    } else if (!sc->c.closing) {
+        conn_close(&s->ring, &sc->c); /* EOF or error */
     }
     if (!sc->c.recv_armed) {
         if (sc->echo && !sc->c.closing) {
             start_echo(s, sc);
             sc->c.closing = true; /* our copy of the fd closes when it is freed */
-        } else if (!sc->c.closing) {
+        } else if (!sc->c.closing && !sc->paused) {
             conn_arm_recv(&s->ring, &sc->c, SVC_BGID);
         }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Timers: the tick (handshake and idle timeouts) and the accept back-off */
+
+static void arm_timer(struct svc *s, struct __kernel_timespec *ts, int64_t ns)
+{
+    ts->tv_sec = ns / NS_PER_S;
+    ts->tv_nsec = ns % NS_PER_S;
+    struct io_uring_sqe *sqe = uring_sqe(&s->ring);
+    io_uring_prep_timeout(sqe, ts, 0, 0);
+    io_uring_sqe_set_data64(sqe, ev_tag(ts, EV_TIMER));
+}
+
+/* Closes connections that did not finish their handshake in time, and client connections idle
+ * too long: nothing received and nothing owed (no request running, no reply unsent). Node
+ * connections are never idle-closed (the peer watcher's heartbeats cross them anyway). */
+static void on_tick(struct svc *s)
+{
+    int64_t now = clock_now_ns();
+    for (struct sconn *sc = s->conns; sc; sc = sc->next) {
+        if (sc->c.closing || sc->echo) continue;
+        if (sc->paused && now - sc->progress_ns > SVC_STALL_NS) {
+            log_info("connection %llu from node %u: none of its replies taken for %lld s; "
+                     "closing it", (unsigned long long)sc->id, sc->peer,
+                     (long long)(SVC_STALL_NS / NS_PER_S));
+            conn_close(&s->ring, &sc->c);
+        } else if (!sc->hello_done) {
+            if (now - sc->born_ns > s->hello_timeout_ns) {
+                log_debug("connection %llu: no handshake within %lld ms; closing it",
+                          (unsigned long long)sc->id,
+                          (long long)(s->hello_timeout_ns / NS_PER_MS));
+                conn_close(&s->ring, &sc->c);
+            }
+        } else if (s->idle_ns > 0 && sc->peer == FAB_NODE_CLIENT && sc->reqs == 0 &&
+                   !sc->paused && conn_queued(&sc->c) == 0 && now - sc->last_rx_ns > s->idle_ns) {
+            log_info("client connection %llu: idle for %lld s; closing it",
+                     (unsigned long long)sc->id, (long long)(s->idle_ns / NS_PER_S));
+            conn_close(&s->ring, &sc->c);
+        }
+    }
+}
+
+/* The accept failed: out of descriptors or memory backs off on a timer (doubling up to
+ * SVC_ACCEPT_BACKOFF_MAX) instead of retrying at once, which would spin the service thread. */
+static void on_accept_error(struct svc *s, int err, bool more)
+{
+    unsigned quiet;
+    bool starved = err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+    if (starved) {
+        s->accept_backoff_ns = s->accept_backoff_ns ? s->accept_backoff_ns * 2
+                                                    : SVC_ACCEPT_BACKOFF_MIN;
+        if (s->accept_backoff_ns > SVC_ACCEPT_BACKOFF_MAX)
+            s->accept_backoff_ns = SVC_ACCEPT_BACKOFF_MAX;
+    }
+    if (rl_take(&s->accept_log_ns, &s->accept_quiet, &quiet))
+        log_warn("accept: %s%s (%u more accept errors since the last such line)", strerror(err),
+                 starved ? "; new connections wait" : "", quiet);
+    if (!starved) return;
+    if (more) { /* still armed: stop it, the timer arms a new one */
+        struct io_uring_sqe *sqe = uring_sqe(&s->ring);
+        io_uring_prep_cancel64(sqe, ev_tag(s, EV_ACCEPT), 0);
+        io_uring_sqe_set_data64(sqe, EV_IGNORE);
+    }
+    s->accept_paused = true;
+    arm_timer(s, &s->accept_ts, s->accept_backoff_ns);
+}
+
+static void on_timer(struct svc *s, void *which)
+{
+    if (atomic_load(&s->stop)) return;
+    if (which == &s->tick_ts) {
+        on_tick(s);
+        arm_timer(s, &s->tick_ts, SVC_TICK_NS);
+    } else if (which == &s->accept_ts) {
+        s->accept_paused = false; /* the loop arms the accept again */
     }
 }
 
@@ -455,13 +738,19 @@ static void handle_cqe(struct svc *s, struct io_uring_cqe *cqe)
     uint64_t ud = io_uring_cqe_get_data64(cqe);
     switch (ev_kind_of(ud)) {
     case EV_ACCEPT:
-        if (cqe->res >= 0) sconn_new(s, cqe->res);
-        else if (cqe->res != -ECANCELED) log_warn("accept: %s", strerror(-cqe->res));
         if (!(cqe->flags & IORING_CQE_F_MORE)) s->accept_armed = false;
+        if (cqe->res >= 0) {
+            sconn_new(s, cqe->res);
+            s->accept_backoff_ns = 0;
+        } else if (cqe->res != -ECANCELED) {
+            on_accept_error(s, -cqe->res, s->accept_armed);
+        }
         break;
+    case EV_TIMER: on_timer(s, ev_ptr(ud)); break;
     case EV_RECV: on_recv(s, ev_ptr(ud), cqe); break;
     case EV_SEND: {
         struct sconn *sc = ev_ptr(ud);
+        if (cqe->res > 0) sc->progress_ns = clock_now_ns();
         if (!conn_on_send(&sc->c, cqe->res) && !sc->c.closing) conn_close(&s->ring, &sc->c);
         break;
     }
@@ -495,8 +784,9 @@ static void *svc_main(void *arg)
 
     arm_accept(s);
     arm_wake(s);
+    arm_timer(s, &s->tick_ts, SVC_TICK_NS);
     while (!atomic_load(&s->stop)) {
-        if (!s->accept_armed) arm_accept(s);
+        if (!s->accept_armed && !s->accept_paused) arm_accept(s);
         int r = io_uring_submit_and_wait(&s->ring, 1);
         if (r < 0 && r != -EINTR && r != -ETIME && r != -EBUSY) {
             log_error("service loop: io_uring_submit_and_wait: %s", strerror(-r));
@@ -510,9 +800,11 @@ static void *svc_main(void *arg)
             n++;
         }
         io_uring_cq_advance(&s->ring, n);
-        /* Send what the batch produced, and free finished connections. */
+        /* Send what the batch produced, go on with paused connections that drained, and
+         * free finished ones. */
         for (struct sconn *sc = s->conns, *next; sc; sc = next) {
             next = sc->next;
+            if (sc->paused) sconn_resume(s, sc);
             if (sc->c.dirty) conn_flush(&s->ring, &sc->c);
             sconn_maybe_free(s, sc);
         }
@@ -558,6 +850,7 @@ static void *svc_main(void *arg)
         n = sc->next;
         if (s->f->be->conn_gone) s->f->be->conn_gone(s->f, sc->id);
         conn_fini(&sc->c);
+        free(sc->pend.p);
         free(sc);
     }
     s->conns = NULL;
@@ -571,6 +864,11 @@ int svc_start(struct fabric *f, int listen_fd, char *err, size_t errcap)
     if (!s) return RDKV_ENOMEM;
     s->f = f;
     s->listen_fd = listen_fd;
+    s->out_max = f->o.conn_out_max ? f->o.conn_out_max : SVC_OUT_MAX_DEFAULT;
+    s->conn_max = f->o.conn_max ? f->o.conn_max : SVC_CONN_MAX_DEFAULT;
+    s->hello_timeout_ns = f->o.hello_timeout_ns > 0 ? f->o.hello_timeout_ns
+                                                    : SVC_HELLO_TIMEOUT_DEFAULT;
+    s->idle_ns = f->o.conn_idle_ns ? f->o.conn_idle_ns : FAB_CONN_IDLE_DEFAULT_NS;
     s->wake_fd = eventfd(0, EFD_CLOEXEC);
     s->replies_tail = &s->replies;
     s->q_tail = &s->q_head;

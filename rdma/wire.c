@@ -4,6 +4,7 @@
 #include "rdkv_status.h"
 
 #include <endian.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,15 +198,20 @@ void wire_asm_free(struct wire_asm *a)
     a->len = a->cap = 0;
 }
 
-/* Validates a header: known type, body within the type's limit. */
+void wire_asm_set_limit(struct wire_asm *a, uint32_t limit) { a->limit = limit; }
+
+/* Validates a header: known type, body within the type's limit and the connection's. */
 static int check_hdr(const struct wire_asm *a, const struct wire_hdr *h)
 {
     uint32_t max = wire_max_body(h->type, a->rpc_max);
     if (max == 0 && h->type != WIRE_OP_RESET) return RDKV_EPROTO;
     if (h->len > max) return RDKV_EPROTO;
+    if (a->limit && h->len > a->limit) return RDKV_ETOOBIG;
     return 0;
 }
 
+/* Room for need bytes in buf. It doubles from 4 KiB, and callers ask only for bytes that have
+ * arrived, so a header announcing a long body costs nothing until the body comes. */
 static int reserve(struct wire_asm *a, size_t need)
 {
     if (need <= a->cap) return 0;
@@ -218,10 +224,15 @@ static int reserve(struct wire_asm *a, size_t need)
     return 0;
 }
 
-int wire_asm_feed(struct wire_asm *a, const uint8_t *data, size_t n, wire_frame_fn fn, void *arg)
+/* fn's answer: a negative status ends the feed; WIRE_ASM_STOP ends it when the caller can keep
+ * the rest (stoppable), and is ignored otherwise. */
+static int feed(struct wire_asm *a, const uint8_t *data, size_t n, wire_frame_fn fn, void *arg,
+                bool stoppable, size_t *used)
 {
     int rc;
     struct wire_hdr h;
+    const uint8_t *start = data;
+    *used = 0;
     /* First complete a frame already started in buf. */
     while (a->len > 0 && n > 0) {
         if (a->len < WIRE_HDR_SIZE) {
@@ -232,7 +243,7 @@ int wire_asm_feed(struct wire_asm *a, const uint8_t *data, size_t n, wire_frame_
             a->len += take;
             data += take;
             n -= take;
-            if (a->len < WIRE_HDR_SIZE) return 0;
+            if (a->len < WIRE_HDR_SIZE) break;
             wire_get_hdr(a->buf, &h);
             if ((rc = check_hdr(a, &h))) return rc;
         }
@@ -240,14 +251,23 @@ int wire_asm_feed(struct wire_asm *a, const uint8_t *data, size_t n, wire_frame_
         size_t total = WIRE_HDR_SIZE + (size_t)h.len;
         size_t take = total - a->len;
         if (take > n) take = n;
-        if ((rc = reserve(a, total))) return rc;
+        if ((rc = reserve(a, a->len + take))) return rc;
         memcpy(a->buf + a->len, data, take);
         a->len += take;
         data += take;
         n -= take;
-        if (a->len < total) return 0;
+        if (a->len < total) break;
         a->len = 0;
-        if ((rc = fn(arg, &h, a->buf + WIRE_HDR_SIZE)) < 0) return rc;
+        rc = fn(arg, &h, a->buf + WIRE_HDR_SIZE);
+        if (rc < 0) return rc;
+        if (rc == WIRE_ASM_STOP && stoppable) {
+            *used = (size_t)(data - start);
+            return WIRE_ASM_STOP;
+        }
+    }
+    if (a->len > 0) { /* everything went into the partial frame */
+        *used = (size_t)(data - start);
+        return 0;
     }
     /* Then frames wholly inside this chunk, in place. */
     while (n >= WIRE_HDR_SIZE) {
@@ -255,20 +275,33 @@ int wire_asm_feed(struct wire_asm *a, const uint8_t *data, size_t n, wire_frame_
         if ((rc = check_hdr(a, &h))) return rc;
         size_t total = WIRE_HDR_SIZE + (size_t)h.len;
         if (total > n) break;
-        if ((rc = fn(arg, &h, data + WIRE_HDR_SIZE)) < 0) return rc;
+        rc = fn(arg, &h, data + WIRE_HDR_SIZE);
         data += total;
         n -= total;
-    }
-    /* Keep the tail. */
-    if (n > 0) {
-        if (n >= WIRE_HDR_SIZE) {
-            wire_get_hdr(data, &h);
-            if ((rc = reserve(a, WIRE_HDR_SIZE + (size_t)h.len))) return rc;
-        } else if ((rc = reserve(a, WIRE_HDR_SIZE))) {
-            return rc;
+        if (rc < 0) return rc;
+        if (rc == WIRE_ASM_STOP && stoppable) {
+            *used = (size_t)(data - start);
+            return WIRE_ASM_STOP;
         }
+    }
+    /* Keep the tail (its header, when complete, was checked above). */
+    if (n > 0) {
+        if ((rc = reserve(a, n < WIRE_HDR_SIZE ? WIRE_HDR_SIZE : n))) return rc;
         memcpy(a->buf, data, n);
         a->len = n;
     }
+    *used = (size_t)(data - start) + n;
     return 0;
+}
+
+int wire_asm_feed(struct wire_asm *a, const uint8_t *data, size_t n, wire_frame_fn fn, void *arg)
+{
+    size_t used;
+    return feed(a, data, n, fn, arg, false, &used);
+}
+
+int wire_asm_feed_part(struct wire_asm *a, const uint8_t *data, size_t n, wire_frame_fn fn,
+                       void *arg, size_t *used)
+{
+    return feed(a, data, n, fn, arg, true, used);
 }

@@ -11,6 +11,12 @@
 #define WIRE_MAGIC 0x564b4452u /* "RDKV" */
 #define WIRE_VERSION 1
 
+/* Every frame a connection sends before it is authenticated (HELLO and whatever the handshake
+ * adds) has a body of at most this many bytes: until then the receiver refuses any longer frame
+ * on its header alone, so that a stranger can make a node hold no more than this per
+ * connection. */
+#define WIRE_PREAUTH_MAX 256u
+
 /* A soft one-sided READ or WRITE moves at most this many bytes per frame; longer operations are
  * split by the initiator into several requests on the same endpoint. */
 #define WIRE_OP_MAX (1u << 20)
@@ -105,11 +111,13 @@ int wire_get_rpc(const struct wire_hdr *h, const uint8_t *body, struct wire_rpc 
 uint32_t wire_max_body(uint8_t type, uint32_t rpc_max);
 
 /* Frame reassembly from a byte stream. Frames wholly inside one fed chunk are handed out in
- * place; others are gathered in buf. */
+ * place; others are gathered in buf, which grows with the bytes that actually arrived (never
+ * to a header's announced length alone). */
 struct wire_asm {
     uint8_t *buf;
     size_t len, cap;
     uint32_t rpc_max;
+    uint32_t limit;    /* when not 0: no frame body may be longer (the connection's state) */
 };
 
 typedef int (*wire_frame_fn)(void *arg, const struct wire_hdr *h, const uint8_t *body);
@@ -120,5 +128,14 @@ void wire_asm_free(struct wire_asm *a);
  * header of unknown type or excessive length, RDKV_ENOMEM, or the first negative value fn
  * returned (processing stops there). */
 int wire_asm_feed(struct wire_asm *a, const uint8_t *data, size_t n, wire_frame_fn fn, void *arg);
+/* Like wire_asm_feed, but fn may return WIRE_ASM_STOP to stop after its frame: the call then
+ * returns WIRE_ASM_STOP and *used says how many of the n bytes were consumed (the caller keeps
+ * the rest and feeds it later). *used is n after a return of 0. */
+#define WIRE_ASM_STOP 1
+int wire_asm_feed_part(struct wire_asm *a, const uint8_t *data, size_t n, wire_frame_fn fn,
+                       void *arg, size_t *used);
+/* Caps every frame body from now on at limit bytes (0: only the per-type limits), checked on
+ * each header as it arrives: WIRE_PREAUTH_MAX until a connection is authenticated. */
+void wire_asm_set_limit(struct wire_asm *a, uint32_t limit);
 
 #endif

@@ -36,7 +36,6 @@ int main(int argc, char **argv)
 {
     struct node_opts o;
     node_opts_init(&o);
-    o.bench = true;
     char err[512];
     int pr = node_opts_parse(argc, argv, &o, err, sizeof err);
     if (pr == 1) {
@@ -66,8 +65,14 @@ int main(int argc, char **argv)
         return 1;
     }
     int rc = 0;
-    /* kvbench's drivers (YCSB, TPC-C) run their embedded workers here */
-    if (wl_serve(n)) {
+    /* kvbench's drivers (YCSB, TPC-C) run their embedded workers here, on a node started for
+     * benchmarks only */
+    static const uint16_t wl_types[] = {KV_RPC_WL_LOAD, KV_RPC_WL_START, KV_RPC_WL_POLL,
+                                        KV_RPC_WL_STOP, KV_RPC_WL_CHECK};
+    if (!o.bench) {
+        for (size_t i = 0; i < sizeof wl_types / sizeof wl_types[0]; i++)
+            node_refuse_rpc(n, wl_types[i]);
+    } else if (wl_serve(n)) {
         fprintf(stderr, "kvserver: error: cannot start the workload service\n");
         node_stop(n);
         return 1;

@@ -75,6 +75,20 @@ const char node_usage[] =
     "  --session-threads N   threads that run the remote sessions' transactions, each as a task\n"
     "                        (default 2)\n"
     "  --rpc-threads N       threads that run RPC handlers (default 2)\n"
+    "  --max-conns N         connections open at once, nodes' and clients' (default 1024);\n"
+    "                        beyond it a connection is refused with \"busy\"\n"
+    "  --conn-out-max SIZE   replies a connection may have queued (and requests running)\n"
+    "                        before its further requests wait unread until they drain\n"
+    "                        (default 4M)\n"
+    "  --hello-timeout DUR   a connection that has not finished its handshake by then is\n"
+    "                        closed (default 5s)\n"
+    "  --conn-idle DUR       a client connection that sent nothing and is owed nothing this\n"
+    "                        long is closed (default 10m or --session-idle if longer; at\n"
+    "                        least --session-idle; 0: never);\n"
+    "                        node connections never are\n"
+    "  --bench               serve kvbench's workload and benchmark RPCs (kvbench ycsb, tpcc,\n"
+    "                        lock, range, txn on nodes); off by default: a production node\n"
+    "                        answers them \"not enabled on this node\"\n"
     "  --peer-wait DUR       at start-up, wait up to this long for every peer to answer, and\n"
     "                        exit with an error if one does not (default 30s; 0: do not wait)\n"
     "  --listen-fd FD        serve on this inherited listening socket (used by launchers)\n"
@@ -109,7 +123,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         O_CONFIG = 256, O_NODE, O_TRANSPORT, O_ARENA, O_RPC_THREADS, O_PEER_WAIT, O_LISTEN_FD,
         O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
         O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_SESS_THREADS, O_COMMITTO,
-        O_CONFLICT
+        O_CONFLICT, O_MAXCONNS, O_OUTMAX, O_HELLOTO, O_CONNIDLE, O_BENCH
     };
     static const struct option longopts[] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -130,6 +144,11 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         {"max-sessions", required_argument, 0, O_MAXSESS},
         {"session-threads", required_argument, 0, O_SESS_THREADS},
         {"rpc-threads", required_argument, 0, O_RPC_THREADS},
+        {"max-conns", required_argument, 0, O_MAXCONNS},
+        {"conn-out-max", required_argument, 0, O_OUTMAX},
+        {"hello-timeout", required_argument, 0, O_HELLOTO},
+        {"conn-idle", required_argument, 0, O_CONNIDLE},
+        {"bench", no_argument, 0, O_BENCH},
         {"peer-wait", required_argument, 0, O_PEER_WAIT},
         {"listen-fd", required_argument, 0, O_LISTEN_FD},
         {"ready-fd", required_argument, 0, O_READY_FD},
@@ -236,6 +255,25 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
             if (parse_uint_range(optarg, 1, 64, &v)) BAD("bad --rpc-threads '%s' (1..64)", optarg);
             o->fab.rpc_threads = (unsigned)v;
             break;
+        case O_MAXCONNS:
+            if (parse_uint_range(optarg, 4, 1000000, &v)) BAD("bad --max-conns '%s' (4..1000000)", optarg);
+            o->fab.conn_max = (unsigned)v;
+            break;
+        case O_OUTMAX:
+            if (parse_size(optarg, &v) || v < (64u << 10) || v > (1u << 30))
+                BAD("bad --conn-out-max '%s' (64K..1G)", optarg);
+            o->fab.conn_out_max = (uint32_t)v;
+            break;
+        case O_HELLOTO:
+            if (parse_duration_ns(optarg, &d) || d < 100 * NS_PER_MS || d > 3600 * NS_PER_S)
+                BAD("bad --hello-timeout '%s' (100ms..1h)", optarg);
+            o->fab.hello_timeout_ns = d;
+            break;
+        case O_CONNIDLE:
+            if (parse_duration_ns(optarg, &d) || d < 0) BAD("bad --conn-idle '%s'", optarg);
+            o->fab.conn_idle_ns = d ? d : -1;
+            break;
+        case O_BENCH: o->bench = true; break;
         case O_PEER_WAIT:
             if (parse_duration_ns(optarg, &o->peer_wait_ns)) BAD("bad --peer-wait '%s'", optarg);
             break;
@@ -268,6 +306,12 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         }
     }
     if (optind < argc) BAD("unexpected argument '%s'", argv[optind]);
+    /* closing an idle connection ends its sessions: never before the sessions would expire */
+    if (o->fab.conn_idle_ns > 0 && o->fab.conn_idle_ns < o->sessions.idle_ns)
+        BAD("--conn-idle must be at least --session-idle (%lld s)",
+            (long long)(o->sessions.idle_ns / NS_PER_S));
+    if (o->fab.conn_idle_ns == 0 && o->sessions.idle_ns > FAB_CONN_IDLE_DEFAULT_NS)
+        o->fab.conn_idle_ns = o->sessions.idle_ns; /* the default follows a longer session idle */
     if (!o->config) BAD("--config FILE is required");
     if (o->node < 0) BAD("--node N is required");
     if (o->fab.listen_fd >= 0 && fcntl(o->fab.listen_fd, F_GETFD) < 0)
@@ -281,6 +325,20 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
             "itree)", o->txn.range_lock);
 #undef BAD
     return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Benchmark services a node was not started for (--bench) */
+
+static void bench_off_handler(struct fab_rpc_req *req, void *arg)
+{
+    (void)arg;
+    fab_rpc_reply(req, RDKV_ENOTSUP, NODE_BENCH_OFF, sizeof NODE_BENCH_OFF - 1);
+}
+
+void node_refuse_rpc(struct node *n, uint16_t type)
+{
+    fab_rpc_register(n->f, type, bench_off_handler, NULL, FAB_RPC_INLINE);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -524,6 +582,13 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
     if (o->bench) {
         bench_register(n->f, n->rs);
         bench_txn_register(n->f, n->txn);
+    } else {
+        static const uint16_t bench_types[] = {
+            KV_RPC_BENCH_LOCK_PREPARE, KV_RPC_BENCH_LOCK_RUN,   KV_RPC_BENCH_LOCK_HOLD,
+            KV_RPC_BENCH_LOCK_TRY,     KV_RPC_BENCH_RANGE_PREPARE, KV_RPC_BENCH_RANGE_RUN,
+            KV_RPC_BENCH_RANGE_STATS,  KV_RPC_BENCH_TXN_LOAD,  KV_RPC_BENCH_TXN_RUN};
+        for (size_t i = 0; i < sizeof bench_types / sizeof bench_types[0]; i++)
+            node_refuse_rpc(n, bench_types[i]);
     }
     n->trad = lock_trad_serve(n->f, n->o.txn.lease_ns); /* the RPC lock manager baseline */
     if (n->cc.n > 1) {

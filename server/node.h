@@ -26,7 +26,7 @@ struct node_opts {
     struct session_cfg sessions;  /* --max-sessions, --session-idle, --session-threads */
     int64_t heartbeat_ns;         /* peer watcher period (default 200 ms) */
     unsigned heartbeat_misses;    /* missed answers before a peer is down (default 3) */
-    bool bench;                   /* serve kvbench's node-side benchmarks (kvserver: yes) */
+    bool bench;                   /* serve kvbench's node-side benchmarks (--bench) */
 };
 
 void node_opts_init(struct node_opts *o);
@@ -46,6 +46,12 @@ int node_wait_peers(struct node *n, int64_t wait_ns, bool (*stop)(void *), void 
                     size_t errcap);
 /* Stops serving and frees everything. Embedded sessions must be closed first. */
 void node_stop(struct node *n);
+
+/* A node not started for benchmarks (--bench) answers the workload and benchmark RPCs with
+ * RDKV_ENOTSUP and this text. */
+#define NODE_BENCH_OFF "not enabled on this node (start it with --bench)"
+/* Registers, for RPC type, the handler that answers so. */
+void node_refuse_rpc(struct node *n, uint16_t type);
 
 struct fabric *node_fabric(struct node *n);
 struct txn_env *node_txn(struct node *n);

@@ -15,6 +15,7 @@
 
 static const char usage[] =
     "usage: kvcluster start --nodes N --dir DIR [--transport T] [--arena SIZE] [--host H]\n"
+    "                       [--bench]\n"
     "       kvcluster status --dir DIR\n"
     "       kvcluster stop --dir DIR\n"
     "\n"
@@ -29,6 +30,8 @@ static const char usage[] =
     "  --transport T   soft, verbs or auto (default soft)\n"
     "  --arena SIZE    arena per node, e.g. 256M (default: kvserver's)\n"
     "  --host H        address the nodes listen on (default 127.0.0.1)\n"
+    "  --bench         start the nodes for benchmarking (kvserver --bench): kvbench's\n"
+    "                  workload and benchmark RPCs are served (not on production nodes)\n"
     "\n"
     "Exit status: 0 ok, 1 error, 2 bad usage.\n";
 
@@ -41,7 +44,7 @@ static _Noreturn void usage_error(const char *fmt, const char *arg)
 }
 
 static int cmd_start(unsigned nodes, const char *dir, enum fab_transport t, uint64_t arena,
-                     const char *host)
+                     const char *host, bool bench)
 {
     char conf[4096];
     snprintf(conf, sizeof conf, "%s/cluster.conf", dir);
@@ -65,6 +68,7 @@ static int cmd_start(unsigned nodes, const char *dir, enum fab_transport t, uint
     lo.arena_size = arena;
     lo.host = host;
     lo.detach = true;
+    lo.bench = bench;
     struct launch L;
     if (launch_start(&L, &lo, err, sizeof err)) {
         fprintf(stderr, "kvcluster: error: %s\n", err);
@@ -152,11 +156,16 @@ int main(int argc, char **argv)
     const char *dir = NULL, *host = "127.0.0.1";
     enum fab_transport t = FAB_SOFT;
     uint64_t arena = 0, u;
+    bool bench = false;
     for (int i = 2; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             fputs(usage, stdout);
             return 0;
+        }
+        if (!strcmp(o, "--bench")) {
+            bench = true;
+            continue;
         }
         if (!v) usage_error("option '%s' needs a value", o);
         if (!strcmp(o, "--nodes")) {
@@ -179,7 +188,7 @@ int main(int argc, char **argv)
     if (!dir) usage_error("%s", "--dir DIR is required");
     if (!strcmp(cmd, "start")) {
         if (!nodes) usage_error("%s", "start needs --nodes N");
-        return cmd_start(nodes, dir, t, arena, host);
+        return cmd_start(nodes, dir, t, arena, host, bench);
     }
     if (!strcmp(cmd, "status")) return cmd_status(dir);
     if (!strcmp(cmd, "stop")) return cmd_stop(dir);

@@ -213,6 +213,7 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
             argv[a++] = "3";
             argv[a++] = "--ready-fd";
             argv[a++] = "4";
+            if (o->bench) argv[a++] = "--bench";
             for (int k = 0; k < 14 && o->extra[k] && a < 30; k++) argv[a++] = o->extra[k];
             argv[a] = NULL;
             execv(kvserver, (char *const *)argv);

@@ -21,6 +21,7 @@ struct launch_opts {
     const char *dir;               /* config, logs, pids; NULL: a new temporary directory */
     bool detach;                   /* nodes outlive the launcher (kvcluster) */
     int64_t ready_timeout_ns;      /* default 60 s */
+    bool bench;                    /* nodes serve kvbench's workloads (kvserver --bench) */
     const char *extra[14];         /* more kvserver arguments, NULL-terminated */
 };
 

@@ -107,7 +107,7 @@ peers_start_pg() {
 # Starts an rdkv cluster of N nodes (tools/cluster.sh); sets RDKV_ENDPOINTS.
 peers_start_rdkv() {
     local line
-    line=$(RDKV_BIN=$peers_bin "$peers_root/tools/cluster.sh" start "$1" "$peers_dir/rdkv" 2>"$peers_dir/rdkv-start.log") ||
+    line=$(RDKV_BIN=$peers_bin "$peers_root/tools/cluster.sh" start "$1" "$peers_dir/rdkv" --bench 2>"$peers_dir/rdkv-start.log") ||
         { peers_log "the rdkv cluster did not start (see $peers_dir/rdkv-start.log)"; cat "$peers_dir/rdkv-start.log" >&2; return 1; }
     peers_rdkv_dir=$peers_dir/rdkv
     RDKV_ENDPOINTS=${line#export KVCTL_ENDPOINTS=}

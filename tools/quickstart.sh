@@ -33,7 +33,7 @@ run() {
 }
 
 say "starting a 3-node rdkv cluster (soft transport) in $dir"
-eval "$("$root/tools/cluster.sh" start 3 "$dir" --transport soft)"
+eval "$("$root/tools/cluster.sh" start 3 "$dir" --transport soft --bench)"
 echo "KVCTL_ENDPOINTS=$KVCTL_ENDPOINTS"
 kvctl=$bin/kvctl
 

@@ -29,6 +29,13 @@ static int on_frame(void *arg, const struct wire_hdr *h, const uint8_t *body)
     return 0;
 }
 
+static int on_frame_stop(void *arg, const struct wire_hdr *h, const uint8_t *body)
+{
+    unsigned *frames = arg;
+    on_frame(NULL, h, body);
+    return (++*frames & 1) ? WIRE_ASM_STOP : 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
@@ -43,5 +50,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (wire_asm_feed(&a, data + at, n, on_frame, NULL)) break;
     }
     wire_asm_free(&a);
+    /* as the node service feeds it: the pre-authentication limit until the first frame, and a
+     * stop after every other frame, the rest fed again (backpressure) */
+    struct wire_asm b;
+    wire_asm_init(&b, 1u << 16);
+    wire_asm_set_limit(&b, (chunk & 1) ? WIRE_PREAUTH_MAX : 0);
+    unsigned frames = 0;
+    for (size_t at = 0; at < size;) {
+        size_t n = size - at < chunk ? size - at : chunk, used = 0;
+        int rc = wire_asm_feed_part(&b, data + at, n, on_frame_stop, &frames, &used);
+        if (rc < 0 || used > n) break;
+        at += used;
+        if (rc == 0 && used != n) break; /* fed without a stop: everything was taken */
+        wire_asm_set_limit(&b, 0);
+    }
+    wire_asm_free(&b);
     return 0;
 }

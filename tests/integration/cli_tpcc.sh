@@ -48,7 +48,7 @@ if expect "3 nodes, remote, 2 warehouses per node" 0 "" -- "$kb" tpcc --nodes 3 
 fi
 expect "json" 0 '"NEW_ORDER"' -- "$kb" tpcc --nodes 2 "${small[@]}" --seconds 1 --format json --status-interval 0
 
-if RDKV_BIN="$bin" timeout 60 "$root/tools/cluster.sh" start 3 "$work/c" >"$work/out" 2>"$work/err"; then
+if RDKV_BIN="$bin" timeout 60 "$root/tools/cluster.sh" start 3 "$work/c" --bench >"$work/out" 2>"$work/err"; then
     ep=$(tail -1 "$work/out" | sed 's/^export KVCTL_ENDPOINTS=//')
     expect "running cluster: load + run + check" 0 "" -- "$kb" tpcc --endpoints "$ep" "${small[@]}" --seconds 2 --status-interval 0 &&
         full_run "running cluster"

@@ -101,7 +101,7 @@ expect "open loop" 0 "Throughput" -- "$kb" ycsb run --workload a -p recordcount=
 grep -q 'Return=ERROR' "$work/out" && bad "open loop: no errors" || ok "open loop: no errors"
 
 # --- a running cluster, by its endpoints ---------------------------------------------------
-if RDKV_BIN="$bin" timeout 60 "$root/tools/cluster.sh" start 3 "$work/c" >"$work/out" 2>"$work/err"; then
+if RDKV_BIN="$bin" timeout 60 "$root/tools/cluster.sh" start 3 "$work/c" --bench >"$work/out" 2>"$work/err"; then
     ep=$(tail -1 "$work/out" | sed 's/^export KVCTL_ENDPOINTS=//')
     expect "load a running cluster" 0 "\[INSERT\], Return=OK, 3000" -- "$kb" ycsb load --endpoints "$ep" -p recordcount=3000
     expect "run embedded on it" 0 "" -- "$kb" ycsb run --endpoints "$ep" --workload a -p recordcount=3000 -p operationcount=600 --status-interval 0 &&

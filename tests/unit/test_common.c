@@ -239,6 +239,13 @@ static int collect_frame(void *arg, const struct wire_hdr *h, const uint8_t *bod
     return 0;
 }
 
+/* Collects the frame and asks the reassembler to stop after it (backpressure). */
+static int stop_frame(void *arg, const struct wire_hdr *h, const uint8_t *body)
+{
+    collect_frame(arg, h, body);
+    return WIRE_ASM_STOP;
+}
+
 static void t_wire(void)
 {
     /* build a stream of varied frames */
@@ -286,6 +293,27 @@ static void t_wire(void)
         CHECK(f.first[3] == 77);
         wire_asm_free(&a);
     }
+    /* stopping after every frame: the caller feeds the rest again, the frames are the same */
+    for (unsigned round = 0; round < 50; round++) {
+        struct wire_asm a;
+        wire_asm_init(&a, 1 << 20);
+        struct frames f = {0};
+        size_t pos = 0;
+        unsigned feeds = 0;
+        while (pos < at && feeds < 100000) {
+            size_t chunk = 1 + rng() % (round % 2 ? 9 : 150000);
+            if (chunk > at - pos) chunk = at - pos;
+            size_t used = 0;
+            int rc = wire_asm_feed_part(&a, stream + pos, chunk, stop_frame, &f, &used);
+            CHECK(rc == 0 || rc == WIRE_ASM_STOP);
+            CHECK(used <= chunk && (rc == WIRE_ASM_STOP || used == chunk));
+            pos += used;
+            feeds++;
+        }
+        CHECK_EQ(f.n, 5);
+        CHECK(f.types[1] == WIRE_OP_REQ && f.types[4] == WIRE_OP_RESP && f.first[3] == 77);
+        wire_asm_free(&a);
+    }
     /* limits */
     struct wire_asm a;
     wire_asm_init(&a, 1 << 20);
@@ -302,6 +330,20 @@ static void t_wire(void)
     wire_put_hdr(hdr, WIRE_HELLO, 25);
     CHECK_EQ(wire_asm_feed(&a, hdr, 5, collect_frame, &f), 0); /* incomplete header: wait */
     CHECK_EQ(wire_asm_feed(&a, hdr + 5, 3, collect_frame, &f), RDKV_EPROTO);
+    wire_asm_free(&a);
+    /* before authentication: a frame longer than WIRE_PREAUTH_MAX is refused on its header */
+    wire_asm_init(&a, 16u << 20);
+    wire_asm_set_limit(&a, WIRE_PREAUTH_MAX);
+    wire_put_hdr(hdr, WIRE_RPC_REQ, WIRE_PREAUTH_MAX + 1);
+    CHECK_EQ(wire_asm_feed(&a, hdr, sizeof hdr, collect_frame, &f), RDKV_ETOOBIG);
+    wire_asm_free(&a);
+    /* after: a 16 MiB body announced costs only the bytes that came */
+    wire_asm_init(&a, 16u << 20);
+    uint8_t part[WIRE_HDR_SIZE + 1000];
+    memset(part, 1, sizeof part);
+    wire_put_hdr(part, WIRE_RPC_REQ, 16u << 20);
+    CHECK_EQ(wire_asm_feed(&a, part, sizeof part, collect_frame, &f), 0);
+    CHECK(a.cap < (64u << 10));
     wire_asm_free(&a);
     /* body-shape checks */
     struct wire_op_req oq;

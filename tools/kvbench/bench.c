@@ -4,6 +4,7 @@
 #include "rdkv.h"
 
 #include "common/clock.h"
+#include "server/node.h"
 #include "common/parse.h"
 
 #include <errno.h>
@@ -128,6 +129,11 @@ static int config_from_endpoints(const char *endpoints, struct cluster_config *c
     return 0;
 }
 
+const char *bench_strerror(int status)
+{
+    return status == RDKV_ENOTSUP ? NODE_BENCH_OFF : rdkv_strerror(status);
+}
+
 int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, int64_t wait_ns,
                        char *err, size_t errcap)
 {
@@ -152,6 +158,7 @@ int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, i
         lo.nodes = co->nodes;
         lo.transport = t == FAB_AUTO ? (fab_verbs_available() ? FAB_VERBS : FAB_SOFT) : t;
         lo.arena_size = co->arena;
+        lo.bench = true; /* kvbench's own nodes serve its workloads */
         if (co->spin_ns >= 0) {
             /* the nodes' own waiting threads (embedded workers) spin the same */
             snprintf(spin_arg, sizeof spin_arg, "%lld", (long long)(co->spin_ns / NS_PER_US));

@@ -34,6 +34,10 @@ struct bench_common {
     const char *endpoints;    /* a running cluster named by host:port list (any of its nodes) */
     const char *node_args[12]; /* more kvserver arguments for launched nodes, NULL-terminated */
 };
+/* rdkv_strerror for the answer to a node-side benchmark or workload RPC: RDKV_ENOTSUP there
+ * means the node was not started for benchmarks (kvserver --bench), and says so. */
+const char *bench_strerror(int status);
+
 /* Either launches `nodes` local kvserver processes (config == NULL) or uses the cluster in
  * config; then opens a client fabric on it and waits (up to wait_ns) until every node answers. */
 int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, int64_t wait_ns,

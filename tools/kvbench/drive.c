@@ -73,11 +73,11 @@ static int fan_out(struct drive *d, uint16_t type, void (*build)(struct pack_w *
             if (e[j].status && !first) {
                 first = e[j].status;
                 snprintf(err, errcap, "node %llu: %s", (unsigned long long)e[j].tag,
-                         rdkv_strerror(e[j].status));
+                         bench_strerror(e[j].status));
             }
         }
     }
-    if (rc && !err[0]) snprintf(err, errcap, "%s", rdkv_strerror(rc));
+    if (rc && !err[0]) snprintf(err, errcap, "%s", bench_strerror(rc));
     return first;
 }
 
@@ -353,7 +353,7 @@ int drive_check(struct drive *d, const struct drive_opts *o, int *failed, char *
     pack_w_free(&w);
     *report = NULL;
     if (rc) {
-        snprintf(err, errcap, "checking: %s", rdkv_strerror(rc));
+        snprintf(err, errcap, "checking: %s", bench_strerror(rc));
     } else {
         struct pack_r r;
         rc = answer(&resp, &r);

@@ -224,7 +224,7 @@ static int run_point(struct fabric *f, struct lock_point *pt, char *err, size_t 
     pack_u32(&w, pt->q.locks);
     for (unsigned i = 0; i < n && !rc; i++) {
         rc = fab_rpc_call(c, (uint16_t)i, KV_RPC_BENCH_LOCK_PREPARE, w.p, w.len, &resp[i], 0);
-        if (rc) snprintf(err, errcap, "node %u: preparing the lock table: %s", i, rdkv_strerror(rc));
+        if (rc) snprintf(err, errcap, "node %u: preparing the lock table: %s", i, bench_strerror(rc));
     }
     pack_w_free(&w);
     const struct bench_lock_req *q = &pt->q;
@@ -233,7 +233,7 @@ static int run_point(struct fabric *f, struct lock_point *pt, char *err, size_t 
     int64_t timeout = q->warmup_ns + q->run_ns + 60 * NS_PER_S;
     for (unsigned i = 0; i < n && !rc; i++) {
         rc = fab_rpc_post(c, (uint16_t)i, KV_RPC_BENCH_LOCK_RUN, w.p, w.len, &resp[i], timeout, i);
-        if (rc) snprintf(err, errcap, "node %u: %s", i, rdkv_strerror(rc));
+        if (rc) snprintf(err, errcap, "node %u: %s", i, bench_strerror(rc));
     }
     pack_w_free(&w);
     bench_lock_res_init(&pt->r);
@@ -251,7 +251,7 @@ static int run_point(struct fabric *f, struct lock_point *pt, char *err, size_t 
             struct bench_lock_res r;
             if (cq[j].status) {
                 rc = cq[j].status;
-                snprintf(err, errcap, "node %u: the run failed: %s", i, rdkv_strerror(rc));
+                snprintf(err, errcap, "node %u: the run failed: %s", i, bench_strerror(rc));
             } else if (bench_lock_res_unpack(&r, resp[i].data, resp[i].len)) {
                 rc = RDKV_EPROTO;
                 snprintf(err, errcap, "node %u: malformed result", i);

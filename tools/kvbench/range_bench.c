@@ -228,7 +228,7 @@ static int owner_stats(struct fab_ctx *c, struct range_server_stats *st, char *e
     int rc = fab_rpc_call(c, 0, KV_RPC_BENCH_RANGE_STATS, NULL, 0, &resp, 0);
     if (rc) {
         snprintf(err, cap, "node 0: reading the range-lock service's counters: %s",
-                 rdkv_strerror(rc));
+                 bench_strerror(rc));
     } else {
         struct pack_r r;
         pack_r_init(&r, resp.data, resp.len);
@@ -274,7 +274,7 @@ static int run_point(struct fabric *f, struct range_point *pt, const struct benc
             snprintf(err, errcap, "node 0: range space %u exists with another layout", SPACE_ID);
         else if (rc)
             snprintf(err, errcap, "node 0: creating range space %u: %s", SPACE_ID,
-                     rdkv_strerror(rc));
+                     bench_strerror(rc));
     }
     pack_w_free(&w);
     struct range_server_stats s0 = {0}, s1 = {0};
@@ -301,7 +301,7 @@ static int run_point(struct fabric *f, struct range_point *pt, const struct benc
         bench_range_req_pack(&q, &w);
         rc = fab_rpc_post(c, pl.node[j], KV_RPC_BENCH_RANGE_RUN, w.p, w.len, &resp[j], timeout, j);
         pack_w_free(&w);
-        if (rc) snprintf(err, errcap, "node %u: %s", pl.node[j], rdkv_strerror(rc));
+        if (rc) snprintf(err, errcap, "node %u: %s", pl.node[j], bench_strerror(rc));
         else posted++;
     }
     unsigned got = 0;
@@ -327,7 +327,7 @@ static int run_point(struct fabric *f, struct range_point *pt, const struct benc
             } else if (cq[j].status) {
                 rc = cq[j].status;
                 snprintf(err, errcap, "node %u: the run failed: %s", pl.node[i],
-                         rdkv_strerror(rc));
+                         bench_strerror(rc));
             } else if (bench_range_res_unpack(r, resp[i].data, resp[i].len)) {
                 rc = RDKV_EPROTO;
                 snprintf(err, errcap, "node %u: malformed result", pl.node[i]);

@@ -87,7 +87,7 @@ static int run_kind(struct fab_ctx *c, struct bench_txn_req *q, int k, struct fa
                                  q->warmup_ns + q->run_ns + 120 * NS_PER_S);
     pack_w_free(&w);
     if (!r) r = bench_txn_res_unpack(res, resp->data, resp->len);
-    if (r) fprintf(stderr, "kvbench txn: error: %s: %s\n", kind_names[k], rdkv_strerror(r));
+    if (r) fprintf(stderr, "kvbench txn: error: %s: %s\n", kind_names[k], bench_strerror(r));
     return r ? 1 : 0;
 }
 
@@ -201,7 +201,7 @@ int cmd_txn(int argc, char **argv)
         for (unsigned n = 0; n < nn && !rc; n++) {
             int r = fab_rpc_call(c, (uint16_t)n, KV_RPC_BENCH_TXN_LOAD, lb, 8, &resp, 600 * NS_PER_S);
             if (r) {
-                fprintf(stderr, "kvbench txn: error: loading node %u: %s\n", n, rdkv_strerror(r));
+                fprintf(stderr, "kvbench txn: error: loading node %u: %s\n", n, bench_strerror(r));
                 rc = 1;
             }
         }
