@@ -31,6 +31,7 @@ static void opts_fill(rdkv_options *dst, const rdkv_options *src)
     if (src->lock_timeout_ms > 0) dst->lock_timeout_ms = src->lock_timeout_ms;
     dst->max_retries = src->max_retries;
     dst->read_only = src->read_only;
+    dst->secret_file = src->secret_file; /* read once, by rdkv_connect */
     if (src->conflict >= RDKV_CONFLICT_NODE && src->conflict <= RDKV_CONFLICT_NO_WAIT)
         dst->conflict = src->conflict;
 }

@@ -22,7 +22,13 @@ struct launch_opts {
     bool detach;                   /* nodes outlive the launcher (kvcluster) */
     int64_t ready_timeout_ns;      /* default 60 s */
     const char *extra[14];         /* more kvserver arguments, NULL-terminated */
+    bool insecure;                 /* benchmarks only: nodes run --insecure and no secret is made;
+                                      else DIR/cluster.secret (node) and DIR/cluster.client.secret
+                                      (for clients) are made unless DIR has them already */
 };
+
+#define LAUNCH_SECRET "cluster.secret"
+#define LAUNCH_CLIENT_SECRET "cluster.client.secret"
 
 struct launch {
     unsigned n;

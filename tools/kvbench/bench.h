@@ -33,6 +33,9 @@ struct bench_common {
     int64_t spin_ns; /* client contexts poll this long before blocking; < 0: the default */
     const char *endpoints;    /* a running cluster named by host:port list (any of its nodes) */
     const char *node_args[12]; /* more kvserver arguments for launched nodes, NULL-terminated */
+    const char *secret_file;  /* --secret-file: the cluster's secret (also for its sessions) */
+    bool insecure;            /* --insecure: launched nodes run --insecure, and no credential is
+                                 offered (benchmarks of the handshake's cost only) */
 };
 /* Either launches `nodes` local kvserver processes (config == NULL) or uses the cluster in
  * config; then opens a client fabric on it and waits (up to wait_ns) until every node answers. */
