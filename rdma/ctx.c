@@ -328,7 +328,8 @@ int fab_handshake(struct fabric *f, int fd, uint16_t node, uint16_t kind, int64_
     struct wire_hdr h;
     uint8_t body[WIRE_CHALLENGE_SIZE];
     if (!rc) rc = recv_hs_frame(fd, &h, body, sizeof body, deadline);
-    if (!rc && h.type == WIRE_AUTH_CHALLENGE) {
+    bool challenged = !rc && h.type == WIRE_AUTH_CHALLENGE;
+    if (challenged) {
         struct wire_challenge ch;
         uint8_t want[WIRE_MAC_SIZE];
         if (!key || wire_get_challenge(&h, body, &ch)) {
@@ -369,7 +370,7 @@ int fab_handshake(struct fabric *f, int fd, uint16_t node, uint16_t kind, int64_
                  rdkv_strerror(ack->status));
         return ack->status;
     }
-    if (key) {
+    if (key && !challenged) {
         /* An accepting HELLO_ACK without a challenge: a node that proves nothing (--insecure). */
         snprintf(err, errcap, "the node skipped the handshake's proof (an --insecure node?); "
                               "not connecting with a credential");
