@@ -247,7 +247,8 @@ typedef void (*fab_rpc_handler)(struct fab_rpc_req *req, void *arg);
 
 enum fab_rpc_builtin {
     FAB_RPC_ECHO = 1,         /* replies with the request's bytes */
-    FAB_RPC_VERBS_CONNECT = 2 /* verbs out-of-band queue-pair exchange */
+    FAB_RPC_VERBS_CONNECT = 2, /* verbs out-of-band queue-pair exchange */
+    FAB_RPC_VERBS_TICKET = 3   /* verbs: a one-time ticket for one rdma_cm connect */
 };
 
 int fab_rpc_register(struct fabric *f, uint16_t type, fab_rpc_handler fn, void *arg,
