@@ -5,6 +5,7 @@
 #include "client/embed.h"
 #include "client/session.h"
 
+#include "rdma/auth.h"
 #include "storage/store.h"
 
 #include "common/clock.h"
@@ -20,6 +21,16 @@ void rdkv_options_init(rdkv_options *o)
     o->op_timeout_ms = 10000;
     o->max_retries = 10;
     o->conflict = RDKV_CONFLICT_NODE;
+}
+
+int rdkv_secret_file_check(const char *path, char *err, size_t errcap)
+{
+    if (!path) path = getenv("RDKV_SECRET_FILE");
+    if (!path || !*path) return 0;
+    struct auth_keys k;
+    int rc = auth_load(path, &k, err, errcap);
+    auth_wipe(&k);
+    return rc;
 }
 
 static void opts_fill(rdkv_options *dst, const rdkv_options *src)

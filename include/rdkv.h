@@ -70,6 +70,10 @@ typedef struct rdkv_options {
 } rdkv_options;
 
 void rdkv_options_init(rdkv_options *o);
+/* Reads a secret file as rdkv_connect would (path NULL: $RDKV_SECRET_FILE; none at all is fine):
+ * 0, or RDKV_ECONFIG with a one-line reason in err -- unreadable, malformed, or open to group or
+ * others (the fix is chmod 600). */
+int rdkv_secret_file_check(const char *path, char *err, size_t errcap);
 
 /* ---------------------------------------------------------------------------------------------
  * Nodes inside this process (embedded mode). rdkv_node_start runs node `node_id` of the cluster

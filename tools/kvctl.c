@@ -826,7 +826,13 @@ static int connect_session(void)
     o.lock_timeout_ms = G.lock_ms;
     o.max_retries = G.retries;
     o.secret_file = G.secret_file;
-    int rc = rdkv_connect(G.endpoints, &o, &S);
+    char why[512];
+    int rc = rdkv_secret_file_check(G.secret_file, why, sizeof why);
+    if (rc) {
+        fprintf(stderr, "kvctl: error: %s\n", why);
+        return exit_code(rc);
+    }
+    rc = rdkv_connect(G.endpoints, &o, &S);
     if (rc) {
         S = NULL;
         fprintf(stderr, "kvctl: error: cannot connect to %s (endpoints from %s): %s (%s)\n",

@@ -60,7 +60,9 @@ if timeout 60 "$bin/kvcluster" start --nodes 1 --dir "$work/c1" >"$work/out" 2>"
     p0=$(awk '/^node 0/{split($3,a,":"); print a[2]}' "$work/c2/cluster.conf")
     "$bin/kvcluster" stop --dir "$work/c2" >/dev/null 2>&1
     printf 'node 0 127.0.0.1:%s\nnode 1 127.0.0.1:%s\n' "$p0" "$port" >"$work/two.conf"
-    expect "kvserver unreachable peer" 1 "peer node 1 at 127.0.0.1:$port is unreachable" -- "$bin/kvserver" --config "$work/two.conf" --node 0 --peer-wait 1 --insecure
+        printf 'node-key %064d\n' 1 >"$work/two.secret"
+    chmod 600 "$work/two.secret"
+    expect "kvserver unreachable peer" 1 "peer node 1 at 127.0.0.1:$port is unreachable" -- "$bin/kvserver" --config "$work/two.conf" --node 0 --peer-wait 1 --secret-file "$work/two.secret"
 else
     bad "kvcluster start"
 fi
