@@ -171,8 +171,9 @@ static int open_credential(struct fabric *f, char *err, size_t errcap)
                  "--insecure for benchmarks on a trusted host only", f->node);
         return RDKV_ECONFIG;
     }
-    f->role = (node || (f->keys.have_node && !f->o.client_role)) ? WIRE_ROLE_NODE
-                                                                  : WIRE_ROLE_CLIENT;
+    /* An operator tool proves the node key; towards --insecure nodes it only claims the role. */
+    bool operator = (f->keys.have_node || f->o.insecure) && !f->o.client_role;
+    f->role = node || operator ? WIRE_ROLE_NODE : WIRE_ROLE_CLIENT;
     if (node && f->o.insecure)
         log_warn("node %u runs --insecure: it accepts every connection without a credential, "
                  "and anyone who reaches its port can read and write its memory (benchmarks "
