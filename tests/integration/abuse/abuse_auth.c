@@ -2,7 +2,9 @@
  * (docs/security.md):
  *
  * refusals (row 1): a HELLO without a secret, with another cluster's secret, with the client
- *   secret claiming a node id (as the node role and as the client role) is refused with
+ *   secret claiming a node id (as the node role and as the client role), and with the node
+ *   secret claiming node 1 from an address other than node 1's (when the host has one) is
+ *   refused with
  *   RDKV_EPERM, the refusal carries nothing but its status (no node id, no fingerprint, no arena
  *   size), and the node closes the connection. Negative controls: the cluster's client secret
  *   connects as a client and the node secret as node 1, and the node proves the secret back.
@@ -24,6 +26,9 @@
 #include "server/proto.h"
 #include "txn/txn.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +48,22 @@ static void check_intact(rdkv_session *s, const char *when)
         fprintf(stderr, "  the normal client's read %s: %s\n", when, rdkv_strerror(rc));
     CHECK_EQ(rc, 0);
     CHECK(vl == strlen(VALUE) && !memcmp(v, VALUE, vl));
+}
+
+/* A local IPv4 address that is not loopback, as text into out; false when the host has none. */
+static bool non_loopback_addr(char *out, size_t cap)
+{
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs)) return false;
+    bool found = false;
+    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+        const struct sockaddr_in *a = (const struct sockaddr_in *)i->ifa_addr;
+        if ((ntohl(a->sin_addr.s_addr) >> 24) == 127) continue;
+        found = inet_ntop(AF_INET, &a->sin_addr, out, (socklen_t)cap) != NULL;
+    }
+    freeifaddrs(ifs);
+    return found;
 }
 
 /* A refused handshake: RDKV_EPERM, nothing else in the answer, and the node closes. */
@@ -103,6 +124,21 @@ static void refusals(void)
     CHECK_EQ(r.ack.node, 0);
     CHECK_EQ(r.ack.cluster_fp, 0);
     raw_close(&r);
+    /* The node secret itself, claiming node 1 from an address that is not node 1's (127.0.0.1):
+     * the proof is right, the address is not. (Still to 127.0.0.1: only the source differs.) */
+    char local[64];
+    if (non_loopback_addr(local, sizeof local)) {
+        struct raw_opts elsewhere = anon_node;
+        elsewhere.secret_file = node_secret;
+        elsewhere.bind_addr = local;
+        check_refused(&c, &elsewhere, "node 1 claimed from a non-loopback address");
+        /* control: the same source may connect as an operator tool (no node id claimed) */
+        elsewhere.src_node = FAB_NODE_CLIENT;
+        CHECK_EQ(raw_dial(&r, "127.0.0.1", c.ports[0], &elsewhere), 0);
+        raw_close(&r);
+    } else {
+        fprintf(stderr, "  (no non-loopback address here: the address check is not exercised)\n");
+    }
     check_intact(s, "during");
 
     /* Negative controls: the cluster's own secrets get in, and the node proves it back. */

@@ -83,6 +83,14 @@ int raw_dial(struct raw *r, const char *host, uint16_t port, const struct raw_op
         return RDKV_EUNAVAILABLE;
     }
     r->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    if (r->fd >= 0 && o->bind_addr &&
+        (inet_pton(AF_INET, o->bind_addr, &src.sin_addr) != 1 ||
+         bind(r->fd, (struct sockaddr *)&src, sizeof src))) {
+        snprintf(r->why, sizeof r->why, "cannot bind to %s: %s", o->bind_addr, strerror(errno));
+        freeaddrinfo(ai);
+        return RDKV_EUNAVAILABLE;
+    }
     int rc = r->fd < 0 || connect(r->fd, ai->ai_addr, ai->ai_addrlen) ? RDKV_EUNAVAILABLE : 0;
     freeaddrinfo(ai);
     if (rc) {

@@ -20,6 +20,8 @@ struct raw_opts {
                                 holds the node key, else WIRE_ROLE_CLIENT. A role whose key the
                                 file lacks is "proven" with the key it has (an attacker's try) */
     int timeout_ms;          /* per call; 0 means 5000 */
+    const char *bind_addr;   /* a local IPv4 address to connect from (NULL: the kernel's pick),
+                                to claim a node id from an address that is not the node's */
     int no_hello;            /* connect only: send no HELLO */
 };
 
