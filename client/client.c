@@ -5,6 +5,7 @@
 #include "client/embed.h"
 #include "client/session.h"
 
+#include "rdma/auth.h"
 #include "storage/store.h"
 
 #include "common/clock.h"
@@ -22,6 +23,16 @@ void rdkv_options_init(rdkv_options *o)
     o->conflict = RDKV_CONFLICT_NODE;
 }
 
+int rdkv_secret_file_check(const char *path, char *err, size_t errcap)
+{
+    if (!path) path = getenv("RDKV_SECRET_FILE");
+    if (!path || !*path) return 0;
+    struct auth_keys k;
+    int rc = auth_load(path, &k, err, errcap);
+    auth_wipe(&k);
+    return rc;
+}
+
 static void opts_fill(rdkv_options *dst, const rdkv_options *src)
 {
     rdkv_options_init(dst);
@@ -31,6 +42,7 @@ static void opts_fill(rdkv_options *dst, const rdkv_options *src)
     if (src->lock_timeout_ms > 0) dst->lock_timeout_ms = src->lock_timeout_ms;
     dst->max_retries = src->max_retries;
     dst->read_only = src->read_only;
+    dst->secret_file = src->secret_file; /* read once, by rdkv_connect */
     if (src->conflict >= RDKV_CONFLICT_NODE && src->conflict <= RDKV_CONFLICT_NO_WAIT)
         dst->conflict = src->conflict;
 }

@@ -10,6 +10,7 @@
 #include "server/proto.h"
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/parse.h"
 
 #include <stdio.h>
@@ -236,8 +237,11 @@ int rdkv_connect(const char *endpoints, const rdkv_options *o, rdkv_session **ou
         fo.connect_timeout_ns = s->o.connect_timeout_ms * NS_PER_MS;
         fo.rpc_timeout_ns = s->o.op_timeout_ms * NS_PER_MS;
         fo.rpc_threads = 1;
-        char err[256];
+        fo.secret_file = s->o.secret_file; /* NULL: $RDKV_SECRET_FILE */
+        fo.client_role = true;             /* sessions need no more, whatever the file holds */
+        char err[512];
         rc = fab_open(&fo, &r->f, err, sizeof err);
+        if (rc) log_error("rdkv_connect: %s", err);
         if (!rc) rc = fab_ctx_create(r->f, &r->c);
     }
     if (!rc) rc = ses_open(s);

@@ -87,7 +87,7 @@ int cluster_config_parse(const char *text, size_t len, const char *name, struct 
     buf[len] = 0;
 
     unsigned lineno = 0, maxid = 0, count = 0;
-    bool have_transport = false, have_arena = false;
+    bool have_transport = false, have_arena = false, have_secret = false;
     char *save = NULL;
     for (char *p = buf; p; p = save) {
         lineno++;
@@ -149,9 +149,22 @@ int cluster_config_parse(const char *text, size_t len, const char *name, struct 
             }
             have_arena = true;
             out->arena_size = sz;
+        } else if (!strcmp(w[0], "secret_file")) {
+            if (nw != 2 || strlen(w[1]) >= sizeof out->secret_file) {
+                rc = fail(err, errcap, name, lineno, "expected 'secret_file PATH' (a path shorter "
+                          "than %u bytes, without spaces)", CLUSTER_PATH_MAX);
+                goto out;
+            }
+            if (have_secret) {
+                rc = fail(err, errcap, name, lineno, "secret_file is set twice");
+                goto out;
+            }
+            have_secret = true;
+            snprintf(out->secret_file, sizeof out->secret_file, "%s", w[1]);
         } else {
             rc = fail(err, errcap, name, lineno,
-                      "unknown keyword '%s' (expected node, transport or arena)", w[0]);
+                      "unknown keyword '%s' (expected node, transport, arena or secret_file)",
+                      w[0]);
             goto out;
         }
     }
@@ -207,6 +220,17 @@ int cluster_config_load(const char *path, struct cluster_config *out, char *err,
     if (rerr) rc = fail(err, errcap, path, 0, "read error");
     else rc = cluster_config_parse(text, n, path, out, err, errcap);
     free(text);
+    const char *slash = strrchr(path, '/');
+    if (!rc && out->secret_file[0] && out->secret_file[0] != '/' && slash) {
+        char full[CLUSTER_PATH_MAX];
+        int w = snprintf(full, sizeof full, "%.*s/%s", (int)(slash - path), path,
+                         out->secret_file);
+        if (w < 0 || (size_t)w >= sizeof full) {
+            cluster_config_free(out);
+            return fail(err, errcap, path, 0, "secret_file path too long");
+        }
+        memcpy(out->secret_file, full, sizeof full);
+    }
     return rc;
 }
 
@@ -222,6 +246,7 @@ int cluster_config_write(const struct cluster_config *c, FILE *f)
     fprintf(f, "# rdkv cluster configuration\n");
     if (c->transport[0]) fprintf(f, "transport %s\n", c->transport);
     if (c->arena_size) fprintf(f, "arena %llu\n", (unsigned long long)c->arena_size);
+    if (c->secret_file[0]) fprintf(f, "secret_file %s\n", c->secret_file);
     for (unsigned i = 0; i < c->n; i++) {
         const char *h = c->nodes[i].host;
         if (strchr(h, ':')) fprintf(f, "node %u [%s]:%u\n", c->nodes[i].id, h, c->nodes[i].port);

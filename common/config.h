@@ -3,6 +3,8 @@
  *     # comments and blank lines are ignored
  *     transport soft            # soft | verbs | auto (optional; default auto)
  *     arena 256M                # per-node arena size (optional)
+ *     secret_file cluster.secret  # the node secret (rdma/auth.h; optional, a relative path is
+ *                               # relative to this file's directory); kvserver --secret-file wins
  *     node 0 127.0.0.1:7100     # one line per node; ids are 0..N-1, each exactly once
  *     node 1 127.0.0.1:7101
  *
@@ -16,6 +18,7 @@
 
 #define CLUSTER_MAX_NODES 1024
 #define CLUSTER_HOST_MAX 256
+#define CLUSTER_PATH_MAX 1024
 
 struct cluster_node {
     uint16_t id;
@@ -29,6 +32,8 @@ struct cluster_config {
     char transport[8];           /* "" when the file does not say */
     uint64_t arena_size;         /* 0 when the file does not say */
     uint64_t fingerprint;        /* XXH3 of the node list: peers with different lists refuse each other */
+    char secret_file[CLUSTER_PATH_MAX]; /* "" when the file does not say; cluster_config_load
+                                           makes a relative path relative to the file's folder */
 };
 
 int cluster_config_parse(const char *text, size_t len, const char *name, struct cluster_config *out,

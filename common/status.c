@@ -25,6 +25,7 @@ const char *rdkv_strerror(int status)
     case RDKV_ECONFIG: return "bad configuration";
     case RDKV_EEXIST: return "already exists";
     case RDKV_ESESSION: return "session unknown to its node (expired or restarted)";
+    case RDKV_EPERM: return "not permitted (no valid credential, or not allowed to this role)";
     }
     return "unknown status";
 }
@@ -53,6 +54,7 @@ const char *rdkv_status_name(int status)
     case RDKV_ECONFIG: return "RDKV_ECONFIG";
     case RDKV_EEXIST: return "RDKV_EEXIST";
     case RDKV_ESESSION: return "RDKV_ESESSION";
+    case RDKV_EPERM: return "RDKV_EPERM";
     }
     return "RDKV_E?";
 }

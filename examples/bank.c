@@ -81,7 +81,8 @@ int main(int argc, char **argv)
 {
     const char *eps = argc > 1 ? argv[1] : getenv("KVCTL_ENDPOINTS");
     if (!eps) {
-        fprintf(stderr, "usage: example_bank HOST:PORT[,HOST:PORT...] (or set KVCTL_ENDPOINTS)\n");
+        fprintf(stderr, "usage: example_bank HOST:PORT[,HOST:PORT...] (or set KVCTL_ENDPOINTS; the\n"
+                        "       cluster's client secret file comes from RDKV_SECRET_FILE)\n");
         return 2;
     }
     rdkv_options o;

@@ -62,9 +62,18 @@ typedef struct rdkv_options {
                                    with the last status (default 10) */
     bool read_only;             /* transactions of this session only read (no 2PC ever) */
     rdkv_conflict conflict;     /* default RDKV_CONFLICT_NODE */
+    const char *secret_file;    /* remote: the cluster's client secret file (mode 600), proven
+                                   to each node at connection set-up (docs/security.md); NULL:
+                                   $RDKV_SECRET_FILE. Without one a node refuses the connection
+                                   (RDKV_EUNAVAILABLE after a logged "not permitted"), unless
+                                   it runs --insecure */
 } rdkv_options;
 
 void rdkv_options_init(rdkv_options *o);
+/* Reads a secret file as rdkv_connect would (path NULL: $RDKV_SECRET_FILE; none at all is fine):
+ * 0, or RDKV_ECONFIG with a one-line reason in err -- unreadable, malformed, or open to group or
+ * others (the fix is chmod 600). */
+int rdkv_secret_file_check(const char *path, char *err, size_t errcap);
 
 /* ---------------------------------------------------------------------------------------------
  * Nodes inside this process (embedded mode). rdkv_node_start runs node `node_id` of the cluster

@@ -30,9 +30,11 @@ typedef enum rdkv_status {
     RDKV_ECONFIG = -18,       /* bad configuration */
     RDKV_EEXIST = -19,        /* already exists */
     RDKV_ESESSION = -20,      /* the session is unknown to its node (expired or restarted) */
+    RDKV_EPERM = -21,         /* not permitted: no valid credential, or not allowed to this
+                                 connection's role (docs/security.md) */
 } rdkv_status;
 
-#define RDKV_STATUS_MIN (-20)
+#define RDKV_STATUS_MIN (-21)
 
 /* A static, human-readable message for any status value (unknown values included). */
 const char *rdkv_strerror(int status);

@@ -294,6 +294,117 @@ static void ep_backoff(struct fabric *f, struct peer_ep *ep)
     ep->fail_streak++;
 }
 
+/* Receives one handshake frame of the expected types into body (at most cap bytes). */
+static int recv_hs_frame(int fd, struct wire_hdr *h, uint8_t *body, size_t cap, int64_t deadline)
+{
+    uint8_t hb[WIRE_HDR_SIZE];
+    int rc = net_recv_all(fd, hb, sizeof hb, deadline);
+    if (rc) return rc;
+    wire_get_hdr(hb, h);
+    if ((h->type != WIRE_HELLO_ACK && h->type != WIRE_AUTH_CHALLENGE) || h->len > cap)
+        return RDKV_EPROTO;
+    return net_recv_all(fd, body, h->len, deadline);
+}
+
+int fab_handshake(struct fabric *f, int fd, uint16_t node, uint16_t kind, int64_t deadline,
+                  struct wire_hello_ack *ack, char *err, size_t errcap)
+{
+    struct wire_hello hello = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .kind = kind,
+                               .src_node = f->node, .dst_node = node, .role = f->role,
+                               .cluster_fp = f->cc->fingerprint};
+    if (f->o.endpoints_only) {
+        hello.dst_node = FAB_NODE_ANY;
+        hello.cluster_fp = 0;
+    }
+    /* An --insecure fabric proves nothing and asks for no proof. */
+    const uint8_t *key = f->o.insecure ? NULL : auth_key(&f->keys, f->role);
+    if (key) {
+        hello.flags = WIRE_HELLO_F_AUTH;
+        auth_nonce(hello.nonce);
+    }
+    uint8_t hb[WIRE_HDR_SIZE + WIRE_HELLO_SIZE];
+    wire_put_hello(hb, &hello);
+    int rc = net_send_all(fd, hb, sizeof hb, deadline);
+    struct wire_hdr h;
+    uint8_t body[WIRE_CHALLENGE_SIZE];
+    if (!rc) rc = recv_hs_frame(fd, &h, body, sizeof body, deadline);
+    bool challenged = !rc && h.type == WIRE_AUTH_CHALLENGE;
+    if (challenged) {
+        struct wire_challenge ch;
+        uint8_t want[WIRE_MAC_SIZE];
+        if (!key || wire_get_challenge(&h, body, &ch)) {
+            snprintf(err, errcap, "malformed handshake from the node");
+            return RDKV_EPROTO;
+        }
+        /* Mutual: the node proves the same key before we prove ours. */
+        auth_mac(key, 'S', &hello, ch.nonce, want);
+        if (!auth_mac_equal(want, ch.mac)) {
+            snprintf(err, errcap, "the node could not prove it holds the cluster secret (is the "
+                                  "secret file the cluster's?); not connecting");
+            return RDKV_EPERM;
+        }
+        struct wire_auth a;
+        auth_mac(key, 'C', &hello, ch.nonce, a.mac);
+        uint8_t ab[WIRE_HDR_SIZE + WIRE_AUTH_SIZE];
+        wire_put_auth(ab, &a);
+        rc = net_send_all(fd, ab, sizeof ab, deadline);
+        if (!rc) rc = recv_hs_frame(fd, &h, body, sizeof body, deadline);
+        if (!rc && h.type != WIRE_HELLO_ACK) rc = RDKV_EPROTO;
+    }
+    if (rc) {
+        snprintf(err, errcap, "handshake failed: %s", rdkv_strerror(rc));
+        return rc;
+    }
+    if (wire_get_hello_ack(&h, body, ack)) {
+        snprintf(err, errcap, "malformed handshake from the node");
+        return RDKV_EPROTO;
+    }
+    if (ack->status == RDKV_EPERM) {
+        snprintf(err, errcap, "refused us: %s (%s)", rdkv_strerror(ack->status),
+                 key ? "is this the cluster's secret file, and the right one for this role?"
+                     : "give the cluster's secret file: --secret-file or RDKV_SECRET_FILE");
+        return RDKV_EPERM;
+    }
+    if (ack->status) {
+        snprintf(err, errcap, "refused us: %s (do both sides use the same cluster config?)",
+                 rdkv_strerror(ack->status));
+        return ack->status;
+    }
+    if (key && !challenged) {
+        /* An accepting HELLO_ACK without a challenge: a node that proves nothing (--insecure). */
+        snprintf(err, errcap, "the node skipped the handshake's proof (an --insecure node?); "
+                              "not connecting with a credential");
+        return RDKV_EPERM;
+    }
+    if (ack->node != node && !f->o.endpoints_only) {
+        snprintf(err, errcap, "answered as node %u (do both sides use the same cluster config?)",
+                 ack->node);
+        return RDKV_ECONFIG;
+    }
+    return 0;
+}
+
+int fab_echo_connect(struct fabric *f, uint16_t node, int64_t timeout_ns, int *fd_out, char *err,
+                     size_t errcap)
+{
+    if (node >= f->nnodes) return RDKV_EINVAL;
+    const struct cluster_node *nd = &f->cc->nodes[node];
+    int64_t deadline = clock_now_ns() + timeout_ns;
+    int fd = -1;
+    int rc = net_connect(nd->host, nd->port, deadline, &fd, err, errcap);
+    if (rc) return rc;
+    struct wire_hello_ack ack;
+    char why[256];
+    rc = fab_handshake(f, fd, node, WIRE_KIND_ECHO, deadline, &ack, why, sizeof why);
+    if (rc) {
+        snprintf(err, errcap, "node %u: %s", node, why);
+        close(fd);
+        return rc;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
 int ctx_ep_up(struct fab_ctx *c, uint16_t node)
 {
     struct fabric *f = c->f;
@@ -310,30 +421,12 @@ int ctx_ep_up(struct fab_ctx *c, uint16_t node)
         ep_backoff(f, ep);
         return RDKV_EUNAVAILABLE;
     }
-    uint8_t buf[WIRE_HDR_SIZE + WIRE_HELLO_ACK_SIZE];
-    struct wire_hello hello = {.magic = WIRE_MAGIC, .version = WIRE_VERSION,
-                               .kind = WIRE_KIND_FABRIC, .src_node = f->node, .dst_node = node,
-                               .cluster_fp = f->cc->fingerprint};
-    if (f->o.endpoints_only) {
-        hello.dst_node = FAB_NODE_ANY;
-        hello.cluster_fp = 0;
-    }
-    uint8_t hb[WIRE_HDR_SIZE + WIRE_HELLO_SIZE];
-    wire_put_hello(hb, &hello);
-    rc = net_send_all(fd, hb, sizeof hb, deadline);
-    if (!rc) rc = net_recv_all(fd, buf, sizeof buf, deadline);
-    struct wire_hdr h;
     struct wire_hello_ack ack;
-    if (!rc) {
-        wire_get_hdr(buf, &h);
-        if (wire_get_hello_ack(&h, buf + WIRE_HDR_SIZE, &ack)) rc = RDKV_EPROTO;
-        else if (ack.status) rc = ack.status;
-        else if (ack.node != node && !f->o.endpoints_only) rc = RDKV_ECONFIG;
-    }
+    rc = fab_handshake(f, fd, node, WIRE_KIND_FABRIC, deadline, &ack, err, sizeof err);
     if (rc) {
-        if (rc == RDKV_ECONFIG || rc == RDKV_EPROTO)
-            log_error("node %u at %s:%u refused us: %s (do both sides use the same cluster "
-                      "config?)", node, nd->host, nd->port, rdkv_strerror(rc));
+        if (rc == RDKV_ECONFIG || rc == RDKV_EPROTO || rc == RDKV_EPERM)
+            log_error("node %u at %s:%u: %s", node, nd->host, nd->port, err);
+        else log_debug("node %u at %s:%u: %s", node, nd->host, nd->port, err);
         close(fd);
         ep_backoff(f, ep);
         return RDKV_EUNAVAILABLE;

@@ -5,7 +5,10 @@
 #include "common/clock.h"
 #include "common/log.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +63,129 @@ static void echo_handler(struct fab_rpc_req *req, void *arg)
     fab_rpc_reply(req, 0, fab_rpc_data(req), fab_rpc_len(req));
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Credentials and peers' addresses */
+
+#define PEER_ADDRS_MAX 4
+
+struct peer_addrs {
+    unsigned n;
+    bool any;      /* unknown or wildcard: no address check */
+    bool loopback; /* a loopback host: any loopback source matches */
+    struct sockaddr_storage a[PEER_ADDRS_MAX];
+};
+
+/* The source's address in a comparable form: an IPv4-mapped IPv6 address becomes IPv4. */
+static int addr_bytes(const struct sockaddr_storage *s, uint8_t out[16], bool *loop)
+{
+    if (s->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)s;
+        memcpy(out, &in->sin_addr, 4);
+        *loop = out[0] == 127;
+        return 4;
+    }
+    if (s->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)s;
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+            memcpy(out, in6->sin6_addr.s6_addr + 12, 4);
+            *loop = out[0] == 127;
+            return 4;
+        }
+        memcpy(out, in6->sin6_addr.s6_addr, 16);
+        *loop = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+        return 16;
+    }
+    return 0;
+}
+
+static void resolve_peers(struct fabric *f)
+{
+    for (unsigned i = 0; i < f->nnodes; i++) {
+        struct peer_addrs *p = &f->addrs[i];
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+        if (getaddrinfo(f->cc->nodes[i].host, NULL, &hints, &ai) || !ai) {
+            p->any = true;
+            continue;
+        }
+        for (struct addrinfo *a = ai; a && p->n < PEER_ADDRS_MAX; a = a->ai_next) {
+            if (a->ai_addrlen > sizeof p->a[0]) continue;
+            struct sockaddr_storage ss;
+            memset(&ss, 0, sizeof ss);
+            memcpy(&ss, a->ai_addr, a->ai_addrlen);
+            uint8_t b[16];
+            bool loop = false;
+            int len = addr_bytes(&ss, b, &loop);
+            if (!len) continue;
+            static const uint8_t zero[16];
+            if (!memcmp(b, zero, (size_t)len)) p->any = true; /* 0.0.0.0 or :: */
+            if (loop) p->loopback = true;
+            p->a[p->n++] = ss;
+        }
+        if (p->n == 0) p->any = true;
+        freeaddrinfo(ai);
+    }
+}
+
+bool fab_peer_addr_ok(const struct fabric *f, uint16_t node, const struct sockaddr_storage *src)
+{
+    if (!f->addrs || node >= f->nnodes) return false;
+    const struct peer_addrs *p = &f->addrs[node];
+    if (p->any) return true;
+    uint8_t b[16];
+    bool loop = false;
+    int len = addr_bytes(src, b, &loop);
+    if (!len) return false;
+    if (loop && p->loopback) return true;
+    for (unsigned i = 0; i < p->n; i++) {
+        uint8_t c[16];
+        bool cl;
+        if (addr_bytes(&p->a[i], c, &cl) == len && !memcmp(b, c, (size_t)len)) return true;
+    }
+    return false;
+}
+
+/* Loads the credential and decides this fabric's role; refuses a node without one. */
+static int open_credential(struct fabric *f, char *err, size_t errcap)
+{
+    const char *path = f->o.secret_file;
+    if (!path && f->cc->secret_file[0]) path = f->cc->secret_file;
+    if (!path && f->node == FAB_NODE_CLIENT && getenv("RDKV_SECRET_FILE") &&
+        *getenv("RDKV_SECRET_FILE"))
+        path = getenv("RDKV_SECRET_FILE");
+    if (path) {
+        int rc = auth_load(path, &f->keys, err, errcap);
+        if (rc) return rc;
+    }
+    bool node = f->node != FAB_NODE_CLIENT;
+    if (node && f->keys.have_client && !f->keys.have_node) {
+        snprintf(err, errcap,
+                 "%s holds a client secret; node %u needs the cluster's node secret (the file "
+                 "whose key line says node-key)", path, f->node);
+        auth_wipe(&f->keys);
+        return RDKV_ECONFIG;
+    }
+    if (node && !f->keys.have_node && !f->o.insecure) {
+        snprintf(err, errcap,
+                 "node %u has no cluster secret: give --secret-file FILE or a 'secret_file' line "
+                 "in the cluster config (kvcluster and tools/cluster.sh generate one), or "
+                 "--insecure for benchmarks on a trusted host only", f->node);
+        return RDKV_ECONFIG;
+    }
+    /* An operator tool proves the node key; towards --insecure nodes it only claims the role. */
+    bool operator = (f->keys.have_node || f->o.insecure) && !f->o.client_role;
+    f->role = node || operator ? WIRE_ROLE_NODE : WIRE_ROLE_CLIENT;
+    if (node && f->o.insecure)
+        log_warn("node %u runs --insecure: it accepts every connection without a credential, "
+                 "and anyone who reaches its port can read and write its memory (benchmarks "
+                 "only)", f->node);
+    if (node) {
+        f->addrs = calloc(f->nnodes, sizeof *f->addrs);
+        if (!f->addrs) return RDKV_ENOMEM;
+        resolve_peers(f);
+    }
+    return 0;
+}
+
 int fab_open(const struct fab_opts *o, struct fabric **out, char *err, size_t errcap)
 {
     char dummy[8];
@@ -92,7 +218,8 @@ int fab_open(const struct fab_opts *o, struct fabric **out, char *err, size_t er
     f->start_ns = clock_now_ns();
     pthread_mutex_init(&f->region_lock, NULL);
     int listen_fd = o->listen_fd;
-    int rc = 0;
+    int rc = open_credential(f, err, errcap);
+    if (rc) goto fail;
 
     f->transport = o->transport;
     if (f->transport == FAB_AUTO) f->transport = verbs_available() ? FAB_VERBS : FAB_SOFT;
@@ -156,6 +283,8 @@ fail:
     if (f->be && f->be->node_close) f->be->node_close(f);
     if (f->arena) munmap(f->arena, f->arena_size);
     pthread_mutex_destroy(&f->region_lock);
+    auth_wipe(&f->keys);
+    free(f->addrs);
     free(f);
     return rc;
 }
@@ -167,6 +296,8 @@ void fab_close(struct fabric *f)
     if (f->be->node_close) f->be->node_close(f);
     if (f->arena) munmap(f->arena, f->arena_size);
     pthread_mutex_destroy(&f->region_lock);
+    auth_wipe(&f->keys);
+    free(f->addrs);
     free(f);
 }
 

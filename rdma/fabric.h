@@ -84,6 +84,16 @@ struct fab_opts {
      * the client does not know (entry i is just the i-th address to dial). Connections then
      * skip the id and cluster checks, and only RPCs are possible (remote sessions of rdkv.h). */
     bool endpoints_only;
+    /* Authentication (rdma/auth.h, docs/security.md). A node proves the node key; a client
+     * fabric proves the node key when its file holds it (an operator tool: kvbench, tests), else
+     * the client key. */
+    const char *secret_file; /* NULL: the cluster config's secret_file, if any; for a client
+                                fabric then $RDKV_SECRET_FILE, if set */
+    bool insecure;           /* benchmarks only: a node accepts HELLOs without proof (and says
+                                so loudly in its log); without a secret and without this, a node
+                                refuses to open */
+    bool client_role;        /* a client fabric proves the client key even when it holds the
+                                node key (remote sessions need no more) */
 };
 
 /* conn_idle_ns's default: 10 minutes */
@@ -244,20 +254,28 @@ typedef void (*fab_rpc_handler)(struct fab_rpc_req *req, void *arg);
  * request -- but promises no order among requests. While a test hook is set (fab_set_rpc_hook)
  * it runs on the RPC threads, so the hook can delay it. */
 #define FAB_RPC_FAST 2u
+/* Clients may call it: a connection authenticated with the client key reaches only handlers
+ * registered with this flag (the session protocol); every other type answers RDKV_EPERM there. */
+#define FAB_RPC_CLIENT 4u
 #define FAB_RPC_USER_BASE 64 /* message types below this are the fabric's own */
 #define FAB_RPC_MAX_TYPES 1024
 
 enum fab_rpc_builtin {
     FAB_RPC_ECHO = 1,         /* replies with the request's bytes */
-    FAB_RPC_VERBS_CONNECT = 2 /* verbs out-of-band queue-pair exchange */
+    FAB_RPC_VERBS_CONNECT = 2, /* verbs out-of-band queue-pair exchange */
+    FAB_RPC_VERBS_TICKET = 3   /* verbs: a one-time ticket for one rdma_cm connect */
 };
 
 int fab_rpc_register(struct fabric *f, uint16_t type, fab_rpc_handler fn, void *arg,
                      unsigned flags);
 const void *fab_rpc_data(const struct fab_rpc_req *req);
 size_t fab_rpc_len(const struct fab_rpc_req *req);
-/* The caller's node id, or FAB_NODE_CLIENT. */
+/* The caller's node id -- proven by the handshake: the node key, and for a cluster member the
+ * configured address -- or FAB_NODE_CLIENT (a client, or an operator tool that is no member). On
+ * an --insecure node the id is only claimed. */
 uint16_t fab_rpc_src(const struct fab_rpc_req *req);
+/* True when the caller proved the client key only (a client connection). */
+bool fab_rpc_from_client(const struct fab_rpc_req *req);
 /* Sends the response (status and bytes, copied) and frees req. */
 void fab_rpc_reply(struct fab_rpc_req *req, int status, const void *data, size_t len);
 
@@ -313,6 +331,12 @@ static inline uint64_t fab_counters_ops(const struct fab_counters *k)
  * NULL removes it. */
 typedef void (*fab_reply_hook)(void *arg, const struct fab_op *ops, unsigned n, int status);
 void fab_ctx_set_reply_hook(struct fab_ctx *c, fab_reply_hook fn, void *arg);
+
+/* The raw TCP ping-pong baseline (kvbench fabric): a blocking socket to node, past the
+ * handshake (with this fabric's credential), that the node's echo thread answers: every 8 bytes
+ * sent come back. 0 or a status, with a one-line reason in err. */
+int fab_echo_connect(struct fabric *f, uint16_t node, int64_t timeout_ns, int *fd_out, char *err,
+                     size_t errcap);
 
 /* Information about the peer as learned at connection time (for tools and tests). */
 int fab_peer_arena_size(struct fab_ctx *c, uint16_t node, uint64_t *size);

@@ -5,6 +5,7 @@
 #ifndef RDKV_RDMA_INTERNAL_H
 #define RDKV_RDMA_INTERNAL_H
 
+#include "auth.h"
 #include "fabric.h"
 #include "wire.h"
 
@@ -142,7 +143,24 @@ struct fabric {
     struct svc *svc;
     struct verbs_node *vn;        /* verbs backend: the node's device state */
     int64_t start_ns;
+    /* authentication */
+    struct auth_keys keys;        /* what the secret file held (none: insecure, or a client
+                                     without a credential) */
+    uint8_t role;                 /* the role this fabric proves when it connects */
+    struct peer_addrs *addrs;     /* nodes: each node's configured addresses (fab_peer_addr_ok) */
 };
+
+/* Whether a connection from src may claim to be node (its address matches the node's configured
+ * host; any loopback address matches a loopback host; a host that did not resolve, or a wildcard,
+ * matches anything). */
+struct sockaddr_storage;
+bool fab_peer_addr_ok(const struct fabric *f, uint16_t node, const struct sockaddr_storage *src);
+/* The blocking client side of the handshake on a connected socket (docs/security.md): HELLO of
+ * kind to node (FAB_NODE_ANY with endpoints_only), the proofs when this fabric holds a key, and
+ * the node's HELLO_ACK in *ack. 0, the node's refusal status, RDKV_EPERM when the node could not
+ * prove the secret, or a transport error; a one-line reason in err. */
+int fab_handshake(struct fabric *f, int fd, uint16_t node, uint16_t kind, int64_t deadline,
+                  struct wire_hello_ack *ack, char *err, size_t errcap);
 
 /* ---------------------------------------------------------------------------------------------
  * The per-thread context. */

@@ -9,7 +9,9 @@
 #include "common/log.h"
 #include "common/tsan.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +49,10 @@ struct sconn {
     struct sconn *prev, *next;
     uint16_t peer;
     bool hello_done;
+    uint8_t role;     /* WIRE_ROLE_*: what the handshake proved (claimed, on an --insecure node) */
+    bool auth_wait;   /* HELLO answered with a challenge: the next frame must be AUTH */
+    struct wire_hello hello;              /* while auth_wait: the claims being proven */
+    uint8_t nonce[WIRE_NONCE_SIZE];       /* while auth_wait: our challenge */
     bool qp_error;    /* the soft NIC's error state: flush everything until WIRE_OP_RESET */
     bool echo;        /* hand the socket to an echo thread once the recv is cancelled */
     int reqs;         /* RPC requests that still owe a reply on this connection */
@@ -70,6 +76,7 @@ struct fab_rpc_req {
     uint64_t id;
     uint16_t type;
     uint16_t src;
+    bool client;  /* arrived on a client-role connection */
     size_t len;
     uint8_t *data;
     /* reply, filled by fab_rpc_reply from another thread */
@@ -181,6 +188,7 @@ static void deliver_reply(struct svc *s, struct fab_rpc_req *r)
 const void *fab_rpc_data(const struct fab_rpc_req *req) { return req->data; }
 size_t fab_rpc_len(const struct fab_rpc_req *req) { return req->len; }
 uint16_t fab_rpc_src(const struct fab_rpc_req *req) { return req->src; }
+bool fab_rpc_from_client(const struct fab_rpc_req *req) { return req->client; }
 uint64_t svc_req_conn_id(const struct fab_rpc_req *req) { return req->conn->id; }
 
 void fab_rpc_reply(struct fab_rpc_req *req, int status, const void *data, size_t len)
@@ -285,6 +293,7 @@ static void dispatch_rpc(struct svc *s, struct sconn *sc, const struct wire_hdr 
     r->id = w.id;
     r->type = w.type;
     r->src = sc->peer;
+    r->client = sc->role == WIRE_ROLE_CLIENT;
     r->len = plen;
     r->data = (uint8_t *)(r + 1);
     memcpy(r->data, payload, plen);
@@ -296,6 +305,11 @@ static void dispatch_rpc(struct svc *s, struct sconn *sc, const struct wire_hdr 
         struct rpc_entry *e = &s->f->rpc[w.type];
         fn = atomic_load_explicit(&e->fn, memory_order_acquire);
         flags = e->flags;
+    }
+    if (r->client && !(fn && (flags & FAB_RPC_CLIENT))) {
+        /* Roles: a client connection reaches only the handlers registered for clients. */
+        fab_rpc_reply(r, RDKV_EPERM, NULL, 0);
+        return;
     }
     if (!fn) {
         fab_rpc_reply(r, RDKV_ENOHANDLER, NULL, 0);
@@ -412,47 +426,167 @@ static void sconn_maybe_free(struct svc *s, struct sconn *sc)
     free(sc);
 }
 
-static void handle_hello(struct svc *s, struct sconn *sc, const struct wire_hdr *h,
-                         const uint8_t *body)
+/* The peer's address, for the log and the node-address check. */
+static void peer_name(struct sconn *sc, struct sockaddr_storage *ss, char *out, size_t cap)
 {
-    struct fabric *f = s->f;
-    struct wire_hello hello;
-    struct wire_hello_ack ack = {.status = 0, .node = f->node, .transport = (uint16_t)f->transport,
-                                 .arena_size = f->arena_size, .cluster_fp = f->cc->fingerprint};
-    if (wire_get_hello(h, body, &hello) || hello.version != WIRE_VERSION) {
-        ack.status = RDKV_EPROTO;
-    } else if (hello.dst_node != f->node &&
-               !(hello.dst_node == FAB_NODE_ANY && hello.src_node == FAB_NODE_CLIENT)) {
-        ack.status = RDKV_ECONFIG; /* the caller dialled another node's address */
-    } else if (hello.cluster_fp && hello.cluster_fp != f->cc->fingerprint) {
-        ack.status = RDKV_ECONFIG; /* different cluster configs */
-    } else if (hello.kind != WIRE_KIND_FABRIC && hello.kind != WIRE_KIND_ECHO) {
-        ack.status = RDKV_EPROTO;
-    }
-    if (ack.status == 0 && hello.kind == WIRE_KIND_ECHO) {
-        sc->echo = true;
-        sc->hello_done = true;
-        /* The echo thread sends the ack once the recv is cancelled and it owns the socket. */
-        struct io_uring_sqe *sqe = uring_sqe(&s->ring);
-        io_uring_prep_cancel64(sqe, ev_tag(&sc->c, EV_RECV), 0);
-        io_uring_sqe_set_data64(sqe, EV_IGNORE);
-        return;
+    socklen_t len = sizeof *ss;
+    memset(ss, 0, sizeof *ss);
+    char host[INET6_ADDRSTRLEN] = "?", port[8] = "?";
+    if (!getpeername(sc->c.fd, (struct sockaddr *)ss, &len))
+        getnameinfo((struct sockaddr *)ss, len, host, sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV);
+    snprintf(out, cap, "%s:%s", host, port);
+}
+
+/* Sends the handshake's answer: a refusal carries the status only (every other field zero) and
+ * closes the connection once it is out; the node logs why in one line. */
+static void hello_answer(struct svc *s, struct sconn *sc, const struct wire_hello_ack *ack,
+                         const char *why)
+{
+    if (ack->status) {
+        struct sockaddr_storage ss;
+        char from[INET6_ADDRSTRLEN + 16];
+        peer_name(sc, &ss, from, sizeof from);
+        log_warn("refused a connection from %s: %s", from, why);
     }
     uint8_t *p = conn_reserve(&sc->c, WIRE_HDR_SIZE + WIRE_HELLO_ACK_SIZE);
     if (!p) {
         conn_close(&s->ring, &sc->c);
         return;
     }
-    wire_put_hello_ack(p, &ack);
-    if (ack.status) {
+    wire_put_hello_ack(p, ack);
+    if (ack->status) {
         /* Flush the refusal, then close: the caller reads a clear reason. */
         conn_flush(&s->ring, &sc->c);
         sc->c.closing = true;
         shutdown(sc->c.fd, SHUT_RD);
+    }
+}
+
+static void hello_refuse(struct svc *s, struct sconn *sc, int status, const char *why)
+{
+    struct wire_hello_ack ack = {.status = status};
+    sc->auth_wait = false;
+    hello_answer(s, sc, &ack, why);
+}
+
+/* The claims of a HELLO, checked once it is proven (or at once on an --insecure node). */
+static void hello_accept(struct svc *s, struct sconn *sc, const struct wire_hello *hello)
+{
+    struct fabric *f = s->f;
+    char why[160];
+    struct sockaddr_storage ss;
+    char from[INET6_ADDRSTRLEN + 16];
+    sc->auth_wait = false;
+    if (hello->dst_node != f->node &&
+        !(hello->dst_node == FAB_NODE_ANY && hello->src_node == FAB_NODE_CLIENT)) {
+        snprintf(why, sizeof why, "it dialled node %u's address but asked for node %u", f->node,
+                 hello->dst_node);
+        hello_refuse(s, sc, RDKV_ECONFIG, why);
         return;
     }
+    if (hello->cluster_fp && hello->cluster_fp != f->cc->fingerprint) {
+        hello_refuse(s, sc, RDKV_ECONFIG, "its cluster config lists other nodes");
+        return;
+    }
+    if (hello->src_node != FAB_NODE_CLIENT) {
+        peer_name(sc, &ss, from, sizeof from);
+        if (!fab_peer_addr_ok(f, hello->src_node, &ss)) {
+            snprintf(why, sizeof why, "it claims node %u, whose configured address is %.64s",
+                     hello->src_node, f->cc->nodes[hello->src_node].host);
+            hello_refuse(s, sc, RDKV_EPERM, why);
+            return;
+        }
+    }
     sc->hello_done = true;
-    sc->peer = hello.src_node;
+    sc->peer = hello->src_node;
+    sc->role = hello->role;
+    if (hello->kind == WIRE_KIND_ECHO) {
+        sc->echo = true;
+        /* The echo thread sends the ack once the recv is cancelled and it owns the socket. */
+        struct io_uring_sqe *sqe = uring_sqe(&s->ring);
+        io_uring_prep_cancel64(sqe, ev_tag(&sc->c, EV_RECV), 0);
+        io_uring_sqe_set_data64(sqe, EV_IGNORE);
+        return;
+    }
+    struct wire_hello_ack ack = {.status = 0, .node = f->node, .transport = (uint16_t)f->transport,
+                                 .arena_size = f->arena_size, .cluster_fp = f->cc->fingerprint};
+    hello_answer(s, sc, &ack, NULL);
+}
+
+static void handle_hello(struct svc *s, struct sconn *sc, const struct wire_hdr *h,
+                         const uint8_t *body)
+{
+    struct fabric *f = s->f;
+    struct wire_hello hello;
+    char why[160];
+    int rc = wire_get_hello(h, body, &hello);
+    if (rc || hello.version != WIRE_VERSION) {
+        snprintf(why, sizeof why, "malformed HELLO or another protocol version (%u; ours is %u)",
+                 rc ? 0u : hello.version, WIRE_VERSION);
+        hello_refuse(s, sc, RDKV_EPROTO, why);
+        return;
+    }
+    if (hello.kind != WIRE_KIND_FABRIC && hello.kind != WIRE_KIND_ECHO) {
+        hello_refuse(s, sc, RDKV_EPROTO, "unknown connection kind");
+        return;
+    }
+    /* Roles: the client key proves a client and nothing else; the node key proves a member of
+     * the cluster (a configured node id) or an operator tool (FAB_NODE_CLIENT). */
+    if (hello.role == WIRE_ROLE_CLIENT ? hello.src_node != FAB_NODE_CLIENT
+                                       : hello.src_node != FAB_NODE_CLIENT &&
+                                             hello.src_node >= f->nnodes) {
+        snprintf(why, sizeof why, "a %s connection cannot claim node id %u",
+                 hello.role == WIRE_ROLE_CLIENT ? "client" : "node", hello.src_node);
+        hello_refuse(s, sc, RDKV_EPERM, why);
+        return;
+    }
+    if (f->o.insecure) {
+        hello_accept(s, sc, &hello); /* claims are taken on trust: loud in the log at start */
+        return;
+    }
+    const uint8_t *key = auth_key(&f->keys, hello.role);
+    if (!(hello.flags & WIRE_HELLO_F_AUTH) || !key) {
+        hello_refuse(s, sc, RDKV_EPERM, "no credential offered (the caller has no secret file)");
+        return;
+    }
+    /* Challenge: our fresh nonce and our own proof (the caller checks we hold the key too). */
+    struct wire_challenge ch;
+    auth_nonce(ch.nonce);
+    auth_mac(key, 'S', &hello, ch.nonce, ch.mac);
+    uint8_t *p = conn_reserve(&sc->c, WIRE_HDR_SIZE + WIRE_CHALLENGE_SIZE);
+    if (!p) {
+        conn_close(&s->ring, &sc->c);
+        return;
+    }
+    wire_put_challenge(p, &ch);
+    sc->hello = hello;
+    memcpy(sc->nonce, ch.nonce, WIRE_NONCE_SIZE);
+    sc->auth_wait = true;
+}
+
+static void handle_auth(struct svc *s, struct sconn *sc, const struct wire_hdr *h,
+                        const uint8_t *body)
+{
+    struct wire_auth a;
+    if (wire_get_auth(h, body, &a)) {
+        hello_refuse(s, sc, RDKV_EPROTO, "malformed AUTH");
+        return;
+    }
+    uint8_t want[WIRE_MAC_SIZE];
+    auth_mac(auth_key(&s->f->keys, sc->hello.role), 'C', &sc->hello, sc->nonce, want);
+    if (!auth_mac_equal(want, a.mac)) {
+        char why[160];
+        if (sc->hello.src_node == FAB_NODE_CLIENT)
+            snprintf(why, sizeof why, "bad proof for the %s key",
+                     sc->hello.role == WIRE_ROLE_CLIENT ? "client" : "node");
+        else
+            snprintf(why, sizeof why, "bad proof for the node key (it claims node %u)",
+                     sc->hello.src_node);
+        hello_refuse(s, sc, RDKV_EPERM, why);
+        return;
+    }
+    hello_accept(s, sc, &sc->hello);
 }
 
 static int on_frame(void *arg, const struct wire_hdr *h, const uint8_t *body)
@@ -461,9 +595,17 @@ static int on_frame(void *arg, const struct wire_hdr *h, const uint8_t *body)
     struct svc *s = sc->svc;
     if (sc->c.closing || sc->echo) return RDKV_ESHUTDOWN;
     if (!sc->hello_done) {
-        if (h->type != WIRE_HELLO) return RDKV_EPROTO;
-        handle_hello(s, sc, h, body);
-        return 0;
+        if (h->type != (sc->auth_wait ? WIRE_AUTH : WIRE_HELLO)) return RDKV_EPROTO;
+        if (sc->auth_wait) handle_auth(s, sc, h, body);
+        else handle_hello(s, sc, h, body);
+        return sc->c.closing ? RDKV_ESHUTDOWN : 0;
+    }
+    if (sc->role == WIRE_ROLE_CLIENT && (h->type == WIRE_OP_REQ || h->type == WIRE_OP_RESET)) {
+        /* Roles: one-sided operations come from nodes only; a client that sends one loses its
+         * connection (docs/security.md). */
+        log_warn("closed client connection %llu: it sent a one-sided operation",
+                 (unsigned long long)sc->id);
+        return RDKV_EPERM;
     }
     switch (h->type) {
     case WIRE_OP_REQ: soft_nic_exec(s->f, &s->ring, &sc->c, &sc->qp_error, h, body); break;

@@ -41,8 +41,11 @@ void wire_put_hello(uint8_t *p, const struct wire_hello *h)
     put16(p + 6, h->kind);
     put16(p + 8, h->src_node);
     put16(p + 10, h->dst_node);
-    put32(p + 12, 0);
+    p[12] = h->role;
+    p[13] = h->flags;
+    put16(p + 14, 0);
     put64(p + 16, h->cluster_fp);
+    memcpy(p + 24, h->nonce, WIRE_NONCE_SIZE);
 }
 
 int wire_get_hello(const struct wire_hdr *h, const uint8_t *b, struct wire_hello *o)
@@ -53,8 +56,41 @@ int wire_get_hello(const struct wire_hdr *h, const uint8_t *b, struct wire_hello
     o->kind = get16(b + 6);
     o->src_node = get16(b + 8);
     o->dst_node = get16(b + 10);
+    o->role = b[12];
+    o->flags = b[13];
     o->cluster_fp = get64(b + 16);
+    memcpy(o->nonce, b + 24, WIRE_NONCE_SIZE);
     if (o->magic != WIRE_MAGIC) return RDKV_EPROTO;
+    if (o->role != WIRE_ROLE_NODE && o->role != WIRE_ROLE_CLIENT) return RDKV_EPROTO;
+    if (o->flags & ~WIRE_HELLO_F_AUTH) return RDKV_EPROTO;
+    return 0;
+}
+
+void wire_put_challenge(uint8_t *p, const struct wire_challenge *c)
+{
+    wire_put_hdr(p, WIRE_AUTH_CHALLENGE, WIRE_CHALLENGE_SIZE);
+    memcpy(p + WIRE_HDR_SIZE, c->nonce, WIRE_NONCE_SIZE);
+    memcpy(p + WIRE_HDR_SIZE + WIRE_NONCE_SIZE, c->mac, WIRE_MAC_SIZE);
+}
+
+int wire_get_challenge(const struct wire_hdr *h, const uint8_t *b, struct wire_challenge *o)
+{
+    if (h->type != WIRE_AUTH_CHALLENGE || h->len != WIRE_CHALLENGE_SIZE) return RDKV_EPROTO;
+    memcpy(o->nonce, b, WIRE_NONCE_SIZE);
+    memcpy(o->mac, b + WIRE_NONCE_SIZE, WIRE_MAC_SIZE);
+    return 0;
+}
+
+void wire_put_auth(uint8_t *p, const struct wire_auth *a)
+{
+    wire_put_hdr(p, WIRE_AUTH, WIRE_AUTH_SIZE);
+    memcpy(p + WIRE_HDR_SIZE, a->mac, WIRE_MAC_SIZE);
+}
+
+int wire_get_auth(const struct wire_hdr *h, const uint8_t *b, struct wire_auth *o)
+{
+    if (h->type != WIRE_AUTH || h->len != WIRE_AUTH_SIZE) return RDKV_EPROTO;
+    memcpy(o->mac, b, WIRE_MAC_SIZE);
     return 0;
 }
 
@@ -176,6 +212,8 @@ uint32_t wire_max_body(uint8_t type, uint32_t rpc_max)
     switch (type) {
     case WIRE_HELLO: return WIRE_HELLO_SIZE;
     case WIRE_HELLO_ACK: return WIRE_HELLO_ACK_SIZE;
+    case WIRE_AUTH_CHALLENGE: return WIRE_CHALLENGE_SIZE;
+    case WIRE_AUTH: return WIRE_AUTH_SIZE;
     case WIRE_OP_REQ: return WIRE_OP_REQ_SIZE + WIRE_OP_MAX;
     case WIRE_OP_RESP: return WIRE_OP_RESP_SIZE + WIRE_OP_MAX;
     case WIRE_OP_RESET: return 0;

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC 0x564b4452u /* "RDKV" */
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2 /* 2: HELLO carries a role and a nonce; AUTH_CHALLENGE and AUTH frames */
 
 /* Every frame a connection sends before it is authenticated (HELLO and whatever the handshake
  * adds) has a body of at most this many bytes: until then the receiver refuses any longer frame
@@ -29,6 +29,8 @@ enum wire_type {
     WIRE_OP_RESET = 5,  /* leave the endpoint's error state (like moving a QP back to RTS) */
     WIRE_RPC_REQ = 6,
     WIRE_RPC_RESP = 7,
+    WIRE_AUTH_CHALLENGE = 8, /* the node's answer to a HELLO that offers a proof */
+    WIRE_AUTH = 9,           /* the caller's proof; the node then answers with HELLO_ACK */
 };
 
 enum wire_hello_kind {
@@ -44,14 +46,30 @@ struct wire_hdr {
     uint16_t aux;
 };
 
-#define WIRE_HELLO_SIZE 24
+/* The handshake (docs/security.md): HELLO, then -- when the HELLO offers a proof (WIRE_HELLO_F_AUTH)
+ * and the node is not --insecure -- AUTH_CHALLENGE (the node's nonce and its own proof) and AUTH
+ * (the caller's proof), then HELLO_ACK. A refusal is a HELLO_ACK whose status is set and whose
+ * other fields are all zero. */
+#define WIRE_NONCE_SIZE 32
+#define WIRE_MAC_SIZE 32
+#define WIRE_HELLO_F_AUTH 1u  /* nonce is set: the caller will prove its role's key */
+
+enum wire_role {
+    WIRE_ROLE_NODE = 1,   /* proves the node key: a cluster member, or an operator tool */
+    WIRE_ROLE_CLIENT = 2, /* proves the client key: the session protocol only */
+};
+
+#define WIRE_HELLO_SIZE 56
 struct wire_hello {
     uint32_t magic;
     uint16_t version;
     uint16_t kind;
     uint16_t src_node;
     uint16_t dst_node;     /* the node the caller believes it dialled */
+    uint8_t role;          /* enum wire_role */
+    uint8_t flags;         /* WIRE_HELLO_F_* */
     uint64_t cluster_fp;   /* 0: do not check */
+    uint8_t nonce[WIRE_NONCE_SIZE]; /* the caller's fresh random nonce (with WIRE_HELLO_F_AUTH) */
 };
 
 #define WIRE_HELLO_ACK_SIZE 24
@@ -61,6 +79,17 @@ struct wire_hello_ack {
     uint16_t transport;
     uint64_t arena_size;
     uint64_t cluster_fp;
+};
+
+#define WIRE_CHALLENGE_SIZE 64
+struct wire_challenge {
+    uint8_t nonce[WIRE_NONCE_SIZE]; /* the node's fresh random nonce */
+    uint8_t mac[WIRE_MAC_SIZE];     /* the node's proof (rdma/auth.h) */
+};
+
+#define WIRE_AUTH_SIZE 32
+struct wire_auth {
+    uint8_t mac[WIRE_MAC_SIZE]; /* the caller's proof */
 };
 
 #define WIRE_OP_REQ_SIZE 32
@@ -90,6 +119,8 @@ struct wire_rpc {
 void wire_put_hdr(uint8_t *p, uint8_t type, uint32_t body_len);
 void wire_put_hello(uint8_t *p, const struct wire_hello *h);         /* header + body */
 void wire_put_hello_ack(uint8_t *p, const struct wire_hello_ack *a); /* header + body */
+void wire_put_challenge(uint8_t *p, const struct wire_challenge *c); /* header + body */
+void wire_put_auth(uint8_t *p, const struct wire_auth *a);           /* header + body */
 void wire_put_op_req(uint8_t *p, const struct wire_op_req *r, uint32_t payload);
 void wire_put_op_resp(uint8_t *p, const struct wire_op_resp *r);
 void wire_put_rpc_req(uint8_t *p, uint64_t id, uint16_t type, uint32_t payload);
@@ -99,6 +130,8 @@ void wire_put_rpc_resp(uint8_t *p, uint64_t id, int32_t status, uint32_t payload
 int wire_get_hdr(const uint8_t *p, struct wire_hdr *h);
 int wire_get_hello(const struct wire_hdr *h, const uint8_t *body, struct wire_hello *out);
 int wire_get_hello_ack(const struct wire_hdr *h, const uint8_t *body, struct wire_hello_ack *out);
+int wire_get_challenge(const struct wire_hdr *h, const uint8_t *body, struct wire_challenge *out);
+int wire_get_auth(const struct wire_hdr *h, const uint8_t *body, struct wire_auth *out);
 /* For WRITE the payload is the rest of the body and must be exactly r->len bytes. */
 int wire_get_op_req(const struct wire_hdr *h, const uint8_t *body, struct wire_op_req *out,
                     const uint8_t **payload);

@@ -91,6 +91,10 @@ const char node_usage[] =
     "                        answers them \"not enabled on this node\"\n"
     "  --peer-wait DUR       at start-up, wait up to this long for every peer to answer, and\n"
     "                        exit with an error if one does not (default 30s; 0: do not wait)\n"
+    "  --secret-file FILE    the cluster's node secret (default: the config's secret_file);\n"
+    "                        mode 600, written by kvcluster and tools/cluster.sh (docs/security.md)\n"
+    "  --insecure            benchmarks on a trusted host only: accept every connection without\n"
+    "                        a credential (warned about in the log); never the default\n"
     "  --listen-fd FD        serve on this inherited listening socket (used by launchers)\n"
     "  --ready-fd FD         write \"ready\" to FD once serving and all peers answered\n"
     "  --verbs-device NAME   RDMA device (default: the first)\n"
@@ -123,7 +127,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         O_CONFIG = 256, O_NODE, O_TRANSPORT, O_ARENA, O_RPC_THREADS, O_PEER_WAIT, O_LISTEN_FD,
         O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
         O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_SESS_THREADS, O_COMMITTO,
-        O_CONFLICT, O_MAXCONNS, O_OUTMAX, O_HELLOTO, O_CONNIDLE, O_BENCH
+        O_CONFLICT, O_MAXCONNS, O_OUTMAX, O_HELLOTO, O_CONNIDLE, O_BENCH, O_SECRET, O_INSECURE
     };
     static const struct option longopts[] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -156,6 +160,8 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         {"verbs-cm", required_argument, 0, O_VCM},
         {"soft-atomic-pause-us", required_argument, 0, O_PAUSE},
         {"spin-us", required_argument, 0, O_SPIN},
+        {"secret-file", required_argument, 0, O_SECRET},
+        {"insecure", no_argument, 0, O_INSECURE},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, O_VERSION},
         {0, 0, 0, 0},
@@ -300,6 +306,8 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
             if (parse_uint_range(optarg, 0, 1000000, &v)) BAD("bad --spin-us '%s'", optarg);
             o->fab.spin_ns = (int64_t)v * NS_PER_US;
             break;
+        case O_SECRET: o->fab.secret_file = optarg; break;
+        case O_INSECURE: o->fab.insecure = true; break;
         case 'h': snprintf(err, errcap, "help"); return 1;
         case O_VERSION: snprintf(err, errcap, "version"); return 1;
         default: BAD("unknown or incomplete option '%s'", argv[optind - 1]);

@@ -884,7 +884,8 @@ int session_svc_start(struct node *n, const struct session_cfg *cfg, struct sess
         if (!rc) txn_worker_set_lock_timeout(s->inline_w, INLINE_LOCK_NS);
     }
     if (!rc)
-        rc = fab_rpc_register(node_fabric(n), KV_RPC_SESSION, on_session, s, FAB_RPC_INLINE);
+        rc = fab_rpc_register(node_fabric(n), KV_RPC_SESSION, on_session, s,
+                              FAB_RPC_INLINE | FAB_RPC_CLIENT);
     if (rc) {
         pthread_mutex_lock(&s->mu);
         s->stop = true;

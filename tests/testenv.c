@@ -2,7 +2,10 @@
 #include "testenv.h"
 #include "harness.h"
 
+#include "rdma/auth.h"
+
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 
 #include <stdio.h>
@@ -54,6 +57,43 @@ int tenv_mkdtemp(char *buf, size_t cap, const char *prefix)
     return mkdtemp(buf) ? 0 : -1;
 }
 
+static char secret_dir[PATH_MAX], secret_node[PATH_MAX + 32], secret_client[PATH_MAX + 32];
+
+static pid_t secret_owner;
+
+static void secret_cleanup(void)
+{
+    if (getpid() != secret_owner) return; /* a forked child leaves them to its parent */
+    unlink(secret_node);
+    unlink(secret_client);
+    rmdir(secret_dir);
+}
+
+static bool secret_make(void)
+{
+    if (secret_node[0]) return true;
+    char err[512];
+    if (tenv_mkdtemp(secret_dir, sizeof secret_dir, "rdkv-secret")) {
+        perror("tenv: mkdtemp for the test secret");
+        return false;
+    }
+    snprintf(secret_node, sizeof secret_node, "%s/cluster.secret", secret_dir);
+    snprintf(secret_client, sizeof secret_client, "%s/cluster.client.secret", secret_dir);
+    if (auth_generate(secret_node, secret_client, err, sizeof err)) {
+        fprintf(stderr, "tenv: %s\n", err);
+        rmdir(secret_dir);
+        secret_node[0] = 0;
+        return false;
+    }
+    secret_owner = getpid();
+    atexit(secret_cleanup);
+    setenv("RDKV_SECRET_FILE", secret_client, 1);
+    return true;
+}
+
+const char *tenv_secret_file(void) { return secret_make() ? secret_node : NULL; }
+const char *tenv_client_secret_file(void) { return secret_make() ? secret_client : NULL; }
+
 int tenv_main(int argc, char **argv, const char *what, const struct test_case *cases, size_t n)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -84,6 +124,9 @@ int tenv_start(struct tenv *e, unsigned n, uint64_t arena_size,
     }
     int rc = cluster_config_make(&e->cc, n, hosts, ports);
     if (rc) return rc;
+    const char *secret = tenv_secret_file();
+    if (secret && strlen(secret) < sizeof e->cc.secret_file)
+        memcpy(e->cc.secret_file, secret, strlen(secret) + 1);
     e->n = n;
     for (unsigned i = 0; i < n; i++) {
         struct fab_opts o;

@@ -35,6 +35,11 @@ int tenv_main(int argc, char **argv, const char *what, const struct test_case *c
 /* Makes a fresh directory $TMPDIR/<prefix>-XXXXXX (TMPDIR unset: /tmp; the verbs guest's /tmp
  * is read-only) into buf. 0, or -1 with errno set. */
 int tenv_mkdtemp(char *buf, size_t cap, const char *prefix);
+/* This process's test credentials (rdma/auth.h), made once in a temporary folder that is removed
+ * at exit: the node secret file and the client secret file beside it. RDKV_SECRET_FILE is set to
+ * the client file, so rdkv_connect finds it. NULL when they could not be made (said on stderr). */
+const char *tenv_secret_file(void);
+const char *tenv_client_secret_file(void);
 
 /* tweak (may be NULL) adjusts each node's options before it opens. */
 int tenv_start(struct tenv *e, unsigned n, uint64_t arena_size,

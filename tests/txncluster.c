@@ -41,6 +41,8 @@ int tc_start(struct tcluster *c, unsigned n, const char *const *extra)
     }
     const char *tname = fab_transport_name(tenv_transport);
     fprintf(f, "# written by tests/txncluster.c\ntransport %s\n", tname);
+    const char *secret = tenv_secret_file(); /* and RDKV_SECRET_FILE for rdkv_connect */
+    if (secret) fprintf(f, "secret_file %s\n", secret);
     for (unsigned i = 0; i < n; i++) fprintf(f, "node %u 127.0.0.1:%u\n", i, c->ports[i]);
     fclose(f);
     c->n = n;

@@ -25,7 +25,11 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/abuse-bench.XXXXXX")
 trap 'RDKV_BIN=$bin "$root/tools/cluster.sh" stop "$out/c" >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
 line=$( (ulimit -n "$fdl" && RDKV_BIN=$bin "$root/tools/cluster.sh" start 3 "$out/c" --bench 2>"$out/start.err") ) ||
     { cat "$out/start.err" >&2; exit 1; }
-ep=${line#export KVCTL_ENDPOINTS=}
+ep=$(echo "$line" | tail -1)
+ep=${ep#export KVCTL_ENDPOINTS=}
+# kvbench drives the nodes' benchmark services with the node secret; the attacker proves it
+# too (what a node's credential can still do is what rows 6-8 are about)
+export RDKV_SECRET_FILE=$out/c/cluster.secret
 port0=$(echo "$ep" | cut -d, -f1 | cut -d: -f2)
 "$bin/kvbench" ycsb load --endpoints "$ep" -p recordcount="$records" >"$out/load" 2>&1 ||
     { tail -5 "$out/load" >&2; exit 1; }
@@ -41,7 +45,7 @@ kb=$!
 # The abuse starts once the client's sessions are open (they connect at the run's start) and
 # covers the rest of the run.
 sleep 1
-"$bin/abuse_load" 127.0.0.1 "$port0" 0 "$((secs - 1))" >"$out/load.txt" 2>&1 </dev/null || true
+"$bin/abuse_load" 127.0.0.1 "$port0" 0 "$((secs - 1))" "$RDKV_SECRET_FILE" >"$out/load.txt" 2>&1 </dev/null || true
 wait "$kb" || { tail -5 "$out/abuse.err" >&2; exit 1; }
 # A second quiet run after the abuse: the first one also carries the cluster's warm-up.
 run >"$out/after" 2>"$out/after.err" || { tail -5 "$out/after.err" >&2; exit 1; }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts, inspects and stops a local rdkv cluster for kvctl: a thin wrapper over kvcluster that
-# prints, as its last line on stdout, the KVCTL_ENDPOINTS for the nodes it started, so that
+# prints on stdout the RDKV_SECRET_FILE (the cluster's client secret) and, as its last line, the
+# KVCTL_ENDPOINTS for the nodes it started, so that
 #   eval "$(tools/cluster.sh start 3 /tmp/rdkv)"
 # points kvctl at the new cluster (everything else it says goes to stderr).
 set -u
@@ -18,10 +19,15 @@ Usage:
   tools/cluster.sh --help
 
 start runs 'kvcluster start --nodes N --dir DIR' (extra options such as --transport soft or
---arena 256M go to kvcluster), waits until every node is ready, and prints as its last line
+--arena 256M go to kvcluster), waits until every node is ready, and prints
+  export RDKV_SECRET_FILE=DIR/cluster.client.secret
   export KVCTL_ENDPOINTS=127.0.0.1:PORT,127.0.0.1:PORT,...
-on stdout (the rest goes to stderr), with the ports from DIR/cluster.conf. So:
+on stdout, the endpoints last (the rest goes to stderr), with the ports from DIR/cluster.conf. So:
   eval "\$(tools/cluster.sh start 3 /tmp/rdkv)" && build/bin/kvctl status
+
+The cluster's secret lives in DIR: DIR/cluster.secret is the node secret (nodes and operator
+tools such as kvbench only), DIR/cluster.client.secret the client secret to give kvctl and
+applications (copy it with mode 600; docs/security.md). A restart in DIR keeps them.
 
 Node I keeps its log in DIR/node-I.log and its pid in DIR/node-I.pid.
 Binaries come from \$RDKV_BIN when set, else $root/build/bin.
@@ -56,6 +62,9 @@ endpoints() {
     local eps
     eps=$(awk '$1 == "node" && NF >= 3 { printf "%s%s", sep, $3; sep = "," }' "$conf")
     [ -n "$eps" ] || die "$conf lists no nodes"
+    local secret
+    secret=$(cd "$1" && pwd)/cluster.client.secret
+    [ -r "$secret" ] && printf 'export RDKV_SECRET_FILE=%q\n' "$secret"
     echo "export KVCTL_ENDPOINTS=$eps"
 }
 

@@ -5,12 +5,14 @@
 
 #include "common/clock.h"
 #include "common/parse.h"
+#include "rdma/auth.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char usage[] =
@@ -18,12 +20,17 @@ static const char usage[] =
     "                       [--bench]\n"
     "       kvcluster status --dir DIR\n"
     "       kvcluster stop --dir DIR\n"
+    "       kvcluster secret --dir DIR\n"
     "\n"
     "start   launches N kvserver nodes in the background on ports the kernel picks, writes\n"
     "        DIR/cluster.conf (give it to kvbench --config or kvctl), DIR/node-I.log and\n"
     "        DIR/node-I.pid, and returns once every node is ready.\n"
     "status  shows each node's process and what it answers to a status request.\n"
     "stop    stops every node of the cluster in DIR (SIGTERM, then SIGKILL after 10 s).\n"
+    "secret  writes a fresh DIR/cluster.secret (the node secret: name it in a config with\n"
+    "        'secret_file', or give it to kvserver --secret-file) and DIR/cluster.client.secret\n"
+    "        (for clients: kvctl --secret-file, RDKV_SECRET_FILE), mode 600; start makes them\n"
+    "        itself when DIR has none (docs/security.md).\n"
     "\n"
     "  --nodes N       number of nodes (1..64)\n"
     "  --dir DIR       the cluster's directory (created if missing)\n"
@@ -41,6 +48,23 @@ static _Noreturn void usage_error(const char *fmt, const char *arg)
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\nTry 'kvcluster --help'.\n");
     exit(2);
+}
+
+static int cmd_secret(const char *dir)
+{
+    char node[4096], client[4096], err[512];
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "kvcluster: error: cannot create %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    snprintf(node, sizeof node, "%s/%s", dir, LAUNCH_SECRET);
+    snprintf(client, sizeof client, "%s/%s", dir, LAUNCH_CLIENT_SECRET);
+    if (auth_generate(node, client, err, sizeof err)) {
+        fprintf(stderr, "kvcluster: error: %s\n", err);
+        return 1;
+    }
+    printf("node secret %s, client secret %s\n", node, client);
+    return 0;
 }
 
 static int cmd_start(unsigned nodes, const char *dir, enum fab_transport t, uint64_t arena,
@@ -191,6 +215,7 @@ int main(int argc, char **argv)
         return cmd_start(nodes, dir, t, arena, host, bench);
     }
     if (!strcmp(cmd, "status")) return cmd_status(dir);
+    if (!strcmp(cmd, "secret")) return cmd_secret(dir);
     if (!strcmp(cmd, "stop")) return cmd_stop(dir);
-    usage_error("unknown command '%s' (start, status or stop)", cmd);
+    usage_error("unknown command '%s' (start, status, stop or secret)", cmd);
 }

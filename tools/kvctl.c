@@ -125,6 +125,7 @@ static struct {
     bool hex;
     int64_t connect_ms, timeout_ms, lock_ms;
     unsigned retries;
+    const char *secret_file; /* NULL: rdkv_connect reads RDKV_SECRET_FILE */
 } G = {
     .endpoints = DEFAULT_ENDPOINTS,
     .endpoints_from = "the default",
@@ -824,7 +825,14 @@ static int connect_session(void)
     o.op_timeout_ms = G.timeout_ms;
     o.lock_timeout_ms = G.lock_ms;
     o.max_retries = G.retries;
-    int rc = rdkv_connect(G.endpoints, &o, &S);
+    o.secret_file = G.secret_file;
+    char why[512];
+    int rc = rdkv_secret_file_check(G.secret_file, why, sizeof why);
+    if (rc) {
+        fprintf(stderr, "kvctl: error: %s\n", why);
+        return exit_code(rc);
+    }
+    rc = rdkv_connect(G.endpoints, &o, &S);
     if (rc) {
         S = NULL;
         fprintf(stderr, "kvctl: error: cannot connect to %s (endpoints from %s): %s (%s)\n",
@@ -918,7 +926,7 @@ static int run_oneshot(struct op *op, const char *what)
 
 enum flag_id {
     F_ENDPOINTS, F_WRITE_OUT, F_HEX, F_CONNECT_TIMEOUT, F_TIMEOUT, F_LOCK_TIMEOUT, F_RETRIES,
-    F_HELP, F_VERSION, /* global */
+    F_SECRET_FILE, F_HELP, F_VERSION, /* global */
     F_RAW, F_LIMIT, F_KEYS_ONLY, F_COUNT, F_TO_END, F_PREFIX, F_FILE, F_EXEC,
     F_NFLAGS
 };
@@ -939,6 +947,7 @@ static const struct flag flags[] = {
     {F_TIMEOUT, "timeout", 0, 0, true},
     {F_LOCK_TIMEOUT, "lock-timeout", 0, 0, true},
     {F_RETRIES, "retries", 0, 0, true},
+    {F_SECRET_FILE, "secret-file", 0, 0, true},
     {F_HELP, "help", 'h', 0, false},
     {F_VERSION, "version", 0, 0, false},
     {F_RAW, "raw", 0, 0, false},
@@ -983,6 +992,8 @@ static const char global_flags_help[] =
     "                                is retried [KVCTL_LOCK_TIMEOUT] (default: the node's)\n"
     "      --retries N               retries of a transaction that conflicts; 0: none\n"
     "                                [KVCTL_RETRIES] (default 10)\n"
+    "      --secret-file FILE        the cluster's client secret file, mode 600 (kvcluster\n"
+    "                                writes DIR/cluster.client.secret) [RDKV_SECRET_FILE]\n"
     "  -h, --help                    help for kvctl or for the command\n"
     "      --version                 print kvctl's version\n"
     "DUR is a number with a unit: 500ms, 2s, 1m (a bare number is seconds).\n";
@@ -2176,6 +2187,7 @@ static int set_global(enum flag_id id, const char *v, const char *src)
             return usage_err("%s needs a number of retries (0..1000000), got '%s'", src, v);
         G.retries = (unsigned)u;
         return 0;
+    case F_SECRET_FILE: G.secret_file = v; return 0;
     default: return 0;
     }
 }

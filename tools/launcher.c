@@ -2,6 +2,7 @@
 #include "launcher.h"
 
 #include "common/clock.h"
+#include "rdma/auth.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -65,7 +66,7 @@ static void last_log_line(const char *dir, unsigned node, char *out, size_t cap)
 static void rm_tree(const char *dir)
 {
     char path[PATH_MAX + 64];
-    static const char *names[] = {"cluster.conf", NULL};
+    static const char *names[] = {"cluster.conf", LAUNCH_SECRET, LAUNCH_CLIENT_SECRET, NULL};
     for (const char **n = names; *n; n++) {
         snprintf(path, sizeof path, "%s/%s", dir, *n);
         unlink(path);
@@ -159,12 +160,31 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
     snprintf(L->cc.transport, sizeof L->cc.transport, "%s", fab_transport_name(o->transport));
     L->cc.arena_size = o->arena_size;
     snprintf(L->conf, sizeof L->conf, "%s/cluster.conf", L->dir);
+    /* The cluster's secret, beside the config (kept when the folder already has one): the config
+     * names it relative to its own folder; this process uses the path from here. */
+    char secret[PATH_MAX + 32], client_secret[PATH_MAX + 32];
+    snprintf(secret, sizeof secret, "%s/%s", L->dir, LAUNCH_SECRET);
+    snprintf(client_secret, sizeof client_secret, "%s/%s", L->dir, LAUNCH_CLIENT_SECRET);
+    if (!o->insecure && strlen(secret) >= sizeof L->cc.secret_file) {
+        snprintf(err, errcap, "%s: path too long for the secret file", L->dir);
+        for (unsigned i = 0; i < L->n; i++) close(fds[i]);
+        return RDKV_EINVAL;
+    }
+    if (!o->insecure && access(secret, F_OK) != 0) {
+        int rc = auth_generate(secret, client_secret, err, errcap);
+        if (rc) {
+            for (unsigned i = 0; i < L->n; i++) close(fds[i]);
+            return rc;
+        }
+    }
+    if (!o->insecure) snprintf(L->cc.secret_file, sizeof L->cc.secret_file, "%s", LAUNCH_SECRET);
     FILE *cf = fopen(L->conf, "w");
     if (!cf || cluster_config_write(&L->cc, cf) || fclose(cf)) {
         snprintf(err, errcap, "cannot write %s", L->conf);
         for (unsigned i = 0; i < L->n; i++) close(fds[i]);
         return RDKV_EIO;
     }
+    if (!o->insecure) memcpy(L->cc.secret_file, secret, strlen(secret) + 1);
     int ready[LAUNCH_MAX];
     int rc = 0;
     unsigned started = 0;
@@ -214,6 +234,7 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
             argv[a++] = "--ready-fd";
             argv[a++] = "4";
             if (o->bench) argv[a++] = "--bench";
+            if (o->insecure) argv[a++] = "--insecure";
             for (int k = 0; k < 14 && o->extra[k] && a < 30; k++) argv[a++] = o->extra[k];
             argv[a] = NULL;
             execv(kvserver, (char *const *)argv);

@@ -23,7 +23,13 @@ struct launch_opts {
     int64_t ready_timeout_ns;      /* default 60 s */
     bool bench;                    /* nodes serve kvbench's workloads (kvserver --bench) */
     const char *extra[14];         /* more kvserver arguments, NULL-terminated */
+    bool insecure;                 /* benchmarks only: nodes run --insecure and no secret is made;
+                                      else DIR/cluster.secret (node) and DIR/cluster.client.secret
+                                      (for clients) are made unless DIR has them already */
 };
+
+#define LAUNCH_SECRET "cluster.secret"
+#define LAUNCH_CLIENT_SECRET "cluster.client.secret"
 
 struct launch {
     unsigned n;

@@ -110,7 +110,10 @@ peers_start_rdkv() {
     line=$(RDKV_BIN=$peers_bin "$peers_root/tools/cluster.sh" start "$1" "$peers_dir/rdkv" --bench 2>"$peers_dir/rdkv-start.log") ||
         { peers_log "the rdkv cluster did not start (see $peers_dir/rdkv-start.log)"; cat "$peers_dir/rdkv-start.log" >&2; return 1; }
     peers_rdkv_dir=$peers_dir/rdkv
+    line=${line##*$'\n'} # the last line: the endpoints
     RDKV_ENDPOINTS=${line#export KVCTL_ENDPOINTS=}
+    # kvbench drives the nodes' workload services: it proves the node secret
+    export RDKV_SECRET_FILE=$peers_rdkv_dir/cluster.secret
     peers_log "rdkv: $1 nodes on $RDKV_ENDPOINTS"
 }
 

@@ -35,6 +35,7 @@ run() {
 say "starting a 3-node rdkv cluster (soft transport) in $dir"
 eval "$("$root/tools/cluster.sh" start 3 "$dir" --transport soft --bench)"
 echo "KVCTL_ENDPOINTS=$KVCTL_ENDPOINTS"
+echo "RDKV_SECRET_FILE=$RDKV_SECRET_FILE (the client secret; the node secret is $dir/cluster.secret)"
 kvctl=$bin/kvctl
 
 say "loading 100 keys (user:000 .. user:099), 20 per transaction"
@@ -74,17 +75,19 @@ say "a short transactional workload: kvbench txn against this cluster (workers i
 
 secs=${RDKV_QUICKSTART_SECONDS:-1}
 say "YCSB workload A on this cluster: load 10,000 records, then run embedded (workers in the nodes)"
-"$bin/kvbench" ycsb load --endpoints "$KVCTL_ENDPOINTS" -p recordcount=10000 | grep -E 'RunTime|Return'
-"$bin/kvbench" ycsb run --endpoints "$KVCTL_ENDPOINTS" --workload a -p recordcount=10000 \
+# kvbench drives the nodes' workload services: an operator tool, it proves the node secret.
+ns=$dir/cluster.secret
+"$bin/kvbench" ycsb load --endpoints "$KVCTL_ENDPOINTS" --secret-file "$ns" -p recordcount=10000 | grep -E 'RunTime|Return'
+"$bin/kvbench" ycsb run --endpoints "$KVCTL_ENDPOINTS" --secret-file "$ns" --workload a -p recordcount=10000 \
     --seconds "$secs" --status-interval 0 |
     grep -E 'OVERALL|Operations|50thPercentile|99thPercentile|Return'
 
 say "YCSB workload B, remote mode (kvbench's threads on rdkv_connect sessions)"
-"$bin/kvbench" ycsb run --endpoints "$KVCTL_ENDPOINTS" --mode remote --threads 3 --workload b \
+"$bin/kvbench" ycsb run --endpoints "$KVCTL_ENDPOINTS" --secret-file "$ns" --mode remote --threads 3 --workload b \
     -p recordcount=10000 --seconds "$secs" --status-interval 0 | grep -E 'OVERALL|Return'
 
 say "TPC-C on this cluster (1 warehouse per node, tables scaled down for a demo), then its consistency check"
-"$bin/kvbench" tpcc --endpoints "$KVCTL_ENDPOINTS" --items 2000 --customers 100 --seconds "$secs" \
+"$bin/kvbench" tpcc --endpoints "$KVCTL_ENDPOINTS" --secret-file "$ns" --items 2000 --customers 100 --seconds "$secs" \
     --status-interval 0 | grep -E 'tpmC|Return=|^condition|^consistency'
 
 say "stopping the cluster"

@@ -85,11 +85,14 @@ static enum ibv_mtu mtu_min(enum ibv_mtu a, enum ibv_mtu b) { return a < b ? a :
  * The out-of-band exchange (FAB_RPC_VERBS_CONNECT). Little-endian, fixed sizes.
  *   request:  magic:4 qpn:4 psn:4 lid:2 mtu:1 flags:1 rd_atom:1 pad:3 gid:16            = 36
  *   response: the same fields for the responder, then rkey:4 base:8 size:8              = 56
- * The rdma_cm private data of an accept: magic:4 rkey:4 base:8 size:8                   = 24 */
+ * The rdma_cm private data of an accept: magic:4 rkey:4 base:8 size:8                   = 24
+ * The rdma_cm private data of a connect: magic:4 ticket:32 (FAB_RPC_VERBS_TICKET)      = 36
+ * An --insecure node takes a connect without a ticket. */
 #define XCH_MAGIC 0x31515652u /* "RVQ1" */
 #define XCH_REQ_SIZE 36u
 #define XCH_RESP_SIZE 56u
 #define XCH_CM_SIZE 24u
+#define XCH_CM_REQ_SIZE (4u + WIRE_NONCE_SIZE)
 #define XCH_FLAG_GRH 1u
 
 struct xch {
@@ -255,6 +258,10 @@ static void vn_on_connect(struct fab_rpc_req *req, void *arg)
     struct fabric *f = arg;
     struct verbs_node *vn = f->vn;
     struct xch peer;
+    if (fab_rpc_from_client(req)) { /* the dispatcher refuses it already: the rkey is no client's */
+        fab_rpc_reply(req, RDKV_EPERM, NULL, 0);
+        return;
+    }
     if (!vn || !vn->mr || xch_get(fab_rpc_data(req), fab_rpc_len(req), &peer, false)) {
         fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
         return;
@@ -307,6 +314,45 @@ static void vn_on_connect(struct fab_rpc_req *req, void *arg)
     uint8_t out[XCH_RESP_SIZE];
     xch_put(out, &me, true);
     fab_rpc_reply(req, 0, out, sizeof out);
+}
+
+/* FAB_RPC_VERBS_TICKET, on an RPC thread: a fresh one-time ticket for one rdma_cm connect. Only
+ * authenticated node connections reach it (it is not FAB_RPC_CLIENT), so only they can connect a
+ * queue pair through rdma_cm and learn the arena's rkey from its accept. */
+static void vn_on_ticket(struct fab_rpc_req *req, void *arg)
+{
+    struct fabric *f = arg;
+    struct verbs_node *vn = f->vn;
+    if (fab_rpc_from_client(req) || !vn) {
+        fab_rpc_reply(req, RDKV_EPERM, NULL, 0);
+        return;
+    }
+    uint8_t t[WIRE_NONCE_SIZE];
+    auth_nonce(t);
+    pthread_mutex_lock(&vn->mu);
+    struct cm_ticket *k = &vn->tickets[vn->ticket_next++ % VN_TICKETS];
+    memcpy(k->t, t, sizeof t);
+    k->expires = clock_now_ns() + VN_TICKET_NS;
+    pthread_mutex_unlock(&vn->mu);
+    fab_rpc_reply(req, 0, t, sizeof t);
+}
+
+/* Whether a connect request's private data carries a live ticket; uses it up. */
+static bool ticket_take(struct verbs_node *vn, const uint8_t *pd, size_t len)
+{
+    if (len < XCH_CM_REQ_SIZE) return false;
+    bool ok = false;
+    int64_t now = clock_now_ns();
+    pthread_mutex_lock(&vn->mu);
+    for (unsigned i = 0; i < VN_TICKETS; i++) {
+        struct cm_ticket *k = &vn->tickets[i];
+        if (k->expires > now && auth_mac_equal(k->t, pd + 4)) {
+            k->expires = 0;
+            ok = true;
+        }
+    }
+    pthread_mutex_unlock(&vn->mu);
+    return ok;
 }
 
 /* Destroys the passive queue pairs of one service connection (conn_id), or with PASSIVE_CM those
@@ -364,6 +410,11 @@ static bool cm_on_request(struct verbs_node *vn, struct fabric *f, struct rdma_c
     struct rdma_cm_id *id = ev->id;
     const uint8_t *pd = ev->param.conn.private_data;
     bool ours = pd && ev->param.conn.private_data_len >= 4 && get32(pd) == XCH_MAGIC;
+    /* Authentication: the accept hands out the rkey, so only a ticket holder gets one. */
+    if (ours && !f->o.insecure && !ticket_take(vn, pd, ev->param.conn.private_data_len)) {
+        log_warn("verbs: refused an rdma_cm connect request without a valid ticket");
+        ours = false;
+    }
     struct passive *p = ours && id->verbs == vn->ctx ? calloc(1, sizeof *p) : NULL;
     if (!p) {
         rdma_reject(id, NULL, 0);
@@ -735,6 +786,7 @@ int verbs_node_open(struct fabric *f, char *err, size_t errcap)
     f->vn = vn;
     if (f->arena) {
         rc = fab_rpc_register(f, FAB_RPC_VERBS_CONNECT, vn_on_connect, f, 0);
+        if (!rc) rc = fab_rpc_register(f, FAB_RPC_VERBS_TICKET, vn_on_ticket, f, 0);
         if (rc) {
             snprintf(err, errcap, "verbs: cannot register the connect handler: %s",
                      rdkv_strerror(rc));
@@ -834,7 +886,8 @@ void cm_active_free(struct rdma_cm_id *id, struct rdma_event_channel *ch)
 
 /* Connects q through rdma_cm. Blocks (bounded by connect_timeout_ns) without touching the
  * context's ring. On failure says why in `why`. */
-static int vqp_connect_cm(struct fab_ctx *c, struct vqp *q, char *why, size_t whycap)
+static int vqp_connect_cm(struct fab_ctx *c, struct vqp *q, const uint8_t *ticket, char *why,
+                          size_t whycap)
 {
     struct fabric *f = c->f;
     struct verbs_node *vn = f->vn;
@@ -894,8 +947,9 @@ static int vqp_connect_cm(struct fab_ctx *c, struct vqp *q, char *why, size_t wh
         }
     }
     step = "rdma_connect";
-    uint8_t hello[4];
+    uint8_t hello[XCH_CM_REQ_SIZE];
     put32(hello, XCH_MAGIC);
+    memcpy(hello + 4, ticket, WIRE_NONCE_SIZE);
     struct rdma_conn_param cp;
     memset(&cp, 0, sizeof cp);
     cp.initiator_depth = vn->rd_atom;
@@ -1011,7 +1065,17 @@ static int vqp_connect_one(struct fab_ctx *c, uint16_t node)
     bool try_cm = vn->cm_usable && !atomic_load_explicit(&vn->cm_failed[node], memory_order_relaxed);
     if (try_cm) {
         char why[300] = "";
-        rc = vqp_connect_cm(c, q, why, sizeof why);
+        /* A ticket first, over the authenticated TCP connection (re-enters the context). */
+        uint8_t ticket[WIRE_NONCE_SIZE] = {0};
+        struct fab_buf tb = {0};
+        rc = c->f->o.insecure ? 0
+                              : fab_rpc_call(c, node, FAB_RPC_VERBS_TICKET, NULL, 0, &tb,
+                                             c->f->o.connect_timeout_ns);
+        if (!rc && !c->f->o.insecure && tb.len != sizeof ticket) rc = RDKV_EPROTO;
+        if (!rc && tb.len == sizeof ticket) memcpy(ticket, tb.data, sizeof ticket);
+        fab_buf_free(&tb);
+        if (rc) snprintf(why, sizeof why, "no rdma_cm ticket: %s", rdkv_strerror(rc));
+        else rc = vqp_connect_cm(c, q, ticket, why, sizeof why);
         if (rc && c->f->o.verbs_cm == FAB_CM_RDMACM) {
             log_warn("verbs: rdma_cm cannot connect to node %u (%s)", node, why);
             free(q);

@@ -15,6 +15,9 @@
 /* ---------------------------------------------------------------------------------------------
  * State */
 
+#define VN_TICKETS 64
+#define VN_TICKET_NS (10 * NS_PER_S)
+
 struct verbs_node {
     struct ibv_context *ctx;
     struct ibv_context **cm_devs; /* rdma_get_devices() list when ctx came from it */
@@ -39,8 +42,15 @@ struct verbs_node {
     bool fence_atomics;
     bool cm_usable;               /* outgoing connections may try rdma_cm */
     _Atomic uint8_t *cm_failed;   /* per peer (auto mode): rdma_cm failed once, use OOB */
-    pthread_mutex_t mu;           /* passive */
+    pthread_mutex_t mu;           /* passive, tickets */
     struct passive *passive;
+    /* One-time tickets for rdma_cm connects (FAB_RPC_VERBS_TICKET): handed out over an
+     * authenticated node connection, each admits one connect request within its lifetime. */
+    struct cm_ticket {
+        uint8_t t[WIRE_NONCE_SIZE];
+        int64_t expires; /* 0: free or used */
+    } tickets[VN_TICKETS];
+    unsigned ticket_next;
     /* rdma_cm listener */
     struct rdma_event_channel *lch;
     struct rdma_cm_id *listen_id;

@@ -60,7 +60,9 @@ if timeout 60 "$bin/kvcluster" start --nodes 1 --dir "$work/c1" >"$work/out" 2>"
     p0=$(awk '/^node 0/{split($3,a,":"); print a[2]}' "$work/c2/cluster.conf")
     "$bin/kvcluster" stop --dir "$work/c2" >/dev/null 2>&1
     printf 'node 0 127.0.0.1:%s\nnode 1 127.0.0.1:%s\n' "$p0" "$port" >"$work/two.conf"
-    expect "kvserver unreachable peer" 1 "peer node 1 at 127.0.0.1:$port is unreachable" -- "$bin/kvserver" --config "$work/two.conf" --node 0 --peer-wait 1
+        printf 'node-key %064d\n' 1 >"$work/two.secret"
+    chmod 600 "$work/two.secret"
+    expect "kvserver unreachable peer" 1 "peer node 1 at 127.0.0.1:$port is unreachable" -- "$bin/kvserver" --config "$work/two.conf" --node 0 --peer-wait 1 --secret-file "$work/two.secret"
 else
     bad "kvcluster start"
 fi
@@ -70,7 +72,13 @@ expect "kvcluster status of nothing" 1 "cannot open" -- "$bin/kvcluster" status 
 # SIGTERM: clean stop with status 0, after the node said it was ready.
 mkfifo "$work/ready"
 printf 'node 0 127.0.0.1:%s\n' "${p0:-7999}" >"$work/solo.conf"
-"$bin/kvserver" --config "$work/solo.conf" --node 0 --ready-fd 3 3>"$work/ready" 2>"$work/err" &
+# Without a secret a node refuses to start; a secret file others may read is refused by name.
+expect "kvserver without a secret" 1 "no cluster secret" -- "$bin/kvserver" --config "$work/solo.conf" --node 0 --peer-wait 0
+printf 'node-key %064d\n' 0 >"$work/open.secret"
+chmod 644 "$work/open.secret"
+expect "kvserver refuses a readable secret" 1 "chmod 600 $work/open.secret" -- "$bin/kvserver" --config "$work/solo.conf" --node 0 --peer-wait 0 --secret-file "$work/open.secret"
+expect "kvctl refuses a readable secret" 1 "chmod 600" -- env RDKV_SECRET_FILE="$work/open.secret" "$bin/kvctl" --endpoints 127.0.0.1:1 get k
+"$bin/kvserver" --config "$work/solo.conf" --node 0 --ready-fd 3 --insecure 3>"$work/ready" 2>"$work/err" &
 bgpid=$!
 if read -r -t 30 line <"$work/ready" && [ "$line" = ready ]; then
     kill -TERM "$bgpid"
@@ -79,6 +87,7 @@ if read -r -t 30 line <"$work/ready" && [ "$line" = ready ]; then
     st=$?
     bgpid=
     if [ "$st" = 0 ] && grep -q "stopping" "$work/err"; then ok "kvserver SIGTERM"; else bad "kvserver SIGTERM (exit $st)"; fi
+    [ "$(grep -c 'warn: .*--insecure' "$work/err")" = 1 ] && ok "kvserver --insecure warns once" || bad "kvserver --insecure warns once"
 else
     bad "kvserver ready"
 fi

@@ -98,7 +98,12 @@ case $last in
 export\ KVCTL_ENDPOINTS=*,*,*) ok "cluster.sh prints the endpoints" ;;
 *) bad "cluster.sh prints the endpoints (last line '$last')" ;;
 esac
-eval "$last"
+eval "$(cat "$work/out")"
+case ${RDKV_SECRET_FILE:-} in
+*/cluster.client.secret) ok "cluster.sh prints the client secret file" ;;
+*) bad "cluster.sh prints the client secret file (got '${RDKV_SECRET_FILE:-}')" ;;
+esac
+export RDKV_SECRET_FILE
 eps=$KVCTL_ENDPOINTS
 export KVCTL_ENDPOINTS
 expect "cluster.sh status" 0 "running" -- env RDKV_BIN="$bin" "$root/tools/cluster.sh" status "$work/c"

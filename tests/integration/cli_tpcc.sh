@@ -50,9 +50,9 @@ expect "json" 0 '"NEW_ORDER"' -- "$kb" tpcc --nodes 2 "${small[@]}" --seconds 1 
 
 if RDKV_BIN="$bin" timeout 60 "$root/tools/cluster.sh" start 3 "$work/c" --bench >"$work/out" 2>"$work/err"; then
     ep=$(tail -1 "$work/out" | sed 's/^export KVCTL_ENDPOINTS=//')
-    expect "running cluster: load + run + check" 0 "" -- "$kb" tpcc --endpoints "$ep" "${small[@]}" --seconds 2 --status-interval 0 &&
+    expect "running cluster: load + run + check" 0 "" -- "$kb" tpcc --endpoints "$ep" --secret-file "$work/c/cluster.secret" "${small[@]}" --seconds 2 --status-interval 0 &&
         full_run "running cluster"
-    expect "running cluster: --no-load runs on the loaded tables" 0 "" -- "$kb" tpcc --endpoints "$ep" --no-load "${small[@]}" --seconds 1 --status-interval 0 &&
+    expect "running cluster: --no-load runs on the loaded tables" 0 "" -- "$kb" tpcc --endpoints "$ep" --secret-file "$work/c/cluster.secret" --no-load "${small[@]}" --seconds 1 --status-interval 0 &&
         full_run "running cluster, --no-load"
 else
     bad "cluster.sh start 3"

@@ -103,12 +103,15 @@ grep -q 'Return=ERROR' "$work/out" && bad "open loop: no errors" || ok "open loo
 # --- a running cluster, by its endpoints ---------------------------------------------------
 if RDKV_BIN="$bin" timeout 60 "$root/tools/cluster.sh" start 3 "$work/c" --bench >"$work/out" 2>"$work/err"; then
     ep=$(tail -1 "$work/out" | sed 's/^export KVCTL_ENDPOINTS=//')
+    # kvbench drives the nodes' workload services: it proves the node secret
+    export RDKV_SECRET_FILE=$work/c/cluster.secret
     expect "load a running cluster" 0 "\[INSERT\], Return=OK, 3000" -- "$kb" ycsb load --endpoints "$ep" -p recordcount=3000
     expect "run embedded on it" 0 "" -- "$kb" ycsb run --endpoints "$ep" --workload a -p recordcount=3000 -p operationcount=600 --status-interval 0 &&
         clean_run "running cluster, embedded: no errors" 600
     grep -q 'Return=NOT_FOUND' "$work/out" && bad "running cluster: every read found its record" || ok "running cluster: every read found its record"
     expect "run remote on it" 0 "" -- "$kb" ycsb run --endpoints "$ep" --mode remote --workload b -p recordcount=3000 -p operationcount=600 --status-interval 0 &&
         clean_run "running cluster, remote: no errors" 600
+    unset RDKV_SECRET_FILE
 else
     bad "cluster.sh start 3"
 fi

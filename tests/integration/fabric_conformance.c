@@ -6,6 +6,7 @@
  * atomics never lose updates among themselves. */
 #include "tests/harness.h"
 #include "tests/testenv.h"
+#include "tests/integration/abuse/raw.h"
 #include "tools/launcher.h"
 
 #include "common/clock.h"
@@ -884,31 +885,13 @@ static bool closed_by_server(int fd)
     }
 }
 
-static void send_hello(int fd, uint16_t dst, uint64_t fp)
+/* A raw connection to node 1 past the handshake (with the test cluster's node secret, as an
+ * operator tool), or refused: the node's answer. */
+static int dial(struct raw *r, const struct tenv *e, uint16_t dst, uint64_t fp)
 {
-    uint8_t h[WIRE_HDR_SIZE + WIRE_HELLO_SIZE];
-    struct wire_hello hello = {.magic = WIRE_MAGIC, .version = WIRE_VERSION,
-                               .kind = WIRE_KIND_FABRIC, .src_node = FAB_NODE_CLIENT,
-                               .dst_node = dst, .cluster_fp = fp};
-    wire_put_hello(h, &hello);
-    CHECK(send(fd, h, sizeof h, 0) == (ssize_t)sizeof h);
-}
-
-static int read_ack_status(int fd)
-{
-    uint8_t b[WIRE_HDR_SIZE + WIRE_HELLO_ACK_SIZE];
-    ssize_t r = raw_recv(fd, b, sizeof b, MSG_WAITALL);
-    if (r != (ssize_t)sizeof b) {
-        /* what did the socket say? */
-        fprintf(stderr, "  read_ack_status: recv returned %zd (%s)\n", r,
-                r < 0 ? strerror(errno) : "short");
-        return 1;
-    }
-    struct wire_hdr h;
-    struct wire_hello_ack a;
-    wire_get_hdr(b, &h);
-    if (wire_get_hello_ack(&h, b + WIRE_HDR_SIZE, &a)) return 1;
-    return a.status;
+    struct raw_opts o = {.src_node = FAB_NODE_CLIENT, .dst_node = dst, .cluster_fp = fp,
+                         .secret_file = tenv_secret_file()};
+    return raw_dial(r, "127.0.0.1", e->cc.nodes[1].port, &o);
 }
 
 static void t_bad_input(void)
@@ -919,32 +902,30 @@ static void t_bad_input(void)
     REQUIRE(fab_ctx_create(e.f[0], &c) == 0);
     uint64_t v;
     int fd;
+    struct raw r;
     /* garbage instead of a hello */
     REQUIRE((fd = raw_connect(&e.cc, 1)) >= 0);
     CHECK(send(fd, "GET / HTTP/1.0\r\n\r\n", 18, 0) == 18);
     CHECK(closed_by_server(fd));
     close(fd);
     /* a frame claiming 4 GiB */
-    REQUIRE((fd = raw_connect(&e.cc, 1)) >= 0);
-    send_hello(fd, 1, e.cc.fingerprint);
-    CHECK_EQ(read_ack_status(fd), 0);
+    CHECK_EQ(dial(&r, &e, 1, e.cc.fingerprint), 0);
+    fd = r.fd;
     uint8_t hdr[WIRE_HDR_SIZE];
     wire_put_hdr(hdr, WIRE_RPC_REQ, 0xFFFFFFF0u);
     CHECK(send(fd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr);
     CHECK(closed_by_server(fd));
     close(fd);
     /* an unknown frame type */
-    REQUIRE((fd = raw_connect(&e.cc, 1)) >= 0);
-    send_hello(fd, 1, 0);
-    CHECK_EQ(read_ack_status(fd), 0);
+    CHECK_EQ(dial(&r, &e, 1, 0), 0);
+    fd = r.fd;
     wire_put_hdr(hdr, 0x77, 0);
     CHECK(send(fd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr);
     CHECK(closed_by_server(fd));
     close(fd);
     /* an OP_REQ whose WRITE payload length disagrees with its header */
-    REQUIRE((fd = raw_connect(&e.cc, 1)) >= 0);
-    send_hello(fd, 1, 0);
-    CHECK_EQ(read_ack_status(fd), 0);
+    CHECK_EQ(dial(&r, &e, 1, 0), 0);
+    fd = r.fd;
     uint8_t req[WIRE_HDR_SIZE + WIRE_OP_REQ_SIZE + 4];
     struct wire_op_req rq = {.op = FAB_OP_WRITE, .len = 1000, .off = DATA};
     wire_put_op_req(req, &rq, 4);
@@ -952,25 +933,21 @@ static void t_bad_input(void)
     CHECK(closed_by_server(fd));
     close(fd);
     /* wrong node, wrong cluster */
-    REQUIRE((fd = raw_connect(&e.cc, 1)) >= 0);
-    send_hello(fd, 0, 0);
-    CHECK_EQ(read_ack_status(fd), RDKV_ECONFIG);
+    CHECK_EQ(dial(&r, &e, 0, 0), RDKV_ECONFIG);
+    fd = r.fd;
     close(fd);
-    REQUIRE((fd = raw_connect(&e.cc, 1)) >= 0);
-    send_hello(fd, 1, e.cc.fingerprint ^ 1);
-    CHECK_EQ(read_ack_status(fd), RDKV_ECONFIG);
+    CHECK_EQ(dial(&r, &e, 1, e.cc.fingerprint ^ 1), RDKV_ECONFIG);
+    fd = r.fd;
     close(fd);
     /* a truncated frame, then the peer vanishes */
-    REQUIRE((fd = raw_connect(&e.cc, 1)) >= 0);
-    send_hello(fd, 1, 0);
-    CHECK_EQ(read_ack_status(fd), 0);
+    CHECK_EQ(dial(&r, &e, 1, 0), 0);
+    fd = r.fd;
     CHECK(send(fd, req, 11, 0) == 11);
     close(fd);
     /* random bytes after a good hello */
     for (unsigned round = 0; round < 20; round++) {
-        REQUIRE((fd = raw_connect(&e.cc, 1)) >= 0);
-        send_hello(fd, 1, 0);
-        CHECK_EQ(read_ack_status(fd), 0);
+        CHECK_EQ(dial(&r, &e, 1, 0), 0);
+    fd = r.fd;
         uint8_t junk[512];
         fill(junk, sizeof junk, round + 77);
         CHECK(send(fd, junk, sizeof junk, MSG_NOSIGNAL) >= 0);

@@ -98,6 +98,8 @@ static int cl_start(struct cl *k)
     }
     fprintf(f, "transport %s\n", fab_transport_name(tenv_transport));
     for (unsigned i = 0; i < NNODES; i++) fprintf(f, "node %u 127.0.0.1:%u\n", i, k->ports[i]);
+    const char *secret = tenv_secret_file(); /* and RDKV_SECRET_FILE for rdkv_connect */
+    if (secret) fprintf(f, "secret_file %s\n", secret);
     fclose(f);
     for (unsigned i = 0; i < NNODES; i++) {
         char fdstr[16];

@@ -193,6 +193,8 @@ static int cluster_start(struct pcluster *c)
         fprintf(f, "# written by tests/integration/txn_pause.c\ntransport %s\n",
                 fab_transport_name(tenv_transport));
         for (unsigned i = 0; i < NODES; i++) fprintf(f, "node %u 127.0.0.1:%u\n", i, c->ports[i]);
+        const char *secret = tenv_secret_file(); /* and RDKV_SECRET_FILE for rdkv_connect */
+        if (secret) fprintf(f, "secret_file %s\n", secret);
         if (fclose(f)) rc = RDKV_EIO;
     }
     /* the children first (this process has no other threads yet); they wait for their peers */

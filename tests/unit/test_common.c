@@ -7,10 +7,15 @@
 #include "common/json.h"
 #include "common/parse.h"
 #include "rdkv_status.h"
+#include "rdma/auth.h"
 #include "rdma/fabric.h"
 #include "rdma/wire.h"
+#include "tests/testenv.h"
 
 #include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static uint64_t rng_state = 88172645463325252ull;
 static uint64_t rng(void)
@@ -251,8 +256,10 @@ static void t_wire(void)
     /* build a stream of varied frames */
     static uint8_t stream[1 << 20];
     size_t at = 0;
-    struct wire_hello hello = {.magic = WIRE_MAGIC, .version = 1, .kind = 1, .src_node = 3,
-                               .dst_node = 4, .cluster_fp = 99};
+    struct wire_hello hello = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .kind = 1,
+                               .src_node = 3, .dst_node = 4, .role = WIRE_ROLE_NODE,
+                               .flags = WIRE_HELLO_F_AUTH, .cluster_fp = 99};
+    memset(hello.nonce, 0x6E, sizeof hello.nonce);
     wire_put_hello(stream + at, &hello);
     at += WIRE_HDR_SIZE + WIRE_HELLO_SIZE;
     struct wire_op_req rq = {.op = FAB_OP_WRITE, .len = 5000, .off = 4096, .arg = 1, .swap = 2};
@@ -274,6 +281,34 @@ static void t_wire(void)
     struct wire_hello hb;
     CHECK_EQ(wire_get_hello(&h, stream + WIRE_HDR_SIZE, &hb), 0);
     CHECK(hb.src_node == 3 && hb.dst_node == 4 && hb.cluster_fp == 99);
+    CHECK(hb.role == WIRE_ROLE_NODE && hb.flags == WIRE_HELLO_F_AUTH && hb.nonce[31] == 0x6E);
+    /* the handshake's other frames round-trip; a HELLO with no role, or unknown flags, does not
+     * decode */
+    uint8_t hs[WIRE_HDR_SIZE + WIRE_CHALLENGE_SIZE];
+    struct wire_challenge ch, chb;
+    memset(ch.nonce, 1, sizeof ch.nonce);
+    memset(ch.mac, 2, sizeof ch.mac);
+    wire_put_challenge(hs, &ch);
+    wire_get_hdr(hs, &h);
+    CHECK_EQ(wire_get_challenge(&h, hs + WIRE_HDR_SIZE, &chb), 0);
+    CHECK(!memcmp(&ch, &chb, sizeof ch));
+    struct wire_auth au = {.mac = {9}}, aub;
+    wire_put_auth(hs, &au);
+    wire_get_hdr(hs, &h);
+    CHECK_EQ(wire_get_auth(&h, hs + WIRE_HDR_SIZE, &aub), 0);
+    CHECK_EQ(aub.mac[0], 9);
+    CHECK_EQ(wire_get_challenge(&h, hs + WIRE_HDR_SIZE, &chb), RDKV_EPROTO);
+    uint8_t bad_hello[WIRE_HDR_SIZE + WIRE_HELLO_SIZE];
+    struct wire_hello nr = hello;
+    nr.role = 0;
+    wire_put_hello(bad_hello, &nr);
+    wire_get_hdr(bad_hello, &h);
+    CHECK_EQ(wire_get_hello(&h, bad_hello + WIRE_HDR_SIZE, &hb), RDKV_EPROTO);
+    nr.role = WIRE_ROLE_CLIENT;
+    nr.flags = 0x80;
+    wire_put_hello(bad_hello, &nr);
+    CHECK_EQ(wire_get_hello(&h, bad_hello + WIRE_HDR_SIZE, &hb), RDKV_EPROTO);
+    wire_get_hdr(stream, &h);
     /* feed in random chunks many times: always the same 5 frames */
     for (unsigned round = 0; round < 200; round++) {
         struct wire_asm a;
@@ -327,7 +362,7 @@ static void t_wire(void)
     CHECK_EQ(wire_asm_feed(&a, hdr, sizeof hdr, collect_frame, &f), RDKV_EPROTO);
     wire_asm_free(&a);
     wire_asm_init(&a, 1 << 20);
-    wire_put_hdr(hdr, WIRE_HELLO, 25);
+    wire_put_hdr(hdr, WIRE_HELLO, WIRE_HELLO_SIZE + 1);
     CHECK_EQ(wire_asm_feed(&a, hdr, 5, collect_frame, &f), 0); /* incomplete header: wait */
     CHECK_EQ(wire_asm_feed(&a, hdr + 5, 3, collect_frame, &f), RDKV_EPROTO);
     wire_asm_free(&a);
@@ -379,10 +414,80 @@ static void t_status(void)
     CHECK(fab_transport_parse("rdma", &t) != 0);
 }
 
+/* Secret files and proofs (rdma/auth.c). */
+static void t_auth(void)
+{
+    char err[512];
+    struct auth_keys k, k2;
+    static const char node_file[] =
+        "# a comment\nnode-key 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n";
+    CHECK_EQ(auth_parse(node_file, sizeof node_file - 1, "n", &k, err, sizeof err), 0);
+    CHECK(k.have_node && k.have_client && k.node[31] == 0x1f);
+    CHECK(memcmp(k.node, k.client, AUTH_KEY_SIZE) != 0); /* the client key is derived */
+    char client_file[128] = "client-key ";
+    for (int i = 0; i < AUTH_KEY_SIZE; i++)
+        snprintf(client_file + strlen(client_file), 3, "%02x", k.client[i]);
+    CHECK_EQ(auth_parse(client_file, strlen(client_file), "c", &k2, err, sizeof err), 0);
+    CHECK(!k2.have_node && k2.have_client && !memcmp(k2.client, k.client, AUTH_KEY_SIZE));
+    CHECK(auth_key(&k2, WIRE_ROLE_NODE) == NULL && auth_key(&k2, WIRE_ROLE_CLIENT) != NULL);
+    static const char *const bad[] = {"", "# only a comment\n", "node-key 00\n",
+                                      "node-key zz02030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n",
+                                      "secret 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n",
+                                      "node-key 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f x\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        CHECK_EQ(auth_parse(bad[i], strlen(bad[i]), "bad", &k2, err, sizeof err), RDKV_ECONFIG);
+        CHECK(err[0] != 0 && !k2.have_node && !k2.have_client);
+    }
+    char two[256];
+    snprintf(two, sizeof two, "%s%s", node_file, node_file + 12);
+    CHECK_EQ(auth_parse(two, strlen(two), "two", &k2, err, sizeof err), RDKV_ECONFIG);
+    /* proofs: every claim and the side change the MAC */
+    struct wire_hello h = {.src_node = 1, .dst_node = 2, .role = WIRE_ROLE_NODE, .kind = 1,
+                           .cluster_fp = 5};
+    uint8_t ns[WIRE_NONCE_SIZE] = {3}, m0[WIRE_MAC_SIZE], m1[WIRE_MAC_SIZE];
+    auth_mac(k.node, 'C', &h, ns, m0);
+    auth_mac(k.node, 'C', &h, ns, m1);
+    CHECK(auth_mac_equal(m0, m1));
+    auth_mac(k.node, 'S', &h, ns, m1);
+    CHECK(!auth_mac_equal(m0, m1));
+    struct wire_hello v[5] = {h, h, h, h, h};
+    v[0].src_node = 0;
+    v[1].dst_node = 0;
+    v[2].role = WIRE_ROLE_CLIENT;
+    v[3].cluster_fp = 6;
+    v[4].nonce[0] = 1;
+    for (int i = 0; i < 5; i++) {
+        auth_mac(k.node, 'C', &v[i], ns, m1);
+        CHECK(!auth_mac_equal(m0, m1));
+    }
+    auth_mac(k.client, 'C', &h, ns, m1);
+    CHECK(!auth_mac_equal(m0, m1));
+    /* files: generated 0600 and loadable; refused once others may read them */
+    char dir[256], np[300], cp[300];
+    REQUIRE(tenv_mkdtemp(dir, sizeof dir, "rdkv-unit-auth") == 0);
+    snprintf(np, sizeof np, "%s/n.secret", dir);
+    snprintf(cp, sizeof cp, "%s/c.secret", dir);
+    CHECK_EQ(auth_generate(np, cp, err, sizeof err), 0);
+    CHECK_EQ(auth_generate(np, cp, err, sizeof err), RDKV_EEXIST);
+    CHECK_EQ(auth_load(np, &k, err, sizeof err), 0);
+    CHECK_EQ(auth_load(cp, &k2, err, sizeof err), 0);
+    CHECK(k.have_node && !k2.have_node && !memcmp(k.client, k2.client, AUTH_KEY_SIZE));
+    CHECK_EQ(chmod(cp, 0640), 0);
+    CHECK_EQ(auth_load(cp, &k2, err, sizeof err), RDKV_ECONFIG);
+    CHECK(strstr(err, "chmod 600") != NULL);
+    unlink(np);
+    unlink(cp);
+    rmdir(dir);
+    auth_wipe(&k);
+    auth_wipe(&k2);
+}
+
 static const struct test_case cases[] = {
     {"hist_buckets", t_hist_buckets}, {"hist_percentiles", t_hist_percentiles},
     {"parse", t_parse},               {"config", t_config},
     {"json", t_json},                 {"wire", t_wire},
+    {"auth", t_auth},
     {"status", t_status},
 };
 

@@ -79,6 +79,14 @@ int bench_common_opt(struct bench_common *c, int argc, char **argv, int *i)
     } else if (!strcmp(o, "--json")) {
         if (!v) bench_usage_error("", "%s needs a file name", o);
         c->json = v;
+    } else if (!strcmp(o, "--secret-file")) {
+        if (!v || !*v) bench_usage_error("", "%s needs a file", o);
+        c->secret_file = v;
+        setenv("RDKV_SECRET_FILE", v, 1); /* for the sessions kvbench opens (rdkv_connect) */
+    } else if (!strcmp(o, "--insecure")) {
+        c->insecure = true;
+        unsetenv("RDKV_SECRET_FILE"); /* an --insecure node proves nothing: offer nothing */
+        return 1;
     } else {
         return 0;
     }
@@ -167,10 +175,14 @@ int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, i
         }
         for (unsigned i = 0, at = lo.extra[0] ? 2 : 0; i < 12 && co->node_args[i] && at < 13; i++)
             lo.extra[at++] = co->node_args[i];
+        lo.insecure = co->insecure;
         rc = launch_start(&b->L, &lo, err, errcap);
         if (rc) return rc;
         b->launched = true;
         b->cfg = &b->L.cc;
+        /* the sessions kvbench opens prove the new cluster's secret (its client role) */
+        if (!co->insecure && !co->secret_file && b->L.cc.secret_file[0])
+            setenv("RDKV_SECRET_FILE", b->L.cc.secret_file, 1);
         t = lo.transport;
     }
     struct fab_opts o;
@@ -178,6 +190,8 @@ int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, i
     o.cluster = b->cfg;
     o.node = FAB_NODE_CLIENT;
     o.transport = t;
+    o.secret_file = co->secret_file;
+    o.insecure = co->insecure;
     if (co->spin_ns >= 0) o.spin_ns = co->spin_ns;
     rc = fab_open(&o, &b->f, err, errcap);
     if (rc) {

@@ -33,6 +33,9 @@ struct bench_common {
     int64_t spin_ns; /* client contexts poll this long before blocking; < 0: the default */
     const char *endpoints;    /* a running cluster named by host:port list (any of its nodes) */
     const char *node_args[12]; /* more kvserver arguments for launched nodes, NULL-terminated */
+    const char *secret_file;  /* --secret-file: the cluster's secret (also for its sessions) */
+    bool insecure;            /* --insecure: launched nodes run --insecure, and no credential is
+                                 offered (benchmarks of the handshake's cost only) */
 };
 /* rdkv_strerror for the answer to a node-side benchmark or workload RPC: RDKV_ENOTSUP there
  * means the node was not started for benchmarks (kvserver --bench), and says so. */

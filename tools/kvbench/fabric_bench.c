@@ -196,47 +196,20 @@ static int recv_full(int fd, void *buf, size_t len)
     return 0;
 }
 
-static int tcp_pingpong(const struct cluster_config *cc, uint16_t node, double seconds,
+static int tcp_pingpong(struct fabric *f, uint16_t node, double seconds,
                         struct bench_stats *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
     hist_init(&out->h);
     snprintf(out->name, sizeof out->name, "TCP-PINGPONG-8B");
     out->depth = 1;
-    const struct cluster_node *nd = &cc->nodes[node];
-    char port[8];
-    snprintf(port, sizeof port, "%u", nd->port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai;
-    if (getaddrinfo(nd->host, port, &hints, &ai)) {
-        snprintf(err, errcap, "cannot resolve %s", nd->host);
-        return RDKV_EUNAVAILABLE;
-    }
-    int fd = socket(ai->ai_family, SOCK_STREAM, 0);
-    if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-        snprintf(err, errcap, "connect %s:%u: %s", nd->host, nd->port, strerror(errno));
-        freeaddrinfo(ai);
-        if (fd >= 0) close(fd);
-        return RDKV_EUNAVAILABLE;
-    }
-    freeaddrinfo(ai);
+    int fd = -1;
+    int hrc = fab_echo_connect(f, node, 10 * NS_PER_S, &fd, err, errcap);
+    if (hrc) return hrc;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct timeval tv = {.tv_sec = 10};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    uint8_t hb[WIRE_HDR_SIZE + WIRE_HELLO_SIZE], ab[WIRE_HDR_SIZE + WIRE_HELLO_ACK_SIZE];
-    struct wire_hello hello = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .kind = WIRE_KIND_ECHO,
-                               .src_node = FAB_NODE_CLIENT, .dst_node = node,
-                               .cluster_fp = cc->fingerprint};
-    wire_put_hello(hb, &hello);
-    struct wire_hdr h;
-    struct wire_hello_ack ack;
-    if (send(fd, hb, sizeof hb, MSG_NOSIGNAL) != (ssize_t)sizeof hb ||
-        recv_full(fd, ab, sizeof ab) != 0 ||
-        (wire_get_hdr(ab, &h), wire_get_hello_ack(&h, ab + WIRE_HDR_SIZE, &ack)) || ack.status) {
-        snprintf(err, errcap, "node %u refused the ping-pong connection", node);
-        close(fd);
-        return RDKV_EPROTO;
-    }
     int64_t warm_end = clock_now_ns() + (int64_t)(seconds * 0.1e9) + 100 * NS_PER_MS;
     int64_t start = 0, end = 0;
     uint64_t m = 0;
@@ -419,7 +392,7 @@ int cmd_fabric(int argc, char **argv)
     struct bench_stats base;
     bool have_base = false;
     if (!bench_stop) {
-        if (tcp_pingpong(bc.cfg, (uint16_t)target, co.seconds, &base, err, sizeof err)) {
+        if (tcp_pingpong(bc.f, (uint16_t)target, co.seconds, &base, err, sizeof err)) {
             fprintf(stderr, "kvbench fabric: baseline: %s\n", err);
             rc = 1;
         } else {

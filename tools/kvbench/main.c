@@ -29,7 +29,12 @@ static const char usage[] =
     "  sessions  what idle remote sessions cost a node, and a read meanwhile\n"
     "\n"
     "Run 'kvbench COMMAND --help' for a command's options. Results go to stdout as YCSB-style\n"
-    "'[SERIES], Metric, value' lines followed by a summary table; --json FILE writes JSON too.\n";
+    "'[SERIES], Metric, value' lines followed by a summary table; --json FILE writes JSON too.\n"
+    "\n"
+    "Every command that starts or reaches a cluster also takes --secret-file FILE (the cluster's\n"
+    "secret, else the --config's secret_file or $RDKV_SECRET_FILE; the nodes kvbench starts get a\n"
+    "fresh one) and --insecure (start the nodes --insecure and prove nothing: only to measure the\n"
+    "handshake's cost on a trusted host; docs/security.md).\n";
 
 int main(int argc, char **argv)
 {

@@ -51,6 +51,7 @@
 
 struct cl {
     struct launch L;
+    char secret[PATH_MAX + 32], client_secret[PATH_MAX + 32]; /* the launcher's, in L.dir */
 };
 
 static int cl_start(struct cl *c, unsigned n, bool bench, const char *const *extra)
@@ -66,6 +67,8 @@ static int cl_start(struct cl *c, unsigned n, bool bench, const char *const *ext
     char err[512];
     int rc = launch_start(&c->L, &lo, err, sizeof err);
     if (rc) fprintf(stderr, "  launch: %s\n", err);
+    snprintf(c->secret, sizeof c->secret, "%s/" LAUNCH_SECRET, c->L.dir);
+    snprintf(c->client_secret, sizeof c->client_secret, "%s/" LAUNCH_CLIENT_SECRET, c->L.dir);
     return rc;
 }
 
@@ -91,6 +94,7 @@ static int connect_to(struct cl *c, unsigned first, rdkv_session **s)
     rdkv_options o;
     rdkv_options_init(&o);
     o.connect_timeout_ms = 2000;
+    o.secret_file = c->client_secret;
     return rdkv_connect(ep, &o, s);
 }
 
@@ -152,28 +156,21 @@ static void nap_ms(long ms)
         ok_;                                                                                       \
     })
 
-/* The credential attacker and control connections prove (raw_opts.secret_file): the test
- * cluster's secret file where it has one, NULL while nodes ask for none. */
-static const char *secret_file(struct cl *c)
-{
-    (void)c;
-    return NULL;
-}
-
-/* A raw connection claiming to be node `claim` (one-sided operations are for nodes). */
+/* A raw connection claiming to be node `claim` and proving it with the node secret: the
+ * abuse here is what a node's credential can still do (one-sided operations are for nodes). */
 static struct raw_opts raw_node_opts(struct cl *c, unsigned claim, unsigned dst)
 {
     struct raw_opts o = {.src_node = (uint16_t)claim, .dst_node = (uint16_t)dst,
                          .cluster_fp = c->L.cc.fingerprint, .timeout_ms = 2000,
-                         .secret_file = secret_file(c)};
+                         .secret_file = c->secret};
     return o;
 }
 
-/* A raw client connection. */
+/* A raw client connection, with the client secret. */
 static struct raw_opts raw_client_opts(struct cl *c, int timeout_ms)
 {
     struct raw_opts o = {.src_node = FAB_NODE_CLIENT, .dst_node = FAB_NODE_ANY,
-                         .timeout_ms = timeout_ms, .secret_file = secret_file(c)};
+                         .timeout_ms = timeout_ms, .secret_file = c->client_secret};
     return o;
 }
 

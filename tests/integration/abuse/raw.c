@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "rdkv_status.h"
+#include "rdma/auth.h"
 
 static int wait_fd(struct raw *r, short ev)
 {
@@ -82,6 +83,14 @@ int raw_dial(struct raw *r, const char *host, uint16_t port, const struct raw_op
         return RDKV_EUNAVAILABLE;
     }
     r->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    if (r->fd >= 0 && o->bind_addr &&
+        (inet_pton(AF_INET, o->bind_addr, &src.sin_addr) != 1 ||
+         bind(r->fd, (struct sockaddr *)&src, sizeof src))) {
+        snprintf(r->why, sizeof r->why, "cannot bind to %s: %s", o->bind_addr, strerror(errno));
+        freeaddrinfo(ai);
+        return RDKV_EUNAVAILABLE;
+    }
     int rc = r->fd < 0 || connect(r->fd, ai->ai_addr, ai->ai_addrlen) ? RDKV_EUNAVAILABLE : 0;
     freeaddrinfo(ai);
     if (rc) {
@@ -89,24 +98,61 @@ int raw_dial(struct raw *r, const char *host, uint16_t port, const struct raw_op
         return rc;
     }
     if (o->no_hello) return 0;
+    struct auth_keys keys = {0};
+    if (o->secret_file && (rc = auth_load(o->secret_file, &keys, r->why, sizeof r->why)))
+        return rc;
+    uint8_t role = o->role ? o->role : keys.have_node ? WIRE_ROLE_NODE : WIRE_ROLE_CLIENT;
+    const uint8_t *key = auth_key(&keys, role);
+    if (!key && keys.have_client) key = keys.client;
     struct wire_hello hello = {.magic = WIRE_MAGIC, .version = WIRE_VERSION,
                                .kind = o->kind ? o->kind : WIRE_KIND_FABRIC,
-                               .src_node = o->src_node, .dst_node = o->dst_node,
+                               .src_node = o->src_node, .dst_node = o->dst_node, .role = role,
                                .cluster_fp = o->cluster_fp};
+    if (key) {
+        hello.flags = WIRE_HELLO_F_AUTH;
+        auth_nonce(hello.nonce);
+    }
     uint8_t f[WIRE_HDR_SIZE + WIRE_HELLO_SIZE];
     wire_put_hello(f, &hello);
-    if ((rc = raw_send(r, f, sizeof f))) return rc;
+    if ((rc = raw_send(r, f, sizeof f))) goto out;
     struct wire_hdr h;
     uint8_t *body;
     if ((rc = raw_recv_frame(r, &h, &body))) {
-        snprintf(r->why, sizeof r->why, "no HELLO_ACK: %s", rdkv_status_name(rc));
-        return rc == RDKV_ETIMEDOUT ? rc : RDKV_EUNAVAILABLE;
+        snprintf(r->why, sizeof r->why, "no answer to HELLO: %s", rdkv_status_name(rc));
+        rc = rc == RDKV_ETIMEDOUT ? rc : RDKV_EUNAVAILABLE;
+        goto out;
+    }
+    if (h.type == WIRE_AUTH_CHALLENGE) {
+        struct wire_challenge ch;
+        rc = key ? wire_get_challenge(&h, body, &ch) : RDKV_EPROTO;
+        free(body);
+        if (rc) {
+            snprintf(r->why, sizeof r->why, "unexpected challenge");
+            goto out;
+        }
+        r->challenged = 1;
+        uint8_t want[WIRE_MAC_SIZE];
+        auth_mac(key, 'S', &hello, ch.nonce, want);
+        r->node_proved = auth_mac_equal(want, ch.mac);
+        struct wire_auth a;
+        auth_mac(key, 'C', &hello, ch.nonce, a.mac);
+        uint8_t af[WIRE_HDR_SIZE + WIRE_AUTH_SIZE];
+        wire_put_auth(af, &a);
+        if ((rc = raw_send(r, af, sizeof af))) goto out;
+        if ((rc = raw_recv_frame(r, &h, &body))) {
+            snprintf(r->why, sizeof r->why, "no answer to AUTH: %s", rdkv_status_name(rc));
+            rc = rc == RDKV_ETIMEDOUT ? rc : RDKV_EUNAVAILABLE;
+            goto out;
+        }
     }
     rc = h.type == WIRE_HELLO_ACK ? wire_get_hello_ack(&h, body, &r->ack) : RDKV_EPROTO;
     free(body);
-    if (rc) return rc;
+    if (rc) goto out;
     if (r->ack.status) snprintf(r->why, sizeof r->why, "refused: %s", rdkv_strerror(r->ack.status));
-    return r->ack.status;
+    rc = r->ack.status;
+out:
+    auth_wipe(&keys);
+    return rc;
 }
 
 int raw_send_rpc(struct raw *r, uint64_t id, uint16_t type, const void *payload, uint32_t len)

@@ -14,19 +14,28 @@ struct raw_opts {
     uint16_t dst_node;       /* the node the caller believes it dialled (FAB_NODE_ANY allowed) */
     uint64_t cluster_fp;     /* 0: do not check */
     uint16_t kind;           /* enum wire_hello_kind; 0 means WIRE_KIND_FABRIC */
-    const char *secret_file; /* the credential to prove, or NULL for none */
+    const char *secret_file; /* the credential to prove (rdma/auth.h), or NULL: a HELLO that
+                                offers no proof */
+    uint8_t role;            /* enum wire_role claimed in HELLO; 0: WIRE_ROLE_NODE when the file
+                                holds the node key, else WIRE_ROLE_CLIENT. A role whose key the
+                                file lacks is "proven" with the key it has (an attacker's try) */
     int timeout_ms;          /* per call; 0 means 5000 */
+    const char *bind_addr;   /* a local IPv4 address to connect from (NULL: the kernel's pick),
+                                to claim a node id from an address that is not the node's */
     int no_hello;            /* connect only: send no HELLO */
 };
 
 struct raw {
     int fd;
     int timeout_ms;
-    struct wire_hello_ack ack; /* the node's answer to HELLO */
+    struct wire_hello_ack ack; /* the node's answer to HELLO (to AUTH, after a challenge) */
+    int challenged;            /* the node answered HELLO with AUTH_CHALLENGE */
+    int node_proved;           /* ... and its proof checked out against the credential */
     char why[256];             /* the last refusal or error, in words */
 };
 
-/* Connects to host:port and, unless o->no_hello, says HELLO. Returns 0 when the node accepted,
+/* Connects to host:port and, unless o->no_hello, says HELLO -- with o->secret_file, the whole
+ * challenge-response (the node's challenge, the proof in AUTH). Returns 0 when the node accepted,
  * the node's refusal status (negative rdkv status, ack.status) when it refused, or
  * RDKV_EUNAVAILABLE when the connection failed or closed first. r->fd stays open on a refusal
  * (the node closes its end) and must be closed with raw_close. */
