@@ -108,7 +108,9 @@ eps=$KVCTL_ENDPOINTS
 export KVCTL_ENDPOINTS
 expect "cluster.sh status" 0 "running" -- env RDKV_BIN="$bin" "$root/tools/cluster.sh" status "$work/c"
 # Not started with --bench: kvbench's workloads are refused, and kvbench says why.
-expect "kvbench on a production node" 1 "not enabled on this node (start it with --bench)" -- "$bin/kvbench" ycsb load --endpoints "$eps" -p recordcount=10
+expect "kvbench on a production node" 1 "not enabled on this node (start it with --bench)" -- env RDKV_SECRET_FILE="$work/c/cluster.secret" "$bin/kvbench" ycsb load --endpoints "$eps" -p recordcount=10
+# kvbench with a client's credential: refused at once, and told which secret it needs
+expect "kvbench with a client secret" 1 "needs the cluster's node secret" -- "$bin/kvbench" ycsb load --endpoints "$eps" -p recordcount=10
 
 # Point operations.
 expect "put" 0 "OK" -- "$kv" put greeting "hello world" && same "put prints OK" "OK"

@@ -213,6 +213,15 @@ int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, i
         for (;;) {
             int r = fab_rpc_call(c, (uint16_t)n, FAB_RPC_ECHO, "ping", 4, &resp, NS_PER_S);
             if (r == 0) break;
+            if (r == RDKV_EPERM) { /* refused for good: no use waiting */
+                snprintf(err, errcap,
+                         "node %u at %s:%u refuses this credential: kvbench drives the nodes' "
+                         "benchmark services and needs the cluster's node secret "
+                         "(--secret-file DIR/cluster.secret), not a client's", n,
+                         b->cfg->nodes[n].host, b->cfg->nodes[n].port);
+                rc = r;
+                break;
+            }
             if (clock_now_ns() >= deadline || bench_stop) {
                 snprintf(err, errcap, "node %u at %s:%u does not answer: %s", n,
                          b->cfg->nodes[n].host, b->cfg->nodes[n].port, rdkv_strerror(r));

@@ -353,6 +353,7 @@ static void fd_limit(void)
     rdkv_options o;
     rdkv_options_init(&o);
     o.connect_timeout_ms = 1000;
+    o.secret_file = c.client_secret;
     CHECK(WAIT_FOR(rdkv_connect(ep, &o, &s2) == 0, 15000));
     if (s2) {
         key_on(NODES, victim, "fd:after", 0, key, sizeof key);
@@ -444,11 +445,13 @@ static void timeouts(void)
     cl_stop(&c);
 }
 
-/* One RPC on a raw client connection: its status and the start of its payload. */
+/* One RPC on a raw connection of an operator tool (kvbench: the node secret, no node id): its
+ * status and the start of its payload. */
 static int raw_call(struct cl *c, unsigned node, uint16_t type, int32_t *st, char *text, size_t cap)
 {
     struct raw r;
     struct raw_opts ro = raw_client_opts(c, 5000);
+    ro.secret_file = c->secret;
     int rc = raw_dial(&r, "127.0.0.1", port_of(c, node), &ro);
     size_t len = 0;
     memset(text, 0, cap);
