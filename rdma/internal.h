@@ -132,6 +132,8 @@ struct fabric {
     pthread_mutex_t region_lock;
     struct rpc_entry rpc[FAB_RPC_MAX_TYPES];
     _Atomic(fab_atomic_hook) hook_fn; /* soft NIC test hook; set while no atomic is running */
+    _Atomic(fab_conn_gone_fn) conn_gone_fn; /* fab_on_conn_gone */
+    void *_Atomic conn_gone_arg;
     void *_Atomic hook_arg;
     _Atomic(fab_rpc_hook) rpc_hook_fn; /* test hook around non-inline RPC handlers */
     void *_Atomic rpc_hook_arg;

@@ -39,6 +39,11 @@
 #define NKEYS 150
 #define RPC_DEADLINE_NS (5 * NS_PER_S)
 #define FAKE_TXID_TOP 0xFA00000000000000ull /* real txids have the coordinator's id on top */
+/* A PREPARE, APPLY, COMMIT or ABORT is taken only from the node that coordinates its
+ * transaction (docs/transactions.md, "Who may send what"): from this test's client fabric every
+ * well-formed one is refused so, before any row is looked at. (The participant's row and lock
+ * checks behind that are driven from a node's connection by tests/integration/abuse.) */
+#define NOT_COORD RDKV_EPROTO
 
 /* ------------------------------------------------------------------------------------------ */
 /* The cluster and the client fabric. */
@@ -383,7 +388,7 @@ struct state {
     struct fab_ctx *c; /* this thread's */
     unsigned fails;    /* added to the harness's count by the test's thread */
     uint64_t rng;
-    uint64_t sids[NNODES][64];
+    struct ses_id sids[NNODES][64];
     unsigned nsids[NNODES];
     uint64_t skipped; /* generated frames that could have changed a loaded key: not sent */
     bool allow_loaded; /* crafted frames that name loaded keys with rows that are not theirs */
@@ -416,7 +421,7 @@ static bool dangerous(uint16_t type, const uint8_t *p, size_t len)
     if (type == KV_RPC_SESSION) {
         struct pack_r r;
         pack_r_init(&r, p, len);
-        unpack_u64(&r);
+        pack_r_take(&r, SES_ID_LEN);
         uint8_t op = unpack_u8(&r);
         if (op != SES_PUT && op != SES_DEL) return false;
         uint32_t kl = unpack_u32(&r);
@@ -434,14 +439,15 @@ static void after_answer(struct state *st, uint16_t node, uint16_t type, const u
                          size_t len, int rc, const struct fab_buf *resp)
 {
     if (rc) return;
-    if (type == KV_RPC_SESSION && len == 18 && p[8] == SES_OPEN) {
-        uint64_t sid = 0;
-        for (int i = 7; i >= 0; i--) sid = sid << 8 | ((const uint8_t *)resp->data)[i];
-        if (resp->len < 12) { /* the id, this node's id and the node count at least */
+    if (type == KV_RPC_SESSION && len == SES_OPEN_LEN && p[SES_ID_LEN] == SES_OPEN) {
+        struct ses_id sid;
+        bool ok = resp->len >= SES_ID_LEN + 4; /* the id, this node's id and the node count */
+        if (!ok) {
             show_frame("SES_OPEN answered without a session id", node, type, p, len, rc);
             st->fails++;
         }
-        if (resp->len >= 12 && st->nsids[node] < 64) st->sids[node][st->nsids[node]++] = sid;
+        if (ok) memcpy(sid.b, resp->data, SES_ID_LEN);
+        if (ok && st->nsids[node] < 64) st->sids[node][st->nsids[node]++] = sid;
     }
     if (type == TXN_RPC_PREPARE && len >= 8) {
         /* a PREPARE that stuck (inserts only): abort it at once */
@@ -459,9 +465,9 @@ static void close_sessions(struct state *st)
 {
     for (uint16_t n = 0; n < NNODES; n++) {
         for (unsigned i = 0; i < st->nsids[n]; i++) {
-            uint8_t b[9];
-            for (int j = 0; j < 8; j++) b[j] = (uint8_t)(st->sids[n][i] >> (8 * j));
-            b[8] = SES_CLOSE;
+            uint8_t b[SES_ID_LEN + 1];
+            memcpy(b, st->sids[n][i].b, SES_ID_LEN);
+            b[SES_ID_LEN] = SES_CLOSE;
             struct fab_buf r = {0};
             int rc = ses_rpc(st->c, n, b, sizeof b, &r);
             if (rc != 0 && rc != RDKV_ESESSION) {
@@ -524,6 +530,21 @@ static void f_u32(struct frame *f, uint32_t v)
     put_le(b, v, 4);
     f_bytes(f, b, 4);
 }
+static void f_u64(struct frame *f, uint64_t v);
+/* A session id on the wire. */
+static void f_sid(struct frame *f, const struct ses_id *sid)
+{
+    memcpy(f->b + f->len, sid->b, SES_ID_LEN);
+    f->len += SES_ID_LEN;
+}
+/* An id that names no session: v in its first 8 bytes, zeros after. */
+static struct ses_id sid_fake(uint64_t v)
+{
+    struct ses_id sid = {{0}};
+    memcpy(sid.b, &v, sizeof v);
+    return sid;
+}
+
 static void f_u64(struct frame *f, uint64_t v)
 {
     uint8_t b[8];
@@ -628,13 +649,14 @@ static void make_wops(struct state *st, uint16_t node, struct frame *f)
 static void make_session(struct state *st, uint16_t node, struct frame *f)
 {
     uint64_t *r = &st->rng;
-    uint64_t sid;
+    struct ses_id sid;
     switch (rng_below(r, 10)) {
-    case 0: sid = 0; break;
-    case 1: sid = rng_next(r); break;
-    case 2: sid = (uint64_t)node << 48 | rng_below(r, 100); break; /* plausible, unknown */
+    case 0: sid = sid_fake(0); break;
+    case 1: sid = sid_fake(rng_next(r)); break;
+    case 2: sid = sid_fake((uint64_t)node << 48 | rng_below(r, 100)); break; /* unknown */
     default:
-        sid = st->nsids[node] ? st->sids[node][rng_below(r, st->nsids[node])] : rng_next(r);
+        sid = st->nsids[node] ? st->sids[node][rng_below(r, st->nsids[node])]
+                              : sid_fake(rng_next(r));
         break;
     }
     uint8_t op = (uint8_t)(rng_below(r, 10) == 0 ? rng_next(r) : 1 + rng_below(r, SES_STATUS));
@@ -644,7 +666,8 @@ static void make_session(struct state *st, uint16_t node, struct frame *f)
     uint8_t flags = rng_below(r, 3) ? 0 : (uint8_t)(rng_below(r, 8) << 5);
     if (op & ~SES_OP_MASK) flags = 0;
     f->len = 0;
-    f_u64(f, op == SES_OPEN && rng_below(r, 4) ? 0 : sid);
+    struct ses_id none = sid_fake(0);
+    f_sid(f, op == SES_OPEN && rng_below(r, 4) ? &none : &sid);
     f_u8(f, op | flags);
     uint8_t key[64], val[400];
     switch (op) {
@@ -763,11 +786,11 @@ static void make_frame(struct state *st, uint16_t node, uint16_t type, struct fr
     case 0: /* random bytes, 0..300 */
         f->len = rng_below(r, 301);
         for (size_t i = 0; i < f->len; i++) f->b[i] = (uint8_t)rng_next(r);
-        if (type == KV_RPC_SESSION && f->len >= 9 && rng_below(r, 2)) {
+        if (type == KV_RPC_SESSION && f->len >= SES_ID_LEN + 1 && rng_below(r, 2)) {
             /* get past the router: a known op with an unknown or a real session */
-            f->b[8] = (uint8_t)(1 + rng_below(r, SES_STATUS));
+            f->b[SES_ID_LEN] = (uint8_t)(1 + rng_below(r, SES_STATUS));
             if (st->nsids[node] && rng_below(r, 4))
-                put_le(f->b, st->sids[node][rng_below(r, st->nsids[node])], 8);
+                memcpy(f->b, st->sids[node][rng_below(r, st->nsids[node])].b, SES_ID_LEN);
         }
         break;
     case 1: make_valid(st, node, type, f); break;
@@ -779,11 +802,11 @@ static void make_frame(struct state *st, uint16_t node, uint16_t type, struct fr
     /* A session may ask for lock waits of up to an hour (longer means the node's default): a
      * session opened here waits at most 1 s, so that two of this test's sessions contending for
      * a key never outwait the RPC deadline (that would be the test's deadlock, not the node's). */
-    if (type == KV_RPC_SESSION && f->len == 18 && f->b[8] == SES_OPEN) {
+    if (type == KV_RPC_SESSION && f->len == SES_OPEN_LEN && f->b[SES_ID_LEN] == SES_OPEN) {
         uint64_t lto = 0;
-        for (int i = 7; i >= 0; i--) lto = lto << 8 | f->b[9 + i];
+        for (int i = 7; i >= 0; i--) lto = lto << 8 | f->b[SES_ID_LEN + 1 + i];
         if (lto > (uint64_t)NS_PER_S && lto <= 3600ull * (uint64_t)NS_PER_S)
-            put_le(f->b + 9, (uint64_t)NS_PER_S, 8);
+            put_le(f->b + SES_ID_LEN + 1, (uint64_t)NS_PER_S, 8);
     }
 }
 
@@ -854,7 +877,8 @@ static void open_sessions(struct state *st)
         for (int i = 0; i < 3; i++) {
             struct frame f;
             f.len = 0;
-            f_u64(&f, 0);
+            struct ses_id none = sid_fake(0);
+            f_sid(&f, &none);
             f_u8(&f, SES_OPEN);
             f_u64(&f, 0);
             f_u8(&f, SES_CONFLICT_NODE);
@@ -1070,7 +1094,7 @@ static void crafted_frames(void)
                                 .row = st.rows[node][i], .key = key, .klen = kl,
                                 .val = (const uint8_t *)"xyz", .vlen = i % 2 ? 3 : 0};
                 int rc = wops_call(&st, node, wtypes[t], &o, 1, txid++);
-                CHECK_EQ(rc, RDKV_EABORTED);
+                CHECK_EQ(rc, NOT_COORD);
             }
         }
         /* loaded keys, named with rows that are certainly not theirs: not a row at all, another
@@ -1095,7 +1119,7 @@ static void crafted_frames(void)
                                 .row = st.rows[node][i], .key = st.rkeys[node][other],
                                 .klen = st.rklen[node][other], .val = (const uint8_t *)"xyz",
                                 .vlen = i % 2 ? 3 : 0};
-                CHECK_EQ(wops_call(&st, node, wtypes[t], &o, 1, txid++), RDKV_EABORTED);
+                CHECK_EQ(wops_call(&st, node, wtypes[t], &o, 1, txid++), NOT_COORD);
             }
         }
         st.allow_loaded = false;
@@ -1114,8 +1138,8 @@ static void crafted_frames(void)
                  .klen = 4, .val = (const uint8_t *)"w", .vlen = 1},
             };
             uint64_t id = txid++;
-            CHECK_EQ(wops_call(&st, node, wtypes[t], o, 2, id), RDKV_EABORTED);
-            CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, id), RDKV_ENOTFOUND);
+            CHECK_EQ(wops_call(&st, node, wtypes[t], o, 2, id), NOT_COORD);
+            CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, id), NOT_COORD);
             CHECK(!key_exists(&st, node, ins, (uint32_t)strlen(ins)));
         }
         /* an INSERT of a loaded key (applied, or prepared then committed) holds no lock of
@@ -1128,7 +1152,7 @@ static void crafted_frames(void)
                             .val = (const uint8_t *)"clobbered", .vlen = 9,
                             .range_tok = done * 7 + 1};
             if (done++ % 2) {
-                CHECK_EQ(wops_call(&st, node, TXN_RPC_APPLY, &o, 1, txid++), RDKV_EABORTED);
+                CHECK_EQ(wops_call(&st, node, TXN_RPC_APPLY, &o, 1, txid++), NOT_COORD);
             } else {
                 uint64_t id = txid++;
                 /* (sent directly: call() would abort what it prepared) */
@@ -1137,16 +1161,16 @@ static void crafted_frames(void)
                 txn_wops_pack(&w, id, 1, &o, 1);
                 struct fab_buf resp = {0};
                 CHECK_EQ(fab_rpc_call(k.c, node, TXN_RPC_PREPARE, w.p, w.len, &resp,
-                                      RPC_DEADLINE_NS), RDKV_EABORTED);
+                                      RPC_DEADLINE_NS), NOT_COORD);
                 fab_buf_free(&resp);
                 pack_w_free(&w);
-                CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, id), RDKV_ENOTFOUND);
-                CHECK_EQ(txid_call(&st, node, TXN_RPC_ABORT, id), 0);
+                CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, id), NOT_COORD);
+                CHECK_EQ(txid_call(&st, node, TXN_RPC_ABORT, id), NOT_COORD);
             }
         }
         /* COMMIT / ABORT: unknown transactions, bad lengths */
-        CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, FAKE_TXID_TOP | 0xdead), RDKV_ENOTFOUND);
-        CHECK_EQ(txid_call(&st, node, TXN_RPC_ABORT, FAKE_TXID_TOP | 0xdead), 0);
+        CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, FAKE_TXID_TOP | 0xdead), NOT_COORD);
+        CHECK_EQ(txid_call(&st, node, TXN_RPC_ABORT, FAKE_TXID_TOP | 0xdead), NOT_COORD);
         for (size_t len = 0; len < 12; len++) {
             if (len == 8) continue;
             uint8_t b[12] = {0};
@@ -1218,24 +1242,25 @@ static void crafted_frames(void)
 #define SES(sid_, op_)                                                                             \
     do {                                                                                           \
         f.len = 0;                                                                                 \
-        f_u64(&f, (sid_));                                                                         \
+        struct ses_id sid__ = (sid_);                                                              \
+        f_sid(&f, &sid__);                                                                         \
         f_u8(&f, (op_));                                                                           \
     } while (0)
-        SES((uint64_t)node << 48 | 12345, SES_GET);
+        SES(sid_fake((uint64_t)node << 48 | 12345), SES_GET);
         f_u8(&f, 0);
         f_str(&f, "fz/a", 4);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_ESESSION);
-        SES(0, SES_BEGIN);
+        SES(sid_fake(0), SES_BEGIN);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_ESESSION);
         for (unsigned op = 0; op < 256; op += op < 16 ? 1 : 37) {
             if (op >= SES_OPEN && op <= SES_STATUS) continue;
-            SES(0, (uint8_t)op);
+            SES(sid_fake(0), (uint8_t)op);
             CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_EPROTO);
         }
-        SES(5, SES_OPEN); /* OPEN names no session */
+        SES(sid_fake(5), SES_OPEN); /* OPEN names no session */
         f_u64(&f, 0);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_EPROTO);
-        SES(0, SES_OPEN);
+        SES(sid_fake(0), SES_OPEN);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_EPROTO); /* no field */
         f_u64(&f, 0);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_EPROTO); /* one short */
@@ -1245,7 +1270,7 @@ static void crafted_frames(void)
         f.len--;
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), 0);
         REQUIRE(st.nsids[node] == 1);
-        uint64_t sid = st.sids[node][0];
+        struct ses_id sid = st.sids[node][0];
         /* without BEGIN */
         SES(sid, SES_GET);
         f_u8(&f, 0);
@@ -1329,18 +1354,15 @@ static void crafted_frames(void)
     }
     /* more sessions than a node serves: RDKV_EBUSY, and a session again once they are closed */
     {
-        static uint64_t sids[256];
+        static struct ses_id sids[256];
         unsigned n = 0, busy = 0;
         for (unsigned i = 0; i < 200 && !busy; i++) {
-            uint8_t b[18] = {0};
-            b[8] = SES_OPEN;
-            b[17] = SES_CONFLICT_NODE;
+            uint8_t b[SES_OPEN_LEN];
+            ses_open_request(b);
             struct fab_buf resp = {0};
             int rc = ses_rpc(k.c, 0, b, sizeof b, &resp);
-            if (rc == 0 && resp.len >= 12) {
-                uint64_t sid = 0;
-                for (int j = 7; j >= 0; j--) sid = sid << 8 | ((const uint8_t *)resp.data)[j];
-                sids[n++] = sid;
+            if (rc == 0 && resp.len >= SES_ID_LEN + 4) {
+                memcpy(sids[n++].b, resp.data, SES_ID_LEN);
             } else {
                 CHECK_EQ(rc, RDKV_EBUSY);
                 busy++;
@@ -1350,9 +1372,9 @@ static void crafted_frames(void)
         CHECK_EQ(busy, 1);
         CHECK_EQ(n, (unsigned)atoi(TEST_MAX_SESSIONS));
         for (unsigned i = 0; i < n; i++) {
-            uint8_t b[9];
-            put_le(b, sids[i], 8);
-            b[8] = SES_CLOSE;
+            uint8_t b[SES_ID_LEN + 1];
+            memcpy(b, sids[i].b, SES_ID_LEN);
+            b[SES_ID_LEN] = SES_CLOSE;
             struct fab_buf resp = {0};
             CHECK_EQ(ses_rpc(k.c, 0, b, sizeof b, &resp), 0);
             fab_buf_free(&resp);
@@ -1369,7 +1391,7 @@ static void crafted_frames(void)
         CHECK_EQ(wops_call(&st, node, TXN_RPC_APPLY, &o, 1, txid++), RDKV_ETOOBIG);
         o.vlen = sizeof big - 1;
         /* within the limit: decoded, then refused by the fence (no lock held) */
-        CHECK_EQ(wops_call(&st, node, TXN_RPC_PREPARE, &o, 1, txid++), RDKV_EABORTED);
+        CHECK_EQ(wops_call(&st, node, TXN_RPC_PREPARE, &o, 1, txid++), NOT_COORD);
         CHECK(!key_exists(&st, node, key, (uint32_t)strlen(key)));
     }
     harness_failures += (int)st.fails;
