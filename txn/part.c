@@ -354,6 +354,13 @@ void txn_env_fence_stats(struct txn_env *e, struct txn_fence_stats *out)
     out->resolved = __atomic_load_n(&e->fst.resolved, __ATOMIC_RELAXED);
     out->dropped = __atomic_load_n(&e->fst.dropped, __ATOMIC_RELAXED);
     out->pending = __atomic_load_n(&e->fst.pending, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&e->pmu);
+    out->prepared = e->prep_kept;
+    out->prepared_bytes = e->prep_bytes;
+    pthread_mutex_unlock(&e->pmu);
+    out->prepared_refused = __atomic_load_n(&e->prep_refused, __ATOMIC_RELAXED);
+    out->indoubt_committed = __atomic_load_n(&e->indoubt_committed, __ATOMIC_RELAXED);
+    out->indoubt_dropped = __atomic_load_n(&e->indoubt_dropped, __ATOMIC_RELAXED);
 }
 
 void txn_env_peer_lost(struct txn_env *e, uint16_t node)

@@ -124,6 +124,10 @@ struct txn_fence_stats {
     uint64_t resolved;  /* coordinator: of those, released after the participant's answer */
     uint64_t dropped;   /* coordinator: of those, dropped because the participant went down */
     uint64_t pending;   /* coordinator: still kept now */
+    /* participant: PREPAREs kept now (and their request bytes), refused by the caps, and
+     * in-doubt ones settled by asking their coordinator (docs/transactions.md, "In-doubt
+     * transactions") */
+    uint64_t prepared, prepared_bytes, prepared_refused, indoubt_committed, indoubt_dropped;
 };
 void txn_env_fence_stats(struct txn_env *e, struct txn_fence_stats *out);
 
