@@ -250,9 +250,10 @@ void part_record(struct txn_env *e, struct prepared *p)
     pthread_mutex_lock(&e->pmu);
     p->next = e->prep;
     e->prep = p;
-    bool first = p->charge && e->prep_kept == 1;
+    bool kick = p->charge && !e->indoubt_armed;
+    if (kick) e->indoubt_armed = true;
     pthread_mutex_unlock(&e->pmu);
-    if (first) txn_janitor_kick(e); /* (after pmu: the janitor takes jmu, then pmu) */
+    if (kick) txn_indoubt_kick(e); /* (after pmu: neither lock is taken inside the other) */
 }
 
 /* Takes the first recorded transaction with that txid (by_coord: coordinated by node `key`);
@@ -648,12 +649,17 @@ int64_t part_indoubt_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
     for (struct prepared *p = e->prep; p; p = p->next) {
         if (!p->charge) continue; /* (this node's own, being committed right now) */
         if (p->next_ask <= now && n < INDOUBT_BATCH) {
-            ask[n] = p->txid;
-            coord[n++] = p->coord;
+            /* (a coordinator declared down is not asked: txn_env_peer_lost aborts its
+             * PREPAREs, or it answers once it is up again) */
+            if (!txn_env_is_down(e, p->coord)) {
+                ask[n] = p->txid;
+                coord[n++] = p->coord;
+            }
             p->next_ask = now + again;
         }
         if (p->next_ask < next) next = p->next_ask;
     }
+    e->indoubt_armed = next != INT64_MAX; /* else the next PREPARE kept wakes the thread */
     pthread_mutex_unlock(&e->pmu);
     for (unsigned i = 0; i < n; i++) {
         uint8_t req[8];

@@ -356,11 +356,60 @@ uint8_t coord_state(struct txn_env *e, uint64_t txid)
     return st;
 }
 
-void txn_janitor_kick(struct txn_env *e)
+/* The in-doubt thread: asks coordinators about the PREPAREs kept here (part_indoubt_step). A
+ * thread of its own with a fabric context of its own, because an ask waits for an answer (up to
+ * RESOLVE_RPC_TIMEOUT_NS from a paused coordinator): the janitor, which passes given-up lock
+ * tickets on, must never wait behind it. */
+static void *indoubt_main(void *arg)
 {
-    pthread_mutex_lock(&e->jmu);
-    pthread_cond_signal(&e->jcv);
-    pthread_mutex_unlock(&e->jmu);
+    struct txn_env *e = arg;
+    struct fab_ctx *c = NULL;
+    bool ok = fab_ctx_create(e->f, &c) == 0;
+    if (!ok) log_error("transaction in-doubt thread: no fabric context; kept PREPAREs wait for "
+                       "their decision or their coordinator's down verdict");
+    int64_t next = 0;
+    pthread_mutex_lock(&e->imu);
+    while (!e->istop) {
+        if (e->ikick) {
+            e->ikick = false;
+            next = 0;
+        }
+        int64_t now = clock_now_ns();
+        if (ok && now >= next) {
+            pthread_mutex_unlock(&e->imu);
+            next = part_indoubt_step(e, c, now);
+            pthread_mutex_lock(&e->imu);
+            continue;
+        }
+        if (!ok || next == INT64_MAX) {
+            pthread_cond_wait(&e->icv, &e->imu); /* (a kept PREPARE sets ikick) */
+        } else {
+            struct timespec until = clock_ts(next);
+            pthread_cond_timedwait(&e->icv, &e->imu, &until);
+        }
+    }
+    pthread_mutex_unlock(&e->imu);
+    if (c) fab_ctx_destroy(c);
+    return NULL;
+}
+
+void txn_indoubt_kick(struct txn_env *e)
+{
+    pthread_mutex_lock(&e->imu);
+    e->ikick = true;
+    pthread_cond_signal(&e->icv);
+    pthread_mutex_unlock(&e->imu);
+}
+
+static void indoubt_stop(struct txn_env *e)
+{
+    if (!e->ind_started) return;
+    pthread_mutex_lock(&e->imu);
+    e->istop = true;
+    pthread_cond_broadcast(&e->icv);
+    pthread_mutex_unlock(&e->imu);
+    pthread_join(e->ind, NULL);
+    e->ind_started = false;
 }
 
 /* Lets the fence's locks go (released, or dropped when the participant is down) and frees it. */
@@ -429,7 +478,6 @@ static void *janitor_main(void *arg)
     if (ok) e->jlt = &lt;
     pthread_cond_broadcast(&e->jcv);
     unsigned round = 0;
-    int64_t indoubt_next = 0; /* when to look at the PREPAREs kept here (part_indoubt_step) */
     struct txn_fence *mine = NULL; /* fences taken over: their handles point at lt */
     while (ok && !e->jstop) {
         while (e->fences) {
@@ -443,25 +491,13 @@ static void *janitor_main(void *arg)
         if (lock_thread_owes(&lt)) lock_thread_poll(&lt); /* under jmu: workers hand over only
                                                               between polls */
         bool owes = lock_thread_owes(&lt);
-        int64_t now = clock_now_ns();
-        if (now >= indoubt_next) {
-            pthread_mutex_unlock(&e->jmu);
-            indoubt_next = part_indoubt_step(e, c, now);
-            pthread_mutex_lock(&e->jmu);
-            continue;
-        }
         if (!owes && !mine) {
             round = 0;
-            if (indoubt_next == INT64_MAX) {
-                pthread_cond_wait(&e->jcv, &e->jmu);
-                indoubt_next = 0; /* kicked: maybe a PREPARE was kept; look */
-            } else {
-                struct timespec until = clock_ts(indoubt_next);
-                pthread_cond_timedwait(&e->jcv, &e->jmu, &until);
-            }
+            pthread_cond_wait(&e->jcv, &e->jmu);
             continue;
         }
         pthread_mutex_unlock(&e->jmu);
+        int64_t now = clock_now_ns();
         for (struct txn_fence **pp = &mine; *pp;) {
             struct txn_fence *f = *pp;
             if (now >= f->next_ask || now >= f->next_refresh) {
@@ -476,8 +512,7 @@ static void *janitor_main(void *arg)
         if (owes) lock_backoff(round < 12 ? round++ : 12); /* up to ~128 us between looks */
         pthread_mutex_lock(&e->jmu);
         if (!owes && !e->fences && !e->jstop && mine) {
-            int64_t next = fences_next(mine);
-            struct timespec until = clock_ts(next < indoubt_next ? next : indoubt_next);
+            struct timespec until = clock_ts(fences_next(mine));
             pthread_cond_timedwait(&e->jcv, &e->jmu, &until);
         }
     }
@@ -608,16 +643,26 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the janitor waits for fence deadlines */
     pthread_cond_init(&e->jcv, &ca);
+    pthread_mutex_init(&e->imu, NULL);
+    pthread_cond_init(&e->icv, &ca);
     pthread_condattr_destroy(&ca);
     if (!rc && pthread_create(&e->jan, NULL, janitor_main, e)) {
         snprintf(err, errcap, "cannot start the transaction janitor thread");
         rc = RDKV_ENOMEM;
     }
     if (!rc) e->jan_started = true;
+    if (!rc && pthread_create(&e->ind, NULL, indoubt_main, e)) {
+        snprintf(err, errcap, "cannot start the transaction in-doubt thread");
+        rc = RDKV_ENOMEM;
+    }
+    if (!rc) e->ind_started = true;
     if (!rc && (rc = part_register(e)))
         snprintf(err, errcap, "cannot register the transaction RPCs: %s", rdkv_strerror(rc));
     if (rc) {
         txn_janitor_stop(e);
+        indoubt_stop(e);
+        pthread_mutex_destroy(&e->imu);
+        pthread_cond_destroy(&e->icv);
         pthread_mutex_destroy(&e->jmu);
         pthread_cond_destroy(&e->jcv);
         free(e->down);
@@ -639,12 +684,16 @@ void txn_env_quiesce(struct txn_env *e)
     for (unsigned round = 0; __atomic_load_n(&e->inflight, __ATOMIC_SEQ_CST); round++)
         clock_sleep_ns(round < 10 ? 100 * NS_PER_US : NS_PER_MS);
     txn_janitor_stop(e); /* it uses the fabric */
+    indoubt_stop(e);     /* so does it */
 }
 
 void txn_env_close(struct txn_env *e)
 {
     if (!e) return;
     txn_janitor_stop(e);
+    indoubt_stop(e);
+    pthread_mutex_destroy(&e->imu);
+    pthread_cond_destroy(&e->icv);
     pthread_mutex_destroy(&e->jmu);
     pthread_cond_destroy(&e->jcv);
     for (;;) {

@@ -93,6 +93,7 @@ struct txn_env {
      * txn_cfg), and how many */
     uint64_t prep_bytes, *prep_by_coord;
     unsigned prep_kept;
+    bool indoubt_armed; /* the janitor will look at the kept PREPAREs again (under pmu) */
     uint64_t prep_refused, indoubt_dropped, indoubt_committed; /* atomics */
     /* The coordinator's memory for TXN_RPC_QUERY: its transactions in two-phase commit (from
      * before their PREPAREs until every participant answered or was resolved), under cmu. */
@@ -111,6 +112,12 @@ struct txn_env {
     pthread_cond_t jcv;
     struct lock_thread *jlt; /* the janitor's, while it runs */
     struct txn_fence *fences; /* given to the janitor, under jmu */
+    /* The in-doubt thread (part_indoubt_step), woken by ikick when a PREPARE is kept while it
+     * has none to look at */
+    pthread_t ind;
+    bool ind_started, istop, ikick;
+    pthread_mutex_t imu;
+    pthread_cond_t icv;
 };
 
 /* Encoding of PREPARE / APPLY: u64 txid, u16 coordinator, u32 n, then n times {u8 kind, u64 row,
@@ -145,12 +152,12 @@ struct coord_rec {
 /* What the coordinator knows of txid (enum txn_state). */
 uint8_t coord_state(struct txn_env *e, uint64_t txid);
 
-/* In-doubt transactions, on the janitor (part.c): asks the coordinators of the PREPAREs kept
+/* In-doubt transactions, on the in-doubt thread (part.c): asks the coordinators of the PREPAREs kept
  * longer than txn_cfg.indoubt_ns (TXN_RPC_QUERY) and commits or drops them by the answer.
  * Returns when it wants to run again (INT64_MAX: nothing kept). */
 int64_t part_indoubt_step(struct txn_env *e, struct fab_ctx *c, int64_t now);
-/* The janitor's wake-up after a PREPARE was kept with none before (txn.c). */
-void txn_janitor_kick(struct txn_env *e);
+/* The in-doubt thread's wake-up after a PREPARE was kept with none before (txn.c). */
+void txn_indoubt_kick(struct txn_env *e);
 /* The node that coordinates txid (its top 16 bits). */
 static inline uint16_t txn_txid_node(uint64_t txid) { return (uint16_t)(txid >> 48); }
 void part_record(struct txn_env *e, struct prepared *p);
