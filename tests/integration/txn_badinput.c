@@ -24,6 +24,8 @@
 #include "common/rng.h"
 #include "rdkv.h"
 #include "rdma/fabric.h"
+#include "client/embed.h"
+#include "server/node.h"
 #include "server/proto.h"
 #include "storage/store.h"
 #include "txn/txn.h"
@@ -44,6 +46,9 @@
  * well-formed one is refused so, before any row is looked at. (The participant's row and lock
  * checks behind that are driven from a node's connection by tests/integration/abuse.) */
 #define NOT_COORD RDKV_EPROTO
+/* So the crafted cases send their 2PC frames as the other node (a real node's fabric), with
+ * txids and a coordinator field that name it: those reach the participant's row and lock checks
+ * (state.as_coord). */
 
 /* ------------------------------------------------------------------------------------------ */
 /* The cluster and the client fabric. */
@@ -392,6 +397,10 @@ struct state {
     unsigned nsids[NNODES];
     uint64_t skipped; /* generated frames that could have changed a loaded key: not sent */
     bool allow_loaded; /* crafted frames that name loaded keys with rows that are not theirs */
+    /* 2PC frames to node i go as node i ^ 1, through as_node[i] (a context of that node's
+     * fabric), their txids rewritten to name it; coord_lie: the frame names node i instead */
+    bool as_coord, coord_lie;
+    struct fab_ctx *as_node[NNODES];
     /* rows seen in scans, per node, with their keys (up to 16 bytes) */
     rptr rows[NNODES][512];
     uint8_t rkeys[NNODES][512][16];
@@ -488,8 +497,12 @@ static int call(struct state *st, uint16_t node, uint16_t type, const uint8_t *p
         st->skipped++;
         return RDKV_EINVAL;
     }
+    struct fab_ctx *c = st->as_coord && type != KV_RPC_STATUS && type != TXN_RPC_SCAN &&
+                                st->as_node[node]
+                            ? st->as_node[node]
+                            : st->c;
     int rc = type == KV_RPC_SESSION ? ses_rpc(st->c, node, p, len, resp)
-                                    : fab_rpc_call(st->c, node, type, p, len, resp, RPC_DEADLINE_NS);
+                                    : fab_rpc_call(c, node, type, p, len, resp, RPC_DEADLINE_NS);
     pthread_mutex_lock(&tally_mu);
     struct tally *t = &tallies[type - FAB_RPC_USER_BASE];
     t->sent++;
@@ -978,12 +991,21 @@ static void random_frames(void)
 /* Crafted frames with exact answers: rows that are not live rows of the key, the arena header,
  * heap edges, another node's rows; a refused PREPARE / APPLY stages nothing; an INSERT of a key
  * that exists changes nothing; COMMIT / ABORT of unknown transactions; sessions misused. */
+/* A txid as the frame's sender names it: as node ^ 1 (st->as_coord), or as it is. */
+static uint64_t as_txid(const struct state *st, uint16_t node, uint64_t txid)
+{
+    if (!st->as_coord) return txid;
+    return (txid & 0xFFFFFFFFFFFFull) | (uint64_t)(node ^ 1) << 48;
+}
+
 static int wops_call(struct state *st, uint16_t node, uint16_t type, const struct wop *ops,
                      uint32_t n, uint64_t txid)
 {
     struct pack_w w;
     pack_w_init(&w);
-    txn_wops_pack(&w, txid, 1, ops, n);
+    uint16_t coord = st->as_coord && !st->coord_lie ? (uint16_t)(node ^ 1) : (uint16_t)node;
+    if (!st->as_coord) coord = 1;
+    txn_wops_pack(&w, as_txid(st, node, txid), coord, ops, n);
     struct fab_buf resp = {0};
     int rc = w.err ? RDKV_ENOMEM : call(st, node, type, w.p, w.len, &resp);
     fab_buf_free(&resp);
@@ -994,7 +1016,7 @@ static int wops_call(struct state *st, uint16_t node, uint16_t type, const struc
 static int txid_call(struct state *st, uint16_t node, uint16_t type, uint64_t txid)
 {
     uint8_t b[8];
-    put_le(b, txid, 8);
+    put_le(b, as_txid(st, node, txid), 8);
     struct fab_buf resp = {0};
     int rc = call(st, node, type, b, 8, &resp);
     fab_buf_free(&resp);
@@ -1028,6 +1050,23 @@ static uint16_t owner_of(const void *key, uint32_t klen)
     return (uint16_t)(store_place_hash(key, klen) % NNODES);
 }
 
+/* Contexts of each node's own fabric, to send 2PC frames to the other as a node. */
+static void as_nodes(struct state *st, struct cl *k)
+{
+    for (unsigned i = 0; i < NNODES; i++)
+        REQUIRE(fab_ctx_create(node_fabric(rdkv_node_server(k->node[i ^ 1])), &st->as_node[i]) ==
+                0);
+    st->as_coord = true;
+}
+
+static void as_nodes_free(struct state *st)
+{
+    for (unsigned i = 0; i < NNODES; i++)
+        if (st->as_node[i]) fab_ctx_destroy(st->as_node[i]);
+    memset(st->as_node, 0, sizeof st->as_node);
+    st->as_coord = false;
+}
+
 static void crafted_frames(void)
 {
     static struct cl k;
@@ -1038,6 +1077,7 @@ static void crafted_frames(void)
     st.k = &k;
     st.c = k.c;
     st.rng = 0xc4af7ed;
+    as_nodes(&st, &k);
     learn_rows(&st);
     static const uint16_t wtypes[] = {TXN_RPC_PREPARE, TXN_RPC_APPLY};
     unsigned refused = 0;
@@ -1094,7 +1134,7 @@ static void crafted_frames(void)
                                 .row = st.rows[node][i], .key = key, .klen = kl,
                                 .val = (const uint8_t *)"xyz", .vlen = i % 2 ? 3 : 0};
                 int rc = wops_call(&st, node, wtypes[t], &o, 1, txid++);
-                CHECK_EQ(rc, NOT_COORD);
+                CHECK_EQ(rc, RDKV_EABORTED);
             }
         }
         /* loaded keys, named with rows that are certainly not theirs: not a row at all, another
@@ -1119,7 +1159,7 @@ static void crafted_frames(void)
                                 .row = st.rows[node][i], .key = st.rkeys[node][other],
                                 .klen = st.rklen[node][other], .val = (const uint8_t *)"xyz",
                                 .vlen = i % 2 ? 3 : 0};
-                CHECK_EQ(wops_call(&st, node, wtypes[t], &o, 1, txid++), NOT_COORD);
+                CHECK_EQ(wops_call(&st, node, wtypes[t], &o, 1, txid++), RDKV_EABORTED);
             }
         }
         st.allow_loaded = false;
@@ -1138,8 +1178,8 @@ static void crafted_frames(void)
                  .klen = 4, .val = (const uint8_t *)"w", .vlen = 1},
             };
             uint64_t id = txid++;
-            CHECK_EQ(wops_call(&st, node, wtypes[t], o, 2, id), NOT_COORD);
-            CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, id), NOT_COORD);
+            CHECK_EQ(wops_call(&st, node, wtypes[t], o, 2, id), RDKV_EABORTED);
+            CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, id), RDKV_ENOTFOUND);
             CHECK(!key_exists(&st, node, ins, (uint32_t)strlen(ins)));
         }
         /* an INSERT of a loaded key (applied, or prepared then committed) holds no lock of
@@ -1152,25 +1192,45 @@ static void crafted_frames(void)
                             .val = (const uint8_t *)"clobbered", .vlen = 9,
                             .range_tok = done * 7 + 1};
             if (done++ % 2) {
-                CHECK_EQ(wops_call(&st, node, TXN_RPC_APPLY, &o, 1, txid++), NOT_COORD);
+                CHECK_EQ(wops_call(&st, node, TXN_RPC_APPLY, &o, 1, txid++), RDKV_EABORTED);
             } else {
                 uint64_t id = txid++;
                 /* (sent directly: call() would abort what it prepared) */
                 struct pack_w w;
                 pack_w_init(&w);
-                txn_wops_pack(&w, id, 1, &o, 1);
+                txn_wops_pack(&w, as_txid(&st, node, id), (uint16_t)(node ^ 1), &o, 1);
                 struct fab_buf resp = {0};
-                CHECK_EQ(fab_rpc_call(k.c, node, TXN_RPC_PREPARE, w.p, w.len, &resp,
-                                      RPC_DEADLINE_NS), NOT_COORD);
+                CHECK_EQ(fab_rpc_call(st.as_node[node], node, TXN_RPC_PREPARE, w.p, w.len, &resp,
+                                      RPC_DEADLINE_NS), RDKV_EABORTED);
                 fab_buf_free(&resp);
                 pack_w_free(&w);
-                CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, id), NOT_COORD);
-                CHECK_EQ(txid_call(&st, node, TXN_RPC_ABORT, id), NOT_COORD);
+                CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, id), RDKV_ENOTFOUND);
+                CHECK_EQ(txid_call(&st, node, TXN_RPC_ABORT, id), 0);
             }
         }
         /* COMMIT / ABORT: unknown transactions, bad lengths */
-        CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, FAKE_TXID_TOP | 0xdead), NOT_COORD);
-        CHECK_EQ(txid_call(&st, node, TXN_RPC_ABORT, FAKE_TXID_TOP | 0xdead), NOT_COORD);
+        CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, FAKE_TXID_TOP | 0xdead), RDKV_ENOTFOUND);
+        CHECK_EQ(txid_call(&st, node, TXN_RPC_ABORT, FAKE_TXID_TOP | 0xdead), 0);
+        /* the same frames from the client fabric, or naming another coordinator: refused
+         * before anything is looked at */
+        {
+            struct wop o = {.kind = WOP_UPDATE, .row = st.rows[node][0], .key = st.rkeys[node][0],
+                            .klen = st.rklen[node][0], .val = (const uint8_t *)"xyz", .vlen = 3};
+            st.allow_loaded = true;
+            for (size_t t = 0; t < 2; t++) {
+                st.as_coord = false;
+                CHECK_EQ(wops_call(&st, node, wtypes[t], &o, 1, txid++), NOT_COORD);
+                st.as_coord = true;
+                st.coord_lie = true; /* the txid names node ^ 1, the frame another */
+                CHECK_EQ(wops_call(&st, node, wtypes[t], &o, 1, txid++), NOT_COORD);
+                st.coord_lie = false;
+            }
+            st.allow_loaded = false;
+            st.as_coord = false;
+            CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, FAKE_TXID_TOP | 0xdead), NOT_COORD);
+            CHECK_EQ(txid_call(&st, node, TXN_RPC_ABORT, FAKE_TXID_TOP | 0xdead), NOT_COORD);
+            st.as_coord = true;
+        }
         for (size_t len = 0; len < 12; len++) {
             if (len == 8) continue;
             uint8_t b[12] = {0};
@@ -1391,12 +1451,13 @@ static void crafted_frames(void)
         CHECK_EQ(wops_call(&st, node, TXN_RPC_APPLY, &o, 1, txid++), RDKV_ETOOBIG);
         o.vlen = sizeof big - 1;
         /* within the limit: decoded, then refused by the fence (no lock held) */
-        CHECK_EQ(wops_call(&st, node, TXN_RPC_PREPARE, &o, 1, txid++), NOT_COORD);
+        CHECK_EQ(wops_call(&st, node, TXN_RPC_PREPARE, &o, 1, txid++), RDKV_EABORTED);
         CHECK(!key_exists(&st, node, key, (uint32_t)strlen(key)));
     }
     harness_failures += (int)st.fails;
     fprintf(stderr, "  %u PREPARE/APPLY naming bogus rows refused\n", refused);
     print_tallies();
+    as_nodes_free(&st);
     after_checks(&k);
     cl_stop(&k);
 }
@@ -1421,6 +1482,7 @@ static void forged_row(void)
     st.k = &k;
     st.c = k.c;
     st.rng = 0xf0e6;
+    as_nodes(&st, &k);
     /* the value: forged rows at every 64-byte line, each "row" with key "fk" */
     static uint8_t val[8192], back[8192];
     memset(val, 0, sizeof val);
@@ -1472,6 +1534,7 @@ static void forged_row(void)
     CHECK(!memcmp(back, val, sizeof val));
     fprintf(stderr, "  %u frames naming a value's bytes as a row: %u accepted\n", tried, accepted);
     harness_failures += (int)st.fails;
+    as_nodes_free(&st);
     after_checks(&k);
     cl_stop(&k);
 }
