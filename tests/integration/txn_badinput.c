@@ -10,6 +10,10 @@
  * mutated frames from one thread, then two; RDKV_BADINPUT_SEED / RDKV_BADINPUT_ROUNDS vary it),
  * forged_row (a value whose bytes imitate rows: naming them as rows is refused).
  *
+ * 2PC frames are taken only from the node that coordinates them: the crafted cases send theirs
+ * as the other node (its own fabric), the random ones from the client fabric (all refused with
+ * RDKV_EPROTO after decoding).
+ *
  * A participant installs a PREPARE / APPLY only while the locks its fence tokens name are held
  * (docs/transactions.md, "Fencing"); the frames sent here hold no lock, so their writes are all
  * refused. Still, no frame sent here names a loaded key in an UPDATE or DELETE, nor writes a
