@@ -76,7 +76,7 @@ const char node_usage[] =
     "                        (default: a quarter of the heap; from one coordinator: half of it);\n"
     "                        beyond it a PREPARE is refused with \"busy\"\n"
     "  --indoubt-after DUR   a participant asks the coordinator about a transaction prepared this\n"
-    "                        long (default: --commit-timeout); unknown to it: dropped\n"
+    "                        long (default: twice --commit-timeout); unknown to it: dropped\n"
     "  --session-idle DUR    close a remote session idle this long (default 60s)\n"
     "  --max-sessions N      remote sessions open at once (default 16384; beyond it a client is\n"
     "                        refused with \"busy\"); an idle session costs a few hundred bytes\n"

@@ -546,10 +546,21 @@ static int finish(struct txn_env *e, struct prepared *p, bool commit, struct inp
     return rc;
 }
 
+/* Whether txid was committed here on its coordinator's answer to the in-doubt query. */
+static bool indoubt_committed(struct txn_env *e, uint64_t txid)
+{
+    bool found = false;
+    pthread_mutex_lock(&e->pmu);
+    for (unsigned i = 0; txid && i < TXN_IDC && !found; i++) found = e->idc[i] == txid;
+    pthread_mutex_unlock(&e->pmu);
+    return found;
+}
+
 /* COMMIT and ABORT: the decision for a prepared transaction, named by its txid. An unknown
  * txid is an error for a commit (the coordinator reports the outcome unknown) and nothing for
  * an abort (it was never prepared here, or is gone already). A commit the fence refuses is
- * RDKV_EABORTED (the coordinator reports the outcome unknown too). */
+ * RDKV_EABORTED (the coordinator reports the outcome unknown too). A COMMIT of a transaction
+ * this node already committed on the in-doubt query's answer is answered 0. */
 static void decide(struct fab_rpc_req *req, struct txn_env *e, bool commit)
 {
     struct pack_r r;
@@ -566,7 +577,9 @@ static void decide(struct fab_rpc_req *req, struct txn_env *e, bool commit)
     }
     struct inprog ip = {0};
     struct prepared *p = take_begin(e, txid, &ip);
-    int rc = p ? finish(e, p, commit, &ip) : (commit ? RDKV_ENOTFOUND : 0);
+    int rc = p                                              ? finish(e, p, commit, &ip)
+             : commit && !indoubt_committed(e, txid) ? RDKV_ENOTFOUND
+                                                      : 0;
     fab_rpc_reply(req, rc, NULL, 0);
 }
 
@@ -679,9 +692,14 @@ int64_t part_indoubt_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
         log_warn("txn %llx: prepared here for %.1f s; its coordinator, node %u, says %s: %s",
                  (unsigned long long)ask[i], (double)e->cfg.indoubt_ns / 1e9, coord[i],
                  commit ? "committed" : "unknown", commit ? "committing" : "dropped");
-        if (finish(e, p, commit, &ip))
+        if (finish(e, p, commit, &ip)) {
             log_warn("txn %llx: its commit here was refused: the coordinator's locks were gone",
                      (unsigned long long)ask[i]);
+        } else if (commit) {
+            pthread_mutex_lock(&e->pmu);
+            e->idc[e->idc_at++ % TXN_IDC] = ask[i];
+            pthread_mutex_unlock(&e->pmu);
+        }
     }
     return n == INDOUBT_BATCH ? now : next;
 }

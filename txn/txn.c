@@ -576,7 +576,9 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     if (e->cfg.lock_timeout_ns <= 0) e->cfg.lock_timeout_ns = 100 * NS_PER_MS;
     if (e->cfg.lease_ns <= 0) e->cfg.lease_ns = 10 * NS_PER_S;
     if (e->cfg.commit_timeout_ns <= 0) e->cfg.commit_timeout_ns = COMMIT_RPC_TIMEOUT_NS;
-    if (e->cfg.indoubt_ns <= 0) e->cfg.indoubt_ns = e->cfg.commit_timeout_ns;
+    /* two commit timeouts: by then a live coordinator has decided, and one whose COMMIT went
+     * unanswered keeps a fence and resolves (the query then rarely races a slow COMMIT) */
+    if (e->cfg.indoubt_ns <= 0) e->cfg.indoubt_ns = 2 * e->cfg.commit_timeout_ns;
     if (!e->cfg.max_ops) e->cfg.max_ops = TXN_MAX_OPS_DEFAULT;
     if (!e->cfg.max_bytes) e->cfg.max_bytes = TXN_MAX_BYTES_DEFAULT;
     if (!e->cfg.prepared_max_bytes) {

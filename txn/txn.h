@@ -70,8 +70,8 @@ struct txn_cfg {
     int64_t lease_ns;        /* row locks' lease (default 10 s; see docs/transactions.md) */
     int64_t drtm_lease_ns;   /* drtm's shared lease (default 10 ms: a transaction's length) */
     int64_t indoubt_ns;      /* a participant asks the coordinator about a transaction prepared
-                                this long (then again every quarter of it; default: the commit
-                                timeout, 5 s) */
+                                this long (then again every quarter of it; default: twice the
+                                commit timeout, 10 s) */
     uint64_t prepared_max_bytes; /* PREPAREs a participant keeps staged, in request bytes, in all
                                     (default: a quarter of the row heap) ... */
     uint64_t prepared_max_per_coord; /* ... and from one coordinator (default: half of that);

@@ -56,6 +56,7 @@ struct inprog {
 /* The transactions coordinators gave up waiting for, whose late requests are refused: the last
  * TXN_TOMBS of them (a ring). */
 #define TXN_TOMBS 4096
+#define TXN_IDC 64
 
 /* A transaction whose outcome at one participant is unknown to its coordinator: the locks it
  * holds there are kept (and kept alive) until the participant answers TXN_RPC_RESOLVE or is
@@ -93,7 +94,11 @@ struct txn_env {
      * txn_cfg), and how many */
     uint64_t prep_bytes, *prep_by_coord;
     unsigned prep_kept;
-    bool indoubt_armed; /* the janitor will look at the kept PREPAREs again (under pmu) */
+    bool indoubt_armed; /* the in-doubt thread will look at the kept PREPAREs again (pmu) */
+    /* the last TXN_IDC transactions committed here on their coordinator's answer to a query: a
+     * COMMIT of one that arrives after is answered 0, not "not found" (under pmu) */
+    uint64_t idc[TXN_IDC];
+    unsigned idc_at;
     uint64_t prep_refused, indoubt_dropped, indoubt_committed; /* atomics */
     /* The coordinator's memory for TXN_RPC_QUERY: its transactions in two-phase commit (from
      * before their PREPAREs until every participant answered or was resolved), under cmu. */
