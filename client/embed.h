@@ -24,7 +24,9 @@ const struct fab_counters *rdkv_session_fab_counters(rdkv_session *s);
  * into *sid), and SES_CLOSE. 0, the node's status, or the transport's. */
 struct fab_ctx;
 struct fab_buf;
-int ses_raw_open(struct fab_ctx *c, uint16_t node, struct fab_buf *resp, uint64_t *sid);
-int ses_raw_close(struct fab_ctx *c, uint16_t node, struct fab_buf *resp, uint64_t sid);
+struct ses_id; /* server/proto.h */
+int ses_raw_open(struct fab_ctx *c, uint16_t node, struct fab_buf *resp, struct ses_id *sid);
+int ses_raw_close(struct fab_ctx *c, uint16_t node, struct fab_buf *resp,
+                  const struct ses_id *sid);
 
 #endif

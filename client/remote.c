@@ -23,13 +23,21 @@ struct rem {
     struct fab_ctx *c;
     uint16_t ep;      /* the endpoint whose node coordinates by default */
     uint16_t txn_ep;  /* the endpoint of the open transaction (chosen by its first operation) */
-    uint64_t *sids;   /* per endpoint: our session there (0: none yet, or any more) */
+    struct ses_id *sids; /* per endpoint: our session there (zeros: none yet, or any more) */
     unsigned nodes;   /* the cluster's size, as its nodes said (0: not known) */
     int route[CLUSTER_MAX_NODES]; /* node id -> endpoint, or -1: through the coordinator */
     struct fab_buf resp;
 };
 
 static struct rem *rem_of(struct rdkv_session *s) { return s->impl; }
+
+static void sid_clear(struct rem *r, uint16_t ep) { memset(&r->sids[ep], 0, sizeof r->sids[ep]); }
+/* Whether we hold a session at endpoint ep. */
+static bool sid_has(const struct rem *r, uint16_t ep)
+{
+    static const struct ses_id none;
+    return memcmp(&r->sids[ep], &none, sizeof none) != 0;
+}
 
 /* A session request to endpoint ep and its answer (server/proto.h): the node's status, with the
  * op's bytes at *data, *len (inside buf). A failure of the link itself (no answer) is reported
@@ -43,14 +51,14 @@ static int ses_rpc(struct rdkv_session *s, uint16_t ep, struct pack_w *w, struct
     int rc = fab_rpc_call(r->c, ep, KV_RPC_SESSION, w->p, w->len, buf,
                           s->o.op_timeout_ms * NS_PER_MS);
     if (rc) {
-        r->sids[ep] = 0;
+        sid_clear(r, ep);
         return RDKV_ELINK_;
     }
     if (buf->len < 4) return RDKV_EPROTO;
     const uint8_t *p = buf->data;
     int32_t st = (int32_t)pack_get_u32le(p);
     if (st > 0 || st < RDKV_STATUS_MIN) return RDKV_EPROTO;
-    if (st == RDKV_ESESSION) r->sids[ep] = 0;
+    if (st == RDKV_ESESSION) sid_clear(r, ep);
     if (data) *data = p + 4;
     if (len) *len = buf->len - 4;
     return st;
@@ -68,7 +76,8 @@ static int ses_call(struct rdkv_session *s, uint16_t ep, struct pack_w *w, struc
 static void ses_head(struct rdkv_session *s, uint16_t ep, struct pack_w *w, uint8_t op)
 {
     pack_w_init(w);
-    pack_u64(w, rem_of(s)->sids[ep]);
+    uint8_t *d = pack_w_room(w, SES_ID_LEN);
+    if (d) memcpy(d, rem_of(s)->sids[ep].b, SES_ID_LEN);
     pack_u8(w, op);
 }
 
@@ -106,18 +115,19 @@ static void learn_routes(struct rem *r, struct pack_r *pr)
     r->nodes = n;
 }
 
-int ses_raw_open(struct fab_ctx *c, uint16_t node, struct fab_buf *resp, uint64_t *sid)
+int ses_raw_open(struct fab_ctx *c, uint16_t node, struct fab_buf *resp, struct ses_id *sid)
 {
     uint8_t b[SES_OPEN_LEN];
     int rc = fab_rpc_call(c, node, KV_RPC_SESSION, b, ses_open_request(b), resp, 10 * NS_PER_S);
     return rc ? rc : ses_open_answer(resp->data, resp->len, sid);
 }
 
-int ses_raw_close(struct fab_ctx *c, uint16_t node, struct fab_buf *resp, uint64_t sid)
+int ses_raw_close(struct fab_ctx *c, uint16_t node, struct fab_buf *resp,
+                  const struct ses_id *sid)
 {
-    uint8_t b[9];
-    pack_put_u64le(b, sid);
-    b[8] = SES_CLOSE;
+    uint8_t b[SES_ID_LEN + 1];
+    memcpy(b, sid->b, SES_ID_LEN);
+    b[SES_ID_LEN] = SES_CLOSE;
     int rc = fab_rpc_call(c, node, KV_RPC_SESSION, b, sizeof b, resp, 10 * NS_PER_S);
     if (rc) return rc;
     return resp->len >= 4 ? (int32_t)pack_get_u32le(resp->data) : RDKV_EPROTO;
@@ -129,7 +139,8 @@ static int ses_open_at(struct rdkv_session *s, uint16_t ep)
     struct rem *r = rem_of(s);
     struct pack_w w;
     pack_w_init(&w);
-    pack_u64(&w, 0);
+    uint8_t *z = pack_w_room(&w, SES_ID_LEN);
+    if (z) memset(z, 0, SES_ID_LEN);
     pack_u8(&w, SES_OPEN);
     pack_u64(&w, (uint64_t)(s->o.lock_timeout_ms > 0 ? s->o.lock_timeout_ms : 0) * NS_PER_MS);
     pack_u8(&w, s->o.conflict == RDKV_CONFLICT_NODE ? SES_CONFLICT_NODE
@@ -140,10 +151,11 @@ static int ses_open_at(struct rdkv_session *s, uint16_t ep)
     if (rc) return rc;
     struct pack_r pr;
     pack_r_init(&pr, d, dl);
-    uint64_t sid = unpack_u64(&pr);
+    const uint8_t *sid = pack_r_take(&pr, SES_ID_LEN);
     unpack_u16(&pr); /* its node id */
     if (pr.err || !sid) return RDKV_EPROTO;
-    r->sids[ep] = sid;
+    memcpy(r->sids[ep].b, sid, SES_ID_LEN);
+    if (!sid_has(r, ep)) return RDKV_EPROTO;
     learn_routes(r, &pr);
     return 0;
 }
@@ -175,19 +187,19 @@ static int endpoint_for(struct rdkv_txn *t, const void *key, size_t klen, uint16
 {
     struct rdkv_session *s = t->s;
     struct rem *r = rem_of(s);
-    if (!t->begin_pending && r->sids[r->txn_ep]) {
+    if (!t->begin_pending && sid_has(r, r->txn_ep)) {
         *ep = r->txn_ep;
         return 0;
     }
     if (t->begin_pending && key && r->nodes) {
         int e = r->route[rdkv_key_partition(key, klen, r->nodes)];
-        if (e >= 0 && (r->sids[e] || ses_open_at(s, (uint16_t)e) == 0)) {
+        if (e >= 0 && (sid_has(r, (uint16_t)e) || ses_open_at(s, (uint16_t)e) == 0)) {
             *ep = r->txn_ep = (uint16_t)e;
             return 0;
         }
     }
     if (!t->begin_pending) return RDKV_ESESSION; /* its session is gone, and the transaction */
-    if (!r->sids[r->ep]) {
+    if (!sid_has(r, r->ep)) {
         int rc = ses_open(s);
         if (rc) return rc == RDKV_ELINK_ ? RDKV_EUNAVAILABLE : rc;
     }
@@ -453,7 +465,7 @@ static int rem_commit(struct rdkv_txn *t)
 static void rem_abort(struct rdkv_txn *t)
 {
     struct rem *r = rem_of(t->s);
-    if (t->begin_pending || t->doomed || !r->sids[r->txn_ep]) return;
+    if (t->begin_pending || t->doomed || !sid_has(r, r->txn_ep)) return;
     struct pack_w w;
     ses_head(t->s, r->txn_ep, &w, SES_ABORT);
     int rc = ses_call(t->s, r->txn_ep, &w, NULL, NULL, NULL);
@@ -463,7 +475,7 @@ static void rem_abort(struct rdkv_txn *t)
 static int rem_status(struct rdkv_session *s, char **json)
 {
     struct rem *r = rem_of(s);
-    if (!r->sids[r->ep]) {
+    if (!sid_has(r, r->ep)) {
         int rc = ses_open(s);
         if (rc) return rc == RDKV_ELINK_ ? RDKV_EUNAVAILABLE : rc;
     }
@@ -487,7 +499,7 @@ static void rem_close(struct rdkv_session *s)
     struct rem *r = rem_of(s);
     if (!r) return;
     for (unsigned e = 0; r->sids && r->c && e < r->cc.n; e++) {
-        if (!r->sids[e]) continue;
+        if (!sid_has(r, (uint16_t)e)) continue;
         struct pack_w w;
         ses_head(s, (uint16_t)e, &w, SES_CLOSE);
         int rc = ses_call(s, (uint16_t)e, &w, NULL, NULL, NULL);

@@ -18,7 +18,14 @@
  * lock wait that ran out; RDKV_EBUSY) means the transaction did nothing and may be run again.
  * rdkv_txn_on_error() follows FoundationDB's idiom: it backs off, resets the transaction and
  * returns 0 when the caller should run its code again, or returns the status when it should
- * not. RDKV_EUNKNOWN from commit means the commit may or may not have taken effect. */
+ * not. RDKV_EUNKNOWN from commit means the commit may or may not have taken effect.
+ *
+ * Limits: a transaction runs at most the node's --txn-max-ops operations (default 10,000)
+ * carrying at most --txn-max-bytes of keys and values (default 64 MiB). The operation that
+ * crosses either answers RDKV_ETOOBIG (not retryable): the transaction has failed and holds no
+ * lock any more; its commit answers RDKV_ETOOBIG too. A remote session belongs to its
+ * connection: it ends (its transaction aborted) when the connection closes, and a node answers
+ * RDKV_ESESSION for a session of another connection. */
 #ifndef RDKV_H
 #define RDKV_H
 

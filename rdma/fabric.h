@@ -276,6 +276,13 @@ size_t fab_rpc_len(const struct fab_rpc_req *req);
 uint16_t fab_rpc_src(const struct fab_rpc_req *req);
 /* True when the caller proved the client key only (a client connection). */
 bool fab_rpc_from_client(const struct fab_rpc_req *req);
+/* The connection the request arrived on: an id unique for the fabric's lifetime (state a
+ * handler keeps for a caller -- a remote session -- is tied to it). */
+uint64_t fab_rpc_conn(const struct fab_rpc_req *req);
+/* fn(arg, conn) runs on the service thread once connection `conn` is gone and every request
+ * that arrived on it has been answered (one hook per fabric; set it before serving). */
+typedef void (*fab_conn_gone_fn)(void *arg, uint64_t conn);
+void fab_on_conn_gone(struct fabric *f, fab_conn_gone_fn fn, void *arg);
 /* Sends the response (status and bytes, copied) and frees req. */
 void fab_rpc_reply(struct fab_rpc_req *req, int status, const void *data, size_t len);
 

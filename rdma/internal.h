@@ -136,6 +136,8 @@ struct fabric {
     pthread_mutex_t region_lock;
     struct rpc_entry rpc[FAB_RPC_MAX_TYPES];
     _Atomic(fab_atomic_hook) hook_fn; /* soft NIC test hook; set while no atomic is running */
+    _Atomic(fab_conn_gone_fn) conn_gone_fn; /* fab_on_conn_gone */
+    void *_Atomic conn_gone_arg;
     void *_Atomic hook_arg;
     _Atomic(fab_rpc_hook) rpc_hook_fn; /* test hook around non-inline RPC handlers */
     void *_Atomic rpc_hook_arg;
@@ -275,10 +277,6 @@ void ctx_kick(struct fab_ctx *c, struct conn *cn, bool defer);
  * runs on the service thread), and feeds RPCs to the RPC threads. */
 int svc_start(struct fabric *f, int listen_fd, char *err, size_t errcap);
 void svc_stop(struct fabric *f);
-/* The service connection an RPC arrived on: an id unique for the fabric's lifetime. Resources a
- * handler creates for a peer (verbs queue pairs) are tied to it. */
-uint64_t svc_req_conn_id(const struct fab_rpc_req *req);
-
 /* ---------------------------------------------------------------------------------------------
  * Backends: how one-sided operations reach the target. The shared code (fabric.c, ctx.c,
  * service.c) owns everything else on both transports -- the TCP connection to each peer, RPC,
@@ -313,7 +311,7 @@ struct fab_backend {
     /* The endpoint to node failed with status: the backend drops what it holds for that peer
      * (ops it tracks get status); the caller then fails every chain and RPC still open to it. */
     void (*peer_down)(struct fab_ctx *c, uint16_t node, int status);
-    /* On the service thread: service connection conn_id is gone (svc_req_conn_id); drop what
+    /* On the service thread: service connection conn_id is gone (fab_rpc_conn); drop what
      * was created for it. */
     void (*conn_gone)(struct fabric *f, uint64_t conn_id);
 };

@@ -189,7 +189,21 @@ const void *fab_rpc_data(const struct fab_rpc_req *req) { return req->data; }
 size_t fab_rpc_len(const struct fab_rpc_req *req) { return req->len; }
 uint16_t fab_rpc_src(const struct fab_rpc_req *req) { return req->src; }
 bool fab_rpc_from_client(const struct fab_rpc_req *req) { return req->client; }
-uint64_t svc_req_conn_id(const struct fab_rpc_req *req) { return req->conn->id; }
+uint64_t fab_rpc_conn(const struct fab_rpc_req *req) { return req->conn->id; }
+
+void fab_on_conn_gone(struct fabric *f, fab_conn_gone_fn fn, void *arg)
+{
+    atomic_store(&f->conn_gone_arg, arg);
+    atomic_store(&f->conn_gone_fn, fn);
+}
+
+/* Connection id is gone: the backend's and the upper layers' state for it goes. */
+static void conn_gone(struct fabric *f, uint64_t id)
+{
+    if (f->be->conn_gone) f->be->conn_gone(f, id);
+    fab_conn_gone_fn fn = atomic_load(&f->conn_gone_fn);
+    if (fn) fn(atomic_load(&f->conn_gone_arg), id);
+}
 
 void fab_rpc_reply(struct fab_rpc_req *req, int status, const void *data, size_t len)
 {
@@ -420,7 +434,7 @@ static void sconn_maybe_free(struct svc *s, struct sconn *sc)
     else s->conns = sc->next;
     if (sc->next) sc->next->prev = sc->prev;
     s->nconns--;
-    if (s->f->be->conn_gone) s->f->be->conn_gone(s->f, sc->id);
+    conn_gone(s->f, sc->id);
     conn_fini(&sc->c);
     free(sc->pend.p);
     free(sc);
@@ -990,7 +1004,7 @@ static void *svc_main(void *arg)
     uring_exit(&s->ring);
     for (struct sconn *sc = s->conns, *n; sc; sc = n) {
         n = sc->next;
-        if (s->f->be->conn_gone) s->f->be->conn_gone(s->f, sc->id);
+        conn_gone(s->f, sc->id);
         conn_fini(&sc->c);
         free(sc->pend.p);
         free(sc);

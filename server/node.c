@@ -69,9 +69,18 @@ const char node_usage[] =
     "  --commit-timeout DUR  how long a commit waits for a participant before it reports the\n"
     "                        outcome unknown (default 5s); the locks held there are kept until\n"
     "                        the participant answers or is declared down\n"
+    "  --txn-max-ops N       operations one transaction may run (default 10000) ...\n"
+    "  --txn-max-bytes SIZE  ... and bytes of keys and values it may carry (default 64M); beyond\n"
+    "                        either it fails with \"too big\" and its locks are released at once\n"
+    "  --prepared-max SIZE   PREPAREs a participant keeps waiting for their decision, in bytes\n"
+    "                        (default: a quarter of the heap; from one coordinator: half of it);\n"
+    "                        beyond it a PREPARE is refused with \"busy\"\n"
+    "  --indoubt-after DUR   a participant asks the coordinator about a transaction prepared this\n"
+    "                        long (default: twice --commit-timeout); unknown to it: dropped\n"
     "  --session-idle DUR    close a remote session idle this long (default 60s)\n"
     "  --max-sessions N      remote sessions open at once (default 16384; beyond it a client is\n"
     "                        refused with \"busy\"); an idle session costs a few hundred bytes\n"
+    "  --sessions-per-conn N remote sessions one client connection may hold open (default 1024)\n"
     "  --session-threads N   threads that run the remote sessions' transactions, each as a task\n"
     "                        (default 2)\n"
     "  --rpc-threads N       threads that run RPC handlers (default 2)\n"
@@ -127,7 +136,8 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         O_CONFIG = 256, O_NODE, O_TRANSPORT, O_ARENA, O_RPC_THREADS, O_PEER_WAIT, O_LISTEN_FD,
         O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
         O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_SESS_THREADS, O_COMMITTO,
-        O_CONFLICT, O_MAXCONNS, O_OUTMAX, O_HELLOTO, O_CONNIDLE, O_BENCH, O_SECRET, O_INSECURE
+        O_CONFLICT, O_MAXCONNS, O_OUTMAX, O_HELLOTO, O_CONNIDLE, O_BENCH, O_SECRET, O_INSECURE,
+        O_TXN_OPS, O_TXN_BYTES, O_PREP_MAX, O_INDOUBT, O_SESS_CONN
     };
     static const struct option longopts[] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -144,6 +154,11 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         {"lease", required_argument, 0, O_LEASE},
         {"drtm-lease", required_argument, 0, O_DRTM_LEASE},
         {"commit-timeout", required_argument, 0, O_COMMITTO},
+        {"txn-max-ops", required_argument, 0, O_TXN_OPS},
+        {"txn-max-bytes", required_argument, 0, O_TXN_BYTES},
+        {"prepared-max", required_argument, 0, O_PREP_MAX},
+        {"indoubt-after", required_argument, 0, O_INDOUBT},
+        {"sessions-per-conn", required_argument, 0, O_SESS_CONN},
         {"session-idle", required_argument, 0, O_IDLE},
         {"max-sessions", required_argument, 0, O_MAXSESS},
         {"session-threads", required_argument, 0, O_SESS_THREADS},
@@ -243,6 +258,29 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
             if (parse_duration_ns(optarg, &d) || d < NS_PER_MS || d > 3600 * NS_PER_S)
                 BAD("bad --commit-timeout '%s' (1ms..1h)", optarg);
             o->txn.commit_timeout_ns = d;
+            break;
+        case O_TXN_OPS:
+            if (parse_uint_range(optarg, 1, UINT32_MAX, &v)) BAD("bad --txn-max-ops '%s'", optarg);
+            o->txn.max_ops = (uint32_t)v;
+            break;
+        case O_TXN_BYTES:
+            if (parse_size(optarg, &v) || !v) BAD("bad --txn-max-bytes '%s'", optarg);
+            o->txn.max_bytes = v;
+            break;
+        case O_PREP_MAX:
+            if (parse_size(optarg, &v) || !v) BAD("bad --prepared-max '%s'", optarg);
+            o->txn.prepared_max_bytes = v;
+            o->txn.prepared_max_per_coord = v / 2 ? v / 2 : 1;
+            break;
+        case O_INDOUBT:
+            if (parse_duration_ns(optarg, &d) || d < NS_PER_MS || d > 3600 * NS_PER_S)
+                BAD("bad --indoubt-after '%s' (1ms..1h)", optarg);
+            o->txn.indoubt_ns = d;
+            break;
+        case O_SESS_CONN:
+            if (parse_uint_range(optarg, 1, SESSION_MAX_LIMIT, &v))
+                BAD("bad --sessions-per-conn '%s' (1..%u)", optarg, SESSION_MAX_LIMIT);
+            o->sessions.per_conn = (unsigned)v;
             break;
         case O_IDLE:
             if (parse_duration_ns(optarg, &d) || d < NS_PER_S) BAD("bad --session-idle '%s' (>= 1s)", optarg);

@@ -28,14 +28,18 @@ enum kv_rpc {
     KV_RPC_BENCH_TXN_RUN = FAB_RPC_USER_BASE + 19,
 };
 
-/* KV_RPC_SESSION request: u64 session id (0 with SES_OPEN), u8 op (an enum ses_op, or'd with
+/* KV_RPC_SESSION request: the session id, SES_ID_LEN bytes (zeros with SES_OPEN), u8 op (an enum ses_op, or'd with
  * flags below), then the op's fields. Every answer (RPC status 0) is u32 status, then, when it is
  * 0, the op's bytes listed below. A session's requests run in order, one at a time, in a task of
  * one of the node's session threads; the node closes a session idle for its --session-idle
- * (later requests get RDKV_ESESSION). Strings are u32 length + bytes.
+ * (later requests get RDKV_ESESSION). A session id is 128 random bits, and the session belongs to
+ * the connection that opened it: a request naming it on another connection is answered
+ * RDKV_ESESSION as if the id were unknown, and the session ends (its transaction aborted) when
+ * its connection closes. One connection holds at most --sessions-per-conn sessions (RDKV_EBUSY
+ * beyond). Strings are u32 length + bytes.
  *   SES_OPEN       u64 lock timeout (ns, 0: the node's),
  *                  u8 conflict policy (SES_CONFLICT_NODE: the node's)
- *                      -> u64 session id, u16 this node's id, u16 nodes n, then n times
+ *                      -> session id (SES_ID_LEN bytes), u16 this node's id, u16 nodes n, then n times
  *                         {u16 length + host, u16 port} (the cluster config's nodes, by id)
  *   SES_CLOSE                                                    -> (empty)
  *   SES_BEGIN                                                    -> (empty)
@@ -74,28 +78,31 @@ static inline int ses_op_is_key(uint8_t op)
 #define SES_F_BEGIN 0x40u
 #define SES_F_COMMIT 0x80u
 #define SES_CONFLICT_NODE 0xffu
+/* A session id: 128 random bits (all zeros: none). */
+#define SES_ID_LEN 16u
+struct ses_id {
+    uint8_t b[SES_ID_LEN];
+};
 /* A raw SES_OPEN request (node's lock timeout and conflict policy) into out; its length. For
  * tools and tests that open sessions without librdkv. */
-#define SES_OPEN_LEN 18u
+#define SES_OPEN_LEN (SES_ID_LEN + 10u)
 static inline size_t ses_open_request(uint8_t out[SES_OPEN_LEN])
 {
     memset(out, 0, SES_OPEN_LEN);
-    out[8] = SES_OPEN;
-    out[17] = SES_CONFLICT_NODE;
+    out[SES_ID_LEN] = SES_OPEN;
+    out[SES_OPEN_LEN - 1] = SES_CONFLICT_NODE;
     return SES_OPEN_LEN;
 }
 /* The session id in an answer to SES_OPEN (u32 status first): 0, or the status (RDKV_EPROTO
  * when it is too short). */
-static inline int ses_open_answer(const uint8_t *p, size_t len, uint64_t *sid)
+static inline int ses_open_answer(const uint8_t *p, size_t len, struct ses_id *sid)
 {
     if (len < 4) return RDKV_EPROTO;
     int32_t st = (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
                            (uint32_t)p[3] << 24);
     if (st) return st;
-    if (len < 4 + 8 + 4) return RDKV_EPROTO; /* the id, the node's id, the node count */
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[4 + i];
-    *sid = v;
+    if (len < 4 + SES_ID_LEN + 4) return RDKV_EPROTO; /* the id, the node's id, the count */
+    memcpy(sid->b, p + 4, SES_ID_LEN);
     return 0;
 }
 #define SES_BATCH_ROWS 256u

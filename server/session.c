@@ -15,8 +15,10 @@
 #include "common/pack.h"
 #include "common/task.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/random.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +32,7 @@ struct sreq {
 };
 
 struct sthread;
+struct connrec;
 
 /* A session. The fields above `w` are guarded by the service's mutex; those from `w` on belong
  * to the task running the session (there is at most one). */
@@ -38,7 +41,9 @@ struct session {
     struct session *prev, *next;  /* its thread's sessions (for the idle reaper) */
     struct session *inext;        /* its thread's inbox: sessions waiting for a task */
     struct sthread *th;
-    uint64_t sid;
+    struct session *cprev, *cnext; /* its connection's sessions */
+    struct connrec *cr;           /* its connection */
+    struct ses_id sid;            /* 128 random bits */
     int64_t lock_timeout_ns;
     uint8_t conflict;             /* SES_CONFLICT_NODE: the node's */
     struct sreq *qhead, *qtail;
@@ -74,9 +79,19 @@ struct sthread {
     unsigned npool;
 };
 
+/* A connection that opened sessions: they are its own, and end when it closes. */
+struct connrec {
+    struct connrec *next; /* the service's hash chain */
+    uint64_t conn;        /* fab_rpc_conn */
+    unsigned count;
+    struct session *head;
+};
+#define CONN_BUCKETS 256u
+
 struct session_svc {
     struct node *n;
-    unsigned max;
+    unsigned max, per_conn;
+    struct connrec *conns[CONN_BUCKETS];
     int64_t idle_ns;
     int64_t txn_idle_ns;
     pthread_mutex_t mu;
@@ -84,7 +99,6 @@ struct session_svc {
     struct session **buckets;
     unsigned nbuckets;            /* a power of two */
     unsigned count;               /* sessions open */
-    uint64_t next_id;
     unsigned nthreads;
     unsigned next_thread;
     struct sthread *threads;
@@ -119,23 +133,45 @@ static void reply_status(struct fab_rpc_req *req, int rc) { ses_reply(req, rc, N
 /* ------------------------------------------------------------------------------------------ */
 /* The table of sessions (under the service's mutex). */
 
-static unsigned bucket_of(const struct session_svc *s, uint64_t sid)
+/* The first 8 bytes of an id (random: they spread the buckets, and name it in the log). */
+static uint64_t sid_head(const struct ses_id *sid)
 {
-    return (unsigned)((sid * 0x9E3779B97F4A7C15ull) >> 32) & (s->nbuckets - 1);
+    uint64_t v;
+    memcpy(&v, sid->b, sizeof v);
+    return v;
 }
 
-static struct session *find(struct session_svc *s, uint64_t sid)
+static unsigned bucket_of(const struct session_svc *s, const struct ses_id *sid)
+{
+    return (unsigned)(sid_head(sid) >> 32) & (s->nbuckets - 1);
+}
+
+static struct session *find(struct session_svc *s, const struct ses_id *sid)
 {
     for (struct session *x = s->buckets[bucket_of(s, sid)]; x; x = x->hnext)
-        if (x->sid == sid) return x;
+        if (!memcmp(x->sid.b, sid->b, SES_ID_LEN)) return x;
     return NULL;
 }
 
-static void link_session(struct session_svc *s, struct session *x)
+static struct connrec **conn_find(struct session_svc *s, uint64_t conn)
 {
-    unsigned b = bucket_of(s, x->sid);
+    struct connrec **pp = &s->conns[(conn * 0x9E3779B97F4A7C15ull) >> 56];
+    while (*pp && (*pp)->conn != conn) pp = &(*pp)->next;
+    return pp;
+}
+
+/* Links x into the tables, as a session of connection cr. */
+static void link_session(struct session_svc *s, struct session *x, struct connrec *cr)
+{
+    unsigned b = bucket_of(s, &x->sid);
     x->hnext = s->buckets[b];
     s->buckets[b] = x;
+    x->cr = cr;
+    x->cprev = NULL;
+    x->cnext = cr->head;
+    if (cr->head) cr->head->cprev = x;
+    cr->head = x;
+    cr->count++;
     struct sthread *th = x->th;
     x->prev = NULL;
     x->next = th->sessions;
@@ -146,11 +182,20 @@ static void link_session(struct session_svc *s, struct session *x)
 
 static void unlink_session(struct session_svc *s, struct session *x)
 {
-    for (struct session **pp = &s->buckets[bucket_of(s, x->sid)]; *pp; pp = &(*pp)->hnext)
+    for (struct session **pp = &s->buckets[bucket_of(s, &x->sid)]; *pp; pp = &(*pp)->hnext)
         if (*pp == x) {
             *pp = x->hnext;
             break;
         }
+    struct connrec *cr = x->cr;
+    if (x->cprev) x->cprev->cnext = x->cnext;
+    else cr->head = x->cnext;
+    if (x->cnext) x->cnext->cprev = x->cprev;
+    if (!--cr->count) {
+        struct connrec **pp = conn_find(s, cr->conn);
+        *pp = cr->next;
+        free(cr);
+    }
     struct sthread *th = x->th;
     if (x->prev) x->prev->next = x->next;
     else th->sessions = x->next;
@@ -345,7 +390,7 @@ static bool sop_decode(struct fab_rpc_req *req, struct sop *o)
 {
     struct pack_r r;
     pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
-    unpack_u64(&r); /* the session id, checked by the router */
+    pack_r_take(&r, SES_ID_LEN); /* the session id, checked by the router */
     uint8_t opb = unpack_u8(&r);
     *o = (struct sop){.op = opb & SES_OP_MASK, .flags = opb & ~SES_OP_MASK};
     switch (o->op) {
@@ -603,8 +648,8 @@ static void session_task(void *arg)
         int64_t until = x->last + s->txn_idle_ns;
         pthread_mutex_unlock(&s->mu);
         if (clock_now_ns() >= until) {
-            log_info("session %llx: transaction idle for %.1f s: aborted",
-                     (unsigned long long)x->sid, (double)s->txn_idle_ns / 1e9);
+            log_info("session %llx...: transaction idle for %.1f s: aborted",
+                     (unsigned long long)sid_head(&x->sid), (double)s->txn_idle_ns / 1e9);
             end_txn(x);
             x->ended = RDKV_EABORTED;
         } else {
@@ -661,8 +706,8 @@ static void dispatch_task(void *arg)
             for (struct session *y = th->sessions, *n; y; y = n) {
                 n = y->next;
                 if (y->task || y->scheduled || now - y->last < s->idle_ns) continue;
-                log_info("session %llx idle for %.0f s: closed", (unsigned long long)y->sid,
-                         (double)s->idle_ns / 1e9);
+                log_info("session %llx... idle for %.0f s: closed",
+                         (unsigned long long)sid_head(&y->sid), (double)s->idle_ns / 1e9);
                 unlink_session(s, y);
                 free(y);
             }
@@ -727,8 +772,11 @@ static void on_session(struct fab_rpc_req *req, void *arg)
     struct session_svc *s = arg;
     struct pack_r r;
     pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
-    uint64_t sid = unpack_u64(&r);
+    struct ses_id sid = {{0}};
+    const uint8_t *sidp = pack_r_take(&r, SES_ID_LEN);
+    if (sidp) memcpy(sid.b, sidp, SES_ID_LEN);
     uint8_t opb = unpack_u8(&r);
+    uint64_t conn = fab_rpc_conn(req);
     uint8_t op = opb & SES_OP_MASK, flags = opb & ~SES_OP_MASK;
     bool flags_ok = !flags || ((ses_op_is_key(op) || op == SES_SCAN) &&
                                (!(flags & SES_F_RETRY) || (flags & SES_F_BEGIN))) ||
@@ -740,29 +788,53 @@ static void on_session(struct fab_rpc_req *req, void *arg)
     if (op == SES_OPEN) {
         uint64_t lto = unpack_u64(&r);
         uint8_t conflict = unpack_u8(&r);
-        if (!unpack_done(&r) || sid ||
+        static const struct ses_id none;
+        if (!unpack_done(&r) || memcmp(sid.b, none.b, SES_ID_LEN) ||
             (conflict != SES_CONFLICT_NODE && conflict > TXN_CONFLICT_NO_WAIT)) {
             reply_status(req, RDKV_EPROTO);
             return;
         }
         struct session *x = calloc(1, sizeof *x);
         int rc = x ? 0 : RDKV_ENOMEM;
+        /* 128 random bits from the kernel's CSPRNG (16 bytes never block once it is seeded,
+         * nor return short) */
+        if (!rc && getrandom(x->sid.b, SES_ID_LEN, 0) != (ssize_t)SES_ID_LEN) {
+            log_error("session refused: getrandom: %s", strerror(errno));
+            rc = RDKV_EIO;
+        }
         pthread_mutex_lock(&s->mu);
+        struct connrec **crp = conn_find(s, conn), *cr = *crp;
+        bool per_conn = false;
         if (!rc && s->stop) rc = RDKV_ESHUTDOWN;
         if (!rc && s->count >= s->max) rc = RDKV_EBUSY;
+        if (!rc && cr && cr->count >= s->per_conn) {
+            rc = RDKV_EBUSY;
+            per_conn = true;
+        }
+        if (!rc && (find(s, &x->sid) || !memcmp(x->sid.b, none.b, SES_ID_LEN)))
+            rc = RDKV_EBUSY; /* (2^-128: never) */
+        if (!rc && !cr) {
+            if (!(cr = calloc(1, sizeof *cr))) rc = RDKV_ENOMEM;
+            else {
+                cr->conn = conn;
+                *crp = cr;
+            }
+        }
         if (!rc) {
             x->th = &s->threads[s->next_thread++ % s->nthreads];
-            x->sid = (uint64_t)node_id(s->n) << 48 | ++s->next_id;
             x->lock_timeout_ns = lto > 3600ull * NS_PER_S ? 0 : (int64_t)lto;
             x->conflict = conflict;
             x->last = clock_now_ns();
-            link_session(s, x);
+            link_session(s, x, cr);
             sid = x->sid;
         }
         pthread_mutex_unlock(&s->mu);
         if (rc) {
             free(x);
-            if (rc == RDKV_EBUSY)
+            if (rc == RDKV_EBUSY && per_conn)
+                log_info("session refused: the connection holds %u sessions "
+                         "(--sessions-per-conn)", s->per_conn);
+            else if (rc == RDKV_EBUSY)
                 log_info("session refused: %u sessions open (--max-sessions)", s->max);
             reply_status(req, rc);
             return;
@@ -772,7 +844,8 @@ static void on_session(struct fab_rpc_req *req, void *arg)
         const struct cluster_config *cc = fab_cluster(node_fabric(s->n));
         struct pack_w w;
         pack_w_init(&w);
-        pack_u64(&w, sid);
+        uint8_t *d = pack_w_room(&w, SES_ID_LEN);
+        if (d) memcpy(d, sid.b, SES_ID_LEN);
         pack_u16(&w, node_id(s->n));
         pack_u16(&w, (uint16_t)cc->n);
         for (unsigned i = 0; i < cc->n; i++) {
@@ -792,8 +865,9 @@ static void on_session(struct fab_rpc_req *req, void *arg)
     q->req = req;
     q->next = NULL;
     pthread_mutex_lock(&s->mu);
-    struct session *x = s->stop ? NULL : find(s, sid);
-    if (!x || x->closing) {
+    struct session *x = s->stop ? NULL : find(s, &sid);
+    /* another connection's session is, to this one, no session at all */
+    if (!x || x->closing || x->cr->conn != conn) {
         bool stop = s->stop;
         pthread_mutex_unlock(&s->mu);
         free(q);
@@ -836,6 +910,30 @@ static void on_session(struct fab_rpc_req *req, void *arg)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* On the service thread: connection conn is gone (every request of it answered). Its sessions
+ * end: an idle one is freed now; one with a task (its transaction open) is told to close, and
+ * its task aborts the transaction and frees it. */
+static void on_conn_gone(void *arg, uint64_t conn)
+{
+    struct session_svc *s = arg;
+    pthread_mutex_lock(&s->mu);
+    struct connrec *cr = s->stop ? NULL : *conn_find(s, conn);
+    unsigned ended = 0;
+    for (struct session *x = cr ? cr->head : NULL, *n; x; x = n) {
+        n = x->cnext; /* (x may go, and with the last session the record) */
+        if (!x->closing) ended++;
+        x->closing = true;
+        if (x->task) task_wake(x->task);
+        else if (!x->scheduled && !x->qhead) {
+            unlink_session(s, x);
+            free(x);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (ended) log_debug("connection %llu closed: %u sessions ended", (unsigned long long)conn,
+                         ended);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 int session_svc_start(struct node *n, const struct session_cfg *cfg, struct session_svc **out)
@@ -844,6 +942,7 @@ int session_svc_start(struct node *n, const struct session_cfg *cfg, struct sess
     if (!s) return RDKV_ENOMEM;
     s->n = n;
     s->max = cfg->max_sessions ? cfg->max_sessions : SESSION_MAX_DEFAULT;
+    s->per_conn = cfg->per_conn ? cfg->per_conn : SESSION_PER_CONN_DEFAULT;
     s->idle_ns = cfg->idle_ns > 0 ? cfg->idle_ns : 60 * NS_PER_S;
     s->txn_idle_ns = txn_env_cfg(node_txn(n))->lease_ns / 2;
     s->nthreads = cfg->threads ? cfg->threads : 2;
@@ -883,9 +982,11 @@ int session_svc_start(struct node *n, const struct session_cfg *cfg, struct sess
         rc = txn_worker_create_on(node_txn(n), s->inline_c, &s->inline_w);
         if (!rc) txn_worker_set_lock_timeout(s->inline_w, INLINE_LOCK_NS);
     }
-    if (!rc)
+    if (!rc) {
+        fab_on_conn_gone(node_fabric(n), on_conn_gone, s);
         rc = fab_rpc_register(node_fabric(n), KV_RPC_SESSION, on_session, s,
                               FAB_RPC_INLINE | FAB_RPC_CLIENT);
+    }
     if (rc) {
         pthread_mutex_lock(&s->mu);
         s->stop = true;
@@ -895,6 +996,7 @@ int session_svc_start(struct node *n, const struct session_cfg *cfg, struct sess
         for (unsigned i = 0; i < started; i++) pthread_join(s->threads[i].th, NULL);
         if (s->inline_w) txn_worker_destroy(s->inline_w);
         if (s->inline_c) fab_ctx_destroy(s->inline_c);
+        fab_on_conn_gone(node_fabric(n), NULL, NULL);
         session_svc_free(s);
         return rc;
     }
@@ -930,6 +1032,12 @@ void session_svc_free(struct session_svc *s)
     for (unsigned i = 0; s->threads && i < s->nthreads; i++) free(s->threads[i].pool);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    for (unsigned i = 0; i < CONN_BUCKETS; i++)
+        while (s->conns[i]) {
+            struct connrec *cr = s->conns[i];
+            s->conns[i] = cr->next;
+            free(cr);
+        }
     free(s->buckets);
     free(s->threads);
     free(s);

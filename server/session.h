@@ -3,8 +3,10 @@
  * threads (no thread per session): a session with a request to run or a transaction open has a
  * task, which coordinates the transaction on a worker borrowed from its thread, so a session
  * waiting for a lock never holds up another; an idle session is a small record only. Sessions
- * are bounded by --max-sessions (RDKV_EBUSY beyond it); idle ones are closed (an open
- * transaction is aborted after half a lease idle). */
+ * are bounded by --max-sessions, and per connection by --sessions-per-conn (RDKV_EBUSY beyond
+ * them); idle ones are closed (an open transaction is aborted after half a lease idle). A session
+ * id is 128 random bits and belongs to the connection that opened it; the session ends when that
+ * connection closes. */
 #ifndef RDKV_SERVER_SESSION_H
 #define RDKV_SERVER_SESSION_H
 
@@ -15,9 +17,11 @@ struct session_svc;
 
 #define SESSION_MAX_DEFAULT 16384u
 #define SESSION_MAX_LIMIT 1000000u
+#define SESSION_PER_CONN_DEFAULT 1024u
 
 struct session_cfg {
     unsigned max_sessions; /* 0: SESSION_MAX_DEFAULT */
+    unsigned per_conn;     /* sessions one connection may hold; 0: SESSION_PER_CONN_DEFAULT */
     int64_t idle_ns;       /* 0: 60 s */
     unsigned threads;      /* session threads; 0: 2 */
 };

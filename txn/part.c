@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,8 +190,21 @@ int part_prepare(struct txn_env *e, uint64_t txid, uint16_t coord, struct wop *o
     return 0;
 }
 
-static void prepared_free(struct prepared *p)
+/* Gives back a kept PREPARE's share of the caps. */
+static void uncharge(struct txn_env *e, struct prepared *p)
 {
+    if (!p->charge) return;
+    pthread_mutex_lock(&e->pmu);
+    e->prep_bytes -= p->charge;
+    e->prep_by_coord[p->coord] -= p->charge;
+    e->prep_kept--;
+    pthread_mutex_unlock(&e->pmu);
+    p->charge = 0;
+}
+
+static void prepared_free(struct txn_env *e, struct prepared *p)
+{
+    uncharge(e, p);
     free(p->ops);
     free(p->staged);
     free(p->bytes);
@@ -221,14 +235,14 @@ int part_commit(struct txn_env *e, struct prepared *p)
         case WOP_DELETE: store_row_delete(e->st, o->row); break;
         }
     }
-    prepared_free(p);
+    prepared_free(e, p);
     return 0;
 }
 
 void part_abort(struct txn_env *e, struct prepared *p)
 {
     unstage(e, p->ops, p->staged, p->n);
-    prepared_free(p);
+    prepared_free(e, p);
 }
 
 void part_record(struct txn_env *e, struct prepared *p)
@@ -236,7 +250,10 @@ void part_record(struct txn_env *e, struct prepared *p)
     pthread_mutex_lock(&e->pmu);
     p->next = e->prep;
     e->prep = p;
+    bool kick = p->charge && !e->indoubt_armed;
+    if (kick) e->indoubt_armed = true;
     pthread_mutex_unlock(&e->pmu);
+    if (kick) txn_indoubt_kick(e); /* (after pmu: neither lock is taken inside the other) */
 }
 
 /* Takes the first recorded transaction with that txid (by_coord: coordinated by node `key`);
@@ -338,6 +355,13 @@ void txn_env_fence_stats(struct txn_env *e, struct txn_fence_stats *out)
     out->resolved = __atomic_load_n(&e->fst.resolved, __ATOMIC_RELAXED);
     out->dropped = __atomic_load_n(&e->fst.dropped, __ATOMIC_RELAXED);
     out->pending = __atomic_load_n(&e->fst.pending, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&e->pmu);
+    out->prepared = e->prep_kept;
+    out->prepared_bytes = e->prep_bytes;
+    pthread_mutex_unlock(&e->pmu);
+    out->prepared_refused = __atomic_load_n(&e->prep_refused, __ATOMIC_RELAXED);
+    out->indoubt_committed = __atomic_load_n(&e->indoubt_committed, __ATOMIC_RELAXED);
+    out->indoubt_dropped = __atomic_load_n(&e->indoubt_dropped, __ATOMIC_RELAXED);
 }
 
 void txn_env_peer_lost(struct txn_env *e, uint16_t node)
@@ -377,10 +401,65 @@ static void guarded(struct fab_rpc_req *req, void *arg)
 }
 
 
+/* A request of the two-phase commit that did not come from the coordinator its txid names:
+ * refused with RDKV_EPERM, and said in the log at most once a second (a flood of them must not
+ * flood the log). */
+static int not_coordinator(const char *what, uint16_t src, uint64_t txid)
+{
+    static int64_t last_ns;
+    static unsigned quiet;
+    int64_t now = clock_now_ns(), last = __atomic_load_n(&last_ns, __ATOMIC_RELAXED);
+    if (now - last >= NS_PER_S &&
+        __atomic_compare_exchange_n(&last_ns, &last, now, false, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED)) {
+        unsigned q = __atomic_exchange_n(&quiet, 0, __ATOMIC_RELAXED);
+        char from[16];
+        if (src == FAB_NODE_CLIENT) snprintf(from, sizeof from, "a client");
+        else snprintf(from, sizeof from, "node %u", src);
+        log_warn("refused a %s of txn %llx from %s: only its coordinator, node %u, may send it "
+                 "(%u more refused in the last second)", what, (unsigned long long)txid, from,
+                 txn_txid_node(txid), q);
+    } else {
+        __atomic_add_fetch(&quiet, 1, __ATOMIC_RELAXED);
+    }
+    return RDKV_EPERM;
+}
+
+/* Whether src is the coordinator txid names: a node of the cluster (the fabric authenticates
+ * nodes), never a client connection. */
+static bool from_coordinator(const struct txn_env *e, uint16_t src, uint64_t txid)
+{
+    return src != FAB_NODE_CLIENT && src < e->n && src == txn_txid_node(txid);
+}
+
+/* Counts a PREPARE of `len` request bytes from coord against the caps: 0 or RDKV_EBUSY. */
+static int charge(struct txn_env *e, uint16_t coord, size_t len)
+{
+    pthread_mutex_lock(&e->pmu);
+    bool over = e->prep_bytes + len > e->cfg.prepared_max_bytes ||
+                e->prep_by_coord[coord] + len > e->cfg.prepared_max_per_coord;
+    if (!over) {
+        e->prep_bytes += len;
+        e->prep_by_coord[coord] += len;
+        e->prep_kept++;
+    }
+    uint64_t total = e->prep_bytes, mine = e->prep_by_coord[coord];
+    pthread_mutex_unlock(&e->pmu);
+    if (!over) return 0;
+    if (__atomic_fetch_add(&e->prep_refused, 1, __ATOMIC_RELAXED) % 1000 == 0)
+        log_warn("refused a PREPARE of %zu bytes from node %u: %llu bytes kept from it, %llu in "
+                 "all (caps %llu and %llu: --prepared-max)", len, coord,
+                 (unsigned long long)mine, (unsigned long long)total,
+                 (unsigned long long)e->cfg.prepared_max_per_coord,
+                 (unsigned long long)e->cfg.prepared_max_bytes);
+    return RDKV_EBUSY;
+}
+
 /* Decodes a PREPARE / APPLY, then (unless its transaction was given up: RDKV_EABORTED) prepares
- * it as a request in progress (ip); the caller ends ip. */
+ * it as a request in progress (ip); the caller ends ip. A PREPARE (keep) is counted against the
+ * caps of what a participant keeps. */
 static int decode_and_prepare(struct txn_env *e, struct fab_rpc_req *req, struct inprog *ip,
-                              struct prepared **out)
+                              bool keep, struct prepared **out)
 {
     size_t len = fab_rpc_len(req);
     void *bytes = malloc(len ? len : 1);
@@ -392,20 +471,36 @@ static int decode_and_prepare(struct txn_env *e, struct fab_rpc_req *req, struct
     uint32_t n;
     int rc = txn_wops_unpack(bytes, len, store_key_max(e->st), store_value_max(e->st), &txid,
                              &coord, &ops, &n);
-    /* The coordinator must be a node of the cluster (its loss aborts what it prepared), and the
-     * sender itself when a node sends. (Clients of the fabric are not authenticated: rdkv has
-     * no access control yet, and a client can write any key anyway.) */
+    /* Only the coordinator that the txid names sends its writes, and it names itself: the
+     * fabric authenticates nodes, so nobody else can install anything here. */
     uint16_t src = fab_rpc_src(req);
-    if (!rc && (coord >= e->n || (src != FAB_NODE_CLIENT && coord != src))) {
+    if (!rc && (coord != txn_txid_node(txid) || !from_coordinator(e, src, txid))) {
         free(ops);
-        rc = RDKV_EPROTO;
+        rc = not_coordinator(keep ? "PREPARE" : "APPLY", src, txid);
     }
-    if (!rc && (rc = part_begin(e, txid, ip))) free(ops);
+    if (!rc && keep && (rc = charge(e, coord, len))) free(ops);
+    if (!rc && (rc = part_begin(e, txid, ip))) {
+        free(ops);
+        if (keep) {
+            struct prepared tmp = {.coord = coord, .charge = len};
+            uncharge(e, &tmp);
+        }
+    }
     if (rc) {
         free(bytes);
         return rc;
     }
-    return part_prepare(e, txid, coord, ops, n, bytes, out);
+    rc = part_prepare(e, txid, coord, ops, n, bytes, out);
+    if (keep) {
+        if (rc) {
+            struct prepared tmp = {.coord = coord, .charge = len};
+            uncharge(e, &tmp);
+        } else {
+            (*out)->charge = len;
+            (*out)->next_ask = clock_now_ns() + e->cfg.indoubt_ns;
+        }
+    }
+    return rc;
 }
 
 static void on_prepare(struct fab_rpc_req *req, void *arg)
@@ -413,7 +508,7 @@ static void on_prepare(struct fab_rpc_req *req, void *arg)
     struct txn_env *e = arg;
     struct prepared *p;
     struct inprog ip = {0};
-    int rc = decode_and_prepare(e, req, &ip, &p);
+    int rc = decode_and_prepare(e, req, &ip, true, &p);
     if (!rc) part_record(e, p);
     part_end(e, &ip);
     fab_rpc_reply(req, rc, NULL, 0);
@@ -424,7 +519,7 @@ static void on_apply(struct fab_rpc_req *req, void *arg)
     struct txn_env *e = arg;
     struct prepared *p;
     struct inprog ip = {0};
-    int rc = decode_and_prepare(e, req, &ip, &p);
+    int rc = decode_and_prepare(e, req, &ip, false, &p);
     if (!rc) rc = part_commit(e, p);
     part_end(e, &ip);
     fab_rpc_reply(req, rc, NULL, 0);
@@ -451,10 +546,21 @@ static int finish(struct txn_env *e, struct prepared *p, bool commit, struct inp
     return rc;
 }
 
+/* Whether txid was committed here on its coordinator's answer to the in-doubt query. */
+static bool indoubt_committed(struct txn_env *e, uint64_t txid)
+{
+    bool found = false;
+    pthread_mutex_lock(&e->pmu);
+    for (unsigned i = 0; txid && i < TXN_IDC && !found; i++) found = e->idc[i] == txid;
+    pthread_mutex_unlock(&e->pmu);
+    return found;
+}
+
 /* COMMIT and ABORT: the decision for a prepared transaction, named by its txid. An unknown
  * txid is an error for a commit (the coordinator reports the outcome unknown) and nothing for
  * an abort (it was never prepared here, or is gone already). A commit the fence refuses is
- * RDKV_EABORTED (the coordinator reports the outcome unknown too). */
+ * RDKV_EABORTED (the coordinator reports the outcome unknown too). A COMMIT of a transaction
+ * this node already committed on the in-doubt query's answer is answered 0. */
 static void decide(struct fab_rpc_req *req, struct txn_env *e, bool commit)
 {
     struct pack_r r;
@@ -464,9 +570,16 @@ static void decide(struct fab_rpc_req *req, struct txn_env *e, bool commit)
         fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
         return;
     }
+    if (!from_coordinator(e, fab_rpc_src(req), txid)) {
+        fab_rpc_reply(req, not_coordinator(commit ? "COMMIT" : "ABORT", fab_rpc_src(req), txid),
+                      NULL, 0);
+        return;
+    }
     struct inprog ip = {0};
     struct prepared *p = take_begin(e, txid, &ip);
-    int rc = p ? finish(e, p, commit, &ip) : (commit ? RDKV_ENOTFOUND : 0);
+    int rc = p                                              ? finish(e, p, commit, &ip)
+             : commit && !indoubt_committed(e, txid) ? RDKV_ENOTFOUND
+                                                      : 0;
     fab_rpc_reply(req, rc, NULL, 0);
 }
 
@@ -490,6 +603,10 @@ static void on_resolve(struct fab_rpc_req *req, void *arg)
         fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
         return;
     }
+    if (!from_coordinator(e, fab_rpc_src(req), txid)) {
+        fab_rpc_reply(req, not_coordinator("RESOLVE", fab_rpc_src(req), txid), NULL, 0);
+        return;
+    }
     pthread_mutex_lock(&e->pmu);
     if (in_progress(e, txid)) {
         pthread_mutex_unlock(&e->pmu);
@@ -507,6 +624,84 @@ static void on_resolve(struct fab_rpc_req *req, void *arg)
                          "gone", (unsigned long long)txid);
     }
     fab_rpc_reply(req, 0, NULL, 0);
+}
+
+/* QUERY: a participant asks this node, the coordinator txid names, what became of txid. Only
+ * nodes ask (a participant); the answer comes from memory (coord_state). */
+static void on_query(struct fab_rpc_req *req, void *arg)
+{
+    struct txn_env *e = arg;
+    struct pack_r r;
+    pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
+    uint64_t txid = unpack_u64(&r);
+    uint16_t src = fab_rpc_src(req);
+    if (!unpack_done(&r) || src == FAB_NODE_CLIENT || src >= e->n ||
+        txn_txid_node(txid) != e->me) {
+        fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
+        return;
+    }
+    uint8_t st = coord_state(e, txid);
+    fab_rpc_reply(req, 0, &st, 1);
+}
+
+#define INDOUBT_BATCH 32
+
+/* The in-doubt PREPAREs: each one kept txn_cfg.indoubt_ns is asked about (again every quarter
+ * of that). Committed: it commits here (the lock check allowing). Unknown: its coordinator is
+ * not deciding it and did not decide commit -- it aborted it, or never got our vote, or
+ * restarted (presumed abort; the durability issue makes the last exact) -- so it is dropped.
+ * Still active, or no answer (a slow or unreachable coordinator): it stays. */
+int64_t part_indoubt_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
+{
+    uint64_t ask[INDOUBT_BATCH];
+    uint16_t coord[INDOUBT_BATCH];
+    unsigned n = 0;
+    int64_t next = INT64_MAX, again = e->cfg.indoubt_ns / 4 > NS_PER_MS ? e->cfg.indoubt_ns / 4
+                                                                        : NS_PER_MS;
+    pthread_mutex_lock(&e->pmu);
+    for (struct prepared *p = e->prep; p; p = p->next) {
+        if (!p->charge) continue; /* (this node's own, being committed right now) */
+        if (p->next_ask <= now && n < INDOUBT_BATCH) {
+            /* (a coordinator declared down is not asked: txn_env_peer_lost aborts its
+             * PREPAREs, or it answers once it is up again) */
+            if (!txn_env_is_down(e, p->coord)) {
+                ask[n] = p->txid;
+                coord[n++] = p->coord;
+            }
+            p->next_ask = now + again;
+        }
+        if (p->next_ask < next) next = p->next_ask;
+    }
+    e->indoubt_armed = next != INT64_MAX; /* else the next PREPARE kept wakes the thread */
+    pthread_mutex_unlock(&e->pmu);
+    for (unsigned i = 0; i < n; i++) {
+        uint8_t req[8];
+        for (int b = 0; b < 8; b++) req[b] = (uint8_t)(ask[i] >> (8 * b));
+        struct fab_buf resp = {0};
+        int rc = fab_rpc_call(c, coord[i], TXN_RPC_QUERY, req, sizeof req, &resp,
+                              RESOLVE_RPC_TIMEOUT_NS);
+        uint8_t st = !rc && resp.len == 1 ? ((const uint8_t *)resp.data)[0] : 0;
+        fab_buf_free(&resp);
+        if (st != TXN_STATE_COMMITTED && st != TXN_STATE_UNKNOWN) continue;
+        struct inprog ip = {0};
+        struct prepared *p = take_begin(e, ask[i], &ip);
+        if (!p) continue; /* its decision came meanwhile */
+        bool commit = st == TXN_STATE_COMMITTED;
+        __atomic_add_fetch(commit ? &e->indoubt_committed : &e->indoubt_dropped, 1,
+                           __ATOMIC_RELAXED);
+        log_warn("txn %llx: prepared here for %.1f s; its coordinator, node %u, says %s: %s",
+                 (unsigned long long)ask[i], (double)e->cfg.indoubt_ns / 1e9, coord[i],
+                 commit ? "committed" : "unknown", commit ? "committing" : "dropped");
+        if (finish(e, p, commit, &ip)) {
+            log_warn("txn %llx: its commit here was refused: the coordinator's locks were gone",
+                     (unsigned long long)ask[i]);
+        } else if (commit) {
+            pthread_mutex_lock(&e->pmu);
+            e->idc[e->idc_at++ % TXN_IDC] = ask[i];
+            pthread_mutex_unlock(&e->pmu);
+        }
+    }
+    return n == INDOUBT_BATCH ? now : next;
 }
 
 struct scan_out {
@@ -579,6 +774,7 @@ int part_register(struct txn_env *e)
     } hs[TXN_GUARDS] = {
         {TXN_RPC_PREPARE, on_prepare}, {TXN_RPC_COMMIT, on_commit}, {TXN_RPC_ABORT, on_abort},
         {TXN_RPC_APPLY, on_apply},     {TXN_RPC_SCAN, on_scan},     {TXN_RPC_RESOLVE, on_resolve},
+        {TXN_RPC_QUERY, on_query},
     };
     for (unsigned i = 0; i < TXN_GUARDS; i++) {
         e->guards[i] = (struct txn_guard){e, hs[i].fn};

@@ -27,7 +27,6 @@
 #define CHUNK_MIN (16u << 10)
 #define READ_GUESS 192u        /* inline value bytes read with the header on a first visit */
 #define COMMIT_RPC_TIMEOUT_NS (5 * NS_PER_S) /* txn_cfg.commit_timeout_ns's default */
-#define RESOLVE_RPC_TIMEOUT_NS (500 * NS_PER_MS)
 #define FANOUT_TAG 0x7C0000000000ull
 #define NOWAIT_GRACE_NS NS_PER_US            /* no-wait: a row lock's one try */
 #define RANGE_NOWAIT_NS (50 * NS_PER_US)      /* no-wait: a range lock granted on arrival */
@@ -42,6 +41,8 @@ void txn_cfg_init(struct txn_cfg *c)
     c->lease_ns = 10 * NS_PER_S;
     c->commit_timeout_ns = COMMIT_RPC_TIMEOUT_NS;
     c->conflict = TXN_CONFLICT_DEFAULT;
+    c->max_ops = TXN_MAX_OPS_DEFAULT;
+    c->max_bytes = TXN_MAX_BYTES_DEFAULT;
 }
 
 static const char *const conflict_names[] = {"timeout", "wait-die", "no-wait"};
@@ -125,6 +126,8 @@ struct txn {
     uint64_t ts;      /* start timestamp (wait-die's age), kept across retries by txn_keep_ts */
     bool active;
     int failed;
+    uint32_t nops;    /* operations so far, and the bytes of their keys and values (the caps) */
+    uint64_t nbytes;
     struct tent *ents;
     uint32_t nents, cap;
     uint32_t *idx; /* open addressing over ents: index + 1 */
@@ -300,9 +303,119 @@ static int fence_ask(struct fab_ctx *c, const struct txn_fence *f)
     return rc;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The coordinator's memory of its transactions in two-phase commit, for TXN_RPC_QUERY: a record
+ * lives from before the PREPAREs go out until the commit returns and every fence kept with a
+ * commit decision has ended -- that is, for as long as a participant can hold the transaction
+ * prepared and a commit may still be on its way there. Without a record the answer is
+ * TXN_STATE_UNKNOWN: presumed abort (docs/transactions.md, "In-doubt transactions"). */
+
+static struct coord_rec **crec_find(struct txn_env *e, uint64_t txid)
+{
+    struct coord_rec **pp = &e->crecs;
+    while (*pp && (*pp)->txid != txid) pp = &(*pp)->next;
+    return pp;
+}
+
+static int coord_begin(struct txn_env *e, uint64_t txid)
+{
+    struct coord_rec *r = calloc(1, sizeof *r);
+    if (!r) return RDKV_ENOMEM;
+    r->txid = txid;
+    r->state = TXN_STATE_ACTIVE;
+    r->refs = 1;
+    pthread_mutex_lock(&e->cmu);
+    r->next = e->crecs;
+    e->crecs = r;
+    pthread_mutex_unlock(&e->cmu);
+    return 0;
+}
+
+/* state: TXN_STATE_COMMITTED once decided so (before the first COMMIT); refs: +1 for a fence
+ * kept with the commit decision, -1 when it or the commit ends (the record goes at 0). */
+static void coord_update(struct txn_env *e, uint64_t txid, uint8_t state, int refs)
+{
+    pthread_mutex_lock(&e->cmu);
+    struct coord_rec **pp = crec_find(e, txid), *r = *pp;
+    if (r) {
+        if (state) r->state = state;
+        r->refs += (unsigned)refs;
+        if (!r->refs) *pp = r->next;
+        else r = NULL;
+    }
+    pthread_mutex_unlock(&e->cmu);
+    if (r && !r->refs) free(r);
+}
+
+uint8_t coord_state(struct txn_env *e, uint64_t txid)
+{
+    pthread_mutex_lock(&e->cmu);
+    struct coord_rec *r = *crec_find(e, txid);
+    uint8_t st = r ? r->state : TXN_STATE_UNKNOWN;
+    pthread_mutex_unlock(&e->cmu);
+    return st;
+}
+
+/* The in-doubt thread: asks coordinators about the PREPAREs kept here (part_indoubt_step). A
+ * thread of its own with a fabric context of its own, because an ask waits for an answer (up to
+ * RESOLVE_RPC_TIMEOUT_NS from a paused coordinator): the janitor, which passes given-up lock
+ * tickets on, must never wait behind it. */
+static void *indoubt_main(void *arg)
+{
+    struct txn_env *e = arg;
+    struct fab_ctx *c = NULL;
+    bool ok = fab_ctx_create(e->f, &c) == 0;
+    if (!ok) log_error("transaction in-doubt thread: no fabric context; kept PREPAREs wait for "
+                       "their decision or their coordinator's down verdict");
+    int64_t next = 0;
+    pthread_mutex_lock(&e->imu);
+    while (!e->istop) {
+        if (e->ikick) {
+            e->ikick = false;
+            next = 0;
+        }
+        int64_t now = clock_now_ns();
+        if (ok && now >= next) {
+            pthread_mutex_unlock(&e->imu);
+            next = part_indoubt_step(e, c, now);
+            pthread_mutex_lock(&e->imu);
+            continue;
+        }
+        if (!ok || next == INT64_MAX) {
+            pthread_cond_wait(&e->icv, &e->imu); /* (a kept PREPARE sets ikick) */
+        } else {
+            struct timespec until = clock_ts(next);
+            pthread_cond_timedwait(&e->icv, &e->imu, &until);
+        }
+    }
+    pthread_mutex_unlock(&e->imu);
+    if (c) fab_ctx_destroy(c);
+    return NULL;
+}
+
+void txn_indoubt_kick(struct txn_env *e)
+{
+    pthread_mutex_lock(&e->imu);
+    e->ikick = true;
+    pthread_cond_signal(&e->icv);
+    pthread_mutex_unlock(&e->imu);
+}
+
+static void indoubt_stop(struct txn_env *e)
+{
+    if (!e->ind_started) return;
+    pthread_mutex_lock(&e->imu);
+    e->istop = true;
+    pthread_cond_broadcast(&e->icv);
+    pthread_mutex_unlock(&e->imu);
+    pthread_join(e->ind, NULL);
+    e->ind_started = false;
+}
+
 /* Lets the fence's locks go (released, or dropped when the participant is down) and frees it. */
 static void fence_end(struct txn_env *e, struct txn_fence *f, bool down)
 {
+    if (f->decision == TXN_RESOLVE_COMMIT) coord_update(e, f->txid, 0, -1);
     /* (counted before the locks go: whoever takes them next sees the fence over) */
     __atomic_add_fetch(down ? &e->fst.dropped : &e->fst.resolved, 1, __ATOMIC_SEQ_CST);
     __atomic_sub_fetch(&e->fst.pending, 1, __ATOMIC_SEQ_CST);
@@ -463,6 +576,17 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     if (e->cfg.lock_timeout_ns <= 0) e->cfg.lock_timeout_ns = 100 * NS_PER_MS;
     if (e->cfg.lease_ns <= 0) e->cfg.lease_ns = 10 * NS_PER_S;
     if (e->cfg.commit_timeout_ns <= 0) e->cfg.commit_timeout_ns = COMMIT_RPC_TIMEOUT_NS;
+    /* two commit timeouts: by then a live coordinator has decided, and one whose COMMIT went
+     * unanswered keeps a fence and resolves (the query then rarely races a slow COMMIT) */
+    if (e->cfg.indoubt_ns <= 0) e->cfg.indoubt_ns = 2 * e->cfg.commit_timeout_ns;
+    if (!e->cfg.max_ops) e->cfg.max_ops = TXN_MAX_OPS_DEFAULT;
+    if (!e->cfg.max_bytes) e->cfg.max_bytes = TXN_MAX_BYTES_DEFAULT;
+    if (!e->cfg.prepared_max_bytes) {
+        struct store_stats ss;
+        store_stats(st, &ss);
+        e->cfg.prepared_max_bytes = ss.heap_bytes / 4;
+    }
+    if (!e->cfg.prepared_max_per_coord) e->cfg.prepared_max_per_coord = e->cfg.prepared_max_bytes / 2;
     e->row = lock_algo_find(e->cfg.row_lock);
     e->range = range_algo_find(e->cfg.range_lock);
     int rc = 0;
@@ -510,8 +634,10 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
      * abort most transactions that read many rows */
     e->lcfg.drtm_lease_ns = e->cfg.drtm_lease_ns > 0 ? e->cfg.drtm_lease_ns : 10 * NS_PER_MS;
     e->down = calloc(e->n, 1);
+    e->prep_by_coord = calloc(e->n, sizeof *e->prep_by_coord);
     pthread_mutex_init(&e->pmu, NULL);
-    if (!e->down) rc = RDKV_ENOMEM;
+    pthread_mutex_init(&e->cmu, NULL);
+    if (!e->down || !e->prep_by_coord) rc = RDKV_ENOMEM;
     if (!rc && (rc = range_space_create(rs, TXN_RANGE_SPACE, NULL)))
         snprintf(err, errcap, "cannot create the key range space: %s", rdkv_strerror(rc));
     pthread_mutex_init(&e->jmu, NULL);
@@ -519,20 +645,32 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the janitor waits for fence deadlines */
     pthread_cond_init(&e->jcv, &ca);
+    pthread_mutex_init(&e->imu, NULL);
+    pthread_cond_init(&e->icv, &ca);
     pthread_condattr_destroy(&ca);
     if (!rc && pthread_create(&e->jan, NULL, janitor_main, e)) {
         snprintf(err, errcap, "cannot start the transaction janitor thread");
         rc = RDKV_ENOMEM;
     }
     if (!rc) e->jan_started = true;
+    if (!rc && pthread_create(&e->ind, NULL, indoubt_main, e)) {
+        snprintf(err, errcap, "cannot start the transaction in-doubt thread");
+        rc = RDKV_ENOMEM;
+    }
+    if (!rc) e->ind_started = true;
     if (!rc && (rc = part_register(e)))
         snprintf(err, errcap, "cannot register the transaction RPCs: %s", rdkv_strerror(rc));
     if (rc) {
         txn_janitor_stop(e);
+        indoubt_stop(e);
+        pthread_mutex_destroy(&e->imu);
+        pthread_cond_destroy(&e->icv);
         pthread_mutex_destroy(&e->jmu);
         pthread_cond_destroy(&e->jcv);
         free(e->down);
+        free(e->prep_by_coord);
         pthread_mutex_destroy(&e->pmu);
+        pthread_mutex_destroy(&e->cmu);
         free(e);
         return rc;
     }
@@ -548,12 +686,16 @@ void txn_env_quiesce(struct txn_env *e)
     for (unsigned round = 0; __atomic_load_n(&e->inflight, __ATOMIC_SEQ_CST); round++)
         clock_sleep_ns(round < 10 ? 100 * NS_PER_US : NS_PER_MS);
     txn_janitor_stop(e); /* it uses the fabric */
+    indoubt_stop(e);     /* so does it */
 }
 
 void txn_env_close(struct txn_env *e)
 {
     if (!e) return;
     txn_janitor_stop(e);
+    indoubt_stop(e);
+    pthread_mutex_destroy(&e->imu);
+    pthread_cond_destroy(&e->icv);
     pthread_mutex_destroy(&e->jmu);
     pthread_cond_destroy(&e->jcv);
     for (;;) {
@@ -565,8 +707,15 @@ void txn_env_close(struct txn_env *e)
         part_abort(e, p);
     }
     pthread_mutex_destroy(&e->pmu);
+    while (e->crecs) {
+        struct coord_rec *r = e->crecs;
+        e->crecs = r->next;
+        free(r);
+    }
+    pthread_mutex_destroy(&e->cmu);
     free(e->tombs);
     free(e->down);
+    free(e->prep_by_coord);
     free(e);
 }
 
@@ -1107,6 +1256,8 @@ int txn_begin(struct txn_worker *w, struct txn **out)
     if (t->active) return RDKV_EBUSY;
     t->active = true;
     t->failed = 0;
+    t->nops = 0;
+    t->nbytes = 0;
     w->seq++;
     t->txid = (uint64_t)w->e->me << 48 | (uint64_t)w->wid << 32 | w->seq;
     t->ts = ts_fresh(w->e);
@@ -1128,12 +1279,25 @@ static int check_key(struct txn *t, uint32_t klen)
     return klen > store_key_max(t->w->e->st) ? RDKV_ETOOBIG : 0;
 }
 
+/* Counts an operation of `bytes` key and value bytes against the transaction's caps
+ * (txn_cfg.max_ops, max_bytes). Beyond them the transaction fails with RDKV_ETOOBIG before the
+ * operation takes a lock, and gives back every lock it holds at once. */
+static int charge_op(struct txn *t, uint64_t bytes)
+{
+    const struct txn_cfg *cfg = &t->w->e->cfg;
+    t->nops++;
+    t->nbytes += bytes;
+    if (t->nops <= cfg->max_ops && t->nbytes <= cfg->max_bytes) return 0;
+    return fail(t, RDKV_ETOOBIG);
+}
+
 int txn_get(struct txn *t, const void *key, uint32_t klen, bool for_update, const void **val,
             uint32_t *vlen)
 {
     if (!t->active) return RDKV_EINVAL;
     if (t->failed) return t->failed;
     int rc = check_key(t, klen);
+    if (!rc) rc = charge_op(t, klen);
     if (rc) return rc;
     int i = ent_get(t, key, klen);
     if (i < 0) return fail(t, i);
@@ -1159,6 +1323,7 @@ int txn_put(struct txn *t, const void *key, uint32_t klen, const void *val, uint
     int rc = check_key(t, klen);
     if (rc) return rc;
     if (vlen > store_value_max(t->w->e->st)) return RDKV_ETOOBIG;
+    if ((rc = charge_op(t, (uint64_t)klen + vlen))) return rc;
     int i = ent_get(t, key, klen);
     if (i < 0) return fail(t, i);
     struct tent *en = &t->ents[i];
@@ -1198,6 +1363,7 @@ int txn_del(struct txn *t, const void *key, uint32_t klen)
     if (!t->active) return RDKV_EINVAL;
     if (t->failed) return t->failed;
     int rc = check_key(t, klen);
+    if (!rc) rc = charge_op(t, klen);
     if (rc) return rc;
     int i = ent_get(t, key, klen);
     if (i < 0) return fail(t, i);
@@ -1330,6 +1496,8 @@ static void fence_keep(struct txn *t, uint16_t node, uint8_t decision)
         f->txid = t->txid;
         f->node = node;
         f->decision = decision;
+        /* the coordinator remembers the commit while the participant may still hold it */
+        if (decision == TXN_RESOLVE_COMMIT) coord_update(e, t->txid, 0, +1);
         for (uint32_t i = 0; i < t->nents; i++) {
             struct tent *en = &t->ents[i];
             if (en->lk.mode == LOCK_EXCLUSIVE && rptr_node(en->lk.line) == node) {
@@ -1503,6 +1671,9 @@ static int commit_writes(struct txn *t, uint32_t nw)
             lens[nr] = pw[p].len;
             rnodes[nr++] = parts[p];
         }
+        /* from here until every participant has answered, a participant that holds it
+         * prepared and asks is told it is active (coord_state) */
+        bool rec = !rc && !(rc = coord_begin(e, t->txid));
         if (!rc) fanout(w, nr, rnodes, TXN_RPC_PREPARE, reqs, lens, st);
         else
             for (unsigned i = 0; i < nr; i++) st[i] = RDKV_ENOMEM;
@@ -1549,6 +1720,7 @@ static int commit_writes(struct txn *t, uint32_t nw)
                 if (no_answer(ast[i])) fence_keep(t, anodes[i], TXN_RESOLVE_ABORT);
             if (mine) part_abort(e, mine);
         } else {
+            coord_update(e, txid, TXN_STATE_COMMITTED, 0); /* the decision, before any COMMIT */
             fanout(w, nr, rnodes, TXN_RPC_COMMIT, idr, idl, st);
             if (mine && part_commit(e, mine)) {
                 log_error("txn %llx: its commit here was refused (a lock of ours was gone) "
@@ -1564,6 +1736,7 @@ static int commit_writes(struct txn *t, uint32_t nw)
                     rc = RDKV_EUNKNOWN;
                 }
         }
+        if (rec) coord_update(e, txid, 0, -1);
         for (uint32_t p = 0; p < np; p++) pack_w_free(&pw[p]);
     }
     free(ops);
@@ -1721,6 +1894,8 @@ int txn_scan(struct txn *t, const void *begin, uint32_t blen, const void *end, u
     if (t->failed) return t->failed;
     struct txn_env *e = t->w->e;
     if (check_key(t, blen) || (end && check_key(t, elen))) return RDKV_ETOOBIG;
+    int crc = charge_op(t, (uint64_t)blen + (end ? elen : 0));
+    if (crc) return crc;
     struct txn_iter *it = calloc(1, sizeof *it);
     if (!it) return RDKV_ENOMEM;
     it->t = t;

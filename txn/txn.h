@@ -29,6 +29,15 @@ enum txn_rpc {
     TXN_RPC_APPLY = FAB_RPC_USER_BASE + 11,   /* one partition: ops, applied at once */
     TXN_RPC_SCAN = FAB_RPC_USER_BASE + 12,    /* a page of keys and rows in key order */
     TXN_RPC_RESOLVE = FAB_RPC_USER_BASE + 13, /* u64 txid, u8 enum txn_resolve -> status */
+    TXN_RPC_QUERY = FAB_RPC_USER_BASE + 14,   /* u64 txid -> u8 enum txn_state (in-doubt) */
+};
+
+/* A coordinator's answer to TXN_RPC_QUERY, from its memory: a participant that has held a
+ * PREPARE for txn_cfg.indoubt_ns asks (docs/transactions.md, "In-doubt transactions"). */
+enum txn_state {
+    TXN_STATE_ACTIVE = 1,    /* still deciding (or telling the participants): keep waiting */
+    TXN_STATE_COMMITTED = 2, /* decided commit: commit it */
+    TXN_STATE_UNKNOWN = 3,   /* not a transaction it runs now: presumed abort */
 };
 
 /* What a coordinator that got no answer asks a participant to make final (TXN_RPC_RESOLVE). The
@@ -60,8 +69,16 @@ struct txn_cfg {
     int64_t lock_timeout_ns; /* one lock wait (default 100 ms) */
     int64_t lease_ns;        /* row locks' lease (default 10 s; see docs/transactions.md) */
     int64_t drtm_lease_ns;   /* drtm's shared lease (default 10 ms: a transaction's length) */
-    int64_t prepared_timeout_ns; /* a prepared transaction whose coordinator is declared down is
-                                    aborted (default: on the down verdict) */
+    int64_t indoubt_ns;      /* a participant asks the coordinator about a transaction prepared
+                                this long (then again every quarter of it; default: twice the
+                                commit timeout, 10 s) */
+    uint64_t prepared_max_bytes; /* PREPAREs a participant keeps staged, in request bytes, in all
+                                    (default: a quarter of the row heap) ... */
+    uint64_t prepared_max_per_coord; /* ... and from one coordinator (default: half of that);
+                                        beyond either a PREPARE is refused with RDKV_EBUSY */
+    uint32_t max_ops;        /* a transaction's reads, writes and scans (default 10,000) ... */
+    uint64_t max_bytes;      /* ... and the bytes of its keys and written values (default 64 MiB):
+                                beyond either it fails with RDKV_ETOOBIG, its locks released */
     int64_t commit_timeout_ns; /* how long a commit waits for a participant's answer before it
                                   reports RDKV_EUNKNOWN (default 5 s) */
     int conflict;            /* enum txn_conflict (default TXN_CONFLICT_DEFAULT) */
@@ -70,6 +87,8 @@ struct txn_cfg {
  * abort short conflicts that timeout waits out, and wait-die pays two round trips more per
  * remote lock (0.6-1.1x timeout's rate; docs/benchmarks.md, "Conflict policies on hot keys") */
 #define TXN_CONFLICT_DEFAULT TXN_CONFLICT_TIMEOUT
+#define TXN_MAX_OPS_DEFAULT 10000u
+#define TXN_MAX_BYTES_DEFAULT (64ull << 20)
 void txn_cfg_init(struct txn_cfg *c);
 
 struct txn_env;
@@ -105,6 +124,10 @@ struct txn_fence_stats {
     uint64_t resolved;  /* coordinator: of those, released after the participant's answer */
     uint64_t dropped;   /* coordinator: of those, dropped because the participant went down */
     uint64_t pending;   /* coordinator: still kept now */
+    /* participant: PREPAREs kept now (and their request bytes), refused by the caps, and
+     * in-doubt ones settled by asking their coordinator (docs/transactions.md, "In-doubt
+     * transactions") */
+    uint64_t prepared, prepared_bytes, prepared_refused, indoubt_committed, indoubt_dropped;
 };
 void txn_env_fence_stats(struct txn_env *e, struct txn_fence_stats *out);
 

@@ -5,9 +5,12 @@
 
 #include "txn/txn.h"
 
+#include "common/clock.h"
 #include "common/pack.h"
 
 #include <pthread.h>
+
+#define RESOLVE_RPC_TIMEOUT_NS (500 * NS_PER_MS) /* RESOLVE and QUERY, one ask */
 
 /* One write of a commit, as the coordinator sends it to the key's owner. */
 enum wop_kind { WOP_UPDATE = 1, WOP_INSERT = 2, WOP_DELETE = 3 };
@@ -33,6 +36,8 @@ struct prepared {
     struct wop *ops;
     struct store_staged *staged; /* per op: UPDATE's staged value, INSERT's row in .row */
     void *bytes;
+    size_t charge;    /* a PREPARE's request bytes, counted against the caps (0: not counted) */
+    int64_t next_ask; /* when to ask its coordinator about it (a PREPARE kept: in doubt) */
 };
 
 /* An RPC handler of the layer and the environment it serves (part.c guards every one). */
@@ -40,7 +45,7 @@ struct txn_guard {
     struct txn_env *e;
     fab_rpc_handler fn;
 };
-#define TXN_GUARDS 6
+#define TXN_GUARDS 7
 
 /* A request being handled by the participant right now (on its handler's stack). */
 struct inprog {
@@ -51,6 +56,7 @@ struct inprog {
 /* The transactions coordinators gave up waiting for, whose late requests are refused: the last
  * TXN_TOMBS of them (a ring). */
 #define TXN_TOMBS 4096
+#define TXN_IDC 64
 
 /* A transaction whose outcome at one participant is unknown to its coordinator: the locks it
  * holds there are kept (and kept alive) until the participant answers TXN_RPC_RESOLVE or is
@@ -84,6 +90,20 @@ struct txn_env {
     uint64_t *tombs;     /* TXN_TOMBS txids (allocated at the first), tomb_n used, next at tomb_at */
     unsigned tomb_n, tomb_at;
     struct txn_fence_stats fst; /* atomics */
+    /* PREPAREs kept (under pmu): their request bytes in all and per coordinator (the caps of
+     * txn_cfg), and how many */
+    uint64_t prep_bytes, *prep_by_coord;
+    unsigned prep_kept;
+    bool indoubt_armed; /* the in-doubt thread will look at the kept PREPAREs again (pmu) */
+    /* the last TXN_IDC transactions committed here on their coordinator's answer to a query: a
+     * COMMIT of one that arrives after is answered 0, not "not found" (under pmu) */
+    uint64_t idc[TXN_IDC];
+    unsigned idc_at;
+    uint64_t prep_refused, indoubt_dropped, indoubt_committed; /* atomics */
+    /* The coordinator's memory for TXN_RPC_QUERY: its transactions in two-phase commit (from
+     * before their PREPAREs until every participant answered or was resolved), under cmu. */
+    pthread_mutex_t cmu;
+    struct coord_rec *crecs;
     /* shutting down: RPC handlers in flight, and whether new ones are turned away */
     int inflight;
     bool closing;
@@ -97,6 +117,12 @@ struct txn_env {
     pthread_cond_t jcv;
     struct lock_thread *jlt; /* the janitor's, while it runs */
     struct txn_fence *fences; /* given to the janitor, under jmu */
+    /* The in-doubt thread (part_indoubt_step), woken by ikick when a PREPARE is kept while it
+     * has none to look at */
+    pthread_t ind;
+    bool ind_started, istop, ikick;
+    pthread_mutex_t imu;
+    pthread_cond_t icv;
 };
 
 /* Encoding of PREPARE / APPLY: u64 txid, u16 coordinator, u32 n, then n times {u8 kind, u64 row,
@@ -120,6 +146,25 @@ int part_commit(struct txn_env *e, struct prepared *p);
 void part_abort(struct txn_env *e, struct prepared *p);
 /* Takes a recorded transaction out of the list (NULL if unknown). */
 struct prepared *part_take(struct txn_env *e, uint64_t txid);
+
+/* A coordinator's record of a transaction in two-phase commit (txn.c). */
+struct coord_rec {
+    struct coord_rec *next;
+    uint64_t txid;
+    uint8_t state;  /* enum txn_state */
+    unsigned refs;  /* the commit running, and each fence kept with a commit decision */
+};
+/* What the coordinator knows of txid (enum txn_state). */
+uint8_t coord_state(struct txn_env *e, uint64_t txid);
+
+/* In-doubt transactions, on the in-doubt thread (part.c): asks the coordinators of the PREPAREs kept
+ * longer than txn_cfg.indoubt_ns (TXN_RPC_QUERY) and commits or drops them by the answer.
+ * Returns when it wants to run again (INT64_MAX: nothing kept). */
+int64_t part_indoubt_step(struct txn_env *e, struct fab_ctx *c, int64_t now);
+/* The in-doubt thread's wake-up after a PREPARE was kept with none before (txn.c). */
+void txn_indoubt_kick(struct txn_env *e);
+/* The node that coordinates txid (its top 16 bits). */
+static inline uint16_t txn_txid_node(uint64_t txid) { return (uint16_t)(txid >> 48); }
 void part_record(struct txn_env *e, struct prepared *p);
 int part_register(struct txn_env *e);
 

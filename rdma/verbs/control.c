@@ -284,7 +284,7 @@ static void vn_on_connect(struct fab_rpc_req *req, void *arg)
         fab_rpc_reply(req, st, NULL, 0);
         return;
     }
-    p->conn_id = svc_req_conn_id(req);
+    p->conn_id = fab_rpc_conn(req);
     p->qp = qp;
     struct passive *old = NULL;
     pthread_mutex_lock(&vn->mu);

@@ -15,6 +15,7 @@
 #include "tests/txncluster.h"
 
 #include "client/embed.h"
+#include "server/proto.h"
 
 #include "common/clock.h"
 
@@ -188,7 +189,7 @@ static void many_sessions(void)
     static struct tcluster c;
     char max[16];
     snprintf(max, sizeof max, "%u", NSESS + 1);
-    const char *extra[] = {"--max-sessions", max, NULL};
+    const char *extra[] = {"--max-sessions", max, "--sessions-per-conn", max, NULL};
     REQUIRE(tc_start(&c, 1, extra) == 0);
     /* a raw client: sessions are opened over its one connection */
     struct fab_opts fo;
@@ -207,7 +208,7 @@ static void many_sessions(void)
     struct fab_ctx *fc;
     REQUIRE(fab_ctx_create(f, &fc) == 0);
     struct fab_buf resp = {0};
-    uint64_t *sids = calloc(NSESS, sizeof *sids);
+    struct ses_id *sids = calloc(NSESS, sizeof *sids);
     REQUIRE(sids != NULL);
     unsigned opened = 0;
     int64_t t0 = clock_now_ns();
@@ -225,20 +226,20 @@ static void many_sessions(void)
     CHECK_EQ(rdkv_get(s, "ms:k", 4, &v, &vl), 0);
     CHECK(vl == 1 && !memcmp(v, "v", 1));
     /* the limit: refused, with "busy" */
-    uint64_t extra_sid;
+    struct ses_id extra_sid;
     CHECK_EQ(ses_raw_open(fc, 0, &resp, &extra_sid), RDKV_EBUSY);
     rdkv_session *s2;
     CHECK_EQ(tc_connect(&c, 0, NULL, &s2), RDKV_EBUSY);
     /* a closed session is gone, and its place serves another */
-    CHECK_EQ(ses_raw_close(fc, 0, &resp, sids[0]), 0);
-    CHECK_EQ(ses_raw_close(fc, 0, &resp, sids[0]), RDKV_ESESSION);
+    CHECK_EQ(ses_raw_close(fc, 0, &resp, &sids[0]), 0);
+    CHECK_EQ(ses_raw_close(fc, 0, &resp, &sids[0]), RDKV_ESESSION);
     REQUIRE(tc_connect(&c, 0, NULL, &s2) == 0);
     CHECK_EQ(rdkv_get(s2, "ms:k", 4, &v, &vl), 0);
     rdkv_session_close(s2);
     rdkv_session_close(s);
     unsigned closed = 1;
     for (unsigned i = 1; i < opened; i++)
-        if (ses_raw_close(fc, 0, &resp, sids[i]) == 0) closed++;
+        if (ses_raw_close(fc, 0, &resp, &sids[i]) == 0) closed++;
     CHECK_EQ(closed, opened);
     free(sids);
     fab_buf_free(&resp);

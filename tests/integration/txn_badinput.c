@@ -10,6 +10,10 @@
  * mutated frames from one thread, then two; RDKV_BADINPUT_SEED / RDKV_BADINPUT_ROUNDS vary it),
  * forged_row (a value whose bytes imitate rows: naming them as rows is refused).
  *
+ * 2PC frames are taken only from the node that coordinates them: the crafted cases send theirs
+ * as the other node (its own fabric), the random ones from the client fabric (all refused with
+ * RDKV_EPROTO after decoding).
+ *
  * A participant installs a PREPARE / APPLY only while the locks its fence tokens name are held
  * (docs/transactions.md, "Fencing"); the frames sent here hold no lock, so their writes are all
  * refused. Still, no frame sent here names a loaded key in an UPDATE or DELETE, nor writes a
@@ -24,6 +28,8 @@
 #include "common/rng.h"
 #include "rdkv.h"
 #include "rdma/fabric.h"
+#include "client/embed.h"
+#include "server/node.h"
 #include "server/proto.h"
 #include "storage/store.h"
 #include "txn/txn.h"
@@ -39,6 +45,14 @@
 #define NKEYS 150
 #define RPC_DEADLINE_NS (5 * NS_PER_S)
 #define FAKE_TXID_TOP 0xFA00000000000000ull /* real txids have the coordinator's id on top */
+/* A PREPARE, APPLY, COMMIT or ABORT is taken only from the node that coordinates its
+ * transaction (docs/transactions.md, "Who may send what"): from this test's client fabric every
+ * well-formed one is refused so, before any row is looked at. (The participant's row and lock
+ * checks behind that are driven from a node's connection by tests/integration/abuse.) */
+#define NOT_COORD RDKV_EPERM
+/* So the crafted cases send their 2PC frames as the other node (a real node's fabric), with
+ * txids and a coordinator field that name it: those reach the participant's row and lock checks
+ * (state.as_coord). */
 
 /* ------------------------------------------------------------------------------------------ */
 /* The cluster and the client fabric. */
@@ -365,6 +379,8 @@ static bool status_ok(uint16_t type, int rc)
         return false;
     default: break;
     }
+    /* a 2PC frame whose txid names another coordinator than its sender */
+    if (rc == RDKV_EPERM && type != KV_RPC_STATUS && type != TXN_RPC_SCAN) return true;
     switch (type) {
     case KV_RPC_STATUS: return rc == 0;
     case TXN_RPC_COMMIT: return rc == 0 || rc == RDKV_ENOTFOUND || rc == RDKV_EPROTO;
@@ -385,10 +401,14 @@ struct state {
     struct fab_ctx *c; /* this thread's */
     unsigned fails;    /* added to the harness's count by the test's thread */
     uint64_t rng;
-    uint64_t sids[NNODES][64];
+    struct ses_id sids[NNODES][64];
     unsigned nsids[NNODES];
     uint64_t skipped; /* generated frames that could have changed a loaded key: not sent */
     bool allow_loaded; /* crafted frames that name loaded keys with rows that are not theirs */
+    /* 2PC frames to node i go as node i ^ 1, through as_node[i] (a context of that node's
+     * fabric), their txids rewritten to name it; coord_lie: the frame names node i instead */
+    bool as_coord, coord_lie;
+    struct fab_ctx *as_node[NNODES];
     /* rows seen in scans, per node, with their keys (up to 16 bytes) */
     rptr rows[NNODES][512];
     uint8_t rkeys[NNODES][512][16];
@@ -418,7 +438,7 @@ static bool dangerous(uint16_t type, const uint8_t *p, size_t len)
     if (type == KV_RPC_SESSION) {
         struct pack_r r;
         pack_r_init(&r, p, len);
-        unpack_u64(&r);
+        pack_r_take(&r, SES_ID_LEN);
         uint8_t op = unpack_u8(&r);
         if (op != SES_PUT && op != SES_DEL) return false;
         uint32_t kl = unpack_u32(&r);
@@ -436,14 +456,15 @@ static void after_answer(struct state *st, uint16_t node, uint16_t type, const u
                          size_t len, int rc, const struct fab_buf *resp)
 {
     if (rc) return;
-    if (type == KV_RPC_SESSION && len == 18 && p[8] == SES_OPEN) {
-        uint64_t sid = 0;
-        for (int i = 7; i >= 0; i--) sid = sid << 8 | ((const uint8_t *)resp->data)[i];
-        if (resp->len < 12) { /* the id, this node's id and the node count at least */
+    if (type == KV_RPC_SESSION && len == SES_OPEN_LEN && p[SES_ID_LEN] == SES_OPEN) {
+        struct ses_id sid;
+        bool ok = resp->len >= SES_ID_LEN + 4; /* the id, this node's id and the node count */
+        if (!ok) {
             show_frame("SES_OPEN answered without a session id", node, type, p, len, rc);
             st->fails++;
         }
-        if (resp->len >= 12 && st->nsids[node] < 64) st->sids[node][st->nsids[node]++] = sid;
+        if (ok) memcpy(sid.b, resp->data, SES_ID_LEN);
+        if (ok && st->nsids[node] < 64) st->sids[node][st->nsids[node]++] = sid;
     }
     if (type == TXN_RPC_PREPARE && len >= 8) {
         /* a PREPARE that stuck (inserts only): abort it at once */
@@ -461,9 +482,9 @@ static void close_sessions(struct state *st)
 {
     for (uint16_t n = 0; n < NNODES; n++) {
         for (unsigned i = 0; i < st->nsids[n]; i++) {
-            uint8_t b[9];
-            for (int j = 0; j < 8; j++) b[j] = (uint8_t)(st->sids[n][i] >> (8 * j));
-            b[8] = SES_CLOSE;
+            uint8_t b[SES_ID_LEN + 1];
+            memcpy(b, st->sids[n][i].b, SES_ID_LEN);
+            b[SES_ID_LEN] = SES_CLOSE;
             struct fab_buf r = {0};
             int rc = ses_rpc(st->c, n, b, sizeof b, &r);
             if (rc != 0 && rc != RDKV_ESESSION) {
@@ -484,8 +505,12 @@ static int call(struct state *st, uint16_t node, uint16_t type, const uint8_t *p
         st->skipped++;
         return RDKV_EINVAL;
     }
+    struct fab_ctx *c = st->as_coord && type != KV_RPC_STATUS && type != TXN_RPC_SCAN &&
+                                st->as_node[node]
+                            ? st->as_node[node]
+                            : st->c;
     int rc = type == KV_RPC_SESSION ? ses_rpc(st->c, node, p, len, resp)
-                                    : fab_rpc_call(st->c, node, type, p, len, resp, RPC_DEADLINE_NS);
+                                    : fab_rpc_call(c, node, type, p, len, resp, RPC_DEADLINE_NS);
     pthread_mutex_lock(&tally_mu);
     struct tally *t = &tallies[type - FAB_RPC_USER_BASE];
     t->sent++;
@@ -526,6 +551,21 @@ static void f_u32(struct frame *f, uint32_t v)
     put_le(b, v, 4);
     f_bytes(f, b, 4);
 }
+static void f_u64(struct frame *f, uint64_t v);
+/* A session id on the wire. */
+static void f_sid(struct frame *f, const struct ses_id *sid)
+{
+    memcpy(f->b + f->len, sid->b, SES_ID_LEN);
+    f->len += SES_ID_LEN;
+}
+/* An id that names no session: v in its first 8 bytes, zeros after. */
+static struct ses_id sid_fake(uint64_t v)
+{
+    struct ses_id sid = {{0}};
+    memcpy(sid.b, &v, sizeof v);
+    return sid;
+}
+
 static void f_u64(struct frame *f, uint64_t v)
 {
     uint8_t b[8];
@@ -630,13 +670,14 @@ static void make_wops(struct state *st, uint16_t node, struct frame *f)
 static void make_session(struct state *st, uint16_t node, struct frame *f)
 {
     uint64_t *r = &st->rng;
-    uint64_t sid;
+    struct ses_id sid;
     switch (rng_below(r, 10)) {
-    case 0: sid = 0; break;
-    case 1: sid = rng_next(r); break;
-    case 2: sid = (uint64_t)node << 48 | rng_below(r, 100); break; /* plausible, unknown */
+    case 0: sid = sid_fake(0); break;
+    case 1: sid = sid_fake(rng_next(r)); break;
+    case 2: sid = sid_fake((uint64_t)node << 48 | rng_below(r, 100)); break; /* unknown */
     default:
-        sid = st->nsids[node] ? st->sids[node][rng_below(r, st->nsids[node])] : rng_next(r);
+        sid = st->nsids[node] ? st->sids[node][rng_below(r, st->nsids[node])]
+                              : sid_fake(rng_next(r));
         break;
     }
     uint8_t op = (uint8_t)(rng_below(r, 10) == 0 ? rng_next(r) : 1 + rng_below(r, SES_PATCH));
@@ -646,7 +687,8 @@ static void make_session(struct state *st, uint16_t node, struct frame *f)
     uint8_t flags = rng_below(r, 3) ? 0 : (uint8_t)(rng_below(r, 8) << 5);
     if (op & ~SES_OP_MASK) flags = 0;
     f->len = 0;
-    f_u64(f, op == SES_OPEN && rng_below(r, 4) ? 0 : sid);
+    struct ses_id none = sid_fake(0);
+    f_sid(f, op == SES_OPEN && rng_below(r, 4) ? &none : &sid);
     f_u8(f, op | flags);
     uint8_t key[64], val[400];
     switch (op) {
@@ -774,11 +816,11 @@ static void make_frame(struct state *st, uint16_t node, uint16_t type, struct fr
     case 0: /* random bytes, 0..300 */
         f->len = rng_below(r, 301);
         for (size_t i = 0; i < f->len; i++) f->b[i] = (uint8_t)rng_next(r);
-        if (type == KV_RPC_SESSION && f->len >= 9 && rng_below(r, 2)) {
+        if (type == KV_RPC_SESSION && f->len >= SES_ID_LEN + 1 && rng_below(r, 2)) {
             /* get past the router: a known op with an unknown or a real session */
-            f->b[8] = (uint8_t)(1 + rng_below(r, SES_STATUS));
+            f->b[SES_ID_LEN] = (uint8_t)(1 + rng_below(r, SES_STATUS));
             if (st->nsids[node] && rng_below(r, 4))
-                put_le(f->b, st->sids[node][rng_below(r, st->nsids[node])], 8);
+                memcpy(f->b, st->sids[node][rng_below(r, st->nsids[node])].b, SES_ID_LEN);
         }
         break;
     case 1: make_valid(st, node, type, f); break;
@@ -790,11 +832,11 @@ static void make_frame(struct state *st, uint16_t node, uint16_t type, struct fr
     /* A session may ask for lock waits of up to an hour (longer means the node's default): a
      * session opened here waits at most 1 s, so that two of this test's sessions contending for
      * a key never outwait the RPC deadline (that would be the test's deadlock, not the node's). */
-    if (type == KV_RPC_SESSION && f->len == 18 && f->b[8] == SES_OPEN) {
+    if (type == KV_RPC_SESSION && f->len == SES_OPEN_LEN && f->b[SES_ID_LEN] == SES_OPEN) {
         uint64_t lto = 0;
-        for (int i = 7; i >= 0; i--) lto = lto << 8 | f->b[9 + i];
+        for (int i = 7; i >= 0; i--) lto = lto << 8 | f->b[SES_ID_LEN + 1 + i];
         if (lto > (uint64_t)NS_PER_S && lto <= 3600ull * (uint64_t)NS_PER_S)
-            put_le(f->b + 9, (uint64_t)NS_PER_S, 8);
+            put_le(f->b + SES_ID_LEN + 1, (uint64_t)NS_PER_S, 8);
     }
 }
 
@@ -865,7 +907,8 @@ static void open_sessions(struct state *st)
         for (int i = 0; i < 3; i++) {
             struct frame f;
             f.len = 0;
-            f_u64(&f, 0);
+            struct ses_id none = sid_fake(0);
+            f_sid(&f, &none);
             f_u8(&f, SES_OPEN);
             f_u64(&f, 0);
             f_u8(&f, SES_CONFLICT_NODE);
@@ -965,12 +1008,21 @@ static void random_frames(void)
 /* Crafted frames with exact answers: rows that are not live rows of the key, the arena header,
  * heap edges, another node's rows; a refused PREPARE / APPLY stages nothing; an INSERT of a key
  * that exists changes nothing; COMMIT / ABORT of unknown transactions; sessions misused. */
+/* A txid as the frame's sender names it: as node ^ 1 (st->as_coord), or as it is. */
+static uint64_t as_txid(const struct state *st, uint16_t node, uint64_t txid)
+{
+    if (!st->as_coord) return txid;
+    return (txid & 0xFFFFFFFFFFFFull) | (uint64_t)(node ^ 1) << 48;
+}
+
 static int wops_call(struct state *st, uint16_t node, uint16_t type, const struct wop *ops,
                      uint32_t n, uint64_t txid)
 {
     struct pack_w w;
     pack_w_init(&w);
-    txn_wops_pack(&w, txid, 1, ops, n);
+    uint16_t coord = st->as_coord && !st->coord_lie ? (uint16_t)(node ^ 1) : (uint16_t)node;
+    if (!st->as_coord) coord = 1;
+    txn_wops_pack(&w, as_txid(st, node, txid), coord, ops, n);
     struct fab_buf resp = {0};
     int rc = w.err ? RDKV_ENOMEM : call(st, node, type, w.p, w.len, &resp);
     fab_buf_free(&resp);
@@ -981,7 +1033,7 @@ static int wops_call(struct state *st, uint16_t node, uint16_t type, const struc
 static int txid_call(struct state *st, uint16_t node, uint16_t type, uint64_t txid)
 {
     uint8_t b[8];
-    put_le(b, txid, 8);
+    put_le(b, as_txid(st, node, txid), 8);
     struct fab_buf resp = {0};
     int rc = call(st, node, type, b, 8, &resp);
     fab_buf_free(&resp);
@@ -1015,6 +1067,23 @@ static uint16_t owner_of(const void *key, uint32_t klen)
     return (uint16_t)(store_place_hash(key, klen) % NNODES);
 }
 
+/* Contexts of each node's own fabric, to send 2PC frames to the other as a node. */
+static void as_nodes(struct state *st, struct cl *k)
+{
+    for (unsigned i = 0; i < NNODES; i++)
+        REQUIRE(fab_ctx_create(node_fabric(rdkv_node_server(k->node[i ^ 1])), &st->as_node[i]) ==
+                0);
+    st->as_coord = true;
+}
+
+static void as_nodes_free(struct state *st)
+{
+    for (unsigned i = 0; i < NNODES; i++)
+        if (st->as_node[i]) fab_ctx_destroy(st->as_node[i]);
+    memset(st->as_node, 0, sizeof st->as_node);
+    st->as_coord = false;
+}
+
 static void crafted_frames(void)
 {
     static struct cl k;
@@ -1025,6 +1094,7 @@ static void crafted_frames(void)
     st.k = &k;
     st.c = k.c;
     st.rng = 0xc4af7ed;
+    as_nodes(&st, &k);
     learn_rows(&st);
     static const uint16_t wtypes[] = {TXN_RPC_PREPARE, TXN_RPC_APPLY};
     unsigned refused = 0;
@@ -1145,9 +1215,9 @@ static void crafted_frames(void)
                 /* (sent directly: call() would abort what it prepared) */
                 struct pack_w w;
                 pack_w_init(&w);
-                txn_wops_pack(&w, id, 1, &o, 1);
+                txn_wops_pack(&w, as_txid(&st, node, id), (uint16_t)(node ^ 1), &o, 1);
                 struct fab_buf resp = {0};
-                CHECK_EQ(fab_rpc_call(k.c, node, TXN_RPC_PREPARE, w.p, w.len, &resp,
+                CHECK_EQ(fab_rpc_call(st.as_node[node], node, TXN_RPC_PREPARE, w.p, w.len, &resp,
                                       RPC_DEADLINE_NS), RDKV_EABORTED);
                 fab_buf_free(&resp);
                 pack_w_free(&w);
@@ -1158,6 +1228,26 @@ static void crafted_frames(void)
         /* COMMIT / ABORT: unknown transactions, bad lengths */
         CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, FAKE_TXID_TOP | 0xdead), RDKV_ENOTFOUND);
         CHECK_EQ(txid_call(&st, node, TXN_RPC_ABORT, FAKE_TXID_TOP | 0xdead), 0);
+        /* the same frames from the client fabric, or naming another coordinator: refused
+         * before anything is looked at */
+        {
+            struct wop o = {.kind = WOP_UPDATE, .row = st.rows[node][0], .key = st.rkeys[node][0],
+                            .klen = st.rklen[node][0], .val = (const uint8_t *)"xyz", .vlen = 3};
+            st.allow_loaded = true;
+            for (size_t t = 0; t < 2; t++) {
+                st.as_coord = false;
+                CHECK_EQ(wops_call(&st, node, wtypes[t], &o, 1, txid++), NOT_COORD);
+                st.as_coord = true;
+                st.coord_lie = true; /* the txid names node ^ 1, the frame another */
+                CHECK_EQ(wops_call(&st, node, wtypes[t], &o, 1, txid++), NOT_COORD);
+                st.coord_lie = false;
+            }
+            st.allow_loaded = false;
+            st.as_coord = false;
+            CHECK_EQ(txid_call(&st, node, TXN_RPC_COMMIT, FAKE_TXID_TOP | 0xdead), NOT_COORD);
+            CHECK_EQ(txid_call(&st, node, TXN_RPC_ABORT, FAKE_TXID_TOP | 0xdead), NOT_COORD);
+            st.as_coord = true;
+        }
         for (size_t len = 0; len < 12; len++) {
             if (len == 8) continue;
             uint8_t b[12] = {0};
@@ -1229,24 +1319,25 @@ static void crafted_frames(void)
 #define SES(sid_, op_)                                                                             \
     do {                                                                                           \
         f.len = 0;                                                                                 \
-        f_u64(&f, (sid_));                                                                         \
+        struct ses_id sid__ = (sid_);                                                              \
+        f_sid(&f, &sid__);                                                                         \
         f_u8(&f, (op_));                                                                           \
     } while (0)
-        SES((uint64_t)node << 48 | 12345, SES_GET);
+        SES(sid_fake((uint64_t)node << 48 | 12345), SES_GET);
         f_u8(&f, 0);
         f_str(&f, "fz/a", 4);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_ESESSION);
-        SES(0, SES_BEGIN);
+        SES(sid_fake(0), SES_BEGIN);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_ESESSION);
         for (unsigned op = 0; op < 256; op += op < 16 ? 1 : 37) {
             if (op >= SES_OPEN && op <= SES_PATCH) continue;
-            SES(0, (uint8_t)op);
+            SES(sid_fake(0), (uint8_t)op);
             CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_EPROTO);
         }
-        SES(5, SES_OPEN); /* OPEN names no session */
+        SES(sid_fake(5), SES_OPEN); /* OPEN names no session */
         f_u64(&f, 0);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_EPROTO);
-        SES(0, SES_OPEN);
+        SES(sid_fake(0), SES_OPEN);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_EPROTO); /* no field */
         f_u64(&f, 0);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_EPROTO); /* one short */
@@ -1256,7 +1347,7 @@ static void crafted_frames(void)
         f.len--;
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), 0);
         REQUIRE(st.nsids[node] == 1);
-        uint64_t sid = st.sids[node][0];
+        struct ses_id sid = st.sids[node][0];
         /* without BEGIN */
         SES(sid, SES_GET);
         f_u8(&f, 0);
@@ -1340,18 +1431,15 @@ static void crafted_frames(void)
     }
     /* more sessions than a node serves: RDKV_EBUSY, and a session again once they are closed */
     {
-        static uint64_t sids[256];
+        static struct ses_id sids[256];
         unsigned n = 0, busy = 0;
         for (unsigned i = 0; i < 200 && !busy; i++) {
-            uint8_t b[18] = {0};
-            b[8] = SES_OPEN;
-            b[17] = SES_CONFLICT_NODE;
+            uint8_t b[SES_OPEN_LEN];
+            ses_open_request(b);
             struct fab_buf resp = {0};
             int rc = ses_rpc(k.c, 0, b, sizeof b, &resp);
-            if (rc == 0 && resp.len >= 12) {
-                uint64_t sid = 0;
-                for (int j = 7; j >= 0; j--) sid = sid << 8 | ((const uint8_t *)resp.data)[j];
-                sids[n++] = sid;
+            if (rc == 0 && resp.len >= SES_ID_LEN + 4) {
+                memcpy(sids[n++].b, resp.data, SES_ID_LEN);
             } else {
                 CHECK_EQ(rc, RDKV_EBUSY);
                 busy++;
@@ -1361,9 +1449,9 @@ static void crafted_frames(void)
         CHECK_EQ(busy, 1);
         CHECK_EQ(n, (unsigned)atoi(TEST_MAX_SESSIONS));
         for (unsigned i = 0; i < n; i++) {
-            uint8_t b[9];
-            put_le(b, sids[i], 8);
-            b[8] = SES_CLOSE;
+            uint8_t b[SES_ID_LEN + 1];
+            memcpy(b, sids[i].b, SES_ID_LEN);
+            b[SES_ID_LEN] = SES_CLOSE;
             struct fab_buf resp = {0};
             CHECK_EQ(ses_rpc(k.c, 0, b, sizeof b, &resp), 0);
             fab_buf_free(&resp);
@@ -1386,6 +1474,7 @@ static void crafted_frames(void)
     harness_failures += (int)st.fails;
     fprintf(stderr, "  %u PREPARE/APPLY naming bogus rows refused\n", refused);
     print_tallies();
+    as_nodes_free(&st);
     after_checks(&k);
     cl_stop(&k);
 }
@@ -1410,6 +1499,7 @@ static void forged_row(void)
     st.k = &k;
     st.c = k.c;
     st.rng = 0xf0e6;
+    as_nodes(&st, &k);
     /* the value: forged rows at every 64-byte line, each "row" with key "fk" */
     static uint8_t val[8192], back[8192];
     memset(val, 0, sizeof val);
@@ -1461,6 +1551,7 @@ static void forged_row(void)
     CHECK(!memcmp(back, val, sizeof val));
     fprintf(stderr, "  %u frames naming a value's bytes as a row: %u accepted\n", tried, accepted);
     harness_failures += (int)st.fails;
+    as_nodes_free(&st);
     after_checks(&k);
     cl_stop(&k);
 }

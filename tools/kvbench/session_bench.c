@@ -5,6 +5,7 @@
 #include "tools/kvbench/bench.h"
 
 #include "client/embed.h"
+#include "server/proto.h"
 
 #include "common/clock.h"
 #include "common/parse.h"
@@ -71,6 +72,8 @@ int cmd_sessions(int argc, char **argv)
     snprintf(maxs, sizeof maxs, "%llu", (unsigned long long)nsess + 16);
     co.node_args[0] = "--max-sessions";
     co.node_args[1] = maxs;
+    co.node_args[2] = "--sessions-per-conn"; /* they all go over one connection */
+    co.node_args[3] = maxs;
     bench_install_signals();
     char err[512];
     struct bench_cluster bc;
@@ -80,7 +83,7 @@ int cmd_sessions(int argc, char **argv)
     }
     int ret = 1;
     struct fab_ctx *c = NULL;
-    uint64_t *sids = calloc(nsess, sizeof *sids);
+    struct ses_id *sids = calloc(nsess, sizeof *sids);
     struct fab_buf resp = {0};
     rdkv_session *s = NULL;
     if (!sids || fab_ctx_create(bc.f, &c)) {
@@ -126,7 +129,8 @@ int cmd_sessions(int argc, char **argv)
     }
     st.seconds = (double)(clock_now_ns() - r0) / 1e9;
     /* the limit: open until refused */
-    uint64_t more = 0, extra[32];
+    uint64_t more = 0;
+    struct ses_id extra[32];
     int refused = 0;
     while (more < 32 && !(refused = ses_raw_open(c, 0, &resp, &extra[more]))) more++;
     printf("# sessions: %llu idle sessions on node 0 of %u (%s), one connection\n",
@@ -142,9 +146,9 @@ int cmd_sessions(int argc, char **argv)
     printf("[SESSIONS], OpenedPastTheIdleOnes, %llu\n", (unsigned long long)more);
     printf("[SESSIONS], NextRefusedWith, %s\n", refused ? rdkv_status_name(refused) : "(none)");
     bench_print_ycsb(stdout, &st);
-    for (uint64_t i = 0; i < more; i++) (void)ses_raw_close(c, 0, &resp, extra[i]);
+    for (uint64_t i = 0; i < more; i++) (void)ses_raw_close(c, 0, &resp, &extra[i]);
     ret = st.errors || refused != RDKV_EBUSY ? 1 : 0;
-    for (uint64_t i = 0; i < opened; i++) (void)ses_raw_close(c, 0, &resp, sids[i]);
+    for (uint64_t i = 0; i < opened; i++) (void)ses_raw_close(c, 0, &resp, &sids[i]);
 out:
     if (s) rdkv_session_close(s);
     fab_buf_free(&resp);
