@@ -939,12 +939,17 @@ static bool wait_until(struct fab_ctx *c, bool (*cond)(struct fab_ctx *, void *)
     if (in_task(c)) return task_wait_until(c, cond, arg, deadline);
     int64_t start = clock_now_ns();
     int64_t spin_end = start + c->f->o.spin_ns;
+    /* (no spin: straight to the blocking wait, which submits what is pending in the same
+     * system call -- a polling pass first would cost two more) */
+    bool spin = c->f->o.spin_ns > 0;
     for (;;) {
-        ctx_progress(c, 0);
-        if (cond(c, arg)) return true;
+        if (spin) {
+            ctx_progress(c, 0);
+            if (cond(c, arg)) return true;
+        }
         int64_t now = clock_now_ns();
         if (deadline >= 0 && now >= deadline) return false;
-        if (now < spin_end) {
+        if (spin && now < spin_end) {
             cpu_relax();
             continue;
         }
