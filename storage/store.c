@@ -812,6 +812,58 @@ int store_remote_open(struct fab_ctx *c, uint16_t node, struct store_remote *out
     return 0;
 }
 
+#define ROW_READ_GUESS 192u /* inline value bytes read with the header on a first visit */
+
+struct row_read store_row_first_read(rptr row, uint32_t klen, uint32_t hint, bool want_val)
+{
+    uint64_t len = hint ? hint : row_read_len(klen, ROW_READ_GUESS, true);
+    if (!want_val && len > 64u + klen) len = 64u + klen;
+    return (struct row_read){rptr_add(row, ROW_HDR_OFF), len};
+}
+
+int store_remote_read_row(struct fab_ctx *c, const struct store_remote *r, const void *key,
+                          uint32_t klen, bool want_val, struct row_read first, const uint8_t *pre,
+                          void *(*alloc)(void *arg, size_t n), void *arg, struct row_view *v,
+                          uint32_t *readlen)
+{
+    uint32_t kmax = r->key_max, vmax = r->value_max;
+    uint64_t len = first.len;
+    *readlen = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const uint8_t *buf = pass == 0 ? pre : NULL;
+        int rc;
+        if (!buf) {
+            uint8_t *b = alloc(arg, len);
+            if (!b) return RDKV_ENOMEM;
+            if ((rc = fab_read(c, first.at, b, len))) return rc;
+            buf = b;
+        }
+        rc = row_decode(buf, len, kmax, vmax, v);
+        if (rc == RDKV_EPROTO) return 0; /* not a row (any more) */
+        /* without the value, a header and key that fit are enough */
+        bool key_fits = len >= 64u + klen && v->klen == klen;
+        if (rc == 0 || (rc == RDKV_ETOOBIG && !want_val && key_fits)) {
+            if (!(v->flags & ROW_LIVE) || v->klen != klen ||
+                (len >= 64u + klen && memcmp(buf + 64, key, klen)))
+                return 0;
+            if (!want_val) return 1;
+            if (v->vext) {
+                uint8_t *vb = alloc(arg, v->vlen ? v->vlen : 1);
+                if (!vb) return RDKV_ENOMEM;
+                if (v->vlen && (rc = fab_read(c, v->vext, vb, v->vlen))) return rc;
+                v->val = vb;
+            }
+            *readlen = (uint32_t)row_read_len(v->klen, v->vlen, !v->vext);
+            return 1;
+        }
+        if (rc != RDKV_ETOOBIG) return rc;
+        /* the header says how much there is: read it all */
+        if (v->klen != klen) return 0;
+        len = row_read_len(v->klen, v->vlen, !v->vext);
+    }
+    return 0;
+}
+
 int store_remote_probe(struct fab_ctx *c, const struct store_remote *r, uint64_t hash,
                        rptr *cands, unsigned max)
 {

@@ -210,4 +210,28 @@ int store_remote_open(struct fab_ctx *c, uint16_t node, struct store_remote *out
 int store_remote_probe(struct fab_ctx *c, const struct store_remote *r, uint64_t hash,
                        rptr *cands, unsigned max);
 
+/* ---------------------------------------------------------------------------------------------
+ * Reading another node's row under its lock (the transaction layer's reads): one READ of the
+ * header, the key and the inline value; a second when the first was too short (the header says
+ * how much there is); one more for a value out of line. The caller owns the memory (alloc). */
+
+/* The first READ of key's row at `row`: where it starts, and its length -- the header and the
+ * key, and with want_val the whole row as a former read found it (hint: its readlen; 0: none)
+ * or a guess at a short inline value. A lock may carry this READ in its own chain (rd_at). */
+struct row_read {
+    rptr at;
+    uint64_t len;
+};
+struct row_read store_row_first_read(rptr row, uint32_t klen, uint32_t hint, bool want_val);
+
+/* Reads key's row at first.at on r's node with c (r: that node's limits), first.len bytes of it
+ * already in pre (read under the lock; NULL: read them now). 1: it is key's live row -- v->version, and with want_val v->val/vlen in
+ * memory from alloc(arg, n) (NULL there: RDKV_ENOMEM) -- and *readlen what a first read of it
+ * should take next time; 0: it is not (recycled, dead, another key): look again; or a status
+ * (a READ's error, RDKV_ENOMEM). */
+int store_remote_read_row(struct fab_ctx *c, const struct store_remote *r, const void *key,
+                          uint32_t klen, bool want_val, struct row_read first, const uint8_t *pre,
+                          void *(*alloc)(void *arg, size_t n), void *arg, struct row_view *v,
+                          uint32_t *readlen);
+
 #endif

@@ -25,7 +25,6 @@
 #define LOC_WAYS 2u            /* touched only as used) */
 #define LOCATE_TRIES 8
 #define CHUNK_MIN (16u << 10)
-#define READ_GUESS 192u        /* inline value bytes read with the header on a first visit */
 #define COMMIT_RPC_TIMEOUT_NS (5 * NS_PER_S) /* txn_cfg.commit_timeout_ns's default */
 #define FANOUT_TAG 0x7C0000000000ull
 #define NOWAIT_GRACE_NS NS_PER_US            /* no-wait: a row lock's one try */
@@ -945,26 +944,23 @@ static void cache_drop(struct txn_worker *w, uint64_t hash)
     if (l) l->row = RPTR_NULL;
 }
 
-/* How many bytes a first read of en's (remote) row at `row` takes: the header and key, and the
- * value as the cache last saw it or a guess at an inline one. */
-static uint64_t read_len(struct txn *t, const struct tent *en, rptr row, bool want_val)
+/* The first READ of en's (remote) row at `row`, with the length the cache last saw. */
+static struct row_read first_read(struct txn *t, const struct tent *en, rptr row, bool want_val)
 {
     const struct loc *l = cache_find(t->w, en->hash);
-    uint64_t len = l && l->row == row && l->readlen ? l->readlen
-                                                    : row_read_len(en->klen, READ_GUESS, true);
-    if (!want_val && len > 64u + en->klen) len = 64u + en->klen;
-    return len;
+    return store_row_first_read(row, en->klen, l && l->row == row ? l->readlen : 0, want_val);
 }
 
+static void *tmem_of(void *t, size_t n) { return tmem(t, n); }
+
 /* Reads the row en holds locked at `row`: 1 when it is en's key and live (en->val, vlen and
- * version filled when want_val), 0 when it is not, or a status. pre: read_len's bytes of a
+ * version filled when want_val), 0 when it is not, or a status. pre: first_read's bytes of a
  * remote row, already read under the lock (NULL: read them now). */
 static int read_row_from(struct txn *t, struct tent *en, rptr row, bool want_val,
-                         uint8_t *pre)
+                         const uint8_t *pre)
 {
     struct txn_worker *w = t->w;
     struct txn_env *e = w->e;
-    uint32_t kmax = store_key_max(e->st), vmax = store_value_max(e->st);
     struct row_view v;
     if (rptr_node(row) == e->me) {
         int rc = store_row_view(e->st, row, &v);
@@ -977,44 +973,22 @@ static int read_row_from(struct txn *t, struct tent *en, rptr row, bool want_val
         en->have_val = true;
         return 1;
     }
-    uint64_t len = read_len(t, en, row, want_val);
-    for (int pass = 0; pass < 2; pass++) {
-        uint8_t *buf = pass == 0 ? pre : NULL;
-        int rc;
-        if (!buf) {
-            if (!(buf = tmem(t, len))) return RDKV_ENOMEM;
-            if ((rc = fab_read(w->c, rptr_add(row, ROW_HDR_OFF), buf, len)))
-                return classify(t, rc, rptr_node(row));
-        }
-        rc = row_decode(buf, len, kmax, vmax, &v);
-        if (rc == RDKV_EPROTO) return 0; /* not a row (any more): look again */
-        if (rc == 0 || (rc == RDKV_ETOOBIG && !want_val && len >= 64u + en->klen &&
-                        v.klen == en->klen)) {
-            if (!(v.flags & ROW_LIVE) || v.klen != en->klen ||
-                (len >= 64u + en->klen && memcmp(buf + 64, en->key, en->klen)))
-                return 0;
-            en->version = v.version;
-            if (!want_val) return 1;
-            if (v.vext) {
-                uint8_t *vb = tmem(t, v.vlen ? v.vlen : 1);
-                if (!vb) return RDKV_ENOMEM;
-                if (v.vlen && (rc = fab_read(w->c, v.vext, vb, v.vlen)))
-                    return classify(t, rc, rptr_node(row));
-                en->val = vb;
-            } else {
-                en->val = v.val;
-            }
-            en->vlen = v.vlen;
-            en->have_val = true;
-            cache_put(w, en, row, (uint32_t)row_read_len(v.klen, v.vlen, !v.vext));
-            return 1;
-        }
-        if (rc != RDKV_ETOOBIG) return rc;
-        /* the header says how much there is: read it all */
-        if (v.klen != en->klen) return 0;
-        len = row_read_len(v.klen, v.vlen, !v.vext);
+    const struct store_remote *r;
+    int rc = remote_of(t, rptr_node(row), &r);
+    if (rc) return rc;
+    uint32_t readlen;
+    rc = store_remote_read_row(w->c, r, en->key, en->klen, want_val,
+                                   first_read(t, en, row, want_val), pre, tmem_of, t, &v,
+                                   &readlen);
+    if (rc != 1) return rc < 0 && rc != RDKV_ENOMEM ? classify(t, rc, rptr_node(row)) : rc;
+    en->version = v.version;
+    if (want_val) {
+        en->val = v.val;
+        en->vlen = v.vlen;
+        en->have_val = true;
+        cache_put(w, en, row, readlen);
     }
-    return 0;
+    return 1;
 }
 
 static int read_row(struct txn *t, struct tent *en, rptr row, bool want_val)
@@ -1031,7 +1005,7 @@ static int lock_row_reading(struct txn *t, struct tent *en, rptr row, enum lock_
     if (!(t->w->e->row->modes & (1u << mode))) mode = LOCK_EXCLUSIVE;
     lock_handle_init(&en->lk, &t->w->lt, t->w->e->row, row);
     if (pre) {
-        en->lk.rd_at = rptr_add(row, ROW_HDR_OFF);
+        en->lk.rd_at = first_read(t, en, row, true).at;
         en->lk.rd_buf = pre;
         en->lk.rd_len = (uint32_t)len;
     }
@@ -1057,7 +1031,7 @@ static int lock_read_row(struct txn *t, struct tent *en, rptr row, enum lock_mod
     uint8_t *pre = NULL;
     uint64_t len = 0;
     if (rptr_node(row) != t->w->e->me && t->w->e->row->read_in_chain) {
-        len = read_len(t, en, row, want_val);
+        len = first_read(t, en, row, want_val).len;
         pre = len <= UINT32_MAX ? tmem(t, len) : NULL;
     }
     int rc = lock_row_reading(t, en, row, mode, pre, len);

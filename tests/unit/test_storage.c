@@ -726,38 +726,68 @@ static void t_decode(void)
 
 /* ---- the one-sided path ---- */
 
-/* Finds key on node r->node with READs: probe, read each candidate row, decode, compare. Fills
- * val (up to cap) and returns its length, or RDKV_ENOTFOUND, or a status. Candidates that are
- * not this key (another key with the same tag, a row being recycled) are skipped; *skipped
+/* Memory for store_remote_read_row: a bump allocator over one buffer, reset per lookup. */
+struct bump {
+    uint8_t buf[3 * 32768];
+    size_t used;
+};
+static void *bump_alloc(void *arg, size_t n)
+{
+    struct bump *b = arg;
+    n = (n + 7) & ~(size_t)7;
+    if (sizeof b->buf - b->used < n) return NULL;
+    void *p = b->buf + b->used;
+    b->used += n;
+    return p;
+}
+
+/* Finds key on node r->node as the transaction layer does: probe, then store_remote_read_row on
+ * each candidate (every third lookup hands it a first READ already made, as a lock's chain
+ * does; every other one asks for the key only, then for the value with the length it learnt).
+ * Fills val (up to cap) and returns its length, or RDKV_ENOTFOUND, or a status. Candidates that
+ * are not this key (another key with the same tag, a row being recycled) are skipped; *skipped
  * counts them. */
 static int remote_get(struct fab_ctx *c, const struct store_remote *r, const void *key,
                       uint32_t klen, uint8_t *val, uint32_t cap, unsigned *skipped)
 {
+    static _Thread_local unsigned calls;
+    static _Thread_local struct bump b;
     rptr cands[16];
     int n = store_remote_probe(c, r, store_hash(key, klen), cands, 16);
     if (n < 0) return n;
-    static _Thread_local uint8_t buf[8192 + 64];
+    calls++;
     for (int i = 0; i < n; i++) {
-        uint64_t want = ROW_DATA_OFF - ROW_HDR_OFF; /* the header first */
+        b.used = 0;
         struct row_view v;
+        uint32_t readlen = 0;
         int rc;
-        for (int tries = 0;; tries++) {
-            rc = fab_read(c, rptr_add(cands[i], ROW_HDR_OFF), buf, want);
-            if (rc) return rc;
-            rc = row_decode(buf, want, r->key_max, r->value_max, &v);
-            if (rc != RDKV_ETOOBIG || tries == 2) break;
-            want = row_read_len(v.klen, v.vlen, v.vext == RPTR_NULL);
-            if (want > sizeof buf) want = sizeof buf;
+        if (calls % 2) { /* the key alone first: no value, and nothing learnt */
+            struct row_read f = store_row_first_read(cands[i], klen, 0, false);
+            rc = store_remote_read_row(c, r, key, klen, false, f, NULL, bump_alloc, &b, &v,
+                                       &readlen);
+            CHECK(rc < 0 || (readlen == 0 && (rc == 0 || v.klen == klen)));
+            if (rc != 1) goto next;
         }
-        if (rc || v.flags != ROW_LIVE || v.klen != klen ||
-            (klen && memcmp(v.key, key, klen) != 0)) {
-            if (skipped) (*skipped)++;
-            continue;
+        struct row_read f = store_row_first_read(cands[i], klen, readlen, true);
+        const uint8_t *pre = NULL;
+        if (calls % 3 == 0) { /* the first READ made already (a lock's chain) */
+            uint8_t *p = bump_alloc(&b, f.len);
+            if (!p) return RDKV_ENOMEM;
+            if ((rc = fab_read(c, f.at, p, f.len))) return rc;
+            pre = p;
         }
-        if (v.vlen > cap) return RDKV_ETOOBIG;
-        if (v.vext == RPTR_NULL) memcpy(val, v.val, v.vlen);
-        else if (v.vlen && (rc = fab_read(c, v.vext, val, v.vlen))) return rc;
-        return (int)v.vlen;
+        rc = store_remote_read_row(c, r, key, klen, true, f, pre, bump_alloc, &b, &v, &readlen);
+        if (rc < 0) return rc;
+        if (rc == 1) {
+            CHECK(v.flags == ROW_LIVE && v.klen == klen);
+            CHECK_EQ(readlen, row_read_len(v.klen, v.vlen, v.vext == RPTR_NULL));
+            if (v.vlen > cap) return RDKV_ETOOBIG;
+            if (v.vlen) memcpy(val, v.val, v.vlen);
+            return (int)v.vlen;
+        }
+    next:
+        if (rc < 0) return rc;
+        if (skipped) (*skipped)++;
     }
     return RDKV_ENOTFOUND;
 }
