@@ -458,10 +458,17 @@ static void hello_answer(struct svc *s, struct sconn *sc, const struct wire_hell
                          const char *why)
 {
     if (ack->status) {
-        struct sockaddr_storage ss;
-        char from[INET6_ADDRSTRLEN + 16];
-        peer_name(sc, &ss, from, sizeof from);
-        log_warn("refused a connection from %s: %s", from, why);
+        /* (rate-limited: a flood of strangers must not flood the log) */
+        static __thread int64_t last;
+        static __thread unsigned count;
+        unsigned quiet;
+        if (rl_take(&last, &count, &quiet)) {
+            struct sockaddr_storage ss;
+            char from[INET6_ADDRSTRLEN + 16];
+            peer_name(sc, &ss, from, sizeof from);
+            log_warn("refused a connection from %s: %s (%u more refused since the last such "
+                     "line)", from, why, quiet);
+        }
     }
     uint8_t *p = conn_reserve(&sc->c, WIRE_HDR_SIZE + WIRE_HELLO_ACK_SIZE);
     if (!p) {
