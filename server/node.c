@@ -408,7 +408,9 @@ char *node_status_json(struct node *n)
             "\"version\":\"%s\",\"rows\":%llu,\"heap_bytes\":%llu,\"heap_used\":%llu,"
             "\"row_lock\":\"%s\",\"range_lock\":\"%s\",\"sessions\":%u,"
             "\"fence\":{\"refused\":%llu,\"late\":%llu,\"kept\":%llu,\"resolved\":%llu,"
-            "\"dropped\":%llu,\"pending\":%llu},\"peers\":[",
+            "\"dropped\":%llu,\"pending\":%llu},"
+            "\"prepared\":{\"kept\":%llu,\"bytes\":%llu,\"refused\":%llu,"
+            "\"indoubt_committed\":%llu,\"indoubt_dropped\":%llu},\"peers\":[",
             fab_node_id(f), me->host, me->port, fab_num_nodes(f),
             fab_transport_name(fab_transport_of(f)), (unsigned long long)fab_arena_size(f),
             (long long)(clock_now_ns() - n->start_ns), (long long)clock_process_cpu_ns(),
@@ -418,7 +420,9 @@ char *node_status_json(struct node *n)
             session_count(n->sessions), (unsigned long long)fs.refused,
             (unsigned long long)fs.late, (unsigned long long)fs.kept,
             (unsigned long long)fs.resolved, (unsigned long long)fs.dropped,
-            (unsigned long long)fs.pending);
+            (unsigned long long)fs.pending, (unsigned long long)fs.prepared,
+            (unsigned long long)fs.prepared_bytes, (unsigned long long)fs.prepared_refused,
+            (unsigned long long)fs.indoubt_committed, (unsigned long long)fs.indoubt_dropped);
     for (unsigned i = 0; i < n->cc.n; i++) {
         const char *state = i == fab_node_id(f) ? "self"
                             : txn_env_is_down(n->txn, (uint16_t)i) ? "down"

@@ -304,6 +304,20 @@ static void prepared_bounded(void)
     CHECK(kept >= 1);
     CHECK(st.prepared_bytes <= PREP_MAX / 2); /* one coordinator's share */
     CHECK(st.prepared_refused >= 1);
+    /* an operator sees them in the node's status (exactly, unless the in-doubt thread moved
+     * them in between) */
+    struct txn_fence_stats s1, s2;
+    stats(2, &s1);
+    char *js = node_status_json(srv(2)), want[96];
+    stats(2, &s2);
+    REQUIRE(js != NULL);
+    snprintf(want, sizeof want, "\"prepared\":{\"kept\":%llu,\"bytes\":%llu,",
+             (unsigned long long)s1.prepared, (unsigned long long)s1.prepared_bytes);
+    if (s1.prepared == s2.prepared && s1.prepared_bytes == s2.prepared_bytes)
+        CHECK(strstr(js, want) != NULL);
+    else
+        CHECK(strstr(js, "\"prepared\":{\"kept\":") != NULL);
+    free(js);
     /* the participant asks node 1, which knows none of them: all dropped (bounded poll) */
     int64_t until = clock_now_ns() + 30 * NS_PER_S;
     do {
