@@ -611,9 +611,11 @@ static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void 
     me->c = c;
     if (!sync && !discard) me->inflight++;
     /* a round trip: one chain or one RPC waited for (the verbs transport's own connection
-     * set-up is not the caller's: neither an RPC nor a round trip of its) */
-    if (type != FAB_RPC_VERBS_CONNECT) COUNT(c, me, rpcs, 1);
-    if (!discard && type != FAB_RPC_VERBS_CONNECT) COUNT(c, me, round_trips, 1);
+     * set-up -- its ticket and its out-of-band exchange -- is not the caller's: neither an RPC
+     * nor a round trip of its) */
+    bool setup = type == FAB_RPC_VERBS_CONNECT || type == FAB_RPC_VERBS_TICKET;
+    if (!setup) COUNT(c, me, rpcs, 1);
+    if (!discard && !setup) COUNT(c, me, round_trips, 1);
     c->eps[node].rpcs++;
     *slot_out = si;
     int rc = ctx_ep_up(c, node);
