@@ -768,7 +768,9 @@ int wal_open(const struct wal_opts *o, wal_rec_fn fn, void *arg, struct wal_scan
         snprintf(what, sizeof what, "opening %s", name);
         w->fd = openat(w->dirfd, name, O_WRONLY | O_CLOEXEC);
         struct stat st;
-        if (w->fd < 0 || fstat(w->fd, &st)) e = errno;
+        /* synced before anything is counted durable: the tail may have been written and never
+         * synced (a crash of the process, durability off) */
+        if (w->fd < 0 || fstat(w->fd, &st) || fdatasync(w->fd)) e = errno;
         else w->seg_off = (uint64_t)st.st_size;
     } else if (!e) {
         e = seg_create(w, w->next_lsn, what, sizeof what);
