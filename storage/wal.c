@@ -653,6 +653,8 @@ static void *writer_main(void *arg)
                 if (!e) {
                     pthread_mutex_lock(&w->mu);
                     w->durable_lsn = lsn;
+                    w->st.records++;
+                    w->st.bytes += sz;
                     pthread_cond_broadcast(&w->durable_cv);
                     pthread_mutex_unlock(&w->mu);
                 }
@@ -661,10 +663,11 @@ static void *writer_main(void *arg)
         pthread_mutex_lock(&w->mu);
         if (e) {
             set_error(w, e, what);
-        } else if (!failed) {
-            if (w->o.durability != WAL_DUR_OFF) w->durable_lsn = last;
+        } else if (!failed && w->o.durability != WAL_DUR_SYNC) {
+            /* stats first: a waiter that returns sees its record counted */
             w->st.records += last - first + 1;
             w->st.bytes += n;
+            if (w->o.durability != WAL_DUR_OFF) w->durable_lsn = last;
             pthread_cond_broadcast(&w->durable_cv);
         }
         w->inflight = 0;
