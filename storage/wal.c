@@ -4,6 +4,7 @@
 #include "storage/wal.h"
 
 #include "common/log.h"
+#include "common/task.h"
 #include "common/pack.h"
 #include "rdkv_status.h"
 
@@ -432,8 +433,8 @@ struct wal {
 
     pthread_mutex_t mu;
     pthread_cond_t work_cv;    /* the writer waits for records */
-    pthread_cond_t room_cv;    /* appenders wait for queue room */
-    pthread_cond_t durable_cv; /* wal_wait waits for durable_lsn */
+    struct wal_waiter *room;   /* appenders waiting for queue room */
+    struct wal_waiter *dwait;  /* wal_wait callers waiting for durable_lsn */
     uint8_t *q;                /* records queued since the writer last took them */
     size_t qlen, qcap;
     uint64_t q_first;          /* LSN of q's first record */
@@ -457,6 +458,43 @@ struct wal {
     uint8_t *wb;               /* the group being written (swapped with q) */
     size_t wcap;
 };
+
+/* A party waiting for the log: a task parks, a plain thread waits on a futex (common/task.h), so
+ * a commit running in a task never blocks its thread's other tasks. It lives on the waiter's
+ * stack and is on a list (under mu) until a waker takes it off and wakes it. */
+struct wal_waiter {
+    struct waiter wt;
+    uint64_t lsn;
+    struct wal_waiter *next;
+};
+
+/* Takes off and wakes every waiter of *list with lsn <= upto. Called with mu held; nothing
+ * touches a waiter after its wake. */
+static void wake_list(struct wal_waiter **list, uint64_t upto)
+{
+    struct wal_waiter **pp = list;
+    while (*pp) {
+        struct wal_waiter *x = *pp;
+        if (x->lsn <= upto) {
+            *pp = x->next;
+            waiter_wake(&x->wt);
+        } else {
+            pp = &x->next;
+        }
+    }
+}
+
+/* Waits on *list until woken. Called with mu held, which is released during the wait (never held
+ * across it) and held again on return. */
+static void park(struct wal *w, struct wal_waiter **list, uint64_t lsn)
+{
+    struct wal_waiter me = {.lsn = lsn, .next = *list};
+    waiter_init(&me.wt);
+    *list = &me;
+    pthread_mutex_unlock(&w->mu);
+    (void)waiter_wait(&me.wt, 0);
+    pthread_mutex_lock(&w->mu);
+}
 
 static int errno_status(int e) { return e == ENOSPC || e == EDQUOT ? RDKV_ENOSPC : RDKV_EIO; }
 
@@ -536,8 +574,8 @@ static void set_error(struct wal *w, int e, const char *what)
         log_error("redo log %s failed: %s (every later commit fails until a restart)", w->dir,
                   w->errmsg);
     }
-    pthread_cond_broadcast(&w->durable_cv);
-    pthread_cond_broadcast(&w->room_cv);
+    wake_list(&w->dwait, UINT64_MAX);
+    wake_list(&w->room, UINT64_MAX);
 }
 
 /* Creates the segment whose first record will be lsn, syncs it and the directory. */
@@ -655,7 +693,7 @@ static void *writer_main(void *arg)
                     w->durable_lsn = lsn;
                     w->st.records++;
                     w->st.bytes += sz;
-                    pthread_cond_broadcast(&w->durable_cv);
+                    wake_list(&w->dwait, lsn);
                     pthread_mutex_unlock(&w->mu);
                 }
             }
@@ -668,10 +706,10 @@ static void *writer_main(void *arg)
             w->st.records += last - first + 1;
             w->st.bytes += n;
             if (w->o.durability != WAL_DUR_OFF) w->durable_lsn = last;
-            pthread_cond_broadcast(&w->durable_cv);
+            wake_list(&w->dwait, w->durable_lsn);
         }
         w->inflight = 0;
-        pthread_cond_broadcast(&w->room_cv);
+        wake_list(&w->room, UINT64_MAX);
     }
     bool sync = !w->err && w->dirty;
     pthread_mutex_unlock(&w->mu);
@@ -740,8 +778,6 @@ int wal_open(const struct wal_opts *o, wal_rec_fn fn, void *arg, struct wal_scan
     }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->work_cv, NULL);
-    pthread_cond_init(&w->room_cv, NULL);
-    pthread_cond_init(&w->durable_cv, NULL);
     w->next_lsn = w->q_first = res->next_lsn;
     w->durable_lsn = res->next_lsn - 1;
 
@@ -804,7 +840,7 @@ int wal_append(struct wal *w, uint8_t type, uint64_t txid, const void *payload, 
     pthread_mutex_lock(&w->mu);
     while (!w->err && !w->closing && w->qlen + w->inflight > 0 &&
            w->qlen + w->inflight + sz > w->o.queue_max)
-        pthread_cond_wait(&w->room_cv, &w->mu);
+        park(w, &w->room, 0);
     int rc = w->err ? w->err : w->closing ? RDKV_ESHUTDOWN : 0;
     if (!rc && w->qlen + sz > w->qcap) {
         size_t cap = w->qcap ? w->qcap : 64 << 10;
@@ -837,7 +873,7 @@ int wal_wait(struct wal *w, uint64_t lsn)
     if (lsn >= w->next_lsn) rc = RDKV_EINVAL;
     else if (w->o.durability == WAL_DUR_OFF) rc = w->err;
     else {
-        while (w->durable_lsn < lsn && !w->err) pthread_cond_wait(&w->durable_cv, &w->mu);
+        while (w->durable_lsn < lsn && !w->err) park(w, &w->dwait, lsn);
         rc = w->durable_lsn >= lsn ? 0 : w->err;
     }
     pthread_mutex_unlock(&w->mu);
@@ -914,7 +950,7 @@ int wal_close(struct wal *w)
     pthread_mutex_lock(&w->mu);
     w->closing = true;
     pthread_cond_broadcast(&w->work_cv);
-    pthread_cond_broadcast(&w->room_cv);
+    wake_list(&w->room, UINT64_MAX);
     pthread_mutex_unlock(&w->mu);
     pthread_join(w->thr, NULL);
     int rc = w->err;
@@ -922,8 +958,6 @@ int wal_close(struct wal *w)
     io_uring_queue_exit(&w->ring);
     close(w->dirfd);
     pthread_cond_destroy(&w->work_cv);
-    pthread_cond_destroy(&w->room_cv);
-    pthread_cond_destroy(&w->durable_cv);
     pthread_mutex_destroy(&w->mu);
     free(w->q);
     free(w->wb);

@@ -158,12 +158,15 @@ struct wal;
 int wal_open(const struct wal_opts *o, wal_rec_fn fn, void *arg, struct wal_scan_result *res,
              struct wal **out, char *err, size_t errcap);
 
-/* Queues a record (any thread); *lsn gets its LSN. Blocks while the queue is full. The payload
+/* Waiting below (wal_append on a full queue, wal_wait) parks the calling task and lets its
+ * thread's other tasks run, or blocks a plain thread on a futex (common/task.h): never a spin.
+ *
+ * Queues a record (any thread or task); *lsn gets its LSN. Waits while the queue is full. The payload
  * is copied. RDKV_ETOOBIG past record_max, RDKV_EINVAL for a type outside 1..4, RDKV_EIO or
  * RDKV_ENOSPC once the log has failed (see wal_error), RDKV_ESHUTDOWN after wal_close began. */
 int wal_append(struct wal *w, uint8_t type, uint64_t txid, const void *payload, uint32_t len,
                uint64_t *lsn);
-/* Blocks until lsn is durable: 0 only after an fdatasync that covered it returned 0. The log's
+/* Waits until lsn is durable: 0 only after an fdatasync that covered it returned 0. The log's
  * error (RDKV_EIO / RDKV_ENOSPC) when it failed first: the record may or may not be on disk.
  * With WAL_DUR_OFF returns at once: the log's error if it failed, else 0 (nothing is promised). */
 int wal_wait(struct wal *w, uint64_t lsn);
@@ -180,7 +183,7 @@ uint64_t wal_durable_lsn(struct wal *w);
 int wal_truncate_before(struct wal *w, uint64_t lsn);
 
 /* Writes and syncs everything queued (in every mode), stops the writer, closes the files.
- * Returns the log's error, if any. */
+ * Returns the log's error, if any. No append or wait may be running or start meanwhile. */
 int wal_close(struct wal *w);
 
 struct wal_stats {

@@ -1,5 +1,6 @@
 /* Unit tests of the redo log (storage/wal.h): group commit from several threads read back in
- * order after reopening, the durability modes, torn tails (cuts at random offsets, junk after
+ * order after reopening, the durability modes, commits from tasks of one thread (a wait parks
+ * the task), torn tails (cuts at random offsets, junk after
  * them, random bit flips) that recover exactly a prefix and say what they dropped, corruption in
  * the middle reported as an error, injected ENOSPC and EIO on writes and syncs (waiters fail,
  * nothing failed is reported durable, later appends fail), a log of another node or cluster
@@ -9,6 +10,7 @@
 
 #include "common/pack.h"
 #include "common/rng.h"
+#include "common/task.h"
 #include "rdkv_status.h"
 #include "storage/wal.h"
 
@@ -232,6 +234,64 @@ static void run_threads(enum wal_durability d, unsigned per, uint64_t segment_by
 static void test_group_threads(void) { run_threads(WAL_DUR_GROUP, 400, 32 << 10); }
 static void test_sync_threads(void) { run_threads(WAL_DUR_SYNC, 40, 0); }
 static void test_off_threads(void) { run_threads(WAL_DUR_OFF, 400, 32 << 10); }
+
+/* ---- commits from tasks: a waiting commit parks its task, the thread runs the others -------- */
+
+struct task_run {
+    struct wal *w;
+    unsigned id, inside, max_inside;
+    int rc;
+    uint64_t lsns[8][50];
+};
+static struct task_run *trun;
+static void task_main(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    uint8_t buf[256];
+    for (unsigned i = 0; i < 50 && !trun->rc; i++) {
+        uint32_t n = payload(buf, sizeof buf, id, i);
+        trun->inside++;
+        if (trun->inside > trun->max_inside) trun->max_inside = trun->inside;
+        int rc = wal_commit(trun->w, WAL_COMMIT, i, buf, n, &trun->lsns[id][i]);
+        trun->inside--;
+        if (rc) trun->rc = rc;
+    }
+}
+
+static void test_tasks(void)
+{
+    dir_make();
+    struct wal_opts o;
+    opts(&o, WAL_DUR_GROUP);
+    struct task_run *r = calloc(1, sizeof *r);
+    REQUIRE(r);
+    trun = r;
+    char err[256];
+    REQUIRE(wal_open(&o, NULL, NULL, NULL, &r->w, err, sizeof err) == 0);
+    struct sched *s;
+    REQUIRE(sched_create(&s) == 0);
+    for (uintptr_t i = 0; i < 8; i++) REQUIRE(task_spawn(s, task_main, (void *)i, 0) == 0);
+    CHECK_EQ(sched_run(s), 0);
+    sched_destroy(s);
+    CHECK_EQ(r->rc, 0);
+    /* one thread had several commits waiting at once: a wait parks the task, not the thread */
+    CHECK(r->max_inside > 1);
+    CHECK_EQ(wal_close(r->w), 0);
+    struct coll c = {0};
+    struct wal_scan_result res;
+    CHECK_EQ(scan(&c, &res, err, sizeof err), 0);
+    CHECK_EQ(c.n, 400);
+    for (unsigned t = 0; t < 8; t++)
+        for (unsigned i = 0; i < 50; i++) {
+            uint64_t l = r->lsns[t][i];
+            REQUIRE(l >= 1 && l <= c.n);
+            CHECK_EQ(c.who[l - 1].thread, t);
+            CHECK_EQ(c.who[l - 1].seq, i);
+        }
+    coll_free(&c);
+    free(r);
+    dir_remove();
+}
 
 /* ---- torn tails and corruption -------------------------------------------------------------- */
 
@@ -733,6 +793,7 @@ static const struct test_case cases[] = {
     {"group_threads", test_group_threads},
     {"sync_threads", test_sync_threads},
     {"off_threads", test_off_threads},
+    {"tasks", test_tasks},
     {"torn_cuts", test_torn_cuts},
     {"bit_flips", test_bit_flips},
     {"middle_segments", test_middle_segments},
