@@ -162,7 +162,13 @@ static bool group_after(const uint8_t *buf, size_t len, size_t from, uint64_t mi
 {
     for (size_t off = from; off + WAL_REC_HDR <= len; off++) {
         const uint8_t *p = buf + off;
-        if (p[3] != WAL_REC_MAGIC || !(p[25] & WAL_F_GROUP)) continue;
+        if (p[3] != WAL_REC_MAGIC || p[25] != WAL_F_GROUP || p[24] < WAL_COMMIT ||
+            p[24] > WAL_END || !all_zero(p + 26, 6))
+            continue;
+        /* a later record's LSN is at most one per header's worth of bytes on: checked before
+         * the checksum, so garbage that looks like headers costs little */
+        uint64_t lsn = get_u64(p + 8);
+        if (lsn < min_lsn || lsn - min_lsn > (len - from) / WAL_REC_HDR + 1) continue;
         struct wal_rec r;
         const char *why;
         if (rec_parse(p, len - off, 0, record_max, &r, &why) && r.lsn >= min_lsn) return true;
@@ -498,10 +504,9 @@ static void park(struct wal *w, struct wal_waiter **list, uint64_t lsn)
 
 static int errno_status(int e) { return e == ENOSPC || e == EDQUOT ? RDKV_ENOSPC : RDKV_EIO; }
 
-/* One io_uring operation, waited for: the cqe's result (negative errno). */
-static int ring_op(struct wal *w, struct io_uring_sqe *sqe)
+/* Submits the one operation prepared and waits for it: the cqe's result (negative errno). */
+static int ring_op(struct wal *w)
 {
-    (void)sqe;
     int rc = io_uring_submit_and_wait(&w->ring, 1);
     if (rc < 0) return rc;
     struct io_uring_cqe *cqe;
@@ -532,7 +537,7 @@ static int do_write(struct wal *w, int fd, const uint8_t *p, size_t len, uint64_
         if (!sqe) return EBUSY; /* cannot happen: one operation at a time */
         unsigned n = len > (1u << 30) ? (1u << 30) : (unsigned)len;
         io_uring_prep_write(sqe, fd, p, n, off);
-        int rc = ring_op(w, sqe);
+        int rc = ring_op(w);
         if (rc == -EINTR || rc == -EAGAIN) continue;
         if (rc < 0) return -rc;
         if (rc == 0) return EIO;
@@ -556,7 +561,7 @@ static int do_sync(struct wal *w, int fd, bool datasync)
         struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
         if (!sqe) return EBUSY;
         io_uring_prep_fsync(sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
-        rc = ring_op(w, sqe);
+        rc = ring_op(w);
     } while (rc == -EINTR || rc == -EAGAIN);
     if (rc < 0) return -rc;
     pthread_mutex_lock(&w->mu);
