@@ -459,6 +459,7 @@ struct wal {
     pthread_t thr;
     struct io_uring ring;
     int fd;                    /* the segment being written */
+    uint64_t cur_seg;          /* its first LSN (segs[] is shared with wal_truncate_before) */
     uint64_t seg_off;          /* its size */
     bool dirty;                /* written since its last sync */
     uint8_t *wb;               /* the group being written (swapped with q) */
@@ -616,6 +617,7 @@ static int seg_create(struct wal *w, uint64_t lsn, char *what, size_t wcap)
     pthread_mutex_unlock(&w->mu);
     if (w->fd >= 0) close(w->fd);
     w->fd = fd;
+    w->cur_seg = lsn;
     w->seg_off = WAL_SEG_HDR;
     w->dirty = false;
     return 0;
@@ -648,13 +650,13 @@ static int write_group(struct wal *w, uint8_t *p, size_t n, uint64_t first, char
         pack_put_u32le(p + 4, rec_check(p, pack_get_u32le(p) & WAL_REC_LIMIT));
     }
     snprintf(what, wcap, "write of %zu bytes to wal-%016llx.log", n,
-             (unsigned long long)w->segs[w->nsegs - 1]);
+             (unsigned long long)w->cur_seg);
     e = do_write(w, w->fd, p, n, w->seg_off);
     if (e) return e;
     w->seg_off += n;
     w->dirty = true;
     if (w->o.durability == WAL_DUR_OFF) return 0;
-    snprintf(what, wcap, "fdatasync of wal-%016llx.log", (unsigned long long)w->segs[w->nsegs - 1]);
+    snprintf(what, wcap, "fdatasync of wal-%016llx.log", (unsigned long long)w->cur_seg);
     e = do_sync(w, w->fd, true);
     if (!e) w->dirty = false;
     return e;
@@ -808,7 +810,8 @@ int wal_open(const struct wal_opts *o, wal_rec_fn fn, void *arg, struct wal_scan
     }
     if (!e && w->nsegs) {
         char name[32];
-        seg_name(name, sizeof name, w->segs[w->nsegs - 1]);
+        w->cur_seg = w->segs[w->nsegs - 1];
+        seg_name(name, sizeof name, w->cur_seg);
         snprintf(what, sizeof what, "opening %s", name);
         w->fd = openat(w->dirfd, name, O_WRONLY | O_CLOEXEC);
         struct stat st;

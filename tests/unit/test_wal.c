@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -707,6 +708,57 @@ static void test_truncate(void)
     dir_remove();
 }
 
+static atomic_uint appenders_done;
+static void *appender_counted(void *arg)
+{
+    appender_main(arg);
+    atomic_fetch_add(&appenders_done, 1);
+    return NULL;
+}
+
+/* Truncation while threads commit: what remains is a contiguous run ending at the last commit. */
+static void test_truncate_concurrent(void)
+{
+    dir_make();
+    struct wal_opts o;
+    opts(&o, WAL_DUR_GROUP);
+    o.segment_bytes = 4096;
+    struct wal *w;
+    char err[256];
+    REQUIRE(wal_open(&o, NULL, NULL, NULL, &w, err, sizeof err) == 0);
+    struct appender a[THREADS];
+    pthread_t t[THREADS];
+    const unsigned per = 200;
+    atomic_store(&appenders_done, 0);
+    for (unsigned i = 0; i < THREADS; i++) {
+        a[i] = (struct appender){w, i, per, calloc(per, sizeof(uint64_t)), 0};
+        pthread_create(&t[i], NULL, appender_counted, &a[i]);
+    }
+    int removed = 0;
+    /* bounded: the appenders finish (each commit waits at most for a group) */
+    for (unsigned k = 0; k < 200000 && atomic_load(&appenders_done) < THREADS; k++) {
+        int r = wal_truncate_before(w, wal_durable_lsn(w) / 2);
+        CHECK(r >= 0);
+        if (r > 0) removed += r;
+        usleep(200);
+    }
+    for (unsigned i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_EQ(a[i].rc, 0);
+        free(a[i].lsns);
+    }
+    CHECK_EQ(wal_close(w), 0);
+    struct coll c = {0};
+    struct wal_scan_result res;
+    CHECK_EQ(scan(&c, &res, err, sizeof err), 0);
+    REQUIRE(c.n > 0);
+    CHECK_EQ(c.lsn[c.n - 1], THREADS * per);
+    for (size_t i = 1; i < c.n; i++) CHECK_EQ(c.lsn[i], c.lsn[i - 1] + 1);
+    CHECK(removed > 0 || c.lsn[0] == 1);
+    coll_free(&c);
+    dir_remove();
+}
+
 static void *small_appender(void *arg)
 {
     struct appender *a = arg;
@@ -801,6 +853,7 @@ static const struct test_case cases[] = {
     {"fault_threads", test_fault_threads},
     {"other_node", test_other_node},
     {"truncate", test_truncate},
+    {"truncate_concurrent", test_truncate_concurrent},
     {"limits", test_limits},
     {"writes_payload", test_writes_payload},
 };
