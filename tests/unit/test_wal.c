@@ -168,6 +168,17 @@ static void *appender_main(void *arg)
     return NULL;
 }
 
+/* Starts THREADS threads running fn on a[i] = {w, i, per, an LSN array of per (when lsns)}. */
+static void start_appenders(struct appender *a, pthread_t *t, struct wal *w, unsigned per,
+                            bool lsns, void *(*fn)(void *))
+{
+    for (unsigned i = 0; i < THREADS; i++) {
+        a[i] = (struct appender){w, i, per, lsns ? calloc(per, sizeof(uint64_t)) : NULL, 0};
+        if (lsns && !a[i].lsns) exit(1);
+        pthread_create(&t[i], NULL, fn, &a[i]);
+    }
+}
+
 static void run_threads(enum wal_durability d, unsigned per, uint64_t segment_bytes)
 {
     dir_make();
@@ -180,10 +191,7 @@ static void run_threads(enum wal_durability d, unsigned per, uint64_t segment_by
     REQUIRE(rc == 0);
     struct appender a[THREADS];
     pthread_t t[THREADS];
-    for (unsigned i = 0; i < THREADS; i++) {
-        a[i] = (struct appender){w, i, per, calloc(per, sizeof(uint64_t)), 0};
-        pthread_create(&t[i], NULL, appender_main, &a[i]);
-    }
+    start_appenders(a, t, w, per, true, appender_main);
     for (unsigned i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
     struct wal_stats st;
     wal_stats(w, &st);
@@ -611,10 +619,7 @@ static void test_fault_threads(void)
     struct appender a[THREADS];
     pthread_t t[THREADS];
     const unsigned per = 50000; /* a cap: each thread commits until the failure stops it */
-    for (unsigned i = 0; i < THREADS; i++) {
-        a[i] = (struct appender){w, i, per, calloc(per, sizeof(uint64_t)), 0};
-        pthread_create(&t[i], NULL, appender_main, &a[i]);
-    }
+    start_appenders(a, t, w, per, true, appender_main);
     /* fail a sync once the log is under way (bounded poll: the threads make progress) */
     struct wal_stats st;
     for (int spins = 0; spins < 100000; spins++) {
@@ -730,10 +735,7 @@ static void test_truncate_concurrent(void)
     pthread_t t[THREADS];
     const unsigned per = 200;
     atomic_store(&appenders_done, 0);
-    for (unsigned i = 0; i < THREADS; i++) {
-        a[i] = (struct appender){w, i, per, calloc(per, sizeof(uint64_t)), 0};
-        pthread_create(&t[i], NULL, appender_counted, &a[i]);
-    }
+    start_appenders(a, t, w, per, true, appender_counted);
     int removed = 0;
     /* bounded: the appenders finish (each commit waits at most for a group) */
     for (unsigned k = 0; k < 200000 && atomic_load(&appenders_done) < THREADS; k++) {
@@ -790,10 +792,7 @@ static void test_limits(void)
     /* a queue of one record: threads block, none fails, all arrive */
     struct appender a[THREADS];
     pthread_t t[THREADS];
-    for (unsigned i = 0; i < THREADS; i++) {
-        a[i] = (struct appender){w, i, 50, NULL, 0};
-        pthread_create(&t[i], NULL, small_appender, &a[i]);
-    }
+    start_appenders(a, t, w, 50, false, small_appender);
     for (unsigned i = 0; i < THREADS; i++) {
         pthread_join(t[i], NULL);
         CHECK_EQ(a[i].rc, 0);
