@@ -3,6 +3,7 @@
  * peers, and runs until SIGTERM or SIGINT, then exits cleanly. Bad configs, ports in use and
  * unreachable peers end it with a one-line error and exit 1. */
 #include "server/node.h"
+#include "storage/wal.h"
 #include "tools/kvbench/runner.h"
 
 #include "common/clock.h"
@@ -94,11 +95,16 @@ int main(int argc, char **argv)
         const struct cluster_node *me = &cc->nodes[o.node];
         fprintf(stderr,
                 "kvserver: node %ld of %u serving at %s:%u (transport %s, arena %llu MiB, row "
-                "lock %s, range lock %s)\n",
+                "lock %s, range lock %s, %s%s%s)\n",
                 o.node, cc->n, me->host, me->port,
                 fab_transport_name(fab_transport_of(node_fabric(n))),
                 (unsigned long long)(fab_arena_size(node_fabric(n)) >> 20), o.txn.row_lock,
-                o.txn.range_lock);
+                o.txn.range_lock,
+                o.data_dir ? "durable: redo log in " : "in memory: nothing survives a restart",
+                o.data_dir ? o.data_dir : "",
+                !o.data_dir ? ""
+                : o.durability == WAL_DUR_OFF ? ", durability off"
+                : o.durability == WAL_DUR_SYNC ? ", durability sync" : ", durability group");
         if (o.ready_fd >= 0) {
             ssize_t wr = write(o.ready_fd, "ready\n", 6);
             (void)wr;

@@ -27,6 +27,8 @@ struct node_opts {
     int64_t heartbeat_ns;         /* peer watcher period (default 200 ms) */
     unsigned heartbeat_misses;    /* missed answers before a peer is down (default 3) */
     bool bench;                   /* serve kvbench's node-side benchmarks (--bench) */
+    const char *data_dir;         /* --data-dir: the redo log's directory; NULL: in memory */
+    int durability;               /* --durability (enum wal_durability; default group) */
 };
 
 void node_opts_init(struct node_opts *o);

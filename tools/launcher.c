@@ -116,6 +116,117 @@ static int wait_exit(struct launch *L, unsigned i, int64_t deadline)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+/* The kvserver to run (launch_kvserver_path), or 1 with the reason in err. */
+static int find_kvserver(const struct launch_opts *o, char out[PATH_MAX], char *err, size_t errcap)
+{
+    if (!launch_kvserver_path(o->bindir, out, PATH_MAX)) return 0;
+    snprintf(err, errcap, "cannot find an executable kvserver (%s)", out);
+    return 1;
+}
+
+/* Forks and execs node i of L on the listening socket lfd; *ready_out gets the read end of its
+ * ready pipe. append_log: add to its log instead of starting it afresh (a restart). */
+static int spawn_node(struct launch *L, const struct launch_opts *o, const char *kvserver,
+                      unsigned i, int lfd_in, bool append_log, int *ready_out, char *err,
+                      size_t errcap)
+{
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) < 0) {
+        snprintf(err, errcap, "pipe: %s", strerror(errno));
+        return RDKV_EIO;
+    }
+    char logp[PATH_MAX + 32], nodes[16];
+    snprintf(logp, sizeof logp, "%s/node-%u.log", L->dir, i);
+    snprintf(nodes, sizeof nodes, "%u", i);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errcap, "fork: %s", strerror(errno));
+        close(pfd[0]);
+        close(pfd[1]);
+        return RDKV_EIO;
+    }
+    if (pid == 0) {
+        if (o->detach) setsid();
+        else if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != parent)
+            _exit(1); /* never outlive the launcher by accident */
+        int log = open(logp, O_WRONLY | O_CREAT | (append_log ? O_APPEND : O_TRUNC), 0644);
+        int devnull = open("/dev/null", O_RDONLY);
+        /* fds 3 and 4 become the listening socket and the ready pipe */
+        int lfd = fcntl(lfd_in, F_DUPFD, 10), rfd = fcntl(pfd[1], F_DUPFD, 10);
+        if (log < 0 || devnull < 0 || lfd < 0 || rfd < 0) _exit(127);
+        dup2(devnull, 0);
+        dup2(log, 1);
+        dup2(log, 2);
+        dup2(lfd, 3);
+        dup2(rfd, 4);
+        for (int fd = 5; fd < 1024; fd++) close(fd);
+        const char *argv[32];
+        int a = 0;
+        argv[a++] = kvserver;
+        argv[a++] = "--config";
+        argv[a++] = L->conf;
+        argv[a++] = "--node";
+        argv[a++] = nodes;
+        argv[a++] = "--listen-fd";
+        argv[a++] = "3";
+        argv[a++] = "--ready-fd";
+        argv[a++] = "4";
+        if (o->bench) argv[a++] = "--bench";
+        if (o->insecure) argv[a++] = "--insecure";
+        for (int k = 0; k < 14 && o->extra[k] && a < 30; k++) argv[a++] = o->extra[k];
+        argv[a] = NULL;
+        execv(kvserver, (char *const *)argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    *ready_out = pfd[0];
+    L->pids[i] = pid;
+    if (o->detach) {
+        char pp[PATH_MAX + 32];
+        snprintf(pp, sizeof pp, "%s/node-%u.pid", L->dir, i);
+        FILE *pf = fopen(pp, "w");
+        if (pf) {
+            fprintf(pf, "%d\n", (int)pid);
+            fclose(pf);
+        }
+    }
+    return 0;
+}
+
+/* Waits for node i's "ready" line on rfd (or its exit, which closes the pipe) until deadline. */
+static int wait_ready(struct launch *L, unsigned i, int rfd, int64_t deadline, char *err,
+                      size_t errcap)
+{
+    char buf[64];
+    size_t got = 0;
+    for (;;) {
+        int64_t left = deadline - clock_now_ns();
+        if (left <= 0) {
+            snprintf(err, errcap, "node %u was not ready in time (log: %s/node-%u.log)", i,
+                     L->dir, i);
+            return RDKV_ETIMEDOUT;
+        }
+        struct pollfd p = {.fd = rfd, .events = POLLIN};
+        int r = poll(&p, 1, (int)(left / NS_PER_MS) + 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) continue;
+        ssize_t n = read(rfd, buf + got, sizeof buf - 1 - got);
+        if (n > 0) {
+            got += (size_t)n;
+            buf[got] = 0;
+            if (strstr(buf, "ready")) return 0;
+            if (got >= sizeof buf - 1) got = 0;
+            continue;
+        }
+        char line[400];
+        last_log_line(L->dir, i, line, sizeof line);
+        snprintf(err, errcap, "node %u failed to start: %s", i,
+                 line[0] ? line : "exited without a message");
+        return RDKV_EUNAVAILABLE;
+    }
+}
+
 int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_t errcap)
 {
     memset(L, 0, sizeof *L);
@@ -124,10 +235,7 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
         return RDKV_EINVAL;
     }
     char kvserver[PATH_MAX];
-    if (launch_kvserver_path(o->bindir, kvserver, sizeof kvserver)) {
-        snprintf(err, errcap, "cannot find an executable kvserver (%s)", kvserver);
-        return RDKV_ENOTFOUND;
-    }
+    if (find_kvserver(o, kvserver, err, errcap)) return RDKV_ENOTFOUND;
     if (o->dir) {
         if (mkdir(o->dir, 0755) < 0 && errno != EEXIST) {
             snprintf(err, errcap, "cannot create %s: %s", o->dir, strerror(errno));
@@ -189,105 +297,14 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
     int rc = 0;
     unsigned started = 0;
     for (unsigned i = 0; i < L->n; i++) {
-        int pfd[2];
-        if (pipe2(pfd, O_CLOEXEC) < 0) {
-            snprintf(err, errcap, "pipe: %s", strerror(errno));
-            rc = RDKV_EIO;
-            break;
-        }
-        char logp[PATH_MAX + 32], nodes[16];
-        snprintf(logp, sizeof logp, "%s/node-%u.log", L->dir, i);
-        snprintf(nodes, sizeof nodes, "%u", i);
-        pid_t parent = getpid();
-        pid_t pid = fork();
-        if (pid < 0) {
-            snprintf(err, errcap, "fork: %s", strerror(errno));
-            close(pfd[0]);
-            close(pfd[1]);
-            rc = RDKV_EIO;
-            break;
-        }
-        if (pid == 0) {
-            if (o->detach) setsid();
-            else if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != parent)
-                _exit(1); /* never outlive the launcher by accident */
-            int log = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            int devnull = open("/dev/null", O_RDONLY);
-            /* fds 3 and 4 become the listening socket and the ready pipe */
-            int lfd = fcntl(fds[i], F_DUPFD, 10), rfd = fcntl(pfd[1], F_DUPFD, 10);
-            if (log < 0 || devnull < 0 || lfd < 0 || rfd < 0) _exit(127);
-            dup2(devnull, 0);
-            dup2(log, 1);
-            dup2(log, 2);
-            dup2(lfd, 3);
-            dup2(rfd, 4);
-            for (int fd = 5; fd < 1024; fd++) close(fd);
-            const char *argv[32];
-            int a = 0;
-            argv[a++] = kvserver;
-            argv[a++] = "--config";
-            argv[a++] = L->conf;
-            argv[a++] = "--node";
-            argv[a++] = nodes;
-            argv[a++] = "--listen-fd";
-            argv[a++] = "3";
-            argv[a++] = "--ready-fd";
-            argv[a++] = "4";
-            if (o->bench) argv[a++] = "--bench";
-            if (o->insecure) argv[a++] = "--insecure";
-            for (int k = 0; k < 14 && o->extra[k] && a < 30; k++) argv[a++] = o->extra[k];
-            argv[a] = NULL;
-            execv(kvserver, (char *const *)argv);
-            _exit(127);
-        }
-        close(pfd[1]);
-        ready[i] = pfd[0];
-        L->pids[i] = pid;
+        if ((rc = spawn_node(L, o, kvserver, i, fds[i], false, &ready[i], err, errcap))) break;
         started++;
-        if (o->detach) {
-            char pp[PATH_MAX + 32];
-            snprintf(pp, sizeof pp, "%s/node-%u.pid", L->dir, i);
-            FILE *pf = fopen(pp, "w");
-            if (pf) {
-                fprintf(pf, "%d\n", (int)pid);
-                fclose(pf);
-            }
-        }
     }
     for (unsigned i = 0; i < L->n; i++) close(fds[i]);
     /* Wait for every node's "ready" line (or its exit, which closes the pipe). */
     int64_t deadline = clock_now_ns() + (o->ready_timeout_ns > 0 ? o->ready_timeout_ns : 60 * NS_PER_S);
-    for (unsigned i = 0; i < started && rc == 0; i++) {
-        char buf[64];
-        size_t got = 0;
-        for (;;) {
-            int64_t left = deadline - clock_now_ns();
-            if (left <= 0) {
-                snprintf(err, errcap, "node %u was not ready in time (log: %s/node-%u.log)", i,
-                         L->dir, i);
-                rc = RDKV_ETIMEDOUT;
-                break;
-            }
-            struct pollfd p = {.fd = ready[i], .events = POLLIN};
-            int r = poll(&p, 1, (int)(left / NS_PER_MS) + 1);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) continue;
-            ssize_t n = read(ready[i], buf + got, sizeof buf - 1 - got);
-            if (n > 0) {
-                got += (size_t)n;
-                buf[got] = 0;
-                if (strstr(buf, "ready")) break;
-                if (got >= sizeof buf - 1) got = 0;
-                continue;
-            }
-            char line[400];
-            last_log_line(L->dir, i, line, sizeof line);
-            snprintf(err, errcap, "node %u failed to start: %s", i,
-                     line[0] ? line : "exited without a message");
-            rc = RDKV_EUNAVAILABLE;
-            break;
-        }
-    }
+    for (unsigned i = 0; i < started && rc == 0; i++)
+        rc = wait_ready(L, i, ready[i], deadline, err, errcap);
     for (unsigned i = 0; i < started; i++) close(ready[i]);
     if (rc) {
         L->n = started;
@@ -352,6 +369,36 @@ int launch_kill(struct launch *L, unsigned node)
     while (r < 0 && errno == EINTR);
     L->pids[node] = 0; /* reaped: launch_stop leaves it alone */
     return r == pid ? 0 : RDKV_EIO;
+}
+
+int launch_restart(struct launch *L, const struct launch_opts *o, unsigned node, char *err,
+                   size_t errcap)
+{
+    if (node >= L->n || L->pids[node] > 0 || !L->children) {
+        snprintf(err, errcap, "node %u is not a dead child of this launch", node);
+        return RDKV_EINVAL;
+    }
+    char kvserver[PATH_MAX];
+    if (find_kvserver(o, kvserver, err, errcap)) return RDKV_ENOTFOUND;
+    int lfd, ready;
+    uint16_t port;
+    /* The dead node's listening socket can outlive it for a moment: its io_uring's requests are
+     * torn down by the kernel after the process is gone. So the port is tried again, bounded. */
+    int64_t until = clock_now_ns() + 10 * NS_PER_S;
+    int rc;
+    while ((rc = fab_listen(L->cc.nodes[node].host, L->cc.nodes[node].port, &lfd, &port, err,
+                            errcap)) &&
+           clock_now_ns() < until)
+        clock_sleep_ns(20 * NS_PER_MS);
+    if (rc) return rc;
+    rc = spawn_node(L, o, kvserver, node, lfd, true, &ready, err, errcap);
+    close(lfd);
+    if (rc) return rc;
+    rc = wait_ready(L, node, ready,
+                    clock_now_ns() + (o->ready_timeout_ns > 0 ? o->ready_timeout_ns : 60 * NS_PER_S),
+                    err, errcap);
+    close(ready);
+    return rc;
 }
 
 int launch_pause(struct launch *L, unsigned node, bool pause)

@@ -51,6 +51,10 @@ int launch_signal(struct launch *L, unsigned node, int sig);
 /* SIGKILLs a node and returns once it is dead (children only): from then on its sockets are
  * closed and, on verbs, its queue pairs are gone. */
 int launch_kill(struct launch *L, unsigned node);
+/* Starts a node again after launch_kill, with the options of launch_start (o) and on its old
+ * port, and waits until it is ready; its log continues. */
+int launch_restart(struct launch *L, const struct launch_opts *o, unsigned node, char *err,
+                   size_t errcap);
 /* Stops (SIGSTOP) or continues (SIGCONT) a node and returns once it has (children only). */
 int launch_pause(struct launch *L, unsigned node, bool pause);
 /* True while node's process exists. */

@@ -13,6 +13,8 @@
  * TXN_RPC_RESOLVE) is refused outright. docs/transactions.md, "Fencing". */
 #include "txn/txn_internal.h"
 
+#include "storage/wal.h"
+
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -211,12 +213,49 @@ static void prepared_free(struct txn_env *e, struct prepared *p)
     free(p);
 }
 
+/* Makes a COMMIT record of p's writes durable. Called once the commit can no longer fail and
+ * while the transaction's locks are held (so a transaction that depends on it gets a higher
+ * LSN), before anything is installed. 0; the log's error when nothing was written; RDKV_EUNKNOWN
+ * when the record was appended but not made durable (it may be on disk). */
+static int part_log(struct txn_env *e, struct prepared *p)
+{
+    struct wal_write *ws = malloc((p->n ? p->n : 1) * sizeof *ws);
+    if (!ws) return RDKV_ENOMEM;
+    for (uint32_t i = 0; i < p->n; i++) {
+        const struct wop *o = &p->ops[i];
+        bool del = o->kind == WOP_DELETE;
+        ws[i] = (struct wal_write){del ? WAL_OP_DEL : WAL_OP_PUT, o->klen, del ? 0 : o->vlen,
+                                   o->key, o->val};
+    }
+    size_t len = wal_writes_size(ws, p->n);
+    uint8_t *buf = len <= UINT32_MAX ? malloc(len) : NULL;
+    int rc = buf ? 0 : RDKV_ETOOBIG;
+    if (buf) wal_writes_pack(ws, p->n, buf, len);
+    free(ws);
+    uint64_t lsn = 0;
+    if (!rc) rc = wal_append(e->wal, WAL_COMMIT, p->txid, buf, (uint32_t)len, &lsn);
+    free(buf);
+    if (!rc && wal_wait(e->wal, lsn)) rc = RDKV_EUNKNOWN;
+    return rc;
+}
+
 int part_commit(struct txn_env *e, struct prepared *p)
 {
     /* the locks were there at prepare; time has passed since (a 2PC round, a slow network) */
     if (fence_all(e, p->coord, p->ops, p->n)) {
         part_abort(e, p);
         return RDKV_EABORTED;
+    }
+    /* durable before it is installed, so a failed log leaves memory without it */
+    if (e->wal) {
+        int rc = part_log(e, p);
+        if (rc) {
+            if (rc == RDKV_EUNKNOWN)
+                log_error("txn %llx: its commit record was written but not made durable: the "
+                          "outcome is unknown until a restart", (unsigned long long)p->txid);
+            part_abort(e, p);
+            return rc;
+        }
     }
     for (uint32_t i = 0; i < p->n; i++) {
         struct wop *o = &p->ops[i];

@@ -688,6 +688,8 @@ void txn_env_quiesce(struct txn_env *e)
     indoubt_stop(e);     /* so does it */
 }
 
+void txn_env_set_wal(struct txn_env *e, struct wal *w) { e->wal = w; }
+
 void txn_env_close(struct txn_env *e)
 {
     if (!e) return;

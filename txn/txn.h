@@ -106,6 +106,12 @@ bool txn_env_enter(struct txn_env *e);
 void txn_env_leave(struct txn_env *e);
 /* Aborts every prepared transaction still waiting for a decision and frees the layer. */
 void txn_env_close(struct txn_env *e);
+/* Gives the layer the node's redo log (storage/wal.h; NULL: none, the default): from then on
+ * every commit applied here makes a COMMIT record of its writes durable first (part_commit).
+ * Only for one-node clusters so far: PREPAREs are not logged (docs/storage.md). Set before the
+ * node serves; the log outlives the layer. */
+struct wal;
+void txn_env_set_wal(struct txn_env *e, struct wal *w);
 struct fabric *txn_env_fabric(struct txn_env *e);
 struct store *txn_env_store(struct txn_env *e);
 const struct txn_cfg *txn_env_cfg(struct txn_env *e);

@@ -81,6 +81,7 @@ struct txn_env {
     struct lock_cfg lcfg;
     uint16_t me;
     unsigned n;
+    struct wal *wal; /* the redo log, or NULL (txn_env_set_wal) */
     uint8_t *down; /* per node, atomic loads/stores */
     uint32_t next_worker;
     uint64_t ts_last;  /* the last start timestamp's clock part (8 us units, atomic) */

@@ -12,6 +12,7 @@ int cmd_txn(int argc, char **argv);
 int cmd_ycsb(int argc, char **argv);
 int cmd_tpcc(int argc, char **argv);
 int cmd_sessions(int argc, char **argv);
+int cmd_wal(int argc, char **argv);
 
 static const char usage[] =
     "usage: kvbench COMMAND [options]\n"
@@ -27,6 +28,8 @@ static const char usage[] =
     "  ycsb      YCSB's core workloads A-F and a transfer workload, on rdkv or (--db) a peer\n"
     "  tpcc      TPC-C on rdkv, with its consistency checks\n"
     "  sessions  what idle remote sessions cost a node, and a read meanwhile\n"
+    "  wal       the redo log on this disk: fdatasync latency, commits/s and commit latency\n"
+    "            under --durability off, group and sync (no cluster)\n"
     "\n"
     "Run 'kvbench COMMAND --help' for a command's options. Results go to stdout as YCSB-style\n"
     "'[SERIES], Metric, value' lines followed by a summary table; --json FILE writes JSON too.\n"
@@ -52,6 +55,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "ycsb")) return cmd_ycsb(argc - 1, argv + 1);
     if (!strcmp(argv[1], "tpcc")) return cmd_tpcc(argc - 1, argv + 1);
     if (!strcmp(argv[1], "sessions")) return cmd_sessions(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "wal")) return cmd_wal(argc - 1, argv + 1);
     fprintf(stderr, "kvbench: unknown command '%s'\nTry 'kvbench --help'.\n", argv[1]);
     return 2;
 }

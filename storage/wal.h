@@ -1,0 +1,199 @@
+/* The node's redo log: a directory of segment files written by one writer thread through
+ * io_uring, with group commit (every record queued since the last write goes out in one write and
+ * one fdatasync). A record is reported durable only after the fdatasync that covered its bytes
+ * returned 0; a failed write or sync fails that group and every later append until a restart.
+ * Recovery reads the records back in LSN order and cuts a torn tail; corruption in the middle is
+ * an error, never skipped. docs/storage.md, "The redo log". */
+#ifndef RDKV_WAL_H
+#define RDKV_WAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * On disk (all integers little-endian).
+ *
+ * A segment file "wal-%016llx.log", named by the LSN of its first record (in hex), starts with a
+ * 64-byte header:
+ *   [0,8)   magic "RDKVWAL1"          [8,12)  version (1)        [12,16) header bytes (64)
+ *   [16,18) node id   [18,24) zero    [24,32) cluster fingerprint (the config's)
+ *   [32,40) first LSN                 [40,60) zero               [60,64) check: XXH3-64 of
+ *                                                                        [0,60), low 32 bits
+ * then records back to back, each a 32-byte header and its payload:
+ *   [0,4)   magic and length: WAL_REC_MAGIC << 24 | payload bytes (so at most 16 MiB - 1)
+ *   [4,8)   check: XXH3-64 of bytes [0,4) and [8, 32 + length), low 32 bits
+ *   [8,16)  LSN: the previous record's plus one (the first record of a log is LSN 1)
+ *   [16,24) txid (0 when the record has none)
+ *   [24]    type (enum wal_type)       [25] flags (WAL_F_*)    [26,32) zero
+ *   [32, 32 + length) payload
+ * A record lies wholly inside one segment. */
+#define WAL_SEG_MAGIC "RDKVWAL1"
+#define WAL_VERSION 1u
+#define WAL_SEG_HDR 64u
+#define WAL_REC_HDR 32u
+#define WAL_REC_MAGIC 0xA7u
+#define WAL_REC_LIMIT ((1u << 24) - 1) /* the format's largest payload */
+
+enum wal_type {
+    WAL_COMMIT = 1,   /* a local or one-partition transaction's writes (wal_writes payload) */
+    WAL_PREPARE = 2,  /* a 2PC participant's staged writes (u16 coordinator, wal_writes) */
+    WAL_DECISION = 3, /* a 2PC coordinator's decision (u8 WAL_DECIDE_*, u16 count, u16 nodes[]) */
+    WAL_END = 4,      /* a 2PC transaction is finished here: its records are no longer needed */
+    /* 5..15 are reserved for later record types (checkpoint begin and end, partition ownership,
+     * operator overrides); a reader refuses them as corruption until it knows them. Other
+     * values are corruption. */
+    WAL_TYPE_RESERVED_MAX = 15,
+};
+#define WAL_DECIDE_COMMIT 1u
+#define WAL_DECIDE_ABORT 2u
+
+/* flags: the record is the first of the bytes the writer handed to one write (a group). The
+ * writer starts a group only after the previous group's fdatasync returned, so a valid group
+ * start after a bad record proves that the bad record had been synced: that is corruption in
+ * the middle, not a torn tail. */
+#define WAL_F_GROUP 1u
+
+/* ---------------------------------------------------------------------------------------------
+ * The COMMIT and PREPARE payload: the writes, enough to redo them without the arena.
+ *   u32 count, then count times: u8 op (WAL_OP_PUT / WAL_OP_DEL), u32 key bytes, u32 value
+ *   bytes (0 for a delete), key, value. */
+#define WAL_OP_PUT 1u
+#define WAL_OP_DEL 2u
+
+struct wal_write {
+    uint8_t op;
+    uint32_t klen, vlen;
+    const void *key, *val;
+};
+
+/* Bytes wal_writes_pack writes for these writes. */
+size_t wal_writes_size(const struct wal_write *w, unsigned n);
+/* Writes the payload into buf (cap bytes): the bytes used, or 0 if cap is too small. */
+size_t wal_writes_pack(const struct wal_write *w, unsigned n, void *buf, size_t cap);
+/* Calls fn for each write of a payload (key and val point into buf); every length is checked
+ * and nothing past len is read. 0, fn's non-zero answer, or RDKV_EPROTO for bytes that are not
+ * a payload (bad op, lengths past the end, bytes left over). */
+int wal_writes_unpack(const void *buf, size_t len, int (*fn)(void *arg, const struct wal_write *w),
+                      void *arg);
+
+/* ---------------------------------------------------------------------------------------------
+ * Reading the log back. */
+struct wal_rec {
+    uint64_t lsn, txid;
+    uint8_t type, flags;
+    uint32_t len;
+    const uint8_t *payload; /* valid only during the callback */
+};
+/* Returns 0 to go on, anything else to stop the scan with that status. */
+typedef int (*wal_rec_fn)(void *arg, const struct wal_rec *r);
+
+struct wal_scan_result {
+    uint64_t records;      /* good records passed to the callback */
+    uint64_t last_lsn;     /* the last good record's LSN, 0 for none */
+    uint64_t next_lsn;     /* the LSN the next append gets */
+    unsigned segments;     /* segment files read */
+    bool torn;             /* a torn tail was found and (by wal_open) cut */
+    uint64_t tail_segment; /* its segment (first LSN) */
+    uint64_t tail_offset;  /* byte offset in that segment where the good log ends */
+    uint64_t dropped;      /* bytes after it (in that segment and any later ones) */
+    char why[96];          /* what ended the log: "short record", "bad checksum", ... */
+};
+
+/* One segment image in memory (the fuzz target and the scan share it). Checks the header
+ * (node, fingerprint and first LSN must match the arguments; first_lsn 0 takes the header's),
+ * then calls fn for each good record in order. Sets *end to the offset where the good records
+ * end, *why to what ended them ("" for the clean end of the bytes), and *more to whether a valid
+ * group start lies after a bad record (corruption in the middle). Returns 0; RDKV_ECONFIG for a
+ * segment of another node or cluster; RDKV_EPROTO for a bad header; fn's non-zero answer. */
+struct wal_seg_scan {
+    uint64_t first_lsn, next_lsn, records, end;
+    bool more;
+    const char *why;
+};
+int wal_seg_decode(const uint8_t *buf, size_t len, uint16_t node, uint64_t fp, uint64_t first_lsn,
+                   uint32_t record_max, wal_rec_fn fn, void *arg, struct wal_seg_scan *out);
+
+/* record_max (here and in wal_seg_decode): the largest payload a reader accepts; 0 is the
+ * format's limit, which is what recovery uses (a log written with a larger limit stays
+ * readable after the limit is lowered).
+ * Reads the log in dir in LSN order without changing it: fn for each good record. A torn tail
+ * (short record, bad checksum, bad magic, LSN gap, a last segment with a torn header) ends it and
+ * is described in res. Returns 0; RDKV_ECONFIG (a segment of another node or cluster, or a dir
+ * that cannot be read); RDKV_EPROTO for corruption in the middle (a bad record with a good group
+ * or segment after it, a bad header before the last segment, a missing segment), with the place
+ * in err; RDKV_EIO; fn's answer. A missing or empty dir is an empty log. */
+int wal_scan(const char *dir, uint16_t node, uint64_t fp, uint32_t record_max, wal_rec_fn fn,
+             void *arg, struct wal_scan_result *res, char *err, size_t errcap);
+
+/* ---------------------------------------------------------------------------------------------
+ * Writing. */
+enum wal_durability {
+    WAL_DUR_OFF,   /* records are written, never synced while running: wal_wait does not wait */
+    WAL_DUR_GROUP, /* group commit: one write and one fdatasync for every record queued */
+    WAL_DUR_SYNC,  /* one write and one fdatasync per record (for comparison) */
+};
+/* "off", "group", "sync" -> 0 and *out; RDKV_EINVAL otherwise. */
+int wal_durability_parse(const char *s, enum wal_durability *out);
+const char *wal_durability_name(enum wal_durability d);
+
+struct wal_opts {
+    const char *dir;          /* created if missing */
+    uint16_t node;
+    uint64_t cluster_fp;
+    enum wal_durability durability;
+    uint64_t segment_bytes;   /* a segment is closed once it passes this; 0: 64 MiB */
+    uint32_t record_max;      /* largest payload accepted; 0: 4 MiB (at most WAL_REC_LIMIT) */
+    uint64_t queue_max;       /* appenders block while this many bytes wait for the writer;
+                                 0: 16 MiB (raised to hold at least one largest record) */
+};
+void wal_opts_init(struct wal_opts *o);
+
+struct wal;
+
+/* Opens dir for appending: scans it as wal_scan does (fn, when not NULL, sees every good record:
+ * the replay), cuts a torn tail (truncates its segment, removes later ones, syncs the dir), and
+ * starts the writer thread. The scan's result goes to res when not NULL. Errors as wal_scan's,
+ * plus RDKV_EIO / RDKV_ENOSPC / RDKV_ENOMEM for the files, the ring or the thread. */
+int wal_open(const struct wal_opts *o, wal_rec_fn fn, void *arg, struct wal_scan_result *res,
+             struct wal **out, char *err, size_t errcap);
+
+/* Waiting below (wal_append on a full queue, wal_wait) parks the calling task and lets its
+ * thread's other tasks run, or blocks a plain thread on a futex (common/task.h): never a spin.
+ *
+ * Queues a record (any thread or task); *lsn gets its LSN. Waits while the queue is full. The payload
+ * is copied. RDKV_ETOOBIG past record_max, RDKV_EINVAL for a type outside 1..4, RDKV_EIO or
+ * RDKV_ENOSPC once the log has failed (see wal_error), RDKV_ESHUTDOWN after wal_close began. */
+int wal_append(struct wal *w, uint8_t type, uint64_t txid, const void *payload, uint32_t len,
+               uint64_t *lsn);
+/* Waits until lsn is durable: 0 only after an fdatasync that covered it returned 0. The log's
+ * error (RDKV_EIO / RDKV_ENOSPC) when it failed first: the record may or may not be on disk.
+ * With WAL_DUR_OFF returns at once: the log's error if it failed, else 0 (nothing is promised). */
+int wal_wait(struct wal *w, uint64_t lsn);
+/* wal_append then wal_wait. */
+int wal_commit(struct wal *w, uint8_t type, uint64_t txid, const void *payload, uint32_t len,
+               uint64_t *lsn);
+/* The sticky error (0 while healthy) and its message ("fdatasync of wal-...: No space left"). */
+int wal_error(struct wal *w, char *msg, size_t cap);
+/* The highest LSN known durable (every record up to it is). */
+uint64_t wal_durable_lsn(struct wal *w);
+
+/* Removes whole segments every record of which has an LSN below lsn (never the segment being
+ * written). Returns the number removed or RDKV_EIO. */
+int wal_truncate_before(struct wal *w, uint64_t lsn);
+
+/* Writes and syncs everything queued (in every mode), stops the writer, closes the files.
+ * Returns the log's error, if any. No append or wait may be running or start meanwhile. */
+int wal_close(struct wal *w);
+
+struct wal_stats {
+    uint64_t records, bytes, writes, syncs; /* since open */
+};
+void wal_stats(struct wal *w, struct wal_stats *out);
+
+/* Fault injection, for tests: the writer's next write (WAL_FAULT_WRITE) or sync (WAL_FAULT_SYNC)
+ * fails with errno err_no instead of running (0 clears). */
+enum wal_fault { WAL_FAULT_WRITE, WAL_FAULT_SYNC };
+void wal_fault_inject(struct wal *w, enum wal_fault what, int err_no);
+
+#endif
