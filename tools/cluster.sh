@@ -14,6 +14,7 @@ usage() {
 Usage:
   tools/cluster.sh start N DIR [kvcluster options]   start N nodes with data, logs and config in DIR
   tools/cluster.sh stop DIR                          stop every node of the cluster in DIR
+  tools/cluster.sh restart DIR I                     start node I again after it stopped or died
   tools/cluster.sh status DIR                        show each node (exit 1 if one is down)
   tools/cluster.sh endpoints DIR                     print the export line again
   tools/cluster.sh --help
@@ -28,6 +29,11 @@ on stdout, the endpoints last (the rest goes to stderr), with the ports from DIR
 The cluster's secret lives in DIR: DIR/cluster.secret is the node secret (nodes and operator
 tools such as kvbench only), DIR/cluster.client.secret the client secret to give kvctl and
 applications (copy it with mode 600; docs/security.md). A restart in DIR keeps them.
+
+With --durable (a kvcluster option) node I keeps a redo log in DIR/node-I.data, and
+'restart DIR I' brings it back with its data after a crash (kill -9) or a stop:
+  eval "\$(tools/cluster.sh start 1 /tmp/rdkv --durable)" && build/bin/kvctl put k v
+  kill -9 \$(cat /tmp/rdkv/node-0.pid); tools/cluster.sh restart /tmp/rdkv 0 && build/bin/kvctl get k
 
 Node I keeps its log in DIR/node-I.log and its pid in DIR/node-I.pid.
 Binaries come from \$RDKV_BIN when set, else $root/build/bin.
@@ -87,6 +93,16 @@ start)
     "$bin/kvcluster" start --nodes "$n" --dir "$dir" "$@" >&2 || die "kvcluster could not start the cluster (see the message above and $dir/node-*.log)"
     endpoints "$dir"
     ;;
+restart)
+    for a in "$@"; do case $a in -h | --help) usage; exit 0 ;; esac; done
+    [ $# -eq 2 ] || usage_error "restart needs DIR and I"
+    dir=$1 i=$2
+    case $i in '' | *[!0-9]*) usage_error "I must be a node number, got '$i'" ;; esac
+    need_bins
+    [ -d "$dir" ] || die "no such directory: $dir"
+    "$bin/kvcluster" restart --dir "$dir" --node "$i" >&2 || die "kvcluster could not restart node $i (see above and $dir/node-$i.log)"
+    endpoints "$dir"
+    ;;
 stop | status | endpoints)
     for a in "$@"; do case $a in -h | --help) usage; exit 0 ;; esac; done
     [ $# -eq 1 ] || usage_error "$cmd needs exactly DIR"
@@ -102,6 +118,6 @@ stop | status | endpoints)
     [ $rc = 0 ] || exit 1
     ;;
 *)
-    usage_error "unknown command '$cmd' (start, stop, status, endpoints)"
+    usage_error "unknown command '$cmd' (start, stop, restart, status, endpoints)"
     ;;
 esac

@@ -17,7 +17,8 @@
 
 static const char usage[] =
     "usage: kvcluster start --nodes N --dir DIR [--transport T] [--arena SIZE] [--host H]\n"
-    "                       [--bench]\n"
+    "                       [--bench] [--durable [--durability MODE]]\n"
+    "       kvcluster restart --dir DIR --node I\n"
     "       kvcluster status --dir DIR\n"
     "       kvcluster stop --dir DIR\n"
     "       kvcluster secret --dir DIR\n"
@@ -25,6 +26,9 @@ static const char usage[] =
     "start   launches N kvserver nodes in the background on ports the kernel picks, writes\n"
     "        DIR/cluster.conf (give it to kvbench --config or kvctl), DIR/node-I.log and\n"
     "        DIR/node-I.pid, and returns once every node is ready.\n"
+    "restart starts node I of the cluster in DIR again, after it stopped or was killed, with\n"
+    "        the options it was started with, on its old port (a --durable node comes back\n"
+    "        with its data: it replays its redo log).\n"
     "status  shows each node's process and what it answers to a status request.\n"
     "stop    stops every node of the cluster in DIR (SIGTERM, then SIGKILL after 10 s).\n"
     "secret  writes a fresh DIR/cluster.secret (the node secret: name it in a config with\n"
@@ -39,6 +43,10 @@ static const char usage[] =
     "  --host H        address the nodes listen on (default 127.0.0.1)\n"
     "  --bench         start the nodes for benchmarking (kvserver --bench): kvbench's\n"
     "                  workload and benchmark RPCs are served (not on production nodes)\n"
+    "  --durable       each node keeps a redo log in DIR/node-I.data (kvserver --data-dir)\n"
+    "                  and survives a crash and restart with its data (docs/storage.md)\n"
+    "  --durability M  with --durable: group (default), sync or off (kvserver --durability)\n"
+    "  --node I        restart: the node to start again\n"
     "\n"
     "Exit status: 0 ok, 1 error, 2 bad usage.\n";
 
@@ -67,8 +75,77 @@ static int cmd_secret(const char *dir)
     return 0;
 }
 
+/* The options a cluster was started with, kept in DIR/kvcluster.opts for restart. */
+#define OPTS_FILE "kvcluster.opts"
+
+static void opts_save(const char *dir, const struct launch_opts *lo)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/" OPTS_FILE, dir);
+    FILE *f = fopen(p, "w");
+    if (!f) return;
+    fprintf(f, "transport %s\narena %llu\nbench %d\ndurable %d\ndurability %s\n",
+            fab_transport_name(lo->transport), (unsigned long long)lo->arena_size, lo->bench,
+            lo->durable, lo->durability ? lo->durability : "-");
+    fclose(f);
+}
+
+/* Reads them back into lo (durability into buf). 0, or 1 with a message. */
+static int opts_load(const char *dir, struct launch_opts *lo, char *buf, size_t cap)
+{
+    char p[4096], line[256], word[32], val[128];
+    snprintf(p, sizeof p, "%s/" OPTS_FILE, dir);
+    FILE *f = fopen(p, "r");
+    if (!f) {
+        fprintf(stderr, "kvcluster: error: %s: %s (was the cluster started by kvcluster start?)\n",
+                p, strerror(errno));
+        return 1;
+    }
+    int bad = 0;
+    while (!bad && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%31s %127s", word, val) != 2) bad = 1;
+        else if (!strcmp(word, "transport")) bad = fab_transport_parse(val, &lo->transport) != 0;
+        else if (!strcmp(word, "arena")) bad = parse_u64(val, &lo->arena_size) != 0;
+        else if (!strcmp(word, "bench")) lo->bench = !strcmp(val, "1");
+        else if (!strcmp(word, "durable")) lo->durable = !strcmp(val, "1");
+        else if (!strcmp(word, "durability") && strcmp(val, "-")) {
+            snprintf(buf, cap, "%s", val);
+            lo->durability = buf;
+        }
+    }
+    fclose(f);
+    if (bad) fprintf(stderr, "kvcluster: error: %s is damaged: %s", p, line);
+    return bad;
+}
+
+static int cmd_restart(const char *dir, unsigned node)
+{
+    struct launch L;
+    char err[512], dbuf[128];
+    if (launch_attach(&L, dir, err, sizeof err)) {
+        fprintf(stderr, "kvcluster: error: %s\n", err);
+        return 1;
+    }
+    struct launch_opts lo;
+    launch_opts_init(&lo);
+    lo.nodes = L.n;
+    lo.dir = dir;
+    lo.detach = true;
+    int rc = opts_load(dir, &lo, dbuf, sizeof dbuf);
+    if (!rc && launch_restart(&L, &lo, node, err, sizeof err)) {
+        fprintf(stderr, "kvcluster: error: %s\n", err);
+        rc = 1;
+    }
+    if (!rc)
+        printf("restarted node %u  %s:%u  pid %d  log %s/node-%u.log%s\n", node,
+               L.cc.nodes[node].host, L.cc.nodes[node].port, (int)L.pids[node], dir, node,
+               lo.durable ? " (its data replayed from its redo log)" : " (in memory: empty)");
+    cluster_config_free(&L.cc);
+    return rc;
+}
+
 static int cmd_start(unsigned nodes, const char *dir, enum fab_transport t, uint64_t arena,
-                     const char *host, bool bench)
+                     const char *host, bool bench, bool durable, const char *durability)
 {
     char conf[4096];
     snprintf(conf, sizeof conf, "%s/cluster.conf", dir);
@@ -93,11 +170,14 @@ static int cmd_start(unsigned nodes, const char *dir, enum fab_transport t, uint
     lo.host = host;
     lo.detach = true;
     lo.bench = bench;
+    lo.durable = durable;
+    lo.durability = durability;
     struct launch L;
     if (launch_start(&L, &lo, err, sizeof err)) {
         fprintf(stderr, "kvcluster: error: %s\n", err);
         return 1;
     }
+    opts_save(dir, &lo);
     printf("started %u node%s (transport %s) in %s\n", nodes, nodes == 1 ? "" : "s",
            fab_transport_name(t), dir);
     for (unsigned i = 0; i < L.n; i++)
@@ -180,7 +260,9 @@ int main(int argc, char **argv)
     const char *dir = NULL, *host = "127.0.0.1";
     enum fab_transport t = FAB_SOFT;
     uint64_t arena = 0, u;
-    bool bench = false;
+    bool bench = false, durable = false;
+    const char *durability = NULL;
+    long node = -1;
     for (int i = 2; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
@@ -189,6 +271,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(o, "--bench")) {
             bench = true;
+            continue;
+        }
+        if (!strcmp(o, "--durable")) {
+            durable = true;
             continue;
         }
         if (!v) usage_error("option '%s' needs a value", o);
@@ -204,6 +290,13 @@ int main(int argc, char **argv)
             if (parse_size(v, &arena) || !arena) usage_error("--arena needs a size such as 256M (got '%s')", v);
         } else if (!strcmp(o, "--host")) {
             host = v;
+        } else if (!strcmp(o, "--durability")) {
+            if (strcmp(v, "group") && strcmp(v, "sync") && strcmp(v, "off"))
+                usage_error("--durability must be group, sync or off (got '%s')", v);
+            durability = v;
+        } else if (!strcmp(o, "--node")) {
+            if (parse_uint_range(v, 0, LAUNCH_MAX - 1, &u)) usage_error("--node must be 0..63 (got '%s')", v);
+            node = (long)u;
         } else {
             usage_error("unknown option '%s'", o);
         }
@@ -212,10 +305,15 @@ int main(int argc, char **argv)
     if (!dir) usage_error("%s", "--dir DIR is required");
     if (!strcmp(cmd, "start")) {
         if (!nodes) usage_error("%s", "start needs --nodes N");
-        return cmd_start(nodes, dir, t, arena, host, bench);
+        if (durability && !durable) usage_error("%s", "--durability needs --durable");
+        return cmd_start(nodes, dir, t, arena, host, bench, durable, durability);
+    }
+    if (!strcmp(cmd, "restart")) {
+        if (node < 0) usage_error("%s", "restart needs --node I");
+        return cmd_restart(dir, (unsigned)node);
     }
     if (!strcmp(cmd, "status")) return cmd_status(dir);
     if (!strcmp(cmd, "secret")) return cmd_secret(dir);
     if (!strcmp(cmd, "stop")) return cmd_stop(dir);
-    usage_error("unknown command '%s' (start, status, stop or secret)", cmd);
+    usage_error("unknown command '%s' (start, restart, status, stop or secret)", cmd);
 }

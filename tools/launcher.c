@@ -135,9 +135,10 @@ static int spawn_node(struct launch *L, const struct launch_opts *o, const char 
         snprintf(err, errcap, "pipe: %s", strerror(errno));
         return RDKV_EIO;
     }
-    char logp[PATH_MAX + 32], nodes[16];
+    char logp[PATH_MAX + 32], nodes[16], datap[PATH_MAX + 32];
     snprintf(logp, sizeof logp, "%s/node-%u.log", L->dir, i);
     snprintf(nodes, sizeof nodes, "%u", i);
+    snprintf(datap, sizeof datap, "%s/node-%u.data", L->dir, i);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
@@ -174,6 +175,14 @@ static int spawn_node(struct launch *L, const struct launch_opts *o, const char 
         argv[a++] = "4";
         if (o->bench) argv[a++] = "--bench";
         if (o->insecure) argv[a++] = "--insecure";
+        if (o->durable) {
+            argv[a++] = "--data-dir";
+            argv[a++] = datap;
+            if (o->durability) {
+                argv[a++] = "--durability";
+                argv[a++] = o->durability;
+            }
+        }
         for (int k = 0; k < 14 && o->extra[k] && a < 30; k++) argv[a++] = o->extra[k];
         argv[a] = NULL;
         execv(kvserver, (char *const *)argv);
@@ -374,8 +383,9 @@ int launch_kill(struct launch *L, unsigned node)
 int launch_restart(struct launch *L, const struct launch_opts *o, unsigned node, char *err,
                    size_t errcap)
 {
-    if (node >= L->n || L->pids[node] > 0 || !L->children) {
-        snprintf(err, errcap, "node %u is not a dead child of this launch", node);
+    if (node >= L->n || (L->children ? L->pids[node] > 0 : launch_alive(L, node))) {
+        snprintf(err, errcap, "node %u is %s", node,
+                 node >= L->n ? "not in the cluster" : "still running (stop or kill it first)");
         return RDKV_EINVAL;
     }
     char kvserver[PATH_MAX];

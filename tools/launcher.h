@@ -23,6 +23,9 @@ struct launch_opts {
     int64_t ready_timeout_ns;      /* default 60 s */
     bool bench;                    /* nodes serve kvbench's workloads (kvserver --bench) */
     const char *extra[14];         /* more kvserver arguments, NULL-terminated */
+    bool durable;                  /* node i keeps its redo log in DIR/node-i.data (kvserver
+                                      --data-dir) and restarts with its data */
+    const char *durability;        /* with durable: kvserver --durability (NULL: its default) */
     bool insecure;                 /* benchmarks only: nodes run --insecure and no secret is made;
                                       else DIR/cluster.secret (node) and DIR/cluster.client.secret
                                       (for clients) are made unless DIR has them already */
@@ -52,7 +55,8 @@ int launch_signal(struct launch *L, unsigned node, int sig);
  * closed and, on verbs, its queue pairs are gone. */
 int launch_kill(struct launch *L, unsigned node);
 /* Starts a node again after launch_kill, with the options of launch_start (o) and on its old
- * port, and waits until it is ready; its log continues. */
+ * port, and waits until it is ready; its log continues. For a detached cluster (launch_attach:
+ * kvcluster restart) the node's process must be gone, however it died. */
 int launch_restart(struct launch *L, const struct launch_opts *o, unsigned node, char *err,
                    size_t errcap);
 /* Stops (SIGSTOP) or continues (SIGCONT) a node and returns once it has (children only). */
