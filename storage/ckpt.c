@@ -372,6 +372,7 @@ struct wctx {
     size_t blen, bcap;
     uint32_t brows;
     uint64_t blocks, rows, payload, bytes, retries;
+    int64_t max_hold;
     /* the current batch of rows from the index: rows and their keys (keys stay stable while a
      * row is indexed, but the row may be deleted and recycled once the index lock is gone, so
      * each key is copied and checked again under the row's lock) */
@@ -451,6 +452,7 @@ static int copy_row(struct wctx *w, uint32_t i)
             continue;
         }
         if (rc) return rc;
+        int64_t held = clock_now_ns();
         size_t mark = w->blen;
         uint32_t mrows = w->brows;
         struct row_view v;
@@ -466,6 +468,8 @@ static int copy_row(struct wctx *w, uint32_t i)
         /* else: the row was deleted (perhaps recycled for another key) after the index pass:
          * the key was absent at that moment, and its delete is in the log after the replay LSN */
         int rel = lock_release(&h);
+        held = clock_now_ns() - held;
+        if (held > w->max_hold) w->max_hold = held;
         if (rc == RDKV_ENOMEM) return rc;
         if (rel == RDKV_ETIMEDOUT) {
             /* the lease ran out while we copied: others may have reset the lock, so the copy is
@@ -520,6 +524,14 @@ static int write_rows(struct wctx *w)
     }
     free(after);
     if (!rc) rc = flush_block(w);
+    /* tickets this thread gave up at a deadline are passed on by lock_thread_poll once their
+     * turn comes; wait for that (bounded), so that no writer queued behind one waits for a lease
+     * reset after the checkpoint is done */
+    int64_t until = clock_now_ns() + 1000000000ll;
+    for (unsigned round = 0; lock_thread_owes(o->lt) && clock_now_ns() < until; round++) {
+        lock_thread_poll(o->lt);
+        if (lock_thread_owes(o->lt)) lock_backoff(round < 16 ? round : 16);
+    }
     return rc;
 }
 
@@ -550,6 +562,8 @@ int ckpt_write(struct store *s, const char *dir, uint16_t node, uint64_t fp, uin
         rc = fail(err, errcap, RDKV_ENOMEM, "no memory for the checkpoint's buffers");
         goto out;
     }
+    /* touched once now, so that copies under row locks take no page faults on it */
+    memset(w.blk, 0, w.bcap);
     w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (w.fd < 0) {
         rc = io_fail(err, errcap, "open", tmp, errno);
@@ -635,6 +649,7 @@ int ckpt_write(struct store *s, const char *dir, uint16_t node, uint64_t fp, uin
         info->blocks = w.blocks;
         info->bytes = w.bytes;
         info->lock_retries = w.retries;
+        info->max_hold_ns = w.max_hold;
         snprintf(info->path, sizeof info->path, "%s", path);
     }
 out:

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ARENA (64ull << 20)
@@ -269,18 +270,25 @@ static void t_roundtrip(void)
  * checkpoint: sequence in [last at start, last at end], and exactly that sequence's bytes. */
 #define CC_KEYS 2000
 #define CC_WRITERS 2
+#define CC_ROUNDS 12
+/* every fifth change of a key deletes it, and the next one inserts it again: after change
+ * number seq the key is absent exactly when CC_ABSENT(seq) */
+#define CC_ABSENT(seq) ((seq) % 5 == 4)
 struct cc {
     struct env *v;
     atomic_uint_fast64_t last[CC_KEYS];
     atomic_bool stop;
-    atomic_uint_fast64_t changes;
+    atomic_uint_fast64_t changes, deletes;
     atomic_int fails;
     unsigned id;
 };
 
+#define CC_HOT 32 /* keys that writers change half of the time, with large values */
+#define CC_VMAX 40000
 static uint32_t cc_vlen(unsigned k, uint64_t seq)
 {
-    /* sizes move between empty, inline and out of line */
+    if (k < CC_HOT) return 32768 + (uint32_t)(seq % 3) * 1000;
+    /* sizes move between short, inline and out of line */
     switch ((k + seq) % 4) {
     case 0: return 16;
     case 1: return 300;
@@ -310,24 +318,56 @@ static void *cc_writer(void *arg)
         atomic_fetch_add(&cc->fails, 1);
         return NULL;
     }
-    uint8_t *val = malloc(8000);
+    uint8_t *val = malloc(CC_VMAX);
     uint64_t seed = a->w + 1;
     /* bounded: stops when told, or after 10 million changes */
     for (uint64_t n = 0; n < 10000000 && !atomic_load(&cc->stop) && val; n++) {
-        unsigned k = (unsigned)(rng_below(&seed, CC_KEYS / CC_WRITERS)) * CC_WRITERS + a->w;
+        unsigned k = (unsigned)(rng_below(&seed, (rng_next(&seed) & 1) ? CC_HOT / CC_WRITERS
+                                                                        : CC_KEYS / CC_WRITERS)) *
+                         CC_WRITERS +
+                     a->w;
         char key[16];
         snprintf(key, sizeof key, "cc%06u", k);
+        uint64_t seq = atomic_load(&cc->last[k]) + 1;
+        uint32_t vl = cc_vlen(k, seq);
+        cc_val(val, k, seq, vl);
         rptr row;
+        struct lock_handle h;
+        if (CC_ABSENT(seq - 1)) {
+            /* re-insert: a new row, locked before it is published, so that the key's sequence
+             * number is up to date before anyone can read the row */
+            if (store_row_alloc(cc->v->s[0], key, 8, val, vl, &row)) {
+                atomic_fetch_add(&cc->fails, 1);
+                break;
+            }
+            lock_handle_init(&h, &lt, cc->v->algo, row);
+            if (lock_acquire(&h, LOCK_EXCLUSIVE, clock_now_ns() + 2000000000ll) ||
+                store_row_publish(cc->v->s[0], row)) {
+                atomic_fetch_add(&cc->fails, 1);
+                break;
+            }
+            atomic_store(&cc->last[k], seq);
+            atomic_fetch_add(&cc->changes, 1);
+            lock_release(&h);
+            continue;
+        }
         if (store_lookup(cc->v->s[0], key, 8, &row)) {
             atomic_fetch_add(&cc->fails, 1);
             break;
         }
-        struct lock_handle h;
         lock_handle_init(&h, &lt, cc->v->algo, row);
         if (lock_acquire(&h, LOCK_EXCLUSIVE, clock_now_ns() + 2000000000ll)) continue;
-        uint64_t seq = atomic_load(&cc->last[k]) + 1;
-        uint32_t vl = cc_vlen(k, seq);
-        cc_val(val, k, seq, vl);
+        if (CC_ABSENT(seq)) {
+            if (store_row_delete(cc->v->s[0], row) == 0) {
+                atomic_store(&cc->last[k], seq);
+                atomic_fetch_add(&cc->changes, 1);
+                atomic_fetch_add(&cc->deletes, 1);
+            } else {
+                atomic_fetch_add(&cc->fails, 1);
+            }
+            lock_release(&h);
+            continue;
+        }
         struct store_staged st;
         if (store_value_stage(cc->v->s[0], row, val, vl, &st) == 0) {
             store_value_install(cc->v->s[0], &st);
@@ -349,6 +389,7 @@ struct cc_check {
     uint64_t *lo, *hi;
     uint64_t rows, bad;
     uint8_t *tmp;
+    bool present[CC_KEYS];
 };
 static int cc_check_row(void *arg, const void *key, uint32_t klen, const void *val, uint32_t vl)
 {
@@ -361,7 +402,8 @@ static int cc_check_row(void *arg, const void *key, uint32_t klen, const void *v
         return 0;
     }
     memcpy(&seq, (const uint8_t *)val + 4, 8);
-    if (seq < x->lo[k] || seq > x->hi[k] || vl != cc_vlen(k, seq)) {
+    x->present[k] = true;
+    if (seq < x->lo[k] || seq > x->hi[k] || vl != cc_vlen(k, seq) || CC_ABSENT(seq)) {
         fprintf(stderr, "  key %u: seq %" PRIu64 " not in [%" PRIu64 ", %" PRIu64 "]\n", k, seq,
                 x->lo[k], x->hi[k]);
         x->bad++;
@@ -379,7 +421,7 @@ static void t_concurrent(void)
     struct cc *cc = calloc(1, sizeof *cc);
     REQUIRE(cc);
     cc->v = &v;
-    uint8_t *val = malloc(8000);
+    uint8_t *val = malloc(CC_VMAX);
     REQUIRE(val);
     for (unsigned k = 0; k < CC_KEYS; k++) {
         char key[16];
@@ -399,7 +441,7 @@ static void t_concurrent(void)
     uint64_t *lo = malloc(CC_KEYS * 8), *hi = malloc(CC_KEYS * 8);
     REQUIRE(lo && hi);
     uint64_t rounds_changed = 0;
-    for (unsigned round = 0; round < 3; round++) {
+    for (unsigned round = 0; round < CC_ROUNDS; round++) {
         for (unsigned k = 0; k < CC_KEYS; k++) lo[k] = atomic_load(&cc->last[k]);
         uint64_t before = atomic_load(&cc->changes);
         struct ckpt_info wi;
@@ -407,19 +449,32 @@ static void t_concurrent(void)
         uint64_t after = atomic_load(&cc->changes);
         for (unsigned k = 0; k < CC_KEYS; k++) hi[k] = atomic_load(&cc->last[k]);
         if (after > before) rounds_changed++;
-        CHECK_EQ(wi.rows, CC_KEYS);
         char path[512];
         snprintf(path, sizeof path, "%s/ckpt-%016llx.ckpt", v.dir, 100ull + round);
         size_t len;
         uint8_t *buf = slurp(path, &len);
         REQUIRE(buf);
-        struct cc_check x = {cc, lo, hi, 0, 0, val};
+        struct cc_check *x = calloc(1, sizeof *x);
+        REQUIRE(x);
+        *x = (struct cc_check){.cc = cc, .lo = lo, .hi = hi, .tmp = val};
         char err[256];
-        CHECK_EQ(ckpt_decode(buf, len, NODE, FP, 4096, 1u << 20, cc_check_row, &x, NULL, err,
+        CHECK_EQ(ckpt_decode(buf, len, NODE, FP, 4096, 1u << 20, cc_check_row, x, NULL, err,
                              sizeof err),
                  0);
-        CHECK_EQ(x.rows, CC_KEYS);
-        CHECK_EQ(x.bad, 0);
+        CHECK_EQ(x->rows, wi.rows);
+        CHECK_EQ(x->bad, 0);
+        /* a key left out was absent at some moment of the checkpoint: some change number in
+         * [lo, hi] left it deleted */
+        uint64_t absent_bad = 0, absent = 0;
+        for (unsigned k = 0; k < CC_KEYS; k++) {
+            if (x->present[k]) continue;
+            absent++;
+            uint64_t first = lo[k] + (4 + 5 - lo[k] % 5) % 5;
+            if (first > hi[k]) absent_bad++;
+        }
+        CHECK_EQ(absent_bad, 0);
+        CHECK_EQ(x->rows + absent, CC_KEYS);
+        free(x);
         free(buf);
     }
     atomic_store(&cc->stop, true);
@@ -427,11 +482,12 @@ static void t_concurrent(void)
     CHECK_EQ(atomic_load(&cc->fails), 0);
     /* the writers did change rows while checkpoints ran (else this test proves nothing) */
     CHECK(rounds_changed > 0);
+    CHECK(atomic_load(&cc->deletes) > 0);
     /* the two newest are kept */
     uint64_t lsns[4];
     CHECK_EQ(ckpt_list(v.dir, lsns, 4), 2);
-    CHECK_EQ(lsns[0], 102);
-    CHECK_EQ(lsns[1], 101);
+    CHECK_EQ(lsns[0], 100 + CC_ROUNDS - 1);
+    CHECK_EQ(lsns[1], 100 + CC_ROUNDS - 2);
     free(lo);
     free(hi);
     free(val);
@@ -577,11 +633,95 @@ static void t_fallback(void)
     env_stop(&v);
 }
 
+/* A row whose exclusive lock is held: the checkpoint waits for it in short tries and copies
+ * it once it is released; held past row_give_up_ns, the checkpoint fails with RDKV_ETIMEDOUT and
+ * leaves nothing behind. */
+struct holder {
+    struct env *v;
+    rptr row;
+    atomic_int state; /* 1: holding, 2: done */
+    int64_t hold_ns;
+};
+static void *hold_thread(void *arg)
+{
+    struct holder *h = arg;
+    struct fab_ctx *c;
+    struct lock_thread lt;
+    if (fab_ctx_create(h->v->e.f[0], &c) || lock_thread_init(&lt, c, NULL)) {
+        atomic_store(&h->state, 2);
+        return NULL;
+    }
+    struct lock_handle lk;
+    lock_handle_init(&lk, &lt, h->v->algo, h->row);
+    if (lock_acquire(&lk, LOCK_EXCLUSIVE, clock_now_ns() + 5000000000ll) == 0) {
+        atomic_store(&h->state, 1);
+        struct timespec ts = {0, h->hold_ns};
+        nanosleep(&ts, NULL); /* the hold itself, not a synchronization */
+        lock_release(&lk);
+    }
+    atomic_store(&h->state, 2);
+    lock_thread_fini(&lt);
+    fab_ctx_destroy(c);
+    return NULL;
+}
+
+static void t_locked(void)
+{
+    struct env v;
+    REQUIRE(env_start(&v, 1, 64ull << 20, 16ull << 20) == 0);
+    char key[16];
+    uint8_t val[64] = {1};
+    for (unsigned i = 0; i < 300; i++) {
+        snprintf(key, sizeof key, "k%04u", i);
+        REQUIRE(put(v.s[0], key, 5, val, sizeof val) == 0);
+    }
+    struct holder h = {.v = &v, .hold_ns = 100000000};
+    REQUIRE(store_lookup(v.s[0], "k0150", 5, &h.row) == 0);
+    for (int round = 0; round < 2; round++) {
+        atomic_store(&h.state, 0);
+        pthread_t th;
+        REQUIRE(pthread_create(&th, NULL, hold_thread, &h) == 0);
+        int64_t until = clock_now_ns() + 10000000000ll;
+        while (atomic_load(&h.state) == 0 && clock_now_ns() < until) usleep(100);
+        REQUIRE(atomic_load(&h.state) == 1);
+        struct ckpt_write_opts o;
+        ckpt_write_opts_init(&o);
+        o.row_lock = v.algo;
+        o.lt = &v.lt;
+        struct ckpt_info wi;
+        char err[256] = "";
+        if (round == 0) {
+            /* give up long before the holder lets go */
+            o.row_give_up_ns = 5000000;
+            CHECK_EQ(ckpt_write(v.s[0], v.dir, NODE, FP, 9, &o, &wi, err, sizeof err),
+                     RDKV_ETIMEDOUT);
+            CHECK(strstr(err, "locked") != NULL);
+            uint64_t l[2];
+            CHECK_EQ(ckpt_list(v.dir, l, 2), 0);
+            DIR *d = opendir(v.dir);
+            unsigned files = 0;
+            struct dirent *de;
+            while (d && (de = readdir(d)))
+                if (de->d_name[0] != '.') files++;
+            if (d) closedir(d);
+            CHECK_EQ(files, 0); /* no temporary file left */
+        } else {
+            /* wait it out */
+            CHECK_EQ(ckpt_write(v.s[0], v.dir, NODE, FP, 9, &o, &wi, err, sizeof err), 0);
+            CHECK_EQ(wi.rows, 300);
+        }
+        pthread_join(th, NULL);
+        CHECK(!lock_thread_owes(&v.lt));
+    }
+    env_stop(&v);
+}
+
 static const struct test_case cases[] = {
     {"roundtrip", t_roundtrip},
     {"concurrent", t_concurrent},
     {"damage", t_damage},
     {"fallback", t_fallback},
+    {"locked", t_locked},
 };
 
 /* ---- by hand: --bench N [DIR] ---- */
@@ -612,16 +752,30 @@ static int bench(uint64_t n, const char *dir)
     if (write_ckpt(&v, 1, &wi)) return 1;
     int64_t t2 = clock_now_ns();
     char err[512];
+    /* the parts of a load: reading the file, checking it whole */
+    size_t len;
+    uint8_t *img = slurp(wi.path, &len);
+    int64_t tr = clock_now_ns();
+    int vrc = img ? ckpt_decode(img, len, NODE, FP, 4096, 1u << 20, NULL, NULL, NULL, err,
+                                sizeof err)
+                  : -1;
+    int64_t tv = clock_now_ns();
+    free(img);
+    if (vrc) {
+        fprintf(stderr, "verify: %d %s\n", vrc, err);
+        return 1;
+    }
+    int64_t t2b = clock_now_ns();
     int rc = ckpt_load(v.s[1], v.dir, NODE, FP, &li, err, sizeof err);
     int64_t t3 = clock_now_ns();
     if (rc) {
         fprintf(stderr, "load: %d %s\n", rc, err);
         return 1;
     }
-    printf("rows %" PRIu64 " populate_s %.3f write_s %.3f load_s %.3f file_bytes %" PRIu64
-           " write_MBps %.0f load_MBps %.0f\n",
-           n, (t1 - t0) / 1e9, (t2 - t1) / 1e9, (t3 - t2) / 1e9, wi.bytes,
-           wi.bytes / 1e6 / ((t2 - t1) / 1e9), wi.bytes / 1e6 / ((t3 - t2) / 1e9));
+    printf("rows %" PRIu64 " populate_s %.3f write_s %.3f max_row_hold_us %.1f file_bytes %" PRIu64
+           " (load: read_s %.3f verify_s %.3f) load_s %.3f\n",
+           n, (t1 - t0) / 1e9, (t2 - t1) / 1e9, wi.max_hold_ns / 1e3, wi.bytes, (tr - t2) / 1e9,
+           (tv - tr) / 1e9, (t3 - t2b) / 1e9);
     int ok = li.rows == n && wi.rows == n;
     if (!dir) env_stop(&v);
     else {
