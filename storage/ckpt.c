@@ -372,7 +372,8 @@ struct wctx {
     size_t blen, bcap;
     uint32_t brows;
     uint64_t blocks, rows, payload, bytes, retries;
-    int64_t max_hold;
+    int64_t max_hold, hold_total;
+    uint64_t holds;
     /* the current batch of rows from the index: rows and their keys (keys stay stable while a
      * row is indexed, but the row may be deleted and recycled once the index lock is gone, so
      * each key is copied and checked again under the row's lock) */
@@ -470,6 +471,8 @@ static int copy_row(struct wctx *w, uint32_t i)
         int rel = lock_release(&h);
         held = clock_now_ns() - held;
         if (held > w->max_hold) w->max_hold = held;
+        w->hold_total += held;
+        w->holds++;
         if (rc == RDKV_ENOMEM) return rc;
         if (rel == RDKV_ETIMEDOUT) {
             /* the lease ran out while we copied: others may have reset the lock, so the copy is
@@ -650,6 +653,8 @@ int ckpt_write(struct store *s, const char *dir, uint16_t node, uint64_t fp, uin
         info->bytes = w.bytes;
         info->lock_retries = w.retries;
         info->max_hold_ns = w.max_hold;
+        info->hold_ns = w.hold_total;
+        info->holds = w.holds;
         snprintf(info->path, sizeof info->path, "%s", path);
     }
 out:

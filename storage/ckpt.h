@@ -50,7 +50,9 @@ struct ckpt_info {
     uint64_t rows, blocks;
     uint64_t bytes;         /* the file's size */
     uint64_t lock_retries;  /* row locks that timed out and were tried again (write) */
-    int64_t max_hold_ns;    /* the longest the writer held one row's lock (write) */
+    int64_t max_hold_ns;    /* the longest the writer held one row's lock (write) ... */
+    int64_t hold_ns;        /* ... and all its holds together, */
+    uint64_t holds;         /* ... over this many (write) */
     unsigned skipped;       /* newer checkpoints refused before this one was loaded (load) */
     char path[512];         /* the file written or loaded */
 };

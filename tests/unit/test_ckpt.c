@@ -772,10 +772,11 @@ static int bench(uint64_t n, const char *dir)
         fprintf(stderr, "load: %d %s\n", rc, err);
         return 1;
     }
-    printf("rows %" PRIu64 " populate_s %.3f write_s %.3f max_row_hold_us %.1f file_bytes %" PRIu64
-           " (load: read_s %.3f verify_s %.3f) load_s %.3f\n",
-           n, (t1 - t0) / 1e9, (t2 - t1) / 1e9, wi.max_hold_ns / 1e3, wi.bytes, (tr - t2) / 1e9,
-           (tv - tr) / 1e9, (t3 - t2b) / 1e9);
+    printf("rows %" PRIu64 " populate_s %.3f write_s %.3f row_hold_us mean %.2f max %.1f "
+           "file_bytes %" PRIu64 " (load: read_s %.3f verify_s %.3f) load_s %.3f\n",
+           n, (t1 - t0) / 1e9, (t2 - t1) / 1e9,
+           wi.holds ? (double)wi.hold_ns / (double)wi.holds / 1e3 : 0.0, wi.max_hold_ns / 1e3,
+           wi.bytes, (tr - t2) / 1e9, (tv - tr) / 1e9, (t3 - t2b) / 1e9);
     int ok = li.rows == n && wi.rows == n;
     if (!dir) env_stop(&v);
     else {
