@@ -405,7 +405,7 @@ static bool collect_fn(void *arg, rptr row, const struct row_view *v)
         w->nomem = true;
         return false;
     }
-    memcpy(w->keys + w->klenall, v->key, v->klen);
+    if (v->klen) memcpy(w->keys + w->klenall, v->key, v->klen);
     w->cand[w->ncand] = row;
     w->koff[w->ncand] = (uint32_t)w->klenall;
     w->klen[w->ncand] = v->klen;
@@ -458,7 +458,8 @@ static int copy_row(struct wctx *w, uint32_t i)
         uint32_t mrows = w->brows;
         struct row_view v;
         rc = store_row_view(w->s, w->cand[i], &v);
-        if (rc == 0 && (v.flags & ROW_LIVE) && v.klen == klen && !memcmp(v.key, key, klen)) {
+        if (rc == 0 && (v.flags & ROW_LIVE) && v.klen == klen &&
+            (!klen || !memcmp(v.key, key, klen))) {
             if (grow(&w->blk, &w->bcap, w->blen + 8 + (size_t)klen + v.vlen)) {
                 w->blen += put_row(w->blk + w->blen, key, klen, v.val, v.vlen);
                 w->brows++;
@@ -517,7 +518,7 @@ static int write_rows(struct wctx *w)
             rc = RDKV_ENOMEM;
             break;
         }
-        memcpy(after, w->keys + w->koff[last], w->klen[last]);
+        if (w->klen[last]) memcpy(after, w->keys + w->koff[last], w->klen[last]);
         alen = w->klen[last];
         for (uint32_t i = 0; i < w->ncand && !rc; i++) {
             rc = copy_row(w, i);

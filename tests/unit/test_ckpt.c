@@ -261,6 +261,13 @@ static void t_roundtrip(void)
     CHECK_EQ(wi.rows, 0);
     CHECK_EQ(ckpt_load(v.s[1], v.dir, NODE, FP, &li, err, sizeof err), 0);
     CHECK_EQ(li.rows, 0);
+    /* a store holding only the empty key, with an empty value */
+    REQUIRE(put(v.s[0], "", 0, "", 0) == 0);
+    REQUIRE(write_ckpt(&v, 2, &wi) == 0);
+    CHECK_EQ(wi.rows, 1);
+    CHECK_EQ(ckpt_load(v.s[1], v.dir, NODE, FP, &li, err, sizeof err), 0);
+    CHECK_EQ(li.rows, 1);
+    same_stores(v.s[0], v.s[1]);
     env_stop(&v);
 }
 
