@@ -9,7 +9,7 @@ cmake --build "$out" -j "$(nproc 2>/dev/null || echo 2)" --target fabric_conform
     kvcluster kvbench kvctl test_common test_task test_range lock_stress lock_delay lock_failure range_stress \
     fuzz_wire_smoke fuzz_config_smoke fuzz_txn_smoke test_storage test_histcheck test_txn \
     txn_bank txn_serial txn_phantom txn_badinput txn_fence tpcc_soft abuse_bounds test_wal \
-    fuzz_auth_smoke fuzz_wal_smoke >/dev/null
+    test_ckpt fuzz_auth_smoke fuzz_wal_smoke fuzz_ckpt_smoke >/dev/null
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=66
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1
@@ -32,6 +32,7 @@ run "$out/bin/range_stress" --transport soft --quick
 run "$src/tests/integration/cli.sh" "$out/bin"
 run "$out/bin/test_storage"
 run "$out/bin/test_wal"
+run "$out/bin/test_ckpt"
 run "$out/bin/test_histcheck"
 run "$out/bin/test_txn" --transport soft --quick
 run "$out/bin/txn_bank" --transport soft --quick
@@ -48,6 +49,7 @@ if [ "$kind" = address ]; then
     run "$out/bin/fuzz_txn_smoke" 50000
     run "$out/bin/fuzz_auth_smoke" 50000
     run "$out/bin/fuzz_wal_smoke" 50000
+    run "$out/bin/fuzz_ckpt_smoke" 50000
 fi
 [ $status = 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
 exit $status
