@@ -7,6 +7,7 @@
 #include "server/bench.h"
 #include "server/proto.h"
 #include "server/session.h"
+#include "storage/ckpt.h"
 #include "storage/wal.h"
 
 #include "common/clock.h"
@@ -32,6 +33,12 @@ struct node {
     struct txn_env *txn;
     struct session_svc *sessions;
     struct wal *wal;     /* the redo log (--data-dir), or NULL: in memory */
+    /* the checkpointer (--data-dir with --checkpoint-every) */
+    pthread_t ckpt_thr;
+    bool ckpt_running;
+    pthread_mutex_t ckpt_mu;
+    pthread_cond_t ckpt_cv;
+    bool ckpt_stop;
     int64_t start_ns;
     /* the peer watcher */
     pthread_t watcher;
@@ -107,6 +114,9 @@ const char node_usage[] =
     "  --durability MODE     with --data-dir: group (default: many commits share one fdatasync),\n"
     "                        sync (one fdatasync per commit) or off (written, never waited for:\n"
     "                        a crash of the machine loses recent commits; docs/storage.md)\n"
+    "  --checkpoint-every SIZE  with --data-dir: write a checkpoint of the partition into the\n"
+    "                        data dir once the log grew this much, and drop the log behind the\n"
+    "                        older of the two checkpoints kept (default 256M; 0: never)\n"
     "  --peer-wait DUR       at start-up, wait up to this long for every peer to answer, and\n"
     "                        exit with an error if one does not (default 30s; 0: do not wait)\n"
     "  --secret-file FILE    the cluster's node secret (default: the config's secret_file);\n"
@@ -138,6 +148,7 @@ void node_opts_init(struct node_opts *o)
     o->heartbeat_ns = 250 * NS_PER_MS;
     o->heartbeat_misses = 4;
     o->durability = WAL_DUR_GROUP;
+    o->checkpoint_every = 256ull << 20;
 }
 
 int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_t errcap)
@@ -147,7 +158,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
         O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_SESS_THREADS, O_COMMITTO,
         O_CONFLICT, O_MAXCONNS, O_OUTMAX, O_HELLOTO, O_CONNIDLE, O_BENCH, O_SECRET, O_INSECURE,
-        O_TXN_OPS, O_TXN_BYTES, O_PREP_MAX, O_INDOUBT, O_SESS_CONN, O_DATADIR, O_DURABILITY
+        O_TXN_OPS, O_TXN_BYTES, O_PREP_MAX, O_INDOUBT, O_SESS_CONN, O_DATADIR, O_DURABILITY, O_CKPT_EVERY
     };
     static const struct option longopts[] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -180,6 +191,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         {"bench", no_argument, 0, O_BENCH},
         {"data-dir", required_argument, 0, O_DATADIR},
         {"durability", required_argument, 0, O_DURABILITY},
+        {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
         {"peer-wait", required_argument, 0, O_PEER_WAIT},
         {"listen-fd", required_argument, 0, O_LISTEN_FD},
         {"ready-fd", required_argument, 0, O_READY_FD},
@@ -201,7 +213,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
     opterr = 0;
     optind = 1;
     int ch;
-    bool durability_given = false;
+    bool durability_given = false, ckpt_given = false;
     uint64_t v;
     int64_t d;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -343,6 +355,11 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
             durability_given = true;
             break;
         }
+        case O_CKPT_EVERY:
+            if (parse_size(optarg, &o->checkpoint_every))
+                BAD("bad --checkpoint-every '%s' (a size such as 256M, or 0)", optarg);
+            ckpt_given = true;
+            break;
         case O_PEER_WAIT:
             if (parse_duration_ns(optarg, &o->peer_wait_ns)) BAD("bad --peer-wait '%s'", optarg);
             break;
@@ -386,6 +403,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
     if (!o->config) BAD("--config FILE is required");
     if (o->node < 0) BAD("--node N is required");
     if (durability_given && !o->data_dir) BAD("--durability needs --data-dir");
+    if (ckpt_given && !o->data_dir) BAD("--checkpoint-every needs --data-dir");
     if (o->fab.listen_fd >= 0 && fcntl(o->fab.listen_fd, F_GETFD) < 0)
         BAD("--listen-fd does not name an open descriptor");
     if (o->ready_fd >= 0 && fcntl(o->ready_fd, F_GETFD) < 0)
@@ -595,6 +613,8 @@ static void *watch_main(void *arg)
 struct replay {
     struct store *st;
     uint64_t commits, writes, lsn;
+    uint64_t from;  /* the loaded checkpoint's replay LSN: older records are in it (0: none) */
+    uint64_t first; /* the first record's LSN (0: none yet) */
 };
 
 static int replay_write(void *arg, const struct wal_write *w)
@@ -622,9 +642,120 @@ static int replay_rec(void *arg, const struct wal_rec *rec)
 {
     struct replay *r = arg;
     r->lsn = rec->lsn;
+    if (!r->first) r->first = rec->lsn;
+    if (rec->lsn < r->from) return 0; /* in the checkpoint already */
     if (rec->type != WAL_COMMIT) return 0; /* nothing else is written yet */
     r->commits++;
     return wal_writes_unpack(rec->payload, rec->len, replay_write, r);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Checkpoints (docs/storage.md, "Checkpoints"): loaded before the log is replayed, written by a
+ * thread of their own once the log grew --checkpoint-every bytes, and the log cut behind the
+ * older of the two kept (a damaged newest one falls back to it, which then needs its log). */
+
+/* Loads the newest valid checkpoint of the data dir into the empty store: *from gets its replay
+ * LSN, 0 when there is none. */
+static int ckpt_restore(struct node *n, uint64_t *from, char *err, size_t errcap)
+{
+    struct ckpt_info info;
+    char why[1024] = "";
+    int64_t t0 = clock_now_ns();
+    int rc = ckpt_load(n->st, n->o.data_dir, (uint16_t)n->o.node, n->cc.fingerprint, &info, why,
+                       sizeof why);
+    *from = 0;
+    if (rc == RDKV_ENOTFOUND) return 0;
+    if (rc) {
+        snprintf(err, errcap, "cannot load a checkpoint from %s: %s", n->o.data_dir, why);
+        return rc;
+    }
+    if (info.skipped) log_warn("checkpoint: the newest was refused (%s); loaded the older", why);
+    fprintf(stderr, "kvserver: checkpoint %s: %llu rows loaded in %.2f s (replay from LSN %llu)\n",
+            info.path, (unsigned long long)info.rows, (double)(clock_now_ns() - t0) / 1e9,
+            (unsigned long long)info.replay_lsn);
+    *from = info.replay_lsn;
+    return 0;
+}
+
+/* One checkpoint: replay LSN first, then the rows, then the log behind the older one kept. */
+static int ckpt_take(struct node *n, struct lock_thread *lt, const struct lock_algo *row)
+{
+    struct ckpt_write_opts co;
+    ckpt_write_opts_init(&co);
+    co.row_lock = row;
+    co.lt = lt;
+    struct ckpt_info info;
+    char why[512] = "";
+    uint64_t lsn = wal_next_lsn(n->wal);
+    int64_t t0 = clock_now_ns();
+    int rc = ckpt_write(n->st, n->o.data_dir, (uint16_t)n->o.node, n->cc.fingerprint, lsn, &co,
+                        &info, why, sizeof why);
+    if (rc) {
+        log_warn("checkpoint failed (the log is kept whole): %s", why[0] ? why : rdkv_strerror(rc));
+        return rc;
+    }
+    uint64_t kept[CKPT_KEEP];
+    int k = ckpt_list(n->o.data_dir, kept, CKPT_KEEP);
+    int cut = k == CKPT_KEEP ? wal_truncate_before(n->wal, kept[CKPT_KEEP - 1]) : 0;
+    fprintf(stderr, "kvserver: checkpoint %s: %llu rows in %.2f s (longest row-lock hold %lld "
+            "us); %d log segment(s) dropped\n", info.path, (unsigned long long)info.rows,
+             (double)(clock_now_ns() - t0) / 1e9, (long long)(info.max_hold_ns / 1000),
+             cut > 0 ? cut : 0);
+    return 0;
+}
+
+static void *ckpt_main(void *arg)
+{
+    struct node *n = arg;
+    struct fab_ctx *c = NULL;
+    struct lock_thread lt;
+    const struct lock_algo *row = lock_algo_find(txn_env_cfg(n->txn)->row_lock);
+    if (!row || fab_ctx_create(n->f, &c) || lock_thread_init(&lt, c, NULL)) {
+        log_error("checkpointer: cannot start (no fabric context or row lock); the log grows");
+        if (c) fab_ctx_destroy(c);
+        return NULL;
+    }
+    struct wal_stats ws;
+    wal_stats(n->wal, &ws);
+    uint64_t since = ws.bytes;
+    pthread_mutex_lock(&n->ckpt_mu);
+    while (!n->ckpt_stop) {
+        struct timespec until = clock_ts(clock_now_ns() + NS_PER_S);
+        pthread_cond_timedwait(&n->ckpt_cv, &n->ckpt_mu, &until);
+        if (n->ckpt_stop) break;
+        wal_stats(n->wal, &ws);
+        if (ws.bytes - since < n->o.checkpoint_every) continue;
+        pthread_mutex_unlock(&n->ckpt_mu);
+        if (ckpt_take(n, &lt, row) == 0) since = ws.bytes;
+        pthread_mutex_lock(&n->ckpt_mu);
+    }
+    pthread_mutex_unlock(&n->ckpt_mu);
+    lock_thread_fini(&lt);
+    fab_ctx_destroy(c);
+    return NULL;
+}
+
+static void ckpt_start(struct node *n)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&n->ckpt_mu, NULL);
+    pthread_cond_init(&n->ckpt_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    n->ckpt_running = pthread_create(&n->ckpt_thr, NULL, ckpt_main, n) == 0;
+    if (!n->ckpt_running) log_error("checkpointer: no thread; the log grows without bound");
+}
+
+static void ckpt_stop(struct node *n)
+{
+    if (!n->ckpt_running) return;
+    pthread_mutex_lock(&n->ckpt_mu);
+    n->ckpt_stop = true;
+    pthread_cond_signal(&n->ckpt_cv);
+    pthread_mutex_unlock(&n->ckpt_mu);
+    pthread_join(n->ckpt_thr, NULL);
+    n->ckpt_running = false;
 }
 
 static int wal_start(struct node *n, char *err, size_t errcap)
@@ -641,11 +772,24 @@ static int wal_start(struct node *n, char *err, size_t errcap)
     wo.cluster_fp = n->cc.fingerprint;
     wo.durability = (enum wal_durability)n->o.durability;
     wo.record_max = WAL_REC_LIMIT; /* a transaction's writes up to the format's limit */
-    struct replay r = {n->st, 0, 0, 0};
+    struct replay r = {n->st, 0, 0, 0, 0, 0};
     struct wal_scan_result res;
     char why[512] = "";
     int64_t t0 = clock_now_ns();
-    int rc = wal_open(&wo, replay_rec, &r, &res, &n->wal, why, sizeof why);
+    int rc = ckpt_restore(n, &r.from, err, errcap);
+    if (rc) return rc;
+    rc = wal_open(&wo, replay_rec, &r, &res, &n->wal, why, sizeof why);
+    if (!rc && r.first > (r.from ? r.from : 1)) {
+        /* the log was cut behind a checkpoint that is not here: what came before is gone */
+        wal_close(n->wal);
+        snprintf(why, sizeof why,
+                 "the log starts at LSN %llu but %s; the records before it are lost (restore "
+                 "the checkpoint files of %s)", (unsigned long long)r.first,
+                 r.from ? "the checkpoint loaded replays from an earlier one"
+                        : "there is no checkpoint",
+                 n->o.data_dir);
+        rc = RDKV_EPROTO;
+    }
     if (rc) {
         /* the scan's errors say where; a replay's (a write that does not decode or fit) not */
         if (!why[0])
@@ -725,6 +869,7 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         goto fail;
     }
     if (n->wal) txn_env_set_wal(n->txn, n->wal);
+    if (n->wal && n->o.checkpoint_every) ckpt_start(n);
     if ((rc = session_svc_start(n, &n->o.sessions, &n->sessions))) {
         snprintf(err, errcap, "cannot start the session service: %s", rdkv_strerror(rc));
         goto fail;
@@ -805,6 +950,7 @@ void node_stop(struct node *n)
         pthread_join(n->watcher, NULL);
     }
     if (n->sessions) session_svc_stop(n->sessions);
+    ckpt_stop(n);
     if (n->o.bench && n->f && (!bench_shutdown(10 * NS_PER_S) || !bench_txn_shutdown(10 * NS_PER_S))) {
         /* a benchmark's threads still use the fabric (a peer died under them): leave it to
          * the kernel rather than free memory they are using */

@@ -29,6 +29,7 @@ struct node_opts {
     bool bench;                   /* serve kvbench's node-side benchmarks (--bench) */
     const char *data_dir;         /* --data-dir: the redo log's directory; NULL: in memory */
     int durability;               /* --durability (enum wal_durability; default group) */
+    uint64_t checkpoint_every;    /* --checkpoint-every: log bytes between checkpoints (0: none) */
 };
 
 void node_opts_init(struct node_opts *o);

@@ -907,6 +907,14 @@ int wal_error(struct wal *w, char *msg, size_t cap)
     return rc;
 }
 
+uint64_t wal_next_lsn(struct wal *w)
+{
+    pthread_mutex_lock(&w->mu);
+    uint64_t v = w->next_lsn;
+    pthread_mutex_unlock(&w->mu);
+    return v;
+}
+
 uint64_t wal_durable_lsn(struct wal *w)
 {
     pthread_mutex_lock(&w->mu);

@@ -177,6 +177,9 @@ int wal_commit(struct wal *w, uint8_t type, uint64_t txid, const void *payload, 
 int wal_error(struct wal *w, char *msg, size_t cap);
 /* The highest LSN known durable (every record up to it is). */
 uint64_t wal_durable_lsn(struct wal *w);
+/* The LSN the next append will get: a checkpoint begun now replays the log from it (every record
+ * below it was appended before, under its rows' locks: docs/storage.md, "Checkpoints"). */
+uint64_t wal_next_lsn(struct wal *w);
 
 /* Removes whole segments every record of which has an LSN below lsn (never the segment being
  * written). Returns the number removed or RDKV_EIO. */
