@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/parse.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -114,6 +115,10 @@ const char node_usage[] =
     "  --durability MODE     with --data-dir: group (default: many commits share one fdatasync),\n"
     "                        sync (one fdatasync per commit) or off (written, never waited for:\n"
     "                        a crash of the machine loses recent commits; docs/storage.md)\n"
+    "  --init                with --data-dir: start this partition empty when the directory\n"
+    "                        holds no log or checkpoint (a new cluster). Without it such a\n"
+    "                        node refuses to start: its data is missing, and it must never\n"
+    "                        answer \"not found\" for keys it held\n"
     "  --checkpoint-every SIZE  with --data-dir: write a checkpoint of the partition into the\n"
     "                        data dir once the log grew this much, and drop the log behind the\n"
     "                        older of the two checkpoints kept (default 256M; 0: never)\n"
@@ -158,7 +163,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
         O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_SESS_THREADS, O_COMMITTO,
         O_CONFLICT, O_MAXCONNS, O_OUTMAX, O_HELLOTO, O_CONNIDLE, O_BENCH, O_SECRET, O_INSECURE,
-        O_TXN_OPS, O_TXN_BYTES, O_PREP_MAX, O_INDOUBT, O_SESS_CONN, O_DATADIR, O_DURABILITY, O_CKPT_EVERY
+        O_TXN_OPS, O_TXN_BYTES, O_PREP_MAX, O_INDOUBT, O_SESS_CONN, O_DATADIR, O_DURABILITY, O_CKPT_EVERY, O_INIT
     };
     static const struct option longopts[] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -192,6 +197,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         {"data-dir", required_argument, 0, O_DATADIR},
         {"durability", required_argument, 0, O_DURABILITY},
         {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
+        {"init", no_argument, 0, O_INIT},
         {"peer-wait", required_argument, 0, O_PEER_WAIT},
         {"listen-fd", required_argument, 0, O_LISTEN_FD},
         {"ready-fd", required_argument, 0, O_READY_FD},
@@ -343,6 +349,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
             o->fab.conn_idle_ns = d ? d : -1;
             break;
         case O_BENCH: o->bench = true; break;
+        case O_INIT: o->init = true; break;
         case O_DATADIR:
             if (!*optarg) BAD("bad --data-dir '' (a directory)");
             o->data_dir = optarg;
@@ -404,6 +411,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
     if (o->node < 0) BAD("--node N is required");
     if (durability_given && !o->data_dir) BAD("--durability needs --data-dir");
     if (ckpt_given && !o->data_dir) BAD("--checkpoint-every needs --data-dir");
+    if (o->init && !o->data_dir) BAD("--init needs --data-dir");
     if (o->fab.listen_fd >= 0 && fcntl(o->fab.listen_fd, F_GETFD) < 0)
         BAD("--listen-fd does not name an open descriptor");
     if (o->ready_fd >= 0 && fcntl(o->ready_fd, F_GETFD) < 0)
@@ -758,6 +766,18 @@ static void ckpt_stop(struct node *n)
     n->ckpt_running = false;
 }
 
+/* Whether dir holds a redo log segment or a checkpoint: the partition's data. */
+static bool holds_data(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return false;
+    bool found = false;
+    for (struct dirent *e; !found && (e = readdir(d));)
+        found = !strncmp(e->d_name, "wal-", 4) || !strncmp(e->d_name, "ckpt-", 5);
+    closedir(d);
+    return found;
+}
+
 static int wal_start(struct node *n, char *err, size_t errcap)
 {
     if (n->cc.n != 1) {
@@ -857,6 +877,16 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
     }
     if ((rc = store_open(n->f, &n->o.store, &n->st, why, sizeof why))) {
         snprintf(err, errcap, "cannot open the store: %s", why);
+        goto fail;
+    }
+    if (o->data_dir && !o->init && !holds_data(o->data_dir)) {
+        /* A partition's data missing must never read as its keys being absent. */
+        snprintf(err, errcap,
+                 "--data-dir %s holds no redo log or checkpoint: node %ld's data is not there. "
+                 "Restore the directory; or, if this node never held data (a new cluster) or its "
+                 "data is lost for good, start it once with --init (its keys then read as absent)",
+                 o->data_dir, o->node);
+        rc = RDKV_ENOTFOUND;
         goto fail;
     }
     if (o->data_dir && (rc = wal_start(n, err, errcap))) goto fail;

@@ -30,6 +30,7 @@ struct node_opts {
     const char *data_dir;         /* --data-dir: the redo log's directory; NULL: in memory */
     int durability;               /* --durability (enum wal_durability; default group) */
     uint64_t checkpoint_every;    /* --checkpoint-every: log bytes between checkpoints (0: none) */
+    bool init;                    /* --init: the data dir may be empty (a new partition) */
 };
 
 void node_opts_init(struct node_opts *o);

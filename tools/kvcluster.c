@@ -18,7 +18,7 @@
 static const char usage[] =
     "usage: kvcluster start --nodes N --dir DIR [--transport T] [--arena SIZE] [--host H]\n"
     "                       [--bench] [--durable [--durability MODE]]\n"
-    "       kvcluster restart --dir DIR --node I\n"
+    "       kvcluster restart --dir DIR --node I [--init]\n"
     "       kvcluster status --dir DIR\n"
     "       kvcluster stop --dir DIR\n"
     "       kvcluster secret --dir DIR\n"
@@ -47,6 +47,9 @@ static const char usage[] =
     "                  and survives a crash and restart with its data (docs/storage.md)\n"
     "  --durability M  with --durable: group (default), sync or off (kvserver --durability)\n"
     "  --node I        restart: the node to start again\n"
+    "  --init          restart of a --durable node whose data directory is empty or gone:\n"
+    "                  start its partition empty (without it such a node refuses to start,\n"
+    "                  rather than answer \"not found\" for keys it held)\n"
     "\n"
     "Exit status: 0 ok, 1 error, 2 bad usage.\n";
 
@@ -118,7 +121,7 @@ static int opts_load(const char *dir, struct launch_opts *lo, char *buf, size_t 
     return bad;
 }
 
-static int cmd_restart(const char *dir, unsigned node)
+static int cmd_restart(const char *dir, unsigned node, bool init)
 {
     struct launch L;
     char err[512], dbuf[128];
@@ -131,6 +134,7 @@ static int cmd_restart(const char *dir, unsigned node)
     lo.nodes = L.n;
     lo.dir = dir;
     lo.detach = true;
+    lo.init = init;
     int rc = opts_load(dir, &lo, dbuf, sizeof dbuf);
     if (!rc && launch_restart(&L, &lo, node, err, sizeof err)) {
         fprintf(stderr, "kvcluster: error: %s\n", err);
@@ -260,7 +264,7 @@ int main(int argc, char **argv)
     const char *dir = NULL, *host = "127.0.0.1";
     enum fab_transport t = FAB_SOFT;
     uint64_t arena = 0, u;
-    bool bench = false, durable = false;
+    bool bench = false, durable = false, init = false;
     const char *durability = NULL;
     long node = -1;
     for (int i = 2; i < argc; i++) {
@@ -275,6 +279,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(o, "--durable")) {
             durable = true;
+            continue;
+        }
+        if (!strcmp(o, "--init")) {
+            init = true;
             continue;
         }
         if (!v) usage_error("option '%s' needs a value", o);
@@ -310,7 +318,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "restart")) {
         if (node < 0) usage_error("%s", "restart needs --node I");
-        return cmd_restart(dir, (unsigned)node);
+        return cmd_restart(dir, (unsigned)node, init);
     }
     if (!strcmp(cmd, "status")) return cmd_status(dir);
     if (!strcmp(cmd, "secret")) return cmd_secret(dir);

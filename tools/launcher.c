@@ -178,6 +178,8 @@ static int spawn_node(struct launch *L, const struct launch_opts *o, const char 
         if (o->durable) {
             argv[a++] = "--data-dir";
             argv[a++] = datap;
+            /* a first start creates the partition; a restart must find its data */
+            if (!append_log || o->init) argv[a++] = "--init";
             if (o->durability) {
                 argv[a++] = "--durability";
                 argv[a++] = o->durability;

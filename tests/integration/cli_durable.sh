@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The durable cluster as an operator runs it (tools/cluster.sh, kvcluster, kvctl): a --durable
 # node killed with kill -9 and started again with 'cluster.sh restart' serves every write it
-# acknowledged; a node of a cluster started without --durable comes back empty and says so;
-# restarting a node that runs is refused; bad usage exits 2.
+# acknowledged; without its data directory it refuses to start (never "not found"), until it
+# is given back or the operator restarts it with --init; a node of a cluster started without
+# --durable comes back empty and says so; restarting a node that runs is refused; bad usage
+# exits 2.
 # usage: cli_durable.sh BIN_DIR
 set -u
 bin=${1:?usage: cli_durable.sh BIN_DIR}
@@ -48,6 +50,17 @@ if expect "durable start" 0 "KVCTL_ENDPOINTS" -- "$cs" start 1 "$work/d" --durab
     done
     [ $good = $((n - 1)) ] && ok "every acknowledged put reads back" || bad "$good of $((n - 1)) read back"
     expect "the acknowledged delete stays deleted" 3 "not found" -- "$kv" get "key:7"
+    # its data gone (a new disk, a wrong directory): refused, never "not found"
+    kill9 "$work/d" 0
+    mv "$work/d/node-0.data" "$work/d/node-0.data.away"
+    expect "restart without its data is refused" 1 "holds no redo log or checkpoint" -- "$cs" restart "$work/d" 0
+    mv "$work/d/node-0.data.away" "$work/d/node-0.data"
+    expect "restart with its data back" 0 "replayed from its redo log" -- "$cs" restart "$work/d" 0
+    expect "the data is back" 0 "value 1" -- "$kv" get "key:1"
+    kill9 "$work/d" 0
+    rm -rf "$work/d/node-0.data"
+    expect "restart --init starts it empty" 0 "restarted node 0" -- "$bin/kvcluster" restart --dir "$work/d" --node 0 --init
+    expect "a new empty partition" 3 "not found" -- "$kv" get "key:1"
     expect "durable stop" 0 "stopped 1 node" -- "$cs" stop "$work/d"
 fi
 

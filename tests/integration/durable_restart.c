@@ -43,7 +43,8 @@ static void opts(struct launch_opts *lo, unsigned nodes, const char *dir)
     lo->dir = dir;
     lo->extra[0] = "--data-dir";
     lo->extra[1] = data;
-    lo->extra[2] = NULL;
+    lo->extra[2] = "--init"; /* (a restart finds its data: --init changes nothing then) */
+    lo->extra[3] = NULL;
 }
 
 static int connect_to(struct launch *L, rdkv_session **s)
@@ -199,9 +200,9 @@ static void test_checkpoint_restart(void)
     struct launch L;
     struct launch_opts lo;
     opts(&lo, 1, cdir);
-    lo.extra[2] = "--checkpoint-every";
-    lo.extra[3] = "256K";
-    lo.extra[4] = NULL;
+    lo.extra[3] = "--checkpoint-every";
+    lo.extra[4] = "256K";
+    lo.extra[5] = NULL;
     char err[512] = "";
     int rc = launch_start(&L, &lo, err, sizeof err);
     if (rc) fprintf(stderr, "  launch: %s\n", err);
