@@ -135,6 +135,8 @@ const char node_usage[] =
     "  --spin-us U           a thread waiting for a completion polls U us before it blocks\n"
     "                        (default 20)\n"
     "  --soft-atomic-pause-us N  testing: each soft NIC atomic pauses N us between load and store\n"
+    "  --fault-wal WHAT:ERR  testing: the redo log's first write or sync (WHAT: write, sync)\n"
+    "                        fails with ERR (ENOSPC or EIO), as a full or failing disk would\n"
     "  -h, --help            this text\n"
     "  --version             print the version\n";
 
@@ -163,7 +165,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
         O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_SESS_THREADS, O_COMMITTO,
         O_CONFLICT, O_MAXCONNS, O_OUTMAX, O_HELLOTO, O_CONNIDLE, O_BENCH, O_SECRET, O_INSECURE,
-        O_TXN_OPS, O_TXN_BYTES, O_PREP_MAX, O_INDOUBT, O_SESS_CONN, O_DATADIR, O_DURABILITY, O_CKPT_EVERY, O_INIT
+        O_TXN_OPS, O_TXN_BYTES, O_PREP_MAX, O_INDOUBT, O_SESS_CONN, O_DATADIR, O_DURABILITY, O_CKPT_EVERY, O_INIT, O_FAULT_WAL
     };
     static const struct option longopts[] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -198,6 +200,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         {"durability", required_argument, 0, O_DURABILITY},
         {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
         {"init", no_argument, 0, O_INIT},
+        {"fault-wal", required_argument, 0, O_FAULT_WAL},
         {"peer-wait", required_argument, 0, O_PEER_WAIT},
         {"listen-fd", required_argument, 0, O_LISTEN_FD},
         {"ready-fd", required_argument, 0, O_READY_FD},
@@ -350,6 +353,17 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
             break;
         case O_BENCH: o->bench = true; break;
         case O_INIT: o->init = true; break;
+        case O_FAULT_WAL: {
+            char what[8] = "", e[8] = "";
+            if (sscanf(optarg, "%7[a-z]:%7[A-Z]", what, e) != 2 ||
+                (strcmp(what, "write") && strcmp(what, "sync")) ||
+                (strcmp(e, "ENOSPC") && strcmp(e, "EIO")))
+                BAD("bad --fault-wal '%s' (write:ENOSPC, write:EIO, sync:ENOSPC or sync:EIO)",
+                    optarg);
+            o->fault_wal = !strcmp(what, "write") ? 1 : 2;
+            o->fault_errno = !strcmp(e, "EIO") ? EIO : ENOSPC;
+            break;
+        }
         case O_DATADIR:
             if (!*optarg) BAD("bad --data-dir '' (a directory)");
             o->data_dir = optarg;
@@ -412,6 +426,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
     if (durability_given && !o->data_dir) BAD("--durability needs --data-dir");
     if (ckpt_given && !o->data_dir) BAD("--checkpoint-every needs --data-dir");
     if (o->init && !o->data_dir) BAD("--init needs --data-dir");
+    if (o->fault_wal && !o->data_dir) BAD("--fault-wal needs --data-dir");
     if (o->fab.listen_fd >= 0 && fcntl(o->fab.listen_fd, F_GETFD) < 0)
         BAD("--listen-fd does not name an open descriptor");
     if (o->ready_fd >= 0 && fcntl(o->ready_fd, F_GETFD) < 0)
@@ -890,6 +905,9 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         goto fail;
     }
     if (o->data_dir && (rc = wal_start(n, err, errcap))) goto fail;
+    if (o->fault_wal)
+        wal_fault_inject(n->wal, o->fault_wal == 1 ? WAL_FAULT_WRITE : WAL_FAULT_SYNC,
+                         o->fault_errno);
     if ((rc = range_server_start(n->f, n->o.txn.lease_ns, &n->rs))) {
         snprintf(err, errcap, "cannot start the range-lock service: %s", rdkv_strerror(rc));
         goto fail;

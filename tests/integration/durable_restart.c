@@ -256,9 +256,82 @@ static void test_checkpoint_restart(void)
     CHECK(system(cmd) == 0);
 }
 
+/* A full or failing disk (kvserver --fault-wal: the log's next write or sync fails): the commit
+ * waiting on it answers RDKV_EUNKNOWN (never success), later commits fail with the disk's
+ * status at once, reads go on, and after a restart on a good disk every commit acknowledged
+ * before the fault is there and the refused ones are not. */
+static void test_disk_faults(void)
+{
+    static const char *const faults[] = {"write:ENOSPC", "sync:EIO"};
+    static const int later[] = {RDKV_ENOSPC, RDKV_EIO};
+    make_dirs();
+    struct launch L;
+    struct launch_opts lo, lf;
+    opts(&lo, 1, cdir);
+    char err[512] = "";
+    int rc = launch_start(&L, &lo, err, sizeof err);
+    if (rc) fprintf(stderr, "  launch: %s\n", err);
+    REQUIRE(rc == 0);
+    rdkv_session *s = NULL;
+    REQUIRE(connect_to(&L, &s) == 0);
+    char key[32], val[32];
+    for (unsigned i = 0; i < 20; i++) {
+        snprintf(key, sizeof key, "df%u", i);
+        CHECK_EQ(rdkv_put(s, key, strlen(key), "before", 6), 0);
+    }
+    rdkv_session_close(s);
+    for (unsigned f = 0; f < 2; f++) {
+        REQUIRE(launch_kill(&L, 0) == 0);
+        lf = lo;
+        lf.extra[3] = "--fault-wal";
+        lf.extra[4] = faults[f];
+        lf.extra[5] = NULL;
+        rc = launch_restart(&L, &lf, 0, err, sizeof err);
+        if (rc) fprintf(stderr, "  restart: %s\n", err);
+        REQUIRE(rc == 0);
+        REQUIRE(connect_to(&L, &s) == 0);
+        snprintf(key, sizeof key, "fault%u", f);
+        CHECK_EQ(rdkv_put(s, key, strlen(key), "x", 1), RDKV_EUNKNOWN); /* the group that failed */
+        for (unsigned i = 0; i < 3; i++) {                                /* later: refused */
+            snprintf(val, sizeof val, "refused%u", f);
+            CHECK_EQ(rdkv_put(s, val, strlen(val), "y", 1), later[f]);
+        }
+        for (unsigned i = 0; i < 20; i++) { /* reads go on */
+            snprintf(key, sizeof key, "df%u", i);
+            const void *v;
+            size_t vl;
+            CHECK(rdkv_get(s, key, strlen(key), &v, &vl) == 0 && vl == 6 && !memcmp(v, "before", 6));
+        }
+        rdkv_session_close(s);
+        fprintf(stderr, "  --fault-wal %s: the waiting commit unknown, later ones %s, reads served\n",
+                faults[f], rdkv_status_name(later[f]));
+    }
+    /* a good disk again: what was acknowledged is there, what was refused is not */
+    REQUIRE(launch_kill(&L, 0) == 0);
+    rc = launch_restart(&L, &lo, 0, err, sizeof err);
+    if (rc) fprintf(stderr, "  restart: %s\n", err);
+    REQUIRE(rc == 0);
+    REQUIRE(connect_to(&L, &s) == 0);
+    const void *v;
+    size_t vl;
+    for (unsigned i = 0; i < 20; i++) {
+        snprintf(key, sizeof key, "df%u", i);
+        CHECK(rdkv_get(s, key, strlen(key), &v, &vl) == 0 && vl == 6);
+    }
+    CHECK_EQ(rdkv_get(s, "fault0", 6, &v, &vl), RDKV_ENOTFOUND); /* its write never happened */
+    CHECK_EQ(rdkv_get(s, "refused0", 8, &v, &vl), RDKV_ENOTFOUND);
+    CHECK_EQ(rdkv_get(s, "refused1", 8, &v, &vl), RDKV_ENOTFOUND);
+    rdkv_session_close(s);
+    CHECK_EQ(launch_stop(&L, 10 * NS_PER_S), 0);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", top);
+    CHECK(system(cmd) == 0);
+}
+
 static const struct test_case cases[] = {
     {"kill_restart", test_kill_restart},
     {"checkpoint_restart", test_checkpoint_restart},
+    {"disk_faults", test_disk_faults},
 };
 
 int main(int argc, char **argv)
