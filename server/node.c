@@ -32,6 +32,7 @@ struct node {
     struct txn_env *txn;
     struct session_svc *sessions;
     struct wal *wal;     /* the redo log (--data-dir), or NULL: in memory */
+    struct txn_recovery *recov; /* what the replay found of 2PCs, until txn_env_recover */
     int64_t start_ns;
     /* the peer watcher */
     pthread_t watcher;
@@ -591,6 +592,7 @@ static void *watch_main(void *arg)
 struct replay {
     struct store *st;
     uint64_t commits, writes, lsn;
+    struct txn_recovery *tr; /* the two-phase commits' records (txn.h) */
 };
 
 static int replay_write(void *arg, const struct wal_write *w)
@@ -618,18 +620,26 @@ static int replay_rec(void *arg, const struct wal_rec *rec)
 {
     struct replay *r = arg;
     r->lsn = rec->lsn;
-    if (rec->type != WAL_COMMIT) return 0; /* nothing else is written yet */
+    int rc = txn_recovery_rec(r->tr, rec); /* PREPARE, DECISION, END; a COMMIT settles one */
+    if (rc || rec->type != WAL_COMMIT) return rc;
     r->commits++;
     return wal_writes_unpack(rec->payload, rec->len, replay_write, r);
 }
 
+/* This node's own writes of a 2PC it decided to commit before it died: installed, and logged
+ * as the COMMIT it did not get to write, so that the next replay puts them in their place. */
+static int replay_own(void *arg, uint64_t txid, const void *writes, uint32_t len)
+{
+    struct node *n = arg;
+    struct replay r = {n->st, 0, 0, 0, NULL};
+    int rc = wal_writes_unpack(writes, len, replay_write, &r);
+    uint64_t lsn;
+    if (!rc) rc = wal_commit(n->wal, WAL_COMMIT, txid, writes, len, &lsn);
+    return rc;
+}
+
 static int wal_start(struct node *n, char *err, size_t errcap)
 {
-    if (n->cc.n != 1) {
-        snprintf(err, errcap, "--data-dir: only one-node clusters are durable so far (this config "
-                 "has %u nodes; logged two-phase commit is not built yet, docs/storage.md)", n->cc.n);
-        return RDKV_ENOTSUP;
-    }
     struct wal_opts wo;
     wal_opts_init(&wo);
     wo.dir = n->o.data_dir;
@@ -637,12 +647,23 @@ static int wal_start(struct node *n, char *err, size_t errcap)
     wo.cluster_fp = n->cc.fingerprint;
     wo.durability = (enum wal_durability)n->o.durability;
     wo.record_max = WAL_REC_LIMIT; /* a transaction's writes up to the format's limit */
-    struct replay r = {n->st, 0, 0, 0};
+    struct replay r = {n->st, 0, 0, 0, NULL};
     struct wal_scan_result res;
     char why[512] = "";
     int64_t t0 = clock_now_ns();
-    int rc = wal_open(&wo, replay_rec, &r, &res, &n->wal, why, sizeof why);
+    int rc = txn_recovery_create((uint16_t)n->o.node, &r.tr);
     if (rc) {
+        snprintf(err, errcap, "out of memory");
+        return rc;
+    }
+    rc = wal_open(&wo, replay_rec, &r, &res, &n->wal, why, sizeof why);
+    if (!rc && (rc = txn_recovery_own(r.tr, replay_own, n))) {
+        snprintf(why, sizeof why, "installing this node's share of a decided commit: %s",
+                 rdkv_strerror(rc));
+        wal_close(n->wal);
+    }
+    if (rc) {
+        txn_recovery_free(r.tr);
         /* the scan's errors say where; a replay's (a write that does not decode or fit) not */
         if (!why[0])
             snprintf(why, sizeof why, "replaying the record of LSN %llu: %s",
@@ -651,12 +672,16 @@ static int wal_start(struct node *n, char *err, size_t errcap)
         n->wal = NULL;
         return rc;
     }
+    unsigned indoubt, decisions;
+    txn_recovery_counts(r.tr, &indoubt, &decisions);
     fprintf(stderr, "kvserver: redo log %s (durability %s): replayed %llu commits (%llu writes, "
-            "LSNs up to %llu) in %.2f s%s\n", n->o.data_dir,
+            "LSNs up to %llu) in %.2f s%s; %u in-doubt transactions, %u commit decisions to "
+            "deliver\n", n->o.data_dir,
             wal_durability_name((enum wal_durability)n->o.durability),
             (unsigned long long)r.commits, (unsigned long long)r.writes,
             (unsigned long long)res.last_lsn, (double)(clock_now_ns() - t0) / 1e9,
-            res.torn ? " after cutting a torn tail" : "");
+            res.torn ? " after cutting a torn tail" : "", indoubt, decisions);
+    n->recov = r.tr; /* installed once the transaction layer runs (txn_env_recover) */
     return 0;
 }
 
@@ -721,6 +746,14 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         goto fail;
     }
     if (n->wal) txn_env_set_wal(n->txn, n->wal);
+    if (n->recov) {
+        struct txn_recovery *tr = n->recov;
+        n->recov = NULL;
+        if ((rc = txn_env_recover(n->txn, tr, why, sizeof why))) {
+            snprintf(err, errcap, "recovering from the redo log: %s", why);
+            goto fail;
+        }
+    }
     if ((rc = session_svc_start(n, &n->o.sessions, &n->sessions))) {
         snprintf(err, errcap, "cannot start the session service: %s", rdkv_strerror(rc));
         goto fail;
@@ -820,6 +853,7 @@ void node_stop(struct node *n)
     if (n->trad) lock_trad_free(n->trad);
     if (n->sessions) session_svc_free(n->sessions);
     txn_env_close(n->txn);
+    txn_recovery_free(n->recov);
     if (n->wal && wal_close(n->wal)) log_error("the redo log had failed: see above");
     if (n->rs) range_server_free(n->rs);
     free(n->misses);
