@@ -791,7 +791,8 @@ int64_t part_indoubt_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
                 ask[n] = p->txid;
                 coord[n++] = p->coord;
             }
-            p->next_ask = now + again;
+            /* (a recovered one: often enough to keep its locks' leases) */
+            p->next_ask = now + (p->rt && e->cfg.lease_ns / 4 < again ? e->cfg.lease_ns / 4 : again);
             /* a recovered one's locks are this thread's: their leases are kept alive here
              * (only this thread takes it out of the list, so it stays valid after pmu) */
             if (p->rt && nref < INDOUBT_BATCH) refresh[nref++] = p;
