@@ -765,6 +765,14 @@ static void on_query(struct fab_rpc_req *req, void *arg)
     fab_rpc_reply(req, 0, &st, 1);
 }
 
+int txn_call_txid(struct fab_ctx *c, uint16_t node, uint16_t type, uint64_t txid,
+                  struct fab_buf *resp)
+{
+    uint8_t req[8];
+    for (int b = 0; b < 8; b++) req[b] = (uint8_t)(txid >> (8 * b));
+    return fab_rpc_call(c, node, type, req, sizeof req, resp, RESOLVE_RPC_TIMEOUT_NS);
+}
+
 #define INDOUBT_BATCH 32
 
 /* The in-doubt PREPAREs: each one kept txn_cfg.indoubt_ns is asked about (again every quarter
@@ -803,11 +811,8 @@ int64_t part_indoubt_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
     pthread_mutex_unlock(&e->pmu);
     for (unsigned i = 0; i < nref; i++) txn_recovered_refresh(refresh[i]);
     for (unsigned i = 0; i < n; i++) {
-        uint8_t req[8];
-        for (int b = 0; b < 8; b++) req[b] = (uint8_t)(ask[i] >> (8 * b));
         struct fab_buf resp = {0};
-        int rc = fab_rpc_call(c, coord[i], TXN_RPC_QUERY, req, sizeof req, &resp,
-                              RESOLVE_RPC_TIMEOUT_NS);
+        int rc = txn_call_txid(c, coord[i], TXN_RPC_QUERY, ask[i], &resp);
         uint8_t st = !rc && resp.len == 1 ? ((const uint8_t *)resp.data)[0] : 0;
         fab_buf_free(&resp);
         if (st != TXN_STATE_COMMITTED && st != TXN_STATE_UNKNOWN) continue;

@@ -1721,11 +1721,8 @@ int64_t coord_deliver_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
     }
     pthread_mutex_unlock(&e->cmu);
     for (unsigned i = 0; i < n; i++) {
-        uint8_t req[8];
-        for (int b = 0; b < 8; b++) req[b] = (uint8_t)(tx[i] >> (8 * b));
         struct fab_buf resp = {0};
-        int rc = fab_rpc_call(c, nd[i], TXN_RPC_COMMIT, req, sizeof req, &resp,
-                              RESOLVE_RPC_TIMEOUT_NS);
+        int rc = txn_call_txid(c, nd[i], TXN_RPC_COMMIT, tx[i], &resp);
         fab_buf_free(&resp);
         if (rc == 0 || rc == RDKV_ENOTFOUND) coord_delivered(e, tx[i], nd[i]);
     }

@@ -203,6 +203,10 @@ struct coord_rec {
     unsigned npend;
     int64_t next_try;
 };
+/* One RPC whose request is a txid (QUERY, COMMIT) from a background thread: one ask, bounded
+ * by RESOLVE_RPC_TIMEOUT_NS. */
+int txn_call_txid(struct fab_ctx *c, uint16_t node, uint16_t type, uint64_t txid,
+                  struct fab_buf *resp);
 /* The delivery of logged decisions, on the in-doubt thread: returns when it wants to run
  * again (INT64_MAX: nothing pending). */
 int64_t coord_deliver_step(struct txn_env *e, struct fab_ctx *c, int64_t now);
