@@ -698,6 +698,10 @@ static void decide(struct fab_rpc_req *req, struct txn_env *e, bool commit)
     }
     struct inprog ip = {0};
     struct prepared *p = take_begin(e, txid, &ip);
+    if (p && commit && e->fault == TXN_FAULT_EXIT_AT_COMMIT) {
+        log_warn("test hook: exiting at the COMMIT of txn %llx", (unsigned long long)txid);
+        _exit(9);
+    }
     int rc = p                                              ? finish(e, p, commit, &ip)
              : commit && !indoubt_committed(e, txid) ? RDKV_ENOTFOUND
                                                       : 0;

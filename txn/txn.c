@@ -730,14 +730,16 @@ void txn_env_set_wal(struct txn_env *e, struct wal *w)
     uint64_t us = ((uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u) &
                   ((1ull << 48) - 1);
     __atomic_store_n(&e->txseq, w ? (us ? us : 1) : 0, __ATOMIC_RELAXED);
-    /* test hooks (durable_2pc): RDKV_TEST_FAULT=decision-exit@N or prepare-exit@N makes node
-     * N _exit right after its next DECISION (as coordinator) or PREPARE (as participant)
-     * record is durable */
+    /* test hooks (durable_2pc): RDKV_TEST_FAULT=decision-exit@N, prepare-exit@N or
+     * commit-exit@N makes node N _exit right after its next DECISION (as coordinator) or
+     * PREPARE (as participant) record is durable, or when a COMMIT reaches it (as participant)
+     * before its COMMIT record is written */
     const char *f = getenv("RDKV_TEST_FAULT");
     const char *at = f ? strchr(f, '@') : NULL;
     if (w && at && strtol(at + 1, NULL, 10) == e->me) {
         if (!strncmp(f, "decision-exit@", 14)) e->fault = TXN_FAULT_EXIT_AFTER_DECISION;
         else if (!strncmp(f, "prepare-exit@", 13)) e->fault = TXN_FAULT_EXIT_AFTER_PREPARE;
+        else if (!strncmp(f, "commit-exit@", 12)) e->fault = TXN_FAULT_EXIT_AT_COMMIT;
     }
 }
 

@@ -14,7 +14,13 @@
 #define DELIVER_AGAIN_NS (250 * NS_PER_MS)      /* a logged decision's COMMIT, sent again */
 
 /* Test hooks of the logged commit: the node _exits right after the record is durable. */
-enum txn_fault { TXN_FAULT_NONE, TXN_FAULT_EXIT_AFTER_DECISION, TXN_FAULT_EXIT_AFTER_PREPARE };
+enum txn_fault {
+    TXN_FAULT_NONE,
+    TXN_FAULT_EXIT_AFTER_DECISION, /* decision-exit@N: the coordinator, after its DECISION */
+    TXN_FAULT_EXIT_AFTER_PREPARE,  /* prepare-exit@N: a participant, after its PREPARE */
+    TXN_FAULT_EXIT_AT_COMMIT,      /* commit-exit@N: a participant, on a COMMIT, before its
+                                      COMMIT record */
+};
 
 /* One write of a commit, as the coordinator sends it to the key's owner. */
 enum wop_kind { WOP_UPDATE = 1, WOP_INSERT = 2, WOP_DELETE = 3 };

@@ -12,7 +12,11 @@
  *      coordinator is restarted it delivers the commit and the transfer is applied everywhere.
  *   3. a participant _exits right after its PREPARE is durable (prepare-exit@2): the coordinator
  *      aborts; the restarted participant finds the PREPARE in doubt, asks, is told "unknown"
- *      (presumed abort) and drops it: the transfer is absent and its rows are free again. */
+ *      (presumed abort) and drops it: the transfer is absent and its rows are free again.
+ *   4. a participant _exits when the COMMIT reaches it, before its COMMIT record
+ *      (commit-exit@1): restarted, it re-establishes the transaction in doubt with its rows
+ *      locked, asks, is told "committed" and commits it; a second restart replays it and finds
+ *      nothing in doubt. */
 #include "tests/harness.h"
 #include "tests/testenv.h"
 
@@ -309,6 +313,29 @@ static void test_logged_2pc(void)
     xs[lost].state = 3; /* never decided commit: must be absent */
     unsigned c3 = check_bank(s0);
     CHECK_EQ(c3, c2);
+    /* 4. a participant dies when the COMMIT reaches it, before its COMMIT record: the
+     * restarted participant finds the transfer in doubt, locks its rows, asks, is told
+     * "committed" and commits it; a second restart finds nothing in doubt (its COMMIT record
+     * names the transaction) and replays it */
+    REQUIRE(launch_kill(&L, 1) == 0);
+    setenv("RDKV_TEST_FAULT", "commit-exit@1", 1);
+    restart(&L, &lo, 1);
+    unsetenv("RDKV_TEST_FAULT");
+    unsigned late = nx;
+    rc = transfer(s0, a1, a2, 9);
+    CHECK(rc != 0); /* (no answer from node 1: the outcome is unknown to the client) */
+    REQUIRE(launch_kill(&L, 1) == 0);
+    restart(&L, &lo, 1);
+    CHECK(log_says(&L, 1, "1 in-doubt transactions"));
+    xs[late].state = 1; /* decided commit: it must be there on every node */
+    unsigned c4 = check_bank(s0);
+    CHECK_EQ(c4, c3 + 1);
+    REQUIRE(launch_kill(&L, 1) == 0);
+    restart(&L, &lo, 1);
+    CHECK(log_says(&L, 1, "0 in-doubt transactions, 0 commit"));
+    CHECK_EQ(check_bank(s0), c4);
+    c3 = c4;
+
     /* and the cluster goes on: one more transfer over the three nodes */
     CHECK_EQ(transfer(s0, a2, a0, 3), 0);
     CHECK_EQ(check_bank(s0), c3 + 1);
