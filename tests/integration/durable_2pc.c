@@ -215,6 +215,23 @@ static void restart(struct launch *L, const struct launch_opts *lo, unsigned nod
     REQUIRE(rc == 0);
 }
 
+/* Kills node (kill -9) and starts it again armed with a test hook (RDKV_TEST_FAULT, which
+ * only that start sees); then runs one transfer that the hook makes die, and starts the node
+ * again clean (launch_kill reaps the process the hook ended). *idx: the transfer's index. */
+static void crash_in_transfer(struct launch *L, const struct launch_opts *lo, unsigned node,
+                              const char *hook, rdkv_session *s, unsigned from, unsigned to,
+                              unsigned amt, unsigned *idx)
+{
+    REQUIRE(launch_kill(L, node) == 0);
+    setenv("RDKV_TEST_FAULT", hook, 1);
+    restart(L, lo, node);
+    unsetenv("RDKV_TEST_FAULT");
+    *idx = nx;
+    CHECK(transfer(s, from, to, amt) != 0); /* (no answer from the node the hook ended) */
+    REQUIRE(launch_kill(L, node) == 0);
+    restart(L, lo, node);
+}
+
 static void test_logged_2pc(void)
 {
     REQUIRE(tenv_mkdtemp(top, sizeof top, "rdkv-d2pc") == 0);
@@ -300,15 +317,8 @@ static void test_logged_2pc(void)
     CHECK_EQ(c2, c1 + 1);
 
     /* 3. a participant dies right after its PREPARE is durable: presumed abort */
-    REQUIRE(launch_kill(&L, 2) == 0);
-    setenv("RDKV_TEST_FAULT", "prepare-exit@2", 1);
-    restart(&L, &lo, 2);
-    unsetenv("RDKV_TEST_FAULT");
-    unsigned lost = nx;
-    rc = transfer(s0, a1, b2, 5);
-    CHECK(rc != 0);
-    REQUIRE(launch_kill(&L, 2) == 0);
-    restart(&L, &lo, 2);
+    unsigned lost = 0;
+    crash_in_transfer(&L, &lo, 2, "prepare-exit@2", s0, a1, b2, 5, &lost);
     CHECK(log_says(&L, 2, "1 in-doubt transactions"));
     xs[lost].state = 3; /* never decided commit: must be absent */
     unsigned c3 = check_bank(s0);
@@ -317,15 +327,8 @@ static void test_logged_2pc(void)
      * restarted participant finds the transfer in doubt, locks its rows, asks, is told
      * "committed" and commits it; a second restart finds nothing in doubt (its COMMIT record
      * names the transaction) and replays it */
-    REQUIRE(launch_kill(&L, 1) == 0);
-    setenv("RDKV_TEST_FAULT", "commit-exit@1", 1);
-    restart(&L, &lo, 1);
-    unsetenv("RDKV_TEST_FAULT");
-    unsigned late = nx;
-    rc = transfer(s0, a1, a2, 9);
-    CHECK(rc != 0); /* (no answer from node 1: the outcome is unknown to the client) */
-    REQUIRE(launch_kill(&L, 1) == 0);
-    restart(&L, &lo, 1);
+    unsigned late = 0;
+    crash_in_transfer(&L, &lo, 1, "commit-exit@1", s0, a1, a2, 9, &late);
     CHECK(log_says(&L, 1, "1 in-doubt transactions"));
     xs[late].state = 1; /* decided commit: it must be there on every node */
     unsigned c4 = check_bank(s0);
