@@ -418,6 +418,7 @@ static void *indoubt_main(void *arg)
         pthread_mutex_unlock(&e->pmu);
         if (!p) break;
         txn_worker_destroy(p->rw);
+        free(p->bytes);
         free(p);
     }
     if (c) fab_ctx_destroy(c);
@@ -762,6 +763,7 @@ void txn_env_close(struct txn_env *e)
         p->logged = false;
         if (p->rt) {
             txn_worker_destroy(p->rw);
+            free(p->bytes);
             free(p);
         } else {
             part_abort(e, p);
@@ -1743,7 +1745,13 @@ static int lock_write(void *arg, const struct wal_write *w)
 int txn_recover_lock(struct txn_env *e, struct fab_ctx *c, struct txn_recovery *r)
 {
     for (struct rprep *rp = r->preps; rp; rp = rp->next) {
-        if (rp->coord >= e->n || rp->coord == e->me) continue; /* (own ones: txn_recovery_own) */
+        if (rp->coord == e->me) continue; /* (own ones: txn_recovery_own) */
+        if (rp->coord >= e->n) {
+            log_error("txn %llx: in doubt, but its coordinator, node %u, is not in this cluster "
+                      "(%u nodes): its PREPARE is left in the log", (unsigned long long)rp->txid,
+                      rp->coord, e->n);
+            continue;
+        }
         struct txn_worker *w = NULL;
         struct txn *t = NULL;
         struct prepared *p = calloc(1, sizeof *p);
@@ -1762,6 +1770,9 @@ int txn_recover_lock(struct txn_env *e, struct fab_ctx *c, struct txn_recovery *
         p->coord = rp->coord;
         p->rw = w;
         p->rt = t;
+        p->bytes = rp->w; /* (kept: a commit that must be tried again) */
+        p->wlen = rp->len;
+        rp->w = NULL;
         p->next_ask = 0; /* ask at once */
         part_record(e, p);
         pthread_mutex_lock(&e->pmu);
@@ -1827,6 +1838,18 @@ int txn_recovered_finish(struct txn_env *e, struct prepared *p, bool commit)
     if (commit) {
         t->log_txid = p->txid; /* its COMMIT record settles the PREPARE at the next replay */
         rc = txn_commit(t);
+        /* a lease of its locks ran out while it waited (the point locks of inserted keys
+         * cannot be refreshed): the decision is commit, so it is taken again and committed */
+        for (int again = 0; rc == RDKV_EABORTED && again < 10; again++) {
+            rc = txn_begin(p->rw, &t);
+            if (!rc) rc = wal_writes_unpack(p->bytes, p->wlen, lock_write, t);
+            if (!rc) {
+                t->log_txid = p->txid;
+                rc = txn_commit(t);
+            } else if (t) {
+                txn_abort(t);
+            }
+        }
         if (rc)
             log_error("txn %llx: decided commit, but its commit here failed: %s",
                       (unsigned long long)p->txid, rdkv_strerror(rc));
@@ -1835,6 +1858,7 @@ int txn_recovered_finish(struct txn_env *e, struct prepared *p, bool commit)
         if (e->wal) log_end(e, p->txid);
     }
     txn_worker_destroy(p->rw);
+    free(p->bytes);
     free(p);
     return rc;
 }

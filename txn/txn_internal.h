@@ -53,6 +53,7 @@ struct prepared {
      * locked by a local transaction of this node (rt on worker rw) holding its writes */
     struct txn_worker *rw;
     struct txn *rt;
+    uint32_t wlen; /* ... and its writes (the PREPARE record's payload) in bytes, wlen long */
 };
 
 /* An RPC handler of the layer and the environment it serves (part.c guards every one). */
