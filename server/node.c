@@ -741,11 +741,11 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         snprintf(err, errcap, "cannot start the range-lock service: %s", rdkv_strerror(rc));
         goto fail;
     }
+    n->o.txn.wal = n->wal; /* (NULL without --data-dir) */
     if ((rc = txn_env_open(n->f, n->st, n->rs, &n->o.txn, &n->txn, why, sizeof why))) {
         snprintf(err, errcap, "%s", why);
         goto fail;
     }
-    if (n->wal) txn_env_set_wal(n->txn, n->wal);
     if (n->recov) {
         struct txn_recovery *tr = n->recov;
         n->recov = NULL;

@@ -931,7 +931,13 @@ int part_register(struct txn_env *e)
     };
     for (unsigned i = 0; i < TXN_GUARDS; i++) {
         e->guards[i] = (struct txn_guard){e, hs[i].fn};
-        int rc = fab_rpc_register(e->f, hs[i].type, guarded, &e->guards[i], FAB_RPC_FAST);
+        /* ... except, with a redo log, those that wait for its fdatasync: on the RPC threads,
+         * where the waits of concurrent requests share one sync and the service thread goes on
+         * serving */
+        uint16_t t = hs[i].type;
+        bool waits = e->wal && (t == TXN_RPC_PREPARE || t == TXN_RPC_COMMIT ||
+                                t == TXN_RPC_APPLY || t == TXN_RPC_RESOLVE);
+        int rc = fab_rpc_register(e->f, t, guarded, &e->guards[i], waits ? 0 : FAB_RPC_FAST);
         if (rc) return rc;
     }
     return 0;

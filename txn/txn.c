@@ -691,6 +691,7 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
         rc = RDKV_ENOMEM;
     }
     if (!rc) e->ind_started = true;
+    if (!rc && e->cfg.wal) txn_env_set_wal(e, e->cfg.wal);
     if (!rc && (rc = part_register(e)))
         snprintf(err, errcap, "cannot register the transaction RPCs: %s", rdkv_strerror(rc));
     if (rc) {

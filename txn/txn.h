@@ -61,6 +61,7 @@ enum txn_conflict {
 int txn_conflict_parse(const char *name);
 const char *txn_conflict_name(int policy);
 
+struct wal;
 /* A node's transaction layer: its store, the algorithms, the prepared transactions it takes
  * part in, and what it knows of its peers. */
 struct txn_cfg {
@@ -82,6 +83,9 @@ struct txn_cfg {
     int64_t commit_timeout_ns; /* how long a commit waits for a participant's answer before it
                                   reports RDKV_EUNKNOWN (default 5 s) */
     int conflict;            /* enum txn_conflict (default TXN_CONFLICT_DEFAULT) */
+    struct wal *wal;         /* the node's redo log (NULL: none, the default): as
+                                txn_env_set_wal, and the handlers that wait for it (PREPARE,
+                                COMMIT, APPLY, RESOLVE) run on the RPC threads, not inline */
 };
 /* timeout: wait-die and no-wait commit ~7x more on a few hot keys, but away from them they
  * abort short conflicts that timeout waits out, and wait-die pays two round trips more per
@@ -106,12 +110,12 @@ bool txn_env_enter(struct txn_env *e);
 void txn_env_leave(struct txn_env *e);
 /* Aborts every prepared transaction still waiting for a decision and frees the layer. */
 void txn_env_close(struct txn_env *e);
-/* Gives the layer the node's redo log (storage/wal.h; NULL: none, the default): from then on
+/* Gives the layer the node's redo log (prefer txn_cfg.wal, which also takes the handlers that
+ * wait for the log off the service thread) (storage/wal.h; NULL: none, the default): from then on
  * every commit applied here makes a COMMIT record of its writes durable first (part_commit),
  * a participant's PREPARE record is durable before it votes yes, and a coordinator's commit
  * DECISION before its first COMMIT leaves (docs/transactions.md, "The logged commit"). Set
  * before the node serves; the log outlives the layer. */
-struct wal;
 void txn_env_set_wal(struct txn_env *e, struct wal *w);
 /* Restart with a redo log (docs/transactions.md, "The logged commit"). The replay feeds each
  * record, in LSN order, to txn_recovery_rec (COMMIT, PREPARE, DECISION, END: RDKV_EPROTO for a
