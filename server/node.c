@@ -40,6 +40,7 @@ struct node {
     pthread_mutex_t ckpt_mu;
     pthread_cond_t ckpt_cv;
     bool ckpt_stop;
+    struct txn_recovery *recov; /* what the replay found of 2PCs, until txn_env_recover */
     int64_t start_ns;
     /* the peer watcher */
     pthread_t watcher;
@@ -109,9 +110,9 @@ const char node_usage[] =
     "                        lock, range, txn on nodes); off by default: a production node\n"
     "                        answers them \"not enabled on this node\"\n"
     "  --data-dir DIR        keep a redo log in DIR (created if missing) and replay it at start:\n"
-    "                        every commit is durable before it is acknowledged. One-node\n"
-    "                        clusters only so far. Without it the node is in memory: nothing\n"
-    "                        survives a restart\n"
+    "                        every commit is durable before it is acknowledged (two-phase\n"
+    "                        commits too: every node needs a directory of its own). Without\n"
+    "                        it the node is in memory: nothing survives a restart\n"
     "  --durability MODE     with --data-dir: group (default: many commits share one fdatasync),\n"
     "                        sync (one fdatasync per commit) or off (written, never waited for:\n"
     "                        a crash of the machine loses recent commits; docs/storage.md)\n"
@@ -638,6 +639,7 @@ struct replay {
     uint64_t commits, writes, lsn;
     uint64_t from;  /* the loaded checkpoint's replay LSN: older records are in it (0: none) */
     uint64_t first; /* the first record's LSN (0: none yet) */
+    struct txn_recovery *tr; /* the two-phase commits' records (txn.h) */
 };
 
 static int replay_write(void *arg, const struct wal_write *w)
@@ -666,8 +668,10 @@ static int replay_rec(void *arg, const struct wal_rec *rec)
     struct replay *r = arg;
     r->lsn = rec->lsn;
     if (!r->first) r->first = rec->lsn;
-    if (rec->lsn < r->from) return 0; /* in the checkpoint already */
-    if (rec->type != WAL_COMMIT) return 0; /* nothing else is written yet */
+    /* the two-phase commits' records, every one (a PREPARE older than the checkpoint may still
+     * be in doubt); a COMMIT's writes only from the checkpoint's replay LSN on */
+    int rc = txn_recovery_rec(r->tr, rec); /* PREPARE, DECISION, END; a COMMIT settles one */
+    if (rc || rec->type != WAL_COMMIT || rec->lsn < r->from) return rc;
     r->commits++;
     return wal_writes_unpack(rec->payload, rec->len, replay_write, r);
 }
@@ -717,9 +721,13 @@ static int ckpt_take(struct node *n, struct lock_thread *lt, const struct lock_a
         log_warn("checkpoint failed (the log is kept whole): %s", why[0] ? why : rdkv_strerror(rc));
         return rc;
     }
+    /* The log is cut only in a one-node cluster: with two-phase commit, a PREPARE or DECISION
+     * older than the checkpoints may belong to a transaction still in doubt, which a restart
+     * must find (the records do not say their LSNs to the transaction layer yet). */
     uint64_t kept[CKPT_KEEP];
     int k = ckpt_list(n->o.data_dir, kept, CKPT_KEEP);
-    int cut = k == CKPT_KEEP ? wal_truncate_before(n->wal, kept[CKPT_KEEP - 1]) : 0;
+    int cut = k == CKPT_KEEP && n->cc.n == 1 ? wal_truncate_before(n->wal, kept[CKPT_KEEP - 1])
+                                               : 0;
     fprintf(stderr, "kvserver: checkpoint %s: %llu rows in %.2f s (longest row-lock hold %lld "
             "us); %d log segment(s) dropped\n", info.path, (unsigned long long)info.rows,
              (double)(clock_now_ns() - t0) / 1e9, (long long)(info.max_hold_ns / 1000),
@@ -793,13 +801,20 @@ static bool holds_data(const char *dir)
     return found;
 }
 
+/* This node's own writes of a 2PC it decided to commit before it died: installed, and logged
+ * as the COMMIT it did not get to write, so that the next replay puts them in their place. */
+static int replay_own(void *arg, uint64_t txid, const void *writes, uint32_t len)
+{
+    struct node *n = arg;
+    struct replay r = {.st = n->st};
+    int rc = wal_writes_unpack(writes, len, replay_write, &r);
+    uint64_t lsn;
+    if (!rc) rc = wal_commit(n->wal, WAL_COMMIT, txid, writes, len, &lsn);
+    return rc;
+}
+
 static int wal_start(struct node *n, char *err, size_t errcap)
 {
-    if (n->cc.n != 1) {
-        snprintf(err, errcap, "--data-dir: only one-node clusters are durable so far (this config "
-                 "has %u nodes; logged two-phase commit is not built yet, docs/storage.md)", n->cc.n);
-        return RDKV_ENOTSUP;
-    }
     struct wal_opts wo;
     wal_opts_init(&wo);
     wo.dir = n->o.data_dir;
@@ -807,12 +822,17 @@ static int wal_start(struct node *n, char *err, size_t errcap)
     wo.cluster_fp = n->cc.fingerprint;
     wo.durability = (enum wal_durability)n->o.durability;
     wo.record_max = WAL_REC_LIMIT; /* a transaction's writes up to the format's limit */
-    struct replay r = {n->st, 0, 0, 0, 0, 0};
+    struct replay r = {.st = n->st};
     struct wal_scan_result res;
     char why[512] = "";
     int64_t t0 = clock_now_ns();
     int rc = ckpt_restore(n, &r.from, err, errcap);
     if (rc) return rc;
+    rc = txn_recovery_create((uint16_t)n->o.node, &r.tr);
+    if (rc) {
+        snprintf(err, errcap, "out of memory");
+        return rc;
+    }
     rc = wal_open(&wo, replay_rec, &r, &res, &n->wal, why, sizeof why);
     if (!rc && r.first > (r.from ? r.from : 1)) {
         /* the log was cut behind a checkpoint that is not here: what came before is gone */
@@ -825,7 +845,13 @@ static int wal_start(struct node *n, char *err, size_t errcap)
                  n->o.data_dir);
         rc = RDKV_EPROTO;
     }
+    if (!rc && (rc = txn_recovery_own(r.tr, replay_own, n))) {
+        snprintf(why, sizeof why, "installing this node's share of a decided commit: %s",
+                 rdkv_strerror(rc));
+        wal_close(n->wal);
+    }
     if (rc) {
+        txn_recovery_free(r.tr);
         /* the scan's errors say where; a replay's (a write that does not decode or fit) not */
         if (!why[0])
             snprintf(why, sizeof why, "replaying the record of LSN %llu: %s",
@@ -834,12 +860,16 @@ static int wal_start(struct node *n, char *err, size_t errcap)
         n->wal = NULL;
         return rc;
     }
+    unsigned indoubt, decisions;
+    txn_recovery_counts(r.tr, &indoubt, &decisions);
     fprintf(stderr, "kvserver: redo log %s (durability %s): replayed %llu commits (%llu writes, "
-            "LSNs up to %llu) in %.2f s%s\n", n->o.data_dir,
+            "LSNs up to %llu) in %.2f s%s; %u in-doubt transactions, %u commit decisions to "
+            "deliver\n", n->o.data_dir,
             wal_durability_name((enum wal_durability)n->o.durability),
             (unsigned long long)r.commits, (unsigned long long)r.writes,
             (unsigned long long)res.last_lsn, (double)(clock_now_ns() - t0) / 1e9,
-            res.torn ? " after cutting a torn tail" : "");
+            res.torn ? " after cutting a torn tail" : "", indoubt, decisions);
+    n->recov = r.tr; /* installed once the transaction layer runs (txn_env_recover) */
     return 0;
 }
 
@@ -912,11 +942,19 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         snprintf(err, errcap, "cannot start the range-lock service: %s", rdkv_strerror(rc));
         goto fail;
     }
+    n->o.txn.wal = n->wal; /* (NULL without --data-dir) */
     if ((rc = txn_env_open(n->f, n->st, n->rs, &n->o.txn, &n->txn, why, sizeof why))) {
         snprintf(err, errcap, "%s", why);
         goto fail;
     }
-    if (n->wal) txn_env_set_wal(n->txn, n->wal);
+    if (n->recov) {
+        struct txn_recovery *tr = n->recov;
+        n->recov = NULL;
+        if ((rc = txn_env_recover(n->txn, tr, why, sizeof why))) {
+            snprintf(err, errcap, "recovering from the redo log: %s", why);
+            goto fail;
+        }
+    }
     if (n->wal && n->o.checkpoint_every) ckpt_start(n);
     if ((rc = session_svc_start(n, &n->o.sessions, &n->sessions))) {
         snprintf(err, errcap, "cannot start the session service: %s", rdkv_strerror(rc));
@@ -1018,6 +1056,7 @@ void node_stop(struct node *n)
     if (n->trad) lock_trad_free(n->trad);
     if (n->sessions) session_svc_free(n->sessions);
     txn_env_close(n->txn);
+    txn_recovery_free(n->recov);
     if (n->wal && wal_close(n->wal)) log_error("the redo log had failed: see above");
     if (n->rs) range_server_free(n->rs);
     free(n->misses);

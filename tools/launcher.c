@@ -185,7 +185,15 @@ static int spawn_node(struct launch *L, const struct launch_opts *o, const char 
                 argv[a++] = o->durability;
             }
         }
-        for (int k = 0; k < 14 && o->extra[k] && a < 30; k++) argv[a++] = o->extra[k];
+        /* "%N" in an extra argument is this node's number (a data directory per node) */
+        static char exp[14][PATH_MAX];
+        for (int k = 0; k < 14 && o->extra[k] && a < 30; k++) {
+            const char *x = o->extra[k], *at = strstr(x, "%N");
+            if (at && (size_t)snprintf(exp[k], sizeof exp[k], "%.*s%u%s", (int)(at - x), x, i,
+                                       at + 2) < sizeof exp[k])
+                x = exp[k];
+            argv[a++] = x;
+        }
         argv[a] = NULL;
         execv(kvserver, (char *const *)argv);
         _exit(127);

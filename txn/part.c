@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void txn_wops_pack(struct pack_w *w, uint64_t txid, uint16_t coord, const struct wop *ops,
                    uint32_t n)
@@ -213,29 +214,58 @@ static void prepared_free(struct txn_env *e, struct prepared *p)
     free(p);
 }
 
-/* Makes a COMMIT record of p's writes durable. Called once the commit can no longer fail and
- * while the transaction's locks are held (so a transaction that depends on it gets a higher
- * LSN), before anything is installed. 0; the log's error when nothing was written; RDKV_EUNKNOWN
- * when the record was appended but not made durable (it may be on disk). */
-static int part_log(struct txn_env *e, struct prepared *p)
+/* p's writes as a redo-log payload (storage/wal.h), after `pre` bytes of prefix: malloc'd, its
+ * length in *len; NULL for no memory or a payload past the format. */
+static uint8_t *pack_writes(const struct prepared *p, size_t pre, size_t *len)
 {
     struct wal_write *ws = malloc((p->n ? p->n : 1) * sizeof *ws);
-    if (!ws) return RDKV_ENOMEM;
+    if (!ws) return NULL;
     for (uint32_t i = 0; i < p->n; i++) {
         const struct wop *o = &p->ops[i];
         bool del = o->kind == WOP_DELETE;
         ws[i] = (struct wal_write){del ? WAL_OP_DEL : WAL_OP_PUT, o->klen, del ? 0 : o->vlen,
                                    o->key, o->val};
     }
-    size_t len = wal_writes_size(ws, p->n);
-    uint8_t *buf = len <= UINT32_MAX ? malloc(len) : NULL;
-    int rc = buf ? 0 : RDKV_ETOOBIG;
-    if (buf) wal_writes_pack(ws, p->n, buf, len);
+    size_t n = wal_writes_size(ws, p->n);
+    uint8_t *buf = pre + n <= UINT32_MAX ? malloc(pre + n) : NULL;
+    if (buf) wal_writes_pack(ws, p->n, buf + pre, n);
     free(ws);
+    *len = pre + n;
+    return buf;
+}
+
+/* Appends a record of p's writes (a COMMIT, or a PREPARE with its coordinator in front) and
+ * waits for it when wait: 0; the log's error when nothing was written; RDKV_EUNKNOWN when the
+ * record was appended but not made durable (it may be on disk). */
+static int log_writes(struct txn_env *e, struct prepared *p, uint8_t type, bool wait)
+{
+    size_t pre = type == WAL_PREPARE ? 2 : 0, len;
+    uint8_t *buf = pack_writes(p, pre, &len);
+    if (!buf) return RDKV_ETOOBIG;
+    if (pre) {
+        buf[0] = (uint8_t)p->coord;
+        buf[1] = (uint8_t)(p->coord >> 8);
+    }
     uint64_t lsn = 0;
-    if (!rc) rc = wal_append(e->wal, WAL_COMMIT, p->txid, buf, (uint32_t)len, &lsn);
+    int rc = wal_append(e->wal, type, p->txid, buf, (uint32_t)len, &lsn);
     free(buf);
-    if (!rc && wal_wait(e->wal, lsn)) rc = RDKV_EUNKNOWN;
+    if (!rc && wait && wal_wait(e->wal, lsn)) rc = RDKV_EUNKNOWN;
+    return rc;
+}
+
+/* Makes a COMMIT record of p's writes durable. Called once the commit can no longer fail and
+ * while the transaction's locks are held (so a transaction that depends on it gets a higher
+ * LSN), before anything is installed. */
+static int part_log(struct txn_env *e, struct prepared *p)
+{
+    return log_writes(e, p, WAL_COMMIT, true);
+}
+
+int part_log_prepare(struct txn_env *e, struct prepared *p, bool wait)
+{
+    int rc = log_writes(e, p, WAL_PREPARE, wait);
+    /* (appended but not known durable: an abort must still say END) */
+    if (rc == 0 || rc == RDKV_EUNKNOWN) p->logged = true;
     return rc;
 }
 
@@ -280,6 +310,12 @@ int part_commit(struct txn_env *e, struct prepared *p)
 
 void part_abort(struct txn_env *e, struct prepared *p)
 {
+    /* presumed abort: the END is not waited for (lost, the PREPARE is asked about again and
+     * its coordinator answers "unknown": abort) */
+    uint64_t lsn;
+    if (p->logged && e->wal && wal_append(e->wal, WAL_END, p->txid, NULL, 0, &lsn))
+        log_warn("txn %llx: its END record was not logged: it is asked about after a restart",
+                 (unsigned long long)p->txid);
     unstage(e, p->ops, p->staged, p->n);
     prepared_free(e, p);
 }
@@ -297,15 +333,40 @@ void part_record(struct txn_env *e, struct prepared *p)
 
 /* Takes the first recorded transaction with that txid (by_coord: coordinated by node `key`);
  * pmu held. */
-static struct prepared *take_first_locked(struct txn_env *e, bool by_coord, uint64_t key)
+static struct prepared *take_locked(struct txn_env *e, bool by_coord, uint64_t key, bool rec)
 {
     for (struct prepared **pp = &e->prep; *pp; pp = &(*pp)->next)
-        if (by_coord ? (*pp)->coord == key : (*pp)->txid == key) {
+        if ((rec || !(*pp)->rt) && (by_coord ? (*pp)->coord == key : (*pp)->txid == key)) {
             struct prepared *found = *pp;
             *pp = found->next;
             return found;
         }
     return NULL;
+}
+
+/* ... not one re-established from the log (only the in-doubt thread settles those) */
+static struct prepared *take_first_locked(struct txn_env *e, bool by_coord, uint64_t key)
+{
+    return take_locked(e, by_coord, key, false);
+}
+
+bool part_recovered_locked(struct txn_env *e, uint64_t txid)
+{
+    for (const struct prepared *p = e->prep; p; p = p->next)
+        if (p->rt && p->txid == txid) return true;
+    return false;
+}
+
+static bool recovered(struct txn_env *e, uint64_t txid)
+{
+    pthread_mutex_lock(&e->pmu);
+    bool r = part_recovered_locked(e, txid);
+    if (r) /* its coordinator is talking to us again: ask it now */
+        for (struct prepared *p = e->prep; p; p = p->next)
+            if (p->rt && p->txid == txid) p->next_ask = 0;
+    pthread_mutex_unlock(&e->pmu);
+    if (r) txn_indoubt_kick(e);
+    return r;
 }
 
 static struct prepared *take_first(struct txn_env *e, bool by_coord, uint64_t key)
@@ -405,6 +466,10 @@ void txn_env_fence_stats(struct txn_env *e, struct txn_fence_stats *out)
 
 void txn_env_peer_lost(struct txn_env *e, uint16_t node)
 {
+    /* With a redo log, its decision is durable at the coordinator before any COMMIT leaves:
+     * a prepared transaction is kept and asked about until the coordinator is back
+     * (docs/transactions.md, "The logged commit"). */
+    if (e->wal) return;
     for (;;) {
         struct prepared *found = take_first(e, true, node);
         if (!found) return;
@@ -548,6 +613,17 @@ static void on_prepare(struct fab_rpc_req *req, void *arg)
     struct prepared *p;
     struct inprog ip = {0};
     int rc = decode_and_prepare(e, req, &ip, true, &p);
+    /* the vote is yes only once the PREPARE record is durable */
+    if (!rc && e->wal && (rc = part_log_prepare(e, p, true))) {
+        log_error("txn %llx: its PREPARE record was not made durable (%s): voting no",
+                  (unsigned long long)p->txid, rdkv_strerror(rc));
+        part_abort(e, p);
+        rc = RDKV_EIO;
+    }
+    if (!rc && e->fault == TXN_FAULT_EXIT_AFTER_PREPARE) {
+        log_warn("test hook: exiting after the PREPARE of txn %llx", (unsigned long long)p->txid);
+        _exit(9);
+    }
     if (!rc) part_record(e, p);
     part_end(e, &ip);
     fab_rpc_reply(req, rc, NULL, 0);
@@ -614,8 +690,18 @@ static void decide(struct fab_rpc_req *req, struct txn_env *e, bool commit)
                       NULL, 0);
         return;
     }
+    /* re-established from the log at start: the in-doubt thread asks and settles it (busy:
+     * the coordinator tries again) */
+    if (recovered(e, txid)) {
+        fab_rpc_reply(req, RDKV_EBUSY, NULL, 0);
+        return;
+    }
     struct inprog ip = {0};
     struct prepared *p = take_begin(e, txid, &ip);
+    if (p && commit && e->fault == TXN_FAULT_EXIT_AT_COMMIT) {
+        log_warn("test hook: exiting at the COMMIT of txn %llx", (unsigned long long)txid);
+        _exit(9);
+    }
     int rc = p                                              ? finish(e, p, commit, &ip)
              : commit && !indoubt_committed(e, txid) ? RDKV_ENOTFOUND
                                                       : 0;
@@ -647,7 +733,7 @@ static void on_resolve(struct fab_rpc_req *req, void *arg)
         return;
     }
     pthread_mutex_lock(&e->pmu);
-    if (in_progress(e, txid)) {
+    if (in_progress(e, txid) || part_recovered_locked(e, txid)) {
         pthread_mutex_unlock(&e->pmu);
         fab_rpc_reply(req, RDKV_EBUSY, NULL, 0);
         return;
@@ -683,6 +769,14 @@ static void on_query(struct fab_rpc_req *req, void *arg)
     fab_rpc_reply(req, 0, &st, 1);
 }
 
+int txn_call_txid(struct fab_ctx *c, uint16_t node, uint16_t type, uint64_t txid,
+                  struct fab_buf *resp)
+{
+    uint8_t req[8];
+    for (int b = 0; b < 8; b++) req[b] = (uint8_t)(txid >> (8 * b));
+    return fab_rpc_call(c, node, type, req, sizeof req, resp, RESOLVE_RPC_TIMEOUT_NS);
+}
+
 #define INDOUBT_BATCH 32
 
 /* The in-doubt PREPAREs: each one kept txn_cfg.indoubt_ns is asked about (again every quarter
@@ -698,8 +792,10 @@ int64_t part_indoubt_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
     int64_t next = INT64_MAX, again = e->cfg.indoubt_ns / 4 > NS_PER_MS ? e->cfg.indoubt_ns / 4
                                                                         : NS_PER_MS;
     pthread_mutex_lock(&e->pmu);
+    struct prepared *refresh[INDOUBT_BATCH];
+    unsigned nref = 0;
     for (struct prepared *p = e->prep; p; p = p->next) {
-        if (!p->charge) continue; /* (this node's own, being committed right now) */
+        if (!p->charge && !p->rt) continue; /* (this node's own, being committed right now) */
         if (p->next_ask <= now && n < INDOUBT_BATCH) {
             /* (a coordinator declared down is not asked: txn_env_peer_lost aborts its
              * PREPAREs, or it answers once it is up again) */
@@ -707,25 +803,43 @@ int64_t part_indoubt_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
                 ask[n] = p->txid;
                 coord[n++] = p->coord;
             }
-            p->next_ask = now + again;
+            /* (a recovered one: often enough to keep its locks' leases) */
+            p->next_ask = now + (p->rt && e->cfg.lease_ns / 4 < again ? e->cfg.lease_ns / 4 : again);
+            /* a recovered one's locks are this thread's: their leases are kept alive here
+             * (only this thread takes it out of the list, so it stays valid after pmu) */
+            if (p->rt && nref < INDOUBT_BATCH) refresh[nref++] = p;
         }
         if (p->next_ask < next) next = p->next_ask;
     }
     e->indoubt_armed = next != INT64_MAX; /* else the next PREPARE kept wakes the thread */
     pthread_mutex_unlock(&e->pmu);
+    for (unsigned i = 0; i < nref; i++) txn_recovered_refresh(refresh[i]);
     for (unsigned i = 0; i < n; i++) {
-        uint8_t req[8];
-        for (int b = 0; b < 8; b++) req[b] = (uint8_t)(ask[i] >> (8 * b));
         struct fab_buf resp = {0};
-        int rc = fab_rpc_call(c, coord[i], TXN_RPC_QUERY, req, sizeof req, &resp,
-                              RESOLVE_RPC_TIMEOUT_NS);
+        int rc = txn_call_txid(c, coord[i], TXN_RPC_QUERY, ask[i], &resp);
         uint8_t st = !rc && resp.len == 1 ? ((const uint8_t *)resp.data)[0] : 0;
         fab_buf_free(&resp);
         if (st != TXN_STATE_COMMITTED && st != TXN_STATE_UNKNOWN) continue;
+        bool commit = st == TXN_STATE_COMMITTED;
+        pthread_mutex_lock(&e->pmu);
+        struct prepared *r = part_recovered_locked(e, ask[i]) ? take_locked(e, false, ask[i], true)
+                                                              : NULL;
+        pthread_mutex_unlock(&e->pmu);
+        if (r) {
+            __atomic_add_fetch(commit ? &e->indoubt_committed : &e->indoubt_dropped, 1,
+                               __ATOMIC_RELAXED);
+            log_warn("txn %llx: in doubt since the restart; its coordinator, node %u, says %s",
+                     (unsigned long long)ask[i], coord[i], commit ? "committed" : "unknown");
+            if (txn_recovered_finish(e, r, commit) == 0 && commit) {
+                pthread_mutex_lock(&e->pmu);
+                e->idc[e->idc_at++ % TXN_IDC] = ask[i];
+                pthread_mutex_unlock(&e->pmu);
+            }
+            continue;
+        }
         struct inprog ip = {0};
         struct prepared *p = take_begin(e, ask[i], &ip);
         if (!p) continue; /* its decision came meanwhile */
-        bool commit = st == TXN_STATE_COMMITTED;
         __atomic_add_fetch(commit ? &e->indoubt_committed : &e->indoubt_dropped, 1,
                            __ATOMIC_RELAXED);
         log_warn("txn %llx: prepared here for %.1f s; its coordinator, node %u, says %s: %s",
@@ -817,8 +931,166 @@ int part_register(struct txn_env *e)
     };
     for (unsigned i = 0; i < TXN_GUARDS; i++) {
         e->guards[i] = (struct txn_guard){e, hs[i].fn};
-        int rc = fab_rpc_register(e->f, hs[i].type, guarded, &e->guards[i], FAB_RPC_FAST);
+        /* ... except, with a redo log, those that wait for its fdatasync: on the RPC threads,
+         * where the waits of concurrent requests share one sync and the service thread goes on
+         * serving */
+        uint16_t t = hs[i].type;
+        bool waits = e->wal && (t == TXN_RPC_PREPARE || t == TXN_RPC_COMMIT ||
+                                t == TXN_RPC_APPLY || t == TXN_RPC_RESOLVE);
+        int rc = fab_rpc_register(e->f, t, guarded, &e->guards[i], waits ? 0 : FAB_RPC_FAST);
         if (rc) return rc;
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Restart: what the redo log says of two-phase commits (docs/transactions.md, "The logged
+ * commit"). A PREPARE stays open until a COMMIT (its writes, installed here) or an END (abort,
+ * or its coordinator's forgetting) of the same txid; a commit DECISION until its END. Few are
+ * open at any LSN (those in flight), so plain lists do. */
+
+int txn_recovery_create(uint16_t me, struct txn_recovery **out)
+{
+    struct txn_recovery *r = calloc(1, sizeof *r);
+    if (!r) return RDKV_ENOMEM;
+    r->me = me;
+    *out = r;
+    return 0;
+}
+
+static int ignore_write(void *arg, const struct wal_write *w)
+{
+    (void)arg;
+    (void)w;
+    return 0;
+}
+
+static void rprep_free(struct rprep *p)
+{
+    free(p->w);
+    free(p);
+}
+
+static void rdec_free(struct rdec *d)
+{
+    free(d->nodes);
+    free(d);
+}
+
+/* Drops the open PREPARE (and, for an END, DECISION) of txid. */
+static void recovery_close(struct txn_recovery *r, uint64_t txid, bool decision)
+{
+    for (struct rprep **pp = &r->preps; *pp; pp = &(*pp)->next)
+        if ((*pp)->txid == txid) {
+            struct rprep *p = *pp;
+            *pp = p->next;
+            rprep_free(p);
+            break;
+        }
+    if (!decision) return;
+    for (struct rdec **dp = &r->decs; *dp; dp = &(*dp)->next)
+        if ((*dp)->txid == txid) {
+            struct rdec *d = *dp;
+            *dp = d->next;
+            rdec_free(d);
+            break;
+        }
+}
+
+int txn_recovery_rec(struct txn_recovery *r, const struct wal_rec *rec)
+{
+    switch (rec->type) {
+    case WAL_COMMIT: recovery_close(r, rec->txid, false); return 0;
+    case WAL_END: recovery_close(r, rec->txid, true); return 0;
+    case WAL_PREPARE: {
+        if (rec->len < 2 || !rec->txid) return RDKV_EPROTO;
+        int rc = wal_writes_unpack(rec->payload + 2, rec->len - 2, ignore_write, NULL);
+        if (rc) return rc;
+        struct rprep *p = calloc(1, sizeof *p);
+        if (!p || !(p->w = malloc(rec->len - 2 ? rec->len - 2 : 1))) {
+            free(p);
+            return RDKV_ENOMEM;
+        }
+        p->txid = rec->txid;
+        p->coord = (uint16_t)(rec->payload[0] | rec->payload[1] << 8);
+        p->len = rec->len - 2;
+        memcpy(p->w, rec->payload + 2, p->len);
+        recovery_close(r, rec->txid, false); /* (a txid is prepared once) */
+        p->next = r->preps;
+        r->preps = p;
+        return 0;
+    }
+    case WAL_DECISION: {
+        /* u8 decision, u16 count, u16 nodes[count]: only commits are logged */
+        if (rec->len < 3 || !rec->txid) return RDKV_EPROTO;
+        uint8_t how = rec->payload[0];
+        uint16_t n = (uint16_t)(rec->payload[1] | rec->payload[2] << 8);
+        if ((how != WAL_DECIDE_COMMIT && how != WAL_DECIDE_ABORT) || rec->len != 3u + 2u * n)
+            return RDKV_EPROTO;
+        if (how == WAL_DECIDE_ABORT) return 0;
+        struct rdec *d = calloc(1, sizeof *d);
+        if (!d || !(d->nodes = calloc(n ? n : 1, sizeof *d->nodes))) {
+            free(d);
+            return RDKV_ENOMEM;
+        }
+        d->txid = rec->txid;
+        d->n = n;
+        for (uint16_t i = 0; i < n; i++)
+            d->nodes[i] = (uint16_t)(rec->payload[3 + 2 * i] | rec->payload[4 + 2 * i] << 8);
+        d->next = r->decs;
+        r->decs = d;
+        return 0;
+    }
+    default: return 0;
+    }
+}
+
+static bool decided(const struct txn_recovery *r, uint64_t txid)
+{
+    for (const struct rdec *d = r->decs; d; d = d->next)
+        if (d->txid == txid) return true;
+    return false;
+}
+
+int txn_recovery_own(struct txn_recovery *r,
+                     int (*fn)(void *arg, uint64_t txid, const void *writes, uint32_t len),
+                     void *arg)
+{
+    /* this node's own share of a 2PC it coordinated: logged as a PREPARE right before the
+     * DECISION; decided commit -> installed now; no decision -> presumed abort, dropped */
+    for (struct rprep **pp = &r->preps; *pp;) {
+        struct rprep *p = *pp;
+        if (p->coord != r->me) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        int rc = decided(r, p->txid) ? fn(arg, p->txid, p->w, p->len) : 0;
+        rprep_free(p);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+void txn_recovery_counts(const struct txn_recovery *r, unsigned *indoubt, unsigned *decisions)
+{
+    *indoubt = *decisions = 0;
+    for (const struct rprep *p = r->preps; p; p = p->next) (*indoubt)++;
+    for (const struct rdec *d = r->decs; d; d = d->next) (*decisions)++;
+}
+
+void txn_recovery_free(struct txn_recovery *r)
+{
+    if (!r) return;
+    while (r->preps) {
+        struct rprep *p = r->preps;
+        r->preps = p->next;
+        rprep_free(p);
+    }
+    while (r->decs) {
+        struct rdec *d = r->decs;
+        r->decs = d->next;
+        rdec_free(d);
+    }
+    free(r);
 }

@@ -13,12 +13,15 @@
  * absence stays true until this transaction ends. Scans lock the keys [begin, end) there. */
 #include "txn/txn_internal.h"
 
+#include "storage/wal.h"
+
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/rng.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #define LOC_SETS 4096u         /* remote row locations per worker: 2-way sets (192 KiB, */
@@ -122,6 +125,7 @@ struct txn_iter {
 struct txn {
     struct txn_worker *w;
     uint64_t txid;
+    uint64_t log_txid; /* the txid its COMMIT record names (0: txid): a recovered in-doubt one's */
     uint64_t ts;      /* start timestamp (wait-die's age), kept across retries by txn_keep_ts */
     bool active;
     int failed;
@@ -373,10 +377,24 @@ static void *indoubt_main(void *arg)
             e->ikick = false;
             next = 0;
         }
+        if (e->recov) { /* txn_env_recover: lock the rows of the in-doubt ones, record them */
+            struct txn_recovery *r = e->recov;
+            pthread_mutex_unlock(&e->imu);
+            int rc = ok ? txn_recover_lock(e, c, r) : RDKV_ENOMEM;
+            pthread_mutex_lock(&e->imu);
+            e->recov = NULL;
+            e->recov_rc = rc ? rc : 1;
+            pthread_cond_broadcast(&e->rcv);
+            txn_recovery_free(r);
+            next = 0;
+            continue;
+        }
         int64_t now = clock_now_ns();
         if (ok && now >= next) {
             pthread_mutex_unlock(&e->imu);
             next = part_indoubt_step(e, c, now);
+            int64_t d = coord_deliver_step(e, c, now);
+            if (d < next) next = d;
             pthread_mutex_lock(&e->imu);
             continue;
         }
@@ -388,6 +406,20 @@ static void *indoubt_main(void *arg)
         }
     }
     pthread_mutex_unlock(&e->imu);
+    /* the recovered in-doubt transactions' locks are this thread's: given up here, with no
+     * END (stopping decides nothing; the log keeps them in doubt) */
+    for (;;) {
+        pthread_mutex_lock(&e->pmu);
+        struct prepared **pp = &e->prep;
+        while (*pp && !(*pp)->rt) pp = &(*pp)->next;
+        struct prepared *p = *pp;
+        if (p) *pp = p->next;
+        pthread_mutex_unlock(&e->pmu);
+        if (!p) break;
+        txn_worker_destroy(p->rw);
+        free(p->bytes);
+        free(p);
+    }
     if (c) fab_ctx_destroy(c);
     return NULL;
 }
@@ -646,6 +678,7 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     pthread_cond_init(&e->jcv, &ca);
     pthread_mutex_init(&e->imu, NULL);
     pthread_cond_init(&e->icv, &ca);
+    pthread_cond_init(&e->rcv, &ca);
     pthread_condattr_destroy(&ca);
     if (!rc && pthread_create(&e->jan, NULL, janitor_main, e)) {
         snprintf(err, errcap, "cannot start the transaction janitor thread");
@@ -657,6 +690,7 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
         rc = RDKV_ENOMEM;
     }
     if (!rc) e->ind_started = true;
+    if (!rc && e->cfg.wal) txn_env_set_wal(e, e->cfg.wal);
     if (!rc && (rc = part_register(e)))
         snprintf(err, errcap, "cannot register the transaction RPCs: %s", rdkv_strerror(rc));
     if (rc) {
@@ -664,6 +698,7 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
         indoubt_stop(e);
         pthread_mutex_destroy(&e->imu);
         pthread_cond_destroy(&e->icv);
+        pthread_cond_destroy(&e->rcv);
         pthread_mutex_destroy(&e->jmu);
         pthread_cond_destroy(&e->jcv);
         free(e->down);
@@ -688,7 +723,26 @@ void txn_env_quiesce(struct txn_env *e)
     indoubt_stop(e);     /* so does it */
 }
 
-void txn_env_set_wal(struct txn_env *e, struct wal *w) { e->wal = w; }
+void txn_env_set_wal(struct txn_env *e, struct wal *w)
+{
+    e->wal = w;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t us = ((uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u) &
+                  ((1ull << 48) - 1);
+    __atomic_store_n(&e->txseq, w ? (us ? us : 1) : 0, __ATOMIC_RELAXED);
+    /* test hooks (durable_2pc): RDKV_TEST_FAULT=decision-exit@N, prepare-exit@N or
+     * commit-exit@N makes node N _exit right after its next DECISION (as coordinator) or
+     * PREPARE (as participant) record is durable, or when a COMMIT reaches it (as participant)
+     * before its COMMIT record is written */
+    const char *f = getenv("RDKV_TEST_FAULT");
+    const char *at = f ? strchr(f, '@') : NULL;
+    if (w && at && strtol(at + 1, NULL, 10) == e->me) {
+        if (!strncmp(f, "decision-exit@", 14)) e->fault = TXN_FAULT_EXIT_AFTER_DECISION;
+        else if (!strncmp(f, "prepare-exit@", 13)) e->fault = TXN_FAULT_EXIT_AFTER_PREPARE;
+        else if (!strncmp(f, "commit-exit@", 12)) e->fault = TXN_FAULT_EXIT_AT_COMMIT;
+    }
+}
 
 void txn_env_close(struct txn_env *e)
 {
@@ -705,14 +759,25 @@ void txn_env_close(struct txn_env *e)
         if (p) e->prep = p->next;
         pthread_mutex_unlock(&e->pmu);
         if (!p) break;
-        part_abort(e, p);
+        /* (shutting down is no decision: no END, the log keeps it in doubt) */
+        p->logged = false;
+        if (p->rt) {
+            txn_worker_destroy(p->rw);
+            free(p->bytes);
+            free(p);
+        } else {
+            part_abort(e, p);
+        }
     }
     pthread_mutex_destroy(&e->pmu);
     while (e->crecs) {
         struct coord_rec *r = e->crecs;
         e->crecs = r->next;
+        free(r->pend);
         free(r);
     }
+    txn_recovery_free(e->recov);
+    pthread_cond_destroy(&e->rcv);
     pthread_mutex_destroy(&e->cmu);
     free(e->tombs);
     free(e->down);
@@ -1236,6 +1301,10 @@ int txn_begin(struct txn_worker *w, struct txn **out)
     t->nbytes = 0;
     w->seq++;
     t->txid = (uint64_t)w->e->me << 48 | (uint64_t)w->wid << 32 | w->seq;
+    if (__atomic_load_n(&w->e->txseq, __ATOMIC_RELAXED))
+        t->txid = (uint64_t)w->e->me << 48 |
+                  (__atomic_add_fetch(&w->e->txseq, 1, __ATOMIC_RELAXED) & ((1ull << 48) - 1));
+    t->log_txid = 0;
     t->ts = ts_fresh(w->e);
     *out = t;
     return 0;
@@ -1520,6 +1589,262 @@ static void fence_keep(struct txn *t, uint16_t node, uint8_t decision)
     __atomic_sub_fetch(&e->fst.pending, 1, __ATOMIC_RELAXED);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The logged commit's coordinator (docs/transactions.md, "The logged commit"). */
+
+/* Makes the commit decision durable: this node's own writes as a PREPARE (mine), then the
+ * DECISION naming the other participants, one wait for both (the log is a prefix). */
+static int log_decision(struct txn_env *e, uint64_t txid, struct prepared *mine,
+                        const uint16_t *nodes, unsigned nr)
+{
+    int rc = mine ? part_log_prepare(e, mine, false) : 0;
+    if (rc) return rc;
+    uint8_t buf[3 + 2 * (nr ? nr : 1)];
+    buf[0] = WAL_DECIDE_COMMIT;
+    buf[1] = (uint8_t)nr;
+    buf[2] = (uint8_t)(nr >> 8);
+    for (unsigned i = 0; i < nr; i++) {
+        buf[3 + 2 * i] = (uint8_t)nodes[i];
+        buf[4 + 2 * i] = (uint8_t)(nodes[i] >> 8);
+    }
+    uint64_t lsn;
+    rc = wal_commit(e->wal, WAL_DECISION, txid, buf, 3 + 2 * nr, &lsn);
+    if (rc) return rc;
+    if (e->fault == TXN_FAULT_EXIT_AFTER_DECISION) {
+        log_warn("test hook: exiting after the DECISION of txn %llx", (unsigned long long)txid);
+        _exit(9);
+    }
+    return 0;
+}
+
+/* Every participant confirmed txid's commit: END, not waited for (lost, the restarted node
+ * delivers the decision again and the participants answer "done"). */
+static void log_end(struct txn_env *e, uint64_t txid)
+{
+    uint64_t lsn;
+    if (wal_append(e->wal, WAL_END, txid, NULL, 0, &lsn))
+        log_warn("txn %llx: its END record was not logged", (unsigned long long)txid);
+}
+
+/* After the COMMITs of a logged decision: END if every participant confirmed, else the
+ * unconfirmed ones are kept with the record and the in-doubt thread delivers again. */
+static void coord_pending(struct txn_env *e, uint64_t txid, const uint16_t *nodes,
+                          const int *st, unsigned nr)
+{
+    unsigned np = 0;
+    for (unsigned i = 0; i < nr; i++)
+        if (st[i]) np++;
+    uint16_t *pend = np ? calloc(np, sizeof *pend) : NULL;
+    if (!np || !pend) {
+        if (np) log_error("txn %llx: no memory to deliver its commit again: its participants "
+                          "ask for it", (unsigned long long)txid);
+        else log_end(e, txid);
+        return;
+    }
+    np = 0;
+    for (unsigned i = 0; i < nr; i++)
+        if (st[i]) pend[np++] = nodes[i];
+    pthread_mutex_lock(&e->cmu);
+    struct coord_rec *r = *crec_find(e, txid);
+    if (r) {
+        r->refs++;
+        r->pend = pend;
+        r->npend = np;
+        r->next_try = clock_now_ns() + DELIVER_AGAIN_NS;
+        pend = NULL;
+    }
+    pthread_mutex_unlock(&e->cmu);
+    free(pend);
+    txn_indoubt_kick(e);
+}
+
+#define DELIVER_BATCH 32
+
+/* One participant confirmed (0, or "not prepared here": it voted yes with a durable PREPARE,
+ * so it forgets it only after an outcome record, and the only outcome is this commit). */
+static void coord_delivered(struct txn_env *e, uint64_t txid, uint16_t node)
+{
+    bool done = false;
+    pthread_mutex_lock(&e->cmu);
+    struct coord_rec *r = *crec_find(e, txid);
+    for (unsigned i = 0; r && i < r->npend; i++)
+        if (r->pend[i] == node) {
+            r->pend[i] = r->pend[--r->npend];
+            done = r->npend == 0;
+            break;
+        }
+    pthread_mutex_unlock(&e->cmu);
+    if (!done) return;
+    log_end(e, txid);
+    coord_update(e, txid, 0, -1);
+}
+
+int64_t coord_deliver_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
+{
+    uint64_t tx[DELIVER_BATCH];
+    uint16_t nd[DELIVER_BATCH];
+    unsigned n = 0;
+    int64_t next = INT64_MAX;
+    pthread_mutex_lock(&e->cmu);
+    for (struct coord_rec *r = e->crecs; r; r = r->next) {
+        if (!r->npend) continue;
+        if (r->next_try <= now) {
+            for (unsigned i = 0; i < r->npend && n < DELIVER_BATCH; i++)
+                if (!txn_env_is_down(e, r->pend[i])) {
+                    tx[n] = r->txid;
+                    nd[n++] = r->pend[i];
+                }
+            r->next_try = now + DELIVER_AGAIN_NS;
+        }
+        if (r->next_try < next) next = r->next_try;
+    }
+    pthread_mutex_unlock(&e->cmu);
+    for (unsigned i = 0; i < n; i++) {
+        struct fab_buf resp = {0};
+        int rc = txn_call_txid(c, nd[i], TXN_RPC_COMMIT, tx[i], &resp);
+        fab_buf_free(&resp);
+        if (rc == 0 || rc == RDKV_ENOTFOUND) coord_delivered(e, tx[i], nd[i]);
+    }
+    return n == DELIVER_BATCH ? now : next;
+}
+
+/* Lock a recovered in-doubt transaction's writes (wal_writes_unpack's callback). */
+static int lock_write(void *arg, const struct wal_write *w)
+{
+    struct txn *t = arg;
+    if (w->op == WAL_OP_PUT) return txn_put(t, w->key, w->klen, w->val, w->vlen);
+    int rc = txn_del(t, w->key, w->klen);
+    return rc == RDKV_ENOTFOUND ? 0 : rc;
+}
+
+int txn_recover_lock(struct txn_env *e, struct fab_ctx *c, struct txn_recovery *r)
+{
+    for (struct rprep *rp = r->preps; rp; rp = rp->next) {
+        if (rp->coord == e->me) continue; /* (own ones: txn_recovery_own) */
+        if (rp->coord >= e->n) {
+            log_error("txn %llx: in doubt, but its coordinator, node %u, is not in this cluster "
+                      "(%u nodes): its PREPARE is left in the log", (unsigned long long)rp->txid,
+                      rp->coord, e->n);
+            continue;
+        }
+        struct txn_worker *w = NULL;
+        struct txn *t = NULL;
+        struct prepared *p = calloc(1, sizeof *p);
+        int rc = p ? txn_worker_create_on(e, c, &w) : RDKV_ENOMEM;
+        if (!rc) txn_worker_set_lock_timeout(w, 5 * NS_PER_S); /* (nobody else runs yet) */
+        if (!rc) rc = txn_begin(w, &t);
+        if (!rc) rc = wal_writes_unpack(rp->w, rp->len, lock_write, t);
+        if (rc) {
+            log_error("txn %llx: in doubt, but its rows could not be locked: %s",
+                      (unsigned long long)rp->txid, rdkv_strerror(rc));
+            txn_worker_destroy(w);
+            free(p);
+            return rc;
+        }
+        p->txid = rp->txid;
+        p->coord = rp->coord;
+        p->rw = w;
+        p->rt = t;
+        p->bytes = rp->w; /* (kept: a commit that must be tried again) */
+        p->wlen = rp->len;
+        rp->w = NULL;
+        p->next_ask = 0; /* ask at once */
+        part_record(e, p);
+        pthread_mutex_lock(&e->pmu);
+        e->indoubt_armed = true;
+        pthread_mutex_unlock(&e->pmu);
+    }
+    return 0;
+}
+
+int txn_env_recover(struct txn_env *e, struct txn_recovery *r, char *err, size_t errcap)
+{
+    /* the commit decisions not known to have reached every participant: delivered again, and
+     * what a participant that asks is told */
+    while (r->decs) {
+        struct rdec *d = r->decs;
+        r->decs = d->next;
+        struct coord_rec *c = calloc(1, sizeof *c);
+        bool ok = c != NULL;
+        for (unsigned i = 0; ok && i < d->n; i++) ok = d->nodes[i] < e->n && d->nodes[i] != e->me;
+        if (!ok) {
+            snprintf(err, errcap, "the commit decision of txn %llx in the log %s",
+                     (unsigned long long)d->txid,
+                     c ? "names a node outside this cluster" : "cannot be kept: no memory");
+            free(c);
+            free(d->nodes);
+            free(d);
+            txn_recovery_free(r);
+            return c ? RDKV_EPROTO : RDKV_ENOMEM;
+        }
+        c->txid = d->txid;
+        c->state = TXN_STATE_COMMITTED;
+        c->pend = d->nodes;
+        c->npend = d->n;
+        c->refs = 1;
+        free(d);
+        pthread_mutex_lock(&e->cmu);
+        c->next = e->crecs;
+        e->crecs = c;
+        pthread_mutex_unlock(&e->cmu);
+    }
+    /* the in-doubt ones: their rows locked by the in-doubt thread, which then asks */
+    pthread_mutex_lock(&e->imu);
+    e->recov = r;
+    e->recov_rc = 0;
+    e->ikick = true;
+    pthread_cond_signal(&e->icv);
+    int64_t until_ns = clock_now_ns() + 60 * NS_PER_S;
+    while (!e->recov_rc && clock_now_ns() < until_ns) {
+        struct timespec until = clock_ts(until_ns);
+        pthread_cond_timedwait(&e->rcv, &e->imu, &until);
+    }
+    int rc = e->recov_rc == 1 ? 0 : e->recov_rc ? e->recov_rc : RDKV_ETIMEDOUT;
+    pthread_mutex_unlock(&e->imu);
+    if (rc) snprintf(err, errcap, "cannot lock the rows of the in-doubt transactions found in the "
+                     "log: %s", rdkv_strerror(rc));
+    return rc;
+}
+
+int txn_recovered_finish(struct txn_env *e, struct prepared *p, bool commit)
+{
+    struct txn *t = p->rt;
+    int rc = 0;
+    if (commit) {
+        t->log_txid = p->txid; /* its COMMIT record settles the PREPARE at the next replay */
+        rc = txn_commit(t);
+        /* a lease of its locks ran out while it waited (the point locks of inserted keys
+         * cannot be refreshed): the decision is commit, so it is taken again and committed */
+        for (int again = 0; rc == RDKV_EABORTED && again < 10; again++) {
+            rc = txn_begin(p->rw, &t);
+            if (!rc) rc = wal_writes_unpack(p->bytes, p->wlen, lock_write, t);
+            if (!rc) {
+                t->log_txid = p->txid;
+                rc = txn_commit(t);
+            } else if (t) {
+                txn_abort(t);
+            }
+        }
+        if (rc)
+            log_error("txn %llx: decided commit, but its commit here failed: %s",
+                      (unsigned long long)p->txid, rdkv_strerror(rc));
+    } else {
+        txn_abort(t);
+        if (e->wal) log_end(e, p->txid);
+    }
+    txn_worker_destroy(p->rw);
+    free(p->bytes);
+    free(p);
+    return rc;
+}
+
+void txn_recovered_refresh(struct prepared *p)
+{
+    struct txn *t = p->rt;
+    for (uint32_t i = 0; i < t->nents; i++)
+        if (t->ents[i].lk.mode) lock_refresh(&t->ents[i].lk);
+}
+
 /* Sends one RPC to each of n nodes at once and waits for all: one round. */
 static void fanout(struct txn_worker *w, unsigned n, const uint16_t *nodes, uint16_t type,
                    const void *const *reqs, const size_t *lens, int *status)
@@ -1598,7 +1923,7 @@ static int commit_writes(struct txn *t, uint32_t nw)
         if (!mine) rc = RDKV_ENOMEM;
         else {
             memcpy(mine, ops, k * sizeof *mine);
-            rc = part_prepare(e, t->txid, e->me, mine, k, NULL, &p);
+            rc = part_prepare(e, t->log_txid ? t->log_txid : t->txid, e->me, mine, k, NULL, &p);
         }
         if (!rc && !leases_ok(t)) {
             part_abort(e, p);
@@ -1680,7 +2005,24 @@ static int commit_writes(struct txn *t, uint32_t nw)
             idr[i] = idb;
             idl[i] = 8;
         }
-        if (rc) {
+        /* the decision is durable before the first COMMIT leaves (the logged commit) */
+        bool undecided = false;
+        if (!rc && e->wal && (rc = log_decision(e, txid, mine, rnodes, nr))) {
+            log_error("txn %llx: its commit decision was not made durable (%s): the outcome "
+                      "stays unknown until this node restarts and reads its log",
+                      (unsigned long long)txid, rdkv_strerror(rc));
+            undecided = true;
+        }
+        if (undecided) {
+            /* the record may be on disk or not: nobody is told anything, and the participants
+             * are told "active" (the record stays) until a restart reads the log */
+            if (mine) {
+                mine->logged = false;
+                part_abort(e, mine);
+            }
+            rec = false;
+            rc = RDKV_EUNKNOWN;
+        } else if (rc) {
             /* Abort everywhere it was prepared. A participant that did not answer (its PREPARE
              * may still arrive, or its ABORT was lost) keeps our locks there until it has
              * resolved the abort (a late PREPARE is then refused). */
@@ -1711,6 +2053,7 @@ static int commit_writes(struct txn *t, uint32_t nw)
                     if (no_answer(st[i])) fence_keep(t, rnodes[i], TXN_RESOLVE_COMMIT);
                     rc = RDKV_EUNKNOWN;
                 }
+            if (e->wal) coord_pending(e, txid, rnodes, st, nr);
         }
         if (rec) coord_update(e, txid, 0, -1);
         for (uint32_t p = 0; p < np; p++) pack_w_free(&pw[p]);

@@ -61,6 +61,7 @@ enum txn_conflict {
 int txn_conflict_parse(const char *name);
 const char *txn_conflict_name(int policy);
 
+struct wal;
 /* A node's transaction layer: its store, the algorithms, the prepared transactions it takes
  * part in, and what it knows of its peers. */
 struct txn_cfg {
@@ -82,6 +83,9 @@ struct txn_cfg {
     int64_t commit_timeout_ns; /* how long a commit waits for a participant's answer before it
                                   reports RDKV_EUNKNOWN (default 5 s) */
     int conflict;            /* enum txn_conflict (default TXN_CONFLICT_DEFAULT) */
+    struct wal *wal;         /* the node's redo log (NULL: none, the default): as
+                                txn_env_set_wal, and the handlers that wait for it (PREPARE,
+                                COMMIT, APPLY, RESOLVE) run on the RPC threads, not inline */
 };
 /* timeout: wait-die and no-wait commit ~7x more on a few hot keys, but away from them they
  * abort short conflicts that timeout waits out, and wait-die pays two round trips more per
@@ -106,12 +110,32 @@ bool txn_env_enter(struct txn_env *e);
 void txn_env_leave(struct txn_env *e);
 /* Aborts every prepared transaction still waiting for a decision and frees the layer. */
 void txn_env_close(struct txn_env *e);
-/* Gives the layer the node's redo log (storage/wal.h; NULL: none, the default): from then on
- * every commit applied here makes a COMMIT record of its writes durable first (part_commit).
- * Only for one-node clusters so far: PREPAREs are not logged (docs/storage.md). Set before the
- * node serves; the log outlives the layer. */
-struct wal;
+/* Gives the layer the node's redo log (prefer txn_cfg.wal, which also takes the handlers that
+ * wait for the log off the service thread) (storage/wal.h; NULL: none, the default): from then on
+ * every commit applied here makes a COMMIT record of its writes durable first (part_commit),
+ * a participant's PREPARE record is durable before it votes yes, and a coordinator's commit
+ * DECISION before its first COMMIT leaves (docs/transactions.md, "The logged commit"). Set
+ * before the node serves; the log outlives the layer. */
 void txn_env_set_wal(struct txn_env *e, struct wal *w);
+/* Restart with a redo log (docs/transactions.md, "The logged commit"). The replay feeds each
+ * record, in LSN order, to txn_recovery_rec (COMMIT, PREPARE, DECISION, END: RDKV_EPROTO for a
+ * payload that does not decode). Then txn_recovery_own calls fn for each transaction this node
+ * coordinated whose commit DECISION is logged but whose own writes have no COMMIT record: fn
+ * installs the writes and logs them as a COMMIT (before the node serves). txn_env_recover,
+ * after txn_env_open and before the node serves, takes r: the commit decisions without an END
+ * are delivered again to their participants (and answered to their queries), and PREPAREs of
+ * other coordinators without an outcome become in-doubt transactions again, their rows locked
+ * exclusively by local transactions until their coordinator's answer. */
+struct wal_rec;
+struct txn_recovery;
+int txn_recovery_create(uint16_t me, struct txn_recovery **out);
+int txn_recovery_rec(struct txn_recovery *r, const struct wal_rec *rec);
+int txn_recovery_own(struct txn_recovery *r,
+                     int (*fn)(void *arg, uint64_t txid, const void *writes, uint32_t len),
+                     void *arg);
+void txn_recovery_counts(const struct txn_recovery *r, unsigned *indoubt, unsigned *decisions);
+void txn_recovery_free(struct txn_recovery *r);
+int txn_env_recover(struct txn_env *e, struct txn_recovery *r, char *err, size_t errcap);
 struct fabric *txn_env_fabric(struct txn_env *e);
 struct store *txn_env_store(struct txn_env *e);
 const struct txn_cfg *txn_env_cfg(struct txn_env *e);
@@ -119,7 +143,8 @@ const struct txn_cfg *txn_env_cfg(struct txn_env *e);
  * once) and up again. */
 void txn_env_set_down(struct txn_env *e, uint16_t node, bool down);
 bool txn_env_is_down(struct txn_env *e, uint16_t node);
-/* A peer declared down: abort the transactions it coordinated that are prepared here. */
+/* A peer declared down: abort the transactions it coordinated that are prepared here -- only
+ * without a redo log; with one they are kept and asked about until it is back. */
 void txn_env_peer_lost(struct txn_env *e, uint16_t node);
 
 /* What the layer's fencing did (docs/transactions.md, "Fencing"), for status and tests. */

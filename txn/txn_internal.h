@@ -11,6 +11,16 @@
 #include <pthread.h>
 
 #define RESOLVE_RPC_TIMEOUT_NS (500 * NS_PER_MS) /* RESOLVE and QUERY, one ask */
+#define DELIVER_AGAIN_NS (250 * NS_PER_MS)      /* a logged decision's COMMIT, sent again */
+
+/* Test hooks of the logged commit: the node _exits right after the record is durable. */
+enum txn_fault {
+    TXN_FAULT_NONE,
+    TXN_FAULT_EXIT_AFTER_DECISION, /* decision-exit@N: the coordinator, after its DECISION */
+    TXN_FAULT_EXIT_AFTER_PREPARE,  /* prepare-exit@N: a participant, after its PREPARE */
+    TXN_FAULT_EXIT_AT_COMMIT,      /* commit-exit@N: a participant, on a COMMIT, before its
+                                      COMMIT record */
+};
 
 /* One write of a commit, as the coordinator sends it to the key's owner. */
 enum wop_kind { WOP_UPDATE = 1, WOP_INSERT = 2, WOP_DELETE = 3 };
@@ -38,6 +48,12 @@ struct prepared {
     void *bytes;
     size_t charge;    /* a PREPARE's request bytes, counted against the caps (0: not counted) */
     int64_t next_ask; /* when to ask its coordinator about it (a PREPARE kept: in doubt) */
+    bool logged;      /* its PREPARE record is in the redo log: an abort logs END */
+    /* re-established from the log at start (txn_env_recover): no staged ops; its rows are
+     * locked by a local transaction of this node (rt on worker rw) holding its writes */
+    struct txn_worker *rw;
+    struct txn *rt;
+    uint32_t wlen; /* ... and its writes (the PREPARE record's payload) in bytes, wlen long */
 };
 
 /* An RPC handler of the layer and the environment it serves (part.c guards every one). */
@@ -82,6 +98,10 @@ struct txn_env {
     uint16_t me;
     unsigned n;
     struct wal *wal; /* the redo log, or NULL (txn_env_set_wal) */
+    /* with a redo log, txids are this counter's values (atomic), started at the wall clock's
+     * microseconds, so that a restarted coordinator never reuses one its log still names */
+    uint64_t txseq;
+    int fault; /* enum txn_fault: a test hook (RDKV_TEST_FAULT, read by txn_env_set_wal) */
     uint8_t *down; /* per node, atomic loads/stores */
     uint32_t next_worker;
     uint64_t ts_last;  /* the last start timestamp's clock part (8 us units, atomic) */
@@ -124,7 +144,36 @@ struct txn_env {
     bool ind_started, istop, ikick;
     pthread_mutex_t imu;
     pthread_cond_t icv;
+    /* txn_env_recover hands the in-doubt transactions found in the log to the in-doubt thread,
+     * which locks their rows; rcv says it is done (under imu) */
+    struct txn_recovery *recov;
+    int recov_rc;
+    pthread_cond_t rcv;
 };
+
+/* What the replay of the redo log found of two-phase commits (part.c builds it record by
+ * record; txn_env_recover installs it). */
+struct rprep {
+    struct rprep *next;
+    uint64_t txid;
+    uint16_t coord;
+    uint8_t *w; /* the writes (storage/wal.h's payload) */
+    uint32_t len;
+};
+struct rdec {
+    struct rdec *next;
+    uint64_t txid;
+    uint16_t n;
+    uint16_t *nodes;
+};
+struct txn_recovery {
+    uint16_t me;
+    struct rprep *preps; /* PREPAREs with no COMMIT or END after them */
+    struct rdec *decs;   /* commit DECISIONs with no END after them */
+};
+/* The in-doubt thread's part of txn_env_recover: locks the rows of r's in-doubt transactions
+ * with local transactions of c and records them. */
+int txn_recover_lock(struct txn_env *e, struct fab_ctx *c, struct txn_recovery *r);
 
 /* Encoding of PREPARE / APPLY: u64 txid, u16 coordinator, u32 n, then n times {u8 kind, u64 row,
  * u64 lock token, u64 range token, u32 klen, key, u32 vlen, val}. */
@@ -153,8 +202,33 @@ struct coord_rec {
     struct coord_rec *next;
     uint64_t txid;
     uint8_t state;  /* enum txn_state */
-    unsigned refs;  /* the commit running, and each fence kept with a commit decision */
+    unsigned refs;  /* the commit running, each fence kept with a commit decision, and the
+                       delivery of a logged commit decision (while npend) */
+    /* a logged commit decision not yet confirmed by these participants: the in-doubt thread
+     * sends them COMMIT again (coord_deliver_step); at 0 the END record is logged */
+    uint16_t *pend;
+    unsigned npend;
+    int64_t next_try;
 };
+/* One RPC whose request is a txid (QUERY, COMMIT) from a background thread: one ask, bounded
+ * by RESOLVE_RPC_TIMEOUT_NS. */
+int txn_call_txid(struct fab_ctx *c, uint16_t node, uint16_t type, uint64_t txid,
+                  struct fab_buf *resp);
+/* The delivery of logged decisions, on the in-doubt thread: returns when it wants to run
+ * again (INT64_MAX: nothing pending). */
+int64_t coord_deliver_step(struct txn_env *e, struct fab_ctx *c, int64_t now);
+
+/* The logged two-phase commit (docs/transactions.md, "The logged commit"). A PREPARE record:
+ * u16 coordinator, then the writes (storage/wal.h's payload). part_log_prepare appends it (and
+ * waits when wait) and marks p logged. */
+int part_log_prepare(struct txn_env *e, struct prepared *p, bool wait);
+/* A recovered in-doubt transaction's outcome (txn.c): commits its writes under the locks it
+ * holds, logging COMMIT under its own txid, or aborts and logs END; frees p. */
+int txn_recovered_finish(struct txn_env *e, struct prepared *p, bool commit);
+/* Refreshes the row locks' leases of a recovered transaction. */
+void txn_recovered_refresh(struct prepared *p);
+/* Whether txid is a recovered in-doubt transaction here (pmu held). */
+bool part_recovered_locked(struct txn_env *e, uint64_t txid);
 /* What the coordinator knows of txid (enum txn_state). */
 uint8_t coord_state(struct txn_env *e, uint64_t txid);
 

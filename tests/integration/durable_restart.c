@@ -3,9 +3,9 @@
  * one-shot puts, overwrites and deletes and a multi-key transaction, is killed with SIGKILL, is
  * started again on the same port and data directory, and must answer every key as it was last
  * acknowledged (deleted keys absent). Then: the same data directory under another cluster's
- * config is refused with a clear message, and --data-dir on a multi-node cluster is refused
- * (logged two-phase commit is not built yet). checkpoint_restart: the same through checkpoints
- * written while rows change, and the log replayed from the newest one's LSN. */
+ * config is refused with a clear message. (Multi-node clusters: durable_2pc.) checkpoint_restart:
+ * the same through checkpoints written while rows change, and the log replayed from the newest
+ * one's LSN. disk_faults: a full or failing disk. */
 #include "tests/harness.h"
 #include "tests/testenv.h"
 
@@ -156,13 +156,6 @@ static void test_kill_restart(void)
     if (!rc) launch_stop(&L2, 10 * NS_PER_S);
     else fprintf(stderr, "  (refused as expected: %s)\n", err);
 
-    /* two nodes: not durable yet, so refused rather than half durable */
-    opts(&lo2, 2, cdir2);
-    err[0] = 0;
-    rc = launch_start(&L2, &lo2, err, sizeof err);
-    CHECK(rc != 0);
-    CHECK(strstr(err, "one-node") != NULL);
-    if (!rc) launch_stop(&L2, 10 * NS_PER_S);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", top);
     CHECK(system(cmd) == 0);
