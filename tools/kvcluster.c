@@ -28,7 +28,7 @@ static const char usage[] =
     "        DIR/node-I.pid, and returns once every node is ready.\n"
     "restart starts node I of the cluster in DIR again, after it stopped or was killed, with\n"
     "        the options it was started with, on its old port (a --durable node comes back\n"
-    "        with its data: it replays its redo log).\n"
+    "        with its data: it replays its redo log), and returns once its peers see it up.\n"
     "status  shows each node's process and what it answers to a status request.\n"
     "stop    stops every node of the cluster in DIR (SIGTERM, then SIGKILL after 10 s).\n"
     "secret  writes a fresh DIR/cluster.secret (the node secret: name it in a config with\n"
@@ -121,6 +121,58 @@ static int opts_load(const char *dir, struct launch_opts *lo, char *buf, size_t 
     return bad;
 }
 
+/* Waits (bounded) until every other running node of L sees `node` up again: a restarted node
+ * serves its partition only once its peers stopped treating it as down. 0, or 1 with a line. */
+static int wait_seen_up(struct launch *L, unsigned node)
+{
+    struct fab_opts o;
+    fab_opts_init(&o);
+    o.cluster = &L->cc;
+    o.node = FAB_NODE_CLIENT;
+    o.transport = FAB_SOFT;
+    if (L->cc.transport[0]) fab_transport_parse(L->cc.transport, &o.transport);
+    o.connect_timeout_ns = NS_PER_S;
+    struct fabric *f = NULL;
+    struct fab_ctx *c = NULL;
+    char err[512] = "", want[64];
+    if (fab_open(&o, &f, err, sizeof err) || fab_ctx_create(f, &c)) {
+        fprintf(stderr, "kvcluster: error: %s\n", err[0] ? err : "cannot open the fabric");
+        if (f) fab_close(f);
+        return 1;
+    }
+    snprintf(want, sizeof want, "{\"node\":%u,", node);
+    struct fab_buf resp = {0};
+    int64_t until = clock_now_ns() + 60 * NS_PER_S;
+    unsigned waiting = 0;
+    for (;;) {
+        waiting = 0;
+        for (unsigned j = 0; j < L->n; j++) {
+            if (j == node || !launch_alive(L, j)) continue;
+            bool up = false;
+            if (fab_rpc_call(c, (uint16_t)j, KV_RPC_STATUS, NULL, 0, &resp, 2 * NS_PER_S) == 0) {
+                /* the peers array's entry for node: ... "state":"up"} */
+                char *js = strndup((const char *)resp.data, resp.len);
+                const char *at = js ? strstr(js, "\"peers\"") : NULL;
+                if (at) at = strstr(at, want);
+                const char *end = at ? strchr(at, '}') : NULL;
+                const char *st = at ? strstr(at, "\"state\":\"up\"") : NULL;
+                up = st && end && st < end;
+                free(js);
+            }
+            if (!up) waiting++;
+        }
+        if (!waiting || clock_now_ns() >= until) break;
+        clock_sleep_ns(100 * NS_PER_MS); /* (bounded: the peers' next heartbeat) */
+    }
+    fab_buf_free(&resp);
+    fab_ctx_destroy(c);
+    fab_close(f);
+    if (waiting)
+        fprintf(stderr, "kvcluster: error: node %u runs, but %u peer(s) still see it down after "
+                        "60 s (see their logs)\n", node, waiting);
+    return waiting ? 1 : 0;
+}
+
 static int cmd_restart(const char *dir, unsigned node, bool init)
 {
     struct launch L;
@@ -140,6 +192,7 @@ static int cmd_restart(const char *dir, unsigned node, bool init)
         fprintf(stderr, "kvcluster: error: %s\n", err);
         rc = 1;
     }
+    if (!rc) rc = wait_seen_up(&L, node);
     if (!rc)
         printf("restarted node %u  %s:%u  pid %d  log %s/node-%u.log%s\n", node,
                L.cc.nodes[node].host, L.cc.nodes[node].port, (int)L.pids[node], dir, node,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The main job: build rdkv, start a 3-node local cluster (soft transport) with tools/cluster.sh,
-# load some keys, show kvctl's get/put/del/scan/txn/shell/status against it, run a short
-# transactional workload with kvbench and print its throughput and latency, and stop every node
-# it started (also on Ctrl-C or an error). Installs missing Debian packages when run as root.
+# The main job: build rdkv, start a 3-node durable local cluster (soft transport) with
+# tools/cluster.sh, load some keys, show kvctl's get/put/del/scan/txn/shell/status against it, run
+# a short transactional workload with kvbench and print its throughput and latency, kill a node
+# with kill -9 and restart it with its data, and stop every node it started (also on Ctrl-C or
+# an error). Installs missing Debian packages when run as root.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$root/tools/deps.sh"
@@ -32,8 +33,8 @@ run() {
     "$bin/kvctl" "$@"
 }
 
-say "starting a 3-node rdkv cluster (soft transport) in $dir"
-eval "$("$root/tools/cluster.sh" start 3 "$dir" --transport soft --bench)"
+say "starting a 3-node durable rdkv cluster (soft transport, a redo log per node) in $dir"
+eval "$("$root/tools/cluster.sh" start 3 "$dir" --transport soft --bench --durable)"
 echo "KVCTL_ENDPOINTS=$KVCTL_ENDPOINTS"
 echo "RDKV_SECRET_FILE=$RDKV_SECRET_FILE (the client secret; the node secret is $dir/cluster.secret)"
 kvctl=$bin/kvctl
@@ -89,6 +90,17 @@ say "YCSB workload B, remote mode (kvbench's threads on rdkv_connect sessions)"
 say "TPC-C on this cluster (1 warehouse per node, tables scaled down for a demo), then its consistency check"
 "$bin/kvbench" tpcc --endpoints "$KVCTL_ENDPOINTS" --secret-file "$ns" --items 2000 --customers 100 --seconds "$secs" \
     --status-interval 0 | grep -E 'tpmC|Return=|^condition|^consistency'
+
+say "a node killed with kill -9 and restarted: it replays its redo log, and its keys are intact"
+pid=$(cat "$dir/node-1.pid")
+echo "\$ kill -9 $pid   # node 1"
+kill -9 "$pid"
+for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+run kvctl status || true
+echo "\$ tools/cluster.sh restart $dir 1"
+"$root/tools/cluster.sh" restart "$dir" 1 >/dev/null
+grep -h "replayed" "$dir/node-1.log" | tail -1
+run kvctl scan user:000 user:006
 
 say "stopping the cluster"
 "$root/tools/cluster.sh" stop "$dir"
