@@ -94,7 +94,8 @@ const char node_usage[] =
     "  --sessions-per-conn N remote sessions one client connection may hold open (default 1024)\n"
     "  --session-threads N   threads that run the remote sessions' transactions, each as a task\n"
     "                        (default 2)\n"
-    "  --rpc-threads N       threads that run RPC handlers (default 2)\n"
+    "  --rpc-threads N       threads that run RPC handlers (default 2; 16 with --data-dir,\n"
+    "                        where each commit RPC waits on its thread for its fdatasync)\n"
     "  --max-conns N         connections open at once, nodes' and clients' (default 1024);\n"
     "                        beyond it a connection is refused with \"busy\"\n"
     "  --conn-out-max SIZE   replies a connection may have queued (and requests running)\n"
@@ -223,7 +224,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
     opterr = 0;
     optind = 1;
     int ch;
-    bool durability_given = false, ckpt_given = false;
+    bool durability_given = false, ckpt_given = false, rpc_threads_given = false;
     uint64_t v;
     int64_t d;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -333,6 +334,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         case O_RPC_THREADS:
             if (parse_uint_range(optarg, 1, 64, &v)) BAD("bad --rpc-threads '%s' (1..64)", optarg);
             o->fab.rpc_threads = (unsigned)v;
+            rpc_threads_given = true;
             break;
         case O_MAXCONNS:
             if (parse_uint_range(optarg, 4, 1000000, &v)) BAD("bad --max-conns '%s' (4..1000000)", optarg);
@@ -427,6 +429,10 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
     if (durability_given && !o->data_dir) BAD("--durability needs --data-dir");
     if (ckpt_given && !o->data_dir) BAD("--checkpoint-every needs --data-dir");
     if (o->init && !o->data_dir) BAD("--init needs --data-dir");
+    /* A durable node's commit RPCs (APPLY, PREPARE, COMMIT) each wait on an RPC thread for the
+     * fdatasync that covers their record: with 2 threads, a group could never hold more than 2
+     * of them. The waits sleep (futex), so more threads cost little. */
+    if (o->data_dir && !rpc_threads_given) o->fab.rpc_threads = NODE_DURABLE_RPC_THREADS;
     if (o->fault_wal && !o->data_dir) BAD("--fault-wal needs --data-dir");
     if (o->fab.listen_fd >= 0 && fcntl(o->fab.listen_fd, F_GETFD) < 0)
         BAD("--listen-fd does not name an open descriptor");

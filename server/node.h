@@ -10,6 +10,9 @@
 #include "txn/txn.h"
 
 #include <stdbool.h>
+
+/* --rpc-threads' default with --data-dir (docs/storage.md, "In the node"). */
+#define NODE_DURABLE_RPC_THREADS 16u
 #include <stdint.h>
 
 #define NODE_VERSION "0.1.0"
