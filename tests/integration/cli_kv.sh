@@ -112,6 +112,9 @@ expect "kvbench on a production node" 1 "not enabled on this node (start it with
 # kvbench with a client's credential: refused at once, and told which secret it needs
 expect "kvbench with a client secret" 1 "needs the cluster's node secret" -- "$bin/kvbench" ycsb load --endpoints "$eps" -p recordcount=10
 
+# examples/bank.c out of the box, with the client secret cluster.sh exported
+expect "the bank example" 0 "moved 30 from example:alice to example:bob" -- "$bin/example_bank" "$eps"
+
 # Point operations.
 expect "put" 0 "OK" -- "$kv" put greeting "hello world" && same "put prints OK" "OK"
 expect "get" 0 "" -- "$kv" get greeting && same "get round trip" "hello world"
