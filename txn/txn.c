@@ -1874,6 +1874,185 @@ static void fanout(struct txn_worker *w, unsigned n, const uint16_t *nodes, uint
     w->stats.rounds++;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Commit: three paths, by where the writes go -- this node's partition alone (commit_local), one
+ * other partition (commit_apply: one APPLY), several (commit_2pc). Each answers by one rule:
+ *   0              committed;
+ *   RDKV_EABORTED  nothing was installed anywhere (a lease ran out, a fence found a lock gone,
+ *                  a participant voted no): retry;
+ *   RDKV_EUNAVAILABLE  nothing was installed anywhere, because a participant was down or did
+ *                  not answer *before* anything could be installed (a PREPARE unanswered: the
+ *                  transaction is aborted): retry when it is back;
+ *   RDKV_EUNKNOWN  something may have been installed: a request that installs (APPLY, COMMIT)
+ *                  or the decision itself went unanswered or unlogged -- the locks it needs stay
+ *                  kept (fence_keep) until the outcome is settled, and the caller must not
+ *                  retry blindly;
+ *   other          as the failing step said (RDKV_ENOMEM, a log's RDKV_EIO / RDKV_ENOSPC
+ *                  before anything was durable).
+ * `ops` holds the writes, grouped by partition: [start[p], start[p + 1]) go to parts[p]. */
+
+/* The writes staged and installed here, under this node's own locks. */
+static int commit_local(struct txn *t, struct wop *ops, uint32_t k)
+{
+    struct txn_env *e = t->w->e;
+    int rc = 0;
+    struct wop *mine = malloc(k * sizeof *mine);
+    struct prepared *p = NULL;
+    if (!mine) rc = RDKV_ENOMEM;
+    else {
+        memcpy(mine, ops, k * sizeof *mine);
+        rc = part_prepare(e, t->log_txid ? t->log_txid : t->txid, e->me, mine, k, NULL, &p);
+    }
+    if (!rc && !leases_ok(t)) {
+        part_abort(e, p);
+        rc = RDKV_EABORTED;
+    } else if (!rc) {
+        rc = part_commit(e, p); /* (RDKV_EABORTED: the fence found a lock gone) */
+    }
+    return rc;
+}
+
+/* One APPLY to the one partition the writes go to: prepared and committed there at once. */
+static int commit_apply(struct txn *t, uint16_t part, struct wop *ops, uint32_t k)
+{
+    struct txn_worker *w = t->w;
+    struct txn_env *e = w->e;
+    int rc = 0;
+    struct pack_w pw;
+    pack_w_init(&pw);
+    txn_wops_pack(&pw, t->txid, e->me, ops, k);
+    if (pw.err) rc = RDKV_ENOMEM;
+    else if (!leases_ok(t)) rc = RDKV_EABORTED;
+    else {
+        struct fab_buf resp = {0};
+        rc = fab_rpc_call(w->c, part, TXN_RPC_APPLY, pw.p, pw.len, &resp,
+                          e->cfg.commit_timeout_ns);
+        fab_buf_free(&resp);
+        w->stats.rounds++;
+        if (no_answer(rc)) {
+            /* it may have been applied, or may be yet: keep its locks there until the
+             * participant says it never will be */
+            fence_keep(t, part, TXN_RESOLVE_APPLY);
+            rc = RDKV_EUNKNOWN;
+        }
+    }
+    pack_w_free(&pw);
+    return rc;
+}
+
+/* Two-phase commit over np partitions (presumed abort; with a log, the logged commit). */
+static int commit_2pc(struct txn *t, uint32_t np, const uint16_t *parts, const uint32_t *start,
+                      struct wop *ops)
+{
+    struct txn_worker *w = t->w;
+    struct txn_env *e = w->e;
+    int rc = 0;
+    struct pack_w pw[np];
+    const void *reqs[np];
+    size_t lens[np];
+    uint16_t rnodes[np];
+    int st[np];
+    memset(rnodes, 0, sizeof rnodes);
+    memset(st, 0, sizeof st);
+    unsigned nr = 0;
+    struct prepared *mine = NULL;
+    for (uint32_t p = 0; p < np; p++) {
+        pack_w_init(&pw[p]);
+        if (parts[p] == e->me) continue;
+        txn_wops_pack(&pw[p], t->txid, e->me, ops + start[p], start[p + 1] - start[p]);
+        if (pw[p].err) rc = RDKV_ENOMEM;
+        reqs[nr] = pw[p].p;
+        lens[nr] = pw[p].len;
+        rnodes[nr++] = parts[p];
+    }
+    /* from here until every participant has answered, a participant that holds it
+     * prepared and asks is told it is active (coord_state) */
+    bool rec = !rc && !(rc = coord_begin(e, t->txid));
+    if (!rc) fanout(w, nr, rnodes, TXN_RPC_PREPARE, reqs, lens, st);
+    else
+        for (unsigned i = 0; i < nr; i++) st[i] = RDKV_ENOMEM;
+    for (uint32_t p = 0; p < np && !rc; p++) {
+        if (parts[p] != e->me) continue;
+        uint32_t cnt = start[p + 1] - start[p];
+        struct wop *lo = malloc(cnt * sizeof *lo);
+        if (!lo) rc = RDKV_ENOMEM;
+        else {
+            memcpy(lo, ops + start[p], cnt * sizeof *lo);
+            rc = part_prepare(e, t->txid, e->me, lo, cnt, NULL, &mine);
+        }
+    }
+    for (unsigned i = 0; i < nr && !rc; i++)
+        if (st[i]) rc = st[i] == RDKV_ETIMEDOUT || st[i] == RDKV_EFLUSHED ||
+                                st[i] == RDKV_ESHUTDOWN
+                            ? RDKV_EUNAVAILABLE
+                            : st[i];
+    if (!rc && !leases_ok(t)) rc = RDKV_EABORTED;
+    uint64_t txid = t->txid;
+    const void *idr[np];
+    size_t idl[np];
+    memset(idr, 0, sizeof idr);
+    memset(idl, 0, sizeof idl);
+    uint8_t idb[8];
+    for (int i = 0; i < 8; i++) idb[i] = (uint8_t)(txid >> (8 * i));
+    for (unsigned i = 0; i < nr; i++) {
+        idr[i] = idb;
+        idl[i] = 8;
+    }
+    /* the decision is durable before the first COMMIT leaves (the logged commit) */
+    bool undecided = false;
+    if (!rc && e->wal && (rc = log_decision(e, txid, mine, rnodes, nr))) {
+        log_error("txn %llx: its commit decision was not made durable (%s): the outcome "
+                  "stays unknown until this node restarts and reads its log",
+                  (unsigned long long)txid, rdkv_strerror(rc));
+        undecided = true;
+    }
+    if (undecided) {
+        /* the record may be on disk or not: nobody is told anything, and the participants
+         * are told "active" (the record stays) until a restart reads the log */
+        if (mine) {
+            mine->logged = false;
+            part_abort(e, mine);
+        }
+        rec = false;
+        rc = RDKV_EUNKNOWN;
+    } else if (rc) {
+        /* Abort everywhere it was prepared. A participant that did not answer (its PREPARE
+         * may still arrive, or its ABORT was lost) keeps our locks there until it has
+         * resolved the abort (a late PREPARE is then refused). */
+        unsigned na = 0;
+        uint16_t anodes[np];
+        int ast[np];
+        for (unsigned i = 0; i < nr; i++) {
+            if (st[i] == 0) anodes[na++] = rnodes[i];
+            else if (no_answer(st[i])) fence_keep(t, rnodes[i], TXN_RESOLVE_ABORT);
+        }
+        if (na) fanout(w, na, anodes, TXN_RPC_ABORT, idr, idl, ast);
+        for (unsigned i = 0; i < na; i++)
+            if (no_answer(ast[i])) fence_keep(t, anodes[i], TXN_RESOLVE_ABORT);
+        if (mine) part_abort(e, mine);
+    } else {
+        coord_update(e, txid, TXN_STATE_COMMITTED, 0); /* the decision, before any COMMIT */
+        fanout(w, nr, rnodes, TXN_RPC_COMMIT, idr, idl, st);
+        if (mine && part_commit(e, mine)) {
+            log_error("txn %llx: its commit here was refused (a lock of ours was gone) "
+                      "after the decision: the outcome is partial", (unsigned long long)txid);
+            rc = RDKV_EUNKNOWN;
+        }
+        for (unsigned i = 0; i < nr; i++)
+            if (st[i]) {
+                log_warn("txn %llx: node %u did not confirm the commit: %s",
+                         (unsigned long long)txid, rnodes[i], rdkv_strerror(st[i]));
+                /* no answer: the COMMIT may land later; keep our locks there till it can't */
+                if (no_answer(st[i])) fence_keep(t, rnodes[i], TXN_RESOLVE_COMMIT);
+                rc = RDKV_EUNKNOWN;
+            }
+        if (e->wal) coord_pending(e, txid, rnodes, st, nr);
+    }
+    if (rec) coord_update(e, txid, 0, -1);
+    for (uint32_t p = 0; p < np; p++) pack_w_free(&pw[p]);
+    return rc;
+}
+
 static int commit_writes(struct txn *t, uint32_t nw)
 {
     struct txn_worker *w = t->w;
@@ -1916,148 +2095,9 @@ static int commit_writes(struct txn *t, uint32_t nw)
     for (uint32_t p = 0; p < np && !rc; p++)
         if (txn_env_is_down(e, parts[p])) rc = RDKV_EUNAVAILABLE;
     if (!rc && np == 0) rc = leases_ok(t) ? 0 : RDKV_EABORTED;
-    else if (!rc && np == 1 && parts[0] == e->me) {
-        /* one partition, this node's: stage, check the leases, install */
-        struct wop *mine = malloc(k * sizeof *mine);
-        struct prepared *p = NULL;
-        if (!mine) rc = RDKV_ENOMEM;
-        else {
-            memcpy(mine, ops, k * sizeof *mine);
-            rc = part_prepare(e, t->log_txid ? t->log_txid : t->txid, e->me, mine, k, NULL, &p);
-        }
-        if (!rc && !leases_ok(t)) {
-            part_abort(e, p);
-            rc = RDKV_EABORTED;
-        } else if (!rc) {
-            rc = part_commit(e, p); /* (RDKV_EABORTED: the fence found a lock gone) */
-        }
-    } else if (!rc && np == 1) {
-        /* one partition on a peer: one APPLY, prepare and commit at once */
-        struct pack_w pw;
-        pack_w_init(&pw);
-        txn_wops_pack(&pw, t->txid, e->me, ops, k);
-        if (pw.err) rc = RDKV_ENOMEM;
-        else if (!leases_ok(t)) rc = RDKV_EABORTED;
-        else {
-            struct fab_buf resp = {0};
-            rc = fab_rpc_call(w->c, parts[0], TXN_RPC_APPLY, pw.p, pw.len, &resp,
-                              e->cfg.commit_timeout_ns);
-            fab_buf_free(&resp);
-            w->stats.rounds++;
-            if (no_answer(rc)) {
-                /* it may have been applied, or may be yet: keep its locks there until the
-                 * participant says it never will be */
-                fence_keep(t, parts[0], TXN_RESOLVE_APPLY);
-                rc = RDKV_EUNKNOWN;
-            }
-        }
-        pack_w_free(&pw);
-    } else if (!rc) {
-        /* two-phase commit */
-        struct pack_w pw[np];
-        const void *reqs[np];
-        size_t lens[np];
-        uint16_t rnodes[np];
-        int st[np];
-        memset(rnodes, 0, sizeof rnodes);
-        memset(st, 0, sizeof st);
-        unsigned nr = 0;
-        struct prepared *mine = NULL;
-        for (uint32_t p = 0; p < np; p++) {
-            pack_w_init(&pw[p]);
-            if (parts[p] == e->me) continue;
-            txn_wops_pack(&pw[p], t->txid, e->me, ops + start[p], start[p + 1] - start[p]);
-            if (pw[p].err) rc = RDKV_ENOMEM;
-            reqs[nr] = pw[p].p;
-            lens[nr] = pw[p].len;
-            rnodes[nr++] = parts[p];
-        }
-        /* from here until every participant has answered, a participant that holds it
-         * prepared and asks is told it is active (coord_state) */
-        bool rec = !rc && !(rc = coord_begin(e, t->txid));
-        if (!rc) fanout(w, nr, rnodes, TXN_RPC_PREPARE, reqs, lens, st);
-        else
-            for (unsigned i = 0; i < nr; i++) st[i] = RDKV_ENOMEM;
-        for (uint32_t p = 0; p < np && !rc; p++) {
-            if (parts[p] != e->me) continue;
-            uint32_t cnt = start[p + 1] - start[p];
-            struct wop *lo = malloc(cnt * sizeof *lo);
-            if (!lo) rc = RDKV_ENOMEM;
-            else {
-                memcpy(lo, ops + start[p], cnt * sizeof *lo);
-                rc = part_prepare(e, t->txid, e->me, lo, cnt, NULL, &mine);
-            }
-        }
-        for (unsigned i = 0; i < nr && !rc; i++)
-            if (st[i]) rc = st[i] == RDKV_ETIMEDOUT || st[i] == RDKV_EFLUSHED ||
-                                    st[i] == RDKV_ESHUTDOWN
-                                ? RDKV_EUNAVAILABLE
-                                : st[i];
-        if (!rc && !leases_ok(t)) rc = RDKV_EABORTED;
-        uint64_t txid = t->txid;
-        const void *idr[np];
-        size_t idl[np];
-        memset(idr, 0, sizeof idr);
-        memset(idl, 0, sizeof idl);
-        uint8_t idb[8];
-        for (int i = 0; i < 8; i++) idb[i] = (uint8_t)(txid >> (8 * i));
-        for (unsigned i = 0; i < nr; i++) {
-            idr[i] = idb;
-            idl[i] = 8;
-        }
-        /* the decision is durable before the first COMMIT leaves (the logged commit) */
-        bool undecided = false;
-        if (!rc && e->wal && (rc = log_decision(e, txid, mine, rnodes, nr))) {
-            log_error("txn %llx: its commit decision was not made durable (%s): the outcome "
-                      "stays unknown until this node restarts and reads its log",
-                      (unsigned long long)txid, rdkv_strerror(rc));
-            undecided = true;
-        }
-        if (undecided) {
-            /* the record may be on disk or not: nobody is told anything, and the participants
-             * are told "active" (the record stays) until a restart reads the log */
-            if (mine) {
-                mine->logged = false;
-                part_abort(e, mine);
-            }
-            rec = false;
-            rc = RDKV_EUNKNOWN;
-        } else if (rc) {
-            /* Abort everywhere it was prepared. A participant that did not answer (its PREPARE
-             * may still arrive, or its ABORT was lost) keeps our locks there until it has
-             * resolved the abort (a late PREPARE is then refused). */
-            unsigned na = 0;
-            uint16_t anodes[np];
-            int ast[np];
-            for (unsigned i = 0; i < nr; i++) {
-                if (st[i] == 0) anodes[na++] = rnodes[i];
-                else if (no_answer(st[i])) fence_keep(t, rnodes[i], TXN_RESOLVE_ABORT);
-            }
-            if (na) fanout(w, na, anodes, TXN_RPC_ABORT, idr, idl, ast);
-            for (unsigned i = 0; i < na; i++)
-                if (no_answer(ast[i])) fence_keep(t, anodes[i], TXN_RESOLVE_ABORT);
-            if (mine) part_abort(e, mine);
-        } else {
-            coord_update(e, txid, TXN_STATE_COMMITTED, 0); /* the decision, before any COMMIT */
-            fanout(w, nr, rnodes, TXN_RPC_COMMIT, idr, idl, st);
-            if (mine && part_commit(e, mine)) {
-                log_error("txn %llx: its commit here was refused (a lock of ours was gone) "
-                          "after the decision: the outcome is partial", (unsigned long long)txid);
-                rc = RDKV_EUNKNOWN;
-            }
-            for (unsigned i = 0; i < nr; i++)
-                if (st[i]) {
-                    log_warn("txn %llx: node %u did not confirm the commit: %s",
-                             (unsigned long long)txid, rnodes[i], rdkv_strerror(st[i]));
-                    /* no answer: the COMMIT may land later; keep our locks there till it can't */
-                    if (no_answer(st[i])) fence_keep(t, rnodes[i], TXN_RESOLVE_COMMIT);
-                    rc = RDKV_EUNKNOWN;
-                }
-            if (e->wal) coord_pending(e, txid, rnodes, st, nr);
-        }
-        if (rec) coord_update(e, txid, 0, -1);
-        for (uint32_t p = 0; p < np; p++) pack_w_free(&pw[p]);
-    }
+    else if (!rc && np == 1 && parts[0] == e->me) rc = commit_local(t, ops, k);
+    else if (!rc && np == 1) rc = commit_apply(t, parts[0], ops, k);
+    else if (!rc) rc = commit_2pc(t, np, parts, start, ops);
     free(ops);
     free(parts);
     free(start);
