@@ -31,9 +31,26 @@ static inline void pack_put_u64le(uint8_t *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
+static inline void pack_put_u16le(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static inline uint16_t pack_get_u16le(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static inline uint32_t pack_get_u32le(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t pack_get_u64le(const uint8_t *p)
+{
+    return (uint64_t)pack_get_u32le(p) | (uint64_t)pack_get_u32le(p + 4) << 32;
+}
+/* Whether n bytes are all zero (a format's reserved fields). */
+static inline bool pack_is_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return false;
+    return true;
 }
 
 static inline void pack_w_init(struct pack_w *w) { memset(w, 0, sizeof *w); }

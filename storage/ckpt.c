@@ -30,17 +30,7 @@ static int fail(char *err, size_t errcap, int rc, const char *fmt, ...)
     return rc;
 }
 
-static uint64_t get_u64(const uint8_t *p)
-{
-    return (uint64_t)pack_get_u32le(p) | (uint64_t)pack_get_u32le(p + 4) << 32;
-}
 
-static bool all_zero(const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i]) return false;
-    return true;
-}
 
 /* A block's checksum seed: its header's first 24 bytes and the file's seed (the XXH3-64 of the
  * file header's first 40 bytes: all but the row count, which the writer knows only at the end). */
@@ -71,16 +61,16 @@ static int walk_blocks(const uint8_t *buf, size_t len, uint64_t fseed, uint32_t 
             return fail(err, errcap, RDKV_EPROTO, "torn block header at byte %zu", off);
         const uint8_t *bh = buf + off;
         uint32_t nrows = pack_get_u32le(bh + 4), plen = pack_get_u32le(bh + 8);
-        if (pack_get_u32le(bh) != CKPT_BLOCK_MAGIC || !all_zero(bh + 12, 4))
+        if (pack_get_u32le(bh) != CKPT_BLOCK_MAGIC || !pack_is_zero(bh + 12, 4))
             return fail(err, errcap, RDKV_EPROTO, "no block header at byte %zu", off);
-        if (get_u64(bh + 16) != blocks)
+        if (pack_get_u64le(bh + 16) != blocks)
             return fail(err, errcap, RDKV_EPROTO, "block %" PRIu64 " at byte %zu says %" PRIu64,
-                        blocks, off, get_u64(bh + 16));
+                        blocks, off, pack_get_u64le(bh + 16));
         if (plen > len - off - CKPT_BLOCK_HDR)
             return fail(err, errcap, RDKV_EPROTO, "block %" PRIu64 " torn (%u payload bytes, %zu "
                         "left)", blocks, plen, len - off - CKPT_BLOCK_HDR);
         const uint8_t *p = bh + CKPT_BLOCK_HDR;
-        if (XXH3_64bits_withSeed(p, plen, block_seed(bh, fseed)) != get_u64(bh + 24))
+        if (XXH3_64bits_withSeed(p, plen, block_seed(bh, fseed)) != pack_get_u64le(bh + 24))
             return fail(err, errcap, RDKV_EPROTO, "block %" PRIu64 " at byte %zu: bad checksum",
                         blocks, off);
         if (nrows == 0)
@@ -132,14 +122,14 @@ static int decode(const uint8_t *buf, size_t len, uint16_t node, uint64_t fp, ui
     if (memcmp(buf, CKPT_MAGIC, 8))
         return fail(err, errcap, RDKV_EPROTO, "not a checkpoint (bad magic)");
     uint64_t hcheck = XXH3_64bits(buf, 56), fseed = XXH3_64bits(buf, 40);
-    if (hcheck != get_u64(buf + 56))
+    if (hcheck != pack_get_u64le(buf + 56))
         return fail(err, errcap, RDKV_EPROTO, "bad header checksum");
     if (pack_get_u32le(buf + 8) != CKPT_VERSION || pack_get_u32le(buf + 12) != CKPT_HDR ||
-        !all_zero(buf + 18, 6) || !all_zero(buf + 48, 8))
+        !pack_is_zero(buf + 18, 6) || !pack_is_zero(buf + 48, 8))
         return fail(err, errcap, RDKV_EPROTO, "unknown checkpoint version %u",
                     pack_get_u32le(buf + 8));
-    uint16_t hnode = (uint16_t)(buf[16] | buf[17] << 8);
-    uint64_t hfp = get_u64(buf + 24), lsn = get_u64(buf + 32), hrows = get_u64(buf + 40);
+    uint16_t hnode = pack_get_u16le(buf + 16);
+    uint64_t hfp = pack_get_u64le(buf + 24), lsn = pack_get_u64le(buf + 32), hrows = pack_get_u64le(buf + 40);
     if (hnode != node || hfp != fp)
         return fail(err, errcap, RDKV_ECONFIG, "checkpoint of node %u, cluster %016" PRIx64
                     " (this is node %u, cluster %016" PRIx64 ")", hnode, hfp, node, fp);
@@ -155,10 +145,10 @@ static int decode(const uint8_t *buf, size_t len, uint16_t node, uint64_t fp, ui
         return fail(err, errcap, RDKV_EPROTO, "%s at byte %zu",
                     len - end < CKPT_TRAILER ? "torn trailer" : "bytes after the trailer", end);
     const uint8_t *t = buf + end;
-    if (XXH3_64bits_withSeed(t, 56, fseed) != get_u64(t + 56))
+    if (XXH3_64bits_withSeed(t, 56, fseed) != pack_get_u64le(t + 56))
         return fail(err, errcap, RDKV_EPROTO, "bad trailer checksum");
-    if (get_u64(t + 8) != rows || get_u64(t + 16) != blocks || get_u64(t + 24) != payload ||
-        get_u64(t + 32) != lsn || hrows != rows || !all_zero(t + 40, 16))
+    if (pack_get_u64le(t + 8) != rows || pack_get_u64le(t + 16) != blocks || pack_get_u64le(t + 24) != payload ||
+        pack_get_u64le(t + 32) != lsn || hrows != rows || !pack_is_zero(t + 40, 16))
         return fail(err, errcap, RDKV_EPROTO, "trailer's totals disagree with the file (%" PRIu64
                     " rows in %" PRIu64 " blocks found)", rows, blocks);
     if (info) {
@@ -193,8 +183,7 @@ static uint64_t hdr_start(uint8_t *hdr, uint16_t node, uint64_t fp, uint64_t lsn
     memcpy(hdr, CKPT_MAGIC, 8);
     pack_put_u32le(hdr + 8, CKPT_VERSION);
     pack_put_u32le(hdr + 12, CKPT_HDR);
-    hdr[16] = (uint8_t)node;
-    hdr[17] = (uint8_t)(node >> 8);
+    pack_put_u16le(hdr + 16, node);
     pack_put_u64le(hdr + 24, fp);
     pack_put_u64le(hdr + 32, lsn);
     return XXH3_64bits(hdr, 40);

@@ -26,20 +26,7 @@
 #define WAL_QUEUE_DEFAULT (16ull << 20)
 #define WAL_NAME_LEN 24 /* "wal-" 16 hex ".log" */
 
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
-static bool all_zero(const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i]) return false;
-    return true;
-}
 
 /* ---- the writes payload ------------------------------------------------------------------- */
 
@@ -130,11 +117,11 @@ static size_t rec_parse(const uint8_t *p, size_t n, uint64_t expect_lsn, uint32_
     if (pack_get_u32le(p + 4) != rec_check(p, len)) return *why = "bad checksum", 0;
     uint8_t type = p[24], flags = p[25];
     if (type < WAL_COMMIT || type > WAL_END) return *why = "unknown record type", 0;
-    if ((flags & ~WAL_F_GROUP) || !all_zero(p + 26, 6)) return *why = "reserved bits set", 0;
-    uint64_t lsn = get_u64(p + 8);
+    if ((flags & ~WAL_F_GROUP) || !pack_is_zero(p + 26, 6)) return *why = "reserved bits set", 0;
+    uint64_t lsn = pack_get_u64le(p + 8);
     if (expect_lsn && lsn != expect_lsn) return *why = "LSN gap", 0;
     out->lsn = lsn;
-    out->txid = get_u64(p + 16);
+    out->txid = pack_get_u64le(p + 16);
     out->type = type;
     out->flags = flags;
     out->len = len;
@@ -148,8 +135,7 @@ static void seg_hdr_encode(uint8_t *h, uint16_t node, uint64_t fp, uint64_t firs
     memcpy(h, WAL_SEG_MAGIC, 8);
     pack_put_u32le(h + 8, WAL_VERSION);
     pack_put_u32le(h + 12, WAL_SEG_HDR);
-    h[16] = (uint8_t)node;
-    h[17] = (uint8_t)(node >> 8);
+    pack_put_u16le(h + 16, node);
     pack_put_u64le(h + 24, fp);
     pack_put_u64le(h + 32, first_lsn);
     pack_put_u32le(h + 60, (uint32_t)XXH3_64bits(h, 60));
@@ -163,11 +149,11 @@ static bool group_after(const uint8_t *buf, size_t len, size_t from, uint64_t mi
     for (size_t off = from; off + WAL_REC_HDR <= len; off++) {
         const uint8_t *p = buf + off;
         if (p[3] != WAL_REC_MAGIC || p[25] != WAL_F_GROUP || p[24] < WAL_COMMIT ||
-            p[24] > WAL_END || !all_zero(p + 26, 6))
+            p[24] > WAL_END || !pack_is_zero(p + 26, 6))
             continue;
         /* a later record's LSN is at most one per header's worth of bytes on: checked before
          * the checksum, so garbage that looks like headers costs little */
-        uint64_t lsn = get_u64(p + 8);
+        uint64_t lsn = pack_get_u64le(p + 8);
         if (lsn < min_lsn || lsn - min_lsn > (len - from) / WAL_REC_HDR + 1) continue;
         struct wal_rec r;
         const char *why;
@@ -184,12 +170,12 @@ int wal_seg_decode(const uint8_t *buf, size_t len, uint16_t node, uint64_t fp, u
     if (record_max == 0 || record_max > WAL_REC_LIMIT) record_max = WAL_REC_LIMIT;
     if (len < WAL_SEG_HDR) return out->why = "short segment header", RDKV_EPROTO;
     if (memcmp(buf, WAL_SEG_MAGIC, 8) || pack_get_u32le(buf + 8) != WAL_VERSION ||
-        pack_get_u32le(buf + 12) != WAL_SEG_HDR || !all_zero(buf + 18, 6) ||
-        !all_zero(buf + 40, 20) || pack_get_u32le(buf + 60) != (uint32_t)XXH3_64bits(buf, 60))
+        pack_get_u32le(buf + 12) != WAL_SEG_HDR || !pack_is_zero(buf + 18, 6) ||
+        !pack_is_zero(buf + 40, 20) || pack_get_u32le(buf + 60) != (uint32_t)XXH3_64bits(buf, 60))
         return out->why = "bad segment header", RDKV_EPROTO;
-    if (get_u16(buf + 16) != node || get_u64(buf + 24) != fp)
+    if (pack_get_u16le(buf + 16) != node || pack_get_u64le(buf + 24) != fp)
         return out->why = "segment of another node or cluster", RDKV_ECONFIG;
-    uint64_t hfirst = get_u64(buf + 32);
+    uint64_t hfirst = pack_get_u64le(buf + 32);
     if (hfirst == 0 || (first_lsn && hfirst != first_lsn))
         return out->why = "first LSN differs from the file name", RDKV_EPROTO;
     out->first_lsn = hfirst;
