@@ -20,7 +20,9 @@ peers_free_port() {
     local p tries=0
     while [ $tries -lt 200 ]; do
         tries=$((tries + 1))
-        p=$((20000 + RANDOM % 30000))
+        # below the kernel's ephemeral range (32768-60999 by default), where the outgoing
+        # connections of tests running beside us take their ports
+        p=$((20000 + RANDOM % 12000))
         case $peers_used_ports in *" $p "*) continue ;; esac
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
             peers_used_ports="$peers_used_ports$p "
@@ -51,24 +53,35 @@ peers_init() {
     peers_redis_pid="" peers_pg_data="" peers_rdkv_dir=""
 }
 
-# Starts redis-server without persistence; sets REDIS_ADDR (HOST:PORT).
+# Starts redis-server without persistence; sets REDIS_ADDR (HOST:PORT). A port taken between
+# peers_free_port and redis-server's bind (tests run beside each other) costs one more try on
+# another port; after the last, the log's tail says why.
 peers_start_redis() {
     command -v redis-server >/dev/null 2>&1 || { peers_log "no redis-server (Debian: redis-server)"; return 1; }
-    local port
-    port=$(peers_free_port) || return 1
+    local port try i
     mkdir -p "$peers_dir/redis"
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
-        --pidfile "$peers_dir/redis/redis.pid" --logfile "$peers_dir/redis/redis.log" \
-        --dir "$peers_dir/redis" >/dev/null || { peers_log "redis-server did not start"; return 1; }
-    local i
-    for i in $(seq 100); do
-        [ -s "$peers_dir/redis/redis.pid" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-        sleep 0.1
+    for try in 1 2 3 4 5; do
+        port=$(peers_free_port) || return 1
+        rm -f "$peers_dir/redis/redis.pid"
+        redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
+            --pidfile "$peers_dir/redis/redis.pid" --logfile "$peers_dir/redis/redis.log" \
+            --dir "$peers_dir/redis" >/dev/null || continue
+        for i in $(seq 100); do
+            [ -s "$peers_dir/redis/redis.pid" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+            sleep 0.1
+        done
+        peers_redis_pid=$(cat "$peers_dir/redis/redis.pid" 2>/dev/null)
+        if [ -n "$peers_redis_pid" ] && kill -0 "$peers_redis_pid" 2>/dev/null; then
+            REDIS_ADDR=127.0.0.1:$port
+            peers_log "redis-server $(redis-server --version | grep -o 'v=[0-9.]*' | cut -c3-) on $REDIS_ADDR (pid $peers_redis_pid, no persistence)"
+            return 0
+        fi
+        peers_redis_pid=""
+        peers_log "redis-server did not come up on port $port (try $try of 5)"
     done
-    peers_redis_pid=$(cat "$peers_dir/redis/redis.pid" 2>/dev/null)
-    [ -n "$peers_redis_pid" ] || { peers_log "redis-server did not start (see $peers_dir/redis/redis.log)"; return 1; }
-    REDIS_ADDR=127.0.0.1:$port
-    peers_log "redis-server $(redis-server --version | grep -o 'v=[0-9.]*' | cut -c3-) on $REDIS_ADDR (pid $peers_redis_pid, no persistence)"
+    peers_log "redis-server did not start; the end of $peers_dir/redis/redis.log:"
+    tail -n 20 "$peers_dir/redis/redis.log" >&2 2>/dev/null
+    return 1
 }
 
 # Runs a command as the user that owns the PostgreSQL directory (postgres refuses root).
@@ -96,10 +109,20 @@ peers_start_pg() {
         --no-sync >"$peers_dir/pg/initdb.log" 2>&1 ||
         { peers_log "initdb failed (see $peers_dir/pg/initdb.log)"; return 1; }
     peers_pg_data=$peers_dir/pg/data peers_pg_bindir=$bindir # (set before: peers_stop needs both)
-    peers_as_pg "$bindir/pg_ctl" -D "$peers_pg_data" -l "$peers_dir/pg/postgres.log" -w -t 60 \
-        -o "-p $port -k $peers_dir/pg -c listen_addresses=127.0.0.1 -c fsync=off \
+    local try
+    for try in 1 2 3; do
+        [ "$try" = 1 ] || port=$(peers_free_port) || return 1
+        peers_as_pg "$bindir/pg_ctl" -D "$peers_pg_data" -l "$peers_dir/pg/postgres.log" -w -t 60 \
+            -o "-p $port -k $peers_dir/pg -c listen_addresses=127.0.0.1 -c fsync=off \
 -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=256MB -c max_connections=200" \
-        start >/dev/null 2>&1 || { peers_log "postgres did not start (see $peers_dir/pg/postgres.log)"; return 1; }
+            start >/dev/null 2>&1 && break
+        peers_log "postgres did not come up on port $port (try $try of 3)"
+        if [ "$try" = 3 ]; then
+            peers_log "postgres did not start; the end of $peers_dir/pg/postgres.log:"
+            tail -n 20 "$peers_dir/pg/postgres.log" >&2 2>/dev/null
+            return 1
+        fi
+    done
     PG_CONNINFO="host=127.0.0.1 port=$port dbname=postgres user=postgres"
     peers_log "postgres $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (fsync, synchronous_commit, full_page_writes off; run as $peers_pg_user)"
 }
