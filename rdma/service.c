@@ -55,14 +55,24 @@ struct sconn {
     uint8_t nonce[WIRE_NONCE_SIZE];       /* while auth_wait: our challenge */
     bool qp_error;    /* the soft NIC's error state: flush everything until WIRE_OP_RESET */
     bool echo;        /* hand the socket to an echo thread once the recv is cancelled */
-    int reqs;         /* RPC requests that still owe a reply on this connection */
+    _Atomic int reqs; /* RPC requests that still owe a reply on this connection */
     uint64_t id;
     /* backpressure: while the connection's queued output and running requests are over the
      * cap, its recv is cancelled and what arrived meanwhile waits, unparsed, in pend */
     bool paused;
     bool authed;      /* the pre-authentication frame limit was lifted */
     int refuse;       /* over the connection cap: answer the first frame with this, then close */
-    size_t req_bytes; /* payload bytes of the requests that owe a reply */
+    _Atomic size_t req_bytes; /* payload bytes of the requests that owe a reply */
+    /* Direct replies (client connections): a reply made on another thread is sent on the socket
+     * by that thread, sparing the service thread a wake-up, while `direct` says that nothing of
+     * the connection's output is in the service thread's hands -- nothing gathered or being
+     * sent, no reply queued for it (`queued`), not paused. The service thread clears `direct`
+     * (under out_mu) before it touches the output and sets it again once all of it is out;
+     * `given` is its own copy, so that the steady state takes no lock. */
+    pthread_mutex_t out_mu;
+    bool direct;      /* out_mu */
+    unsigned queued;  /* out_mu: replies in svc.replies for this connection */
+    bool given;       /* service thread: direct is (or may be) true */
     struct obuf pend;
     size_t pend_off;
     int64_t born_ns, last_rx_ns;
@@ -82,6 +92,7 @@ struct fab_rpc_req {
     /* reply, filled by fab_rpc_reply from another thread */
     uint8_t *frame;
     size_t frame_len;
+    size_t frame_off; /* bytes of it already sent by a direct reply */
 };
 
 struct echo_thread {
@@ -171,18 +182,66 @@ static void req_free(struct fab_rpc_req *r)
     free(r);
 }
 
+/* Service thread: the connection's output is its own again (no direct reply from now on). */
+static void sconn_take_out(struct sconn *sc)
+{
+    if (!sc->given) return;
+    pthread_mutex_lock(&sc->out_mu);
+    sc->direct = false;
+    pthread_mutex_unlock(&sc->out_mu);
+    sc->given = false;
+}
+
+/* Service thread: a client connection with all its output sent lets other threads reply on it
+ * directly (unless a reply of theirs is queued here meanwhile). */
+static void sconn_give_out(struct sconn *sc)
+{
+    if (sc->given || sc->role != WIRE_ROLE_CLIENT || !sc->hello_done || sc->echo ||
+        sc->paused || sc->c.closing || sc->c.sending || sc->c.dirty || conn_queued(&sc->c))
+        return;
+    pthread_mutex_lock(&sc->out_mu);
+    if (!sc->queued) sc->direct = sc->given = true;
+    pthread_mutex_unlock(&sc->out_mu);
+}
+
 /* Appends a finished reply to its connection (service thread only). */
-static void deliver_reply(struct svc *s, struct fab_rpc_req *r)
+static void deliver_reply(struct svc *s, struct fab_rpc_req *r, bool was_queued)
 {
     struct sconn *sc = r->conn;
+    if (sc->role == WIRE_ROLE_CLIENT) {
+        sconn_take_out(sc);
+        if (was_queued) {
+            pthread_mutex_lock(&sc->out_mu);
+            sc->queued--;
+            pthread_mutex_unlock(&sc->out_mu);
+        }
+    }
     sc->reqs--;
     sc->req_bytes -= r->len;
-    if (!sc->c.closing && r->frame_len) {
-        uint8_t *p = conn_reserve(&sc->c, r->frame_len);
-        if (p) memcpy(p, r->frame, r->frame_len);
+    size_t n = r->frame_len - r->frame_off;
+    if (!sc->c.closing && n) {
+        uint8_t *p = conn_reserve(&sc->c, n);
+        if (p) memcpy(p, r->frame + r->frame_off, n);
         else conn_close(&s->ring, &sc->c);
     }
     req_free(r);
+}
+
+/* Another thread's reply on a client connection, sent on the socket at once when the service
+ * thread has none of the connection's output: true when it was all sent (r is freed). A short
+ * send leaves the rest to the service thread (r->frame_off), ahead of any later reply. */
+static bool reply_direct(struct sconn *sc, struct fab_rpc_req *r)
+{
+    if (!sc->direct) return false;
+    ssize_t n = send(sc->c.fd, r->frame, r->frame_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n == (ssize_t)r->frame_len) {
+        sc->reqs--;
+        sc->req_bytes -= r->len;
+        return true;
+    }
+    sc->direct = false; /* (an error: the service thread's send meets it too, and closes) */
+    if (n > 0) r->frame_off = (size_t)n;
+    return false;
 }
 
 const void *fab_rpc_data(const struct fab_rpc_req *req) { return req->data; }
@@ -228,14 +287,27 @@ void fab_rpc_reply(struct fab_rpc_req *req, int status, const void *data, size_t
         req->frame_len = 0; /* out of memory: the caller will time out */
     }
     if (tls_svc == s) {
-        deliver_reply(s, req);
+        deliver_reply(s, req, false);
         return;
+    }
+    struct sconn *sc = req->conn;
+    bool client = sc->role == WIRE_ROLE_CLIENT;
+    if (client) {
+        pthread_mutex_lock(&sc->out_mu);
+        if (req->frame_len && reply_direct(sc, req)) {
+            pthread_mutex_unlock(&sc->out_mu); /* (the service thread frees sc only after
+                                                  taking out_mu once more) */
+            req_free(req);
+            return;
+        }
+        sc->queued++;
     }
     pthread_mutex_lock(&s->reply_mu);
     req->next = NULL;
     *s->replies_tail = req;
     s->replies_tail = &req->next;
     pthread_mutex_unlock(&s->reply_mu);
+    if (client) pthread_mutex_unlock(&sc->out_mu);
     uint64_t one = 1;
     ssize_t w = write(s->wake_fd, &one, sizeof one);
     (void)w;
@@ -250,7 +322,7 @@ static void drain_replies(struct svc *s)
     pthread_mutex_unlock(&s->reply_mu);
     while (r) {
         struct fab_rpc_req *next = r->next;
-        deliver_reply(s, r);
+        deliver_reply(s, r, true);
         r = next;
     }
 }
@@ -410,6 +482,7 @@ static void sconn_new(struct svc *s, int fd)
     }
     net_tune(fd);
     conn_init(&sc->c, fd, s->f->o.rpc_max_bytes);
+    pthread_mutex_init(&sc->out_mu, NULL);
     /* Until it is authenticated a connection sends only small handshake frames. */
     wire_asm_set_limit(&sc->c.in, WIRE_PREAUTH_MAX);
     sc->svc = s;
@@ -427,6 +500,19 @@ static void sconn_new(struct svc *s, int fd)
     conn_arm_recv(&s->ring, &sc->c, SVC_BGID);
 }
 
+/* Frees a connection's memory and fd; a thread that sent a direct reply on it has left out_mu
+ * (its last touch) once this takes it. */
+static void sconn_free(struct svc *s, struct sconn *sc)
+{
+    conn_gone(s->f, sc->id);
+    pthread_mutex_lock(&sc->out_mu);
+    pthread_mutex_unlock(&sc->out_mu);
+    pthread_mutex_destroy(&sc->out_mu);
+    conn_fini(&sc->c);
+    free(sc->pend.p);
+    free(sc);
+}
+
 static void sconn_maybe_free(struct svc *s, struct sconn *sc)
 {
     if (!sc->c.closing || sc->c.sqes > 0 || sc->reqs > 0) return;
@@ -434,10 +520,7 @@ static void sconn_maybe_free(struct svc *s, struct sconn *sc)
     else s->conns = sc->next;
     if (sc->next) sc->next->prev = sc->prev;
     s->nconns--;
-    conn_gone(s->f, sc->id);
-    conn_fini(&sc->c);
-    free(sc->pend.p);
-    free(sc);
+    sconn_free(s, sc);
 }
 
 /* The peer's address, for the log and the node-address check. */
@@ -683,6 +766,7 @@ static int on_frame_bounded(void *arg, const struct wire_hdr *h, const uint8_t *
 
 static void sconn_pause(struct svc *s, struct sconn *sc)
 {
+    sconn_take_out(sc); /* its replies come back here, to be counted against the cap */
     sc->paused = true;
     sc->progress_ns = clock_now_ns();
     if (sc->c.recv_armed) {
@@ -969,6 +1053,7 @@ static void *svc_main(void *arg)
             next = sc->next;
             if (sc->paused) sconn_resume(s, sc);
             if (sc->c.dirty) conn_flush(&s->ring, &sc->c);
+            sconn_give_out(sc);
             sconn_maybe_free(s, sc);
         }
     }
@@ -1011,10 +1096,7 @@ static void *svc_main(void *arg)
     uring_exit(&s->ring);
     for (struct sconn *sc = s->conns, *n; sc; sc = n) {
         n = sc->next;
-        conn_gone(s->f, sc->id);
-        conn_fini(&sc->c);
-        free(sc->pend.p);
-        free(sc);
+        sconn_free(s, sc);
     }
     s->conns = NULL;
     munmap(s->br.br, s->br.map_size);
