@@ -73,6 +73,7 @@ struct rdkv_session *ses_new(const struct ses_ops *ops, const rdkv_options *o)
 void ses_free(struct rdkv_session *s)
 {
     fab_buf_free(&s->txn.val);
+    fab_buf_free(&s->txn.many);
     fab_buf_free(&s->txn.iter.batch);
     free(s);
 }
@@ -187,6 +188,56 @@ int rdkv_txn_get_for_update(rdkv_txn *t, const void *key, size_t klen, const voi
                             size_t *vlen)
 {
     return get_common(t, key, klen, true, val, vlen);
+}
+
+/* get for each key in turn, each value copied into t->many (a get's value lasts only until the
+ * next call); the pointers are set once every value is in. */
+static int get_each(rdkv_txn *t, size_t n, const void *const *keys, const size_t *klens,
+                    bool upd, const void **vals, size_t *vlens, int *status)
+{
+    struct fab_buf *b = &t->many;
+    b->len = 0;
+    for (size_t i = 0; i < n; i++) {
+        const void *v;
+        size_t vl;
+        int rc = t->s->ops->get(t, keys[i], klens[i], upd, &v, &vl, false);
+        if (rc && rc != RDKV_ENOTFOUND) return rc;
+        status[i] = rc;
+        vlens[i] = rc ? 0 : vl;
+        if (rc || !vl) continue;
+        if (b->len + vl > b->cap) {
+            size_t cap = b->cap ? b->cap : 256;
+            while (cap < b->len + vl) cap *= 2;
+            void *p = realloc(b->data, cap);
+            if (!p) return RDKV_ENOMEM; /* (the transaction goes on: the caller aborts it) */
+            b->data = p;
+            b->cap = cap;
+        }
+        memcpy((uint8_t *)b->data + b->len, v, vl);
+        b->len += vl;
+    }
+    size_t at = 0; /* the values lie in b in key order */
+    for (size_t i = 0; i < n; i++) {
+        vals[i] = vlens[i] ? (const uint8_t *)b->data + at : (const void *)"";
+        at += vlens[i];
+    }
+    return 0;
+}
+
+int rdkv_txn_get_many(rdkv_txn *t, size_t n, const void *const *keys, const size_t *klens,
+                      bool for_update, const void **vals, size_t *vlens, int *status)
+{
+    if (!t || !t->active || n > RDKV_GET_MANY_MAX || (n && (!keys || !klens || !vals || !vlens ||
+                                                             !status)))
+        return RDKV_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        if (!keys[i] && klens[i]) return RDKV_EINVAL;
+        if (klens[i] > UINT32_MAX) return RDKV_ETOOBIG;
+    }
+    if (!n) return 0;
+    if (t->s->ops->get_many)
+        return t->s->ops->get_many(t, n, keys, klens, for_update, vals, vlens, status);
+    return get_each(t, n, keys, klens, for_update, vals, vlens, status);
 }
 
 static int put_check(rdkv_session *s, const void *key, size_t klen, const void *val, size_t vlen)

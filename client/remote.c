@@ -17,6 +17,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Writes deferred to the next request: at most this many, of at most this many bytes in all
+ * (past either, a put is sent at once, with those before it). */
+#define PEND_MAX 16u
+#define PEND_BYTES (64u << 10)
+/* Keys the open transaction is known to hold exclusively: at most this many are remembered. */
+#define HELD_MAX 32u
+
+struct heldkey {
+    uint8_t *key;
+    uint32_t len;
+};
+
 struct rem {
     struct cluster_config cc; /* the endpoints */
     struct fabric *f;
@@ -27,9 +39,51 @@ struct rem {
     unsigned nodes;   /* the cluster's size, as its nodes said (0: not known) */
     int route[CLUSTER_MAX_NODES]; /* node id -> endpoint, or -1: through the coordinator */
     struct fab_buf resp;
+    /* The open transaction's puts of rows it already holds exclusively: they cannot wait for a
+     * lock or conflict, so they go ahead of its next request as SES_MULTI items rather than
+     * as requests of their own (rdkv.h, rdkv_txn_put). */
+    struct pack_w pend;
+    unsigned npend;
+    struct heldkey held[HELD_MAX];
+    unsigned nheld;
 };
 
 static struct rem *rem_of(struct rdkv_session *s) { return s->impl; }
+
+static int held_find(const struct rem *r, const void *key, size_t klen)
+{
+    for (unsigned i = 0; i < r->nheld; i++)
+        if (r->held[i].len == klen && (!klen || !memcmp(r->held[i].key, key, klen))) return (int)i;
+    return -1;
+}
+
+/* The transaction holds key exclusively (a read for update, a write found it so). */
+static void held_add(struct rem *r, const void *key, size_t klen)
+{
+    if (r->nheld >= HELD_MAX || held_find(r, key, klen) >= 0) return;
+    uint8_t *k = malloc(klen ? klen : 1);
+    if (!k) return; /* (only an optimisation is lost) */
+    if (klen) memcpy(k, key, klen);
+    r->held[r->nheld++] = (struct heldkey){k, (uint32_t)klen};
+}
+
+/* A delete: a later put of key is an insert again, sent at once. */
+static void held_drop(struct rem *r, const void *key, size_t klen)
+{
+    int i = held_find(r, key, klen);
+    if (i < 0) return;
+    free(r->held[i].key);
+    r->held[i] = r->held[--r->nheld];
+}
+
+/* The transaction ended or began: nothing is held, nothing deferred. */
+static void txn_state_clear(struct rem *r)
+{
+    for (unsigned i = 0; i < r->nheld; i++) free(r->held[i].key);
+    r->nheld = 0;
+    pack_w_free(&r->pend);
+    r->npend = 0;
+}
 
 static void sid_clear(struct rem *r, uint16_t ep) { memset(&r->sids[ep], 0, sizeof r->sids[ep]); }
 /* Whether we hold a session at endpoint ep. */
@@ -276,6 +330,7 @@ int rdkv_connect(const char *endpoints, const rdkv_options *o, rdkv_session **ou
 /* No request: the BEGIN goes with the first operation, to the node it is sent to. */
 static int rem_begin(struct rdkv_txn *t)
 {
+    txn_state_clear(rem_of(t->s));
     t->begin_pending = true;
     t->doomed = false;
     return 0;
@@ -324,20 +379,71 @@ static bool may_resend(struct rdkv_txn *t, uint16_t ep, int rc)
  * nothing can have happened; the answer's bytes at *d, *dl (in buf). */
 /* SES_GET (upd: for update), SES_PUT, SES_DEL or SES_PATCH (upd: want the old value; off) on
  * key's owner: the answer's bytes in *d (in buf). */
+/* The fields of a GET, PUT, DEL or PATCH of key (after its op byte). */
+static void key_fields(struct pack_w *w, uint8_t op, const void *key, size_t klen, int upd,
+                       uint32_t off, const void *val, size_t vlen)
+{
+    if (op == SES_GET || op == SES_PATCH) pack_u8(w, (uint8_t)upd);
+    put_bytes(w, key, klen);
+    if (op == SES_PATCH) pack_u32(w, off);
+    if (op == SES_PUT || op == SES_PATCH) put_bytes(w, val, vlen);
+}
+
+/* A SES_MULTI request: the deferred writes, then n more items that the caller appends. */
+static void multi_head(struct rdkv_txn *t, uint16_t ep, struct pack_w *w, unsigned n, bool commit)
+{
+    struct rem *r = rem_of(t->s);
+    ses_head(t->s, ep, w, op_byte(t, SES_MULTI, commit));
+    pack_u16(w, (uint16_t)(r->npend + n));
+    uint8_t *d = pack_w_room(w, r->pend.len);
+    if (d && r->pend.len) memcpy(d, r->pend.p, r->pend.len);
+    if (r->pend.err) w->err = true;
+    pack_w_free(&r->pend); /* sent (or, on an error, failed with the transaction) */
+    r->npend = 0;
+}
+
+/* Past a SES_MULTI answer's first skip items (deferred writes: status 0, no bytes): r is left at
+ * the next item. */
+static int multi_skip(struct pack_r *r, const uint8_t *d, size_t dl, unsigned skip)
+{
+    pack_r_init(r, d, dl);
+    unpack_u16(r);
+    for (unsigned i = 0; i < skip; i++)
+        if (unpack_u32(r) != 0) r->err = true;
+    return r->err ? RDKV_EPROTO : 0;
+}
+
 static int key_op(struct rdkv_txn *t, uint8_t op, const void *key, size_t klen, int upd,
                   uint32_t off, const void *val, size_t vlen, bool commit, struct fab_buf *buf,
                   const uint8_t **d, size_t *dl)
 {
+    struct rem *r = rem_of(t->s);
     uint16_t ep;
     int rc = endpoint_for(t, key, klen, &ep);
     if (rc) return op_status(t, rc, commit);
+    if (r->npend) {
+        /* the deferred writes first, this operation as the last item */
+        unsigned skip = r->npend;
+        struct pack_w w;
+        multi_head(t, ep, &w, 1, commit);
+        pack_u8(&w, op);
+        key_fields(&w, op, key, klen, upd, off, val, vlen);
+        const uint8_t *md = NULL;
+        size_t mdl = 0;
+        rc = op_status(t, ses_call(t->s, ep, &w, buf, &md, &mdl), commit);
+        if (rc) return rc;
+        struct pack_r pr;
+        if (multi_skip(&pr, md, mdl, skip)) return RDKV_EPROTO;
+        rc = (int32_t)unpack_u32(&pr);
+        if (pr.err || (rc && rc != RDKV_ENOTFOUND)) return RDKV_EPROTO;
+        if (d) *d = md + pr.at;
+        if (dl) *dl = mdl - pr.at;
+        return rc;
+    }
     do {
         struct pack_w w;
         ses_head(t->s, ep, &w, op_byte(t, op, commit));
-        if (op == SES_GET || op == SES_PATCH) pack_u8(&w, (uint8_t)upd);
-        put_bytes(&w, key, klen);
-        if (op == SES_PATCH) pack_u32(&w, off);
-        if (op == SES_PUT || op == SES_PATCH) put_bytes(&w, val, vlen);
+        key_fields(&w, op, key, klen, upd, off, val, vlen);
         rc = ses_call(t->s, ep, &w, buf, d, dl);
     } while (may_resend(t, ep, rc));
     return op_status(t, rc, commit);
@@ -363,7 +469,56 @@ static int rem_get(struct rdkv_txn *t, const void *key, size_t klen, bool upd, c
     size_t dl = 0;
     int rc = key_op(t, SES_GET, key, klen, upd, 0, NULL, 0, commit, &t->val, &d, &dl);
     if (rc == RDKV_EUNKNOWN) rc = RDKV_EUNAVAILABLE; /* a read: nothing to be unsure of */
-    return rc ? rc : value_of(d, dl, val, vlen);
+    if (!rc) rc = value_of(d, dl, val, vlen);
+    if (!rc && upd && !commit) held_add(rem_of(t->s), key, klen);
+    return rc;
+}
+
+/* Every key in one SES_MULTI (after the deferred writes); the values stay in t->val. */
+static int rem_get_many(struct rdkv_txn *t, size_t n, const void *const *keys,
+                        const size_t *klens, bool upd, const void **vals, size_t *vlens,
+                        int *status)
+{
+    struct rem *r = rem_of(t->s);
+    uint16_t ep;
+    int rc = endpoint_for(t, keys[0], klens[0], &ep);
+    if (rc) return op_status(t, rc, false);
+    if (r->npend + n > SES_MULTI_MAX) {
+        /* (only past RDKV_GET_MANY_MAX + PEND_MAX: cannot happen) */
+        return RDKV_EINVAL;
+    }
+    unsigned skip = r->npend;
+    bool begin = t->begin_pending;
+    const uint8_t *d = NULL;
+    size_t dl = 0;
+    do {
+        struct pack_w w;
+        multi_head(t, ep, &w, (unsigned)n, false);
+        for (size_t i = 0; i < n; i++) {
+            pack_u8(&w, SES_GET);
+            key_fields(&w, SES_GET, keys[i], klens[i], upd, 0, NULL, 0);
+        }
+        rc = ses_call(t->s, ep, &w, &t->val, &d, &dl);
+    } while (begin && may_resend(t, ep, rc));
+    rc = op_status(t, rc, false);
+    if (rc == RDKV_EUNKNOWN) rc = RDKV_EUNAVAILABLE;
+    if (rc) return rc;
+    struct pack_r pr;
+    if (multi_skip(&pr, d, dl, skip)) return RDKV_EPROTO;
+    for (size_t i = 0; i < n; i++) {
+        status[i] = (int32_t)unpack_u32(&pr);
+        vals[i] = "";
+        vlens[i] = 0;
+        if (pr.err || (status[i] && status[i] != RDKV_ENOTFOUND)) return RDKV_EPROTO;
+        if (status[i]) continue;
+        uint32_t vl = unpack_u32(&pr);
+        const uint8_t *p = pack_r_take(&pr, vl);
+        if (pr.err) return RDKV_EPROTO;
+        if (vl) vals[i] = p;
+        vlens[i] = vl;
+        if (upd) held_add(r, keys[i], klens[i]);
+    }
+    return unpack_done(&pr) ? 0 : RDKV_EPROTO;
 }
 
 static int rem_patch(struct rdkv_txn *t, const void *key, size_t klen, uint32_t off,
@@ -372,19 +527,40 @@ static int rem_patch(struct rdkv_txn *t, const void *key, size_t klen, uint32_t 
     const uint8_t *d = NULL;
     size_t dl = 0;
     int rc = key_op(t, SES_PATCH, key, klen, old != NULL, off, bytes, n, commit, &t->val, &d, &dl);
+    if (!rc && !commit) held_add(rem_of(t->s), key, klen);
     if (rc || !old) return rc;
     /* (written, but an answer we cannot read: as if lost) */
     return value_of(d, dl, old, oldlen) ? RDKV_EUNKNOWN : 0;
 }
 
+/* A put of a row the transaction holds exclusively waits for the next request, unless the
+ * transaction failed on the node (its next answer says so anyway), a scan of it is open (its
+ * later batches must see the write), or too much waits already. */
+static bool may_defer(struct rdkv_txn *t, const void *key, size_t klen, size_t vlen)
+{
+    struct rem *r = rem_of(t->s);
+    return !t->begin_pending && !t->doomed && !t->iter.open && r->npend < PEND_MAX &&
+           r->pend.len + klen + vlen + 9 <= PEND_BYTES && held_find(r, key, klen) >= 0;
+}
+
 static int rem_put(struct rdkv_txn *t, const void *key, size_t klen, const void *val, size_t vlen,
                    bool commit)
 {
-    return key_op(t, SES_PUT, key, klen, 0, 0, val, vlen, commit, NULL, NULL, NULL);
+    struct rem *r = rem_of(t->s);
+    if (!commit && may_defer(t, key, klen, vlen)) {
+        pack_u8(&r->pend, SES_PUT);
+        key_fields(&r->pend, SES_PUT, key, klen, 0, 0, val, vlen);
+        r->npend++;
+        return r->pend.err ? RDKV_ENOMEM : 0;
+    }
+    int rc = key_op(t, SES_PUT, key, klen, 0, 0, val, vlen, commit, NULL, NULL, NULL);
+    if (!rc && !commit) held_add(r, key, klen);
+    return rc;
 }
 
 static int rem_del(struct rdkv_txn *t, const void *key, size_t klen, bool commit)
 {
+    held_drop(rem_of(t->s), key, klen);
     return key_op(t, SES_DEL, key, klen, 0, 0, NULL, 0, commit, NULL, NULL, NULL);
 }
 
@@ -405,6 +581,12 @@ static int rem_scan(struct rdkv_txn *t, const void *begin, size_t blen, const vo
     uint16_t ep;
     int rc = endpoint_for(t, NULL, 0, &ep);
     if (rc) return op_status(t, rc, commit);
+    if (rem_of(t->s)->npend) {
+        /* the deferred writes first: the scan must see them */
+        struct pack_w w;
+        multi_head(t, ep, &w, 0, false);
+        if ((rc = op_status(t, ses_call(t->s, ep, &w, NULL, NULL, NULL), false))) return rc;
+    }
     const uint8_t *d = NULL;
     size_t dl = 0;
     do {
@@ -457,9 +639,12 @@ static void rem_iter_close(struct rdkv_iter *it)
 static int rem_commit(struct rdkv_txn *t)
 {
     if (t->begin_pending) return 0; /* nothing was done: nothing to commit */
-    uint16_t ep = rem_of(t->s)->txn_ep;
+    struct rem *r = rem_of(t->s);
+    uint16_t ep = r->txn_ep;
     struct pack_w w;
-    ses_head(t->s, ep, &w, SES_COMMIT);
+    if (r->npend) multi_head(t, ep, &w, 0, true); /* the deferred writes, then the commit */
+    else ses_head(t->s, ep, &w, SES_COMMIT);
+    txn_state_clear(r);
     int rc = ses_call(t->s, ep, &w, NULL, NULL, NULL);
     if (rc == RDKV_ESESSION) return RDKV_EABORTED; /* the node had closed the session first */
     if (rc == RDKV_ELINK_) return RDKV_EUNKNOWN;   /* the request may have arrived */
@@ -470,6 +655,7 @@ static int rem_commit(struct rdkv_txn *t)
 static void rem_abort(struct rdkv_txn *t)
 {
     struct rem *r = rem_of(t->s);
+    txn_state_clear(r);
     if (t->begin_pending || t->doomed || !sid_has(r, r->txn_ep)) return;
     struct pack_w w;
     ses_head(t->s, r->txn_ep, &w, SES_ABORT);
@@ -511,6 +697,7 @@ static void rem_close(struct rdkv_session *s)
         (void)rc;
     }
     fab_buf_free(&r->resp);
+    txn_state_clear(r);
     if (r->c) fab_ctx_destroy(r->c);
     if (r->f) fab_close(r->f);
     if (r->cc.nodes) cluster_config_free(&r->cc);
@@ -530,6 +717,7 @@ const struct ses_ops ses_remote_ops = {
     .get = rem_get,
     .put = rem_put,
     .del = rem_del,
+    .get_many = rem_get_many,
     .patch = rem_patch,
     .scan = rem_scan,
     .iter_next = rem_iter_next,

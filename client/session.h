@@ -38,6 +38,7 @@ struct rdkv_txn {
     bool begin_pending;   /* remote: the BEGIN rides on the first operation */
     bool doomed;          /* remote: the node failed the transaction (it holds no lock) */
     struct fab_buf val;   /* the last value read (a one-shot read's, embedded too) */
+    struct fab_buf many;  /* rdkv_txn_get_many's values, where the kind keeps none */
     struct rdkv_iter iter;
 };
 
@@ -51,6 +52,9 @@ struct ses_ops {
     int (*put)(struct rdkv_txn *t, const void *key, size_t klen, const void *val, size_t vlen,
                bool commit);
     int (*del)(struct rdkv_txn *t, const void *key, size_t klen, bool commit);
+    /* rdkv_txn_get_many in one go (NULL: client.c calls get for each key) */
+    int (*get_many)(struct rdkv_txn *t, size_t n, const void *const *keys, const size_t *klens,
+                    bool for_update, const void **vals, size_t *vlens, int *status);
     /* txn_patch; *old (when old) as get's value */
     int (*patch)(struct rdkv_txn *t, const void *key, size_t klen, uint32_t off,
                  const void *bytes, size_t n, const void **old, size_t *oldlen, bool commit);

@@ -149,7 +149,22 @@ int rdkv_txn_get(rdkv_txn *t, const void *key, size_t klen, const void **val, si
 /* The same under an exclusive lock, for a row this transaction will write. */
 int rdkv_txn_get_for_update(rdkv_txn *t, const void *key, size_t klen, const void **val,
                             size_t *vlen);
-/* Writes key (insert or overwrite); buffered until commit, seen by this transaction's reads. */
+/* Reads n keys (at most RDKV_GET_MANY_MAX) as n calls of rdkv_txn_get (for_update:
+ * rdkv_txn_get_for_update) in this order would, locking them in this order -- so that
+ * transactions reading the same keys never wait on each other in a cycle, pass them sorted --
+ * but on a remote session in one request. For each key: status[i] is 0 with its value in vals[i],
+ * vlens[i], or RDKV_ENOTFOUND. The values belong to the transaction as rdkv_txn_get's do. Returns
+ * 0, or the status of the first key that could not be read (the transaction has then failed:
+ * abort it or pass the status to rdkv_txn_on_error). */
+#define RDKV_GET_MANY_MAX 1000u
+int rdkv_txn_get_many(rdkv_txn *t, size_t n, const void *const *keys, const size_t *klens,
+                      bool for_update, const void **vals, size_t *vlens, int *status);
+/* Writes key (insert or overwrite); buffered until commit, seen by this transaction's reads.
+ * On a remote session, a put of a key this transaction already holds for update (read with
+ * rdkv_txn_get_for_update, or written) sends nothing: it goes with the transaction's next
+ * request (its commit, for the usual read-for-update, write, commit), and what could still go
+ * wrong with it -- RDKV_ETOOBIG past the transaction's size limit, RDKV_ENOMEM on the node -- is
+ * answered by that next call. */
 int rdkv_txn_put(rdkv_txn *t, const void *key, size_t klen, const void *val, size_t vlen);
 /* Deletes key; RDKV_ENOTFOUND (and nothing changes) when it is absent. */
 int rdkv_txn_delete(rdkv_txn *t, const void *key, size_t klen);

@@ -52,22 +52,35 @@ enum kv_rpc {
  *   SES_SCAN_NEXT                                                -> the next batch
  *   SES_COMMIT / SES_ABORT                                       -> (empty)
  *   SES_STATUS                                                   -> JSON text: every node's status
+ *   SES_MULTI      u16 n (1 .. SES_MULTI_MAX), then n items, each a u8 op (SES_GET, SES_PUT,
+ *                  SES_DEL or SES_PATCH, no flags) and that op's fields as above
+ *                      -> u16 n, then n times {i32 status (0 or RDKV_ENOTFOUND), and when it is
+ *                         0 the item's bytes: GET's str value, PATCH's str old value if
+ *                         want_old}
+ *                  The items run in order in one transaction, as n requests would, and the
+ *                  first whose status is neither 0 nor RDKV_ENOTFOUND ends the run: its status
+ *                  is the answer's (then without bytes). A malformed request runs nothing.
+ *                  A client sends the writes it deferred (puts of rows its transaction already
+ *                  holds exclusively) ahead of its next operation this way, and several reads
+ *                  at once (rdkv_txn_get_many).
  * A batch: u8 more, u32 n, then n times {str key, str value}.
- * Flags on SES_GET, SES_PUT, SES_DEL, SES_PATCH, SES_SCAN (and SES_F_RETRY on SES_BEGIN):
+ * Flags on SES_GET, SES_PUT, SES_DEL, SES_PATCH, SES_MULTI, SES_SCAN (and SES_F_RETRY on
+ * SES_BEGIN):
  *   SES_F_BEGIN    begin a transaction first (aborting one left open): an interactive
  *                  transaction's first operation carries its BEGIN
  *   SES_F_COMMIT   commit after the operation: with SES_F_BEGIN, a one-shot operation (one
  *                  serializable transaction in one request). GET and DEL commit on
- *                  RDKV_ENOTFOUND too (and answer it); a failed operation aborts. A one-shot
- *                  scan commits once its last batch is sent (SES_SCAN_NEXT); SES_ABORT ends it
- *                  early.
+ *                  RDKV_ENOTFOUND too (and answer it); a failed operation aborts (a
+ *                  SES_MULTI commits when every item ran). A one-shot scan commits once its
+ *                  last batch is sent (SES_SCAN_NEXT); SES_ABORT ends it early.
  *   SES_F_RETRY    with SES_F_BEGIN: this transaction retries the session's last one and keeps
  *                  its start timestamp (the wait-die order) */
 enum ses_op {
     SES_OPEN = 1, SES_CLOSE = 2, SES_BEGIN = 3, SES_GET = 4, SES_PUT = 5, SES_DEL = 6,
     SES_SCAN = 7, SES_SCAN_NEXT = 8, SES_COMMIT = 9, SES_ABORT = 10, SES_STATUS = 11,
-    SES_PATCH = 12,
+    SES_PATCH = 12, SES_MULTI = 13,
 };
+#define SES_MULTI_MAX 1024u
 /* The operations on one key, which take the SES_F_BEGIN and SES_F_COMMIT flags. */
 static inline int ses_op_is_key(uint8_t op)
 {

@@ -385,42 +385,73 @@ struct sop {
     uint64_t limit; /* SCAN: rows; PATCH: the offset */
 };
 
-/* false: malformed */
-static bool sop_decode(struct fab_rpc_req *req, struct sop *o)
+/* The fields of o->op from r (errors: r->err). */
+static void sop_fields(struct pack_r *r, struct sop *o)
 {
-    struct pack_r r;
-    pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
-    pack_r_take(&r, SES_ID_LEN); /* the session id, checked by the router */
-    uint8_t opb = unpack_u8(&r);
-    *o = (struct sop){.op = opb & SES_OP_MASK, .flags = opb & ~SES_OP_MASK};
     switch (o->op) {
     case SES_GET:
-        o->flag = unpack_u8(&r);
-        o->k = get_bytes(&r, &o->kl);
-        if (o->flag > 1) r.err = true;
+        o->flag = unpack_u8(r);
+        o->k = get_bytes(r, &o->kl);
+        if (o->flag > 1) r->err = true;
         break;
     case SES_PUT:
-        o->k = get_bytes(&r, &o->kl);
-        o->v = get_bytes(&r, &o->vl);
+        o->k = get_bytes(r, &o->kl);
+        o->v = get_bytes(r, &o->vl);
         break;
-    case SES_DEL: o->k = get_bytes(&r, &o->kl); break;
+    case SES_DEL: o->k = get_bytes(r, &o->kl); break;
     case SES_PATCH:
-        o->flag = unpack_u8(&r);
-        o->k = get_bytes(&r, &o->kl);
-        o->limit = unpack_u32(&r);
-        o->v = get_bytes(&r, &o->vl);
-        if (o->flag > 1) r.err = true;
+        o->flag = unpack_u8(r);
+        o->k = get_bytes(r, &o->kl);
+        o->limit = unpack_u32(r);
+        o->v = get_bytes(r, &o->vl);
+        if (o->flag > 1) r->err = true;
         break;
     case SES_SCAN:
-        o->k = get_bytes(&r, &o->kl);
-        o->flag = unpack_u8(&r);
-        o->e = get_bytes(&r, &o->el);
-        o->limit = unpack_u64(&r);
-        if (o->flag > 1) r.err = true;
+        o->k = get_bytes(r, &o->kl);
+        o->flag = unpack_u8(r);
+        o->e = get_bytes(r, &o->el);
+        o->limit = unpack_u64(r);
+        if (o->flag > 1) r->err = true;
         break;
     default: break;
     }
-    return unpack_done(&r);
+}
+
+/* false: malformed. A SES_MULTI's items are left in the reader (o->limit: their count). */
+static bool sop_decode(struct fab_rpc_req *req, struct sop *o, struct pack_r *r)
+{
+    pack_r_init(r, fab_rpc_data(req), fab_rpc_len(req));
+    pack_r_take(r, SES_ID_LEN); /* the session id, checked by the router */
+    uint8_t opb = unpack_u8(r);
+    *o = (struct sop){.op = opb & SES_OP_MASK, .flags = opb & ~SES_OP_MASK};
+    if (o->op == SES_MULTI) {
+        o->limit = unpack_u16(r);
+        return !r->err && o->limit >= 1 && o->limit <= SES_MULTI_MAX;
+    }
+    sop_fields(r, o);
+    return unpack_done(r);
+}
+
+/* A SES_MULTI's n items, decoded whole before any runs (malloc'd; NULL: malformed, *rc says
+ * whether for lack of memory). */
+static struct sop *multi_decode(struct pack_r *r, unsigned n, int *rc)
+{
+    struct sop *items = calloc(n, sizeof *items);
+    if (!items) {
+        *rc = RDKV_ENOMEM;
+        return NULL;
+    }
+    for (unsigned i = 0; i < n && !r->err; i++) {
+        items[i].op = unpack_u8(r);
+        if (!ses_op_is_key(items[i].op)) r->err = true;
+        else sop_fields(r, &items[i]);
+    }
+    if (!unpack_done(r)) {
+        free(items);
+        *rc = RDKV_EPROTO;
+        return NULL;
+    }
+    return items;
 }
 
 static void run_txn_op(struct session *x, struct fab_rpc_req *req, uint8_t op, bool one,
@@ -442,12 +473,60 @@ static int patch_op(struct txn *t, uint8_t want_old, const uint8_t *k, uint32_t 
     return rc;
 }
 
+/* One item of a SES_MULTI in t: its status (0 or RDKV_ENOTFOUND go on), its bytes into w. */
+static int multi_item(struct txn *t, const struct sop *o, struct pack_w *w)
+{
+    const void *val;
+    uint32_t vlen;
+    size_t at = w->len;
+    pack_u32(w, 0); /* the item's status, filled in below */
+    int rc;
+    switch (o->op) {
+    case SES_GET:
+        rc = txn_get(t, o->k, o->kl, o->flag, &val, &vlen);
+        if (!rc) put_bytes(w, val, vlen);
+        break;
+    case SES_PUT: rc = txn_put(t, o->k, o->kl, o->v, o->vl); break;
+    case SES_DEL: rc = txn_del(t, o->k, o->kl); break;
+    default: rc = patch_op(t, o->flag, o->k, o->kl, (uint32_t)o->limit, o->v, o->vl, w); break;
+    }
+    if (!rc && w->err) rc = RDKV_ENOMEM;
+    if (!w->err) pack_put_u32le(w->p + at, (uint32_t)rc);
+    return rc;
+}
+
+/* SES_MULTI (server/proto.h): the items in order; the first failure ends the run. */
+static void run_multi(struct session *x, struct fab_rpc_req *req, struct sop *items, unsigned n,
+                      bool one)
+{
+    struct pack_w w;
+    pack_w_init(&w);
+    pack_u16(&w, (uint16_t)n);
+    int rc = 0;
+    for (unsigned i = 0; i < n && (rc == 0 || rc == RDKV_ENOTFOUND); i++)
+        rc = multi_item(x->t, &items[i], &w);
+    if (rc == RDKV_ENOTFOUND) rc = 0;
+    if (one) rc = oneshot_end(x, rc);
+    if (rc) reply_status(req, rc);
+    else ses_reply(req, 0, w.p, w.len);
+    pack_w_free(&w);
+}
+
 static void run_op(struct session *x, struct fab_rpc_req *req)
 {
     struct sop o;
-    if (!sop_decode(req, &o)) {
+    struct pack_r pr;
+    if (!sop_decode(req, &o, &pr)) {
         reply_status(req, RDKV_EPROTO);
         return;
+    }
+    struct sop *items = NULL;
+    if (o.op == SES_MULTI) {
+        int mrc = 0;
+        if (!(items = multi_decode(&pr, (unsigned)o.limit, &mrc))) {
+            reply_status(req, mrc);
+            return;
+        }
     }
     uint8_t op = o.op, flags = o.flags, flag = o.flag;
     const uint8_t *k = o.k, *v = o.v, *e = o.e;
@@ -462,20 +541,23 @@ static void run_op(struct session *x, struct fab_rpc_req *req)
     case SES_STATUS: cluster_status(x, req); return;
     default: break;
     }
-    if (flags & SES_F_BEGIN) {
-        int rc = begin_txn(x, flags & SES_F_RETRY);
-        if (rc) {
-            reply_status(req, rc);
-            return;
-        }
-    }
-    if (!x->t) {
+    int rc = 0;
+    if (flags & SES_F_BEGIN) rc = begin_txn(x, flags & SES_F_RETRY);
+    else if (!x->t)
         /* no transaction open: it was aborted for idling (retryable), or never begun */
-        reply_status(req, op == SES_ABORT ? 0 : x->ended ? x->ended : RDKV_EINVAL);
+        rc = op == SES_ABORT ? 0 : x->ended ? x->ended : RDKV_EINVAL;
+    if (rc || !x->t) {
+        free(items);
+        reply_status(req, rc);
         return;
     }
     bool one = flags & SES_F_COMMIT;
-    run_txn_op(x, req, op, one, flag, k, kl, v, vl, e, el, limit);
+    if (items) {
+        run_multi(x, req, items, (unsigned)limit, one);
+        free(items);
+    } else {
+        run_txn_op(x, req, op, one, flag, k, kl, v, vl, e, el, limit);
+    }
     /* A transaction that failed (a lock wait ran out, a conflict) holds no lock any more, but
      * tickets it gave up wait in its worker until handed on: end it now rather than at the
      * client's next BEGIN, after its back-off. Its later operations get its status. */
@@ -778,10 +860,10 @@ static void on_session(struct fab_rpc_req *req, void *arg)
     uint8_t opb = unpack_u8(&r);
     uint64_t conn = fab_rpc_conn(req);
     uint8_t op = opb & SES_OP_MASK, flags = opb & ~SES_OP_MASK;
-    bool flags_ok = !flags || ((ses_op_is_key(op) || op == SES_SCAN) &&
+    bool flags_ok = !flags || ((ses_op_is_key(op) || op == SES_SCAN || op == SES_MULTI) &&
                                (!(flags & SES_F_RETRY) || (flags & SES_F_BEGIN))) ||
                     (op == SES_BEGIN && flags == SES_F_RETRY);
-    if (r.err || op < SES_OPEN || op > SES_PATCH || !flags_ok) {
+    if (r.err || op < SES_OPEN || op > SES_MULTI || !flags_ok) {
         reply_status(req, RDKV_EPROTO);
         return;
     }
@@ -876,7 +958,8 @@ static void on_session(struct fab_rpc_req *req, void *arg)
     }
     if (op == SES_CLOSE) x->closing = true; /* later requests are refused; this one runs */
     struct sop o;
-    if (!x->task && !x->scheduled && !x->qhead && !x->closing && sop_decode(req, &o) &&
+    struct pack_r orr;
+    if (!x->task && !x->scheduled && !x->qhead && !x->closing && sop_decode(req, &o, &orr) &&
         inline_fits(s, &o)) {
         x->scheduled = true; /* (keeps the reaper off it meanwhile) */
         x->last = clock_now_ns();

@@ -9,7 +9,7 @@ cmake --build "$out" -j "$(nproc 2>/dev/null || echo 2)" --target fabric_conform
     kvcluster kvbench kvctl test_common test_task test_range lock_stress lock_delay lock_failure range_stress \
     fuzz_wire_smoke fuzz_config_smoke fuzz_txn_smoke test_storage test_histcheck test_txn \
     txn_bank txn_serial txn_phantom txn_badinput txn_fence tpcc_soft abuse_bounds test_wal \
-    test_ckpt fuzz_auth_smoke fuzz_wal_smoke fuzz_ckpt_smoke example_bank >/dev/null
+    test_ckpt fuzz_auth_smoke fuzz_wal_smoke fuzz_ckpt_smoke example_bank sessions >/dev/null
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=66
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1
@@ -38,6 +38,7 @@ run "$out/bin/test_txn" --transport soft --quick
 run "$out/bin/txn_bank" --transport soft --quick
 run "$out/bin/txn_serial" --transport soft --quick
 run "$out/bin/txn_phantom" --transport soft --quick
+run "$out/bin/sessions" --transport soft round_trips batched patch
 run "$out/bin/txn_badinput" --transport soft --quick
 run "$out/bin/abuse_bounds" --transport soft --bindir "$out/bin"
 run "$out/bin/txn_fence" --transport soft --quick

@@ -6,6 +6,12 @@
  *   for an empty one -- and the fabric round trips an embedded one-shot read costs its thread:
  *   none for a key of its own node (CPU atomics and loads), and a fixed number for a key of
  *   another node.
+ * batched: rdkv_txn_get_many reads keys of every node in one request (its BEGIN with it), and
+ *   a put of a row the transaction holds for update goes with the next request: a transfer of
+ *   read-for-update, two puts and a commit costs two requests; a read after a deferred put sees
+ *   it, a scan too, an abort drops it, a put of a key not held goes at once, and a deferred put
+ *   that crosses --txn-max-ops fails the next call with RDKV_ETOOBIG; embedded sessions give the
+ *   same answers.
  * patch: rdkv_patch on remote and embedded sessions, keys of every node.
  * many_sessions: a node with --max-sessions N serves N sessions opened over one connection,
  *   refuses the next with RDKV_EBUSY (and says so), answers a kvctl-style one-shot read on a
@@ -135,6 +141,139 @@ static void round_trips(void)
     tc_stop(&c);
 }
 
+/* The value of key by a one-shot read, as a string ("" when absent). */
+static const char *val_of(rdkv_session *s, const char *key)
+{
+    static char buf[64];
+    const void *v;
+    size_t vl;
+    int rc = rdkv_get(s, key, strlen(key), &v, &vl);
+    if (rc || vl >= sizeof buf) return "";
+    memcpy(buf, v, vl);
+    buf[vl] = 0;
+    return buf;
+}
+
+/* get_many of keys k[0..n) on t: 0 and the values as strings in out ("-" when absent). */
+static int get_many_str(rdkv_txn *t, unsigned n, char (*k)[32], bool upd, char (*out)[32])
+{
+    const void *keys[8], *vals[8];
+    size_t kl[8], vl[8];
+    int st[8];
+    for (unsigned i = 0; i < n; i++) {
+        keys[i] = k[i];
+        kl[i] = strlen(k[i]);
+    }
+    int rc = rdkv_txn_get_many(t, n, keys, kl, upd, vals, vl, st);
+    for (unsigned i = 0; i < n && !rc; i++) {
+        if (st[i] == RDKV_ENOTFOUND) snprintf(out[i], 32, "-");
+        else snprintf(out[i], 32, "%.*s", (int)vl[i], (const char *)vals[i]);
+    }
+    return rc;
+}
+
+/* The batched calls on session s (remote: counted in requests). */
+static void batched_on(rdkv_session *s, struct tcluster *c, bool remote, const char *tag)
+{
+    char k[4][32], got[4][32];
+    for (unsigned i = 0; i < 3; i++) {
+        char p[16];
+        snprintf(p, sizeof p, "%s%u:", tag, i);
+        key_on(c, i, p, k[i], sizeof k[i]);
+        CHECK_EQ(rdkv_put(s, k[i], strlen(k[i]), "100", 3), 0);
+    }
+    snprintf(k[3], sizeof k[3], "%s:absent", tag);
+    /* a transfer: both rows read for update in one request, the writes with the commit */
+    uint64_t r0 = rpcs(s);
+    rdkv_txn *t;
+    REQUIRE(rdkv_txn_begin(s, &t) == 0);
+    CHECK_EQ(get_many_str(t, 4, k, true, got), 0);
+    CHECK(!strcmp(got[0], "100") && !strcmp(got[1], "100") && !strcmp(got[2], "100") &&
+          !strcmp(got[3], "-"));
+    if (remote) CHECK_EQ(rpcs(s) - r0, 1);
+    CHECK_EQ(rdkv_txn_put(t, k[0], strlen(k[0]), "90", 2), 0);
+    CHECK_EQ(rdkv_txn_put(t, k[1], strlen(k[1]), "110", 3), 0);
+    if (remote) CHECK_EQ(rpcs(s) - r0, 1); /* deferred: rows held for update */
+    CHECK_EQ(rdkv_txn_commit(t), 0);
+    rdkv_txn_free(t);
+    if (remote) CHECK_EQ(rpcs(s) - r0, 2);
+    CHECK(!strcmp(val_of(s, k[0]), "90") && !strcmp(val_of(s, k[1]), "110"));
+
+    /* a read after a deferred put sees it (both go in one request); so does a scan */
+    REQUIRE(rdkv_txn_begin(s, &t) == 0);
+    const void *v;
+    size_t vl;
+    CHECK_EQ(rdkv_txn_get_for_update(t, k[2], strlen(k[2]), &v, &vl), 0);
+    CHECK_EQ(rdkv_txn_put(t, k[2], strlen(k[2]), "7", 1), 0);
+    r0 = rpcs(s);
+    CHECK_EQ(rdkv_txn_get(t, k[2], strlen(k[2]), &v, &vl), 0);
+    CHECK(vl == 1 && !memcmp(v, "7", 1));
+    if (remote) CHECK_EQ(rpcs(s) - r0, 1);
+    CHECK_EQ(rdkv_txn_put(t, k[2], strlen(k[2]), "8", 1), 0);
+    rdkv_iter *it;
+    CHECK_EQ(rdkv_txn_scan(t, k[2], strlen(k[2]), NULL, 0, 1, &it), 0);
+    const void *sk;
+    size_t skl;
+    CHECK_EQ(rdkv_iter_next(it, &sk, &skl, &v, &vl), 1);
+    CHECK(skl == strlen(k[2]) && vl == 1 && !memcmp(v, "8", 1));
+    rdkv_iter_close(it);
+    /* a put of a key not held is sent at once */
+    r0 = rpcs(s);
+    CHECK_EQ(rdkv_txn_put(t, k[3], strlen(k[3]), "new", 3), 0);
+    if (remote) CHECK_EQ(rpcs(s) - r0, 1);
+    CHECK_EQ(rdkv_txn_commit(t), 0);
+    rdkv_txn_free(t);
+    CHECK(!strcmp(val_of(s, k[2]), "8") && !strcmp(val_of(s, k[3]), "new"));
+
+    /* an abort drops a deferred put */
+    REQUIRE(rdkv_txn_begin(s, &t) == 0);
+    CHECK_EQ(get_many_str(t, 2, k, true, got), 0);
+    CHECK_EQ(rdkv_txn_put(t, k[0], strlen(k[0]), "0", 1), 0);
+    rdkv_txn_abort(t);
+    rdkv_txn_free(t);
+    CHECK(!strcmp(val_of(s, k[0]), "90"));
+    /* a shared get_many locks shared: another session reads the rows meanwhile */
+    REQUIRE(rdkv_txn_begin(s, &t) == 0);
+    CHECK_EQ(get_many_str(t, 3, k, false, got), 0);
+    CHECK(!strcmp(got[0], "90") && !strcmp(got[1], "110") && !strcmp(got[2], "8"));
+    CHECK_EQ(rdkv_txn_commit(t), 0);
+    rdkv_txn_free(t);
+    for (unsigned i = 0; i < 4; i++) CHECK_EQ(rdkv_delete(s, k[i], strlen(k[i])), 0);
+}
+
+static void batched(void)
+{
+    static struct tcluster c;
+    const char *extra[] = {"--txn-max-ops", "6", NULL};
+    REQUIRE(tc_start(&c, 3, extra) == 0);
+    rdkv_session *s;
+    REQUIRE(tc_connect(&c, 0, NULL, &s) == 0);
+    batched_on(s, &c, true, "bm");
+    /* a deferred put past the node's --txn-max-ops: the next call answers RDKV_ETOOBIG, and
+     * nothing of the transaction happened */
+    char k[32];
+    key_on(&c, 0, "cap:", k, sizeof k);
+    CHECK_EQ(rdkv_put(s, k, strlen(k), "1", 1), 0);
+    rdkv_txn *t;
+    REQUIRE(rdkv_txn_begin(s, &t) == 0);
+    const void *v;
+    size_t vl;
+    CHECK_EQ(rdkv_txn_get_for_update(t, k, strlen(k), &v, &vl), 0);
+    int rc = 0;
+    for (unsigned i = 0; i < 8 && !rc; i++) rc = rdkv_txn_put(t, k, strlen(k), "2", 1);
+    CHECK_EQ(rc, 0); /* every one deferred */
+    CHECK_EQ(rdkv_txn_commit(t), RDKV_ETOOBIG);
+    rdkv_txn_free(t);
+    CHECK(!strcmp(val_of(s, k), "1"));
+    CHECK_EQ(rdkv_delete(s, k, strlen(k)), 0);
+    rdkv_session_close(s);
+    rdkv_session *e;
+    REQUIRE(rdkv_session_open(c.node[1], NULL, &e) == 0);
+    batched_on(e, &c, false, "be");
+    rdkv_session_close(e);
+    tc_stop(&c);
+}
+
 /* rdkv_patch on embedded and remote sessions, on keys of every node: the bytes land at the
  * offset (the value growing past its end), the old value comes back when asked, an absent key
  * or an offset past the end changes nothing. */
@@ -251,6 +390,7 @@ static void many_sessions(void)
 
 static const struct test_case cases[] = {
     {"round_trips", round_trips},
+    {"batched", batched},
     {"patch", patch},
     {"many_sessions", many_sessions},
 };

@@ -545,6 +545,12 @@ static void f_bytes(struct frame *f, const void *p, size_t n)
     f->len += n;
 }
 static void f_u8(struct frame *f, uint8_t v) { f_bytes(f, &v, 1); }
+static void f_u16(struct frame *f, uint16_t v)
+{
+    uint8_t b[2];
+    put_le(b, v, 2);
+    f_bytes(f, b, 2);
+}
 static void f_u32(struct frame *f, uint32_t v)
 {
     uint8_t b[4];
@@ -667,6 +673,8 @@ static void make_wops(struct state *st, uint16_t node, struct frame *f)
     }
 }
 
+static void session_fields(struct state *st, struct frame *f, uint8_t op);
+
 static void make_session(struct state *st, uint16_t node, struct frame *f)
 {
     uint64_t *r = &st->rng;
@@ -680,7 +688,7 @@ static void make_session(struct state *st, uint16_t node, struct frame *f)
                               : sid_fake(rng_next(r));
         break;
     }
-    uint8_t op = (uint8_t)(rng_below(r, 10) == 0 ? rng_next(r) : 1 + rng_below(r, SES_PATCH));
+    uint8_t op = (uint8_t)(rng_below(r, 10) == 0 ? rng_next(r) : 1 + rng_below(r, SES_MULTI));
     /* open sessions only while there are few */
     if (op == SES_OPEN && st->nsids[node] >= 6) op = SES_BEGIN;
     /* the BEGIN, COMMIT and RETRY flags, now and then (some of them on ops they do not fit) */
@@ -690,6 +698,25 @@ static void make_session(struct state *st, uint16_t node, struct frame *f)
     struct ses_id none = sid_fake(0);
     f_sid(f, op == SES_OPEN && rng_below(r, 4) ? &none : &sid);
     f_u8(f, op | flags);
+    if (op == SES_MULTI) {
+        /* a count (now and then absurd), then items of key operations (now and then not) */
+        uint16_t n = rng_below(r, 4) ? (uint16_t)(1 + rng_below(r, 4)) : (uint16_t)rng_next(r);
+        f_u16(f, n);
+        static const uint8_t kops[] = {SES_GET, SES_PUT, SES_DEL, SES_PATCH};
+        for (unsigned i = 0; i < n && i < 6; i++) {
+            uint8_t iop = rng_below(r, 12) ? kops[rng_below(r, 4)] : (uint8_t)rng_next(r);
+            f_u8(f, iop);
+            session_fields(st, f, iop);
+        }
+        return;
+    }
+    session_fields(st, f, op);
+}
+
+/* The fields of session op `op` (none for ops without any). */
+static void session_fields(struct state *st, struct frame *f, uint8_t op)
+{
+    uint64_t *r = &st->rng;
     uint8_t key[64], val[400];
     switch (op) {
     case SES_OPEN:
@@ -1330,7 +1357,7 @@ static void crafted_frames(void)
         SES(sid_fake(0), SES_BEGIN);
         CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_ESESSION);
         for (unsigned op = 0; op < 256; op += op < 16 ? 1 : 37) {
-            if (op >= SES_OPEN && op <= SES_PATCH) continue;
+            if (op >= SES_OPEN && op <= SES_MULTI) continue;
             SES(sid_fake(0), (uint8_t)op);
             CHECK_EQ(call(&st, node, KV_RPC_SESSION, f.b, f.len, &resp), RDKV_EPROTO);
         }

@@ -89,18 +89,22 @@ static void put_balance(uint8_t b[8], int64_t v)
     memcpy(b, &(uint64_t){(uint64_t)v}, 8);
 }
 
-static int get_balance(rdkv_txn *t, const char *key, size_t kl, bool for_update, int64_t *v)
+/* A balance's bytes: 0, or RDKV_EPROTO for a value that is not an account of this workload. */
+static int balance_of(const void *p, size_t len, int64_t *v)
 {
-    const void *p;
-    size_t len;
-    int rc = for_update ? rdkv_txn_get_for_update(t, key, kl, &p, &len)
-                        : rdkv_txn_get(t, key, kl, &p, &len);
-    if (rc) return rc;
-    if (len != 8) return RDKV_EPROTO; /* not an account of this workload */
+    if (len != 8) return RDKV_EPROTO;
     uint64_t u;
     memcpy(&u, p, 8);
     *v = (int64_t)u;
     return 0;
+}
+
+static int get_balance(rdkv_txn *t, const char *key, size_t kl, int64_t *v)
+{
+    const void *p;
+    size_t len;
+    int rc = rdkv_txn_get(t, key, kl, &p, &len);
+    return rc ? rc : balance_of(p, len, v);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -158,19 +162,24 @@ static void worker_free(void *w)
     free(w);
 }
 
-/* One attempt: both accounts for update in key order, then both writes. */
+/* One attempt: both accounts read for update in key order in one call (on a remote session one
+ * request, its BEGIN included), then both writes, which ride on the commit's request (they
+ * write rows the transaction holds exclusively): two requests in all. */
 static int transfer_once(rdkv_txn *t, uint64_t from, uint64_t to, int64_t amount)
 {
     char k[2][XFER_KEY_MAX];
-    int kl[2];
+    size_t kl[2];
     uint64_t lo = from < to ? from : to, hi = from < to ? to : from;
-    kl[0] = xfer_key(lo, k[0], sizeof k[0]);
-    kl[1] = xfer_key(hi, k[1], sizeof k[1]);
+    kl[0] = (size_t)xfer_key(lo, k[0], sizeof k[0]);
+    kl[1] = (size_t)xfer_key(hi, k[1], sizeof k[1]);
+    const void *keys[2] = {k[0], k[1]}, *vals[2];
+    size_t vlens[2];
+    int found[2];
     int64_t b[2];
-    for (int i = 0; i < 2; i++) {
-        int rc = get_balance(t, k[i], (size_t)kl[i], true, &b[i]);
-        if (rc) return rc;
-    }
+    int rc = rdkv_txn_get_many(t, 2, keys, kl, true, vals, vlens, found);
+    for (int i = 0; i < 2 && !rc; i++)
+        rc = found[i] ? found[i] : balance_of(vals[i], vlens[i], &b[i]);
+    if (rc) return rc;
     int src = from == lo ? 0 : 1;
     if (amount > b[src]) amount = b[src];
     b[src] -= amount;
@@ -178,8 +187,7 @@ static int transfer_once(rdkv_txn *t, uint64_t from, uint64_t to, int64_t amount
     uint8_t v[2][8];
     for (int i = 0; i < 2; i++) {
         put_balance(v[i], b[i]);
-        int rc = rdkv_txn_put(t, k[i], (size_t)kl[i], v[i], 8);
-        if (rc) return rc;
+        if ((rc = rdkv_txn_put(t, k[i], kl[i], v[i], 8))) return rc;
     }
     return rdkv_txn_commit(t);
 }
@@ -223,7 +231,7 @@ static int check(rdkv_session *s, const void *cfg, size_t len, char *out, size_t
             char key[XFER_KEY_MAX];
             int kl = xfer_key(j, key, sizeof key);
             int64_t b;
-            rc = get_balance(t, key, (size_t)kl, false, &b);
+            rc = get_balance(t, key, (size_t)kl, &b);
             if (rc == RDKV_ENOTFOUND)
                 rc = 0;
             else if (!rc)
