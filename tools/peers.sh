@@ -453,8 +453,9 @@ Runs on a loaded machine vary, by several times at worst: compare systems within
   when EXEC answers nil. PostgreSQL runs READ, UPDATE and INSERT as single statements in
   autocommit (READ COMMITTED, which for one statement on one row is as strong as it needs),
   F as \`SELECT ... FOR UPDATE\` + \`UPDATE\` in one transaction (the row lock makes it
-  serializable), and TRANSFER at SERIALIZABLE (both rows \`FOR UPDATE\` in id order, two
-  \`UPDATE\`s), retrying serialization failures. Retries are counted as aborts, not errors.
+  serializable), and TRANSFER at SERIALIZABLE (both rows in one \`SELECT ... FOR UPDATE\`,
+  locked in id order, then two \`UPDATE\`s), retrying serialization failures. Retries are
+  counted as aborts, not errors.
 - **Data model.** A YCSB record is one 1 KB value in rdkv (an update writes one field's bytes
   in place with \`rdkv_patch\`), a hash of 10 fields in Redis (an update is \`HSET\` of one
   field), a row of 10 text columns in PostgreSQL (\`UPDATE\` of one column): YCSB's own bindings
@@ -465,7 +466,9 @@ Runs on a loaded machine vary, by several times at worst: compare systems within
   last one a read-modify-write run by the key's owner, as a Redis Lua script would be; the
   Redis runs here use WATCH/MULTI/EXEC instead): one request, sent straight to the key's
   owner. TRANSFER is an interactive transaction coordinated by one node (two-phase commit
-  across nodes when it spans them).
+  across nodes when it spans them): both accounts read for update in one request
+  (\`rdkv_txn_get_many\`, as Redis's \`MGET\`), and the two writes, of rows the transaction
+  then holds, go with the commit's request.
   rdkv embedded: the workers run inside the nodes as tasks ($etasks per thread: one thread
   keeps that many operations in flight, as an application linked into a node would) and
   reach other nodes' data with one-sided fabric operations; there is no client hop at all,
@@ -477,7 +480,9 @@ Runs on a loaded machine vary, by several times at worst: compare systems within
 - **Round trips per operation.** A Redis or PostgreSQL READ, UPDATE or INSERT is one request
   and one reply. Redis's F and TRANSFER take three (\`WATCH\`; the read; \`MULTI\` ... \`EXEC\`
   pipelined), PostgreSQL's F four (\`BEGIN\`, \`SELECT\`, \`UPDATE\`, \`COMMIT\`) and its
-  TRANSFER six, each once more per retry. An rdkv operation is a transaction whose begin,
+  TRANSFER five, each once more per retry; an rdkv remote TRANSFER takes two requests from
+  the client, and its coordinator then one-sided locks and a two-phase commit with the other
+  node when the accounts live on two. An rdkv operation is a transaction whose begin,
   reads, writes and commit cross the fabric; each rdkv report counts its fabric round trips
   per operation (\`[COST], RoundTripsPerOp\`, in the last table), every one a loopback TCP
   exchange with thread wake-ups on the soft transport.

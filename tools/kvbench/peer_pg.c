@@ -4,9 +4,10 @@
  * INSERT an INSERT (an upsert, as rdkv's put), SCAN a SELECT of the next scanlength keys in key
  * order; each is one statement in autocommit (READ COMMITTED: a one-statement transaction on
  * one row). READ-MODIFY-WRITE is BEGIN, SELECT ... FOR UPDATE, UPDATE, COMMIT: the row lock
- * makes it serializable without SERIALIZABLE's predicate locks. TRANSFER runs at SERIALIZABLE
- * (both accounts FOR UPDATE in id order, two UPDATEs); a serialization failure or a deadlock
- * (SQLSTATE 40001, 40P01) rolls back and retries, counted as an abort. Loads use COPY. */
+ * makes it serializable without SERIALIZABLE's predicate locks. TRANSFER runs at SERIALIZABLE:
+ * both accounts in one SELECT ... FOR UPDATE (locked in id order), then two UPDATEs; a
+ * serialization failure or a deadlock (SQLSTATE 40001, 40P01) rolls back and retries, counted
+ * as an abort. Loads use COPY. */
 #include "tools/kvbench/peer.h"
 #include "tools/kvbench/transfer.h"
 #include "tools/kvbench/ycsb_gen.h"
@@ -358,7 +359,8 @@ static int p_xfer_op(void *p_, uint64_t from, uint64_t to, int64_t amount, struc
     char err[256];
     if (!p->xfer_ready) {
         int rc = prepf(p, 0, err, sizeof err, "xr", "%s",
-                       "SELECT balance FROM accounts WHERE id = $1 FOR UPDATE");
+                       "SELECT id, balance FROM accounts WHERE id IN ($1, $2) ORDER BY id "
+                       "FOR UPDATE");
         if (prepf(p, rc, err, sizeof err, "xu", "%s",
                   "UPDATE accounts SET balance = $2 WHERE id = $1")) {
             fprintf(stderr, "kvbench ycsb: %s", err);
@@ -373,17 +375,23 @@ static int p_xfer_op(void *p_, uint64_t from, uint64_t to, int64_t amount, struc
     for (;;) {
         int64_t b[2] = {0, 0};
         int rc = simple(p, "BEGIN ISOLATION LEVEL SERIALIZABLE");
-        for (int i = 0; i < 2 && !rc; i++) {
-            const char *v[1] = {ids[i]};
-            PGresult *res = PQexecPrepared(p->c, "xr", 1, v, NULL, NULL, 0);
-            if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
-                b[i] = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-            else if (res && PQresultStatus(res) == PGRES_TUPLES_OK)
+        if (!rc) {
+            /* both rows in one statement, locked in id order (as rdkv_txn_get_many and
+             * Redis's MGET read both in one request) */
+            const char *v[2] = {ids[0], ids[1]};
+            PGresult *res = PQexecPrepared(p->c, "xr", 2, v, NULL, NULL, 0);
+            if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 2) {
+                for (int i = 0; i < 2; i++) {
+                    int row = strtoull(PQgetvalue(res, i, 0), NULL, 10) == id[0] ? 0 : 1;
+                    b[row] = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+                }
+            } else if (res && PQresultStatus(res) == PGRES_TUPLES_OK) {
                 rc = RDKV_ENOTFOUND;
-            else
+            } else {
                 rc = conflict(res)                      ? RDKV_EABORTED
                      : PQstatus(p->c) == CONNECTION_BAD ? RDKV_EUNAVAILABLE
                                                         : RDKV_EIO;
+            }
             PQclear(res);
         }
         int64_t m = amount < b[src] ? amount : b[src];
