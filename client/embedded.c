@@ -218,7 +218,9 @@ static int emb_get(struct rdkv_txn *t, const void *key, size_t klen, bool upd, c
 {
     const void *v;
     uint32_t vl;
-    int rc = txn_get(t->t, key, (uint32_t)klen, upd, &v, &vl);
+    /* a one-shot read may read another node's row without its lock (txn_get_once) */
+    int rc = commit && !upd ? txn_get_once(t->t, key, (uint32_t)klen, &v, &vl)
+                            : txn_get(t->t, key, (uint32_t)klen, upd, &v, &vl);
     if (!rc && commit) { /* the row's bytes end with the transaction: keep a copy */
         if (fab_buf_set(&t->val, v, vl)) rc = RDKV_ENOMEM;
         else v = vl ? t->val.data : (const void *)"";

@@ -55,6 +55,13 @@ struct lock_algo {
     /* The acquire can READ the bytes a handle names (rd_len) in its own chain, and says in rd_ok
      * whether they were read under the lock (see struct lock_handle). Others ignore rd_len. */
     bool read_in_chain;
+    /* Reading without the lock (NULL: the algorithm cannot tell): the first `peek` bytes of the
+     * line, READ before and after other bytes in one chain (ops of a chain execute in order),
+     * show with quiet(before, after) that no exclusive holder was in the line at the first READ
+     * and none took it before the second -- so no writer changed what the lock protects between
+     * them (docs/locks.md, "Reading without the lock"). */
+    uint32_t peek;
+    bool (*quiet)(const void *before, const void *after);
 };
 
 extern const struct lock_algo lock_alock;  /* ALock: local CPU atomics, remote one-sided verbs */

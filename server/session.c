@@ -577,7 +577,8 @@ static void run_txn_op(struct session *x, struct fab_rpc_req *req, uint8_t op, b
     int rc;
     switch (op) {
     case SES_GET: {
-        rc = txn_get(x->t, k, kl, flag, &val, &vlen);
+        rc = one && !flag ? txn_get_once(x->t, k, kl, &val, &vlen)
+                          : txn_get(x->t, k, kl, flag, &val, &vlen);
         struct pack_w w;
         pack_w_init(&w);
         if (!rc) {

@@ -864,6 +864,14 @@ int store_remote_read_row(struct fab_ctx *c, const struct store_remote *r, const
     return 0;
 }
 
+int store_remote_decode_row(const struct store_remote *r, const void *key, uint32_t klen,
+                            const uint8_t *buf, uint64_t len, struct row_view *v)
+{
+    if (row_decode(buf, len, r->key_max, r->value_max, v)) return 0;
+    if (!(v->flags & ROW_LIVE) || v->klen != klen || v->vext || !v->val) return 0;
+    return len >= 64u + klen && !memcmp(buf + 64, key, klen);
+}
+
 int store_remote_probe(struct fab_ctx *c, const struct store_remote *r, uint64_t hash,
                        rptr *cands, unsigned max)
 {

@@ -233,5 +233,11 @@ int store_remote_read_row(struct fab_ctx *c, const struct store_remote *r, const
                           uint32_t klen, bool want_val, struct row_read first, const uint8_t *pre,
                           void *(*alloc)(void *arg, size_t n), void *arg, struct row_view *v,
                           uint32_t *readlen);
+/* Decodes key's row from buf, the len bytes READ at a first read's `at`, without reading more:
+ * 1 when they hold key's live row with its whole value inline (v->val points into buf), 0
+ * otherwise (not that row, or more to read). For bytes whose consistency the caller checked some
+ * other way (the transaction layer's reads without the lock). */
+int store_remote_decode_row(const struct store_remote *r, const void *key, uint32_t klen,
+                            const uint8_t *buf, uint64_t len, struct row_view *v);
 
 #endif

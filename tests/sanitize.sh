@@ -38,7 +38,7 @@ run "$out/bin/test_txn" --transport soft --quick
 run "$out/bin/txn_bank" --transport soft --quick
 run "$out/bin/txn_serial" --transport soft --quick
 run "$out/bin/txn_phantom" --transport soft --quick
-run "$out/bin/sessions" --transport soft round_trips batched patch
+run "$out/bin/sessions" --transport soft round_trips batched snapshot patch
 run "$out/bin/txn_badinput" --transport soft --quick
 run "$out/bin/abuse_bounds" --transport soft --bindir "$out/bin"
 run "$out/bin/txn_fence" --transport soft --quick

@@ -24,8 +24,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define LOC_SETS 32768u        /* remote row locations per context: 2-way sets (1.5 MiB, */
-#define LOC_WAYS 2u            /* touched only as used) */
+#define LOC_SETS 131072u       /* remote row locations per node: 2-way sets (6 MiB, touched */
+#define LOC_WAYS 2u            /* only as used) */
 #define LOCATE_TRIES 8
 #define CHUNK_MIN (16u << 10)
 #define COMMIT_RPC_TIMEOUT_NS (5 * NS_PER_S) /* txn_cfg.commit_timeout_ns's default */
@@ -63,58 +63,18 @@ const char *txn_conflict_name(int policy)
 
 /* ------------------------------------------------------------------------------------------ */
 
+/* The location cache: where rows of other nodes were found, shared by every thread of the node
+ * (with one per worker, 16 tasks per thread each missed most uniform reads and paid the index
+ * probe; with one per thread, each workload run started cold). Entries are hints -- a row is
+ * always checked (its key, under its lock or by a quiet read) before it is used -- so threads
+ * read and write them without a lock, each field with a relaxed atomic access, and a reader
+ * keeps an entry only if its hash reads the same before and after its other fields: a torn or
+ * mixed entry costs at most a miss. */
 struct loc {
     uint64_t hash;
     rptr row;
-    uint32_t readlen;
+    uint64_t readlen;
 };
-
-/* The location cache of the workers of one fabric context: the tasks of one thread, which run
- * one at a time and never wait inside a lookup or an update, so it needs no lock of its own;
- * shared, a thread's tasks learn each other's locations (with 16 tasks each holding a cache of
- * its own, a uniform YCSB read missed ~90% of the time and paid the index probe). A worker with
- * a context of its own has a cache of its own. Entries are hints: a row is always checked
- * under its lock. */
-struct loc_cache {
-    struct loc_cache *next;
-    const struct fab_ctx *c; /* shared by the workers on c (NULL: one worker's own) */
-    unsigned refs;           /* loc_mu */
-    struct loc slots[];      /* LOC_SETS * LOC_WAYS */
-};
-static pthread_mutex_t loc_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct loc_cache *loc_caches; /* the shared ones, under loc_mu */
-
-static struct loc_cache *loc_cache_get(const struct fab_ctx *shared)
-{
-    pthread_mutex_lock(&loc_mu);
-    struct loc_cache *lc = loc_caches;
-    while (shared && lc && lc->c != shared) lc = lc->next;
-    if (!shared || !lc) {
-        lc = calloc(1, sizeof *lc + (size_t)LOC_SETS * LOC_WAYS * sizeof(struct loc));
-        if (lc && shared) {
-            lc->c = shared;
-            lc->next = loc_caches;
-            loc_caches = lc;
-        }
-    }
-    if (lc) lc->refs++;
-    pthread_mutex_unlock(&loc_mu);
-    return lc;
-}
-
-static void loc_cache_put(struct loc_cache *lc)
-{
-    if (!lc) return;
-    pthread_mutex_lock(&loc_mu);
-    bool last = --lc->refs == 0;
-    if (last && lc->c) {
-        struct loc_cache **pp = &loc_caches;
-        while (*pp != lc) pp = &(*pp)->next;
-        *pp = lc->next;
-    }
-    pthread_mutex_unlock(&loc_mu);
-    if (last) free(lc);
-}
 
 struct tent {
     const uint8_t *key;
@@ -194,8 +154,6 @@ struct txn_worker {
     struct lock_thread lt;
     struct store_remote *rem;
     uint8_t *rem_ok;
-    struct loc_cache *lc;
-    struct loc *cache; /* lc's slots */
     struct txn tx;
     uint32_t wid, seq;
     int64_t lock_timeout;
@@ -714,9 +672,10 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     e->lcfg.drtm_lease_ns = e->cfg.drtm_lease_ns > 0 ? e->cfg.drtm_lease_ns : 10 * NS_PER_MS;
     e->down = calloc(e->n, 1);
     e->prep_by_coord = calloc(e->n, sizeof *e->prep_by_coord);
+    e->loc = calloc((size_t)LOC_SETS * LOC_WAYS, sizeof *e->loc);
     pthread_mutex_init(&e->pmu, NULL);
     pthread_mutex_init(&e->cmu, NULL);
-    if (!e->down || !e->prep_by_coord) rc = RDKV_ENOMEM;
+    if (!e->down || !e->prep_by_coord || !e->loc) rc = RDKV_ENOMEM;
     if (!rc && (rc = range_space_create(rs, TXN_RANGE_SPACE, NULL)))
         snprintf(err, errcap, "cannot create the key range space: %s", rdkv_strerror(rc));
     pthread_mutex_init(&e->jmu, NULL);
@@ -751,6 +710,7 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
         pthread_cond_destroy(&e->jcv);
         free(e->down);
         free(e->prep_by_coord);
+        free(e->loc);
         pthread_mutex_destroy(&e->pmu);
         pthread_mutex_destroy(&e->cmu);
         free(e);
@@ -830,6 +790,7 @@ void txn_env_close(struct txn_env *e)
     free(e->tombs);
     free(e->down);
     free(e->prep_by_coord);
+    free(e->loc);
     free(e);
 }
 
@@ -843,9 +804,7 @@ static int worker_create(struct txn_env *e, struct fab_ctx *shared, struct txn_w
     w->e = e;
     w->rem = calloc(e->n, sizeof *w->rem);
     w->rem_ok = calloc(e->n, 1);
-    w->lc = loc_cache_get(shared);
-    w->cache = w->lc ? w->lc->slots : NULL;
-    int rc = w->rem && w->rem_ok && w->cache ? 0 : RDKV_ENOMEM;
+    int rc = w->rem && w->rem_ok ? 0 : RDKV_ENOMEM;
     w->own_ctx = !shared;
     if (!rc && shared) w->c = shared;
     else if (!rc) rc = fab_ctx_create(e->f, &w->c);
@@ -859,7 +818,6 @@ static int worker_create(struct txn_env *e, struct fab_ctx *shared, struct txn_w
     if (rc) {
         free(w->rem);
         free(w->rem_ok);
-        loc_cache_put(w->lc);
         free(w);
         return rc;
     }
@@ -901,7 +859,6 @@ void txn_worker_destroy(struct txn_worker *w)
     if (w->own_ctx) fab_ctx_destroy(w->c);
     free(w->rem);
     free(w->rem_ok);
-    loc_cache_put(w->lc);
     free(w);
 }
 
@@ -1009,12 +966,34 @@ static int remote_of(struct txn *t, uint16_t node, const struct store_remote **o
     return 0;
 }
 
-static struct loc *cache_find(struct txn_worker *w, uint64_t hash)
+static struct loc *loc_set(const struct txn_env *e, uint64_t hash)
 {
-    struct loc *set = &w->cache[(hash & (LOC_SETS - 1)) * LOC_WAYS];
-    for (unsigned i = 0; i < LOC_WAYS; i++)
-        if (set[i].hash == hash) return &set[i];
-    return NULL;
+    return &e->loc[(hash & (LOC_SETS - 1)) * LOC_WAYS];
+}
+
+/* The cached location of the key with this hash: true and *out (a row, never RPTR_NULL). */
+static bool cache_get(const struct txn_env *e, uint64_t hash, struct loc *out)
+{
+    struct loc *set = loc_set(e, hash);
+    for (unsigned i = 0; i < LOC_WAYS; i++) {
+        if (__atomic_load_n(&set[i].hash, __ATOMIC_ACQUIRE) != hash) continue;
+        out->row = __atomic_load_n(&set[i].row, __ATOMIC_RELAXED);
+        out->readlen = __atomic_load_n(&set[i].readlen, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&set[i].hash, __ATOMIC_RELAXED) != hash || !out->row) return false;
+        out->hash = hash;
+        return true;
+    }
+    return false;
+}
+
+static void loc_store(struct loc *l, uint64_t hash, rptr row, uint64_t readlen)
+{
+    __atomic_store_n(&l->hash, 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&l->row, row, __ATOMIC_RELAXED);
+    __atomic_store_n(&l->readlen, readlen, __ATOMIC_RELAXED);
+    __atomic_store_n(&l->hash, hash, __ATOMIC_RELEASE);
 }
 
 /* Candidate rows for en's key: at most max, or a status. from_cache tells the caller that the
@@ -1031,10 +1010,10 @@ static int candidates(struct txn *t, struct tent *en, rptr *c, unsigned max, boo
         return rc ? rc : 1;
     }
     if (txn_env_is_down(e, en->part)) return RDKV_EUNAVAILABLE;
-    const struct loc *l = cache_find(w, en->hash);
-    if (use_cache && l && l->row) {
+    struct loc l;
+    if (use_cache && cache_get(e, en->hash, &l)) {
         w->stats.cache_hits++;
-        c[0] = l->row;
+        c[0] = l.row;
         *from_cache = true;
         return 1;
     }
@@ -1049,22 +1028,28 @@ static int candidates(struct txn *t, struct tent *en, rptr *c, unsigned max, boo
 static void cache_put(struct txn_worker *w, const struct tent *en, rptr row, uint32_t readlen)
 {
     /* the newest location goes to way 0; the one it displaces moves to way 1 */
-    struct loc *set = &w->cache[(en->hash & (LOC_SETS - 1)) * LOC_WAYS];
-    if (set[0].hash != en->hash) set[1] = set[0]; /* (an older entry of the key there goes) */
-    set[0] = (struct loc){en->hash, row, readlen};
+    struct loc *set = loc_set(w->e, en->hash);
+    struct loc old;
+    uint64_t h0 = __atomic_load_n(&set[0].hash, __ATOMIC_RELAXED);
+    if (h0 != en->hash && h0 && cache_get(w->e, h0, &old))
+        loc_store(&set[1], h0, old.row, old.readlen); /* (an older entry of the key there goes) */
+    loc_store(&set[0], en->hash, row, readlen);
 }
 
 static void cache_drop(struct txn_worker *w, uint64_t hash)
 {
-    struct loc *l = cache_find(w, hash);
-    if (l) l->row = RPTR_NULL;
+    struct loc *set = loc_set(w->e, hash);
+    for (unsigned i = 0; i < LOC_WAYS; i++)
+        if (__atomic_load_n(&set[i].hash, __ATOMIC_RELAXED) == hash)
+            __atomic_store_n(&set[i].row, RPTR_NULL, __ATOMIC_RELAXED);
 }
 
 /* The first READ of en's (remote) row at `row`, with the length the cache last saw. */
 static struct row_read first_read(struct txn *t, const struct tent *en, rptr row, bool want_val)
 {
-    const struct loc *l = cache_find(t->w, en->hash);
-    return store_row_first_read(row, en->klen, l && l->row == row ? l->readlen : 0, want_val);
+    struct loc l;
+    bool hit = cache_get(t->w->e, en->hash, &l) && l.row == row;
+    return store_row_first_read(row, en->klen, hit ? (uint32_t)l.readlen : 0, want_val);
 }
 
 static void *tmem_of(void *t, size_t n) { return tmem(t, n); }
@@ -1408,6 +1393,51 @@ int txn_get(struct txn *t, const void *key, uint32_t klen, bool for_update, cons
     *val = en->val;
     *vlen = en->vlen;
     return 0;
+}
+
+/* A read without the row's lock (txn_get_once): 1 and the value when the row's location is
+ * cached and one chain -- the lock line's first words, the row, the lock line's words again --
+ * found no writer in the line (lock_algo.quiet) and the row whole in its bytes; 0 when it cannot
+ * say (the caller reads under the lock). */
+static int snapshot_read(struct txn *t, const void *key, uint32_t klen, const void **val,
+                         uint32_t *vlen)
+{
+    struct txn_worker *w = t->w;
+    struct txn_env *e = w->e;
+    const struct lock_algo *a = e->row;
+    if (!a->quiet || a->peek > LOCK_LINE || t->nents || check_key(t, klen)) return 0;
+    uint16_t part = txn_partition(e, key, klen);
+    if (part == e->me || txn_env_is_down(e, part)) return 0;
+    struct loc l;
+    if (!cache_get(e, store_hash(key, klen), &l) || !l.readlen) return 0;
+    if (!w->rem_ok[part]) return 0; /* (the locked read opens it) */
+    const struct store_remote *r = &w->rem[part];
+    struct row_read first = store_row_first_read(l.row, klen, (uint32_t)l.readlen, true);
+    uint8_t *buf = tmem(t, first.len);
+    uint8_t before[LOCK_LINE], after[LOCK_LINE];
+    if (!buf) return 0;
+    struct fab_op ops[3] = {fab_op_read(l.row, before, a->peek),
+                            fab_op_read(first.at, buf, first.len),
+                            fab_op_read(l.row, after, a->peek)};
+    if (fab_exec(w->c, ops, 3) || !a->quiet(before, after)) return 0;
+    struct row_view v;
+    if (store_remote_decode_row(r, key, klen, buf, first.len, &v) != 1) return 0;
+    *val = v.val;
+    *vlen = v.vlen;
+    w->stats.snapshots++;
+    return 1;
+}
+
+int txn_get_once(struct txn *t, const void *key, uint32_t klen, const void **val,
+                 uint32_t *vlen)
+{
+    if (!t->active) return RDKV_EINVAL;
+    if (t->failed) return t->failed;
+    if (snapshot_read(t, key, klen, val, vlen) == 1) {
+        int rc = charge_op(t, klen);
+        return rc ? rc : 0;
+    }
+    return txn_get(t, key, klen, false, val, vlen);
 }
 
 int txn_put(struct txn *t, const void *key, uint32_t klen, const void *val, uint32_t vlen)

@@ -171,6 +171,7 @@ struct txn_stats {
     uint64_t commits, aborts, conflicts; /* conflicts: lock waits that ran out */
     uint64_t rounds;  /* sequential network waits of commits (a fan-out to several nodes is one) */
     uint64_t cache_hits, cache_misses; /* remote row locations */
+    uint64_t snapshots; /* txn_get_once reads taken without the lock */
 };
 
 struct txn_worker;
@@ -200,6 +201,14 @@ uint64_t txn_start_ts(const struct txn *t);
 void txn_keep_ts(struct txn *t, uint64_t ts);
 int txn_get(struct txn *t, const void *key, uint32_t klen, bool for_update, const void **val,
             uint32_t *vlen);
+/* txn_get (shared) as a read-only transaction's one and only operation, which may then read
+ * another node's row without its lock: when the row's location is cached and the row lock can
+ * tell (lock_algo.quiet) that no writer was in the row while one chain READ it -- one round
+ * trip, no release -- and under the lock otherwise. After it the caller commits (or aborts)
+ * and does nothing else in the transaction: a read taken so holds no lock, and is serializable
+ * only as the whole of its transaction (docs/transactions.md, "Reads without the lock"). */
+int txn_get_once(struct txn *t, const void *key, uint32_t klen, const void **val,
+                 uint32_t *vlen);
 int txn_put(struct txn *t, const void *key, uint32_t klen, const void *val, uint32_t vlen);
 int txn_del(struct txn *t, const void *key, uint32_t klen);
 /* A read-modify-write of one key: locks it exclusively, writes n bytes at offset off of its

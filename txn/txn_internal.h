@@ -104,6 +104,7 @@ struct txn_env {
     int fault; /* enum txn_fault: a test hook (RDKV_TEST_FAULT, read by txn_env_set_wal) */
     uint8_t *down; /* per node, atomic loads/stores */
     uint32_t next_worker;
+    struct loc *loc; /* the location cache of rows of other nodes (txn.c), shared lock-free */
     uint64_t ts_last;  /* the last start timestamp's clock part (8 us units, atomic) */
     pthread_mutex_t pmu; /* the prepared list, requests in progress, tombstones */
     struct prepared *prep;
