@@ -94,7 +94,7 @@ const char node_usage[] =
     "  --sessions-per-conn N remote sessions one client connection may hold open (default 1024)\n"
     "  --session-threads N   threads that run the remote sessions' transactions, each as a task\n"
     "                        (default 2)\n"
-    "  --rpc-threads N       threads that run RPC handlers (default 2; 16 with --data-dir,\n"
+    "  --rpc-threads N       threads that run RPC handlers (default 2; 64 with --data-dir,\n"
     "                        where each commit RPC waits on its thread for its fdatasync)\n"
     "  --max-conns N         connections open at once, nodes' and clients' (default 1024);\n"
     "                        beyond it a connection is refused with \"busy\"\n"

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 
 /* --rpc-threads' default with --data-dir (docs/storage.md, "In the node"). */
-#define NODE_DURABLE_RPC_THREADS 16u
+#define NODE_DURABLE_RPC_THREADS 64u
 #include <stdint.h>
 
 #define NODE_VERSION "0.1.0"
