@@ -43,6 +43,7 @@ int fab_ctx_create(struct fabric *f, struct fab_ctx **out)
     struct fab_ctx *c = calloc(1, sizeof *c);
     if (!c) return RDKV_ENOMEM;
     c->f = f;
+    c->spin_ns = f->o.spin_ns;
     char err[128];
     int rc = uring_setup(&c->ring, CTX_RING_ENTRIES, err, sizeof err);
     if (rc) {
@@ -886,7 +887,7 @@ static void ctx_idle(void *arg, int64_t wait_ns)
     }
     int64_t now = clock_now_ns();
     if (c->inflight) {
-        int64_t spin_end = now + c->f->o.spin_ns;
+        int64_t spin_end = now + c->spin_ns;
         while (now < spin_end && (wait_ns < 0 || now < spin_end)) {
             if (ctx_progress(c, 0) > 0) return;
             cpu_relax();
@@ -902,6 +903,8 @@ static void ctx_idle(void *arg, int64_t wait_ns)
     }
     ctx_progress(c, w);
 }
+
+void fab_ctx_set_spin(struct fab_ctx *c, int64_t spin_ns) { c->spin_ns = spin_ns > 0 ? spin_ns : 0; }
 
 void fab_ctx_attach(struct fab_ctx *c, struct sched *s)
 {
@@ -940,10 +943,10 @@ static bool wait_until(struct fab_ctx *c, bool (*cond)(struct fab_ctx *, void *)
     if (cond(c, arg)) return true;
     if (in_task(c)) return task_wait_until(c, cond, arg, deadline);
     int64_t start = clock_now_ns();
-    int64_t spin_end = start + c->f->o.spin_ns;
+    int64_t spin_end = start + c->spin_ns;
     /* (no spin: straight to the blocking wait, which submits what is pending in the same
      * system call -- a polling pass first would cost two more) */
-    bool spin = c->f->o.spin_ns > 0;
+    bool spin = c->spin_ns > 0;
     for (;;) {
         if (spin) {
             ctx_progress(c, 0);

@@ -237,6 +237,11 @@ int fab_faa(struct fab_ctx *c, rptr dst, uint64_t add, uint64_t *old);
 struct sched;
 struct fab_counters;
 void fab_ctx_attach(struct fab_ctx *c, struct sched *s);
+/* How long c's waits poll before they block (default: fab_opts.spin_ns; 0: block at once). A
+ * poll is a system call on the soft transport, and on a machine with no idle core it takes the
+ * time the peer needs to answer: threads that wait for other nodes while serving many clients
+ * (a node's session threads) block at once. */
+void fab_ctx_set_spin(struct fab_ctx *c, int64_t spin_ns);
 /* The calling task's own counters: its operations are counted in *k as well as in its context's
  * (NULL: no longer). For round trips per operation when several tasks share a context. */
 void fab_task_counters(struct fab_counters *k);

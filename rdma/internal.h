@@ -252,6 +252,7 @@ struct fab_ctx {
     fab_reply_hook reply_hook; /* test hook: runs before a chain's completion is delivered */
     void *reply_hook_arg;
     void *vctx;            /* verbs backend: per-thread state */
+    int64_t spin_ns; /* how long a wait polls before it blocks (fab_ctx_set_spin) */
     /* tasks (fab_ctx_attach) */
     struct sched *sched;   /* the scheduler whose tasks share this context, or NULL */
     uint64_t wake_buf;     /* the read of the scheduler's eventfd lands here */
