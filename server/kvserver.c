@@ -67,13 +67,8 @@ int main(int argc, char **argv)
     }
     int rc = 0;
     /* kvbench's drivers (YCSB, TPC-C) run their embedded workers here, on a node started for
-     * benchmarks only */
-    static const uint16_t wl_types[] = {KV_RPC_WL_LOAD, KV_RPC_WL_START, KV_RPC_WL_POLL,
-                                        KV_RPC_WL_STOP, KV_RPC_WL_CHECK};
-    if (!o.bench) {
-        for (size_t i = 0; i < sizeof wl_types / sizeof wl_types[0]; i++)
-            node_refuse_rpc(n, wl_types[i]);
-    } else if (wl_serve(n)) {
+     * benchmarks only (any other node refuses the whole benchmark block of RPC types) */
+    if (o.bench && wl_serve(n)) {
         fprintf(stderr, "kvserver: error: cannot start the workload service\n");
         node_stop(n);
         return 1;

@@ -456,7 +456,7 @@ static void bench_off_handler(struct fab_rpc_req *req, void *arg)
     fab_rpc_reply(req, RDKV_ENOTSUP, NODE_BENCH_OFF, sizeof NODE_BENCH_OFF - 1);
 }
 
-void node_refuse_rpc(struct node *n, uint16_t type)
+static void node_refuse_rpc(struct node *n, uint16_t type)
 {
     fab_rpc_register(n->f, type, bench_off_handler, NULL, FAB_RPC_INLINE);
 }
@@ -971,12 +971,8 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         bench_register(n->f, n->rs);
         bench_txn_register(n->f, n->txn);
     } else {
-        static const uint16_t bench_types[] = {
-            KV_RPC_BENCH_LOCK_PREPARE, KV_RPC_BENCH_LOCK_RUN,   KV_RPC_BENCH_LOCK_HOLD,
-            KV_RPC_BENCH_LOCK_TRY,     KV_RPC_BENCH_RANGE_PREPARE, KV_RPC_BENCH_RANGE_RUN,
-            KV_RPC_BENCH_RANGE_STATS,  KV_RPC_BENCH_TXN_LOAD,  KV_RPC_BENCH_TXN_RUN};
-        for (size_t i = 0; i < sizeof bench_types / sizeof bench_types[0]; i++)
-            node_refuse_rpc(n, bench_types[i]);
+        for (unsigned type = KV_RPC_BENCH_FIRST; type <= KV_RPC_BENCH_LAST; type++)
+            node_refuse_rpc(n, (uint16_t)type);
     }
     n->trad = lock_trad_serve(n->f, n->o.txn.lease_ns); /* the RPC lock manager baseline */
     if (n->cc.n > 1) {

@@ -55,11 +55,9 @@ int node_wait_peers(struct node *n, int64_t wait_ns, bool (*stop)(void *), void 
 /* Stops serving and frees everything. Embedded sessions must be closed first. */
 void node_stop(struct node *n);
 
-/* A node not started for benchmarks (--bench) answers the workload and benchmark RPCs with
- * RDKV_ENOTSUP and this text. */
+/* A node not started for benchmarks (--bench) answers every type of the benchmark block
+ * (KV_RPC_BENCH_FIRST .. KV_RPC_BENCH_LAST, rdma/rpc_types.h) with RDKV_ENOTSUP and this text. */
 #define NODE_BENCH_OFF "not enabled on this node (start it with --bench)"
-/* Registers, for RPC type, the handler that answers so. */
-void node_refuse_rpc(struct node *n, uint16_t type);
 
 struct fabric *node_fabric(struct node *n);
 struct txn_env *node_txn(struct node *n);

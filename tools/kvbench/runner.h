@@ -18,17 +18,10 @@
 
 #include "common/hist.h"
 #include "common/pack.h"
+#include "rdma/rpc_types.h" /* KV_RPC_WL_* */
 
 #include <stdbool.h>
 #include <stdint.h>
-
-enum {
-    KV_RPC_WL_LOAD = 64 + 20, /* FAB_RPC_USER_BASE + 20 .. + 24 (server/proto.h lists them) */
-    KV_RPC_WL_START = 64 + 21,
-    KV_RPC_WL_POLL = 64 + 22,
-    KV_RPC_WL_STOP = 64 + 23,
-    KV_RPC_WL_CHECK = 64 + 24,
-};
 
 #define WL_MAX_THREADS 256
 #define WL_MAX_TASKS 256    /* workers per thread */
