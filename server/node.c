@@ -4,7 +4,6 @@
 #include "server/node.h"
 
 #include "locks/range/range.h"
-#include "server/bench.h"
 #include "server/proto.h"
 #include "server/session.h"
 #include "storage/ckpt.h"
@@ -967,13 +966,11 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         goto fail;
     }
     fab_rpc_register(n->f, KV_RPC_STATUS, status_handler, n, 0);
-    if (o->bench) {
-        bench_register(n->f, n->rs);
-        bench_txn_register(n->f, n->txn);
-    } else {
+    /* kvbench's services are not the node's: with --bench the program that started it registers
+     * them (kvserver, daemon_run); without, the whole block is refused with a reason */
+    if (!o->bench)
         for (unsigned type = KV_RPC_BENCH_FIRST; type <= KV_RPC_BENCH_LAST; type++)
             node_refuse_rpc(n, (uint16_t)type);
-    }
     n->trad = lock_trad_serve(n->f, n->o.txn.lease_ns); /* the RPC lock manager baseline */
     if (n->cc.n > 1) {
         if (pthread_create(&n->watcher, NULL, watch_main, n)) {
@@ -1039,13 +1036,6 @@ void node_stop(struct node *n)
     }
     if (n->sessions) session_svc_stop(n->sessions);
     ckpt_stop(n);
-    if (n->o.bench && n->f && (!bench_shutdown(10 * NS_PER_S) || !bench_txn_shutdown(10 * NS_PER_S))) {
-        /* a benchmark's threads still use the fabric (a peer died under them): leave it to
-         * the kernel rather than free memory they are using */
-        log_error("a benchmark did not stop; exiting without cleanup");
-        fflush(NULL);
-        _exit(0);
-    }
     /* Nothing of this node may touch the store once it is closed, and the store must close
      * while the arena is still mapped (fab_close unmaps it): first the RPC handlers that use
      * it are turned away, then the store closes, then the fabric. */
@@ -1071,4 +1061,5 @@ void node_stop(struct node *n)
 
 struct fabric *node_fabric(struct node *n) { return n->f; }
 struct txn_env *node_txn(struct node *n) { return n->txn; }
+struct range_server *node_range_server(struct node *n) { return n->rs; }
 uint16_t node_id(const struct node *n) { return (uint16_t)n->o.node; }

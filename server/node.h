@@ -29,7 +29,8 @@ struct node_opts {
     struct session_cfg sessions;  /* --max-sessions, --session-idle, --session-threads */
     int64_t heartbeat_ns;         /* peer watcher period (default 200 ms) */
     unsigned heartbeat_misses;    /* missed answers before a peer is down (default 3) */
-    bool bench;                   /* serve kvbench's node-side benchmarks (--bench) */
+    bool bench;                   /* --bench: the program registers kvbench's services (kvserver:
+                                     daemon_run); else the node refuses them (NODE_BENCH_OFF) */
     const char *data_dir;         /* --data-dir: the redo log's directory; NULL: in memory */
     int durability;               /* --durability (enum wal_durability; default group) */
     uint64_t checkpoint_every;    /* --checkpoint-every: log bytes between checkpoints (0: none) */
@@ -61,6 +62,7 @@ void node_stop(struct node *n);
 
 struct fabric *node_fabric(struct node *n);
 struct txn_env *node_txn(struct node *n);
+struct range_server *node_range_server(struct node *n);
 uint16_t node_id(const struct node *n);
 
 /* The node's status as JSON (what KV_RPC_STATUS answers): this node's identity, store and the

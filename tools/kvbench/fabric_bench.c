@@ -6,7 +6,6 @@
 #include "common/clock.h"
 #include "common/parse.h"
 #include "rdma/wire.h"
-#include "server/proto.h"
 
 #include <errno.h>
 #include <netdb.h>

@@ -11,8 +11,7 @@
 #include "common/clock.h"
 #include "common/parse.h"
 #include "locks/lock.h"
-#include "server/bench.h"
-#include "server/proto.h"
+#include "tools/kvbench/node/bench.h"
 
 #include <errno.h>
 #include <math.h>

@@ -2,15 +2,18 @@
  * session, running a workload's steps
  * closed-loop or open-loop (--target), with a warm-up, per-operation statistics merged across
  * threads (histograms, never averaged percentiles), and interval snapshots for status lines.
- * kvbench uses it for remote mode; the nodes (wl_serve) use it for embedded mode, driven by RPC.
+ * kvbench uses it for remote mode; the workload service inside the nodes (wl_serve,
+ * tools/kvbench/node/wl_serve.c) uses it for embedded mode, driven by RPC.
  *
- * Node-side protocol (RPCs to every node, answered with u32 status first, as sessions are):
+ * The workload service's protocol (RPCs to every node, rdma/rpc_types.h; answered with u32
+ * status first, as sessions are):
  *   KV_RPC_WL_LOAD   str class, bytes cfg, u32 part, u32 nparts          -> str error text
- *   KV_RPC_WL_START  a packed wl_run_req                                 -> (empty)
+ *   KV_RPC_WL_START  a packed wl_run_req                                 -> str error text
  *   KV_RPC_WL_POLL   (empty) -> u8 done, packed wl_stats of the interval since the last poll,
- *                    then, when done, packed wl_stats of the whole measured run
+ *                    then, when done, packed wl_stats of the whole measured run, u32 the run's
+ *                    status, str its error text
  *   KV_RPC_WL_STOP   (empty) -> (empty): the run ends now (its results stay for a poll)
- *   KV_RPC_WL_CHECK  str class, bytes cfg -> i32 failed checks, str report */
+ *   KV_RPC_WL_CHECK  str class, bytes cfg -> i32 failed checks, str report (or error text) */
 #ifndef RDKV_KVBENCH_RUNNER_H
 #define RDKV_KVBENCH_RUNNER_H
 
@@ -87,12 +90,5 @@ void wl_run_stop(struct wl_run *r);
 /* Waits for the workers, gives the measured totals (and the first session failure, if any, in
  * err), frees the run. Returns 0 or the first session-level failure. */
 int wl_run_finish(struct wl_run *r, struct wl_stats *total, char *err, size_t errcap);
-
-/* Registers the node-side RPCs on a node of this process (kvserver calls it). */
-struct node;
-int wl_serve(struct node *n);
-/* Before the node stops: ends a run in progress (its workers hold sessions of the node) and
- * refuses new ones. */
-void wl_serve_stop(void);
 
 #endif

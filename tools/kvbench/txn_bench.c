@@ -5,8 +5,7 @@
  * took, split into locks + reads and the commit's own messages. */
 #include "tools/kvbench/bench.h"
 
-#include "server/bench.h"
-#include "server/proto.h"
+#include "tools/kvbench/node/bench.h"
 
 #include "common/clock.h"
 #include "common/parse.h"
