@@ -3,6 +3,7 @@
 #ifndef RDKV_SERVER_PROTO_H
 #define RDKV_SERVER_PROTO_H
 
+#include "common/pack.h"
 #include "rdma/fabric.h"
 
 #include <string.h>
@@ -77,8 +78,7 @@ static inline size_t ses_open_request(uint8_t out[SES_OPEN_LEN])
 static inline int ses_open_answer(const uint8_t *p, size_t len, struct ses_id *sid)
 {
     if (len < 4) return RDKV_EPROTO;
-    int32_t st = (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                           (uint32_t)p[3] << 24);
+    int32_t st = (int32_t)pack_get_u32le(p);
     if (st) return st;
     if (len < 4 + SES_ID_LEN + 4) return RDKV_EPROTO; /* the id, the node's id, the count */
     memcpy(sid->b, p + 4, SES_ID_LEN);

@@ -54,6 +54,7 @@
 #include "tools/kvbench/workload.h"
 
 #include "common/clock.h"
+#include "common/pack.h"
 #include "common/rng.h"
 
 #include <inttypes.h>
@@ -172,18 +173,15 @@ enum {
 };
 #define NAME_LEN 16 /* C_FIRST and C_LAST in records and in CUST_NAME keys */
 
+/* A record's field: n bytes at off, little-endian. */
 static uint64_t le_get(const void *v, unsigned off, unsigned n)
 {
-    const uint8_t *p = (const uint8_t *)v + off;
-    uint64_t x = 0;
-    for (unsigned i = n; i--;) x = x << 8 | p[i];
-    return x;
+    return pack_get_le((const uint8_t *)v + off, n);
 }
 
 static void le_put(void *v, unsigned off, uint64_t x, unsigned n)
 {
-    uint8_t *p = (uint8_t *)v + off;
-    for (unsigned i = 0; i < n; i++) p[i] = (uint8_t)(x >> (8 * i));
+    pack_put_le((uint8_t *)v + off, x, n);
 }
 
 static uint64_t be_get(const uint8_t *p, unsigned n)

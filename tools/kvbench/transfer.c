@@ -86,7 +86,7 @@ int xfer_report(uint64_t accounts, uint64_t found, int64_t total, char *out, siz
 
 static void put_balance(uint8_t b[8], int64_t v)
 {
-    memcpy(b, &(uint64_t){(uint64_t)v}, 8);
+    pack_put_u64le(b, (uint64_t)v);
 }
 
 static int get_balance(rdkv_txn *t, const char *key, size_t kl, bool for_update, int64_t *v)
@@ -97,9 +97,7 @@ static int get_balance(rdkv_txn *t, const char *key, size_t kl, bool for_update,
                         : rdkv_txn_get(t, key, kl, &p, &len);
     if (rc) return rc;
     if (len != 8) return RDKV_EPROTO; /* not an account of this workload */
-    uint64_t u;
-    memcpy(&u, p, 8);
-    *v = (int64_t)u;
+    *v = (int64_t)pack_get_u64le(p);
     return 0;
 }
 

@@ -195,8 +195,8 @@ int cmd_txn(int argc, char **argv)
                q.threads, q.threads == 1 ? "" : "s", q.tasks, q.keys_per_node, q.value_size, co.seconds,
                (double)q.warmup_ns / 1e9);
         uint8_t lb[8];
-        for (int i = 0; i < 4; i++) lb[i] = (uint8_t)(q.keys_per_node >> (8 * i));
-        for (int i = 0; i < 4; i++) lb[4 + i] = (uint8_t)(q.value_size >> (8 * i));
+        pack_put_u32le(lb, q.keys_per_node);
+        pack_put_u32le(lb + 4, q.value_size);
         for (unsigned n = 0; n < nn && !rc; n++) {
             int r = fab_rpc_call(c, (uint16_t)n, KV_RPC_BENCH_TXN_LOAD, lb, 8, &resp, 600 * NS_PER_S);
             if (r) {
