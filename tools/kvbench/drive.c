@@ -338,29 +338,100 @@ int drive_run(struct drive *d, const struct drive_opts *o, struct wl_stats *tota
     return rc;
 }
 
-int drive_check(struct drive *d, const struct drive_opts *o, int *failed, char **report,
-                char *err, size_t errcap)
+struct check_arg {
+    const struct drive_opts *o;
+    uint32_t part;
+};
+static void build_check(struct pack_w *w, const struct check_arg *a)
 {
-    struct pack_w w;
-    pack_w_init(&w);
-    cls_cfg(&w, o);
-    struct fab_buf resp = {0};
-    int rc = w.err ? RDKV_ENOMEM
-                   : fab_rpc_call(d->c, 0, KV_RPC_WL_CHECK, w.p, w.len, &resp, LONG_RPC);
-    pack_w_free(&w);
+    cls_cfg(w, a->o);
+    pack_u32(w, a->part);
+}
+
+int drive_check(struct drive *d, const struct drive_opts *o, const char *who, int *failed,
+                char **report, char *err, size_t errcap)
+{
+    unsigned n = d->bc->cfg->n, parts = o->cls->check_parts(o->cfg, o->cfg_len);
+    const char *what = o->cls->check_part_name;
+    struct fab_buf *resp = calloc(n, sizeof *resp);
+    struct wl_check *all = malloc(2 * sizeof *all);
     *report = NULL;
-    if (rc) {
-        snprintf(err, errcap, "checking: %s", bench_strerror(rc));
-    } else {
-        struct pack_r r;
-        rc = answer(&resp, &r);
-        *failed = (int)unpack_u32(&r);
-        size_t cap = resp.len + 1;
-        *report = calloc(1, cap);
-        if (*report) unpack_str(&r, *report, cap);
-        if (rc) snprintf(err, errcap, "checking: %s", *report && **report ? *report : rdkv_strerror(rc));
+    err[0] = 0;
+    if (!resp || !all) {
+        free(resp);
+        free(all);
+        snprintf(err, errcap, "checking: out of memory");
+        return RDKV_ENOMEM;
     }
-    fab_buf_free(&resp);
+    wl_check_init(&all[0]);
+    fprintf(stderr, "%s: checking %u %s%s on %u node%s\n", who, parts, what, parts == 1 ? "" : "s",
+            n < parts ? n : parts, (n < parts ? n : parts) == 1 ? "" : "s");
+    /* part p is checked on node p mod n (where its data is), one part per node at a time */
+    int rc = 0;
+    unsigned posted = 0, done = 0;
+    int64_t t0 = clock_now_ns(), shown = t0;
+    for (unsigned p = 0; p < n && p < parts && !rc; p++) {
+        struct pack_w w;
+        pack_w_init(&w);
+        build_check(&w, &(struct check_arg){o, p});
+        rc = w.err ? RDKV_ENOMEM
+                   : fab_rpc_post(d->c, (uint16_t)p, KV_RPC_WL_CHECK, w.p, w.len, &resp[p],
+                                  LONG_RPC, p);
+        pack_w_free(&w);
+        if (rc) snprintf(err, errcap, "checking: %s", bench_strerror(rc));
+        else posted++;
+    }
+    while (posted) {
+        struct fab_cqe e;
+        if (fab_wait(d->c, &e, 1, -1) != 1) continue;
+        posted--;
+        unsigned p = (unsigned)e.tag, node = p % n;
+        struct pack_r r;
+        int st = e.status ? e.status : answer(&resp[node], &r);
+        if (st && !rc) {
+            char why[256] = "";
+            if (!e.status) unpack_str(&r, why, sizeof why);
+            snprintf(err, errcap, "checking %s %u on node %u: %s", what, p, node,
+                     why[0] ? why : bench_strerror(st));
+            rc = st;
+        } else if (!st && !rc) {
+            if (!wl_check_unpack(&all[1], &r)) {
+                snprintf(err, errcap, "checking: node %u sent a malformed result", node);
+                rc = RDKV_EPROTO;
+            } else {
+                wl_check_merge(&all[0], &all[1]);
+                done++;
+            }
+        }
+        int64_t now = clock_now_ns();
+        if (!rc && done < parts && now - shown >= NS_PER_S) {
+            fprintf(stderr, "%s: checked %u of %u %ss (%.1f s)\n", who, done, parts, what,
+                    (double)(now - t0) / 1e9);
+            shown = now;
+        }
+        if (!rc && p + n < parts) { /* this node's next part */
+            struct pack_w w;
+            pack_w_init(&w);
+            build_check(&w, &(struct check_arg){o, p + n});
+            rc = w.err ? RDKV_ENOMEM
+                       : fab_rpc_post(d->c, (uint16_t)node, KV_RPC_WL_CHECK, w.p, w.len,
+                                      &resp[node], LONG_RPC, p + n);
+            pack_w_free(&w);
+            if (rc) snprintf(err, errcap, "checking: %s", bench_strerror(rc));
+            else posted++;
+        }
+    }
+    if (!rc) {
+        fprintf(stderr, "%s: checked %u %s%s in %.1f s\n", who, parts, what, parts == 1 ? "" : "s",
+                (double)(clock_now_ns() - t0) / 1e9);
+        size_t cap = 64 * 1024;
+        *report = calloc(1, cap);
+        if (*report) *failed = o->cls->check_report(o->cfg, o->cfg_len, &all[0], *report, cap);
+        else rc = RDKV_ENOMEM;
+    }
+    for (unsigned i = 0; i < n; i++) fab_buf_free(&resp[i]);
+    free(resp);
+    free(all);
     return rc;
 }
 

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +164,77 @@ bool wl_stats_unpack(struct wl_stats *s, struct pack_r *r)
         if (!hist_unpack(&o->h, r)) return false;
     }
     return r->err == 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Checks */
+
+void wl_check_init(struct wl_check *c) { memset(c, 0, sizeof *c); }
+
+void wl_check_merge(struct wl_check *dst, const struct wl_check *src)
+{
+    for (unsigned i = 0; i < WL_MAX_CHECKS; i++) {
+        if (!dst->failed[i] && src->failed[i]) memcpy(dst->first[i], src->first[i], WL_CHECK_TEXT);
+        dst->checked[i] += src->checked[i];
+        dst->failed[i] += src->failed[i];
+        dst->count[i] += src->count[i];
+        dst->sum[i] += src->sum[i];
+    }
+}
+
+void wl_check_note(struct wl_check *c, unsigned i, const char *fail_fmt, ...)
+{
+    c->checked[i]++;
+    if (!fail_fmt) return;
+    if (!c->failed[i]++) {
+        va_list ap;
+        va_start(ap, fail_fmt);
+        vsnprintf(c->first[i], WL_CHECK_TEXT, fail_fmt, ap);
+        va_end(ap);
+    }
+}
+
+void wl_check_pack(const struct wl_check *c, struct pack_w *w)
+{
+    pack_u32(w, WL_MAX_CHECKS);
+    for (unsigned i = 0; i < WL_MAX_CHECKS; i++) {
+        pack_u64(w, c->checked[i]);
+        pack_u64(w, c->failed[i]);
+        pack_u64(w, c->count[i]);
+        pack_u64(w, (uint64_t)c->sum[i]);
+        pack_str(w, c->first[i]);
+    }
+}
+
+bool wl_check_unpack(struct wl_check *c, struct pack_r *r)
+{
+    wl_check_init(c);
+    if (unpack_u32(r) != WL_MAX_CHECKS) return false;
+    for (unsigned i = 0; i < WL_MAX_CHECKS; i++) {
+        c->checked[i] = unpack_u64(r);
+        c->failed[i] = unpack_u64(r);
+        c->count[i] = unpack_u64(r);
+        c->sum[i] = (int64_t)unpack_u64(r);
+        unpack_str(r, c->first[i], WL_CHECK_TEXT);
+    }
+    return !r->err;
+}
+
+int wl_check_all(const struct wl_class *c, rdkv_session *s, const void *cfg, size_t len,
+                 char *out, size_t outcap)
+{
+    struct wl_check all;
+    wl_check_init(&all);
+    unsigned n = c->check_parts(cfg, len);
+    for (unsigned p = 0; p < n; p++) {
+        int rc = c->check(s, cfg, len, p, &all);
+        if (rc < 0) {
+            snprintf(out, outcap, "%s check: %s %u: %s\n", c->name, c->check_part_name, p,
+                     rdkv_strerror(rc));
+            return rc;
+        }
+    }
+    return c->check_report(cfg, len, &all, out, outcap);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -13,7 +13,8 @@
  *                    then, when done, packed wl_stats of the whole measured run, u32 the run's
  *                    status, str its error text
  *   KV_RPC_WL_STOP   (empty) -> (empty): the run ends now (its results stay for a poll)
- *   KV_RPC_WL_CHECK  str class, bytes cfg -> i32 failed checks, str report (or error text) */
+ *   KV_RPC_WL_CHECK  str class, bytes cfg, u32 part -> a packed wl_check of that part of the
+ *                    check (workload.h); or, when the status is not 0, str error text */
 #ifndef RDKV_KVBENCH_RUNNER_H
 #define RDKV_KVBENCH_RUNNER_H
 
@@ -56,6 +57,8 @@ void wl_stats_merge(struct wl_stats *dst, const struct wl_stats *src);
 void wl_stats_pack(const struct wl_stats *s, struct pack_w *w);
 bool wl_stats_unpack(struct wl_stats *s, struct pack_r *r);
 uint64_t wl_stats_ops(const struct wl_stats *s); /* every recorded outcome */
+void wl_check_pack(const struct wl_check *c, struct pack_w *w);
+bool wl_check_unpack(struct wl_check *c, struct pack_r *r);
 
 /* What a run does (the same in both modes; in embedded mode each node gets its share). */
 struct wl_run_req {

@@ -139,7 +139,7 @@ static int one_run(struct tpcc_cli *x, struct result *res, bool quiet)
     char *report = NULL;
     int failed = -1;
     if (!rc || (total && wl_stats_ops(total))) {
-        int r2 = drive_check(&d, &c->o, &failed, &report, err, sizeof err);
+        int r2 = drive_check(&d, &c->o, "kvbench tpcc", &failed, &report, err, sizeof err);
         if (r2) {
             fprintf(stderr, "kvbench tpcc: error: %s\n", err);
             if (!rc) rc = r2;

@@ -202,24 +202,34 @@ static int step(void *p, rdkv_session *s, struct wl_step *st)
     return 0;
 }
 
-/* The total over every account, CHECK_BATCH accounts per read-only transaction (the check
- * runs after the run, on quiet data). */
-static int check(rdkv_session *s, const void *cfg, size_t len, char *out, size_t outcap)
+/* The check: the accounts found and their total (wl_check's count[0] and sum[0]), in one part
+ * per node: part p is the accounts rdkv_key_partition places on node p, read CHECK_BATCH to a
+ * read-only transaction (the check runs after the run, on quiet data). */
+static unsigned check_parts(const void *cfg, size_t len)
+{
+    struct cfg c;
+    char err[120];
+    return cfg_unpack(&c, cfg, len, err, sizeof err) ? 1 : c.nodes;
+}
+
+static int check(rdkv_session *s, const void *cfg, size_t len, unsigned part,
+                 struct wl_check *acc)
 {
     struct cfg c;
     char err[120];
     int rc = cfg_unpack(&c, cfg, len, err, sizeof err);
     if (rc) return rc;
-    int64_t total = 0;
-    uint64_t found = 0;
-    for (uint64_t i = 0; i < c.accounts && !rc; i += CHECK_BATCH) {
+    uint64_t i = 0;
+    while (i < c.accounts && !rc) {
         rdkv_txn *t;
         if ((rc = rdkv_txn_begin(s, &t))) break;
         int64_t sum = 0;
         uint64_t n = 0;
-        for (uint64_t j = i; j < c.accounts && j < i + CHECK_BATCH && !rc; j++) {
+        for (unsigned batch = 0; i < c.accounts && batch < CHECK_BATCH && !rc; i++) {
             char key[XFER_KEY_MAX];
-            int kl = xfer_key(j, key, sizeof key);
+            int kl = xfer_key(i, key, sizeof key);
+            if (rdkv_key_partition(key, (size_t)kl, c.nodes) != part) continue;
+            batch++;
             int64_t b;
             rc = get_balance(t, key, (size_t)kl, false, &b);
             if (rc == RDKV_ENOTFOUND)
@@ -229,11 +239,22 @@ static int check(rdkv_session *s, const void *cfg, size_t len, char *out, size_t
         }
         if (!rc) rc = rdkv_txn_commit(t);
         rdkv_txn_free(t);
-        total += sum;
-        found += n;
+        acc->sum[0] += sum;
+        acc->count[0] += n;
     }
-    if (rc) return rc;
-    return xfer_report(c.accounts, found, total, out, outcap);
+    return rc;
+}
+
+static int check_report(const void *cfg, size_t len, const struct wl_check *all, char *out,
+                        size_t outcap)
+{
+    struct cfg c;
+    char err[120];
+    if (cfg_unpack(&c, cfg, len, err, sizeof err)) {
+        snprintf(out, outcap, "%s\n", err);
+        return 1;
+    }
+    return xfer_report(c.accounts, all->count[0], all->sum[0], out, outcap);
 }
 
 const struct wl_class wl_transfer = {
@@ -246,4 +267,7 @@ const struct wl_class wl_transfer = {
     .step = step,
     .worker_free = worker_free,
     .check = check,
+    .check_parts = check_parts,
+    .check_part_name = "partition",
+    .check_report = check_report,
 };

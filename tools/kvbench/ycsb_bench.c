@@ -225,7 +225,7 @@ int cmd_ycsb(int argc, char **argv)
         char *check = NULL;
         int failed = 0;
         if (!rc && accounts) {
-            rc = drive_check(&d, &c.o, &failed, &check, err, sizeof err);
+            rc = drive_check(&d, &c.o, "kvbench ycsb", &failed, &check, err, sizeof err);
             if (rc) fprintf(stderr, "kvbench ycsb: error: %s\n", err);
         }
         struct ycsb_kv kv;

@@ -192,33 +192,32 @@ static void on_check(struct fab_rpc_req *req, void *arg)
     const uint8_t *cfg;
     uint32_t len;
     int rc = cls_cfg(&r, &cls, &cfg, &len, err, sizeof err);
+    uint32_t part = unpack_u32(&r);
     if (!rc && !unpack_done(&r)) rc = RDKV_EINVAL;
     if (!rc && !cls->check) {
         rc = RDKV_ENOTSUP;
         snprintf(err, sizeof err, "workload %s has no checks", cls->name);
     }
-    size_t cap = 64 * 1024;
-    char *out = calloc(1, cap);
-    int failed = 0;
-    if (!rc && !out) rc = RDKV_ENOMEM;
+    if (!rc && part >= cls->check_parts(cfg, len)) {
+        rc = RDKV_EINVAL;
+        snprintf(err, sizeof err, "workload %s's check has no part %u", cls->name, part);
+    }
+    struct wl_check found;
+    wl_check_init(&found);
     if (!rc) {
         rdkv_session *s;
         if (!(rc = service_session(v, &s))) {
-            failed = cls->check(s, cfg, len, out, cap);
+            rc = cls->check(s, cfg, len, part, &found);
             rdkv_session_close(s);
-            if (failed < 0) {
-                rc = failed;
-                snprintf(err, sizeof err, "the check could not run: %s", rdkv_strerror(rc));
-            }
+            if (rc) snprintf(err, sizeof err, "the check could not run: %s", rdkv_strerror(rc));
         }
     }
     struct pack_w w;
     pack_w_init(&w);
-    pack_u32(&w, (uint32_t)failed);
-    pack_str(&w, rc ? err : (out ? out : ""));
+    if (rc) pack_str(&w, err);
+    else wl_check_pack(&found, &w);
     reply_status(req, rc, &w);
     pack_w_free(&w);
-    free(out);
 }
 
 static struct wl_svc *the_svc; /* the process's one service (kvserver runs one node) */
