@@ -95,6 +95,26 @@ fi
 expect "kvbench --help" 0 "fabric" -- "$bin/kvbench" --help
 expect "kvbench fabric --help" 0 "usage: kvbench fabric" -- "$bin/kvbench" fabric --help
 expect "kvbench unknown command" 2 "unknown command" -- "$bin/kvbench" frobnicate
+# what a newcomer hit (issue 19): the drivers in --help, the command named in every usage error,
+# a bad --endpoints refused as usage (exit 2, as kvctl does) before anything is reached, and an
+# unknown option called unknown
+expect "kvbench --help lists ycsb" 0 "^  ycsb  " -- "$bin/kvbench" --help
+expect "kvbench --help lists tpcc" 0 "^  tpcc  " -- "$bin/kvbench" --help
+expect "kvbench error names its command" 2 "^kvbench ycsb: --seconds needs a positive number" -- \
+    "$bin/kvbench" ycsb run --seconds
+grep -q "Try 'kvbench ycsb --help'" "$work/err" && ok "kvbench error points at the command's help" ||
+    bad "kvbench error points at the command's help"
+expect "kvbench --endpoints without a port" 2 \
+    "kvbench ycsb: bad endpoint 'localhost' in --endpoints (want host:port" -- \
+    "$bin/kvbench" ycsb run --endpoints localhost --seconds 1
+expect "kvbench --endpoints, one bad of two" 2 "bad endpoint 'b:0'" -- \
+    "$bin/kvbench" tpcc --endpoints 127.0.0.1:1,b:0
+expect "kvbench unknown option" 2 "^kvbench ycsb: unknown option '--frobnicate'$" -- \
+    "$bin/kvbench" ycsb run --frobnicate
+expect "kvbench unknown option with a value" 2 "kvbench lock: unknown option '--frobnicate'" -- \
+    "$bin/kvbench" lock --frobnicate 3
+expect "kvbench option without its value" 2 "^kvbench tpcc: option '--items' needs a value$" -- \
+    "$bin/kvbench" tpcc --items
 expect "kvbench bad --nodes" 2 "--nodes" -- "$bin/kvbench" fabric --nodes 0
 expect "kvbench bad --ops" 2 "unknown op" -- "$bin/kvbench" fabric --ops read9
 expect "kvbench missing config" 1 "cannot open" -- "$bin/kvbench" fabric --config "$work/none.conf"

@@ -686,7 +686,7 @@ int drive_cli_opt(struct drive_cli *c, const char *cmd, int argc, char **argv, i
 {
     const char *o = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     if (!strcmp(o, "--seconds")) c->seconds_given = true;
-    if (bench_common_opt(&c->co, argc, argv, i)) return 1;
+    if (bench_common_opt(&c->co, cmd, argc, argv, i)) return 1;
     uint64_t u;
     double dv;
     if (!strcmp(o, "--mode")) {

@@ -710,8 +710,8 @@ int cmd_range(int argc, char **argv)
             sweep = true;
             continue;
         }
-        if (bench_common_opt(&co, argc, argv, &i)) continue;
-        if (!v) bench_usage_error("range", "option '%s' needs a value (or is unknown)", o);
+        if (bench_common_opt(&co, "range", argc, argv, &i)) continue;
+        if (!v) bench_value_missing("range", usage, o);
         if (!strcmp(o, "--algo")) {
             nalgos = 0;
             algo_given = true;

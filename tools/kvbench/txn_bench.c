@@ -130,8 +130,8 @@ int cmd_txn(int argc, char **argv)
             fputs(usage, stdout);
             return 0;
         }
-        if (bench_common_opt(&co, argc, argv, &i)) continue;
-        if (!v) bench_usage_error("txn", "option '%s' needs a value (or is unknown)", o);
+        if (bench_common_opt(&co, "txn", argc, argv, &i)) continue;
+        if (!v) bench_value_missing("txn", usage, o);
         if (!strcmp(o, "--kind")) {
             memset(kinds, 0, sizeof kinds);
             char *dup = strdup(v), *save = NULL;

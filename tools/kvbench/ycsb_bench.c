@@ -144,7 +144,7 @@ int cmd_ycsb(int argc, char **argv)
         }
         if (drive_cli_opt(&c, "ycsb", argc, argv, &i)) continue;
         if (peer_cli_opt(&pc, argc, argv, &i)) continue;
-        if (!v) bench_usage_error("ycsb", "option '%s' needs a value (or is unknown)", o);
+        if (!v) bench_value_missing("ycsb", usage, o);
         if (!strcmp(o, "--workload")) {
         } else if (!strcmp(o, "-P")) {
             if (ycsb_props_file(&p, v, err, sizeof err)) bench_usage_error("ycsb", "%s", err);
