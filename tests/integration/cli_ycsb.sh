@@ -126,7 +126,22 @@ if RDKV_BIN="$bin" timeout 60 "$root/tools/cluster.sh" start 3 "$work/c" --bench
     ep=$(tail -1 "$work/out" | sed 's/^export KVCTL_ENDPOINTS=//')
     # kvbench drives the nodes' workload services: it proves the node secret
     export RDKV_SECRET_FILE=$work/c/cluster.secret
+    # a run on a cluster never loaded measures nothing and says what to do (it used to report
+    # the NOT_FOUND reads as throughput and exit 0)
+    expect "run before any load fails" 1 "holds none of this run's 3000 records" -- "$kb" ycsb run --endpoints "$ep" --workload c -p recordcount=3000 --seconds 1
+    grep -q "Load it first: kvbench ycsb load --endpoints $ep -p recordcount=3000" "$work/err" &&
+        ok "run before any load: names the load to run" || bad "run before any load: names the load to run"
+    grep -q 'Throughput' "$work/out" && bad "run before any load: reports no figures" ||
+        ok "run before any load: reports no figures"
     expect "load a running cluster" 0 "\[INSERT\], Return=OK, 3000" -- "$kb" ycsb load --endpoints "$ep" -p recordcount=3000
+    # a run that expects more records than were loaded: warned before, flagged in the report,
+    # exit 1
+    expect "run past the loaded records fails" 1 "only [0-9]* of 16 records looked for are on the cluster" -- \
+        "$kb" ycsb run --endpoints "$ep" --workload c -p recordcount=6000 -p operationcount=600 --status-interval 0
+    grep -q '^# warning: [0-9]* of 600 operations found no record' "$work/out" &&
+        grep -q '^\[READ\], Return=NOT_FOUND, [1-9]' "$work/out" &&
+        ok "run past the loaded records: the report says how many found nothing" ||
+        bad "run past the loaded records: the report says how many found nothing"
     expect "run embedded on it" 0 "" -- "$kb" ycsb run --endpoints "$ep" --workload a -p recordcount=3000 -p operationcount=600 --status-interval 0 &&
         clean_run "running cluster, embedded: no errors" 600
     grep -q 'Return=NOT_FOUND' "$work/out" && bad "running cluster: every read found its record" || ok "running cluster: every read found its record"

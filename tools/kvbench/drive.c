@@ -445,6 +445,13 @@ uint64_t drive_errors(const struct wl_stats *s)
     return e;
 }
 
+uint64_t drive_not_found(const struct wl_stats *s)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < s->nops; i++) n += s->op[i].not_found;
+    return n;
+}
+
 /* What one operation cost: fabric round trips, RPCs, and context switches of the processes that
  * ran the workers (runner.h, struct wl_cost). */
 static double per_step(const struct wl_stats *t, uint64_t n)

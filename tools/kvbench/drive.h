@@ -54,8 +54,9 @@ int drive_check(struct drive *d, const struct drive_opts *o, const char *who, in
  * not NULL, ends the text (and the CSV, as comment lines; it goes into JSON as "check"). */
 void drive_report(FILE *out, const struct drive_opts *o, const struct wl_stats *total,
                   const char *const *kv, const char *check_report);
-/* Operations that ended in an error. */
+/* Operations that ended in an error; that found no record (Return=NOT_FOUND). */
 uint64_t drive_errors(const struct wl_stats *s);
+uint64_t drive_not_found(const struct wl_stats *s);
 
 #endif
 

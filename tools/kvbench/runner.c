@@ -166,6 +166,25 @@ bool wl_stats_unpack(struct wl_stats *s, struct pack_r *r)
     return r->err == 0;
 }
 
+int wl_probe_rows(rdkv_session *s, uint64_t n, unsigned want, unsigned *found,
+                  int (*key)(void *arg, uint64_t i, char *buf, size_t cap), void *arg)
+{
+    *found = 0;
+    if (want > n) want = (unsigned)n;
+    for (unsigned k = 0; k < want; k++) {
+        uint64_t i = want > 1 ? (n - 1) * k / (want - 1) : 0;
+        char kb[256];
+        int kl = key(arg, i, kb, sizeof kb);
+        if (kl < 0) return kl;
+        const void *v;
+        size_t vl;
+        int rc = rdkv_get(s, kb, (size_t)kl, &v, &vl);
+        if (rc == 0) (*found)++;
+        else if (rc != RDKV_ENOTFOUND) return rc;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Checks */
 

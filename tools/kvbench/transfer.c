@@ -257,12 +257,27 @@ static int check_report(const void *cfg, size_t len, const struct wl_check *all,
     return xfer_report(c.accounts, all->count[0], all->sum[0], out, outcap);
 }
 
+static int probe_key(void *arg, uint64_t i, char *buf, size_t cap)
+{
+    (void)arg;
+    return xfer_key(i, buf, cap);
+}
+
+static int probe(rdkv_session *s, const void *cfg, size_t len, unsigned want, unsigned *found)
+{
+    struct cfg c;
+    char err[120];
+    int rc = cfg_unpack(&c, cfg, len, err, sizeof err);
+    return rc ? rc : wl_probe_rows(s, c.accounts, want, found, probe_key, NULL);
+}
+
 const struct wl_class wl_transfer = {
     .name = "transfer",
     .nops = 1,
     .op_names = {"TRANSFER"},
     .cfg_check = cfg_check,
     .load = load,
+    .probe = probe,
     .worker_new = worker_new,
     .step = step,
     .worker_free = worker_free,

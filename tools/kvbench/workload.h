@@ -61,6 +61,10 @@ struct wl_class {
      * the node id, and the part is chosen so that it is that node's own data). */
     int (*load)(rdkv_session *s, const void *cfg, size_t len, unsigned part, unsigned nparts,
                 char *err, size_t errcap);
+    /* Before a run on data loaded earlier (may be NULL): reads `want` of the rows the run
+     * expects (the first, the last and others spread between), through s, and counts in
+     * *found those that are there. 0, or a status when it could not look. */
+    int (*probe)(rdkv_session *s, const void *cfg, size_t len, unsigned want, unsigned *found);
     /* A worker's private state. seed differs per worker and run. */
     int (*worker_new)(const void *cfg, size_t len, const struct wl_place *pl, uint64_t seed,
                       void **out);
@@ -108,6 +112,11 @@ extern const struct wl_class wl_transfer;
 int wl_load_rows(rdkv_session *s, uint64_t n, unsigned part, unsigned nparts, unsigned nodes,
                  int (*key)(void *arg, uint64_t i, char *buf, size_t cap),
                  void (*value)(void *arg, uint64_t i, const void **v, size_t *vlen), void *arg);
+/* For a class's probe: reads rows i of 0..n-1 spread evenly (the first and the last among them;
+ * key(arg, i, buf, cap) names row i), want of them at most, one rdkv_get each, and counts those
+ * found. */
+int wl_probe_rows(rdkv_session *s, uint64_t n, unsigned want, unsigned *found,
+                  int (*key)(void *arg, uint64_t i, char *buf, size_t cap), void *arg);
 
 /* The class with that name, or NULL. */
 const struct wl_class *wl_class_find(const char *name);
