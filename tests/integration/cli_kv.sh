@@ -153,6 +153,18 @@ expect "scan --keys-only" 0 "" -- "$kv" scan --keys-only s/ s/c && same "keys on
 expect "scan --count" 0 "" -- "$kv" scan --prefix s/ --count && same "count by prefix" "5"
 expect "scan --to-end" 0 "s/e ve" -- "$kv" scan s/d --to-end
 expect "scan -w json" 0 '"more":true' -- "$kv" scan s/ s0 --limit 1 -w json && json_ok "scan json parses"
+# an empty range is said to be one (it used to print nothing and exit 0), in every form
+expect "scan z a: END before BEGIN" 2 "END 'a' is not after BEGIN 'z'" -- "$kv" scan z a
+expect "scan a a: an empty range" 2 "holds no key" -- "$kv" scan s/a s/a
+expect "shell scan z a" 1 "END 'a' is not after BEGIN 'z'" -- "$kv" shell --exec "scan z a"
+stdin=$work/tz
+printf 'scan z a\n' >"$stdin"
+expect "txn scan z a" 2 "stdin:1: scan: END 'a' is not after BEGIN 'z'" -- "$kv" txn
+# the README's scan in the shell: ';' ends the command, so END is cut; kvctl says so and how
+expect "shell 'scan s/ s;': the ';' ends the command" 1 "a ';' ends a shell command: write" -- \
+    "$kv" shell --exec "scan s/a s;"
+expect "shell scan with \\;" 0 "s/e ve" -- "$kv" shell --exec 'scan s/ s\;'
+expect "shell scan with a quoted ;" 0 "s/e ve" -- "$kv" shell --exec 'scan s/ "s;"'
 
 # txn: guards, then operations, as one transaction.
 timeout 30 "$kv" put acct/a 100 >/dev/null 2>&1
