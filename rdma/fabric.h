@@ -258,6 +258,10 @@ typedef void (*fab_rpc_handler)(struct fab_rpc_req *req, void *arg);
 /* Clients may call it: a connection authenticated with the client key reaches only handlers
  * registered with this flag (the session protocol); every other type answers RDKV_EPERM there. */
 #define FAB_RPC_CLIENT 4u
+/* Whether host (a name or an address) resolves: 0; RDKV_ENOHOST when the name does not exist;
+ * RDKV_EUNAVAILABLE when the resolver did not answer. The reason goes into err. */
+int fab_host_check(const char *host, char *err, size_t errcap);
+
 /* Message types: every one of rdkv's is in rdma/rpc_types.h (FAB_RPC_USER_BASE and up are the
  * modules' above the fabric). */
 #define FAB_RPC_MAX_TYPES 1024

@@ -1000,6 +1000,13 @@ int node_wait_peers(struct node *n, int64_t wait_ns, bool (*stop)(void *), void 
     int rc = 0;
     for (unsigned p = 0; p < n->cc.n && rc == 0; p++) {
         if (p == fab_node_id(n->f)) continue;
+        /* a host name that exists nowhere will not start answering: say so now */
+        char why[CLUSTER_HOST_MAX + 80];
+        if (fab_host_check(n->cc.nodes[p].host, why, sizeof why) == RDKV_ENOHOST) {
+            snprintf(err, errcap, "peer node %u in %s: %s", p, n->o.config, why);
+            rc = RDKV_ENOHOST;
+            break;
+        }
         for (;;) {
             int64_t left = deadline - clock_now_ns();
             int r = fab_rpc_call(c, (uint16_t)p, FAB_RPC_ECHO, "hi", 2, &resp,

@@ -152,6 +152,7 @@ static int exit_code(int st)
     case RDKV_ESESSION:
     case KVCTL_EXPECT_FAILED: return EXIT_ABORTED;
     case RDKV_EUNAVAILABLE:
+    case RDKV_ENOHOST:
     case RDKV_ETIMEDOUT:
     case RDKV_ESHUTDOWN: return EXIT_UNAVAILABLE;
     case RDKV_EUNKNOWN: return EXIT_UNKNOWN;
@@ -1192,8 +1193,9 @@ static const char exit_codes_help[] =
     "  4  aborted: the transaction conflicted (or a lock wait ran out) on every one of its\n"
     "     --retries retries (RDKV_EABORTED), or a txn guard ('expect') failed; nothing was\n"
     "     written\n"
-    "  5  unavailable: no endpoint answered, a node the operation needed is down or did not\n"
-    "     answer in time (RDKV_EUNAVAILABLE, RDKV_ETIMEDOUT); status: a node is down\n"
+    "  5  unavailable: no endpoint answered (or no endpoint's host name resolves:\n"
+    "     RDKV_ENOHOST), a node the operation needed is down or did not answer in time\n"
+    "     (RDKV_EUNAVAILABLE, RDKV_ETIMEDOUT); status: a node is down\n"
     "  6  commit result unknown (RDKV_EUNKNOWN): a participant did not answer after the\n"
     "     commit decision, so the transaction may or may not have taken effect; check before\n"
     "     retrying anything that is not idempotent\n"

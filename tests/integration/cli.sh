@@ -63,6 +63,11 @@ if timeout 60 "$bin/kvcluster" start --nodes 1 --dir "$work/c1" >"$work/out" 2>"
         printf 'node-key %064d\n' 1 >"$work/two.secret"
     chmod 600 "$work/two.secret"
     expect "kvserver unreachable peer" 1 "peer node 1 at 127.0.0.1:$port is unreachable" -- "$bin/kvserver" --config "$work/two.conf" --node 0 --peer-wait 1 --secret-file "$work/two.secret"
+    # a peer whose host name exists nowhere (.invalid is reserved): said so at once, not after
+    # --peer-wait as an unreachable peer
+    printf 'node 0 127.0.0.1:%s\nnode 1 nosuchhost.invalid:7401\n' "$p0" >"$work/nohost.conf"
+    expect "kvserver unresolvable peer" 1 "peer node 1 in $work/nohost.conf: cannot resolve host name 'nosuchhost.invalid'" -- \
+        "$bin/kvserver" --config "$work/nohost.conf" --node 0 --peer-wait 600 --secret-file "$work/two.secret"
 else
     bad "kvcluster start"
 fi
@@ -113,6 +118,8 @@ expect "kvbench unknown option" 2 "^kvbench ycsb: unknown option '--frobnicate'$
     "$bin/kvbench" ycsb run --frobnicate
 expect "kvbench unknown option with a value" 2 "kvbench lock: unknown option '--frobnicate'" -- \
     "$bin/kvbench" lock --frobnicate 3
+expect "kvbench unresolvable endpoint" 1 "kvbench ycsb: error: cannot reach the cluster at nosuchhost.invalid:7400: host name does not resolve" -- \
+    "$bin/kvbench" ycsb run --endpoints nosuchhost.invalid:7400 --seconds 1
 expect "kvbench option without its value" 2 "^kvbench tpcc: option '--items' needs a value$" -- \
     "$bin/kvbench" tpcc --items
 expect "kvbench bad --nodes" 2 "--nodes" -- "$bin/kvbench" fabric --nodes 0

@@ -86,6 +86,9 @@ expect "bad --endpoints" 2 "bad endpoint" -- "$kv" --endpoints nohostport get k
 expect "bad KVCTL_TIMEOUT" 2 "KVCTL_TIMEOUT" -- env KVCTL_TIMEOUT=soon "$kv" get k
 expect "missing flag value" 2 "needs a value" -- "$kv" get k --endpoints
 expect "unreachable endpoint exits 5" 5 "RDKV_EUNAVAILABLE" -- timeout 10 "$kv" --endpoints 127.0.0.1:1 get k
+# a host name that exists nowhere is said to be one (it used to read "peer unavailable")
+expect "unresolvable host name" 5 "nosuchhost.invalid:7400 (endpoints from --endpoints): host name does not resolve (RDKV_ENOHOST)" -- \
+    "$kv" --endpoints nosuchhost.invalid:7400 get k
 
 # A 3-node cluster.
 if ! RDKV_BIN="$bin" timeout 60 "$root/tools/cluster.sh" start 3 "$work/c" >"$work/out" 2>"$work/err"; then

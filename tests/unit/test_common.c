@@ -406,6 +406,12 @@ static void t_status(void)
     for (int s = 0; s >= RDKV_STATUS_MIN; s--) CHECK(strcmp(rdkv_strerror(s), "unknown status") != 0);
     CHECK(!strcmp(rdkv_strerror(-999), "unknown status"));
     CHECK(!strcmp(rdkv_strerror(RDKV_EACCESS), "remote access error (out of bounds or misaligned)"));
+    CHECK(!strcmp(rdkv_status_name(RDKV_STATUS_MIN), "RDKV_ENOHOST"));
+    /* a name that exists nowhere (.invalid is reserved) against one that does */
+    char why[200];
+    CHECK_EQ(fab_host_check("nosuchhost.invalid", why, sizeof why), RDKV_ENOHOST);
+    CHECK(strstr(why, "cannot resolve host name 'nosuchhost.invalid'") != NULL);
+    CHECK_EQ(fab_host_check("127.0.0.1", why, sizeof why), 0);
     CHECK(rptr_node(rptr_make(65535, RPTR_OFF_MASK)) == 65535);
     CHECK(rptr_off(rptr_make(3, RPTR_OFF_MASK)) == RPTR_OFF_MASK);
     CHECK(rptr_off(rptr_add(rptr_make(3, 100), 28)) == 128);

@@ -257,6 +257,12 @@ int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, i
         for (;;) {
             int r = fab_rpc_call(c, (uint16_t)n, FAB_RPC_ECHO, "ping", 4, &resp, NS_PER_S);
             if (r == 0) break;
+            char why[CLUSTER_HOST_MAX + 80];
+            if (fab_host_check(b->cfg->nodes[n].host, why, sizeof why) == RDKV_ENOHOST) {
+                snprintf(err, errcap, "node %u: %s", n, why);
+                rc = RDKV_ENOHOST;
+                break;
+            }
             if (r == RDKV_EPERM) { /* refused for good: no use waiting */
                 snprintf(err, errcap,
                          "node %u at %s:%u refuses this credential: kvbench drives the nodes' "
