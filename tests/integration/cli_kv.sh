@@ -278,5 +278,11 @@ else
     bad "kill node 1 (no pid in $work/c/node-1.pid)"
 fi
 
+# cluster.sh stop with node 1 dead: the live nodes stop, and no pid file is left behind (the
+# dead node's used to stay)
+expect "cluster.sh stop with a dead node" 0 "stopped 2 nodes" -- env RDKV_BIN="$bin" "$root/tools/cluster.sh" stop "$work/c"
+left=$(ls "$work/c"/node-*.pid 2>/dev/null | tr '\n' ' ')
+[ -z "$left" ] && ok "stop leaves no pid file behind" || bad "stop leaves no pid file behind (left: $left)"
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
