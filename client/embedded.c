@@ -53,6 +53,10 @@ int rdkv_node_start(const char *config_path, unsigned node_id, const char *const
     struct node_opts o;
     node_opts_init(&o);
     if (node_opts_parse(argc, (char **)argv, &o, err, errcap)) return RDKV_EINVAL;
+    if (o.bench) { /* kvbench's services live in kvserver only (tools/kvserver.c) */
+        snprintf(err, errcap, "--bench is kvserver's: librdkv does not carry kvbench's services");
+        return RDKV_EINVAL;
+    }
     rdkv_node *rn = calloc(1, sizeof *rn);
     if (!rn) return RDKV_ENOMEM;
     int rc = node_start(&o, &rn->n, err, errcap);

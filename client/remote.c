@@ -291,6 +291,16 @@ int rdkv_connect(const char *endpoints, const rdkv_options *o, rdkv_session **ou
     }
     free(copy);
     if (!rc && n == 0) rc = RDKV_EINVAL;
+    /* names that exist nowhere are no unavailable peers: say so when no endpoint has one */
+    unsigned nohost = 0;
+    for (unsigned i = 0; i < n && !rc; i++) {
+        char why[CLUSTER_HOST_MAX + 80];
+        if (fab_host_check(hosts[i], why, sizeof why) == RDKV_ENOHOST) {
+            log_debug("rdkv_connect: %s", why);
+            nohost++;
+        }
+    }
+    if (!rc && nohost == n) rc = RDKV_ENOHOST;
     if (!rc) rc = cluster_config_make(&r->cc, n, hosts, ports);
     if (!rc && !(r->sids = calloc(n, sizeof *r->sids))) rc = RDKV_ENOMEM;
     if (!rc) {

@@ -1,9 +1,13 @@
-/* Little-endian packing for RPC payloads: a writer that grows a buffer and a reader that checks
- * every length. A reader that runs past the end (or a writer that runs out of memory) sets its
- * error flag and returns zeros from then on, so a decoder checks once at the end. */
+/* Little-endian packing, the byte order of every rdkv format (RPC payloads, the wire, log and
+ * checkpoint records, workload rows): fixed-place stores and loads of 16, 32 and 64 bits (and of
+ * 1..8 bytes), a writer that grows a buffer, and a reader that checks every length. A reader that
+ * runs past the end (or a writer that runs out of memory) sets its error flag and returns zeros
+ * from then on, so a decoder checks once at the end. Encode and decode bytes with these, not with
+ * shifts or a memcpy of a host integer. */
 #ifndef RDKV_PACK_H
 #define RDKV_PACK_H
 
+#include <endian.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,28 +26,52 @@ struct pack_r {
     bool err;
 };
 
-/* Fixed-place little-endian stores and loads, for headers filled in after their body. */
-static inline void pack_put_u32le(uint8_t *p, uint32_t v)
+/* Fixed-place little-endian stores and loads (any alignment; one move each on x86). */
+static inline void pack_put_u16le(void *p, uint16_t v)
 {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+    v = htole16(v);
+    memcpy(p, &v, 2);
 }
-static inline void pack_put_u64le(uint8_t *p, uint64_t v)
+static inline void pack_put_u32le(void *p, uint32_t v)
 {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    v = htole32(v);
+    memcpy(p, &v, 4);
 }
-static inline void pack_put_u16le(uint8_t *p, uint16_t v)
+static inline void pack_put_u64le(void *p, uint64_t v)
 {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
+    v = htole64(v);
+    memcpy(p, &v, 8);
 }
-static inline uint16_t pack_get_u16le(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static inline uint32_t pack_get_u32le(const uint8_t *p)
+static inline uint16_t pack_get_u16le(const void *p)
 {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return le16toh(v);
 }
-static inline uint64_t pack_get_u64le(const uint8_t *p)
+static inline uint32_t pack_get_u32le(const void *p)
 {
-    return (uint64_t)pack_get_u32le(p) | (uint64_t)pack_get_u32le(p + 4) << 32;
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return le32toh(v);
+}
+static inline uint64_t pack_get_u64le(const void *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return le64toh(v);
+}
+/* The low n bytes of v (n = 1..8), little-endian, and back: fields of odd widths. */
+static inline void pack_put_le(void *p, uint64_t v, unsigned n)
+{
+    uint8_t *b = p;
+    for (unsigned i = 0; i < n; i++) b[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint64_t pack_get_le(const void *p, unsigned n)
+{
+    const uint8_t *b = p;
+    uint64_t v = 0;
+    for (unsigned i = n; i--;) v = v << 8 | b[i];
+    return v;
 }
 /* Whether n bytes are all zero (a format's reserved fields). */
 static inline bool pack_is_zero(const uint8_t *p, size_t n)
@@ -88,10 +116,7 @@ static inline void pack_u32(struct pack_w *w, uint32_t v)
 static inline void pack_u16(struct pack_w *w, uint16_t v)
 {
     uint8_t *p = pack_w_room(w, 2);
-    if (p) {
-        p[0] = (uint8_t)v;
-        p[1] = (uint8_t)(v >> 8);
-    }
+    if (p) pack_put_u16le(p, v);
 }
 static inline void pack_u8(struct pack_w *w, uint8_t v)
 {
@@ -131,23 +156,17 @@ static inline const uint8_t *pack_r_take(struct pack_r *r, size_t n)
 static inline uint64_t unpack_u64(struct pack_r *r)
 {
     const uint8_t *p = pack_r_take(r, 8);
-    uint64_t v = 0;
-    if (p)
-        for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
+    return p ? pack_get_u64le(p) : 0;
 }
 static inline uint32_t unpack_u32(struct pack_r *r)
 {
     const uint8_t *p = pack_r_take(r, 4);
-    uint32_t v = 0;
-    if (p)
-        for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
+    return p ? pack_get_u32le(p) : 0;
 }
 static inline uint16_t unpack_u16(struct pack_r *r)
 {
     const uint8_t *p = pack_r_take(r, 2);
-    return p ? (uint16_t)(p[0] | p[1] << 8) : 0;
+    return p ? pack_get_u16le(p) : 0;
 }
 static inline uint8_t unpack_u8(struct pack_r *r)
 {

@@ -26,6 +26,7 @@ const char *rdkv_strerror(int status)
     case RDKV_EEXIST: return "already exists";
     case RDKV_ESESSION: return "session unknown to its node (expired or restarted)";
     case RDKV_EPERM: return "not permitted (no valid credential, or not allowed to this role)";
+    case RDKV_ENOHOST: return "host name does not resolve";
     }
     return "unknown status";
 }
@@ -55,6 +56,7 @@ const char *rdkv_status_name(int status)
     case RDKV_EEXIST: return "RDKV_EEXIST";
     case RDKV_ESESSION: return "RDKV_ESESSION";
     case RDKV_EPERM: return "RDKV_EPERM";
+    case RDKV_ENOHOST: return "RDKV_ENOHOST";
     }
     return "RDKV_E?";
 }

@@ -99,7 +99,9 @@ unsigned rdkv_node_id(const rdkv_node *n);
  * Sessions. */
 
 /* Remote: connects to the first reachable of the comma-separated host:port endpoints; that node
- * coordinates this session's transactions. RDKV_EUNAVAILABLE when none answers. */
+ * coordinates this session's transactions. RDKV_EUNAVAILABLE when none answers; RDKV_ENOHOST
+ * when no endpoint's host name resolves (a typo, or a name this machine's resolver does not
+ * know); RDKV_EINVAL when endpoints is not host:port[,host:port...]. */
 int rdkv_connect(const char *endpoints, const rdkv_options *o, rdkv_session **out);
 /* Embedded: a session run by the calling thread inside node n (it takes and releases the rows'
  * locks itself, reading its own partition with plain loads and others with one-sided READs). */

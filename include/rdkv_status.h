@@ -32,9 +32,10 @@ typedef enum rdkv_status {
     RDKV_ESESSION = -20,      /* the session is unknown to its node (expired or restarted) */
     RDKV_EPERM = -21,         /* not permitted: no valid credential, or not allowed to this
                                  connection's role (docs/security.md) */
+    RDKV_ENOHOST = -22,       /* a host name does not resolve (no such host) */
 } rdkv_status;
 
-#define RDKV_STATUS_MIN (-21)
+#define RDKV_STATUS_MIN (-22)
 
 /* A static, human-readable message for any status value (unknown values included). */
 const char *rdkv_strerror(int status);

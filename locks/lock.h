@@ -88,11 +88,7 @@ int lock_dslr_release_all(struct lock_handle *hs, unsigned n);
  * locality, within 20% at 0%). dslr is the fallback should either stop holding. */
 #define LOCK_ROW_DEFAULT "rwlock"
 
-/* RPC message types of the lock layer (FAB_RPC_USER_BASE + 32 .. + 63). */
-enum lock_rpc {
-    LOCK_RPC_TRAD_LOCK = FAB_RPC_USER_BASE + 32,
-    LOCK_RPC_TRAD_UNLOCK = FAB_RPC_USER_BASE + 33,
-};
+/* The lock layer's RPC message types (LOCK_RPC_*, RANGE_RPC_*) are in rdma/rpc_types.h. */
 
 /* The trad lock manager of a node: serve it (registers its RPC handlers and starts its sweeper
  * thread; lease as for DSLR), stop it before fab_close (waiters get RDKV_ESHUTDOWN), free it

@@ -126,7 +126,7 @@ static void grant(struct trad_mgr *m, struct trad_lock *l, struct fab_rpc_req *r
     if (mode == LOCK_SHARED) l->nS++;
     else l->nX++;
     uint8_t out[8];
-    for (int i = 0; i < 8; i++) out[i] = (uint8_t)(h->token >> (8 * i));
+    pack_put_u64le(out, h->token);
     fab_rpc_reply(req, 0, out, sizeof out);
 }
 

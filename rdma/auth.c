@@ -1,9 +1,9 @@
 /* Credentials and proofs of the handshake: see auth.h. */
 #include "auth.h"
 
+#include "common/pack.h"
 #include "rdkv_status.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
@@ -204,18 +204,14 @@ void auth_mac(const uint8_t key[AUTH_KEY_SIZE], char side, const struct wire_hel
     at += WIRE_NONCE_SIZE;
     memcpy(m + at, node_nonce, WIRE_NONCE_SIZE);
     at += WIRE_NONCE_SIZE;
-    uint16_t v16 = htole16(h->src_node);
-    memcpy(m + at, &v16, 2);
+    pack_put_u16le(m + at, h->src_node);
     at += 2;
-    v16 = htole16(h->dst_node);
-    memcpy(m + at, &v16, 2);
+    pack_put_u16le(m + at, h->dst_node);
     at += 2;
     m[at++] = h->role;
-    v16 = htole16(h->kind);
-    memcpy(m + at, &v16, 2);
+    pack_put_u16le(m + at, h->kind);
     at += 2;
-    uint64_t v64 = htole64(h->cluster_fp);
-    memcpy(m + at, &v64, 8);
+    pack_put_u64le(m + at, h->cluster_fp);
     at += 8;
     crypto_generichash(out, WIRE_MAC_SIZE, m, at, key, AUTH_KEY_SIZE);
 }

@@ -217,6 +217,24 @@ static int wait_fd(int fd, short events, int64_t deadline_ns)
     }
 }
 
+int fab_host_check(const char *host, char *err, size_t errcap)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int g = getaddrinfo(host, NULL, &hints, &res);
+    if (!g) {
+        freeaddrinfo(res);
+        return 0;
+    }
+    snprintf(err, errcap, "cannot resolve host name '%s': %s", host, gai_strerror(g));
+    /* no such name (for good) as against a resolver that did not answer (try again later) */
+    return g == EAI_NONAME || g == EAI_FAIL
+#ifdef EAI_NODATA
+                   || g == EAI_NODATA
+#endif
+               ? RDKV_ENOHOST
+               : RDKV_EUNAVAILABLE;
+}
+
 int net_connect(const char *host, uint16_t port, int64_t deadline_ns, int *fd_out, char *err,
                 size_t errcap)
 {

@@ -8,6 +8,7 @@
 #define RDKV_FABRIC_H
 
 #include "common/config.h"
+#include "rdma/rpc_types.h"
 #include "rdkv_status.h"
 
 #include <stdbool.h>
@@ -262,14 +263,13 @@ typedef void (*fab_rpc_handler)(struct fab_rpc_req *req, void *arg);
 /* Clients may call it: a connection authenticated with the client key reaches only handlers
  * registered with this flag (the session protocol); every other type answers RDKV_EPERM there. */
 #define FAB_RPC_CLIENT 4u
-#define FAB_RPC_USER_BASE 64 /* message types below this are the fabric's own */
-#define FAB_RPC_MAX_TYPES 1024
+/* Whether host (a name or an address) resolves: 0; RDKV_ENOHOST when the name does not exist;
+ * RDKV_EUNAVAILABLE when the resolver did not answer. The reason goes into err. */
+int fab_host_check(const char *host, char *err, size_t errcap);
 
-enum fab_rpc_builtin {
-    FAB_RPC_ECHO = 1,         /* replies with the request's bytes */
-    FAB_RPC_VERBS_CONNECT = 2, /* verbs out-of-band queue-pair exchange */
-    FAB_RPC_VERBS_TICKET = 3   /* verbs: a one-time ticket for one rdma_cm connect */
-};
+/* Message types: every one of rdkv's is in rdma/rpc_types.h (FAB_RPC_USER_BASE and up are the
+ * modules' above the fabric). */
+#define FAB_RPC_MAX_TYPES 1024
 
 int fab_rpc_register(struct fabric *f, uint16_t type, fab_rpc_handler fn, void *arg,
                      unsigned flags);

@@ -1,34 +1,28 @@
 /* Wire format encoders, decoders and the frame reassembler. */
 #include "wire.h"
 
+#include "common/pack.h"
 #include "rdkv_status.h"
 
-#include <endian.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-static inline void put16(uint8_t *p, uint16_t v) { v = htole16(v); memcpy(p, &v, 2); }
-static inline void put32(uint8_t *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
-static inline void put64(uint8_t *p, uint64_t v) { v = htole64(v); memcpy(p, &v, 8); }
-static inline uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
-static inline uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
-static inline uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
 
 void wire_put_hdr(uint8_t *p, uint8_t type, uint32_t body_len)
 {
-    put32(p, body_len);
+    pack_put_u32le(p, body_len);
     p[4] = type;
     p[5] = 0;
-    put16(p + 6, 0);
+    pack_put_u16le(p + 6, 0);
 }
 
 int wire_get_hdr(const uint8_t *p, struct wire_hdr *h)
 {
-    h->len = get32(p);
+    h->len = pack_get_u32le(p);
     h->type = p[4];
     h->flags = p[5];
-    h->aux = get16(p + 6);
+    h->aux = pack_get_u16le(p + 6);
     return 0;
 }
 
@@ -36,29 +30,29 @@ void wire_put_hello(uint8_t *p, const struct wire_hello *h)
 {
     wire_put_hdr(p, WIRE_HELLO, WIRE_HELLO_SIZE);
     p += WIRE_HDR_SIZE;
-    put32(p, h->magic);
-    put16(p + 4, h->version);
-    put16(p + 6, h->kind);
-    put16(p + 8, h->src_node);
-    put16(p + 10, h->dst_node);
+    pack_put_u32le(p, h->magic);
+    pack_put_u16le(p + 4, h->version);
+    pack_put_u16le(p + 6, h->kind);
+    pack_put_u16le(p + 8, h->src_node);
+    pack_put_u16le(p + 10, h->dst_node);
     p[12] = h->role;
     p[13] = h->flags;
-    put16(p + 14, 0);
-    put64(p + 16, h->cluster_fp);
+    pack_put_u16le(p + 14, 0);
+    pack_put_u64le(p + 16, h->cluster_fp);
     memcpy(p + 24, h->nonce, WIRE_NONCE_SIZE);
 }
 
 int wire_get_hello(const struct wire_hdr *h, const uint8_t *b, struct wire_hello *o)
 {
     if (h->type != WIRE_HELLO || h->len != WIRE_HELLO_SIZE) return RDKV_EPROTO;
-    o->magic = get32(b);
-    o->version = get16(b + 4);
-    o->kind = get16(b + 6);
-    o->src_node = get16(b + 8);
-    o->dst_node = get16(b + 10);
+    o->magic = pack_get_u32le(b);
+    o->version = pack_get_u16le(b + 4);
+    o->kind = pack_get_u16le(b + 6);
+    o->src_node = pack_get_u16le(b + 8);
+    o->dst_node = pack_get_u16le(b + 10);
     o->role = b[12];
     o->flags = b[13];
-    o->cluster_fp = get64(b + 16);
+    o->cluster_fp = pack_get_u64le(b + 16);
     memcpy(o->nonce, b + 24, WIRE_NONCE_SIZE);
     if (o->magic != WIRE_MAGIC) return RDKV_EPROTO;
     if (o->role != WIRE_ROLE_NODE && o->role != WIRE_ROLE_CLIENT) return RDKV_EPROTO;
@@ -98,21 +92,21 @@ void wire_put_hello_ack(uint8_t *p, const struct wire_hello_ack *a)
 {
     wire_put_hdr(p, WIRE_HELLO_ACK, WIRE_HELLO_ACK_SIZE);
     p += WIRE_HDR_SIZE;
-    put32(p, (uint32_t)a->status);
-    put16(p + 4, a->node);
-    put16(p + 6, a->transport);
-    put64(p + 8, a->arena_size);
-    put64(p + 16, a->cluster_fp);
+    pack_put_u32le(p, (uint32_t)a->status);
+    pack_put_u16le(p + 4, a->node);
+    pack_put_u16le(p + 6, a->transport);
+    pack_put_u64le(p + 8, a->arena_size);
+    pack_put_u64le(p + 16, a->cluster_fp);
 }
 
 int wire_get_hello_ack(const struct wire_hdr *h, const uint8_t *b, struct wire_hello_ack *o)
 {
     if (h->type != WIRE_HELLO_ACK || h->len != WIRE_HELLO_ACK_SIZE) return RDKV_EPROTO;
-    o->status = (int32_t)get32(b);
-    o->node = get16(b + 4);
-    o->transport = get16(b + 6);
-    o->arena_size = get64(b + 8);
-    o->cluster_fp = get64(b + 16);
+    o->status = (int32_t)pack_get_u32le(b);
+    o->node = pack_get_u16le(b + 4);
+    o->transport = pack_get_u16le(b + 6);
+    o->arena_size = pack_get_u64le(b + 8);
+    o->cluster_fp = pack_get_u64le(b + 16);
     return 0;
 }
 
@@ -122,10 +116,10 @@ void wire_put_op_req(uint8_t *p, const struct wire_op_req *r, uint32_t payload)
     p += WIRE_HDR_SIZE;
     p[0] = r->op;
     p[1] = p[2] = p[3] = 0;
-    put32(p + 4, r->len);
-    put64(p + 8, r->off);
-    put64(p + 16, r->arg);
-    put64(p + 24, r->swap);
+    pack_put_u32le(p + 4, r->len);
+    pack_put_u64le(p + 8, r->off);
+    pack_put_u64le(p + 16, r->arg);
+    pack_put_u64le(p + 24, r->swap);
 }
 
 int wire_get_op_req(const struct wire_hdr *h, const uint8_t *b, struct wire_op_req *o,
@@ -133,10 +127,10 @@ int wire_get_op_req(const struct wire_hdr *h, const uint8_t *b, struct wire_op_r
 {
     if (h->type != WIRE_OP_REQ || h->len < WIRE_OP_REQ_SIZE) return RDKV_EPROTO;
     o->op = b[0];
-    o->len = get32(b + 4);
-    o->off = get64(b + 8);
-    o->arg = get64(b + 16);
-    o->swap = get64(b + 24);
+    o->len = pack_get_u32le(b + 4);
+    o->off = pack_get_u64le(b + 8);
+    o->arg = pack_get_u64le(b + 16);
+    o->swap = pack_get_u64le(b + 24);
     uint32_t extra = h->len - WIRE_OP_REQ_SIZE;
     if (o->len > WIRE_OP_MAX) return RDKV_EPROTO;
     if (o->op == 2 /* WRITE */) {
@@ -152,18 +146,18 @@ void wire_put_op_resp(uint8_t *p, const struct wire_op_resp *r)
 {
     wire_put_hdr(p, WIRE_OP_RESP, WIRE_OP_RESP_SIZE + r->len);
     p += WIRE_HDR_SIZE;
-    put32(p, (uint32_t)r->status);
-    put32(p + 4, r->len);
-    put64(p + 8, r->value);
+    pack_put_u32le(p, (uint32_t)r->status);
+    pack_put_u32le(p + 4, r->len);
+    pack_put_u64le(p + 8, r->value);
 }
 
 int wire_get_op_resp(const struct wire_hdr *h, const uint8_t *b, struct wire_op_resp *o,
                      const uint8_t **payload)
 {
     if (h->type != WIRE_OP_RESP || h->len < WIRE_OP_RESP_SIZE) return RDKV_EPROTO;
-    o->status = (int32_t)get32(b);
-    o->len = get32(b + 4);
-    o->value = get64(b + 8);
+    o->status = (int32_t)pack_get_u32le(b);
+    o->len = pack_get_u32le(b + 4);
+    o->value = pack_get_u64le(b + 8);
     if (o->len != h->len - WIRE_OP_RESP_SIZE) return RDKV_EPROTO;
     *payload = b + WIRE_OP_RESP_SIZE;
     return 0;
@@ -173,19 +167,19 @@ void wire_put_rpc_req(uint8_t *p, uint64_t id, uint16_t type, uint32_t payload)
 {
     wire_put_hdr(p, WIRE_RPC_REQ, WIRE_RPC_SIZE + payload);
     p += WIRE_HDR_SIZE;
-    put64(p, id);
-    put16(p + 8, type);
-    put16(p + 10, 0);
-    put32(p + 12, 0);
+    pack_put_u64le(p, id);
+    pack_put_u16le(p + 8, type);
+    pack_put_u16le(p + 10, 0);
+    pack_put_u32le(p + 12, 0);
 }
 
 void wire_put_rpc_resp(uint8_t *p, uint64_t id, int32_t status, uint32_t payload)
 {
     wire_put_hdr(p, WIRE_RPC_RESP, WIRE_RPC_SIZE + payload);
     p += WIRE_HDR_SIZE;
-    put64(p, id);
-    put32(p + 8, (uint32_t)status);
-    put32(p + 12, 0);
+    pack_put_u64le(p, id);
+    pack_put_u32le(p + 8, (uint32_t)status);
+    pack_put_u32le(p + 12, 0);
 }
 
 int wire_get_rpc(const struct wire_hdr *h, const uint8_t *b, struct wire_rpc *o,
@@ -193,13 +187,13 @@ int wire_get_rpc(const struct wire_hdr *h, const uint8_t *b, struct wire_rpc *o,
 {
     if ((h->type != WIRE_RPC_REQ && h->type != WIRE_RPC_RESP) || h->len < WIRE_RPC_SIZE)
         return RDKV_EPROTO;
-    o->id = get64(b);
+    o->id = pack_get_u64le(b);
     if (h->type == WIRE_RPC_REQ) {
-        o->type = get16(b + 8);
+        o->type = pack_get_u16le(b + 8);
         o->status = 0;
     } else {
         o->type = 0;
-        o->status = (int32_t)get32(b + 8);
+        o->status = (int32_t)pack_get_u32le(b + 8);
         if (o->status > 0 || o->status < -1000) return RDKV_EPROTO;
     }
     *payload = b + WIRE_RPC_SIZE;

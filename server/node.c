@@ -4,7 +4,6 @@
 #include "server/node.h"
 
 #include "locks/range/range.h"
-#include "server/bench.h"
 #include "server/proto.h"
 #include "server/session.h"
 #include "storage/ckpt.h"
@@ -456,7 +455,7 @@ static void bench_off_handler(struct fab_rpc_req *req, void *arg)
     fab_rpc_reply(req, RDKV_ENOTSUP, NODE_BENCH_OFF, sizeof NODE_BENCH_OFF - 1);
 }
 
-void node_refuse_rpc(struct node *n, uint16_t type)
+static void node_refuse_rpc(struct node *n, uint16_t type)
 {
     fab_rpc_register(n->f, type, bench_off_handler, NULL, FAB_RPC_INLINE);
 }
@@ -967,17 +966,11 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         goto fail;
     }
     fab_rpc_register(n->f, KV_RPC_STATUS, status_handler, n, 0);
-    if (o->bench) {
-        bench_register(n->f, n->rs);
-        bench_txn_register(n->f, n->txn);
-    } else {
-        static const uint16_t bench_types[] = {
-            KV_RPC_BENCH_LOCK_PREPARE, KV_RPC_BENCH_LOCK_RUN,   KV_RPC_BENCH_LOCK_HOLD,
-            KV_RPC_BENCH_LOCK_TRY,     KV_RPC_BENCH_RANGE_PREPARE, KV_RPC_BENCH_RANGE_RUN,
-            KV_RPC_BENCH_RANGE_STATS,  KV_RPC_BENCH_TXN_LOAD,  KV_RPC_BENCH_TXN_RUN};
-        for (size_t i = 0; i < sizeof bench_types / sizeof bench_types[0]; i++)
-            node_refuse_rpc(n, bench_types[i]);
-    }
+    /* kvbench's services are not the node's: with --bench the program that started it registers
+     * them (kvserver, daemon_run); without, the whole block is refused with a reason */
+    if (!o->bench)
+        for (unsigned type = KV_RPC_BENCH_FIRST; type <= KV_RPC_BENCH_LAST; type++)
+            node_refuse_rpc(n, (uint16_t)type);
     n->trad = lock_trad_serve(n->f, n->o.txn.lease_ns); /* the RPC lock manager baseline */
     if (n->cc.n > 1) {
         if (pthread_create(&n->watcher, NULL, watch_main, n)) {
@@ -1007,6 +1000,13 @@ int node_wait_peers(struct node *n, int64_t wait_ns, bool (*stop)(void *), void 
     int rc = 0;
     for (unsigned p = 0; p < n->cc.n && rc == 0; p++) {
         if (p == fab_node_id(n->f)) continue;
+        /* a host name that exists nowhere will not start answering: say so now */
+        char why[CLUSTER_HOST_MAX + 80];
+        if (fab_host_check(n->cc.nodes[p].host, why, sizeof why) == RDKV_ENOHOST) {
+            snprintf(err, errcap, "peer node %u in %s: %s", p, n->o.config, why);
+            rc = RDKV_ENOHOST;
+            break;
+        }
         for (;;) {
             int64_t left = deadline - clock_now_ns();
             int r = fab_rpc_call(c, (uint16_t)p, FAB_RPC_ECHO, "hi", 2, &resp,
@@ -1043,13 +1043,6 @@ void node_stop(struct node *n)
     }
     if (n->sessions) session_svc_stop(n->sessions);
     ckpt_stop(n);
-    if (n->o.bench && n->f && (!bench_shutdown(10 * NS_PER_S) || !bench_txn_shutdown(10 * NS_PER_S))) {
-        /* a benchmark's threads still use the fabric (a peer died under them): leave it to
-         * the kernel rather than free memory they are using */
-        log_error("a benchmark did not stop; exiting without cleanup");
-        fflush(NULL);
-        _exit(0);
-    }
     /* Nothing of this node may touch the store once it is closed, and the store must close
      * while the arena is still mapped (fab_close unmaps it): first the RPC handlers that use
      * it are turned away, then the store closes, then the fabric. */
@@ -1075,4 +1068,5 @@ void node_stop(struct node *n)
 
 struct fabric *node_fabric(struct node *n) { return n->f; }
 struct txn_env *node_txn(struct node *n) { return n->txn; }
+struct range_server *node_range_server(struct node *n) { return n->rs; }
 uint16_t node_id(const struct node *n) { return (uint16_t)n->o.node; }

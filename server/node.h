@@ -29,7 +29,8 @@ struct node_opts {
     struct session_cfg sessions;  /* --max-sessions, --session-idle, --session-threads */
     int64_t heartbeat_ns;         /* peer watcher period (default 200 ms) */
     unsigned heartbeat_misses;    /* missed answers before a peer is down (default 3) */
-    bool bench;                   /* serve kvbench's node-side benchmarks (--bench) */
+    bool bench;                   /* --bench: the program registers kvbench's services (kvserver:
+                                     daemon_run); else the node refuses them (NODE_BENCH_OFF) */
     const char *data_dir;         /* --data-dir: the redo log's directory; NULL: in memory */
     int durability;               /* --durability (enum wal_durability; default group) */
     uint64_t checkpoint_every;    /* --checkpoint-every: log bytes between checkpoints (0: none) */
@@ -55,14 +56,13 @@ int node_wait_peers(struct node *n, int64_t wait_ns, bool (*stop)(void *), void 
 /* Stops serving and frees everything. Embedded sessions must be closed first. */
 void node_stop(struct node *n);
 
-/* A node not started for benchmarks (--bench) answers the workload and benchmark RPCs with
- * RDKV_ENOTSUP and this text. */
+/* A node not started for benchmarks (--bench) answers every type of the benchmark block
+ * (KV_RPC_BENCH_FIRST .. KV_RPC_BENCH_LAST, rdma/rpc_types.h) with RDKV_ENOTSUP and this text. */
 #define NODE_BENCH_OFF "not enabled on this node (start it with --bench)"
-/* Registers, for RPC type, the handler that answers so. */
-void node_refuse_rpc(struct node *n, uint16_t type);
 
 struct fabric *node_fabric(struct node *n);
 struct txn_env *node_txn(struct node *n);
+struct range_server *node_range_server(struct node *n);
 uint16_t node_id(const struct node *n);
 
 /* The node's status as JSON (what KV_RPC_STATUS answers): this node's identity, store and the

@@ -1,32 +1,12 @@
-/* RPC message types served by kvserver (above the fabric's own, which are below
- * FAB_RPC_USER_BASE), and their payloads. The server layer uses FAB_RPC_USER_BASE + 0 .. 31; the
- * lock layer + 32 .. 63 (locks/lock.h). */
+/* The payloads of the node's RPCs: KV_RPC_SESSION, the remote-session protocol of rdkv.h (its
+ * number, like every RPC type's, is in rdma/rpc_types.h). */
 #ifndef RDKV_SERVER_PROTO_H
 #define RDKV_SERVER_PROTO_H
 
+#include "common/pack.h"
 #include "rdma/fabric.h"
 
 #include <string.h>
-
-enum kv_rpc {
-    /* status: empty request; the reply is a JSON object (see server/status.c) */
-    KV_RPC_STATUS = FAB_RPC_USER_BASE + 0,
-    /* embedded benchmarks (server/bench.h) */
-    KV_RPC_BENCH_LOCK_PREPARE = FAB_RPC_USER_BASE + 1,
-    KV_RPC_BENCH_LOCK_RUN = FAB_RPC_USER_BASE + 2,
-    KV_RPC_BENCH_LOCK_HOLD = FAB_RPC_USER_BASE + 3,
-    KV_RPC_BENCH_LOCK_TRY = FAB_RPC_USER_BASE + 4,
-    /* kvbench range (server/bench.h, server/bench_range.c) */
-    KV_RPC_BENCH_RANGE_PREPARE = FAB_RPC_USER_BASE + 5,
-    KV_RPC_BENCH_RANGE_RUN = FAB_RPC_USER_BASE + 6,
-    KV_RPC_BENCH_RANGE_STATS = FAB_RPC_USER_BASE + 7,
-    /* + 8 .. + 15: the transaction layer (txn/txn.h) */
-    /* remote sessions of rdkv.h: see below */
-    KV_RPC_SESSION = FAB_RPC_USER_BASE + 16,
-    /* kvbench txn (server/bench.h, server/bench_txn.c) */
-    KV_RPC_BENCH_TXN_LOAD = FAB_RPC_USER_BASE + 18,
-    KV_RPC_BENCH_TXN_RUN = FAB_RPC_USER_BASE + 19,
-};
 
 /* KV_RPC_SESSION request: the session id, SES_ID_LEN bytes (zeros with SES_OPEN), u8 op (an enum ses_op, or'd with
  * flags below), then the op's fields. Every answer (RPC status 0) is u32 status, then, when it is
@@ -111,8 +91,7 @@ static inline size_t ses_open_request(uint8_t out[SES_OPEN_LEN])
 static inline int ses_open_answer(const uint8_t *p, size_t len, struct ses_id *sid)
 {
     if (len < 4) return RDKV_EPROTO;
-    int32_t st = (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                           (uint32_t)p[3] << 24);
+    int32_t st = (int32_t)pack_get_u32le(p);
     if (st) return st;
     if (len < 4 + SES_ID_LEN + 4) return RDKV_EPROTO; /* the id, the node's id, the count */
     memcpy(sid->b, p + 4, SES_ID_LEN);

@@ -4,7 +4,8 @@
 # usage: sanitize.sh address|thread SOURCE_DIR BUILD_DIR
 set -euo pipefail
 kind=${1:?address or thread} src=${2:?source dir} out=${3:?build dir}
-cmake -S "$src" -B "$out" -DRDKV_SANITIZE="$kind" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S "$src" -B "$out" -DRDKV_SANITIZE="$kind" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DRDKV_WERROR=ON >/dev/null
 cmake --build "$out" -j "$(nproc 2>/dev/null || echo 2)" --target fabric_conformance kvserver \
     kvcluster kvbench kvctl test_common test_task test_range lock_stress lock_delay lock_failure range_stress \
     fuzz_wire_smoke fuzz_config_smoke fuzz_txn_smoke test_storage test_histcheck test_txn \

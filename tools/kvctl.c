@@ -152,6 +152,7 @@ static int exit_code(int st)
     case RDKV_ESESSION:
     case KVCTL_EXPECT_FAILED: return EXIT_ABORTED;
     case RDKV_EUNAVAILABLE:
+    case RDKV_ENOHOST:
     case RDKV_ETIMEDOUT:
     case RDKV_ESHUTDOWN: return EXIT_UNAVAILABLE;
     case RDKV_EUNKNOWN: return EXIT_UNKNOWN;
@@ -433,6 +434,7 @@ struct tok {
 struct toks {
     struct tok *v;
     size_t n, cap;
+    bool glued_semi; /* the command ended at a ';' right after its last token ("scan a b;") */
 };
 
 static int hexval(int c)
@@ -450,6 +452,7 @@ static int tokenize(const char *src, size_t len, size_t *pos, bool semi, char *d
 {
     size_t i = *pos, d = *dpos;
     t->n = 0;
+    t->glued_semi = false;
     for (;;) {
         while (i < len && (src[i] == ' ' || src[i] == '\t' || src[i] == '\r' || src[i] == '\n'))
             i++;
@@ -466,8 +469,10 @@ static int tokenize(const char *src, size_t len, size_t *pos, bool semi, char *d
         bool dq = false;
         while (i < len) {
             char c = src[i];
-            if (!dq && (c == ' ' || c == '\t' || c == '\r' || c == '\n' || (semi && c == ';')))
+            if (!dq && (c == ' ' || c == '\t' || c == '\r' || c == '\n' || (semi && c == ';'))) {
+                t->glued_semi = c == ';';
                 break;
+            }
             if (c == '"') {
                 dq = !dq;
                 i++;
@@ -528,6 +533,27 @@ static int tokenize(const char *src, size_t len, size_t *pos, bool semi, char *d
     *pos = i;
     *dpos = d;
     return 0;
+}
+
+/* Whether the range [b, e) holds no key: e is not after b (keys sort as bytes, unsigned). */
+static bool range_empty(struct bytes b, struct bytes e)
+{
+    int c = memcmp(b.p, e.p, b.n < e.n ? b.n : e.n);
+    return c > 0 || (c == 0 && b.n >= e.n);
+}
+
+/* Why a scan of [b, e) prints nothing, into err. */
+static void range_empty_msg(struct bytes b, struct bytes e, char *err, size_t errcap)
+{
+    struct buf kb = {0}, ke = {0};
+    put_escaped(&kb, b, false);
+    put_escaped(&ke, e, false);
+    snprintf(err, errcap,
+             "scan: END '%s' is not after BEGIN '%s', so [BEGIN, END) holds no key (keys sort "
+             "as bytes; END '' scans to the end)",
+             ke.p ? ke.p : "", kb.p ? kb.p : "");
+    buf_free(&kb);
+    buf_free(&ke);
 }
 
 static bool tok_is(const struct tok *t, const char *s)
@@ -1053,8 +1079,9 @@ static const struct command commands[] = {
      "Lists the rows with BEGIN <= key < END in key order (bytes compared unsigned), one\n"
      "'KEY VALUE' line each: the key escaped with no spaces (\\x20), then the value escaped\n"
      "(see 'kvctl help escaping'). END '' or --to-end reads to the end of the key space;\n"
-     "BEGIN '' starts at the first key. At most --limit rows are printed; when there are\n"
-     "more, a hint says so on stderr. The scan runs in one transaction under range locks.\n"
+     "BEGIN '' starts at the first key. An END that is not after BEGIN ('scan z a') is an\n"
+     "empty range: kvctl says so and exits 2. At most --limit rows are printed; when there\n"
+     "are more, a hint says so on stderr. The scan runs in one transaction under range locks.\n"
      "With -w json: {\"rows\":[{\"key\":...,\"value\":...}],\"more\":false}.\n"
      "\n"
      "Examples:\n"
@@ -1103,13 +1130,14 @@ static const struct command commands[] = {
     {"shell", FL(F_EXEC), "kvctl shell [flags] [--exec \"CMD; CMD; ...\"]",
      "an interactive shell with transactions",
      "Reads commands from stdin (prompt 'kvctl> ' on a terminal) or from --exec, where ';'\n"
-     "separates them. Each command is its own transaction (autocommit, retried on conflict)\n"
-     "until 'begin'; then every command runs in one transaction until 'commit' or\n"
-     "'rollback'. Any error inside a transaction (a typo too) prints 'Rolling back current\n"
-     "transaction' and aborts it; the commands after it are then refused, so that they\n"
-     "cannot commit half a transaction, until 'rollback' or 'commit' ends it. Tokens are\n"
-     "split as in txn ('kvctl help escaping'). 'get' and 'del' of a missing key print\n"
-     "'KEY: not found' and are no error in the shell.\n"
+     "separates them (a ';' in a key is written \\; or quoted: scan user: \"user;\"), and a\n"
+     "scan of an empty range (END not after BEGIN) is an error. Each command is its own\n"
+     "transaction (autocommit, retried on conflict) until 'begin'; then every command runs in\n"
+     "one transaction until 'commit' or 'rollback'. Any error inside a transaction (a typo\n"
+     "too) prints 'Rolling back current transaction' and aborts it; the commands after it\n"
+     "are then refused, so that they cannot commit half a transaction, until 'rollback' or\n"
+     "'commit' ends it. Tokens are split as in txn ('kvctl help escaping'). 'get' and 'del'\n"
+     "of a missing key print 'KEY: not found' and are no error in the shell.\n"
      "\n"
      "Commands:\n"
      "  get KEY                 print the value (or 'KEY: not found')\n"
@@ -1159,13 +1187,15 @@ static const char exit_codes_help[] =
     "  1  error: the server refused the input (a key over 4 KiB or a value over 1 MiB:\n"
     "     RDKV_ETOOBIG; RDKV_EINVAL), a file could not be read, or anything unclassified\n"
     "  2  usage: unknown command or flag, missing or extra arguments, a bad duration, number\n"
-    "     or endpoint, malformed txn input (checked before connecting)\n"
+    "     or endpoint, a scan of an empty range, malformed txn input (checked before\n"
+    "     connecting)\n"
     "  3  not found: get or del of a key that is not there\n"
     "  4  aborted: the transaction conflicted (or a lock wait ran out) on every one of its\n"
     "     --retries retries (RDKV_EABORTED), or a txn guard ('expect') failed; nothing was\n"
     "     written\n"
-    "  5  unavailable: no endpoint answered, a node the operation needed is down or did not\n"
-    "     answer in time (RDKV_EUNAVAILABLE, RDKV_ETIMEDOUT); status: a node is down\n"
+    "  5  unavailable: no endpoint answered (or no endpoint's host name resolves:\n"
+    "     RDKV_ENOHOST), a node the operation needed is down or did not answer in time\n"
+    "     (RDKV_EUNAVAILABLE, RDKV_ETIMEDOUT); status: a node is down\n"
     "  6  commit result unknown (RDKV_EUNKNOWN): a participant did not answer after the\n"
     "     commit decision, so the transaction may or may not have taken effect; check before\n"
     "     retrying anything that is not idempotent\n"
@@ -1362,6 +1392,11 @@ static int cmd_scan(struct inv *iv)
         op.key = bytes_str(iv->args[0]);
         op.end = bytes_str(iv->args[1]);
         op.end_open = op.end.n == 0;
+        if (!op.end_open && range_empty(op.key, op.end)) {
+            char m[600];
+            range_empty_msg(op.key, op.end, m, sizeof m);
+            return usage_err("%s", m);
+        }
     }
     rc = run_oneshot(&op, "scan");
     free(pend);
@@ -1415,6 +1450,11 @@ static int parse_op(const struct tok *v, size_t n, bool allow_expect, struct op 
         op->end_open = v[2].n == 0;
         op->limit = DEFAULT_LIMIT;
         if (n == 4 && parse_limit_tok(&v[3], &op->limit, err, errcap)) return -1;
+        struct bytes b = {v[1].p, v[1].n};
+        if (!op->end_open && range_empty(b, op->end)) {
+            range_empty_msg(b, op->end, err, errcap);
+            return -1;
+        }
     } else if (tok_is(c, "expect")) {
         if (!allow_expect) {
             snprintf(err, errcap, "'expect' lines come before the '---' line and the operations");
@@ -2017,7 +2057,7 @@ static void shell_ctl(struct shell *sh, const char *word)
     fflush(stdout);
 }
 
-static void shell_command(struct shell *sh, struct tok *v, size_t n)
+static void shell_command(struct shell *sh, struct tok *v, size_t n, bool glued_semi)
 {
     char err[256];
     if (n == 1 && (tok_is(&v[0], "exit") || tok_is(&v[0], "quit"))) {
@@ -2059,7 +2099,13 @@ static void shell_command(struct shell *sh, struct tok *v, size_t n)
     }
     struct op op;
     if (parse_op(v, n, false, &op, err, sizeof err)) {
-        fprintf(stderr, "kvctl: error: %s (type 'help' for the commands)\n", err);
+        /* "scan user: user;": the ';' ended the command, and the END the user meant with it */
+        if (glued_semi && tok_is(&v[0], "scan"))
+            fprintf(stderr, "kvctl: error: %s; a ';' ends a shell command: write \\; or quote "
+                            "the word (\"user;\") for a ';' in a key\n",
+                    err);
+        else
+            fprintf(stderr, "kvctl: error: %s (type 'help' for the commands)\n", err);
         shell_fail(sh);
         return;
     }
@@ -2104,7 +2150,7 @@ static void shell_line(struct shell *sh, const char *line, size_t len, unsigned 
             shell_fail(sh);
             break;
         }
-        if (t.n) shell_command(sh, t.v, t.n);
+        if (t.n) shell_command(sh, t.v, t.n, t.glued_semi);
     }
     free(t.v);
     free(dec);

@@ -458,17 +458,19 @@ int launch_stop(struct launch *L, int64_t timeout_ns)
         }
     int64_t deadline = clock_now_ns() + timeout_ns;
     for (unsigned i = 0; i < L->n; i++) {
-        if (L->pids[i] <= 0) continue;
-        int st = wait_exit(L, i, deadline);
-        if (st == -2) {
-            kill(L->pids[i], SIGKILL);
-            st = wait_exit(L, i, clock_now_ns() + 5 * NS_PER_S);
-            fprintf(stderr, "node %u did not stop on SIGTERM; killed\n", i);
-            rc = RDKV_ETIMEDOUT;
-        } else if (st != 0 && rc == 0) {
-            rc = RDKV_EIO;
+        if (L->pids[i] > 0) {
+            int st = wait_exit(L, i, deadline);
+            if (st == -2) {
+                kill(L->pids[i], SIGKILL);
+                st = wait_exit(L, i, clock_now_ns() + 5 * NS_PER_S);
+                fprintf(stderr, "node %u did not stop on SIGTERM; killed\n", i);
+                rc = RDKV_ETIMEDOUT;
+            } else if (st != 0 && rc == 0) {
+                rc = RDKV_EIO;
+            }
         }
         L->pids[i] = 0;
+        /* every node's, a dead one's too (it had left its file behind) */
         char pp[PATH_MAX + 32];
         snprintf(pp, sizeof pp, "%s/node-%u.pid", L->dir, i);
         unlink(pp);

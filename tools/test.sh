@@ -9,7 +9,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 rdkv_ensure_packages test
 build=${RDKV_BUILD_DIR:-$root/build}
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRDKV_WERROR=ON >/dev/null
 cmake --build "$build" -j "$jobs"
 cd "$build"
 exec ctest --output-on-failure -j "$jobs" "$@"

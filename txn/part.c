@@ -242,10 +242,7 @@ static int log_writes(struct txn_env *e, struct prepared *p, uint8_t type, bool 
     size_t pre = type == WAL_PREPARE ? 2 : 0, len;
     uint8_t *buf = pack_writes(p, pre, &len);
     if (!buf) return RDKV_ETOOBIG;
-    if (pre) {
-        buf[0] = (uint8_t)p->coord;
-        buf[1] = (uint8_t)(p->coord >> 8);
-    }
+    if (pre) pack_put_u16le(buf, p->coord);
     uint64_t lsn = 0;
     int rc = wal_append(e->wal, type, p->txid, buf, (uint32_t)len, &lsn);
     free(buf);
@@ -910,7 +907,7 @@ static void on_scan(struct fab_rpc_req *req, void *arg)
         return;
     }
     o.w.p[0] = o.more;
-    for (int i = 0; i < 4; i++) o.w.p[1 + i] = (uint8_t)(o.n >> (8 * i));
+    pack_put_u32le(o.w.p + 1, o.n);
     fab_rpc_reply(req, 0, o.w.p, o.w.len);
     pack_w_free(&o.w);
 }
@@ -1012,7 +1009,7 @@ int txn_recovery_rec(struct txn_recovery *r, const struct wal_rec *rec)
             return RDKV_ENOMEM;
         }
         p->txid = rec->txid;
-        p->coord = (uint16_t)(rec->payload[0] | rec->payload[1] << 8);
+        p->coord = pack_get_u16le(rec->payload);
         p->len = rec->len - 2;
         memcpy(p->w, rec->payload + 2, p->len);
         recovery_close(r, rec->txid, false); /* (a txid is prepared once) */
@@ -1024,7 +1021,7 @@ int txn_recovery_rec(struct txn_recovery *r, const struct wal_rec *rec)
         /* u8 decision, u16 count, u16 nodes[count]: only commits are logged */
         if (rec->len < 3 || !rec->txid) return RDKV_EPROTO;
         uint8_t how = rec->payload[0];
-        uint16_t n = (uint16_t)(rec->payload[1] | rec->payload[2] << 8);
+        uint16_t n = pack_get_u16le(rec->payload + 1);
         if ((how != WAL_DECIDE_COMMIT && how != WAL_DECIDE_ABORT) || rec->len != 3u + 2u * n)
             return RDKV_EPROTO;
         if (how == WAL_DECIDE_ABORT) return 0;
@@ -1036,7 +1033,7 @@ int txn_recovery_rec(struct txn_recovery *r, const struct wal_rec *rec)
         d->txid = rec->txid;
         d->n = n;
         for (uint16_t i = 0; i < n; i++)
-            d->nodes[i] = (uint16_t)(rec->payload[3 + 2 * i] | rec->payload[4 + 2 * i] << 8);
+            d->nodes[i] = pack_get_u16le(rec->payload + 3 + 2 * i);
         d->next = r->decs;
         r->decs = d;
         return 0;

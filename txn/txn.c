@@ -303,7 +303,7 @@ static int64_t range_deadline(struct txn *t)
 static int fence_ask(struct fab_ctx *c, const struct txn_fence *f)
 {
     uint8_t req[9];
-    for (int i = 0; i < 8; i++) req[i] = (uint8_t)(f->txid >> (8 * i));
+    pack_put_u64le(req, f->txid);
     req[8] = f->decision;
     struct fab_buf resp = {0};
     int rc = fab_rpc_call(c, f->node, TXN_RPC_RESOLVE, req, sizeof req, &resp,
@@ -1680,12 +1680,8 @@ static int log_decision(struct txn_env *e, uint64_t txid, struct prepared *mine,
     if (rc) return rc;
     uint8_t buf[3 + 2 * (nr ? nr : 1)];
     buf[0] = WAL_DECIDE_COMMIT;
-    buf[1] = (uint8_t)nr;
-    buf[2] = (uint8_t)(nr >> 8);
-    for (unsigned i = 0; i < nr; i++) {
-        buf[3 + 2 * i] = (uint8_t)nodes[i];
-        buf[4 + 2 * i] = (uint8_t)(nodes[i] >> 8);
-    }
+    pack_put_u16le(buf + 1, (uint16_t)nr);
+    for (unsigned i = 0; i < nr; i++) pack_put_u16le(buf + 3 + 2 * i, nodes[i]);
     uint64_t lsn;
     rc = wal_commit(e->wal, WAL_DECISION, txid, buf, 3 + 2 * nr, &lsn);
     if (rc) return rc;
@@ -2072,7 +2068,7 @@ static int commit_2pc(struct txn *t, uint32_t np, const uint16_t *parts, const u
     memset(idr, 0, sizeof idr);
     memset(idl, 0, sizeof idl);
     uint8_t idb[8];
-    for (int i = 0; i < 8; i++) idb[i] = (uint8_t)(txid >> (8 * i));
+    pack_put_u64le(idb, txid);
     for (unsigned i = 0; i < nr; i++) {
         idr[i] = idb;
         idl[i] = 8;

@@ -21,16 +21,7 @@
  * low ones). */
 #define TXN_RANGE_SPACE RANGE_MAX_SPACES
 
-/* RPC message types of the transaction layer (the server block FAB_RPC_USER_BASE + 8 .. + 15). */
-enum txn_rpc {
-    TXN_RPC_PREPARE = FAB_RPC_USER_BASE + 8,  /* u64 txid, ops -> status */
-    TXN_RPC_COMMIT = FAB_RPC_USER_BASE + 9,   /* u64 txid -> status */
-    TXN_RPC_ABORT = FAB_RPC_USER_BASE + 10,   /* u64 txid -> status */
-    TXN_RPC_APPLY = FAB_RPC_USER_BASE + 11,   /* one partition: ops, applied at once */
-    TXN_RPC_SCAN = FAB_RPC_USER_BASE + 12,    /* a page of keys and rows in key order */
-    TXN_RPC_RESOLVE = FAB_RPC_USER_BASE + 13, /* u64 txid, u8 enum txn_resolve -> status */
-    TXN_RPC_QUERY = FAB_RPC_USER_BASE + 14,   /* u64 txid -> u8 enum txn_state (in-doubt) */
-};
+/* The transaction layer's RPC message types (TXN_RPC_*) are in rdma/rpc_types.h. */
 
 /* A coordinator's answer to TXN_RPC_QUERY, from its memory: a participant that has held a
  * PREPARE for txn_cfg.indoubt_ns asks (docs/transactions.md, "In-doubt transactions"). */

@@ -21,14 +21,8 @@
 
 #include <stdint.h>
 
-/* RPC message types of the server-side designs (the lock layer's block is FAB_RPC_USER_BASE + 32
- * .. + 63; locks/range/server.c has the payloads). */
-enum range_rpc {
-    RANGE_RPC_LOCK = FAB_RPC_USER_BASE + 40,   /* combiner: lock */
-    RANGE_RPC_UNLOCK = FAB_RPC_USER_BASE + 41, /* combiner: release or cancel */
-    RANGE_RPC_ILOCK = FAB_RPC_USER_BASE + 42,  /* itree: lock */
-    RANGE_RPC_IUNLOCK = FAB_RPC_USER_BASE + 43,
-};
+/* The server-side designs' RPC message types (RANGE_RPC_*) are in rdma/rpc_types.h, in the lock
+ * layer's block; locks/range/server.c has the payloads. */
 
 /* Largest id of a range space (ids are 1..RANGE_MAX_SPACES on each node). */
 #define RANGE_MAX_SPACES 64

@@ -225,11 +225,12 @@ static void reply_lock(struct range_server *s, struct fab_rpc_req *req, struct l
     uint8_t out[33];
     size_t n = 0;
     if (status == 0) {
-        for (int i = 0; i < 8; i++) out[n++] = (uint8_t)(token >> (8 * i));
-        out[n++] = state;
-        for (int i = 0; i < 8; i++) out[n++] = (uint8_t)(flag_off >> (8 * i));
-        for (int i = 0; i < 8; i++) out[n++] = (uint8_t)((uint64_t)s->lease_ns >> (8 * i));
-        for (int i = 0; i < 8; i++) out[n++] = (uint8_t)((uint64_t)waited >> (8 * i));
+        pack_put_u64le(out, token);
+        out[8] = state;
+        pack_put_u64le(out + 9, flag_off);
+        pack_put_u64le(out + 17, (uint64_t)s->lease_ns);
+        pack_put_u64le(out + 25, (uint64_t)waited);
+        n = 33;
     }
     respond(req, lw, status, out, n);
 }
@@ -1059,9 +1060,8 @@ static int send_lock(struct range_handle *h, uint16_t type, enum lock_mode mode,
 /* The unlock message (u16 space, u64 token, u8 cancel, little-endian) into out; its length. */
 static size_t unlock_msg(const struct range_handle *h, bool cancel, uint8_t out[11])
 {
-    out[0] = (uint8_t)h->space;
-    out[1] = (uint8_t)(h->space >> 8);
-    for (int i = 0; i < 8; i++) out[2 + i] = (uint8_t)(h->token >> (8 * i));
+    pack_put_u16le(out, h->space);
+    pack_put_u64le(out + 2, h->token);
     out[10] = cancel ? 1 : 0;
     return 11;
 }

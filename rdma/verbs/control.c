@@ -5,6 +5,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/pack.h"
 #include "common/task.h"
 
 #include <errno.h>
@@ -43,30 +44,7 @@ struct passive {
 };
 
 /* ---------------------------------------------------------------------------------------------
- * Little helpers */
-
-static inline void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static inline void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static inline uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-static inline uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
+ * Little helpers (byte order: common/pack.h) */
 
 static uint32_t psn_random(void)
 {
@@ -107,30 +85,30 @@ struct xch {
 static void xch_put(uint8_t *p, const struct xch *x, bool resp)
 {
     memset(p, 0, resp ? XCH_RESP_SIZE : XCH_REQ_SIZE);
-    put32(p, XCH_MAGIC);
-    put32(p + 4, x->qpn);
-    put32(p + 8, x->psn);
-    put16(p + 12, x->lid);
+    pack_put_u32le(p, XCH_MAGIC);
+    pack_put_u32le(p + 4, x->qpn);
+    pack_put_u32le(p + 8, x->psn);
+    pack_put_u16le(p + 12, x->lid);
     p[14] = x->mtu;
     p[15] = x->flags;
     p[16] = x->rd_atom;
     memcpy(p + 20, x->gid.raw, 16);
     if (resp) {
-        put32(p + 36, x->rkey);
-        put64(p + 40, x->base);
-        put64(p + 48, x->size);
+        pack_put_u32le(p + 36, x->rkey);
+        pack_put_u64le(p + 40, x->base);
+        pack_put_u64le(p + 48, x->size);
     }
 }
 
 /* Decodes bytes from the network: every field is checked. */
 static int xch_get(const uint8_t *p, size_t len, struct xch *x, bool resp)
 {
-    if (!p || len != (resp ? XCH_RESP_SIZE : XCH_REQ_SIZE) || get32(p) != XCH_MAGIC)
+    if (!p || len != (resp ? XCH_RESP_SIZE : XCH_REQ_SIZE) || pack_get_u32le(p) != XCH_MAGIC)
         return RDKV_EPROTO;
     memset(x, 0, sizeof *x);
-    x->qpn = get32(p + 4);
-    x->psn = get32(p + 8);
-    x->lid = get16(p + 12);
+    x->qpn = pack_get_u32le(p + 4);
+    x->psn = pack_get_u32le(p + 8);
+    x->lid = pack_get_u16le(p + 12);
     x->mtu = p[14];
     x->flags = p[15];
     x->rd_atom = p[16];
@@ -139,9 +117,9 @@ static int xch_get(const uint8_t *p, size_t len, struct xch *x, bool resp)
         x->mtu > IBV_MTU_4096 || (x->flags & ~XCH_FLAG_GRH) || x->rd_atom == 0)
         return RDKV_EPROTO;
     if (resp) {
-        x->rkey = get32(p + 36);
-        x->base = get64(p + 40);
-        x->size = get64(p + 48);
+        x->rkey = pack_get_u32le(p + 36);
+        x->base = pack_get_u64le(p + 40);
+        x->size = pack_get_u64le(p + 48);
         if (x->size == 0 || x->base > UINT64_MAX - x->size) return RDKV_EPROTO;
     }
     return 0;
@@ -409,7 +387,7 @@ static bool cm_on_request(struct verbs_node *vn, struct fabric *f, struct rdma_c
 {
     struct rdma_cm_id *id = ev->id;
     const uint8_t *pd = ev->param.conn.private_data;
-    bool ours = pd && ev->param.conn.private_data_len >= 4 && get32(pd) == XCH_MAGIC;
+    bool ours = pd && ev->param.conn.private_data_len >= 4 && pack_get_u32le(pd) == XCH_MAGIC;
     /* Authentication: the accept hands out the rkey, so only a ticket holder gets one. */
     if (ours && !f->o.insecure && !ticket_take(vn, pd, ev->param.conn.private_data_len)) {
         log_warn("verbs: refused an rdma_cm connect request without a valid ticket");
@@ -435,10 +413,10 @@ static bool cm_on_request(struct verbs_node *vn, struct fabric *f, struct rdma_c
         return false;
     }
     uint8_t out[XCH_CM_SIZE];
-    put32(out, XCH_MAGIC);
-    put32(out + 4, vn->mr->rkey);
-    put64(out + 8, (uint64_t)(uintptr_t)f->arena);
-    put64(out + 16, f->arena_size);
+    pack_put_u32le(out, XCH_MAGIC);
+    pack_put_u32le(out + 4, vn->mr->rkey);
+    pack_put_u64le(out + 8, (uint64_t)(uintptr_t)f->arena);
+    pack_put_u64le(out + 16, f->arena_size);
     struct rdma_conn_param cp;
     memset(&cp, 0, sizeof cp);
     uint8_t want = ev->param.conn.initiator_depth;
@@ -948,7 +926,7 @@ static int vqp_connect_cm(struct fab_ctx *c, struct vqp *q, const uint8_t *ticke
     }
     step = "rdma_connect";
     uint8_t hello[XCH_CM_REQ_SIZE];
-    put32(hello, XCH_MAGIC);
+    pack_put_u32le(hello, XCH_MAGIC);
     memcpy(hello + 4, ticket, WIRE_NONCE_SIZE);
     struct rdma_conn_param cp;
     memset(&cp, 0, sizeof cp);
@@ -964,17 +942,17 @@ static int vqp_connect_cm(struct fab_ctx *c, struct vqp *q, const uint8_t *ticke
     if ((rc = cm_wait(ch, RDMA_CM_EVENT_ESTABLISHED, deadline, pd, sizeof pd, &plen))) goto fail;
     step = "the accept's data";
     errno = EPROTO;
-    if (plen < XCH_CM_SIZE || get32(pd) != XCH_MAGIC || get64(pd + 16) == 0 ||
-        get64(pd + 8) > UINT64_MAX - get64(pd + 16)) {
+    if (plen < XCH_CM_SIZE || pack_get_u32le(pd) != XCH_MAGIC || pack_get_u64le(pd + 16) == 0 ||
+        pack_get_u64le(pd + 8) > UINT64_MAX - pack_get_u64le(pd + 16)) {
         log_warn("verbs: node %u accepted with malformed connection data", q->node);
         rdma_disconnect(id);
         errno = EPROTO;
         rc = RDKV_EPROTO;
         goto fail;
     }
-    q->rkey = get32(pd + 4);
-    q->rbase = get64(pd + 8);
-    q->rsize = get64(pd + 16);
+    q->rkey = pack_get_u32le(pd + 4);
+    q->rbase = pack_get_u64le(pd + 8);
+    q->rsize = pack_get_u64le(pd + 16);
     q->qp = id->qp;
     q->cm_id = id;
     q->cm_ch = ch;

@@ -63,6 +63,11 @@ if timeout 60 "$bin/kvcluster" start --nodes 1 --dir "$work/c1" >"$work/out" 2>"
         printf 'node-key %064d\n' 1 >"$work/two.secret"
     chmod 600 "$work/two.secret"
     expect "kvserver unreachable peer" 1 "peer node 1 at 127.0.0.1:$port is unreachable" -- "$bin/kvserver" --config "$work/two.conf" --node 0 --peer-wait 1 --secret-file "$work/two.secret"
+    # a peer whose host name exists nowhere (.invalid is reserved): said so at once, not after
+    # --peer-wait as an unreachable peer
+    printf 'node 0 127.0.0.1:%s\nnode 1 nosuchhost.invalid:7401\n' "$p0" >"$work/nohost.conf"
+    expect "kvserver unresolvable peer" 1 "peer node 1 in $work/nohost.conf: cannot resolve host name 'nosuchhost.invalid'" -- \
+        "$bin/kvserver" --config "$work/nohost.conf" --node 0 --peer-wait 600 --secret-file "$work/two.secret"
 else
     bad "kvcluster start"
 fi
@@ -95,6 +100,28 @@ fi
 expect "kvbench --help" 0 "fabric" -- "$bin/kvbench" --help
 expect "kvbench fabric --help" 0 "usage: kvbench fabric" -- "$bin/kvbench" fabric --help
 expect "kvbench unknown command" 2 "unknown command" -- "$bin/kvbench" frobnicate
+# what a newcomer hit (issue 19): the drivers in --help, the command named in every usage error,
+# a bad --endpoints refused as usage (exit 2, as kvctl does) before anything is reached, and an
+# unknown option called unknown
+expect "kvbench --help lists ycsb" 0 "^  ycsb  " -- "$bin/kvbench" --help
+expect "kvbench --help lists tpcc" 0 "^  tpcc  " -- "$bin/kvbench" --help
+expect "kvbench error names its command" 2 "^kvbench ycsb: --seconds needs a positive number" -- \
+    "$bin/kvbench" ycsb run --seconds
+grep -q "Try 'kvbench ycsb --help'" "$work/err" && ok "kvbench error points at the command's help" ||
+    bad "kvbench error points at the command's help"
+expect "kvbench --endpoints without a port" 2 \
+    "kvbench ycsb: bad endpoint 'localhost' in --endpoints (want host:port" -- \
+    "$bin/kvbench" ycsb run --endpoints localhost --seconds 1
+expect "kvbench --endpoints, one bad of two" 2 "bad endpoint 'b:0'" -- \
+    "$bin/kvbench" tpcc --endpoints 127.0.0.1:1,b:0
+expect "kvbench unknown option" 2 "^kvbench ycsb: unknown option '--frobnicate'$" -- \
+    "$bin/kvbench" ycsb run --frobnicate
+expect "kvbench unknown option with a value" 2 "kvbench lock: unknown option '--frobnicate'" -- \
+    "$bin/kvbench" lock --frobnicate 3
+expect "kvbench unresolvable endpoint" 1 "kvbench ycsb: error: cannot reach the cluster at nosuchhost.invalid:7400: host name does not resolve" -- \
+    "$bin/kvbench" ycsb run --endpoints nosuchhost.invalid:7400 --seconds 1
+expect "kvbench option without its value" 2 "^kvbench tpcc: option '--items' needs a value$" -- \
+    "$bin/kvbench" tpcc --items
 expect "kvbench bad --nodes" 2 "--nodes" -- "$bin/kvbench" fabric --nodes 0
 expect "kvbench bad --ops" 2 "unknown op" -- "$bin/kvbench" fabric --ops read9
 expect "kvbench missing config" 1 "cannot open" -- "$bin/kvbench" fabric --config "$work/none.conf"

@@ -86,6 +86,9 @@ expect "bad --endpoints" 2 "bad endpoint" -- "$kv" --endpoints nohostport get k
 expect "bad KVCTL_TIMEOUT" 2 "KVCTL_TIMEOUT" -- env KVCTL_TIMEOUT=soon "$kv" get k
 expect "missing flag value" 2 "needs a value" -- "$kv" get k --endpoints
 expect "unreachable endpoint exits 5" 5 "RDKV_EUNAVAILABLE" -- timeout 10 "$kv" --endpoints 127.0.0.1:1 get k
+# a host name that exists nowhere is said to be one (it used to read "peer unavailable")
+expect "unresolvable host name" 5 "nosuchhost.invalid:7400 (endpoints from --endpoints): host name does not resolve (RDKV_ENOHOST)" -- \
+    "$kv" --endpoints nosuchhost.invalid:7400 get k
 
 # A 3-node cluster.
 if ! RDKV_BIN="$bin" timeout 60 "$root/tools/cluster.sh" start 3 "$work/c" >"$work/out" 2>"$work/err"; then
@@ -153,6 +156,18 @@ expect "scan --keys-only" 0 "" -- "$kv" scan --keys-only s/ s/c && same "keys on
 expect "scan --count" 0 "" -- "$kv" scan --prefix s/ --count && same "count by prefix" "5"
 expect "scan --to-end" 0 "s/e ve" -- "$kv" scan s/d --to-end
 expect "scan -w json" 0 '"more":true' -- "$kv" scan s/ s0 --limit 1 -w json && json_ok "scan json parses"
+# an empty range is said to be one (it used to print nothing and exit 0), in every form
+expect "scan z a: END before BEGIN" 2 "END 'a' is not after BEGIN 'z'" -- "$kv" scan z a
+expect "scan a a: an empty range" 2 "holds no key" -- "$kv" scan s/a s/a
+expect "shell scan z a" 1 "END 'a' is not after BEGIN 'z'" -- "$kv" shell --exec "scan z a"
+stdin=$work/tz
+printf 'scan z a\n' >"$stdin"
+expect "txn scan z a" 2 "stdin:1: scan: END 'a' is not after BEGIN 'z'" -- "$kv" txn
+# the README's scan in the shell: ';' ends the command, so END is cut; kvctl says so and how
+expect "shell 'scan s/ s;': the ';' ends the command" 1 "a ';' ends a shell command: write" -- \
+    "$kv" shell --exec "scan s/a s;"
+expect "shell scan with \\;" 0 "s/e ve" -- "$kv" shell --exec 'scan s/ s\;'
+expect "shell scan with a quoted ;" 0 "s/e ve" -- "$kv" shell --exec 'scan s/ "s;"'
 
 # txn: guards, then operations, as one transaction.
 timeout 30 "$kv" put acct/a 100 >/dev/null 2>&1
@@ -262,6 +277,12 @@ if [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; then
 else
     bad "kill node 1 (no pid in $work/c/node-1.pid)"
 fi
+
+# cluster.sh stop with node 1 dead: the live nodes stop, and no pid file is left behind (the
+# dead node's used to stay)
+expect "cluster.sh stop with a dead node" 0 "stopped 2 nodes" -- env RDKV_BIN="$bin" "$root/tools/cluster.sh" stop "$work/c"
+left=$(ls "$work/c"/node-*.pid 2>/dev/null | tr '\n' ' ')
+[ -z "$left" ] && ok "stop leaves no pid file behind" || bad "stop leaves no pid file behind (left: $left)"
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

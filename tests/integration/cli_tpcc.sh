@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kvbench tpcc end to end: help and usage errors (exit 2 before any node starts); a short run on
 # 3 nodes it starts itself, embedded and remote, whose output ends with TPC-C's consistency
-# conditions 1-4 holding and reports every transaction type with no error; and a run against a
+# conditions 1-4 holding (checked with progress lines) and reports every transaction type with
+# no error; and a run against a
 # running cluster from tools/cluster.sh through --endpoints. Every command runs under `timeout`.
 # usage: cli_tpcc.sh BIN_DIR
 set -u
@@ -45,6 +46,12 @@ fi
 if expect "3 nodes, remote, 2 warehouses per node" 0 "" -- "$kb" tpcc --nodes 3 --mode remote --threads 4 \
     --warehouses-per-node 2 "${small[@]}" --seconds 2 --status-interval 0; then
     full_run "3 nodes, remote"
+    # the check says what it does while it does it (it used to run in silence for a minute),
+    # one warehouse per part on the 3 nodes that hold them
+    grep -q '^kvbench tpcc: checking 6 warehouses on 3 nodes$' "$work/err" &&
+        grep -qE '^kvbench tpcc: checked 6 warehouses in [0-9.]+ s$' "$work/err" &&
+        ok "3 nodes, remote: the check shows its progress" ||
+        bad "3 nodes, remote: the check shows its progress"
 fi
 expect "json" 0 '"NEW_ORDER"' -- "$kb" tpcc --nodes 2 "${small[@]}" --seconds 1 --format json --status-interval 0
 

@@ -30,6 +30,27 @@ clean_run() {
     ok "$name"
 }
 
+# reports_its_time NAME SECONDS: the last run (--seconds SECONDS, status lines every 10 s) ended
+# when its time was up, not at the next status tick: its last status line says so (at most one
+# second late) over the same rate as its report (within a factor of 2: the line's interval
+# also holds the start), and no status line reports an idle interval.
+reports_its_time() {
+    local name=$1 secs=$2
+    local last sec cur thr
+    last=$(grep 'current ops/sec' "$work/err" | tail -1)
+    sec=$(sed -E 's/.* ([0-9]+) sec: .*/\1/' <<<"$last")
+    cur=$(sed -E 's/.*; ([0-9.]+) current ops\/sec.*/\1/' <<<"$last")
+    thr=$(awk -F', ' '$1 == "[OVERALL]" && $2 == "Throughput(ops/sec)" { print $3 }' "$work/out")
+    if [ -z "$last" ] || [ -z "$thr" ]; then bad "$name (no status line or no throughput)"; return; fi
+    if grep -q ' 0\.0 current ops/sec' "$work/err"; then bad "$name (an idle status line)"; return; fi
+    if awk -v s="$sec" -v want="$secs" -v c="$cur" -v t="$thr" \
+        'BEGIN { exit !(s <= want + 1 && c >= t / 2 && c <= t * 2) }'; then
+        ok "$name ($sec sec: $cur current ops/sec; throughput $thr)"
+    else
+        bad "$name (last status line: $sec sec, $cur current ops/sec; throughput $thr)"
+    fi
+}
+
 kb="$bin/kvbench"
 
 # --- help and usage errors ---------------------------------------------------------------
@@ -105,12 +126,32 @@ if RDKV_BIN="$bin" timeout 60 "$root/tools/cluster.sh" start 3 "$work/c" --bench
     ep=$(tail -1 "$work/out" | sed 's/^export KVCTL_ENDPOINTS=//')
     # kvbench drives the nodes' workload services: it proves the node secret
     export RDKV_SECRET_FILE=$work/c/cluster.secret
+    # a run on a cluster never loaded measures nothing and says what to do (it used to report
+    # the NOT_FOUND reads as throughput and exit 0)
+    expect "run before any load fails" 1 "holds none of this run's 3000 records" -- "$kb" ycsb run --endpoints "$ep" --workload c -p recordcount=3000 --seconds 1
+    grep -q "Load it first: kvbench ycsb load --endpoints $ep -p recordcount=3000" "$work/err" &&
+        ok "run before any load: names the load to run" || bad "run before any load: names the load to run"
+    grep -q 'Throughput' "$work/out" && bad "run before any load: reports no figures" ||
+        ok "run before any load: reports no figures"
     expect "load a running cluster" 0 "\[INSERT\], Return=OK, 3000" -- "$kb" ycsb load --endpoints "$ep" -p recordcount=3000
+    # a run that expects more records than were loaded: warned before, flagged in the report,
+    # exit 1
+    expect "run past the loaded records fails" 1 "only [0-9]* of 16 records looked for are on the cluster" -- \
+        "$kb" ycsb run --endpoints "$ep" --workload c -p recordcount=6000 -p operationcount=600 --status-interval 0
+    grep -q '^# warning: [0-9]* of 600 operations found no record' "$work/out" &&
+        grep -q '^\[READ\], Return=NOT_FOUND, [1-9]' "$work/out" &&
+        ok "run past the loaded records: the report says how many found nothing" ||
+        bad "run past the loaded records: the report says how many found nothing"
     expect "run embedded on it" 0 "" -- "$kb" ycsb run --endpoints "$ep" --workload a -p recordcount=3000 -p operationcount=600 --status-interval 0 &&
         clean_run "running cluster, embedded: no errors" 600
     grep -q 'Return=NOT_FOUND' "$work/out" && bad "running cluster: every read found its record" || ok "running cluster: every read found its record"
     expect "run remote on it" 0 "" -- "$kb" ycsb run --endpoints "$ep" --mode remote --workload b -p recordcount=3000 -p operationcount=600 --status-interval 0 &&
         clean_run "running cluster, remote: no errors" 600
+    # a timed run is over when its time is (it used to wait for the 10 s status tick)
+    expect "timed run embedded" 0 "" -- "$kb" ycsb run --endpoints "$ep" --workload a -p recordcount=3000 --seconds 1 &&
+        reports_its_time "timed run embedded: reports 1 s, not 10" 1
+    expect "timed run remote" 0 "" -- "$kb" ycsb run --endpoints "$ep" --mode remote --workload a -p recordcount=3000 --seconds 1 &&
+        reports_its_time "timed run remote: reports 1 s, not 10" 1
     unset RDKV_SECRET_FILE
 else
     bad "cluster.sh start 3"

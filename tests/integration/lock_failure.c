@@ -30,7 +30,7 @@ static int start(struct cluster *cl)
     lo.bindir = tenv_bindir;
     lo.transport = tenv_transport;
     lo.arena_size = 16u << 20;
-    lo.bench = true; /* the lock-holding RPCs are kvbench's (server/bench_lock.c) */
+    lo.bench = true; /* the lock-holding RPCs are kvbench's (tools/kvbench/node/bench_lock.c) */
     char err[256];
     int rc = launch_start(&cl->L, &lo, err, sizeof err);
     if (rc) {

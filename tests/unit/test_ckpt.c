@@ -169,6 +169,7 @@ static void same_stores(struct store *a, struct store *b)
 
 static uint8_t *slurp(const char *path, size_t *len)
 {
+    *len = 0;
     int fd = open(path, O_RDONLY);
     if (fd < 0) return NULL;
     struct stat st;

@@ -5,6 +5,7 @@
 #include "common/config.h"
 #include "common/hist.h"
 #include "common/json.h"
+#include "common/pack.h"
 #include "common/parse.h"
 #include "rdkv_status.h"
 #include "rdma/auth.h"
@@ -405,6 +406,12 @@ static void t_status(void)
     for (int s = 0; s >= RDKV_STATUS_MIN; s--) CHECK(strcmp(rdkv_strerror(s), "unknown status") != 0);
     CHECK(!strcmp(rdkv_strerror(-999), "unknown status"));
     CHECK(!strcmp(rdkv_strerror(RDKV_EACCESS), "remote access error (out of bounds or misaligned)"));
+    CHECK(!strcmp(rdkv_status_name(RDKV_STATUS_MIN), "RDKV_ENOHOST"));
+    /* a name that exists nowhere (.invalid is reserved) against one that does */
+    char why[200];
+    CHECK_EQ(fab_host_check("nosuchhost.invalid", why, sizeof why), RDKV_ENOHOST);
+    CHECK(strstr(why, "cannot resolve host name 'nosuchhost.invalid'") != NULL);
+    CHECK_EQ(fab_host_check("127.0.0.1", why, sizeof why), 0);
     CHECK(rptr_node(rptr_make(65535, RPTR_OFF_MASK)) == 65535);
     CHECK(rptr_off(rptr_make(3, RPTR_OFF_MASK)) == RPTR_OFF_MASK);
     CHECK(rptr_off(rptr_add(rptr_make(3, 100), 28)) == 128);
@@ -483,7 +490,52 @@ static void t_auth(void)
     auth_wipe(&k2);
 }
 
+/* common/pack.h: every width lands little-endian at any alignment, and reads back. */
+static void t_pack(void)
+{
+    uint8_t b[17];
+    memset(b, 0xEE, sizeof b);
+    pack_put_u16le(b + 1, 0x0102);
+    pack_put_u32le(b + 3, 0x03040506u);
+    pack_put_u64le(b + 7, 0x0708090A0B0C0D0Eull);
+    static const uint8_t want[17] = {0xEE, 0x02, 0x01, 0x06, 0x05, 0x04, 0x03, 0x0E, 0x0D,
+                                     0x0C, 0x0B, 0x0A, 0x09, 0x08, 0x07, 0xEE, 0xEE};
+    CHECK(!memcmp(b, want, sizeof b));
+    CHECK_EQ(pack_get_u16le(b + 1), 0x0102);
+    CHECK_EQ(pack_get_u32le(b + 3), 0x03040506u);
+    CHECK_EQ(pack_get_u64le(b + 7), 0x0708090A0B0C0D0Eull);
+    for (unsigned n = 1; n <= 8; n++) {
+        uint64_t v = rng(), mask = n == 8 ? ~0ull : (1ull << (8 * n)) - 1;
+        memset(b, 0xEE, sizeof b);
+        pack_put_le(b + 3, v, n);
+        CHECK_EQ(pack_get_le(b + 3, n), v & mask);
+        CHECK_EQ(b[3], (uint8_t)v);         /* low byte first */
+        CHECK_EQ(b[3 + n], 0xEE);           /* nothing past n bytes */
+        CHECK_EQ(pack_get_le(b + 3, n), pack_get_le(b + 3, 8) & mask);
+    }
+    struct pack_w w;
+    pack_w_init(&w);
+    pack_u16(&w, 0xBEEF);
+    pack_u32(&w, 0xDEADBEEFu);
+    pack_u64(&w, 0x0123456789ABCDEFull);
+    pack_str(&w, "key");
+    REQUIRE(!w.err && w.len == 2 + 4 + 8 + 2 + 3);
+    CHECK(w.p[0] == 0xEF && w.p[1] == 0xBE && w.p[2] == 0xEF && w.p[13] == 0x01);
+    struct pack_r r;
+    pack_r_init(&r, w.p, w.len);
+    char str[8];
+    CHECK_EQ(unpack_u16(&r), 0xBEEF);
+    CHECK_EQ(unpack_u32(&r), 0xDEADBEEFu);
+    CHECK_EQ(unpack_u64(&r), 0x0123456789ABCDEFull);
+    unpack_str(&r, str, sizeof str);
+    CHECK(unpack_done(&r) && !strcmp(str, "key"));
+    CHECK_EQ(unpack_u32(&r), 0); /* past the end: zero, and the error sticks */
+    CHECK(r.err && !unpack_done(&r));
+    pack_w_free(&w);
+}
+
 static const struct test_case cases[] = {
+    {"pack", t_pack},
     {"hist_buckets", t_hist_buckets}, {"hist_percentiles", t_hist_percentiles},
     {"parse", t_parse},               {"config", t_config},
     {"json", t_json},                 {"wire", t_wire},

@@ -74,6 +74,8 @@ static void gen_serial(struct gen *g, uint64_t seed, size_t n, uint32_t nkeys, u
     g->txns = calloc(n, sizeof *g->txns);
     g->ops = calloc(n * MAXOPS, sizeof *g->ops);
     g->n = n;
+    g->skew_op = 0; /* set below only when a pair is planted */
+    g->skew_old = 0;
     if (!cur || !local || !stamp || !g->txns || !g->ops) abort();
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {

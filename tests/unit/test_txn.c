@@ -1385,7 +1385,19 @@ static void placement_tags(void)
     tc_stop(&C);
 }
 
+/* kvbench's services are kvserver's (tools/kvserver.c): an embedded node refuses --bench rather
+ * than start a node whose benchmark RPCs nothing serves. */
+static void embedded_no_bench(void)
+{
+    static const char *const bench[] = {"--bench", NULL};
+    CHECK_EQ(tc_start(&C, 1, bench), RDKV_EINVAL);
+    tc_stop(&C);
+    REQUIRE(tc_start(&C, 1, NULL) == 0); /* the same node without it starts */
+    tc_stop(&C);
+}
+
 static const struct test_case cases[] = {
+    {"embedded_no_bench", embedded_no_bench},
     {"placement_tags", placement_tags},
     {"basics", basics},
     {"limits", limits},

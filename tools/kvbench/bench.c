@@ -47,40 +47,84 @@ void bench_common_init(struct bench_common *c)
     c->spin_ns = -1;
 }
 
-int bench_common_opt(struct bench_common *c, int argc, char **argv, int *i)
+/* Exits with a usage error unless every comma-separated element of eps is a host:port. */
+static void check_endpoints(const char *cmd, const char *eps)
+{
+    char one[CLUSTER_HOST_MAX + 16], host[CLUSTER_HOST_MAX];
+    for (const char *p = eps;;) {
+        size_t n = strcspn(p, ",");
+        uint16_t port;
+        if (n >= sizeof one) n = sizeof one - 1;
+        memcpy(one, p, n);
+        one[n] = 0;
+        if (parse_hostport(one, host, sizeof host, &port, 0))
+            bench_usage_error(cmd, "bad endpoint '%s' in --endpoints (want host:port[,host:port...])",
+                              one);
+        if (!p[n]) break;
+        p += n + 1;
+    }
+}
+
+bool bench_help_lists(const char *help, const char *o)
+{
+    size_t ol = strlen(o);
+    for (const char *line = help; line && *line;) {
+        const char *p = line + strspn(line, " ");
+        /* "  -e, --endpoints H:P": the options that open an indented line */
+        while (*p == '-') {
+            size_t n = strcspn(p, " ,=\n");
+            if (n == ol && !strncmp(p, o, ol)) return true;
+            p += n;
+            if (strncmp(p, ", ", 2)) break;
+            p += 2;
+        }
+        line = strchr(line, '\n');
+        if (line) line++;
+    }
+    return false;
+}
+
+_Noreturn void bench_value_missing(const char *cmd, const char *help, const char *o)
+{
+    if (bench_help_lists(help, o)) bench_usage_error(cmd, "option '%s' needs a value", o);
+    bench_usage_error(cmd, "unknown option '%s'", o);
+}
+
+int bench_common_opt(struct bench_common *c, const char *cmd, int argc, char **argv, int *i)
 {
     const char *o = argv[*i];
     const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     uint64_t u;
     if (!strcmp(o, "--nodes")) {
         if (!v || parse_uint_range(v, 1, LAUNCH_MAX, &u))
-            bench_usage_error("", "--nodes needs a count from 1 to 64 (got '%s')", v ? v : "");
+            bench_usage_error(cmd, "--nodes needs a count from 1 to 64 (got '%s')", v ? v : "");
         c->nodes = (unsigned)u;
     } else if (!strcmp(o, "--config")) {
-        if (!v) bench_usage_error("", "%s needs a file", o);
+        if (!v) bench_usage_error(cmd, "%s needs a file", o);
         c->config = v;
     } else if (!strcmp(o, "--endpoints")) {
-        if (!v || !*v) bench_usage_error("", "%s needs host:port[,host:port...]", o);
+        if (!v || !*v) bench_usage_error(cmd, "%s needs host:port[,host:port...]", o);
+        check_endpoints(cmd, v);
         c->endpoints = v;
     } else if (!strcmp(o, "--transport")) {
         if (!v || fab_transport_parse(v, &c->transport))
-            bench_usage_error("", "--transport must be soft, verbs or auto (got '%s')", v ? v : "");
+            bench_usage_error(cmd, "--transport must be soft, verbs or auto (got '%s')", v ? v : "");
     } else if (!strcmp(o, "--arena")) {
         if (!v || parse_size(v, &c->arena) || !c->arena)
-            bench_usage_error("", "--arena needs a size such as 256M (got '%s')", v ? v : "");
+            bench_usage_error(cmd, "--arena needs a size such as 256M (got '%s')", v ? v : "");
     } else if (!strcmp(o, "--seconds")) {
         if (!v || parse_double(v, &c->seconds) || c->seconds <= 0 || c->seconds > 86400)
-            bench_usage_error("", "--seconds needs a positive number (got '%s')", v ? v : "");
+            bench_usage_error(cmd, "--seconds needs a positive number (got '%s')", v ? v : "");
     } else if (!strcmp(o, "--spin-us")) {
         double d;
         if (!v || parse_double(v, &d) || d < 0 || d > 1e6)
-            bench_usage_error("", "--spin-us needs a number of microseconds (got '%s')", v ? v : "");
+            bench_usage_error(cmd, "--spin-us needs a number of microseconds (got '%s')", v ? v : "");
         c->spin_ns = (int64_t)(d * 1000);
     } else if (!strcmp(o, "--json")) {
-        if (!v) bench_usage_error("", "%s needs a file name", o);
+        if (!v) bench_usage_error(cmd, "%s needs a file name", o);
         c->json = v;
     } else if (!strcmp(o, "--secret-file")) {
-        if (!v || !*v) bench_usage_error("", "%s needs a file", o);
+        if (!v || !*v) bench_usage_error(cmd, "%s needs a file", o);
         c->secret_file = v;
         setenv("RDKV_SECRET_FILE", v, 1); /* for the sessions kvbench opens (rdkv_connect) */
     } else if (!strcmp(o, "--insecure")) {
@@ -213,6 +257,12 @@ int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, i
         for (;;) {
             int r = fab_rpc_call(c, (uint16_t)n, FAB_RPC_ECHO, "ping", 4, &resp, NS_PER_S);
             if (r == 0) break;
+            char why[CLUSTER_HOST_MAX + 80];
+            if (fab_host_check(b->cfg->nodes[n].host, why, sizeof why) == RDKV_ENOHOST) {
+                snprintf(err, errcap, "node %u: %s", n, why);
+                rc = RDKV_ENOHOST;
+                break;
+            }
             if (r == RDKV_EPERM) { /* refused for good: no use waiting */
                 snprintf(err, errcap,
                          "node %u at %s:%u refuses this credential: kvbench drives the nodes' "

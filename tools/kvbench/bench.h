@@ -79,8 +79,15 @@ FILE *bench_json_begin(struct json *j, const char *path, const char *cmd,
 int bench_gnuplot(const char *script);
 
 void bench_common_init(struct bench_common *c);
-int bench_common_opt(struct bench_common *c, int argc, char **argv, int *i);
+/* cmd: the subcommand, for messages ("kvbench ycsb: ..."). */
+int bench_common_opt(struct bench_common *c, const char *cmd, int argc, char **argv, int *i);
 
+/* "kvbench CMD: <fmt with arg>" and a pointer to --help on stderr; exits 2. */
 _Noreturn void bench_usage_error(const char *cmd, const char *fmt, const char *arg);
+/* Whether a command's --help text lists option o (at the start of one of its lines). */
+bool bench_help_lists(const char *help, const char *o);
+/* Option o came last, with no value: "needs a value" when help lists it, else "unknown
+ * option". Exits 2. */
+_Noreturn void bench_value_missing(const char *cmd, const char *help, const char *o);
 
 #endif

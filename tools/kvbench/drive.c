@@ -206,6 +206,49 @@ static int remote_session(void *arg, const struct wl_place *pl, const rdkv_optio
     return rdkv_connect(ep, o, out);
 }
 
+/* How often kvbench looks at a running workload's workers (their results, and whether they
+ * are done); status lines come every --status-interval. */
+#define POLL_STEP_NS (100 * NS_PER_MS)
+
+/* One KV_RPC_WL_POLL to every node still running: each one's interval is merged into iv, the
+ * whole run of each that finished into total (and it is marked done). scratch: room for one
+ * wl_stats. 0, or the first failure with its reason in err. */
+static int poll_nodes(struct drive *d, struct fab_buf *resp, unsigned n, struct wl_stats *iv,
+                      struct wl_stats *total, bool *done, unsigned *ndone,
+                      struct wl_stats *scratch, char *err, size_t errcap)
+{
+    int rc = fan_out(d, KV_RPC_WL_POLL, build_empty, NULL, resp, 30 * NS_PER_S, err, errcap);
+    for (unsigned i = 0; i < n && !rc; i++) {
+        struct pack_r r;
+        int st = answer(&resp[i], &r);
+        if (st == RDKV_ENOTFOUND && done[i]) continue; /* finished earlier */
+        if (st) {
+            snprintf(err, errcap, "polling node %u: %s", i, rdkv_strerror(st));
+            return st;
+        }
+        bool fin = unpack_u8(&r);
+        if (!wl_stats_unpack(scratch, &r)) goto malformed;
+        wl_stats_merge(iv, scratch);
+        if (!fin) continue;
+        if (!wl_stats_unpack(scratch, &r)) goto malformed;
+        int st2 = (int)unpack_u32(&r);
+        char why[160];
+        unpack_str(&r, why, sizeof why);
+        wl_stats_merge(total, scratch);
+        done[i] = true;
+        (*ndone)++;
+        if (st2) {
+            snprintf(err, errcap, "node %u: %s", i, why);
+            rc = st2;
+        }
+        continue;
+    malformed:
+        snprintf(err, errcap, "node %u sent malformed statistics", i);
+        return RDKV_EPROTO;
+    }
+    return rc;
+}
+
 int drive_run(struct drive *d, const struct drive_opts *o, struct wl_stats *total, char *err,
               size_t errcap)
 {
@@ -240,30 +283,17 @@ int drive_run(struct drive *d, const struct drive_opts *o, struct wl_stats *tota
         }
     }
     wl_stats_init(total, o->cls->nops);
+    wl_stats_init(&iv[0], o->cls->nops);
     int64_t t0 = clock_now_ns(), last = t0;
     uint64_t ops_so_far = 0;
     bool *done = calloc(n, sizeof *done);
     unsigned ndone = 0;
-    bool stopped = false;
-    int64_t period = o->status_interval > 0 ? (int64_t)(o->status_interval * 1e9) : NS_PER_S / 5;
-    while (!rc && done) {
-        bool all = false;
-        /* wait for the next status tick (in small steps, to notice the end of a short run) */
-        int64_t next = last + period;
-        for (;;) {
-            int64_t now = clock_now_ns();
-            if (now >= next) break;
-            if (o->remote) {
-                bool fin;
-                wl_run_poll(run, &iv[2], &fin); /* cheap look; merged into the next interval */
-                wl_stats_merge(&iv[1], &iv[2]);
-                if (fin) break;
-            } else if (ndone == n) {
-                break;
-            }
-            if (bench_stop && !stopped) break;
-            clock_sleep_ns(next - now < 50 * NS_PER_MS ? next - now : 50 * NS_PER_MS);
-        }
+    bool stopped = false, all = false;
+    int64_t period = o->status_interval > 0 ? (int64_t)(o->status_interval * 1e9) : 0;
+    /* Poll the workers every POLL_STEP (their results since the last poll accumulate in
+     * iv[0]): the run ends when they do, not at the next status tick, and a status line goes
+     * out every period and once more at the end, each over the time it covers. */
+    while (!rc && done && !all) {
         if (bench_stop && !stopped) { /* Ctrl-C: end the run; its results are still reported */
             stopped = true;
             if (o->remote) wl_run_stop(run);
@@ -272,59 +302,26 @@ int drive_run(struct drive *d, const struct drive_opts *o, struct wl_stats *tota
                 fan_out(d, KV_RPC_WL_STOP, build_empty, NULL, resp, 10 * NS_PER_S, e2, sizeof e2);
             }
         }
-        wl_stats_init(&iv[0], o->cls->nops);
         if (o->remote) {
-            bool fin;
-            wl_run_poll(run, &iv[2], &fin);
-            wl_stats_merge(&iv[0], &iv[1]);
+            wl_run_poll(run, &iv[2], &all);
             wl_stats_merge(&iv[0], &iv[2]);
-            wl_stats_init(&iv[1], o->cls->nops);
-            all = fin;
         } else {
-            rc = fan_out(d, KV_RPC_WL_POLL, build_empty, NULL, resp, 30 * NS_PER_S, err, errcap);
-            for (unsigned i = 0; i < n && !rc; i++) {
-                struct pack_r r;
-                int st = answer(&resp[i], &r);
-                if (st == RDKV_ENOTFOUND && done[i]) continue; /* finished earlier */
-                if (st) {
-                    snprintf(err, errcap, "polling node %u: %s", i, rdkv_strerror(st));
-                    rc = st;
-                    break;
-                }
-                bool fin = unpack_u8(&r);
-                if (!wl_stats_unpack(&iv[2], &r)) {
-                    rc = RDKV_EPROTO;
-                    snprintf(err, errcap, "node %u sent malformed statistics", i);
-                    break;
-                }
-                wl_stats_merge(&iv[0], &iv[2]);
-                if (fin) {
-                    if (!wl_stats_unpack(&iv[2], &r)) {
-                        rc = RDKV_EPROTO;
-                        snprintf(err, errcap, "node %u sent malformed statistics", i);
-                        break;
-                    }
-                    int st2 = (int)unpack_u32(&r);
-                    char why[160];
-                    unpack_str(&r, why, sizeof why);
-                    wl_stats_merge(total, &iv[2]);
-                    done[i] = true;
-                    ndone++;
-                    if (st2 && !rc) {
-                        rc = st2;
-                        snprintf(err, errcap, "node %u: %s", i, why);
-                    }
-                }
-            }
+            rc = poll_nodes(d, resp, n, &iv[0], total, done, &ndone, &iv[2], err, errcap);
             all = ndone == n;
         }
         int64_t now = clock_now_ns();
-        ops_so_far += wl_stats_ops(&iv[0]);
-        if (o->status_interval > 0 && (!all || ops_so_far))
-            status_line(o, &iv[0], (double)(now - t0) / 1e9, (double)(now - last) / 1e9,
-                        ops_so_far);
-        last = now;
-        if (all) break;
+        if (period && (all || now - last >= period)) {
+            ops_so_far += wl_stats_ops(&iv[0]);
+            if (!all || wl_stats_ops(&iv[0])) /* (no empty line after the end) */
+                status_line(o, &iv[0], (double)(now - t0) / 1e9, (double)(now - last) / 1e9,
+                            ops_so_far);
+            wl_stats_init(&iv[0], o->cls->nops);
+            last = now;
+        }
+        if (!all && !rc) {
+            int64_t wait = period ? last + period - now : POLL_STEP_NS;
+            clock_sleep_ns(wait > 0 && wait < POLL_STEP_NS ? wait : POLL_STEP_NS);
+        }
     }
     if (run) {
         char e2[256] = "";
@@ -341,29 +338,100 @@ int drive_run(struct drive *d, const struct drive_opts *o, struct wl_stats *tota
     return rc;
 }
 
-int drive_check(struct drive *d, const struct drive_opts *o, int *failed, char **report,
-                char *err, size_t errcap)
+struct check_arg {
+    const struct drive_opts *o;
+    uint32_t part;
+};
+static void build_check(struct pack_w *w, const struct check_arg *a)
 {
-    struct pack_w w;
-    pack_w_init(&w);
-    cls_cfg(&w, o);
-    struct fab_buf resp = {0};
-    int rc = w.err ? RDKV_ENOMEM
-                   : fab_rpc_call(d->c, 0, KV_RPC_WL_CHECK, w.p, w.len, &resp, LONG_RPC);
-    pack_w_free(&w);
+    cls_cfg(w, a->o);
+    pack_u32(w, a->part);
+}
+
+int drive_check(struct drive *d, const struct drive_opts *o, const char *who, int *failed,
+                char **report, char *err, size_t errcap)
+{
+    unsigned n = d->bc->cfg->n, parts = o->cls->check_parts(o->cfg, o->cfg_len);
+    const char *what = o->cls->check_part_name;
+    struct fab_buf *resp = calloc(n, sizeof *resp);
+    struct wl_check *all = malloc(2 * sizeof *all);
     *report = NULL;
-    if (rc) {
-        snprintf(err, errcap, "checking: %s", bench_strerror(rc));
-    } else {
-        struct pack_r r;
-        rc = answer(&resp, &r);
-        *failed = (int)unpack_u32(&r);
-        size_t cap = resp.len + 1;
-        *report = calloc(1, cap);
-        if (*report) unpack_str(&r, *report, cap);
-        if (rc) snprintf(err, errcap, "checking: %s", *report && **report ? *report : rdkv_strerror(rc));
+    err[0] = 0;
+    if (!resp || !all) {
+        free(resp);
+        free(all);
+        snprintf(err, errcap, "checking: out of memory");
+        return RDKV_ENOMEM;
     }
-    fab_buf_free(&resp);
+    wl_check_init(&all[0]);
+    fprintf(stderr, "%s: checking %u %s%s on %u node%s\n", who, parts, what, parts == 1 ? "" : "s",
+            n < parts ? n : parts, (n < parts ? n : parts) == 1 ? "" : "s");
+    /* part p is checked on node p mod n (where its data is), one part per node at a time */
+    int rc = 0;
+    unsigned posted = 0, done = 0;
+    int64_t t0 = clock_now_ns(), shown = t0;
+    for (unsigned p = 0; p < n && p < parts && !rc; p++) {
+        struct pack_w w;
+        pack_w_init(&w);
+        build_check(&w, &(struct check_arg){o, p});
+        rc = w.err ? RDKV_ENOMEM
+                   : fab_rpc_post(d->c, (uint16_t)p, KV_RPC_WL_CHECK, w.p, w.len, &resp[p],
+                                  LONG_RPC, p);
+        pack_w_free(&w);
+        if (rc) snprintf(err, errcap, "checking: %s", bench_strerror(rc));
+        else posted++;
+    }
+    while (posted) {
+        struct fab_cqe e;
+        if (fab_wait(d->c, &e, 1, -1) != 1) continue;
+        posted--;
+        unsigned p = (unsigned)e.tag, node = p % n;
+        struct pack_r r;
+        int st = e.status ? e.status : answer(&resp[node], &r);
+        if (st && !rc) {
+            char why[256] = "";
+            if (!e.status) unpack_str(&r, why, sizeof why);
+            snprintf(err, errcap, "checking %s %u on node %u: %s", what, p, node,
+                     why[0] ? why : bench_strerror(st));
+            rc = st;
+        } else if (!st && !rc) {
+            if (!wl_check_unpack(&all[1], &r)) {
+                snprintf(err, errcap, "checking: node %u sent a malformed result", node);
+                rc = RDKV_EPROTO;
+            } else {
+                wl_check_merge(&all[0], &all[1]);
+                done++;
+            }
+        }
+        int64_t now = clock_now_ns();
+        if (!rc && done < parts && now - shown >= NS_PER_S) {
+            fprintf(stderr, "%s: checked %u of %u %ss (%.1f s)\n", who, done, parts, what,
+                    (double)(now - t0) / 1e9);
+            shown = now;
+        }
+        if (!rc && p + n < parts) { /* this node's next part */
+            struct pack_w w;
+            pack_w_init(&w);
+            build_check(&w, &(struct check_arg){o, p + n});
+            rc = w.err ? RDKV_ENOMEM
+                       : fab_rpc_post(d->c, (uint16_t)node, KV_RPC_WL_CHECK, w.p, w.len,
+                                      &resp[node], LONG_RPC, p + n);
+            pack_w_free(&w);
+            if (rc) snprintf(err, errcap, "checking: %s", bench_strerror(rc));
+            else posted++;
+        }
+    }
+    if (!rc) {
+        fprintf(stderr, "%s: checked %u %s%s in %.1f s\n", who, parts, what, parts == 1 ? "" : "s",
+                (double)(clock_now_ns() - t0) / 1e9);
+        size_t cap = 64 * 1024;
+        *report = calloc(1, cap);
+        if (*report) *failed = o->cls->check_report(o->cfg, o->cfg_len, &all[0], *report, cap);
+        else rc = RDKV_ENOMEM;
+    }
+    for (unsigned i = 0; i < n; i++) fab_buf_free(&resp[i]);
+    free(resp);
+    free(all);
     return rc;
 }
 
@@ -375,6 +443,13 @@ uint64_t drive_errors(const struct wl_stats *s)
     uint64_t e = 0;
     for (unsigned i = 0; i < s->nops; i++) e += s->op[i].errors;
     return e;
+}
+
+uint64_t drive_not_found(const struct wl_stats *s)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < s->nops; i++) n += s->op[i].not_found;
+    return n;
 }
 
 /* What one operation cost: fabric round trips, RPCs, and context switches of the processes that
@@ -618,7 +693,7 @@ int drive_cli_opt(struct drive_cli *c, const char *cmd, int argc, char **argv, i
 {
     const char *o = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     if (!strcmp(o, "--seconds")) c->seconds_given = true;
-    if (bench_common_opt(&c->co, argc, argv, i)) return 1;
+    if (bench_common_opt(&c->co, cmd, argc, argv, i)) return 1;
     uint64_t u;
     double dv;
     if (!strcmp(o, "--mode")) {

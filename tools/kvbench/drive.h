@@ -43,17 +43,20 @@ int drive_load(struct drive *d, const struct drive_opts *o, char *err, size_t er
 /* Runs and fills total (measured window in total->elapsed_ns). Status lines go to stderr. */
 int drive_run(struct drive *d, const struct drive_opts *o, struct wl_stats *total, char *err,
               size_t errcap);
-/* Runs the workload's checks on node 0: *failed checks and the report (malloc'd). */
-int drive_check(struct drive *d, const struct drive_opts *o, int *failed, char **report,
-                char *err, size_t errcap);
+/* Runs the workload's check, each part on the node that holds its data (the nodes at once),
+ * with progress lines on stderr ("<who>: checked 2 of 3 warehouses"): *failed checks and the
+ * report (malloc'd). */
+int drive_check(struct drive *d, const struct drive_opts *o, const char *who, int *failed,
+                char **report, char *err, size_t errcap);
 
 /* The final report, with the run's configuration as key/value strings (kv: k0, v0, k1, v1, ...,
  * NULL): "# key: value" comment lines in text and CSV, a "run" object in JSON. check_report, when
  * not NULL, ends the text (and the CSV, as comment lines; it goes into JSON as "check"). */
 void drive_report(FILE *out, const struct drive_opts *o, const struct wl_stats *total,
                   const char *const *kv, const char *check_report);
-/* Operations that ended in an error. */
+/* Operations that ended in an error; that found no record (Return=NOT_FOUND). */
 uint64_t drive_errors(const struct wl_stats *s);
+uint64_t drive_not_found(const struct wl_stats *s);
 
 #endif
 

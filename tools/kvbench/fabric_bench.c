@@ -6,7 +6,6 @@
 #include "common/clock.h"
 #include "common/parse.h"
 #include "rdma/wire.h"
-#include "server/proto.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -311,7 +310,7 @@ int cmd_fabric(int argc, char **argv)
             return 0;
         }
         if (!strcmp(o, "--transport")) transport_given = true;
-        if (bench_common_opt(&co, argc, argv, &i)) continue;
+        if (bench_common_opt(&co, "fabric", argc, argv, &i)) continue;
         if (!strcmp(o, "--threads")) {
             if (!v || parse_uint_range(v, 1, MAX_THREADS, &u)) bench_usage_error("fabric", "--threads needs 1..64 (got '%s')", v ? v : "");
             threads = (unsigned)u;

@@ -11,8 +11,7 @@
 #include "common/clock.h"
 #include "common/parse.h"
 #include "locks/lock.h"
-#include "server/bench.h"
-#include "server/proto.h"
+#include "tools/kvbench/node/bench.h"
 
 #include <errno.h>
 #include <math.h>
@@ -1454,8 +1453,8 @@ int cmd_lock(int argc, char **argv)
             sweep_rma = true;
             continue;
         }
-        if (bench_common_opt(&co, argc, argv, &i)) continue;
-        if (!v) bench_usage_error("lock", "option '%s' needs a value (or is unknown)", o);
+        if (bench_common_opt(&co, "lock", argc, argv, &i)) continue;
+        if (!v) bench_value_missing("lock", usage, o);
         if (!strcmp(o, "--algo")) {
             nalgos = 0;
             char *dup = strdup(v), *save = NULL;

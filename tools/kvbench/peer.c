@@ -300,8 +300,9 @@ int peer_ycsb_main(const struct peer_cli *cli, struct drive_cli *c, const struct
     }
     struct ycsb_kv kv;
     ycsb_kv_fill(&kv, p, &o, accounts, "db", who, NULL, ops->semantics);
+    bool missing = ycsb_kv_not_found(&kv, total, p, accounts);
     if (!rc || wl_stats_ops(total)) drive_report(stdout, &o, total, kv.kv, check);
-    if (!rc && drive_errors(total)) rc = RDKV_EIO;
+    if (!rc && (drive_errors(total) || missing)) rc = RDKV_EIO;
     free(check);
     free(total);
     return rc || crc ? 1 : 0;

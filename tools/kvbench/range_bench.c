@@ -10,8 +10,7 @@
 #include "common/clock.h"
 #include "common/parse.h"
 #include "locks/range/range.h"
-#include "server/bench.h"
-#include "server/proto.h"
+#include "tools/kvbench/node/bench.h"
 
 #include <errno.h>
 #include <math.h>
@@ -711,8 +710,8 @@ int cmd_range(int argc, char **argv)
             sweep = true;
             continue;
         }
-        if (bench_common_opt(&co, argc, argv, &i)) continue;
-        if (!v) bench_usage_error("range", "option '%s' needs a value (or is unknown)", o);
+        if (bench_common_opt(&co, "range", argc, argv, &i)) continue;
+        if (!v) bench_value_missing("range", usage, o);
         if (!strcmp(o, "--algo")) {
             nalgos = 0;
             algo_given = true;

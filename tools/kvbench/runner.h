@@ -2,15 +2,19 @@
  * session, running a workload's steps
  * closed-loop or open-loop (--target), with a warm-up, per-operation statistics merged across
  * threads (histograms, never averaged percentiles), and interval snapshots for status lines.
- * kvbench uses it for remote mode; the nodes (wl_serve) use it for embedded mode, driven by RPC.
+ * kvbench uses it for remote mode; the workload service inside the nodes (wl_serve,
+ * tools/kvbench/node/wl_serve.c) uses it for embedded mode, driven by RPC.
  *
- * Node-side protocol (RPCs to every node, answered with u32 status first, as sessions are):
+ * The workload service's protocol (RPCs to every node, rdma/rpc_types.h; answered with u32
+ * status first, as sessions are):
  *   KV_RPC_WL_LOAD   str class, bytes cfg, u32 part, u32 nparts          -> str error text
- *   KV_RPC_WL_START  a packed wl_run_req                                 -> (empty)
+ *   KV_RPC_WL_START  a packed wl_run_req                                 -> str error text
  *   KV_RPC_WL_POLL   (empty) -> u8 done, packed wl_stats of the interval since the last poll,
- *                    then, when done, packed wl_stats of the whole measured run
+ *                    then, when done, packed wl_stats of the whole measured run, u32 the run's
+ *                    status, str its error text
  *   KV_RPC_WL_STOP   (empty) -> (empty): the run ends now (its results stay for a poll)
- *   KV_RPC_WL_CHECK  str class, bytes cfg -> i32 failed checks, str report */
+ *   KV_RPC_WL_CHECK  str class, bytes cfg, u32 part -> a packed wl_check of that part of the
+ *                    check (workload.h); or, when the status is not 0, str error text */
 #ifndef RDKV_KVBENCH_RUNNER_H
 #define RDKV_KVBENCH_RUNNER_H
 
@@ -18,17 +22,10 @@
 
 #include "common/hist.h"
 #include "common/pack.h"
+#include "rdma/rpc_types.h" /* KV_RPC_WL_* */
 
 #include <stdbool.h>
 #include <stdint.h>
-
-enum {
-    KV_RPC_WL_LOAD = 64 + 20, /* FAB_RPC_USER_BASE + 20 .. + 24 (server/proto.h lists them) */
-    KV_RPC_WL_START = 64 + 21,
-    KV_RPC_WL_POLL = 64 + 22,
-    KV_RPC_WL_STOP = 64 + 23,
-    KV_RPC_WL_CHECK = 64 + 24,
-};
 
 #define WL_MAX_THREADS 256
 #define WL_MAX_TASKS 256    /* workers per thread */
@@ -60,6 +57,8 @@ void wl_stats_merge(struct wl_stats *dst, const struct wl_stats *src);
 void wl_stats_pack(const struct wl_stats *s, struct pack_w *w);
 bool wl_stats_unpack(struct wl_stats *s, struct pack_r *r);
 uint64_t wl_stats_ops(const struct wl_stats *s); /* every recorded outcome */
+void wl_check_pack(const struct wl_check *c, struct pack_w *w);
+bool wl_check_unpack(struct wl_check *c, struct pack_r *r);
 
 /* What a run does (the same in both modes; in embedded mode each node gets its share). */
 struct wl_run_req {
@@ -94,12 +93,5 @@ void wl_run_stop(struct wl_run *r);
 /* Waits for the workers, gives the measured totals (and the first session failure, if any, in
  * err), frees the run. Returns 0 or the first session-level failure. */
 int wl_run_finish(struct wl_run *r, struct wl_stats *total, char *err, size_t errcap);
-
-/* Registers the node-side RPCs on a node of this process (kvserver calls it). */
-struct node;
-int wl_serve(struct node *n);
-/* Before the node stops: ends a run in progress (its workers hold sessions of the node) and
- * refuses new ones. */
-void wl_serve_stop(void);
 
 #endif

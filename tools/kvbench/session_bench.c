@@ -55,8 +55,8 @@ int cmd_sessions(int argc, char **argv)
             fputs(usage, stdout);
             return 0;
         }
-        if (bench_common_opt(&co, argc, argv, &i)) continue;
-        if (!v) bench_usage_error("sessions", "option '%s' needs a value (or is unknown)", o);
+        if (bench_common_opt(&co, "sessions", argc, argv, &i)) continue;
+        if (!v) bench_value_missing("sessions", usage, o);
         if (!strcmp(o, "--sessions")) {
             if (parse_uint_range(v, 1, 900000, &nsess))
                 bench_usage_error("sessions", "--sessions must be 1..900000 (got '%s')", v);

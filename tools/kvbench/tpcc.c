@@ -54,6 +54,7 @@
 #include "tools/kvbench/workload.h"
 
 #include "common/clock.h"
+#include "common/pack.h"
 #include "common/rng.h"
 
 #include <inttypes.h>
@@ -172,18 +173,15 @@ enum {
 };
 #define NAME_LEN 16 /* C_FIRST and C_LAST in records and in CUST_NAME keys */
 
+/* A record's field: n bytes at off, little-endian. */
 static uint64_t le_get(const void *v, unsigned off, unsigned n)
 {
-    const uint8_t *p = (const uint8_t *)v + off;
-    uint64_t x = 0;
-    for (unsigned i = n; i--;) x = x << 8 | p[i];
-    return x;
+    return pack_get_le((const uint8_t *)v + off, n);
 }
 
 static void le_put(void *v, unsigned off, uint64_t x, unsigned n)
 {
-    uint8_t *p = (uint8_t *)v + off;
-    for (unsigned i = 0; i < n; i++) p[i] = (uint8_t)(x >> (8 * i));
+    pack_put_le((uint8_t *)v + off, x, n);
 }
 
 static uint64_t be_get(const uint8_t *p, unsigned n)
@@ -1377,9 +1375,12 @@ static int tpcc_step(void *p, rdkv_session *s, struct wl_step *st)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The check: consistency conditions 1-4 (spec 3.3.2.1 - 3.3.2.4). One transaction per
- * warehouse reads WAREHOUSE and its DISTRICT rows (condition 1); one per district reads its
- * DISTRICT row and scans its ORDER, NEW-ORDER and ORDER-LINE rows (conditions 2-4). */
+ * The check: consistency conditions 1-4 (spec 3.3.2.1 - 3.3.2.4), one part per warehouse (part
+ * p is warehouse p + 1, which lives on node p mod nodes: kvbench checks it there, reading its
+ * rows locally). One transaction reads WAREHOUSE and its DISTRICT rows (condition 1); then
+ * each district's DISTRICT row and, page by page, its ORDER, NEW-ORDER and ORDER-LINE rows
+ * (conditions 2-4). wl_check's checks are the conditions; its count[] the rows seen of ORDER,
+ * NEW-ORDER and ORDER-LINE. */
 struct out {
     char *p;
     size_t cap, len;
@@ -1400,26 +1401,6 @@ static const char *money(int64_t cents, char buf[32])
     uint64_t a = cents < 0 ? (uint64_t)0 - (uint64_t)cents : (uint64_t)cents;
     snprintf(buf, 32, "%s%" PRIu64 ".%02" PRIu64, cents < 0 ? "-" : "", a / 100, a % 100);
     return buf;
-}
-
-#define SHOW_FAILURES 3 /* per condition, on lines of their own */
-
-struct cond {
-    const char *what;
-    uint64_t checked, failed;
-    char first[160]; /* the first failure */
-};
-
-static void cond_fail(struct cond *cd, struct out *o, const char *fmt, ...)
-{
-    char buf[160];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (!cd->failed) memcpy(cd->first, buf, sizeof buf);
-    if (cd->failed < SHOW_FAILURES) outf(o, "  FAILED %s: %s\n", cd->what, buf);
-    cd->failed++;
 }
 
 struct dstate {
@@ -1467,16 +1448,24 @@ static int on_line(struct dstate *ds, const uint8_t *k, size_t kl, const uint8_t
 struct dcheck {
     struct tags *tg;
     unsigned w, d;
+    unsigned page; /* rows per page that last worked */
     struct dstate ds;
 };
 
 /* The check runs after the run, on a quiescent database, so a district's rows may be read in
- * pages of CHECK_PAGE rows, one transaction each: a transaction that locked a whole district
- * (33,000 rows at spec size) would outlive drtm's lease and run out of alock's descriptors. */
-#define CHECK_PAGE 50
+ * pages, one transaction each: a transaction that locked a whole district (33,000 rows at spec
+ * size) would outlive drtm's lease and run out of alock's descriptors. A page starts at
+ * CHECK_PAGE_MAX rows and halves, down to CHECK_PAGE_MIN, whenever its transaction has to be
+ * run again (a lease that ran out, descriptors used up: both retryable); later pages keep the
+ * size that worked. Small pages made the check of a 10 s run take a minute: each page is a
+ * transaction with range locks on every partition. */
+#define CHECK_PAGE_MAX 1024u
+#define CHECK_PAGE_MIN 32u
 
 struct page {
     struct dstate part;                 /* this page's rows (recomputed on a retry) */
+    unsigned limit;                     /* rows per page */
+    unsigned tries;                     /* runs of this page's transaction */
     const uint8_t *from, *end;
     size_t fl, el, pfx;
     int (*fn)(struct dstate *, const uint8_t *, size_t, const uint8_t *, size_t, size_t);
@@ -1490,8 +1479,9 @@ static int page_txn(rdkv_txn *t, void *arg)
     struct page *p = arg;
     memset(&p->part, 0, sizeof p->part);
     p->rows = 0;
+    if (p->tries++ && p->limit > CHECK_PAGE_MIN) p->limit /= 2; /* run again: a smaller page */
     rdkv_iter *it;
-    int rc = rdkv_txn_scan(t, p->from, p->fl, p->end, p->el, CHECK_PAGE, &it);
+    int rc = rdkv_txn_scan(t, p->from, p->fl, p->end, p->el, p->limit, &it);
     if (rc) return rc;
     const void *k, *v;
     size_t kl, vl;
@@ -1545,11 +1535,14 @@ static int check_district_paged(rdkv_session *s, struct dcheck *a)
         memcpy(b, k, bl);
         memcpy(e, k, bl);
         size_t el = key_succ(e, bl);
-        struct page p = {.from = b, .fl = bl, .end = e, .el = el, .pfx = bl, .fn = fns[i]};
+        struct page p = {.from = b, .fl = bl, .end = e, .el = el, .pfx = bl, .fn = fns[i],
+                         .limit = a->page};
         for (;;) {
+            p.tries = 0;
             if ((rc = rdkv_run_txn(s, page_txn, &p))) break;
+            a->page = p.limit;
             dstate_add(&a->ds, &p.part);
-            if (p.rows < CHECK_PAGE) break;
+            if (p.rows < p.limit) break;
             /* the next page starts just after the last key read */
             memcpy(b, p.last, p.ll);
             b[p.ll] = 0;
@@ -1581,95 +1574,117 @@ static int check_warehouse(rdkv_txn *t, void *arg)
     return 0;
 }
 
-static int tpcc_check(rdkv_session *s, const void *cfgb, size_t len, char *outp, size_t outcap)
+enum { COND_1, COND_2, COND_3, COND_4, TPCC_CONDS };
+static const char *const cond_what[TPCC_CONDS] = {
+    "1 (W_YTD = sum(D_YTD))",
+    "2 (D_NEXT_O_ID - 1 = max(O_ID) = max(NO_O_ID))",
+    "3 (max(NO_O_ID) - min(NO_O_ID) + 1 = NEW-ORDER rows)",
+    "4 (sum(O_OL_CNT) = ORDER-LINE rows)",
+};
+enum { ROWS_ORDER, ROWS_NEW_ORDER, ROWS_ORDER_LINE };
+
+static unsigned tpcc_check_parts(const void *cfgb, size_t len)
 {
-    struct out o = {.p = outp, .cap = outcap};
-    if (outcap) outp[0] = 0;
+    struct cfg c;
+    char err[160];
+    return cfg_decode(cfgb, len, &c, err, sizeof err) ? 1 : c.W;
+}
+
+/* Warehouse part + 1: condition 1, and 2-4 for each of its districts. */
+static int tpcc_check(rdkv_session *s, const void *cfgb, size_t len, unsigned part,
+                      struct wl_check *acc)
+{
     struct cfg c;
     char err[160];
     int rc = cfg_decode(cfgb, len, &c, err, sizeof err);
-    if (rc) {
-        outf(&o, "%s\n", err);
-        return rc;
-    }
+    if (rc) return rc;
+    if (part >= c.W) return RDKV_EINVAL;
     struct tags tg;
     if ((rc = tags_init(&tg, c.nodes, c.W))) {
         tags_free(&tg);
         return rc;
     }
-    struct cond cd[4] = {
-        {.what = "1 (W_YTD = sum(D_YTD))"},
-        {.what = "2 (D_NEXT_O_ID - 1 = max(O_ID) = max(NO_O_ID))"},
-        {.what = "3 (max(NO_O_ID) - min(NO_O_ID) + 1 = NEW-ORDER rows)"},
-        {.what = "4 (sum(O_OL_CNT) = ORDER-LINE rows)"},
-    };
-    uint64_t orders = 0, no_rows = 0, lines = 0;
-    outf(&o, "tpcc check: %u warehouses, %u districts\n", c.W, c.W * TPCC_DISTRICTS);
-    for (unsigned w = 1; w <= c.W && !rc; w++) {
-        struct wcheck wc = {.tg = &tg, .w = w};
-        if ((rc = rdkv_run_txn(s, check_warehouse, &wc))) {
-            outf(&o, "tpcc check: cannot read warehouse %u: %s\n", w, rdkv_strerror(rc));
-            break;
-        }
-        cd[0].checked++;
-        char a[32], b[32];
+    unsigned w = part + 1;
+    struct wcheck wc = {.tg = &tg, .w = w};
+    char a[32], b[32];
+    if (!(rc = rdkv_run_txn(s, check_warehouse, &wc))) {
         if (wc.w_ytd != wc.d_ytd)
-            cond_fail(&cd[0], &o, "warehouse %u: W_YTD=%s, sum(D_YTD)=%s", w, money(wc.w_ytd, a),
-                      money(wc.d_ytd, b));
-        for (unsigned d = 1; d <= TPCC_DISTRICTS; d++) {
-            struct dcheck dc = {.tg = &tg, .w = w, .d = d};
-            if ((rc = check_district_paged(s, &dc))) {
-                outf(&o, "tpcc check: cannot read district %u/%u: %s\n", w, d, rdkv_strerror(rc));
-                break;
-            }
-            const struct dstate *ds = &dc.ds;
-            orders += ds->orders;
-            no_rows += ds->no_rows;
-            lines += ds->lines;
-            cd[1].checked++;
-            if (ds->next - 1 != ds->max_o)
-                cond_fail(&cd[1], &o,
+            wl_check_note(acc, COND_1, "warehouse %u: W_YTD=%s, sum(D_YTD)=%s", w,
+                          money(wc.w_ytd, a), money(wc.d_ytd, b));
+        else
+            wl_check_note(acc, COND_1, NULL);
+    }
+    unsigned page = CHECK_PAGE_MAX;
+    for (unsigned d = 1; d <= TPCC_DISTRICTS && !rc; d++) {
+        struct dcheck dc = {.tg = &tg, .w = w, .d = d, .page = page};
+        if ((rc = check_district_paged(s, &dc))) break;
+        page = dc.page;
+        const struct dstate *ds = &dc.ds;
+        acc->count[ROWS_ORDER] += ds->orders;
+        acc->count[ROWS_NEW_ORDER] += ds->no_rows;
+        acc->count[ROWS_ORDER_LINE] += ds->lines;
+        if (ds->next - 1 != ds->max_o)
+            wl_check_note(acc, COND_2,
                           "district %u/%u: D_NEXT_O_ID-1=%" PRIu32 ", max(O_ID)=%" PRIu32, w, d,
                           ds->next - 1, ds->max_o);
-            else if (ds->no_rows && ds->max_no != ds->max_o)
-                cond_fail(&cd[1], &o,
+        else if (ds->no_rows && ds->max_no != ds->max_o)
+            wl_check_note(acc, COND_2,
                           "district %u/%u: max(O_ID)=%" PRIu32 ", max(NO_O_ID)=%" PRIu32, w, d,
                           ds->max_o, ds->max_no);
-            cd[2].checked++;
-            if (ds->no_rows && (uint64_t)ds->max_no - ds->min_no + 1 != ds->no_rows)
-                cond_fail(&cd[2], &o,
+        else
+            wl_check_note(acc, COND_2, NULL);
+        if (ds->no_rows && (uint64_t)ds->max_no - ds->min_no + 1 != ds->no_rows)
+            wl_check_note(acc, COND_3,
                           "district %u/%u: max(NO_O_ID)-min(NO_O_ID)+1=%" PRIu64
                           ", NEW-ORDER rows=%" PRIu64,
                           w, d, (uint64_t)ds->max_no - ds->min_no + 1, ds->no_rows);
-            cd[3].checked++;
-            if (ds->ol_cnt_sum != ds->lines)
-                cond_fail(&cd[3], &o,
+        else
+            wl_check_note(acc, COND_3, NULL);
+        if (ds->ol_cnt_sum != ds->lines)
+            wl_check_note(acc, COND_4,
                           "district %u/%u: sum(O_OL_CNT)=%" PRIu64 ", ORDER-LINE rows=%" PRIu64, w,
                           d, ds->ol_cnt_sum, ds->lines);
-        }
+        else
+            wl_check_note(acc, COND_4, NULL);
     }
     tags_free(&tg);
-    if (rc) return rc;
-    outf(&o, "rows: ORDER %" PRIu64 ", NEW-ORDER %" PRIu64 ", ORDER-LINE %" PRIu64 "\n", orders,
-         no_rows, lines);
+    return rc;
+}
+
+static int tpcc_check_report(const void *cfgb, size_t len, const struct wl_check *all, char *outp,
+                             size_t outcap)
+{
+    struct out o = {.p = outp, .cap = outcap};
+    if (outcap) outp[0] = 0;
+    struct cfg c;
+    char err[160];
+    if (cfg_decode(cfgb, len, &c, err, sizeof err)) {
+        outf(&o, "%s\n", err);
+        return TPCC_CONDS;
+    }
+    outf(&o, "tpcc check: %u warehouses, %u districts\n", c.W, c.W * TPCC_DISTRICTS);
+    for (int i = 0; i < TPCC_CONDS; i++)
+        if (all->failed[i]) outf(&o, "  FAILED %s: %s\n", cond_what[i], all->first[i]);
+    outf(&o, "rows: ORDER %" PRIu64 ", NEW-ORDER %" PRIu64 ", ORDER-LINE %" PRIu64 "\n",
+         all->count[ROWS_ORDER], all->count[ROWS_NEW_ORDER], all->count[ROWS_ORDER_LINE]);
     int failed = 0;
-    for (int i = 0; i < 4; i++) {
-        if (cd[i].failed) failed++;
-        outf(&o, "condition %s: %s", cd[i].what, cd[i].failed ? "FAILED" : "holds");
-        if (cd[i].failed)
-            outf(&o, " in %" PRIu64 " of %" PRIu64 "\n", cd[i].failed, cd[i].checked);
+    for (int i = 0; i < TPCC_CONDS; i++) {
+        if (all->failed[i]) failed++;
+        outf(&o, "condition %s: %s", cond_what[i], all->failed[i] ? "FAILED" : "holds");
+        if (all->failed[i])
+            outf(&o, " in %" PRIu64 " of %" PRIu64 "\n", all->failed[i], all->checked[i]);
         else
-            outf(&o, " (%" PRIu64 " checked)\n", cd[i].checked);
+            outf(&o, " (%" PRIu64 " checked)\n", all->checked[i]);
     }
     /* the last line, in full even when the report above ran out of room (whole lines of the
      * report give way to it) */
     char last[1024];
     struct out lo = {.p = last, .cap = sizeof last};
-    outf(&lo, "consistency: %d/4 conditions hold", 4 - failed);
-    for (int i = 0, n = 0; i < 4; i++) {
-        if (!cd[i].failed) continue;
-        outf(&lo, "%s%d (%s", n++ ? ", " : "; failed: ", i + 1, cd[i].first);
-        if (cd[i].failed > 1) outf(&lo, "; %" PRIu64 " more", cd[i].failed - 1);
+    outf(&lo, "consistency: %d/4 conditions hold", TPCC_CONDS - failed);
+    for (int i = 0, n = 0; i < TPCC_CONDS; i++) {
+        if (!all->failed[i]) continue;
+        outf(&lo, "%s%d (%s", n++ ? ", " : "; failed: ", i + 1, all->first[i]);
+        if (all->failed[i] > 1) outf(&lo, "; %" PRIu64 " more", all->failed[i] - 1);
         outf(&lo, ")");
     }
     outf(&lo, "\n");
@@ -1696,4 +1711,7 @@ const struct wl_class wl_tpcc = {
     .step = tpcc_step,
     .worker_free = tpcc_worker_free,
     .check = tpcc_check,
+    .check_parts = tpcc_check_parts,
+    .check_part_name = "warehouse",
+    .check_report = tpcc_check_report,
 };

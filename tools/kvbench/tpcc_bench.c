@@ -139,7 +139,7 @@ static int one_run(struct tpcc_cli *x, struct result *res, bool quiet)
     char *report = NULL;
     int failed = -1;
     if (!rc || (total && wl_stats_ops(total))) {
-        int r2 = drive_check(&d, &c->o, &failed, &report, err, sizeof err);
+        int r2 = drive_check(&d, &c->o, "kvbench tpcc", &failed, &report, err, sizeof err);
         if (r2) {
             fprintf(stderr, "kvbench tpcc: error: %s\n", err);
             if (!rc) rc = r2;
@@ -363,7 +363,7 @@ int cmd_tpcc(int argc, char **argv)
             continue;
         }
         if (drive_cli_opt(&x.c, "tpcc", argc, argv, &i)) continue;
-        if (!v) bench_usage_error("tpcc", "option '%s' needs a value (or is unknown)", o);
+        if (!v) bench_value_missing("tpcc", usage, o);
         if (!strcmp(o, "--warehouses-per-node")) {
             if (parse_uint_range(v, 1, 1000, &u)) bench_usage_error("tpcc", "--warehouses-per-node must be 1..1000 (got '%s')", v);
             x.t.warehouses_per_node = (unsigned)u;

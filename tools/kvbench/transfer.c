@@ -86,16 +86,14 @@ int xfer_report(uint64_t accounts, uint64_t found, int64_t total, char *out, siz
 
 static void put_balance(uint8_t b[8], int64_t v)
 {
-    memcpy(b, &(uint64_t){(uint64_t)v}, 8);
+    pack_put_u64le(b, (uint64_t)v);
 }
 
 /* A balance's bytes: 0, or RDKV_EPROTO for a value that is not an account of this workload. */
 static int balance_of(const void *p, size_t len, int64_t *v)
 {
     if (len != 8) return RDKV_EPROTO;
-    uint64_t u;
-    memcpy(&u, p, 8);
-    *v = (int64_t)u;
+    *v = (int64_t)pack_get_u64le(p);
     return 0;
 }
 
@@ -212,24 +210,34 @@ static int step(void *p, rdkv_session *s, struct wl_step *st)
     return 0;
 }
 
-/* The total over every account, CHECK_BATCH accounts per read-only transaction (the check
- * runs after the run, on quiet data). */
-static int check(rdkv_session *s, const void *cfg, size_t len, char *out, size_t outcap)
+/* The check: the accounts found and their total (wl_check's count[0] and sum[0]), in one part
+ * per node: part p is the accounts rdkv_key_partition places on node p, read CHECK_BATCH to a
+ * read-only transaction (the check runs after the run, on quiet data). */
+static unsigned check_parts(const void *cfg, size_t len)
+{
+    struct cfg c;
+    char err[120];
+    return cfg_unpack(&c, cfg, len, err, sizeof err) ? 1 : c.nodes;
+}
+
+static int check(rdkv_session *s, const void *cfg, size_t len, unsigned part,
+                 struct wl_check *acc)
 {
     struct cfg c;
     char err[120];
     int rc = cfg_unpack(&c, cfg, len, err, sizeof err);
     if (rc) return rc;
-    int64_t total = 0;
-    uint64_t found = 0;
-    for (uint64_t i = 0; i < c.accounts && !rc; i += CHECK_BATCH) {
+    uint64_t i = 0;
+    while (i < c.accounts && !rc) {
         rdkv_txn *t;
         if ((rc = rdkv_txn_begin(s, &t))) break;
         int64_t sum = 0;
         uint64_t n = 0;
-        for (uint64_t j = i; j < c.accounts && j < i + CHECK_BATCH && !rc; j++) {
+        for (unsigned batch = 0; i < c.accounts && batch < CHECK_BATCH && !rc; i++) {
             char key[XFER_KEY_MAX];
-            int kl = xfer_key(j, key, sizeof key);
+            int kl = xfer_key(i, key, sizeof key);
+            if (rdkv_key_partition(key, (size_t)kl, c.nodes) != part) continue;
+            batch++;
             int64_t b;
             rc = get_balance(t, key, (size_t)kl, &b);
             if (rc == RDKV_ENOTFOUND)
@@ -239,11 +247,36 @@ static int check(rdkv_session *s, const void *cfg, size_t len, char *out, size_t
         }
         if (!rc) rc = rdkv_txn_commit(t);
         rdkv_txn_free(t);
-        total += sum;
-        found += n;
+        acc->sum[0] += sum;
+        acc->count[0] += n;
     }
-    if (rc) return rc;
-    return xfer_report(c.accounts, found, total, out, outcap);
+    return rc;
+}
+
+static int check_report(const void *cfg, size_t len, const struct wl_check *all, char *out,
+                        size_t outcap)
+{
+    struct cfg c;
+    char err[120];
+    if (cfg_unpack(&c, cfg, len, err, sizeof err)) {
+        snprintf(out, outcap, "%s\n", err);
+        return 1;
+    }
+    return xfer_report(c.accounts, all->count[0], all->sum[0], out, outcap);
+}
+
+static int probe_key(void *arg, uint64_t i, char *buf, size_t cap)
+{
+    (void)arg;
+    return xfer_key(i, buf, cap);
+}
+
+static int probe(rdkv_session *s, const void *cfg, size_t len, unsigned want, unsigned *found)
+{
+    struct cfg c;
+    char err[120];
+    int rc = cfg_unpack(&c, cfg, len, err, sizeof err);
+    return rc ? rc : wl_probe_rows(s, c.accounts, want, found, probe_key, NULL);
 }
 
 const struct wl_class wl_transfer = {
@@ -252,8 +285,12 @@ const struct wl_class wl_transfer = {
     .op_names = {"TRANSFER"},
     .cfg_check = cfg_check,
     .load = load,
+    .probe = probe,
     .worker_new = worker_new,
     .step = step,
     .worker_free = worker_free,
     .check = check,
+    .check_parts = check_parts,
+    .check_part_name = "partition",
+    .check_report = check_report,
 };

@@ -5,8 +5,7 @@
  * took, split into locks + reads and the commit's own messages. */
 #include "tools/kvbench/bench.h"
 
-#include "server/bench.h"
-#include "server/proto.h"
+#include "tools/kvbench/node/bench.h"
 
 #include "common/clock.h"
 #include "common/parse.h"
@@ -131,8 +130,8 @@ int cmd_txn(int argc, char **argv)
             fputs(usage, stdout);
             return 0;
         }
-        if (bench_common_opt(&co, argc, argv, &i)) continue;
-        if (!v) bench_usage_error("txn", "option '%s' needs a value (or is unknown)", o);
+        if (bench_common_opt(&co, "txn", argc, argv, &i)) continue;
+        if (!v) bench_value_missing("txn", usage, o);
         if (!strcmp(o, "--kind")) {
             memset(kinds, 0, sizeof kinds);
             char *dup = strdup(v), *save = NULL;
@@ -196,8 +195,8 @@ int cmd_txn(int argc, char **argv)
                q.threads, q.threads == 1 ? "" : "s", q.tasks, q.keys_per_node, q.value_size, co.seconds,
                (double)q.warmup_ns / 1e9);
         uint8_t lb[8];
-        for (int i = 0; i < 4; i++) lb[i] = (uint8_t)(q.keys_per_node >> (8 * i));
-        for (int i = 0; i < 4; i++) lb[4 + i] = (uint8_t)(q.value_size >> (8 * i));
+        pack_put_u32le(lb, q.keys_per_node);
+        pack_put_u32le(lb + 4, q.value_size);
         for (unsigned n = 0; n < nn && !rc; n++) {
             int r = fab_rpc_call(c, (uint16_t)n, KV_RPC_BENCH_TXN_LOAD, lb, 8, &resp, 600 * NS_PER_S);
             if (r) {

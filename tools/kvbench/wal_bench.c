@@ -194,7 +194,7 @@ int cmd_wal(int argc, char **argv)
             fputs(usage, stdout);
             return 0;
         }
-        if (!v) bench_usage_error("wal", "option '%s' needs a value (or is unknown)", o);
+        if (!v) bench_value_missing("wal", usage, o);
         if (!strcmp(o, "--dir")) {
             snprintf(base, sizeof base, "%s", v);
         } else if (!strcmp(o, "--seconds")) {

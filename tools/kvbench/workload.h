@@ -17,6 +17,18 @@
 
 #define WL_MAX_OPS 8
 
+/* What a workload's check found: the parts checked so far, summed (wl_check_merge). Each check
+ * (a consistency condition) counts how often it was checked and failed, with its first failure;
+ * count and sum are the class's own tallies (rows seen, accounts found, balances). */
+#define WL_MAX_CHECKS 6
+#define WL_CHECK_TEXT 160
+struct wl_check {
+    uint64_t checked[WL_MAX_CHECKS], failed[WL_MAX_CHECKS];
+    uint64_t count[WL_MAX_CHECKS];
+    int64_t sum[WL_MAX_CHECKS];
+    char first[WL_MAX_CHECKS][WL_CHECK_TEXT]; /* "" while that check has not failed */
+};
+
 /* Where a worker runs. */
 struct wl_place {
     unsigned nodes;    /* nodes in the cluster */
@@ -49,6 +61,10 @@ struct wl_class {
      * the node id, and the part is chosen so that it is that node's own data). */
     int (*load)(rdkv_session *s, const void *cfg, size_t len, unsigned part, unsigned nparts,
                 char *err, size_t errcap);
+    /* Before a run on data loaded earlier (may be NULL): reads `want` of the rows the run
+     * expects (the first, the last and others spread between), through s, and counts in
+     * *found those that are there. 0, or a status when it could not look. */
+    int (*probe)(rdkv_session *s, const void *cfg, size_t len, unsigned want, unsigned *found);
     /* A worker's private state. seed differs per worker and run. */
     int (*worker_new)(const void *cfg, size_t len, const struct wl_place *pl, uint64_t seed,
                       void **out);
@@ -57,11 +73,32 @@ struct wl_class {
      * worker must stop (then st is not recorded). */
     int (*step)(void *w, rdkv_session *s, struct wl_step *st);
     void (*worker_free)(void *w);
-    /* After a run (may be NULL): checks the data's invariants through s; writes a report
-     * (lines ending in '\n') into out and returns how many checks failed, or a negative status
-     * when it could not check. */
-    int (*check)(rdkv_session *s, const void *cfg, size_t len, char *out, size_t outcap);
+    /* After a run (check may be NULL: nothing to check), the data's invariants are checked in
+     * check_parts(cfg) parts, each through a session of its own, and the parts' findings
+     * summed. Part p's data lives on node p mod nodes, so kvbench checks it there, every node
+     * its own parts at once, each with local reads. check adds part `part`'s findings to *acc
+     * and returns 0, or a negative status when it could not check. */
+    int (*check)(rdkv_session *s, const void *cfg, size_t len, unsigned part,
+                 struct wl_check *acc);
+    unsigned (*check_parts)(const void *cfg, size_t len);
+    const char *check_part_name; /* what a part is, for progress lines ("warehouse") */
+    /* The report of the whole check (lines ending in '\n', the verdict last, kept whole
+     * however small out is); returns how many checks failed. */
+    int (*check_report)(const void *cfg, size_t len, const struct wl_check *all, char *out,
+                        size_t outcap);
 };
+
+/* wl_check's zero, the sum of two (counts add up, first failures stay the earliest part's),
+ * and the RPC form of it. */
+void wl_check_init(struct wl_check *c);
+void wl_check_merge(struct wl_check *dst, const struct wl_check *src);
+/* Records one outcome of check i: a failure when fail_fmt is not NULL (printf-style). */
+void wl_check_note(struct wl_check *c, unsigned i, const char *fail_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Every part of c's check through s, one after another, then its report: what check_report
+ * returns, or the first negative status of a part (its reason in out). */
+int wl_check_all(const struct wl_class *c, rdkv_session *s, const void *cfg, size_t len,
+                 char *out, size_t outcap);
 
 extern const struct wl_class wl_ycsb;
 extern const struct wl_class wl_tpcc;
@@ -75,6 +112,11 @@ extern const struct wl_class wl_transfer;
 int wl_load_rows(rdkv_session *s, uint64_t n, unsigned part, unsigned nparts, unsigned nodes,
                  int (*key)(void *arg, uint64_t i, char *buf, size_t cap),
                  void (*value)(void *arg, uint64_t i, const void **v, size_t *vlen), void *arg);
+/* For a class's probe: reads rows i of 0..n-1 spread evenly (the first and the last among them;
+ * key(arg, i, buf, cap) names row i), want of them at most, one rdkv_get each, and counts those
+ * found. */
+int wl_probe_rows(rdkv_session *s, uint64_t n, unsigned want, unsigned *found,
+                  int (*key)(void *arg, uint64_t i, char *buf, size_t cap), void *arg);
 
 /* The class with that name, or NULL. */
 const struct wl_class *wl_class_find(const char *name);

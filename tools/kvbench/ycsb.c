@@ -771,12 +771,27 @@ static int load(rdkv_session *s, const void *cfg, size_t len, unsigned part, uns
     return rc;
 }
 
+static int probe_key(void *arg, uint64_t i, char *buf, size_t cap)
+{
+    const struct cfg *c = arg;
+    return ycsb_key_name(i, c->p.ordered, c->p.zeropadding, buf, cap);
+}
+
+static int probe(rdkv_session *s, const void *cfg, size_t len, unsigned want, unsigned *found)
+{
+    struct cfg c;
+    char err[160];
+    int rc = cfg_unpack(&c, cfg, len, err, sizeof err);
+    return rc ? rc : wl_probe_rows(s, c.p.recordcount, want, found, probe_key, &c);
+}
+
 const struct wl_class wl_ycsb = {
     .name = "ycsb",
     .nops = YCSB_NOPS,
     .op_names = {"READ", "UPDATE", "INSERT", "SCAN", "READ-MODIFY-WRITE"},
     .cfg_check = cfg_check,
     .load = load,
+    .probe = probe,
     .worker_new = worker_new,
     .step = step,
     .worker_free = worker_free,

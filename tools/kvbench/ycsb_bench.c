@@ -48,8 +48,12 @@ static const char usage[] =
 static const char usage_tail[] =
     "  -h, --help            this text\n"
     "\n"
-    "Exit status: 0 when every operation succeeded, 1 when one failed or the run could not be\n"
-    "done, 2 on bad usage.\n";
+    "A run on a cluster loaded earlier (--endpoints, --config) first looks for a few of its\n"
+    "records: when none is there it stops before measuring and names the load to run.\n"
+    "\n"
+    "Exit status: 0 when every operation succeeded, 1 when one failed or found no record\n"
+    "(Return=NOT_FOUND: the data holds fewer records than the run expects; the report warns)\n"
+    "or the run could not be done, 2 on bad usage.\n";
 
 void ycsb_load_report(uint64_t n, bool accounts, double secs, bool run, const char *where)
 {
@@ -105,6 +109,74 @@ void ycsb_kv_fill(struct ycsb_kv *k, const struct ycsb_props *p, const struct dr
     k->kv[n] = NULL;
 }
 
+bool ycsb_kv_not_found(struct ycsb_kv *k, const struct wl_stats *t, const struct ycsb_props *p,
+                       uint64_t accounts)
+{
+    uint64_t nf = drive_not_found(t);
+    if (!nf) return false;
+    snprintf(k->warn, sizeof k->warn,
+             "%llu of %llu operations found no record: the data holds fewer %s than the run's "
+             "%s=%llu (load them: kvbench ycsb load with the same -p/-P), so these figures are "
+             "not the workload's",
+             (unsigned long long)nf, (unsigned long long)wl_stats_ops(t),
+             accounts ? "accounts" : "records", accounts ? "accounts" : "recordcount",
+             (unsigned long long)(accounts ? accounts : p->recordcount));
+    fprintf(stderr, "kvbench ycsb: warning: %s\n", k->warn);
+    unsigned n = 0;
+    while (k->kv[n]) n += 2;
+    k->kv[n] = "warning";
+    k->kv[n + 1] = k->warn;
+    k->kv[n + 2] = NULL;
+    return true;
+}
+
+/* Before a run on a cluster loaded earlier: whether the workload's records are there (a sample
+ * of PROBE_ROWS, the first and the last among them). None: an error with the load to run first
+ * (RDKV_ENOTFOUND); some: a warning. */
+#define PROBE_ROWS 16
+static int probe_loaded(const struct drive *d, const struct drive_opts *o,
+                        const struct bench_common *co, const struct ycsb_props *p,
+                        uint64_t accounts)
+{
+    rdkv_session *s;
+    int rc = rdkv_connect(d->endpoints, NULL, &s);
+    unsigned found = 0;
+    if (!rc) {
+        rc = o->cls->probe(s, o->cfg, o->cfg_len, PROBE_ROWS, &found);
+        rdkv_session_close(s);
+    }
+    if (rc) {
+        fprintf(stderr, "kvbench ycsb: error: cannot look for the workload's records: %s\n",
+                rdkv_strerror(rc));
+        return rc;
+    }
+    uint64_t n = accounts ? accounts : p->recordcount;
+    unsigned want = n < PROBE_ROWS ? (unsigned)n : PROBE_ROWS;
+    const char *what = accounts ? "accounts" : "records";
+    if (!found) {
+        char how[160];
+        if (accounts)
+            snprintf(how, sizeof how, "--workload transfer -p accounts=%llu",
+                     (unsigned long long)n);
+        else
+            snprintf(how, sizeof how, "-p recordcount=%llu", (unsigned long long)n);
+        fprintf(stderr,
+                "kvbench ycsb: error: the cluster holds none of this run's %llu %s (%u looked for, "
+                "none there): it was never loaded, or loaded with other properties. Load it "
+                "first: kvbench ycsb load %s %s %s (and this run's other -p/-P)\n",
+                (unsigned long long)n, what, want, co->endpoints ? "--endpoints" : "--config",
+                co->endpoints ? co->endpoints : co->config, how);
+        return RDKV_ENOTFOUND;
+    }
+    if (found < want)
+        fprintf(stderr,
+                "kvbench ycsb: warning: only %u of %u %s looked for are on the cluster: it was "
+                "loaded with fewer than this run's %llu; reads of the missing ones will count as "
+                "NOT_FOUND\n",
+                found, want, what, (unsigned long long)n);
+    return 0;
+}
+
 int cmd_ycsb(int argc, char **argv)
 {
     struct drive_cli c;
@@ -144,7 +216,7 @@ int cmd_ycsb(int argc, char **argv)
         }
         if (drive_cli_opt(&c, "ycsb", argc, argv, &i)) continue;
         if (peer_cli_opt(&pc, argc, argv, &i)) continue;
-        if (!v) bench_usage_error("ycsb", "option '%s' needs a value (or is unknown)", o);
+        if (!v) bench_value_missing("ycsb", usage, o);
         if (!strcmp(o, "--workload")) {
         } else if (!strcmp(o, "-P")) {
             if (ycsb_props_file(&p, v, err, sizeof err)) bench_usage_error("ycsb", "%s", err);
@@ -212,6 +284,7 @@ int cmd_ycsb(int argc, char **argv)
         if (rc) fprintf(stderr, "kvbench ycsb: error: loading: %s\n", err);
         else ycsb_load_report(nload, accounts != 0, (double)(clock_now_ns() - t0) / 1e9, run, "rdkv");
     }
+    if (!rc && run && !load) rc = probe_loaded(&d, &c.o, &c.co, &p, accounts);
     struct wl_stats *total = malloc(sizeof *total);
     struct drive_sweep sweep = {0};
     if (!rc && run && !total) rc = RDKV_ENOMEM;
@@ -225,7 +298,7 @@ int cmd_ycsb(int argc, char **argv)
         char *check = NULL;
         int failed = 0;
         if (!rc && accounts) {
-            rc = drive_check(&d, &c.o, &failed, &check, err, sizeof err);
+            rc = drive_check(&d, &c.o, "kvbench ycsb", &failed, &check, err, sizeof err);
             if (rc) fprintf(stderr, "kvbench ycsb: error: %s\n", err);
         }
         struct ycsb_kv kv;
@@ -233,9 +306,10 @@ int cmd_ycsb(int argc, char **argv)
                      c.conflict ? c.conflict : "the nodes' (timeout unless set)",
                      "every operation is one serializable transaction; READ-MODIFY-WRITE is one "
                      "transaction");
+        bool missing = ycsb_kv_not_found(&kv, total, &p, accounts);
         if (!rc || wl_stats_ops(total)) drive_report(stdout, &c.o, total, kv.kv, check);
         free(check);
-        if (!rc && (drive_errors(total) || failed)) rc = RDKV_EIO;
+        if (!rc && (drive_errors(total) || failed || missing)) rc = RDKV_EIO;
         if (!rc) drive_sweep_add(&sweep, &c.o, total);
     }
     if (c.o.fmt == DRIVE_TEXT) drive_sweep_print(stdout, &sweep, &c.o);

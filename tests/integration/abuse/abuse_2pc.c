@@ -41,7 +41,8 @@ static struct node *srv(unsigned i) { return rdkv_node_server(C.node[i]); }
 static void key_on(unsigned node, const char *p, char *out, size_t cap)
 {
     for (unsigned i = 0; i < 100000; i++) {
-        snprintf(out, cap, "%s%u", p, i);
+        int w = snprintf(out, cap, "%s%u", p, i);
+        REQUIRE(w > 0 && (size_t)w < cap);
         if (tc_partition(&C, out, strlen(out)) == node) return;
     }
     REQUIRE(!"no key found");

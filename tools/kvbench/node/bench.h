@@ -1,8 +1,12 @@
-/* Benchmarks that run inside the nodes. kvbench asks every node, by RPC, to run worker threads
- * on its own fabric, so a worker's "local" lock is in its own arena and nodes share nothing but
- * the fabric. This header is the protocol (shared with kvbench) and the node side. */
-#ifndef RDKV_SERVER_BENCH_H
-#define RDKV_SERVER_BENCH_H
+/* kvbench's services inside the nodes: the lock, range and txn benchmarks and the workload
+ * service (embedded ycsb and tpcc workers, runner.h's protocol). kvbench asks every node, by RPC
+ * (the benchmark block of rdma/rpc_types.h), to run worker threads on its own fabric, so a
+ * worker's "local" lock is in its own arena and nodes share nothing but the fabric. This header
+ * is the protocol (shared with kvbench) and the node side. Only kvserver links the node side
+ * (tools/kvserver.c), and serves it when started with --bench; the server library and librdkv
+ * know nothing of it. */
+#ifndef RDKV_KVBENCH_NODE_BENCH_H
+#define RDKV_KVBENCH_NODE_BENCH_H
 
 #include "common/hist.h"
 #include "common/pack.h"
@@ -112,7 +116,16 @@ const char *bench_lock_req_check(const struct bench_lock_req *q);
 void bench_lock_res_add(struct bench_lock_res *dst, const struct bench_lock_res *r);
 void bench_lock_res_init(struct bench_lock_res *r);
 
-/* Registers the node-side handlers (kvserver calls it once); rs is the node's range-lock
+/* Every service on node n (kvserver --bench calls it once, before the node waits for its
+ * peers): 0, or a status with a one-line reason in err. */
+struct node;
+int bench_node_start(struct node *n, char *err, size_t errcap);
+/* Before the node stops: ends what runs (a workload run's workers hold sessions of the node) and
+ * waits up to wait_ns for the benchmarks' threads. false if one still runs: it uses the fabric
+ * (a peer died under it), so the caller must exit without freeing the node. */
+bool bench_node_stop(int64_t wait_ns);
+
+/* The lock benchmark's handlers (bench_node_start registers them); rs is the node's range-lock
  * service (kvbench range creates its spaces there). */
 struct range_server;
 void bench_register(struct fabric *f, struct range_server *rs);
@@ -121,7 +134,7 @@ void bench_register(struct fabric *f, struct range_server *rs);
 bool bench_shutdown(int64_t wait_ns);
 
 /* ------------------------------------------------------------------------------------------
- * kvbench range (server/bench_range.c): clients of a range-lock space, as threads inside nodes.
+ * kvbench range (tools/kvbench/node/bench_range.c): clients of a range-lock space, as threads inside nodes.
  *
  * KV_RPC_BENCH_RANGE_PREPARE (to the space's owner): a bench_range_space. Creates the space on
  *   the node's range_server (or finds it, if it exists with the same layout); answers the status
@@ -211,9 +224,9 @@ void bench_range_register(struct fabric *f, struct range_server *rs);
 bool bench_range_shutdown(int64_t wait_ns);
 
 /* ------------------------------------------------------------------------------------------
- * kvbench txn (server/bench_txn.c): transactions by worker threads inside a node. Keys are
- * "bench:%08u"; each node holds its first keys_per_node of them (every node computes the same
- * list).
+ * kvbench txn (tools/kvbench/node/bench_txn.c): transactions by worker threads inside a node.
+ * Keys are "bench:%08u"; each node holds its first keys_per_node of them (every node computes
+ * the same list).
  * KV_RPC_BENCH_TXN_LOAD: u32 keys_per_node, u32 value_size. Inserts this node's keys.
  * KV_RPC_BENCH_TXN_RUN: a bench_txn_req; answered at the end with a bench_txn_res. */
 enum bench_txn_kind {
@@ -256,5 +269,11 @@ void bench_txn_res_add(struct bench_txn_res *dst, const struct bench_txn_res *r)
 struct txn_env;
 void bench_txn_register(struct fabric *f, struct txn_env *e);
 bool bench_txn_shutdown(int64_t wait_ns);
+
+/* ------------------------------------------------------------------------------------------
+ * The workload service (wl_serve.c): KV_RPC_WL_* (tools/kvbench/runner.h has the protocol). */
+int wl_serve(struct node *n);
+/* Ends a run in progress (its workers hold sessions of the node) and refuses new ones. */
+void wl_serve_stop(void);
 
 #endif

@@ -1,10 +1,10 @@
-/* kvserver: one rdkv node. It maps and registers the node's arena, serves its partition, the
- * fabric (the soft NIC or verbs), transactions' RPCs, remote sessions and status, watches its
- * peers, and runs until SIGTERM or SIGINT, then exits cleanly. Bad configs, ports in use and
- * unreachable peers end it with a one-line error and exit 1. */
-#include "server/node.h"
+/* The kvserver daemon (server/daemon.h): one rdkv node in its own process. It maps and
+ * registers the node's arena, serves its partition, the fabric (the soft NIC or verbs),
+ * transactions' RPCs, remote sessions and status, watches its peers, and runs until SIGTERM or
+ * SIGINT, then exits cleanly. Bad configs, ports in use and unreachable peers end it with a
+ * one-line error and exit 1. */
+#include "server/daemon.h"
 #include "storage/wal.h"
-#include "tools/kvbench/runner.h"
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -33,7 +33,20 @@ static bool stop_pending(void *arg)
     return sigtimedwait(&sigs, NULL, &zero) > 0;
 }
 
-int main(int argc, char **argv)
+/* Stops the extra services, then the node. */
+static void stop_all(struct node *n, const struct daemon_services *svc, bool started)
+{
+    if (started && svc->stop && !svc->stop(10 * NS_PER_S)) {
+        /* a service's threads still use the fabric (a peer died under them): leave it to the
+         * kernel rather than free memory they are using */
+        log_error("%s did not stop; exiting without cleanup", svc->name);
+        fflush(NULL);
+        _exit(0);
+    }
+    node_stop(n);
+}
+
+int daemon_run(int argc, char **argv, const struct daemon_services *bench)
 {
     struct node_opts o;
     node_opts_init(&o);
@@ -60,29 +73,28 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
+    if (o.bench && !bench) {
+        fprintf(stderr, "kvserver: --bench: this program was built without kvbench's services\n");
+        return 2;
+    }
     struct node *n;
     if (node_start(&o, &n, err, sizeof err)) {
         fprintf(stderr, "kvserver: error: %s\n", err);
         return 1;
     }
     int rc = 0;
-    /* kvbench's drivers (YCSB, TPC-C) run their embedded workers here, on a node started for
-     * benchmarks only */
-    static const uint16_t wl_types[] = {KV_RPC_WL_LOAD, KV_RPC_WL_START, KV_RPC_WL_POLL,
-                                        KV_RPC_WL_STOP, KV_RPC_WL_CHECK};
-    if (!o.bench) {
-        for (size_t i = 0; i < sizeof wl_types / sizeof wl_types[0]; i++)
-            node_refuse_rpc(n, wl_types[i]);
-    } else if (wl_serve(n)) {
-        fprintf(stderr, "kvserver: error: cannot start the workload service\n");
-        node_stop(n);
+    /* kvbench's services (its lock, range and txn benchmarks, the embedded YCSB and TPC-C
+     * workers) on a node started for benchmarks only; any other node refuses the whole
+     * benchmark block of RPC types */
+    if (o.bench && bench->start(n, err, sizeof err)) {
+        fprintf(stderr, "kvserver: error: cannot start %s: %s\n", bench->name, err);
+        stop_all(n, bench, true);
         return 1;
     }
     if (o.peer_wait_ns > 0) {
         int w = node_wait_peers(n, o.peer_wait_ns, stop_pending, NULL, err, sizeof err);
         if (w == RDKV_ESHUTDOWN) {
-            wl_serve_stop();
-            node_stop(n);
+            stop_all(n, bench, o.bench);
             return 0;
         }
         if (w) {
@@ -114,7 +126,6 @@ int main(int argc, char **argv)
         while (sigwait(&sigs, &sig) != 0) {}
         fprintf(stderr, "kvserver: node %ld stopping (%s)\n", o.node, strsignal(sig));
     }
-    wl_serve_stop();
-    node_stop(n);
+    stop_all(n, bench, o.bench);
     return rc;
 }

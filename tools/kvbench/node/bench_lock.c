@@ -1,14 +1,13 @@
 /* The node side of kvbench lock: worker threads that acquire and release locks of the lock table
  * (chosen by locality) on the node's own fabric, and report their latency histogram and fabric
  * operation counts. One run at a time per node; a run answers its RPC when it ends. */
-#include "server/bench.h"
+#include "tools/kvbench/node/bench.h"
 
 #include "common/clock.h"
 #include "common/rng.h"
 #include "common/log.h"
 #include "common/task.h"
 #include "locks/lock.h"
-#include "server/proto.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -856,7 +855,7 @@ static void on_lock_try(struct fab_rpc_req *req, void *arg)
 
 void bench_register(struct fabric *f, struct range_server *rs)
 {
-    bench_range_register(f, rs); /* kvbench range: server/bench_range.c */
+    bench_range_register(f, rs); /* kvbench range: bench_range.c */
     fab_rpc_register(f, KV_RPC_BENCH_LOCK_PREPARE, on_lock_prepare, f, 0);
     fab_rpc_register(f, KV_RPC_BENCH_LOCK_RUN, on_lock_run, f, 0);
     fab_rpc_register(f, KV_RPC_BENCH_LOCK_HOLD, on_lock_hold, f, 0);

@@ -4,7 +4,7 @@
  * writer) -- on the node's own fabric, and report their latency histograms and fabric counts.
  * One run at a time per node; a run answers its RPC when it ends. Every field that comes over
  * the network is checked before it is used: a bad request gets RDKV_EINVAL or RDKV_EPROTO. */
-#include "server/bench.h"
+#include "tools/kvbench/node/bench.h"
 
 #include "common/clock.h"
 #include "common/rng.h"
@@ -12,7 +12,6 @@
 #include "common/task.h"
 #include "locks/lock.h"
 #include "locks/range/range.h"
-#include "server/proto.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,9 +1,8 @@
 /* kvbench txn, the node side: transactions run by worker threads inside the node, as embedded
  * sessions would (their own fabric context and locks), so that a "local" key is in the node's
  * own arena. Keys are "bench:%08u" for i = 0, 1, 2, ...; every node computes the same list and
- * so knows which keys live where without asking. Protocol in server/bench.h. */
-#include "server/bench.h"
-#include "server/proto.h"
+ * so knows which keys live where without asking. Protocol in tools/kvbench/node/bench.h. */
+#include "tools/kvbench/node/bench.h"
 #include "txn/txn.h"
 
 #include "common/clock.h"

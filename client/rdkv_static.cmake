@@ -1,0 +1,43 @@
+# Builds librdkv.a (CMakeLists.txt runs it with cmake -P): the layers' static libraries (PARTS,
+# ';'-separated) linked into one relocatable object with `ld -r`, every global symbol in it made
+# local except those librdkv.so (SHARED) exports, archived alone as OUT. So a program linked
+# statically sees the same API as one linked with the shared library, and none of rdkv's
+# internal names (clock_now_ns, log_error, ...) can clash with its own.
+foreach(v LD NM OBJCOPY AR RANLIB PARTS SHARED OUT WORK)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "rdkv_static.cmake: ${v} is not set")
+  endif()
+endforeach()
+set(obj "${WORK}/rdkv_all.o")
+execute_process(COMMAND "${LD}" -r -o "${obj}" --whole-archive ${PARTS} RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "ld -r failed")
+endif()
+execute_process(COMMAND "${NM}" -D --defined-only --format=posix "${SHARED}"
+                OUTPUT_VARIABLE syms RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "nm ${SHARED} failed")
+endif()
+string(REGEX MATCHALL "(^|\n)rdkv_[A-Za-z0-9_]+" names "${syms}")
+set(keep "")
+foreach(n ${names})
+  string(STRIP "${n}" n)
+  string(APPEND keep "${n}\n")
+endforeach()
+if(keep STREQUAL "")
+  message(FATAL_ERROR "${SHARED} exports no rdkv_ symbol")
+endif()
+file(WRITE "${WORK}/rdkv_exports.txt" "${keep}")
+execute_process(COMMAND "${OBJCOPY}" "--keep-global-symbols=${WORK}/rdkv_exports.txt" "${obj}"
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "objcopy failed")
+endif()
+file(REMOVE "${OUT}")
+execute_process(COMMAND "${AR}" qc "${OUT}" "${obj}" RESULT_VARIABLE rc)
+if(NOT rc)
+  execute_process(COMMAND "${RANLIB}" "${OUT}" RESULT_VARIABLE rc)
+endif()
+if(rc)
+  message(FATAL_ERROR "ar failed")
+endif()
