@@ -48,6 +48,7 @@ struct sconn {
     struct svc *svc;
     struct sconn *prev, *next;
     uint16_t peer;
+    uint64_t peer_inc; /* the caller's incarnation (its HELLO) */
     bool hello_done;
     uint8_t role;     /* WIRE_ROLE_*: what the handshake proved (claimed, on an --insecure node) */
     bool auth_wait;   /* HELLO answered with a challenge: the next frame must be AUTH */
@@ -76,6 +77,7 @@ struct fab_rpc_req {
     uint64_t id;
     uint16_t type;
     uint16_t src;
+    uint64_t src_inc; /* the caller's incarnation, from its HELLO */
     bool client;  /* arrived on a client-role connection */
     size_t len;
     uint8_t *data;
@@ -188,6 +190,7 @@ static void deliver_reply(struct svc *s, struct fab_rpc_req *r)
 const void *fab_rpc_data(const struct fab_rpc_req *req) { return req->data; }
 size_t fab_rpc_len(const struct fab_rpc_req *req) { return req->len; }
 uint16_t fab_rpc_src(const struct fab_rpc_req *req) { return req->src; }
+uint64_t fab_rpc_src_incarnation(const struct fab_rpc_req *req) { return req->src_inc; }
 bool fab_rpc_from_client(const struct fab_rpc_req *req) { return req->client; }
 uint64_t fab_rpc_conn(const struct fab_rpc_req *req) { return req->conn->id; }
 
@@ -307,6 +310,7 @@ static void dispatch_rpc(struct svc *s, struct sconn *sc, const struct wire_hdr 
     r->id = w.id;
     r->type = w.type;
     r->src = sc->peer;
+    r->src_inc = sc->peer_inc;
     r->client = sc->role == WIRE_ROLE_CLIENT;
     r->len = plen;
     r->data = (uint8_t *)(r + 1);
@@ -377,6 +381,7 @@ static void start_echo(struct svc *s, struct sconn *sc)
     e->ack.transport = (uint16_t)s->f->transport;
     e->ack.arena_size = s->f->arena_size;
     e->ack.cluster_fp = s->f->cc->fingerprint;
+    e->ack.incarnation = s->f->incarnation;
     /* Reap finished echo threads first. */
     for (struct echo_thread **pp = &s->echoes; *pp;) {
         struct echo_thread *x = *pp;
@@ -521,6 +526,7 @@ static void hello_accept(struct svc *s, struct sconn *sc, const struct wire_hell
     }
     sc->hello_done = true;
     sc->peer = hello->src_node;
+    sc->peer_inc = hello->incarnation;
     sc->role = hello->role;
     if (hello->kind == WIRE_KIND_ECHO) {
         sc->echo = true;
@@ -531,7 +537,8 @@ static void hello_accept(struct svc *s, struct sconn *sc, const struct wire_hell
         return;
     }
     struct wire_hello_ack ack = {.status = 0, .node = f->node, .transport = (uint16_t)f->transport,
-                                 .arena_size = f->arena_size, .cluster_fp = f->cc->fingerprint};
+                                 .arena_size = f->arena_size, .cluster_fp = f->cc->fingerprint,
+                                 .incarnation = f->incarnation};
     hello_answer(s, sc, &ack, NULL);
 }
 

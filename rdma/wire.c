@@ -46,6 +46,7 @@ void wire_put_hello(uint8_t *p, const struct wire_hello *h)
     put16(p + 14, 0);
     put64(p + 16, h->cluster_fp);
     memcpy(p + 24, h->nonce, WIRE_NONCE_SIZE);
+    put64(p + 24 + WIRE_NONCE_SIZE, h->incarnation);
 }
 
 int wire_get_hello(const struct wire_hdr *h, const uint8_t *b, struct wire_hello *o)
@@ -60,6 +61,7 @@ int wire_get_hello(const struct wire_hdr *h, const uint8_t *b, struct wire_hello
     o->flags = b[13];
     o->cluster_fp = get64(b + 16);
     memcpy(o->nonce, b + 24, WIRE_NONCE_SIZE);
+    o->incarnation = get64(b + 24 + WIRE_NONCE_SIZE);
     if (o->magic != WIRE_MAGIC) return RDKV_EPROTO;
     if (o->role != WIRE_ROLE_NODE && o->role != WIRE_ROLE_CLIENT) return RDKV_EPROTO;
     if (o->flags & ~WIRE_HELLO_F_AUTH) return RDKV_EPROTO;
@@ -103,6 +105,7 @@ void wire_put_hello_ack(uint8_t *p, const struct wire_hello_ack *a)
     put16(p + 6, a->transport);
     put64(p + 8, a->arena_size);
     put64(p + 16, a->cluster_fp);
+    put64(p + 24, a->incarnation);
 }
 
 int wire_get_hello_ack(const struct wire_hdr *h, const uint8_t *b, struct wire_hello_ack *o)
@@ -113,6 +116,7 @@ int wire_get_hello_ack(const struct wire_hdr *h, const uint8_t *b, struct wire_h
     o->transport = get16(b + 6);
     o->arena_size = get64(b + 8);
     o->cluster_fp = get64(b + 16);
+    o->incarnation = get64(b + 24);
     return 0;
 }
 

@@ -18,10 +18,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct node {
@@ -796,6 +798,46 @@ static void ckpt_stop(struct node *n)
 }
 
 /* Whether dir holds a redo log segment or a checkpoint: the partition's data. */
+/* This process's incarnation (fab_opts.incarnation), with a data directory: greater than the
+ * one of every earlier start from that directory -- the last is kept in its file "incarnation",
+ * made durable (written, synced, renamed, the directory synced) before the node talks to anyone
+ * -- and than the wall clock's microseconds, so that it also grows when the file is lost with
+ * the rest of the data (docs/transactions.md, "Incarnations"). */
+static int node_incarnation(const char *dir, uint64_t *out, char *err, size_t errcap)
+{
+    char path[PATH_MAX], tmp[PATH_MAX + 8];
+    snprintf(path, sizeof path, "%s/incarnation", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (mkdir(dir, 0700) && errno != EEXIST) {
+        snprintf(err, errcap, "cannot create %s: %s", dir, strerror(errno));
+        return RDKV_EIO;
+    }
+    uint64_t last = 0, now = clock_wall_us();
+    FILE *f = fopen(path, "r");
+    if (f) {
+        unsigned long long v;
+        if (fscanf(f, "%llu", &v) == 1) last = v;
+        fclose(f);
+    }
+    uint64_t inc = now > last ? now : last + 1;
+    char buf[32];
+    int len = snprintf(buf, sizeof buf, "%llu\n", (unsigned long long)inc);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    bool ok = fd >= 0 && write(fd, buf, (size_t)len) == len && fdatasync(fd) == 0;
+    if (fd >= 0 && close(fd)) ok = false;
+    ok = ok && rename(tmp, path) == 0;
+    int dfd = ok ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    ok = ok && dfd >= 0 && fsync(dfd) == 0;
+    if (dfd >= 0) close(dfd);
+    if (!ok) {
+        snprintf(err, errcap, "cannot record this start's incarnation in %s: %s", path,
+                 strerror(errno));
+        return RDKV_EIO;
+    }
+    *out = inc;
+    return 0;
+}
+
 static bool holds_data(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -922,14 +964,6 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         rc = RDKV_ENOMEM;
         goto fail;
     }
-    if ((rc = fab_open(&n->o.fab, &n->f, why, sizeof why))) {
-        snprintf(err, errcap, "%s", why);
-        goto fail;
-    }
-    if ((rc = store_open(n->f, &n->o.store, &n->st, why, sizeof why))) {
-        snprintf(err, errcap, "cannot open the store: %s", why);
-        goto fail;
-    }
     if (o->data_dir && !o->init && !holds_data(o->data_dir)) {
         /* A partition's data missing must never read as its keys being absent. */
         snprintf(err, errcap,
@@ -938,6 +972,16 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
                  "data is lost for good, start it once with --init (its keys then read as absent)",
                  o->data_dir, o->node);
         rc = RDKV_ENOTFOUND;
+        goto fail;
+    }
+    if (o->data_dir && (rc = node_incarnation(o->data_dir, &n->o.fab.incarnation, err, errcap)))
+        goto fail;
+    if ((rc = fab_open(&n->o.fab, &n->f, why, sizeof why))) {
+        snprintf(err, errcap, "%s", why);
+        goto fail;
+    }
+    if ((rc = store_open(n->f, &n->o.store, &n->st, why, sizeof why))) {
+        snprintf(err, errcap, "cannot open the store: %s", why);
         goto fail;
     }
     if (o->data_dir && (rc = wal_start(n, err, errcap))) goto fail;

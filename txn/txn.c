@@ -726,10 +726,7 @@ void txn_env_quiesce(struct txn_env *e)
 void txn_env_set_wal(struct txn_env *e, struct wal *w)
 {
     e->wal = w;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    uint64_t us = ((uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u) &
-                  ((1ull << 48) - 1);
+    uint64_t us = clock_wall_us() & ((1ull << 48) - 1);
     __atomic_store_n(&e->txseq, w ? (us ? us : 1) : 0, __ATOMIC_RELAXED);
     /* test hooks (durable_2pc): RDKV_TEST_FAULT=decision-exit@N, prepare-exit@N or
      * commit-exit@N makes node N _exit right after its next DECISION (as coordinator) or
