@@ -591,7 +591,7 @@ static bool pin_abandoned(struct lock_thread *t, const struct lock_abandoned *a,
     if (!a->inc) return true;
     uint16_t node = rptr_node(a->r.word);
     uint64_t now;
-    if (!fab_peer_incarnation(t->c, node, false, &now) && now != a->inc) return false;
+    if (!fab_peer_incarnation(t->c, node, false, &now) && now > a->inc) return false;
     unsigned n = fab_num_nodes(t->f);
     if (!t->pin && !(t->pin = calloc(n, sizeof *t->pin))) return true; /* (unpinned, as before) */
     memset(t->pin, 0, n * sizeof *t->pin);
@@ -615,7 +615,7 @@ void lock_thread_poll(struct lock_thread *t)
         int rc = a->r.ops->read(t, a->r.word, &v);
         uint64_t now_inc;
         if (rc && a->inc && !fab_peer_incarnation(t->c, rptr_node(a->r.word), false, &now_inc) &&
-            now_inc != a->inc) {
+            now_inc > a->inc) {
             done = true; /* (the read found the node restarted: the ticket went with it) */
         } else if (rc) {
             /* the word's node does not answer now (paused, restarting, down): try again later

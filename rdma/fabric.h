@@ -99,6 +99,10 @@ struct fab_opts {
      * the same node (a node with a data directory persists it); 0: the wall clock's microseconds
      * at fab_open, which is, as long as the clock does not go back. */
     uint64_t incarnation;
+    /* A node that must make its memory what it claims before anyone may touch it (a restart
+     * replays its log, then locks the rows of its in-doubt transactions): no connection is
+     * accepted until fab_serve -- peers find it unreachable meanwhile. */
+    bool serve_later;
 };
 
 /* conn_idle_ns's default: 10 minutes */
@@ -117,6 +121,8 @@ int fab_open(const struct fab_opts *o, struct fabric **out, char *err, size_t er
  * it got. Launchers bind nodes' sockets this way and hand them over with fab_opts.listen_fd. */
 int fab_listen(const char *host, uint16_t port, int *fd_out, uint16_t *port_out, char *err,
                size_t errcap);
+/* With fab_opts.serve_later: from now on the node accepts connections (once; no-op otherwise). */
+void fab_serve(struct fabric *f);
 /* Stops the service and RPC threads and frees everything. No fab_ctx may be in use, and RPC
  * handlers must have replied to every request they deferred. */
 void fab_close(struct fabric *f);

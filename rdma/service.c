@@ -103,6 +103,7 @@ struct svc {
     int wake_fd;
     uint64_t wake_buf;
     _Atomic bool stop;
+    _Atomic bool held; /* fab_opts.serve_later: no accept until fab_serve */
     struct sconn *conns;
     uint64_t next_conn_id;
     bool accept_armed;
@@ -952,11 +953,11 @@ static void *svc_main(void *arg)
     pthread_mutex_unlock(&s->mu);
     if (rc) return NULL;
 
-    arm_accept(s);
+    if (!atomic_load(&s->held)) arm_accept(s);
     arm_wake(s);
     arm_timer(s, &s->tick_ts, SVC_TICK_NS);
     while (!atomic_load(&s->stop)) {
-        if (!s->accept_armed && !s->accept_paused) arm_accept(s);
+        if (!s->accept_armed && !s->accept_paused && !atomic_load(&s->held)) arm_accept(s);
         int r = io_uring_submit_and_wait(&s->ring, 1);
         if (r < 0 && r != -EINTR && r != -ETIME && r != -EBUSY) {
             log_error("service loop: io_uring_submit_and_wait: %s", strerror(-r));
@@ -1028,6 +1029,15 @@ static void *svc_main(void *arg)
     return NULL;
 }
 
+void fab_serve(struct fabric *f)
+{
+    struct svc *s = f->svc;
+    if (!s || !atomic_exchange(&s->held, false)) return;
+    uint64_t one = 1; /* (the loop wakes up and arms the accept) */
+    ssize_t w = write(s->wake_fd, &one, sizeof one);
+    (void)w;
+}
+
 int svc_start(struct fabric *f, int listen_fd, char *err, size_t errcap)
 {
     struct svc *s = calloc(1, sizeof *s);
@@ -1040,6 +1050,7 @@ int svc_start(struct fabric *f, int listen_fd, char *err, size_t errcap)
                                                     : SVC_HELLO_TIMEOUT_DEFAULT;
     s->idle_ns = f->o.conn_idle_ns ? f->o.conn_idle_ns : FAB_CONN_IDLE_DEFAULT_NS;
     s->wake_fd = eventfd(0, EFD_CLOEXEC);
+    atomic_store(&s->held, f->o.serve_later);
     s->replies_tail = &s->replies;
     s->q_tail = &s->q_head;
     pthread_mutex_init(&s->mu, NULL);
