@@ -484,9 +484,10 @@ char *node_status_json(struct node *n)
             "\"version\":\"%s\",\"rows\":%llu,\"heap_bytes\":%llu,\"heap_used\":%llu,"
             "\"row_lock\":\"%s\",\"range_lock\":\"%s\",\"sessions\":%u,"
             "\"fence\":{\"refused\":%llu,\"late\":%llu,\"kept\":%llu,\"resolved\":%llu,"
-            "\"dropped\":%llu,\"pending\":%llu},"
+            "\"dropped\":%llu,\"pending\":%llu,\"stale\":%llu},"
             "\"prepared\":{\"kept\":%llu,\"bytes\":%llu,\"refused\":%llu,"
-            "\"indoubt_committed\":%llu,\"indoubt_dropped\":%llu},\"peers\":[",
+            "\"indoubt_committed\":%llu,\"indoubt_dropped\":%llu,\"holds_kept\":%llu,"
+            "\"holds_freed\":%llu},\"peers\":[",
             fab_node_id(f), me->host, me->port, fab_num_nodes(f),
             fab_transport_name(fab_transport_of(f)), (unsigned long long)fab_arena_size(f),
             (long long)(clock_now_ns() - n->start_ns), (long long)clock_process_cpu_ns(),
@@ -496,9 +497,11 @@ char *node_status_json(struct node *n)
             session_count(n->sessions), (unsigned long long)fs.refused,
             (unsigned long long)fs.late, (unsigned long long)fs.kept,
             (unsigned long long)fs.resolved, (unsigned long long)fs.dropped,
-            (unsigned long long)fs.pending, (unsigned long long)fs.prepared,
-            (unsigned long long)fs.prepared_bytes, (unsigned long long)fs.prepared_refused,
-            (unsigned long long)fs.indoubt_committed, (unsigned long long)fs.indoubt_dropped);
+            (unsigned long long)fs.pending, (unsigned long long)fs.stale,
+            (unsigned long long)fs.prepared, (unsigned long long)fs.prepared_bytes,
+            (unsigned long long)fs.prepared_refused, (unsigned long long)fs.indoubt_committed,
+            (unsigned long long)fs.indoubt_dropped, (unsigned long long)fs.kept_for,
+            (unsigned long long)fs.freed_for);
     for (unsigned i = 0; i < n->cc.n; i++) {
         const char *state = i == fab_node_id(f) ? "self"
                             : txn_env_is_down(n->txn, (uint16_t)i) ? "down"
@@ -976,6 +979,11 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
     }
     if (o->data_dir && (rc = node_incarnation(o->data_dir, &n->o.fab.incarnation, err, errcap)))
         goto fail;
+    /* Nobody touches this node's memory before it is what it claims: its log replayed, the rows
+     * of its in-doubt transactions locked, its handlers registered (fab_serve, at the end). A
+     * peer's one-sided lock or read would otherwise reach rows that are still being replayed or
+     * that a recovered transaction is about to lock, and commit over them (durable_torture). */
+    n->o.fab.serve_later = true;
     if ((rc = fab_open(&n->o.fab, &n->f, why, sizeof why))) {
         snprintf(err, errcap, "%s", why);
         goto fail;
@@ -1031,6 +1039,7 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         }
         n->watching = true;
     }
+    fab_serve(n->f);
     *out = n;
     return 0;
 fail:
