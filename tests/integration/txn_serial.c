@@ -256,10 +256,19 @@ static void registers_run(unsigned tasks)
     uint64_t committed_writes = 0;
     tw_hist_count(all, k, HIST_COMMITTED, &committed_writes);
     REQUIRE(tc_connect(&s.c, 2, NULL, &ses) == 0);
-    REQUIRE(rdkv_txn_begin(ses, &t) == 0);
-    CHECK_EQ(tw_reg_read_all(t, fin), 0);
-    CHECK_EQ(rdkv_txn_commit(t), 0);
-    rdkv_txn_free(t);
+    /* (an abort is retried, bounded: under wait-die and no-wait the final read can meet a
+     * ticket given up at the end of the run and not passed on yet; its zeros would otherwise
+     * go into the history as a committed read -- a G2 in 3 of 50 runs) */
+    int frc = RDKV_EABORTED;
+    for (int attempt = 0; attempt < 100 && frc == RDKV_EABORTED; attempt++) {
+        if (attempt) rdkv_sleep_us(10000);
+        REQUIRE(rdkv_txn_begin(ses, &t) == 0);
+        frc = tw_reg_read_all(t, fin);
+        if (!frc) frc = rdkv_txn_commit(t);
+        else rdkv_txn_abort(t);
+        rdkv_txn_free(t);
+    }
+    CHECK_EQ(frc, 0);
     rdkv_session_close(ses);
     all[k++] = (struct hist_txn){UINT64_MAX, HIST_COMMITTED, TW_NREG, fin};
 
