@@ -17,6 +17,15 @@ static inline int64_t clock_now_ns(void)
     return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
+/* The wall clock (CLOCK_REALTIME) in microseconds since 1970: for values that must grow across
+ * restarts of a process (txids, incarnations), never for deadlines. */
+static inline uint64_t clock_wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 static inline struct timespec clock_ts(int64_t ns)
 {
     struct timespec ts = {.tv_sec = ns / NS_PER_S, .tv_nsec = ns % NS_PER_S};

@@ -11,6 +11,7 @@
 #include "locks/ticket.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <string.h>
@@ -76,6 +77,20 @@ int lock_holds_x(const struct lock_algo *a, struct fabric *f, rptr line, uint16_
 {
     if (!fab_local(f, line)) return RDKV_EINVAL; /* the owner's check only */
     return a->holds_x ? a->holds_x(f, line, holder, token) : RDKV_ENOTSUP;
+}
+
+int lock_keep_x(const struct lock_algo *a, struct lock_thread *t, rptr line, uint16_t holder,
+                uint64_t token)
+{
+    if (!fab_local(t->f, line)) return RDKV_EINVAL;
+    return a->keep_x ? a->keep_x(t, line, holder, token) : RDKV_ENOTSUP;
+}
+
+int lock_release_x(const struct lock_algo *a, struct lock_thread *t, rptr line, uint16_t holder,
+                   uint64_t token)
+{
+    if (!fab_local(t->f, line)) return RDKV_EINVAL;
+    return a->release_x ? a->release_x(t, line, holder, token) : RDKV_ENOTSUP;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -147,6 +162,8 @@ void lock_thread_fini(struct lock_thread *t)
     if (t->abandoned) log_warn("lock thread %u goes with given-up tickets whose turn never came",
                                t->id);
     lock_thread_drop_abandoned(t);
+    free(t->pin);
+    t->pin = NULL;
     rptr region;
     if (fab_region(t->f, DESC_REGION, DESC_REGION_BYTES, LOCK_LINE, &region) == 0) {
         uint64_t *bits = fab_local(t->f, region);

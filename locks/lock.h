@@ -20,6 +20,7 @@
 enum lock_mode { LOCK_SHARED = 1, LOCK_EXCLUSIVE = 2, LOCK_UPDATE = 3 };
 
 struct lock_handle;
+struct lock_thread;
 
 struct lock_algo {
     const char *name;
@@ -45,6 +46,15 @@ struct lock_algo {
      * (lock_token of the holder's handle), taken by a thread of node `holder`. 1 held, 0 not,
      * RDKV_ENOTSUP when the lock cannot tell its holders apart (NULL: the same). */
     int (*holds_x)(struct fabric *f, rptr line, uint16_t holder, uint64_t token);
+    /* The owner taking care of such a hold for a holder that may be gone (the transaction
+     * layer's prepared writes: docs/transactions.md, "How an in-doubt transaction's rows stay
+     * locked"), with a thread t of the owner's node, while the hold is still there: keep_x shows
+     * the waiters that it lives, as its holder's lock_refresh would (so no lease recovery takes
+     * it); release_x releases it as its holder would -- only once the holder can never act on
+     * it again (its process is gone). 0; RDKV_ETIMEDOUT: the hold is not there (nothing done);
+     * RDKV_ENOTSUP (NULL: the same): the algorithm cannot. */
+    int (*keep_x)(struct lock_thread *t, rptr line, uint16_t holder, uint64_t token);
+    int (*release_x)(struct lock_thread *t, rptr line, uint16_t holder, uint64_t token);
     /* A held lock may be released by another thread of the same node (handle copied, h->t
      * pointed at that thread): no per-thread state (descriptors) is tied to the hold. */
     bool movable;
@@ -169,6 +179,8 @@ struct lock_thread {
     struct lock_stats stats;
     int64_t omega_ns;     /* dslr's poll unit once calibrated */
     struct lock_abandoned *abandoned;
+    uint64_t *pin;        /* a pin (rdma/fabric.h fab_pin) for passing a given-up ticket on at
+                             the incarnation it was taken in; allocated at the first use */
     uint64_t rng;
     const struct locktable *table; /* rma-mcs, rma-rw: where the locks' sites are */
 };
@@ -179,6 +191,7 @@ struct lock_thread {
  * ticket (locks/ticket.c keeps a table of these). */
 struct lock_stuck {
     rptr word;
+    uint64_t inc;  /* the incarnation of the word's node it was seen in (0: this node's own) */
     uint64_t n;    /* the serving counters (with liveness bits) it saw */
     int64_t since; /* when they were first seen so */
     int64_t left;  /* when it gave up */
@@ -252,6 +265,11 @@ int lock_refresh(struct lock_handle *h);
 /* The name of a hold, for the owner's holds_x check: what the algorithm knows the hold by
  * (a ticket lock's ticket word, spin's holder id, the trad manager's token). */
 static inline uint64_t lock_token(const struct lock_handle *h) { return h->aux; }
+/* algo->keep_x and algo->release_x, or RDKV_ENOTSUP where there are none (the owner's only). */
+int lock_keep_x(const struct lock_algo *a, struct lock_thread *t, rptr line, uint16_t holder,
+                uint64_t token);
+int lock_release_x(const struct lock_algo *a, struct lock_thread *t, rptr line, uint16_t holder,
+                   uint64_t token);
 /* algo->holds_x, or RDKV_ENOTSUP where there is none. */
 int lock_holds_x(const struct lock_algo *a, struct fabric *f, rptr line, uint16_t holder,
                  uint64_t token);

@@ -311,24 +311,57 @@ static bool recover_rc(struct lock_thread *t, struct member *m, uint64_t seen)
     return true;
 }
 
-/* Rule 6: orphaned marks. A remote member holds a ticket in RT for as long as it has a mark in
- * RC -- it takes the ticket before it raises (the fast path's chain runs in order), lowers and
- * unmarks before it serves or gives back the ticket, and a member that abandons leaves both for
- * recovery. So when RT shows no ticket outstanding (every counter served, no COUNT_MAX reset
- * pending) both before and after RC is read, every mark RC counts belongs to a member whose
- * ticket a reset took, which will never touch RC again (docs/locks.md): clear them all, raised
- * and waiting, with a CAS from the value read. Unlike rule 4 this needs no quiet period: it
- * holds at the first moment the remote cohort is idle, which under transactions' short lock
- * waits is what actually comes. Local threads only (plain loads of the row's own words). */
+/* Rule 6: orphaned marks, per class. A remote member holds a ticket of its class in RT for as
+ * long as it has a mark in RC -- it takes the ticket before it raises (the fast path's chain runs
+ * in order), lowers and unmarks before it serves or gives back the ticket, and a member that
+ * abandons leaves both for recovery -- and an X member's raised mark is in eX, an S member's in
+ * eS. So when RT shows no X ticket outstanding (n_X = max_X, no COUNT_MAX reset pending) both
+ * before and after RC is read, every eX mark RC counts belongs to a member whose ticket a reset
+ * or a pass-on took, which will never touch RC again (docs/locks.md): clear them with a CAS from
+ * the value read; the same for S and eS; and eW, whose marks are of either class, when neither
+ * class has a ticket out. Unlike rule 4 this needs no quiet period: it holds at the first moment
+ * the class is idle in the remote cohort, which comes between transactions even when RC is never
+ * still for two leases -- and for eX under a stream of remote readers, which take S tickets only
+ * (a dead writer's mark was held up for tens of seconds when this needed the whole cohort idle).
+ * Local threads only (plain loads of the row's own words). */
+#define RT_X_FIELDS (0xFFFFull << 48 | 0xFFFFull << 16) /* n_X, max_X (tk_dslr4) */
+#define RT_S_FIELDS (0xFFFFull << 32 | 0xFFFFull)       /* n_S, max_S */
+#define CW_X_BITS (0x1FFFull << 14)
+#define CW_S_BITS 0x3FFFull
+
+static uint64_t idle_classes(uint64_t rt)
+{
+    if (tk_pending_reset(&tk_dslr4, rt)) return 0;
+    uint64_t f = 0;
+    if (tk_get(&tk_dslr4, rt, tk_dslr4.n_sh[TK_X]) == tk_get(&tk_dslr4, rt, tk_dslr4.m_sh[TK_X]))
+        f |= RT_X_FIELDS;
+    if (tk_get(&tk_dslr4, rt, tk_dslr4.n_sh[TK_S]) == tk_get(&tk_dslr4, rt, tk_dslr4.m_sh[TK_S]))
+        f |= RT_S_FIELDS;
+    return f;
+}
+
+/* The marks of RC that the idle classes (RT fields f) leave no live owner for. */
+static uint64_t orphan_bits(uint64_t f)
+{
+    uint64_t b = 0;
+    if (f & RT_X_FIELDS) b |= CW_X_BITS;
+    if (f & RT_S_FIELDS) b |= CW_S_BITS;
+    if ((f & RT_X_FIELDS) && (f & RT_S_FIELDS)) b |= CW_W_BITS;
+    return b;
+}
+
 static bool clear_orphans(struct lock_thread *t, struct member *m)
 {
     uint64_t *lp = m->s.lp;
     uint64_t rt = __atomic_load_n(&lp[RW_RT / 8], __ATOMIC_SEQ_CST);
-    if (!tk_x_current(&tk_dslr4, rt, rt) || tk_pending_reset(&tk_dslr4, rt)) return false;
+    uint64_t f = idle_classes(rt), clear = orphan_bits(f);
+    if (!clear) return false;
     uint64_t rc = __atomic_load_n(&lp[RW_RC / 8], __ATOMIC_SEQ_CST);
-    if (!(rc & (CW_XS | CW_W_BITS))) return false;
-    if (__atomic_load_n(&lp[RW_RT / 8], __ATOMIC_SEQ_CST) != rt) return false;
-    uint64_t got, fresh = (rc & ~(CW_XS | CW_W_BITS)) + CW_ACTO;
+    if (!(rc & clear)) return false;
+    /* the classes cleared must not have moved meanwhile (a ticket taken, one served) */
+    uint64_t rt2 = __atomic_load_n(&lp[RW_RT / 8], __ATOMIC_SEQ_CST);
+    if (tk_pending_reset(&tk_dslr4, rt2) || ((rt ^ rt2) & f)) return false;
+    uint64_t got, fresh = (rc & ~clear) + CW_ACTO;
     if (fab_cas(t->c, rptr_add(m->s.line, RW_RC), rc, fresh, &got) || got != rc) return false;
     t->stats.resets++;
     return true;
@@ -730,6 +763,42 @@ static bool rw_quiet(const void *before, const void *after)
            cw_x(a[RW_LC / 8]) == 0;
 }
 
+/* The owner keeping a remote holder's X hold alive: one refresh of RC (actR), as the holder's
+ * rw_refresh would post, through this node's NIC (RC is a NIC word: a loopback FAA, like rules
+ * 4's and 6's CAS). A local holder lives in this process and has no lease. */
+static int rw_keep_x(struct lock_thread *t, rptr line, uint16_t holder, uint64_t token)
+{
+    if (!rw_holds_x(t->f, line, holder, token)) return RDKV_ETIMEDOUT;
+    if (holder == t->node) return 0;
+    return fab_faa(t->c, rptr_add(line, RW_RC), CW_ACTR, NULL);
+}
+
+/* ... and releasing it as the holder's rw_release would (R2, R3: lower the X mark, serve the X
+ * ticket, in one chain through this node's NIC; then the COUNT_MAX reset if the ticket crossed).
+ * Safe only while the hold is ours to release: it is still there (no judge took it -- the keeps
+ * keep rules 3 and 4 off it, and rule 6 leaves an X mark alone while its X ticket is out) and
+ * its holder will never touch it again (the caller's word). R1's hand-over of TURN and wait-die's
+ * age floor are left as they are: TURN only breaks ties, and a stale floor only costs deaths. */
+static int rw_release_x(struct lock_thread *t, rptr line, uint16_t holder, uint64_t token)
+{
+    if (holder == t->node) return RDKV_EINVAL; /* (a local holder releases its own) */
+    if (!rw_holds_x(t->f, line, holder, token)) return RDKV_ETIMEDOUT;
+    struct tk_req r = {.lay = &tk_dslr4,
+                       .ops = &tk_nic,
+                       .word = rptr_add(line, RW_RT),
+                       .cls = TK_X,
+                       .waits = (uint8_t)tk_waits_for(&tk_dslr4, TK_X),
+                       .k = 1,
+                       .max_k = 1,
+                       .allow_reset = true,
+                       .alive_mask = CW_REFRESHES};
+    tk_took(t, &r, token, clock_now_ns());
+    struct fab_op ops[2] = {fab_op_faa(rptr_add(line, RW_RC), CW_ACTO - CW_X),
+                            fab_op_faa(r.word, 1ull << tk_dslr4.n_sh[TK_X])};
+    int rc = fab_exec(t->c, ops, 2);
+    return rc ? rc : tk_overflow_reset(t, &r);
+}
+
 const struct lock_algo lock_rwlock = {
     .name = "rwlock",
     .recovers = true,
@@ -738,6 +807,8 @@ const struct lock_algo lock_rwlock = {
     .release = rw_release,
     .refresh = rw_refresh,
     .holds_x = rw_holds_x,
+    .keep_x = rw_keep_x,
+    .release_x = rw_release_x,
     .movable = true,
     .wait_die = true,
     .read_in_chain = true,

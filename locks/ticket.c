@@ -331,11 +331,25 @@ static struct stuck_slot *stuck_slot(const struct lock_thread *t, rptr word)
     return &stuck_tab[h >> 56];
 }
 
+/* Which process of its node a word of another node is, as this thread reaches it now: the
+ * incarnation its posts are pinned to, else the one its connection reaches; 0 for this node's
+ * own words, or when not known. An observation or a ticket of one incarnation means nothing in
+ * the next: its memory started afresh (docs/locks.md, "Restarted nodes"). */
+static uint64_t word_inc(const struct lock_thread *t, rptr word)
+{
+    uint16_t node = rptr_node(word);
+    if (node == t->node) return 0;
+    uint64_t inc = fab_pinned(t->c, node);
+    if (!inc && fab_peer_incarnation(t->c, node, false, &inc)) inc = 0;
+    return inc;
+}
+
 static bool stuck_get(const struct lock_thread *t, rptr word, struct lock_stuck *out)
 {
     struct stuck_slot *sl = stuck_slot(t, word);
+    uint64_t inc = word_inc(t, word);
     pthread_mutex_lock(&stuck_mu);
-    bool hit = sl->f == t->f && sl->s.word == word;
+    bool hit = sl->f == t->f && sl->s.word == word && sl->s.inc == inc;
     if (hit) *out = sl->s;
     pthread_mutex_unlock(&stuck_mu);
     return hit;
@@ -344,11 +358,14 @@ static bool stuck_get(const struct lock_thread *t, rptr word, struct lock_stuck 
 static void stuck_put(const struct lock_thread *t, const struct lock_stuck *st)
 {
     struct stuck_slot *sl = stuck_slot(t, st->word);
+    uint64_t inc = word_inc(t, st->word);
     pthread_mutex_lock(&stuck_mu);
     /* keep the longer observation of the same word and counters */
-    if (!(sl->f == t->f && sl->s.word == st->word && sl->s.n == st->n && sl->s.since < st->since)) {
+    if (!(sl->f == t->f && sl->s.word == st->word && sl->s.inc == inc && sl->s.n == st->n &&
+          sl->s.since < st->since)) {
         sl->f = t->f;
         sl->s = *st;
+        sl->s.inc = inc;
     } else {
         sl->s.left = st->left;
     }
@@ -541,6 +558,7 @@ int tk_pass_on(struct lock_thread *t, struct tk_req *r)
 struct lock_abandoned {
     struct lock_abandoned *next;
     struct tk_req r;
+    uint64_t inc; /* the incarnation of the word's node it was taken in (0: own, or unknown) */
     int64_t since;
 };
 
@@ -557,19 +575,49 @@ void tk_abandon(struct lock_thread *t, const struct tk_req *r)
     struct lock_abandoned *a = malloc(sizeof *a);
     if (!a) return; /* the lease-expiry reset recovers the ticket */
     a->r = *r;
+    a->inc = word_inc(t, r->word);
     a->since = clock_now_ns();
     a->next = t->abandoned;
     t->abandoned = a;
+}
+
+/* Pins t's posts to a's word's node to the incarnation a was taken in (*pinned, and the pin it
+ * replaced in *was, to restore); false when that process is gone: its ticket went with it. */
+static bool pin_abandoned(struct lock_thread *t, const struct lock_abandoned *a, uint64_t **was,
+                          bool *pinned)
+{
+    *was = NULL;
+    *pinned = false;
+    if (!a->inc) return true;
+    uint16_t node = rptr_node(a->r.word);
+    uint64_t now;
+    if (!fab_peer_incarnation(t->c, node, false, &now) && now > a->inc) return false;
+    unsigned n = fab_num_nodes(t->f);
+    if (!t->pin && !(t->pin = calloc(n, sizeof *t->pin))) return true; /* (unpinned, as before) */
+    memset(t->pin, 0, n * sizeof *t->pin);
+    t->pin[node] = a->inc;
+    *was = fab_pin(t->c, t->pin);
+    *pinned = true;
+    return true;
 }
 
 void lock_thread_poll(struct lock_thread *t)
 {
     for (struct lock_abandoned **pp = &t->abandoned; *pp;) {
         struct lock_abandoned *a = *pp;
-        uint64_t v;
-        bool done = true;
+        uint64_t v, *was;
+        bool done = true, pinned;
+        if (!pin_abandoned(t, a, &was, &pinned)) {
+            *pp = a->next; /* its node restarted: the ticket is gone with the old process */
+            free(a);
+            continue;
+        }
         int rc = a->r.ops->read(t, a->r.word, &v);
-        if (rc) {
+        uint64_t now_inc;
+        if (rc && a->inc && !fab_peer_incarnation(t->c, rptr_node(a->r.word), false, &now_inc) &&
+            now_inc > a->inc) {
+            done = true; /* (the read found the node restarted: the ticket went with it) */
+        } else if (rc) {
             /* the word's node does not answer now (paused, restarting, down): try again later
              * -- unless it has been long enough that a reset surely took the ticket */
             done = a->r.allow_reset && clock_now_ns() - a->since > ABANDON_KEEP_LEASES * lease_of(t);
@@ -585,6 +633,7 @@ void lock_thread_poll(struct lock_thread *t)
                 done = a->r.allow_reset && clock_now_ns() - a->since > ABANDON_KEEP_LEASES * lease_of(t);
             }
         }
+        if (pinned) fab_pin(t->c, was);
         if (done) {
             *pp = a->next;
             free(a);

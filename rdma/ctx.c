@@ -312,7 +312,7 @@ int fab_handshake(struct fabric *f, int fd, uint16_t node, uint16_t kind, int64_
 {
     struct wire_hello hello = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .kind = kind,
                                .src_node = f->node, .dst_node = node, .role = f->role,
-                               .cluster_fp = f->cc->fingerprint};
+                               .cluster_fp = f->cc->fingerprint, .incarnation = f->incarnation};
     if (f->o.endpoints_only) {
         hello.dst_node = FAB_NODE_ANY;
         hello.cluster_fp = 0;
@@ -447,6 +447,7 @@ int ctx_ep_up(struct fab_ctx *c, uint16_t node)
     c->pending_submit = true;
     ep->conn = &cc->c;
     ep->arena_size = ack.arena_size;
+    ep->inc = ack.incarnation;
     ep->state = EP_UP;
     ep->fail_streak = 0;
     return 0;
@@ -459,6 +460,41 @@ int fab_peer_arena_size(struct fab_ctx *c, uint16_t node, uint64_t *size)
     if (rc) return rc;
     *size = c->eps[node].arena_size;
     return 0;
+}
+
+int fab_peer_incarnation(struct fab_ctx *c, uint16_t node, bool connect, uint64_t *inc)
+{
+    if (node >= c->f->nnodes) return RDKV_EINVAL;
+    if (c->eps[node].state != EP_UP && !connect) return RDKV_EUNAVAILABLE;
+    int rc = ctx_ep_up(c, node);
+    if (rc) return rc;
+    *inc = c->eps[node].inc;
+    return 0;
+}
+
+uint64_t *fab_pin(struct fab_ctx *c, uint64_t *incs)
+{
+    struct fab_owner *o = owner_of(c, incs != NULL);
+    if (!o) return NULL;
+    uint64_t *was = o->pin;
+    o->pin = incs;
+    return was;
+}
+
+uint64_t fab_pinned(struct fab_ctx *c, uint16_t node)
+{
+    struct fab_owner *o = owner_of(c, false);
+    return o && o->pin && node < c->f->nnodes ? o->pin[node] : 0;
+}
+
+/* A post of owner o to node, whose endpoint is up: 0 when it may go (filling an empty pin), or
+ * RDKV_EUNAVAILABLE when o is pinned to another incarnation of node. */
+static int pin_check(struct fab_ctx *c, struct fab_owner *o, uint16_t node)
+{
+    if (!o->pin) return 0;
+    uint64_t inc = c->eps[node].inc;
+    if (!o->pin[node]) o->pin[node] = inc;
+    return o->pin[node] == inc ? 0 : RDKV_EUNAVAILABLE;
 }
 
 void ctx_fail_peer(struct fab_ctx *c, uint16_t node, int status)
@@ -568,6 +604,7 @@ static int post_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_
     c->eps[s->node].chains++;
     *slot_out = si;
     rc = ctx_ep_up(c, s->node);
+    if (rc == 0) rc = pin_check(c, me, s->node);
     if (rc == 0) {
         bool defer = in_task(c);
         rc = c->f->be->post(c, (unsigned)si, defer);
@@ -620,6 +657,7 @@ static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void 
     c->eps[node].rpcs++;
     *slot_out = si;
     int rc = ctx_ep_up(c, node);
+    if (rc == 0) rc = pin_check(c, me, node);
     if (rc == 0) {
         uint8_t *p = conn_reserve(c->eps[node].conn, WIRE_HDR_SIZE + WIRE_RPC_SIZE + len);
         if (!p) {

@@ -216,6 +216,9 @@ int fab_open(const struct fab_opts *o, struct fabric **out, char *err, size_t er
     f->node = o->node;
     f->nnodes = o->cluster->n;
     f->start_ns = clock_now_ns();
+    /* (0: the wall clock's microseconds -- later than any earlier process of this node had, as
+     * long as the clock does not go back; a node with a data directory passes its own) */
+    f->incarnation = o->incarnation ? o->incarnation : clock_wall_us();
     pthread_mutex_init(&f->region_lock, NULL);
     int listen_fd = o->listen_fd;
     int rc = open_credential(f, err, errcap);
@@ -302,6 +305,7 @@ void fab_close(struct fabric *f)
 }
 
 uint16_t fab_node_id(const struct fabric *f) { return f->node; }
+uint64_t fab_incarnation(const struct fabric *f) { return f->incarnation; }
 unsigned fab_num_nodes(const struct fabric *f) { return f->nnodes; }
 enum fab_transport fab_transport_of(const struct fabric *f) { return f->transport; }
 const struct cluster_config *fab_cluster(const struct fabric *f) { return f->cc; }

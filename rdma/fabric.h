@@ -95,6 +95,15 @@ struct fab_opts {
                                 refuses to open */
     bool client_role;        /* a client fabric proves the client key even when it holds the
                                 node key (remote sessions need no more) */
+    /* This process's incarnation: which life of the node it is, told to every peer in the
+     * handshake (fab_peer_incarnation). It must be greater than that of every earlier process of
+     * the same node (a node with a data directory persists it); 0: the wall clock's microseconds
+     * at fab_open, which is, as long as the clock does not go back. */
+    uint64_t incarnation;
+    /* A node that must make its memory what it claims before anyone may touch it (a restart
+     * replays its log, then locks the rows of its in-doubt transactions): no connection is
+     * accepted until fab_serve -- peers find it unreachable meanwhile. */
+    bool serve_later;
 };
 
 /* conn_idle_ns's default: 10 minutes */
@@ -113,11 +122,15 @@ int fab_open(const struct fab_opts *o, struct fabric **out, char *err, size_t er
  * it got. Launchers bind nodes' sockets this way and hand them over with fab_opts.listen_fd. */
 int fab_listen(const char *host, uint16_t port, int *fd_out, uint16_t *port_out, char *err,
                size_t errcap);
+/* With fab_opts.serve_later: from now on the node accepts connections (once; no-op otherwise). */
+void fab_serve(struct fabric *f);
 /* Stops the service and RPC threads and frees everything. No fab_ctx may be in use, and RPC
  * handlers must have replied to every request they deferred. */
 void fab_close(struct fabric *f);
 
 uint16_t fab_node_id(const struct fabric *f);
+/* This process's incarnation (fab_opts.incarnation, or the one fab_open chose). */
+uint64_t fab_incarnation(const struct fabric *f);
 unsigned fab_num_nodes(const struct fabric *f);
 enum fab_transport fab_transport_of(const struct fabric *f);
 const struct cluster_config *fab_cluster(const struct fabric *f);
@@ -352,5 +365,31 @@ int fab_echo_connect(struct fabric *f, uint16_t node, int64_t timeout_ns, int *f
 
 /* Information about the peer as learned at connection time (for tools and tests). */
 int fab_peer_arena_size(struct fab_ctx *c, uint16_t node, uint64_t *size);
+
+/* ---------------------------------------------------------------------------------------------
+ * Incarnations. A node that restarts is a new process whose memory knows nothing of the old
+ * one's: lock words start afresh, rows may sit elsewhere. A context reconnects to a restarted
+ * peer by itself (on the next post), so state built on operations that reached the old process
+ * -- held locks, tickets, cached row locations -- must not be acted on through the new one.
+ * Every connection learns its peer's incarnation in the handshake (fab_opts.incarnation;
+ * strictly greater for every later process of a node), and posts can be pinned to one.
+ *
+ * The incarnation of the peer process c's connection to node reaches: with connect, connecting
+ * first if there is no connection (RDKV_EUNAVAILABLE if that fails); without, RDKV_EUNAVAILABLE
+ * when c has no connection to node up now. A later post of c reaches this incarnation or a later
+ * one, never an earlier one. */
+int fab_peer_incarnation(struct fab_ctx *c, uint16_t node, bool connect, uint64_t *inc);
+/* Pins the calling task's posts on c (or, outside c's scheduler's tasks, c's thread's) to
+ * incarnations: incs[node] (an array of fab_num_nodes entries, owned by the caller, which must
+ * unpin before freeing it) names the incarnation every chain and RPC to node must reach; a post
+ * whose connection reaches another one completes with RDKV_EUNAVAILABLE without being sent. An
+ * entry 0 is filled with the incarnation the first post to that node reaches. NULL unpins.
+ * Returns the pin it replaces (NULL: none), so a nested use can restore it. */
+uint64_t *fab_pin(struct fab_ctx *c, uint64_t *incs);
+/* The incarnation the calling task's (or c's thread's) pin names for node: 0 when unpinned or
+ * not pinned yet. */
+uint64_t fab_pinned(struct fab_ctx *c, uint16_t node);
+/* In an RPC handler: the caller's incarnation, from its handshake. */
+uint64_t fab_rpc_src_incarnation(const struct fab_rpc_req *req);
 
 #endif

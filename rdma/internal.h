@@ -145,6 +145,7 @@ struct fabric {
     struct svc *svc;
     struct verbs_node *vn;        /* verbs backend: the node's device state */
     int64_t start_ns;
+    uint64_t incarnation;         /* this process's (fab_incarnation) */
     /* authentication */
     struct auth_keys keys;        /* what the secret file held (none: insecure, or a client
                                      without a credential) */
@@ -183,6 +184,7 @@ struct peer_ep {
     enum ep_state state;
     struct conn *conn;
     uint64_t arena_size;
+    uint64_t inc;          /* the peer's incarnation, from the connection's HELLO_ACK */
     int64_t retry_after;   /* after a failure, new posts fail at once until then */
     unsigned fail_streak;
     bool needs_reset;      /* soft: send WIRE_OP_RESET before the next request */
@@ -223,6 +225,7 @@ struct fab_owner {
     struct fab_counters *k;  /* its own counters (fab_task_counters), or NULL */
     unsigned inflight;       /* fab_post/fab_rpc_post slots not yet returned by poll/wait */
     unsigned queued;         /* of those, completed and in the completion queue */
+    uint64_t *pin;           /* fab_pin: the incarnation each node's posts must reach, or NULL */
 };
 
 /* A task waiting for some progress of its context (ctx.c, wait_until). */

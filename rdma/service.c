@@ -48,6 +48,7 @@ struct sconn {
     struct svc *svc;
     struct sconn *prev, *next;
     uint16_t peer;
+    uint64_t peer_inc; /* the caller's incarnation (its HELLO) */
     bool hello_done;
     uint8_t role;     /* WIRE_ROLE_*: what the handshake proved (claimed, on an --insecure node) */
     bool auth_wait;   /* HELLO answered with a challenge: the next frame must be AUTH */
@@ -86,6 +87,7 @@ struct fab_rpc_req {
     uint64_t id;
     uint16_t type;
     uint16_t src;
+    uint64_t src_inc; /* the caller's incarnation, from its HELLO */
     bool client;  /* arrived on a client-role connection */
     size_t len;
     uint8_t *data;
@@ -112,6 +114,7 @@ struct svc {
     int wake_fd;
     uint64_t wake_buf;
     _Atomic bool stop;
+    _Atomic bool held; /* fab_opts.serve_later: no accept until fab_serve */
     struct sconn *conns;
     uint64_t next_conn_id;
     bool accept_armed;
@@ -247,6 +250,7 @@ static bool reply_direct(struct sconn *sc, struct fab_rpc_req *r)
 const void *fab_rpc_data(const struct fab_rpc_req *req) { return req->data; }
 size_t fab_rpc_len(const struct fab_rpc_req *req) { return req->len; }
 uint16_t fab_rpc_src(const struct fab_rpc_req *req) { return req->src; }
+uint64_t fab_rpc_src_incarnation(const struct fab_rpc_req *req) { return req->src_inc; }
 bool fab_rpc_from_client(const struct fab_rpc_req *req) { return req->client; }
 uint64_t fab_rpc_conn(const struct fab_rpc_req *req) { return req->conn->id; }
 
@@ -379,6 +383,7 @@ static void dispatch_rpc(struct svc *s, struct sconn *sc, const struct wire_hdr 
     r->id = w.id;
     r->type = w.type;
     r->src = sc->peer;
+    r->src_inc = sc->peer_inc;
     r->client = sc->role == WIRE_ROLE_CLIENT;
     r->len = plen;
     r->data = (uint8_t *)(r + 1);
@@ -449,6 +454,7 @@ static void start_echo(struct svc *s, struct sconn *sc)
     e->ack.transport = (uint16_t)s->f->transport;
     e->ack.arena_size = s->f->arena_size;
     e->ack.cluster_fp = s->f->cc->fingerprint;
+    e->ack.incarnation = s->f->incarnation;
     /* Reap finished echo threads first. */
     for (struct echo_thread **pp = &s->echoes; *pp;) {
         struct echo_thread *x = *pp;
@@ -604,6 +610,7 @@ static void hello_accept(struct svc *s, struct sconn *sc, const struct wire_hell
     }
     sc->hello_done = true;
     sc->peer = hello->src_node;
+    sc->peer_inc = hello->incarnation;
     sc->role = hello->role;
     if (hello->kind == WIRE_KIND_ECHO) {
         sc->echo = true;
@@ -614,7 +621,8 @@ static void hello_accept(struct svc *s, struct sconn *sc, const struct wire_hell
         return;
     }
     struct wire_hello_ack ack = {.status = 0, .node = f->node, .transport = (uint16_t)f->transport,
-                                 .arena_size = f->arena_size, .cluster_fp = f->cc->fingerprint};
+                                 .arena_size = f->arena_size, .cluster_fp = f->cc->fingerprint,
+                                 .incarnation = f->incarnation};
     hello_answer(s, sc, &ack, NULL);
 }
 
@@ -1029,11 +1037,11 @@ static void *svc_main(void *arg)
     pthread_mutex_unlock(&s->mu);
     if (rc) return NULL;
 
-    arm_accept(s);
+    if (!atomic_load(&s->held)) arm_accept(s);
     arm_wake(s);
     arm_timer(s, &s->tick_ts, SVC_TICK_NS);
     while (!atomic_load(&s->stop)) {
-        if (!s->accept_armed && !s->accept_paused) arm_accept(s);
+        if (!s->accept_armed && !s->accept_paused && !atomic_load(&s->held)) arm_accept(s);
         int r = io_uring_submit_and_wait(&s->ring, 1);
         if (r < 0 && r != -EINTR && r != -ETIME && r != -EBUSY) {
             log_error("service loop: io_uring_submit_and_wait: %s", strerror(-r));
@@ -1103,6 +1111,15 @@ static void *svc_main(void *arg)
     return NULL;
 }
 
+void fab_serve(struct fabric *f)
+{
+    struct svc *s = f->svc;
+    if (!s || !atomic_exchange(&s->held, false)) return;
+    uint64_t one = 1; /* (the loop wakes up and arms the accept) */
+    ssize_t w = write(s->wake_fd, &one, sizeof one);
+    (void)w;
+}
+
 int svc_start(struct fabric *f, int listen_fd, char *err, size_t errcap)
 {
     struct svc *s = calloc(1, sizeof *s);
@@ -1115,6 +1132,7 @@ int svc_start(struct fabric *f, int listen_fd, char *err, size_t errcap)
                                                     : SVC_HELLO_TIMEOUT_DEFAULT;
     s->idle_ns = f->o.conn_idle_ns ? f->o.conn_idle_ns : FAB_CONN_IDLE_DEFAULT_NS;
     s->wake_fd = eventfd(0, EFD_CLOEXEC);
+    atomic_store(&s->held, f->o.serve_later);
     s->replies_tail = &s->replies;
     s->q_tail = &s->q_head;
     pthread_mutex_init(&s->mu, NULL);

@@ -40,6 +40,7 @@ void wire_put_hello(uint8_t *p, const struct wire_hello *h)
     pack_put_u16le(p + 14, 0);
     pack_put_u64le(p + 16, h->cluster_fp);
     memcpy(p + 24, h->nonce, WIRE_NONCE_SIZE);
+    pack_put_u64le(p + 24 + WIRE_NONCE_SIZE, h->incarnation);
 }
 
 int wire_get_hello(const struct wire_hdr *h, const uint8_t *b, struct wire_hello *o)
@@ -54,6 +55,7 @@ int wire_get_hello(const struct wire_hdr *h, const uint8_t *b, struct wire_hello
     o->flags = b[13];
     o->cluster_fp = pack_get_u64le(b + 16);
     memcpy(o->nonce, b + 24, WIRE_NONCE_SIZE);
+    o->incarnation = pack_get_u64le(b + 24 + WIRE_NONCE_SIZE);
     if (o->magic != WIRE_MAGIC) return RDKV_EPROTO;
     if (o->role != WIRE_ROLE_NODE && o->role != WIRE_ROLE_CLIENT) return RDKV_EPROTO;
     if (o->flags & ~WIRE_HELLO_F_AUTH) return RDKV_EPROTO;
@@ -97,6 +99,7 @@ void wire_put_hello_ack(uint8_t *p, const struct wire_hello_ack *a)
     pack_put_u16le(p + 6, a->transport);
     pack_put_u64le(p + 8, a->arena_size);
     pack_put_u64le(p + 16, a->cluster_fp);
+    pack_put_u64le(p + 24, a->incarnation);
 }
 
 int wire_get_hello_ack(const struct wire_hdr *h, const uint8_t *b, struct wire_hello_ack *o)
@@ -107,6 +110,7 @@ int wire_get_hello_ack(const struct wire_hdr *h, const uint8_t *b, struct wire_h
     o->transport = pack_get_u16le(b + 6);
     o->arena_size = pack_get_u64le(b + 8);
     o->cluster_fp = pack_get_u64le(b + 16);
+    o->incarnation = pack_get_u64le(b + 24);
     return 0;
 }
 

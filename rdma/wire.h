@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC 0x564b4452u /* "RDKV" */
-#define WIRE_VERSION 2 /* 2: HELLO carries a role and a nonce; AUTH_CHALLENGE and AUTH frames */
+#define WIRE_VERSION 3 /* 2: HELLO carries a role and a nonce; AUTH_CHALLENGE and AUTH frames;
+                          3: HELLO and HELLO_ACK carry their side's incarnation */
 
 /* Every frame a connection sends before it is authenticated (HELLO and whatever the handshake
  * adds) has a body of at most this many bytes: until then the receiver refuses any longer frame
@@ -59,7 +60,7 @@ enum wire_role {
     WIRE_ROLE_CLIENT = 2, /* proves the client key: the session protocol only */
 };
 
-#define WIRE_HELLO_SIZE 56
+#define WIRE_HELLO_SIZE 64
 struct wire_hello {
     uint32_t magic;
     uint16_t version;
@@ -70,15 +71,17 @@ struct wire_hello {
     uint8_t flags;         /* WIRE_HELLO_F_* */
     uint64_t cluster_fp;   /* 0: do not check */
     uint8_t nonce[WIRE_NONCE_SIZE]; /* the caller's fresh random nonce (with WIRE_HELLO_F_AUTH) */
+    uint64_t incarnation;  /* the caller's process (fab_incarnation; a client's too) */
 };
 
-#define WIRE_HELLO_ACK_SIZE 24
+#define WIRE_HELLO_ACK_SIZE 32
 struct wire_hello_ack {
     int32_t status;
     uint16_t node;
     uint16_t transport;
     uint64_t arena_size;
     uint64_t cluster_fp;
+    uint64_t incarnation; /* the node's process (fab_incarnation): which life of the node answers */
 };
 
 #define WIRE_CHALLENGE_SIZE 64

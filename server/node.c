@@ -17,10 +17,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct node {
@@ -481,9 +483,10 @@ char *node_status_json(struct node *n)
             "\"version\":\"%s\",\"rows\":%llu,\"heap_bytes\":%llu,\"heap_used\":%llu,"
             "\"row_lock\":\"%s\",\"range_lock\":\"%s\",\"sessions\":%u,"
             "\"fence\":{\"refused\":%llu,\"late\":%llu,\"kept\":%llu,\"resolved\":%llu,"
-            "\"dropped\":%llu,\"pending\":%llu},"
+            "\"dropped\":%llu,\"pending\":%llu,\"stale\":%llu},"
             "\"prepared\":{\"kept\":%llu,\"bytes\":%llu,\"refused\":%llu,"
-            "\"indoubt_committed\":%llu,\"indoubt_dropped\":%llu},\"peers\":[",
+            "\"indoubt_committed\":%llu,\"indoubt_dropped\":%llu,\"holds_kept\":%llu,"
+            "\"holds_freed\":%llu},\"peers\":[",
             fab_node_id(f), me->host, me->port, fab_num_nodes(f),
             fab_transport_name(fab_transport_of(f)), (unsigned long long)fab_arena_size(f),
             (long long)(clock_now_ns() - n->start_ns), (long long)clock_process_cpu_ns(),
@@ -493,9 +496,11 @@ char *node_status_json(struct node *n)
             session_count(n->sessions), (unsigned long long)fs.refused,
             (unsigned long long)fs.late, (unsigned long long)fs.kept,
             (unsigned long long)fs.resolved, (unsigned long long)fs.dropped,
-            (unsigned long long)fs.pending, (unsigned long long)fs.prepared,
-            (unsigned long long)fs.prepared_bytes, (unsigned long long)fs.prepared_refused,
-            (unsigned long long)fs.indoubt_committed, (unsigned long long)fs.indoubt_dropped);
+            (unsigned long long)fs.pending, (unsigned long long)fs.stale,
+            (unsigned long long)fs.prepared, (unsigned long long)fs.prepared_bytes,
+            (unsigned long long)fs.prepared_refused, (unsigned long long)fs.indoubt_committed,
+            (unsigned long long)fs.indoubt_dropped, (unsigned long long)fs.kept_for,
+            (unsigned long long)fs.freed_for);
     for (unsigned i = 0; i < n->cc.n; i++) {
         const char *state = i == fab_node_id(f) ? "self"
                             : txn_env_is_down(n->txn, (uint16_t)i) ? "down"
@@ -795,6 +800,46 @@ static void ckpt_stop(struct node *n)
 }
 
 /* Whether dir holds a redo log segment or a checkpoint: the partition's data. */
+/* This process's incarnation (fab_opts.incarnation), with a data directory: greater than the
+ * one of every earlier start from that directory -- the last is kept in its file "incarnation",
+ * made durable (written, synced, renamed, the directory synced) before the node talks to anyone
+ * -- and than the wall clock's microseconds, so that it also grows when the file is lost with
+ * the rest of the data (docs/transactions.md, "Incarnations"). */
+static int node_incarnation(const char *dir, uint64_t *out, char *err, size_t errcap)
+{
+    char path[PATH_MAX], tmp[PATH_MAX + 8];
+    snprintf(path, sizeof path, "%s/incarnation", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (mkdir(dir, 0700) && errno != EEXIST) {
+        snprintf(err, errcap, "cannot create %s: %s", dir, strerror(errno));
+        return RDKV_EIO;
+    }
+    uint64_t last = 0, now = clock_wall_us();
+    FILE *f = fopen(path, "r");
+    if (f) {
+        unsigned long long v;
+        if (fscanf(f, "%llu", &v) == 1) last = v;
+        fclose(f);
+    }
+    uint64_t inc = now > last ? now : last + 1;
+    char buf[32];
+    int len = snprintf(buf, sizeof buf, "%llu\n", (unsigned long long)inc);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    bool ok = fd >= 0 && write(fd, buf, (size_t)len) == len && fdatasync(fd) == 0;
+    if (fd >= 0 && close(fd)) ok = false;
+    ok = ok && rename(tmp, path) == 0;
+    int dfd = ok ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    ok = ok && dfd >= 0 && fsync(dfd) == 0;
+    if (dfd >= 0) close(dfd);
+    if (!ok) {
+        snprintf(err, errcap, "cannot record this start's incarnation in %s: %s", path,
+                 strerror(errno));
+        return RDKV_EIO;
+    }
+    *out = inc;
+    return 0;
+}
+
 static bool holds_data(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -921,14 +966,6 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         rc = RDKV_ENOMEM;
         goto fail;
     }
-    if ((rc = fab_open(&n->o.fab, &n->f, why, sizeof why))) {
-        snprintf(err, errcap, "%s", why);
-        goto fail;
-    }
-    if ((rc = store_open(n->f, &n->o.store, &n->st, why, sizeof why))) {
-        snprintf(err, errcap, "cannot open the store: %s", why);
-        goto fail;
-    }
     if (o->data_dir && !o->init && !holds_data(o->data_dir)) {
         /* A partition's data missing must never read as its keys being absent. */
         snprintf(err, errcap,
@@ -937,6 +974,21 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
                  "data is lost for good, start it once with --init (its keys then read as absent)",
                  o->data_dir, o->node);
         rc = RDKV_ENOTFOUND;
+        goto fail;
+    }
+    if (o->data_dir && (rc = node_incarnation(o->data_dir, &n->o.fab.incarnation, err, errcap)))
+        goto fail;
+    /* Nobody touches this node's memory before it is what it claims: its log replayed, the rows
+     * of its in-doubt transactions locked, its handlers registered (fab_serve, at the end). A
+     * peer's one-sided lock or read would otherwise reach rows that are still being replayed or
+     * that a recovered transaction is about to lock, and commit over them (durable_torture). */
+    n->o.fab.serve_later = true;
+    if ((rc = fab_open(&n->o.fab, &n->f, why, sizeof why))) {
+        snprintf(err, errcap, "%s", why);
+        goto fail;
+    }
+    if ((rc = store_open(n->f, &n->o.store, &n->st, why, sizeof why))) {
+        snprintf(err, errcap, "cannot open the store: %s", why);
         goto fail;
     }
     if (o->data_dir && (rc = wal_start(n, err, errcap))) goto fail;
@@ -980,6 +1032,7 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         }
         n->watching = true;
     }
+    fab_serve(n->f);
     *out = n;
     return 0;
 fail:

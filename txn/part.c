@@ -23,11 +23,12 @@
 #include <string.h>
 #include <unistd.h>
 
-void txn_wops_pack(struct pack_w *w, uint64_t txid, uint16_t coord, const struct wop *ops,
-                   uint32_t n)
+void txn_wops_pack(struct pack_w *w, uint64_t txid, uint16_t coord, uint64_t inc,
+                   const struct wop *ops, uint32_t n)
 {
     pack_u64(w, txid);
     pack_u16(w, coord);
+    pack_u64(w, inc);
     pack_u32(w, n);
     for (uint32_t i = 0; i < n; i++) {
         pack_u8(w, ops[i].kind);
@@ -45,12 +46,14 @@ void txn_wops_pack(struct pack_w *w, uint64_t txid, uint16_t coord, const struct
 }
 
 int txn_wops_unpack(const void *p, size_t len, uint32_t key_max, uint32_t value_max,
-                    uint64_t *txid, uint16_t *coord, struct wop **out, uint32_t *nout)
+                    uint64_t *txid, uint16_t *coord, uint64_t *inc, struct wop **out,
+                    uint32_t *nout)
 {
     struct pack_r r;
     pack_r_init(&r, p, len);
     *txid = unpack_u64(&r);
     *coord = unpack_u16(&r);
+    *inc = unpack_u64(&r);
     uint32_t n = unpack_u32(&r);
     /* every op takes at least TXN_WOP_MIN bytes: a count beyond that is a lie */
     if (r.err || n == 0 || n > (len - r.at) / TXN_WOP_MIN) return RDKV_EPROTO;
@@ -377,6 +380,70 @@ static struct prepared *take_first(struct txn_env *e, bool by_coord, uint64_t ke
 struct prepared *part_take(struct txn_env *e, uint64_t txid) { return take_first(e, false, txid); }
 
 /* ------------------------------------------------------------------------------------------ */
+/* A prepared transaction's rows stay locked by its coordinator's holds until its outcome is
+ * installed here, however long that takes and whether or not the coordinator lives: the
+ * in-doubt thread keeps the holds alive for it (lock_keep_x, range_server_keep) from an eighth of
+ * a lease after the PREPARE on, every quarter lease, so no lease recovery ever takes them; and
+ * once the outcome is settled by a later incarnation of the coordinator (its restarted process
+ * delivered the COMMIT, or answered the in-doubt query) -- so the process that took the holds is
+ * gone and will never release them -- this node releases them for it. docs/transactions.md,
+ * "How an in-doubt transaction's rows stay locked". */
+
+/* p's coordinator's holds here (malloc'd; NULL for no memory). */
+static struct held *held_of(const struct prepared *p)
+{
+    struct held *h = malloc(sizeof *h + (p->n ? p->n : 1) * sizeof h->ops[0]);
+    if (!h) return NULL;
+    h->next = NULL;
+    h->txid = p->txid;
+    h->coord = p->coord;
+    h->n = p->n;
+    for (uint32_t i = 0; i < p->n; i++)
+        h->ops[i] = (struct held_op){p->ops[i].kind, p->ops[i].row, p->ops[i].lock_tok,
+                                     p->ops[i].range_tok};
+    return h;
+}
+
+/* Keeps (or, release, releases) h's holds, on the in-doubt thread (e->ilt). A hold no longer
+ * there is left alone: its coordinator released it (it settled the transaction itself). */
+static void holds_do(struct txn_env *e, const struct held *h, bool release)
+{
+    for (uint32_t i = 0; i < h->n; i++) {
+        const struct held_op *o = &h->ops[i];
+        int rc = RDKV_ENOTSUP;
+        if (o->kind != WOP_INSERT && e->ilt)
+            rc = release ? lock_release_x(e->row, e->ilt, o->row, h->coord, o->lock_tok)
+                         : lock_keep_x(e->row, e->ilt, o->row, h->coord, o->lock_tok);
+        if (o->kind != WOP_UPDATE) {
+            int r2 = release ? range_server_release(e->rs, TXN_RANGE_SPACE, o->range_tok)
+                             : range_server_keep(e->rs, TXN_RANGE_SPACE, o->range_tok);
+            if (rc == RDKV_ENOTSUP) rc = r2;
+        }
+        if (rc == 0) __atomic_add_fetch(release ? &e->fst.freed_for : &e->fst.kept_for, 1,
+                                        __ATOMIC_RELAXED);
+    }
+}
+
+/* After p was settled on the word of node p->coord's incarnation `by` (0: unknown): when that is
+ * not the process that took p's holds, that one is gone -- hand the holds to the in-doubt thread,
+ * which releases them (h: held_of(p), taken before p was freed; consumed). */
+static void release_if_gone(struct txn_env *e, struct held *h, uint64_t coord_inc, uint64_t by)
+{
+    if (!h) return;
+    if (by <= coord_inc) {
+        free(h); /* (its coordinator lives, and releases them itself once answered) */
+        return;
+    }
+    log_warn("txn %llx: settled by a later process of its coordinator, node %u: releasing the "
+             "locks its earlier one held here", (unsigned long long)h->txid, h->coord);
+    pthread_mutex_lock(&e->pmu);
+    h->next = e->releases;
+    e->releases = h;
+    pthread_mutex_unlock(&e->pmu);
+    txn_indoubt_kick(e);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Late requests. A request of a transaction counts as in progress from the moment the handler
  * knows its txid until it is done; a coordinator that got no answer asks TXN_RPC_RESOLVE, which
  * is answered only when none of the transaction's requests is in progress, and leaves a
@@ -452,6 +519,9 @@ void txn_env_fence_stats(struct txn_env *e, struct txn_fence_stats *out)
     out->resolved = __atomic_load_n(&e->fst.resolved, __ATOMIC_RELAXED);
     out->dropped = __atomic_load_n(&e->fst.dropped, __ATOMIC_RELAXED);
     out->pending = __atomic_load_n(&e->fst.pending, __ATOMIC_RELAXED);
+    out->stale = __atomic_load_n(&e->fst.stale, __ATOMIC_RELAXED);
+    out->kept_for = __atomic_load_n(&e->fst.kept_for, __ATOMIC_RELAXED);
+    out->freed_for = __atomic_load_n(&e->fst.freed_for, __ATOMIC_RELAXED);
     pthread_mutex_lock(&e->pmu);
     out->prepared = e->prep_kept;
     out->prepared_bytes = e->prep_bytes;
@@ -533,6 +603,30 @@ static bool from_coordinator(const struct txn_env *e, uint16_t src, uint64_t txi
     return src != FAB_NODE_CLIENT && src < e->n && src == txn_txid_node(txid);
 }
 
+/* A PREPARE or APPLY whose coordinator's locks were taken from another incarnation of this node
+ * (docs/transactions.md, "Incarnations"): refused with RDKV_EABORTED (nothing was staged: the
+ * coordinator aborts, and its client may retry), counted, and said in the log at most once a
+ * second. */
+static int stale_request(struct txn_env *e, const char *what, uint64_t txid, uint64_t inc)
+{
+    static int64_t last_ns;
+    static unsigned quiet;
+    __atomic_add_fetch(&e->fst.stale, 1, __ATOMIC_RELAXED);
+    int64_t now = clock_now_ns(), last = __atomic_load_n(&last_ns, __ATOMIC_RELAXED);
+    if (now - last >= NS_PER_S &&
+        __atomic_compare_exchange_n(&last_ns, &last, now, false, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED)) {
+        unsigned q = __atomic_exchange_n(&quiet, 0, __ATOMIC_RELAXED);
+        log_warn("refused the %s of txn %llx: its locks here were taken from incarnation %llu of "
+                 "this node, which is %llu (%u more refused in the last second)", what,
+                 (unsigned long long)txid, (unsigned long long)inc,
+                 (unsigned long long)fab_incarnation(e->f), q);
+    } else {
+        __atomic_add_fetch(&quiet, 1, __ATOMIC_RELAXED);
+    }
+    return RDKV_EABORTED;
+}
+
 /* Counts a PREPARE of `len` request bytes from coord against the caps: 0 or RDKV_EBUSY. */
 static int charge(struct txn_env *e, uint16_t coord, size_t len)
 {
@@ -566,18 +660,25 @@ static int decode_and_prepare(struct txn_env *e, struct fab_rpc_req *req, struct
     void *bytes = malloc(len ? len : 1);
     if (!bytes) return RDKV_ENOMEM;
     memcpy(bytes, fab_rpc_data(req), len);
-    uint64_t txid;
+    uint64_t txid, inc;
     uint16_t coord;
     struct wop *ops;
     uint32_t n;
     int rc = txn_wops_unpack(bytes, len, store_key_max(e->st), store_value_max(e->st), &txid,
-                             &coord, &ops, &n);
+                             &coord, &inc, &ops, &n);
     /* Only the coordinator that the txid names sends its writes, and it names itself: the
      * fabric authenticates nodes, so nobody else can install anything here. */
     uint16_t src = fab_rpc_src(req);
     if (!rc && (coord != txn_txid_node(txid) || !from_coordinator(e, src, txid))) {
         free(ops);
         rc = not_coordinator(keep ? "PREPARE" : "APPLY", src, txid);
+    }
+    /* Its locks and reads reached this node's process (inc), not an earlier one: the lock words
+     * of an earlier process are gone with it, and this one's started afresh, where a hold of the
+     * same name can be someone else's. Refused before anything is staged or voted. */
+    if (!rc && inc != fab_incarnation(e->f)) {
+        free(ops);
+        rc = stale_request(e, keep ? "PREPARE" : "APPLY", txid, inc);
     }
     if (!rc && keep && (rc = charge(e, coord, len))) free(ops);
     if (!rc && (rc = part_begin(e, txid, ip))) {
@@ -599,8 +700,11 @@ static int decode_and_prepare(struct txn_env *e, struct fab_rpc_req *req, struct
         } else {
             (*out)->charge = len;
             (*out)->next_ask = clock_now_ns() + e->cfg.indoubt_ns;
+            /* before its coordinator's leases could run out (part_indoubt_step) */
+            (*out)->next_keep = clock_now_ns() + e->cfg.lease_ns / 8;
         }
     }
+    if (!rc) (*out)->coord_inc = fab_rpc_src_incarnation(req);
     return rc;
 }
 
@@ -699,9 +803,15 @@ static void decide(struct fab_rpc_req *req, struct txn_env *e, bool commit)
         log_warn("test hook: exiting at the COMMIT of txn %llx", (unsigned long long)txid);
         _exit(9);
     }
+    struct held *h = p && p->charge ? held_of(p) : NULL;
+    uint64_t coord_inc = p ? p->coord_inc : 0;
     int rc = p                                              ? finish(e, p, commit, &ip)
              : commit && !indoubt_committed(e, txid) ? RDKV_ENOTFOUND
                                                       : 0;
+    if (rc == RDKV_EABORTED && commit)
+        log_error("txn %llx: its COMMIT was refused here: a lock of its coordinator was gone "
+                  "(the outcome is partial)", (unsigned long long)txid);
+    release_if_gone(e, h, coord_inc, fab_rpc_src_incarnation(req));
     fab_rpc_reply(req, rc, NULL, 0);
 }
 
@@ -741,9 +851,12 @@ static void on_resolve(struct fab_rpc_req *req, void *arg)
     tomb_add(e, txid);
     pthread_mutex_unlock(&e->pmu);
     if (p) {
+        struct held *h = p->charge ? held_of(p) : NULL;
+        uint64_t coord_inc = p->coord_inc;
         int rc = finish(e, p, decision == TXN_RESOLVE_COMMIT, &ip);
         if (rc) log_warn("txn %llx: its commit here was refused: the coordinator's locks were "
                          "gone", (unsigned long long)txid);
+        release_if_gone(e, h, coord_inc, fab_rpc_src_incarnation(req));
     }
     fab_rpc_reply(req, 0, NULL, 0);
 }
@@ -789,10 +902,22 @@ int64_t part_indoubt_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
     int64_t next = INT64_MAX, again = e->cfg.indoubt_ns / 4 > NS_PER_MS ? e->cfg.indoubt_ns / 4
                                                                         : NS_PER_MS;
     pthread_mutex_lock(&e->pmu);
+    struct held *rel = e->releases, *keep = NULL;
+    e->releases = NULL;
     struct prepared *refresh[INDOUBT_BATCH];
-    unsigned nref = 0;
+    unsigned nref = 0, nkeep = 0;
     for (struct prepared *p = e->prep; p; p = p->next) {
         if (!p->charge && !p->rt) continue; /* (this node's own, being committed right now) */
+        if (p->charge && p->coord != e->me && p->next_keep <= now && nkeep < INDOUBT_BATCH) {
+            struct held *h = held_of(p); /* (copied: a COMMIT may take p meanwhile) */
+            if (h) {
+                h->next = keep;
+                keep = h;
+                nkeep++;
+            }
+            p->next_keep = now + e->cfg.lease_ns / 4;
+        }
+        if (p->charge && p->next_keep < next) next = p->next_keep;
         if (p->next_ask <= now && n < INDOUBT_BATCH) {
             /* (a coordinator declared down is not asked: txn_env_peer_lost aborts its
              * PREPAREs, or it answers once it is up again) */
@@ -811,6 +936,18 @@ int64_t part_indoubt_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
     e->indoubt_armed = next != INT64_MAX; /* else the next PREPARE kept wakes the thread */
     pthread_mutex_unlock(&e->pmu);
     for (unsigned i = 0; i < nref; i++) txn_recovered_refresh(refresh[i]);
+    while (keep) {
+        struct held *h = keep;
+        keep = h->next;
+        holds_do(e, h, false);
+        free(h);
+    }
+    while (rel) {
+        struct held *h = rel;
+        rel = h->next;
+        holds_do(e, h, true);
+        free(h);
+    }
     for (unsigned i = 0; i < n; i++) {
         struct fab_buf resp = {0};
         int rc = txn_call_txid(c, coord[i], TXN_RPC_QUERY, ask[i], &resp);
@@ -834,24 +971,29 @@ int64_t part_indoubt_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
             }
             continue;
         }
+        uint64_t by = 0; /* which process of the coordinator answered */
+        if (fab_peer_incarnation(c, coord[i], false, &by)) by = 0;
         struct inprog ip = {0};
         struct prepared *p = take_begin(e, ask[i], &ip);
         if (!p) continue; /* its decision came meanwhile */
+        struct held *h = held_of(p);
+        uint64_t coord_inc = p->coord_inc;
         __atomic_add_fetch(commit ? &e->indoubt_committed : &e->indoubt_dropped, 1,
                            __ATOMIC_RELAXED);
         log_warn("txn %llx: prepared here for %.1f s; its coordinator, node %u, says %s: %s",
                  (unsigned long long)ask[i], (double)e->cfg.indoubt_ns / 1e9, coord[i],
                  commit ? "committed" : "unknown", commit ? "committing" : "dropped");
         if (finish(e, p, commit, &ip)) {
-            log_warn("txn %llx: its commit here was refused: the coordinator's locks were gone",
-                     (unsigned long long)ask[i]);
+            log_error("txn %llx: its commit here was refused: the coordinator's locks were gone "
+                      "(the outcome is partial)", (unsigned long long)ask[i]);
         } else if (commit) {
             pthread_mutex_lock(&e->pmu);
             e->idc[e->idc_at++ % TXN_IDC] = ask[i];
             pthread_mutex_unlock(&e->pmu);
         }
+        release_if_gone(e, h, coord_inc, by); /* (to this thread's next step) */
     }
-    return n == INDOUBT_BATCH ? now : next;
+    return n == INDOUBT_BATCH || nkeep == INDOUBT_BATCH ? now : next;
 }
 
 struct scan_out {

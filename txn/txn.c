@@ -66,14 +66,18 @@ const char *txn_conflict_name(int policy)
 /* The location cache: where rows of other nodes were found, shared by every thread of the node
  * (with one per worker, 16 tasks per thread each missed most uniform reads and paid the index
  * probe; with one per thread, each workload run started cold). Entries are hints -- a row is
- * always checked (its key, under its lock or by a quiet read) before it is used -- so threads
- * read and write them without a lock, each field with a relaxed atomic access, and a reader
- * keeps an entry only if its hash reads the same before and after its other fields: a torn or
- * mixed entry costs at most a miss. */
+ * always checked (its key, under its lock or by a quiet read) before it is used -- and count only
+ * for the incarnation of the node they were found in (a restarted node's rows sit elsewhere).
+ * Threads read and write them without a lock, as a seqlock: a writer makes seq odd, writes the
+ * fields, makes it even again (a writer finding it odd skips its store: it is a cache); a reader
+ * keeps what it read only if seq was even and the same before and after, so it never mixes two
+ * stores' fields (a row of one incarnation with another's number). */
 struct loc {
+    uint64_t seq;
     uint64_t hash;
     rptr row;
     uint64_t readlen;
+    uint64_t inc;
 };
 
 struct tent {
@@ -145,6 +149,10 @@ struct txn {
     struct range_handle **scans;
     uint32_t nscans, scancap;
     struct chunk *mem;
+    /* per node, the incarnation this transaction's operations there reach (0: none yet): its
+     * posts are pinned to it (rdma/fabric.h fab_pin), its locks there were taken in it, and a
+     * PREPARE or APPLY names it (docs/transactions.md, "Incarnations") */
+    uint64_t *pinc;
 };
 
 struct txn_worker {
@@ -154,6 +162,7 @@ struct txn_worker {
     struct lock_thread lt;
     struct store_remote *rem;
     uint8_t *rem_ok;
+    uint64_t *cinc; /* per node, the incarnation rem belongs to */
     struct txn tx;
     uint32_t wid, seq;
     int64_t lock_timeout;
@@ -373,9 +382,14 @@ static void *indoubt_main(void *arg)
 {
     struct txn_env *e = arg;
     struct fab_ctx *c = NULL;
+    struct lock_thread lt;
     bool ok = fab_ctx_create(e->f, &c) == 0;
     if (!ok) log_error("transaction in-doubt thread: no fabric context; kept PREPAREs wait for "
                        "their decision or their coordinator's down verdict");
+    /* (its lock thread keeps prepared transactions' holds alive for their coordinators) */
+    if (ok && lock_thread_init(&lt, c, &e->lcfg) == 0) e->ilt = &lt;
+    else if (ok) log_error("transaction in-doubt thread: cannot attach to the lock layer; "
+                           "prepared rows are left to their coordinators' leases");
     int64_t next = 0;
     pthread_mutex_lock(&e->imu);
     while (!e->istop) {
@@ -426,6 +440,20 @@ static void *indoubt_main(void *arg)
         free(p->bytes);
         free(p);
     }
+    pthread_mutex_lock(&e->pmu);
+    struct held *rel = e->releases; /* (the node stops: leases recover them) */
+    e->releases = NULL;
+    pthread_mutex_unlock(&e->pmu);
+    while (rel) {
+        struct held *h = rel;
+        rel = h->next;
+        free(h);
+    }
+    if (e->ilt) {
+        e->ilt = NULL;
+        lock_thread_drop_abandoned(&lt);
+        lock_thread_fini(&lt);
+    }
     if (c) fab_ctx_destroy(c);
     return NULL;
 }
@@ -464,19 +492,35 @@ static void fence_end(struct txn_env *e, struct txn_fence *f, bool down)
     }
     free(f->lk);
     free(f->rh);
+    free(f->pinc);
     free(f);
+}
+
+/* Whether the participant f keeps locks at answers as another process than the one they were
+ * taken in (c's connection now; when c has none, not known: false). That one's memory, locks
+ * and requests in progress are gone: nothing of the transaction can land there any more, and
+ * the locks need no release (they went with it). */
+static bool fence_node_restarted(struct fab_ctx *c, const struct txn_fence *f)
+{
+    uint64_t inc;
+    return f->pinc && f->pinc[f->node] && !fab_peer_incarnation(c, f->node, false, &inc) &&
+           inc > f->pinc[f->node];
 }
 
 /* One step of a fence, on the thread that holds its locks: refresh them when due, ask when due.
  * Returns true when the fence is over (and freed). */
 static bool fence_step(struct txn_env *e, struct fab_ctx *c, struct txn_fence *f, int64_t now)
 {
-    if (txn_env_is_down(e, f->node)) {
-        log_warn("txn %llx: node %u is down: letting go of the locks kept there",
-                 (unsigned long long)f->txid, f->node);
+    if (txn_env_is_down(e, f->node) || fence_node_restarted(c, f)) {
+        log_warn("txn %llx: node %u is %s: letting go of the locks kept there",
+                 (unsigned long long)f->txid, f->node,
+                 txn_env_is_down(e, f->node) ? "down" : "another process now");
         fence_end(e, f, true);
         return true;
     }
+    /* every post of the fence reaches the process its locks are in, or none */
+    uint64_t *was = fab_pin(c, f->pinc);
+    bool over = false;
     if (now >= f->next_refresh) {
         for (unsigned i = 0; i < f->nlk; i++)
             if (f->lk[i].mode) lock_refresh(&f->lk[i]); /* (a lock that cannot: the fence check) */
@@ -486,11 +530,13 @@ static bool fence_step(struct txn_env *e, struct fab_ctx *c, struct txn_fence *f
         int rc = fence_ask(c, f);
         if (rc == 0) {
             fence_end(e, f, false);
-            return true;
+            over = true;
+        } else {
+            f->next_ask = clock_now_ns() + (rc == RDKV_EBUSY ? NS_PER_MS : 50 * NS_PER_MS);
         }
-        f->next_ask = clock_now_ns() + (rc == RDKV_EBUSY ? NS_PER_MS : 50 * NS_PER_MS);
     }
-    return false;
+    fab_pin(c, was);
+    return over;
 }
 
 /* The next time a fence in the list needs a step. */
@@ -734,10 +780,7 @@ void txn_env_quiesce(struct txn_env *e)
 void txn_env_set_wal(struct txn_env *e, struct wal *w)
 {
     e->wal = w;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    uint64_t us = ((uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u) &
-                  ((1ull << 48) - 1);
+    uint64_t us = clock_wall_us() & ((1ull << 48) - 1);
     __atomic_store_n(&e->txseq, w ? (us ? us : 1) : 0, __ATOMIC_RELAXED);
     /* test hooks (durable_2pc): RDKV_TEST_FAULT=decision-exit@N, prepare-exit@N or
      * commit-exit@N makes node N _exit right after its next DECISION (as coordinator) or
@@ -804,7 +847,9 @@ static int worker_create(struct txn_env *e, struct fab_ctx *shared, struct txn_w
     w->e = e;
     w->rem = calloc(e->n, sizeof *w->rem);
     w->rem_ok = calloc(e->n, 1);
-    int rc = w->rem && w->rem_ok ? 0 : RDKV_ENOMEM;
+    w->cinc = calloc(e->n, sizeof *w->cinc);
+    w->tx.pinc = calloc(e->n, sizeof *w->tx.pinc);
+    int rc = w->rem && w->rem_ok && w->cinc && w->tx.pinc ? 0 : RDKV_ENOMEM;
     w->own_ctx = !shared;
     if (!rc && shared) w->c = shared;
     else if (!rc) rc = fab_ctx_create(e->f, &w->c);
@@ -818,6 +863,8 @@ static int worker_create(struct txn_env *e, struct fab_ctx *shared, struct txn_w
     if (rc) {
         free(w->rem);
         free(w->rem_ok);
+        free(w->cinc);
+        free(w->tx.pinc);
         free(w);
         return rc;
     }
@@ -840,10 +887,17 @@ int txn_worker_create_on(struct txn_env *e, struct fab_ctx *c, struct txn_worker
 
 static void txn_end(struct txn *t);
 
+static uint64_t *pin_on(struct txn *t);
+static void pin_off(struct txn *t, uint64_t *was);
+
 void txn_worker_destroy(struct txn_worker *w)
 {
     if (!w) return;
-    if (w->tx.active) txn_end(&w->tx);
+    if (w->tx.active) {
+        uint64_t *was = pin_on(&w->tx);
+        txn_end(&w->tx);
+        pin_off(&w->tx, was);
+    }
     struct txn *t = &w->tx;
     while (t->mem) {
         struct chunk *c = t->mem;
@@ -859,6 +913,8 @@ void txn_worker_destroy(struct txn_worker *w)
     if (w->own_ctx) fab_ctx_destroy(w->c);
     free(w->rem);
     free(w->rem_ok);
+    free(w->cinc);
+    free(t->pinc);
     free(w);
 }
 
@@ -966,34 +1022,67 @@ static int remote_of(struct txn *t, uint16_t node, const struct store_remote **o
     return 0;
 }
 
+/* The transaction's first operation on another node: which incarnation of it the transaction
+ * works with, from now on the only one its posts there reach (t->pinc). A worker's knowledge of
+ * an earlier incarnation -- the index's layout -- is dropped, and cached row locations count only
+ * for the incarnation they were found in (struct loc's inc): a restarted node replays its log
+ * into a fresh arena, and a row's old address may be anything there now. */
+static int touch(struct txn *t, uint16_t node)
+{
+    struct txn_worker *w = t->w;
+    if (node == w->e->me || t->pinc[node]) return 0;
+    uint64_t inc;
+    int rc = fab_peer_incarnation(w->c, node, true, &inc);
+    if (rc) return classify(t, rc, node);
+    t->pinc[node] = inc;
+    if (w->cinc[node] != inc) {
+        w->rem_ok[node] = 0;
+        w->cinc[node] = inc;
+    }
+    return 0;
+}
+
 static struct loc *loc_set(const struct txn_env *e, uint64_t hash)
 {
     return &e->loc[(hash & (LOC_SETS - 1)) * LOC_WAYS];
 }
 
-/* The cached location of the key with this hash: true and *out (a row, never RPTR_NULL). */
-static bool cache_get(const struct txn_env *e, uint64_t hash, struct loc *out)
+/* One entry as one store left it: true and *out, or false (being written, or changed while read). */
+static bool loc_read(struct loc *l, struct loc *out)
 {
-    struct loc *set = loc_set(e, hash);
-    for (unsigned i = 0; i < LOC_WAYS; i++) {
-        if (__atomic_load_n(&set[i].hash, __ATOMIC_ACQUIRE) != hash) continue;
-        out->row = __atomic_load_n(&set[i].row, __ATOMIC_RELAXED);
-        out->readlen = __atomic_load_n(&set[i].readlen, __ATOMIC_RELAXED);
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&set[i].hash, __ATOMIC_RELAXED) != hash || !out->row) return false;
-        out->hash = hash;
-        return true;
-    }
-    return false;
+    uint64_t seq = __atomic_load_n(&l->seq, __ATOMIC_ACQUIRE);
+    if (seq & 1) return false;
+    out->hash = __atomic_load_n(&l->hash, __ATOMIC_RELAXED);
+    out->row = __atomic_load_n(&l->row, __ATOMIC_RELAXED);
+    out->readlen = __atomic_load_n(&l->readlen, __ATOMIC_RELAXED);
+    out->inc = __atomic_load_n(&l->inc, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&l->seq, __ATOMIC_RELAXED) == seq;
 }
 
-static void loc_store(struct loc *l, uint64_t hash, rptr row, uint64_t readlen)
+static void loc_store(struct loc *l, uint64_t hash, rptr row, uint64_t readlen, uint64_t inc)
 {
-    __atomic_store_n(&l->hash, 0, __ATOMIC_RELAXED);
+    uint64_t seq = __atomic_load_n(&l->seq, __ATOMIC_RELAXED);
+    if ((seq & 1) || !__atomic_compare_exchange_n(&l->seq, &seq, seq + 1, false,
+                                                  __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return; /* another thread is writing it */
     __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&l->hash, hash, __ATOMIC_RELAXED);
     __atomic_store_n(&l->row, row, __ATOMIC_RELAXED);
     __atomic_store_n(&l->readlen, readlen, __ATOMIC_RELAXED);
-    __atomic_store_n(&l->hash, hash, __ATOMIC_RELEASE);
+    __atomic_store_n(&l->inc, inc, __ATOMIC_RELAXED);
+    __atomic_store_n(&l->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* The cached location of the key with this hash in incarnation inc of its node: true and *out
+ * (a row, never RPTR_NULL). */
+static bool cache_get(const struct txn_env *e, uint64_t hash, uint64_t inc, struct loc *out)
+{
+    struct loc *set = loc_set(e, hash);
+    for (unsigned i = 0; i < LOC_WAYS; i++)
+        if (loc_read(&set[i], out) && out->hash == hash)
+            return out->row && out->inc == inc;
+    return false;
 }
 
 /* Candidate rows for en's key: at most max, or a status. from_cache tells the caller that the
@@ -1010,8 +1099,10 @@ static int candidates(struct txn *t, struct tent *en, rptr *c, unsigned max, boo
         return rc ? rc : 1;
     }
     if (txn_env_is_down(e, en->part)) return RDKV_EUNAVAILABLE;
+    int rc = touch(t, en->part);
+    if (rc) return rc;
     struct loc l;
-    if (use_cache && cache_get(e, en->hash, &l)) {
+    if (use_cache && cache_get(e, en->hash, t->pinc[en->part], &l)) {
         w->stats.cache_hits++;
         c[0] = l.row;
         *from_cache = true;
@@ -1019,36 +1110,36 @@ static int candidates(struct txn *t, struct tent *en, rptr *c, unsigned max, boo
     }
     w->stats.cache_misses++;
     const struct store_remote *r = NULL;
-    int rc = remote_of(t, en->part, &r);
+    rc = remote_of(t, en->part, &r);
     if (rc) return rc;
     rc = store_remote_probe(w->c, r, en->hash, c, max);
     return rc < 0 ? classify(t, rc, en->part) : rc;
 }
 
-static void cache_put(struct txn_worker *w, const struct tent *en, rptr row, uint32_t readlen)
+static void cache_put(struct txn *t, const struct tent *en, rptr row, uint32_t readlen)
 {
     /* the newest location goes to way 0; the one it displaces moves to way 1 */
-    struct loc *set = loc_set(w->e, en->hash);
+    struct loc *set = loc_set(t->w->e, en->hash);
     struct loc old;
-    uint64_t h0 = __atomic_load_n(&set[0].hash, __ATOMIC_RELAXED);
-    if (h0 != en->hash && h0 && cache_get(w->e, h0, &old))
-        loc_store(&set[1], h0, old.row, old.readlen); /* (an older entry of the key there goes) */
-    loc_store(&set[0], en->hash, row, readlen);
+    if (loc_read(&set[0], &old) && old.hash != en->hash && old.hash && old.row)
+        loc_store(&set[1], old.hash, old.row, old.readlen, old.inc); /* (an older entry of the
+                                                                          key there goes) */
+    loc_store(&set[0], en->hash, row, readlen, t->pinc[en->part]);
 }
 
 static void cache_drop(struct txn_worker *w, uint64_t hash)
 {
     struct loc *set = loc_set(w->e, hash);
+    struct loc l;
     for (unsigned i = 0; i < LOC_WAYS; i++)
-        if (__atomic_load_n(&set[i].hash, __ATOMIC_RELAXED) == hash)
-            __atomic_store_n(&set[i].row, RPTR_NULL, __ATOMIC_RELAXED);
+        if (loc_read(&set[i], &l) && l.hash == hash) loc_store(&set[i], hash, RPTR_NULL, 0, 0);
 }
 
 /* The first READ of en's (remote) row at `row`, with the length the cache last saw. */
 static struct row_read first_read(struct txn *t, const struct tent *en, rptr row, bool want_val)
 {
     struct loc l;
-    bool hit = cache_get(t->w->e, en->hash, &l) && l.row == row;
+    bool hit = cache_get(t->w->e, en->hash, t->pinc[rptr_node(row)], &l) && l.row == row;
     return store_row_first_read(row, en->klen, hit ? (uint32_t)l.readlen : 0, want_val);
 }
 
@@ -1087,7 +1178,7 @@ static int read_row_from(struct txn *t, struct tent *en, rptr row, bool want_val
         en->val = v.val;
         en->vlen = v.vlen;
         en->have_val = true;
-        cache_put(w, en, row, readlen);
+        cache_put(t, en, row, readlen);
     }
     return 1;
 }
@@ -1156,11 +1247,13 @@ static int range_take(struct txn *t, struct range_handle **hp, uint16_t node, co
 {
     struct txn_worker *w = t->w;
     struct range_handle *h = *hp;
+    int rc = touch(t, node);
+    if (rc) return fail(t, rc);
     if (!h && !(h = *hp = rh_get(w))) return fail(t, RDKV_ENOMEM);
     range_handle_init(h, &w->lt, w->e->range, node, TXN_RANGE_SPACE, 0, 0);
     range_handle_keys(h, b, bl, e, el, kflags);
     h->owner = t->txid;
-    int rc = range_acquire(h, mode, range_deadline(t));
+    rc = range_acquire(h, mode, range_deadline(t));
     if (rc) {
         h->mode = 0;
         return fail(t, classify(t, rc, node));
@@ -1340,6 +1433,7 @@ int txn_begin(struct txn_worker *w, struct txn **out)
                   (__atomic_add_fetch(&w->e->txseq, 1, __ATOMIC_RELAXED) & ((1ull << 48) - 1));
     t->log_txid = 0;
     t->ts = ts_fresh(w->e);
+    memset(t->pinc, 0, w->e->n * sizeof *t->pinc);
     *out = t;
     return 0;
 }
@@ -1370,8 +1464,8 @@ static int charge_op(struct txn *t, uint64_t bytes)
     return fail(t, RDKV_ETOOBIG);
 }
 
-int txn_get(struct txn *t, const void *key, uint32_t klen, bool for_update, const void **val,
-            uint32_t *vlen)
+static int get_in(struct txn *t, const void *key, uint32_t klen, bool for_update,
+                  const void **val, uint32_t *vlen)
 {
     if (!t->active) return RDKV_EINVAL;
     if (t->failed) return t->failed;
@@ -1407,9 +1501,9 @@ static int snapshot_read(struct txn *t, const void *key, uint32_t klen, const vo
     const struct lock_algo *a = e->row;
     if (!a->quiet || a->peek > LOCK_LINE || t->nents || check_key(t, klen)) return 0;
     uint16_t part = txn_partition(e, key, klen);
-    if (part == e->me || txn_env_is_down(e, part)) return 0;
+    if (part == e->me || txn_env_is_down(e, part) || touch(t, part)) return 0;
     struct loc l;
-    if (!cache_get(e, store_hash(key, klen), &l) || !l.readlen) return 0;
+    if (!cache_get(e, store_hash(key, klen), t->pinc[part], &l) || !l.readlen) return 0;
     if (!w->rem_ok[part]) return 0; /* (the locked read opens it) */
     const struct store_remote *r = &w->rem[part];
     struct row_read first = store_row_first_read(l.row, klen, (uint32_t)l.readlen, true);
@@ -1433,14 +1527,14 @@ int txn_get_once(struct txn *t, const void *key, uint32_t klen, const void **val
 {
     if (!t->active) return RDKV_EINVAL;
     if (t->failed) return t->failed;
-    if (snapshot_read(t, key, klen, val, vlen) == 1) {
-        int rc = charge_op(t, klen);
-        return rc ? rc : 0;
-    }
-    return txn_get(t, key, klen, false, val, vlen);
+    uint64_t *was = pin_on(t);
+    int rc = snapshot_read(t, key, klen, val, vlen) == 1 ? charge_op(t, klen)
+                                                         : get_in(t, key, klen, false, val, vlen);
+    pin_off(t, was);
+    return rc;
 }
 
-int txn_put(struct txn *t, const void *key, uint32_t klen, const void *val, uint32_t vlen)
+static int put_in(struct txn *t, const void *key, uint32_t klen, const void *val, uint32_t vlen)
 {
     if (!t->active) return RDKV_EINVAL;
     if (t->failed) return t->failed;
@@ -1482,7 +1576,7 @@ int txn_patch(struct txn *t, const void *key, uint32_t klen, uint32_t off, const
     return 0;
 }
 
-int txn_del(struct txn *t, const void *key, uint32_t klen)
+static int del_in(struct txn *t, const void *key, uint32_t klen)
 {
     if (!t->active) return RDKV_EINVAL;
     if (t->failed) return t->failed;
@@ -1520,8 +1614,21 @@ int txn_del(struct txn *t, const void *key, uint32_t klen)
 /* ------------------------------------------------------------------------------------------ */
 /* Ending. */
 
+/* Whether every lock the transaction holds is still its own: within its lease (a quarter to
+ * spare), and in the process that granted it -- every node the transaction worked with still
+ * answers as the incarnation it did (a restart took its locks there with the old process's
+ * memory, shared ones too). The participants of its writes check the latter themselves
+ * (TXN_RPC_PREPARE, APPLY); for the nodes it only read, this is the check, as of the context's
+ * connection now (docs/transactions.md, "Incarnations"). */
 static bool leases_ok(struct txn *t)
 {
+    struct txn_env *e = t->w->e;
+    for (uint16_t n = 0; n < e->n; n++) {
+        uint64_t inc;
+        if (n != e->me && t->pinc[n] &&
+            (fab_peer_incarnation(t->w->c, n, false, &inc) || inc != t->pinc[n]))
+            return false;
+    }
     for (uint32_t i = 0; i < t->nents; i++) {
         struct tent *en = &t->ents[i];
         if (en->lk.mode && !lock_lease_ok(&en->lk)) return false;
@@ -1573,7 +1680,7 @@ static void txn_end(struct txn *t)
     t->active = false;
 }
 
-void txn_abort(struct txn *t)
+static void abort_in(struct txn *t)
 {
     if (!t || !t->active) return;
     t->w->stats.aborts++;
@@ -1600,6 +1707,10 @@ static void fence_keep(struct txn *t, uint16_t node, uint8_t decision)
     struct txn_worker *w = t->w;
     struct txn_env *e = w->e;
     if (txn_env_is_down(e, node)) return;
+    /* (a participant that is another process now: its requests in progress and our locks there
+     * went with the old one, and our posts cannot reach the new one: nothing to fence) */
+    uint64_t inc;
+    if (!fab_peer_incarnation(w->c, node, false, &inc) && inc > t->pinc[node]) return;
     unsigned nlk = 0, nrh = 0;
     for (uint32_t i = 0; i < t->nents; i++) {
         struct tent *en = &t->ents[i];
@@ -1613,9 +1724,11 @@ static void fence_keep(struct txn *t, uint16_t node, uint8_t decision)
     if (f) {
         f->lk = calloc(nlk ? nlk : 1, sizeof *f->lk);
         f->rh = calloc(nrh ? nrh : 1, sizeof *f->rh);
+        if ((f->pinc = malloc(e->n * sizeof *f->pinc)))
+            memcpy(f->pinc, t->pinc, e->n * sizeof *f->pinc);
     }
     pthread_mutex_lock(&e->jmu);
-    bool handover = f && f->lk && f->rh && e->jlt && e->row->movable;
+    bool handover = f && f->lk && f->rh && f->pinc && e->jlt && e->row->movable;
     if (handover) {
         f->txid = t->txid;
         f->node = node;
@@ -1642,12 +1755,14 @@ static void fence_keep(struct txn *t, uint16_t node, uint8_t decision)
     if (f) {
         free(f->lk);
         free(f->rh);
+        free(f->pinc);
         free(f);
     }
-    /* Here, then: this worker keeps the locks alive and asks until answered. */
-    struct txn_fence me = {.txid = t->txid, .node = node, .decision = decision};
+    /* Here, then: this worker keeps the locks alive and asks until answered (its posts pinned
+     * by the transaction's call). */
+    struct txn_fence me = {.txid = t->txid, .node = node, .decision = decision, .pinc = t->pinc};
     for (;;) {
-        if (txn_env_is_down(e, node)) {
+        if (txn_env_is_down(e, node) || fence_node_restarted(w->c, &me)) {
             __atomic_add_fetch(&e->fst.dropped, 1, __ATOMIC_RELAXED);
             break;
         }
@@ -1888,8 +2003,13 @@ int txn_recovered_finish(struct txn_env *e, struct prepared *p, bool commit)
     if (commit) {
         t->log_txid = p->txid; /* its COMMIT record settles the PREPARE at the next replay */
         rc = txn_commit(t);
-        /* a lease of its locks ran out while it waited (the point locks of inserted keys
-         * cannot be refreshed): the decision is commit, so it is taken again and committed */
+        /* Its locks are kept (row locks of this node's cohort have no lease; its points are kept
+         * from eviction on every ask), so this cannot fail for them. Should it all the same, the
+         * decision is commit: the locks are taken again and the writes committed -- full values,
+         * which would overwrite a write made in between: said as an error. */
+        if (rc == RDKV_EABORTED)
+            log_error("txn %llx: in doubt, decided commit, and its locks here were lost: taking "
+                      "them again to commit", (unsigned long long)p->txid);
         for (int again = 0; rc == RDKV_EABORTED && again < 10; again++) {
             rc = txn_begin(p->rw, &t);
             if (!rc) rc = wal_writes_unpack(p->bytes, p->wlen, lock_write, t);
@@ -1916,15 +2036,26 @@ int txn_recovered_finish(struct txn_env *e, struct prepared *p, bool commit)
 void txn_recovered_refresh(struct prepared *p)
 {
     struct txn *t = p->rt;
-    for (uint32_t i = 0; i < t->nents; i++)
-        if (t->ents[i].lk.mode) lock_refresh(&t->ents[i].lk);
+    struct txn_env *e = t->w->e;
+    for (uint32_t i = 0; i < t->nents; i++) {
+        struct tent *en = &t->ents[i];
+        if (en->lk.mode) lock_refresh(&en->lk);
+        /* the points of its inserted and deleted keys, in this node's own range server: kept
+         * from eviction, and their lease (as this transaction sees it) runs from now */
+        int64_t t0 = clock_now_ns();
+        if (en->rh && en->rh->mode && en->rh->node == e->me &&
+            range_server_keep(e->rs, TXN_RANGE_SPACE, en->rh->token) == 0)
+            en->rh->granted_min = t0;
+    }
 }
 
-/* Sends one RPC to each of n nodes at once and waits for all: one round. */
-static void fanout(struct txn_worker *w, unsigned n, const uint16_t *nodes, uint16_t type,
-                   const void *const *reqs, const size_t *lens, int *status)
+/* Sends one RPC to each of n nodes at once and waits for all: one round. `meanwhile` (may be
+ * NULL) runs once they are posted, before the wait. */
+static void fanout_and(struct txn_worker *w, unsigned n, const uint16_t *nodes, uint16_t type,
+                       const void *const *reqs, const size_t *lens, int *status,
+                       void (*meanwhile)(void *arg), void *arg)
 {
-    struct fab_buf resp[n];
+    struct fab_buf resp[n ? n : 1];
     unsigned pending = 0;
     for (unsigned i = 0; i < n; i++) {
         resp[i] = (struct fab_buf){0};
@@ -1935,6 +2066,7 @@ static void fanout(struct txn_worker *w, unsigned n, const uint16_t *nodes, uint
             pending++;
         }
     }
+    if (meanwhile) meanwhile(arg);
     while (pending) {
         struct fab_cqe cq[16];
         int k = fab_wait(w->c, cq, 16, -1);
@@ -1949,19 +2081,38 @@ static void fanout(struct txn_worker *w, unsigned n, const uint16_t *nodes, uint
     w->stats.rounds++;
 }
 
+static void fanout(struct txn_worker *w, unsigned n, const uint16_t *nodes, uint16_t type,
+                   const void *const *reqs, const size_t *lens, int *status)
+{
+    fanout_and(w, n, nodes, type, reqs, lens, status, NULL, NULL);
+}
+
+/* The coordinator's own share of a decided commit, installed while the COMMITs travel. */
+struct own_share {
+    struct txn_env *e;
+    struct prepared *mine;
+    int rc;
+};
+static void install_own(void *arg)
+{
+    struct own_share *o = arg;
+    if (o->mine) o->rc = part_commit(o->e, o->mine);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Commit: three paths, by where the writes go -- this node's partition alone (commit_local), one
  * other partition (commit_apply: one APPLY), several (commit_2pc). Each answers by one rule:
  *   0              committed;
  *   RDKV_EABORTED  nothing was installed anywhere (a lease ran out, a fence found a lock gone,
- *                  a participant voted no): retry;
+ *                  a participant voted no or restarted since the locks were taken): retry;
  *   RDKV_EUNAVAILABLE  nothing was installed anywhere, because a participant was down or did
  *                  not answer *before* anything could be installed (a PREPARE unanswered: the
  *                  transaction is aborted): retry when it is back;
  *   RDKV_EUNKNOWN  something may have been installed: a request that installs (APPLY, COMMIT)
  *                  or the decision itself went unanswered or unlogged -- the locks it needs stay
  *                  kept (fence_keep) until the outcome is settled, and the caller must not
- *                  retry blindly;
+ *                  retry blindly. (With a log, a durable commit decision is the commit: a
+ *                  COMMIT unanswered is a delivery still to make, and the answer is 0.)
  *   other          as the failing step said (RDKV_ENOMEM, a log's RDKV_EIO / RDKV_ENOSPC
  *                  before anything was durable).
  * `ops` holds the writes, grouped by partition: [start[p], start[p + 1]) go to parts[p]. */
@@ -1995,7 +2146,7 @@ static int commit_apply(struct txn *t, uint16_t part, struct wop *ops, uint32_t 
     int rc = 0;
     struct pack_w pw;
     pack_w_init(&pw);
-    txn_wops_pack(&pw, t->txid, e->me, ops, k);
+    txn_wops_pack(&pw, t->txid, e->me, t->pinc[part], ops, k);
     if (pw.err) rc = RDKV_ENOMEM;
     else if (!leases_ok(t)) rc = RDKV_EABORTED;
     else {
@@ -2034,7 +2185,8 @@ static int commit_2pc(struct txn *t, uint32_t np, const uint16_t *parts, const u
     for (uint32_t p = 0; p < np; p++) {
         pack_w_init(&pw[p]);
         if (parts[p] == e->me) continue;
-        txn_wops_pack(&pw[p], t->txid, e->me, ops + start[p], start[p + 1] - start[p]);
+        txn_wops_pack(&pw[p], t->txid, e->me, t->pinc[parts[p]], ops + start[p],
+                      start[p + 1] - start[p]);
         if (pw[p].err) rc = RDKV_ENOMEM;
         reqs[nr] = pw[p].p;
         lens[nr] = pw[p].len;
@@ -2107,19 +2259,37 @@ static int commit_2pc(struct txn *t, uint32_t np, const uint16_t *parts, const u
         if (mine) part_abort(e, mine);
     } else {
         coord_update(e, txid, TXN_STATE_COMMITTED, 0); /* the decision, before any COMMIT */
-        fanout(w, nr, rnodes, TXN_RPC_COMMIT, idr, idl, st);
-        if (mine && part_commit(e, mine)) {
+        /* Our own share goes in while the COMMITs travel: under our own locks, which have no
+         * lease (row locks of this node) or one checked a quarter before its end a moment ago
+         * (our points), so the check cannot fail -- and with a log, the decision is durable
+         * already. */
+        struct own_share own = {e, mine, 0};
+        fanout_and(w, nr, rnodes, TXN_RPC_COMMIT, idr, idl, st, install_own, &own);
+        if (own.rc) {
             log_error("txn %llx: its commit here was refused (a lock of ours was gone) "
                       "after the decision: the outcome is partial", (unsigned long long)txid);
             rc = RDKV_EUNKNOWN;
         }
         for (unsigned i = 0; i < nr; i++)
             if (st[i]) {
-                log_warn("txn %llx: node %u did not confirm the commit: %s",
-                         (unsigned long long)txid, rnodes[i], rdkv_strerror(st[i]));
+                /* With a log the decision is durable, and every participant voted yes with a
+                 * durable PREPARE, in the process our locks there are in (PREPARE names it): it
+                 * keeps the transaction prepared (its holds kept alive, or, after a restart,
+                 * its rows locked again by the recovery) until the commit is delivered, which
+                 * coord_pending makes sure of. So the transaction has committed, and only a
+                 * refusal by the fence -- which nothing can cause but a bug -- is news. */
+                bool refused = st[i] == RDKV_EABORTED;
+                if (refused || !e->wal) {
+                    log_warn("txn %llx: node %u did not confirm the commit: %s",
+                             (unsigned long long)txid, rnodes[i], rdkv_strerror(st[i]));
+                    rc = RDKV_EUNKNOWN;
+                }
+                if (refused && e->wal)
+                    log_error("txn %llx: node %u refused its COMMIT after the decision was "
+                              "durable: the outcome is partial", (unsigned long long)txid,
+                              rnodes[i]);
                 /* no answer: the COMMIT may land later; keep our locks there till it can't */
                 if (no_answer(st[i])) fence_keep(t, rnodes[i], TXN_RESOLVE_COMMIT);
-                rc = RDKV_EUNKNOWN;
             }
         if (e->wal) coord_pending(e, txid, rnodes, st, nr);
     }
@@ -2179,7 +2349,7 @@ static int commit_writes(struct txn *t, uint32_t nw)
     return rc;
 }
 
-int txn_commit(struct txn *t)
+static int commit_in(struct txn *t)
 {
     if (!t->active) return RDKV_EINVAL;
     struct txn_worker *w = t->w;
@@ -2251,6 +2421,8 @@ static int page_fill(struct txn_iter *it, struct pcur *cur)
         cur->done = (uint32_t)n < want;
     } else {
         if (txn_env_is_down(e, cur->part)) return RDKV_EUNAVAILABLE;
+        int trc = touch(t, cur->part);
+        if (trc) return trc;
         struct pack_w pw;
         pack_w_init(&pw);
         pack_u32(&pw, it->blen);
@@ -2321,8 +2493,8 @@ static int ws_cmp(const void *a, const void *b, void *arg)
     return key_cmp(x->key, x->klen, y->key, y->klen);
 }
 
-int txn_scan(struct txn *t, const void *begin, uint32_t blen, const void *end, uint32_t elen,
-             uint64_t limit, struct txn_iter **out)
+static int scan_in(struct txn *t, const void *begin, uint32_t blen, const void *end,
+                   uint32_t elen, uint64_t limit, struct txn_iter **out)
 {
     if (!t->active) return RDKV_EINVAL;
     if (t->failed) return t->failed;
@@ -2388,8 +2560,8 @@ int txn_scan(struct txn *t, const void *begin, uint32_t blen, const void *end, u
     return 0;
 }
 
-int txn_iter_next(struct txn_iter *it, const void **key, uint32_t *klen, const void **val,
-                  uint32_t *vlen)
+static int iter_next_in(struct txn_iter *it, const void **key, uint32_t *klen,
+                        const void **val, uint32_t *vlen)
 {
     struct txn *t = it->t;
     if (it->err) return it->err;
@@ -2466,4 +2638,73 @@ void txn_iter_close(struct txn_iter *it)
     free(it->cur);
     free(it->ws);
     free(it);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Every call of a transaction runs pinned to the incarnations it works with (t->pinc; 0 entries
+ * are filled by its first post there), and restores whatever pin its task had: a post of the
+ * transaction never reaches a later process of a node its locks are in, and nothing else the task
+ * or thread does (an in-doubt thread's queries) is pinned by it (docs/transactions.md,
+ * "Incarnations"). */
+
+static uint64_t *pin_on(struct txn *t) { return fab_pin(t->w->c, t->pinc); }
+static void pin_off(struct txn *t, uint64_t *was) { fab_pin(t->w->c, was); }
+
+int txn_get(struct txn *t, const void *key, uint32_t klen, bool for_update, const void **val,
+            uint32_t *vlen)
+{
+    uint64_t *was = pin_on(t);
+    int rc = get_in(t, key, klen, for_update, val, vlen);
+    pin_off(t, was);
+    return rc;
+}
+
+int txn_put(struct txn *t, const void *key, uint32_t klen, const void *val, uint32_t vlen)
+{
+    uint64_t *was = pin_on(t);
+    int rc = put_in(t, key, klen, val, vlen);
+    pin_off(t, was);
+    return rc;
+}
+
+int txn_del(struct txn *t, const void *key, uint32_t klen)
+{
+    uint64_t *was = pin_on(t);
+    int rc = del_in(t, key, klen);
+    pin_off(t, was);
+    return rc;
+}
+
+int txn_scan(struct txn *t, const void *begin, uint32_t blen, const void *end, uint32_t elen,
+             uint64_t limit, struct txn_iter **out)
+{
+    uint64_t *was = pin_on(t);
+    int rc = scan_in(t, begin, blen, end, elen, limit, out);
+    pin_off(t, was);
+    return rc;
+}
+
+int txn_iter_next(struct txn_iter *it, const void **key, uint32_t *klen, const void **val,
+                  uint32_t *vlen)
+{
+    uint64_t *was = pin_on(it->t);
+    int rc = iter_next_in(it, key, klen, val, vlen);
+    pin_off(it->t, was);
+    return rc;
+}
+
+int txn_commit(struct txn *t)
+{
+    uint64_t *was = pin_on(t);
+    int rc = commit_in(t);
+    pin_off(t, was);
+    return rc;
+}
+
+void txn_abort(struct txn *t)
+{
+    if (!t) return;
+    uint64_t *was = pin_on(t);
+    abort_in(t);
+    pin_off(t, was);
 }

@@ -142,6 +142,10 @@ void txn_env_peer_lost(struct txn_env *e, uint16_t node);
 struct txn_fence_stats {
     uint64_t refused;   /* participant: installs refused because the coordinator's lock was gone */
     uint64_t late;      /* participant: requests refused because their coordinator gave them up */
+    uint64_t stale;     /* participant: PREPAREs and APPLYs refused because their locks were taken
+                           from an earlier incarnation of this node */
+    uint64_t kept_for;  /* participant: coordinators' holds on prepared rows kept alive here */
+    uint64_t freed_for; /* participant: ... released here, their coordinator's process gone */
     uint64_t kept;      /* coordinator: transactions whose locks were kept after no answer */
     uint64_t resolved;  /* coordinator: of those, released after the participant's answer */
     uint64_t dropped;   /* coordinator: of those, dropped because the participant went down */

@@ -48,12 +48,30 @@ struct prepared {
     void *bytes;
     size_t charge;    /* a PREPARE's request bytes, counted against the caps (0: not counted) */
     int64_t next_ask; /* when to ask its coordinator about it (a PREPARE kept: in doubt) */
+    int64_t next_keep; /* when to keep its coordinator's holds alive next (a PREPARE kept) */
+    uint64_t coord_inc; /* the coordinator's incarnation that sent the PREPARE (fab_rpc_src_
+                           incarnation): the process whose locks hold its rows here */
     bool logged;      /* its PREPARE record is in the redo log: an abort logs END */
     /* re-established from the log at start (txn_env_recover): no staged ops; its rows are
      * locked by a local transaction of this node (rt on worker rw) holding its writes */
     struct txn_worker *rw;
     struct txn *rt;
     uint32_t wlen; /* ... and its writes (the PREPARE record's payload) in bytes, wlen long */
+};
+
+/* A coordinator's hold on a row or key of this node that the participant releases for it, once
+ * the coordinator's process that took it is gone (part.c, docs/transactions.md, "How an in-doubt
+ * transaction's rows stay locked"). */
+struct held {
+    struct held *next;
+    uint64_t txid;
+    uint16_t coord;
+    uint32_t n;
+    struct held_op {
+        uint8_t kind;       /* enum wop_kind: UPDATE, DELETE hold the row; INSERT, DELETE the key */
+        rptr row;
+        uint64_t lock_tok, range_tok;
+    } ops[];
 };
 
 /* An RPC handler of the layer and the environment it serves (part.c guards every one). */
@@ -85,6 +103,8 @@ struct txn_fence {
     unsigned nlk, nrh;
     struct lock_handle *lk;      /* copies of the row locks' handles */
     struct range_handle **rh;    /* the range handles, taken over */
+    uint64_t *pinc;              /* the transaction's incarnations (txn.c t->pinc): its posts
+                                    are pinned to node's, where its locks were taken */
     int64_t next_ask, next_refresh;
 };
 struct txn_env {
@@ -112,6 +132,8 @@ struct txn_env {
     uint64_t *tombs;     /* TXN_TOMBS txids (allocated at the first), tomb_n used, next at tomb_at */
     unsigned tomb_n, tomb_at;
     struct txn_fence_stats fst; /* atomics */
+    struct held *releases; /* holds of coordinators gone, for the in-doubt thread (under pmu) */
+    struct lock_thread *ilt; /* the in-doubt thread's, while it runs (its lock_keep_x, release_x) */
     /* PREPAREs kept (under pmu): their request bytes in all and per coordinator (the caps of
      * txn_cfg), and how many */
     uint64_t prep_bytes, *prep_by_coord;
@@ -176,14 +198,16 @@ struct txn_recovery {
  * with local transactions of c and records them. */
 int txn_recover_lock(struct txn_env *e, struct fab_ctx *c, struct txn_recovery *r);
 
-/* Encoding of PREPARE / APPLY: u64 txid, u16 coordinator, u32 n, then n times {u8 kind, u64 row,
- * u64 lock token, u64 range token, u32 klen, key, u32 vlen, val}. */
+/* Encoding of PREPARE / APPLY: u64 txid, u16 coordinator, u64 incarnation (the participant's
+ * that the coordinator's locks and reads there reached: rdma/fabric.h), u32 n, then n times
+ * {u8 kind, u64 row, u64 lock token, u64 range token, u32 klen, key, u32 vlen, val}. */
 #define TXN_WOP_MIN 33 /* the fewest bytes an op takes */
-void txn_wops_pack(struct pack_w *w, uint64_t txid, uint16_t coord, const struct wop *ops,
-                   uint32_t n);
+void txn_wops_pack(struct pack_w *w, uint64_t txid, uint16_t coord, uint64_t inc,
+                   const struct wop *ops, uint32_t n);
 /* Decodes into ops (malloc'd, pointing into p): 0 or RDKV_EPROTO / RDKV_ETOOBIG / RDKV_ENOMEM. */
 int txn_wops_unpack(const void *p, size_t len, uint32_t key_max, uint32_t value_max,
-                    uint64_t *txid, uint16_t *coord, struct wop **ops, uint32_t *n);
+                    uint64_t *txid, uint16_t *coord, uint64_t *inc, struct wop **ops,
+                    uint32_t *n);
 
 /* The participant's steps, for a local partition and for the RPC handlers alike. prepare
  * checks the writes -- each names a live row of its key, or a key to insert, and the

@@ -66,6 +66,15 @@ void range_server_set_hook(struct range_server *s, range_grant_hook fn, void *ar
 int range_server_holds_key_x(struct range_server *s, uint16_t space, const void *key,
                              uint32_t klen, uint64_t token);
 
+/* The owner taking care of a hold whose holder may be gone (the transaction layer's prepared
+ * writes: docs/transactions.md, "How an in-doubt transaction's rows stay locked"): while the
+ * request named `token` still holds space `space`, keep restarts its lease (it is not evicted
+ * for two leases from now), release releases it as its holder would. 0, or RDKV_ETIMEDOUT when
+ * it does not hold (released, evicted, never granted). A late release of the holder's own is then
+ * refused, as after an eviction: tokens are never reused. */
+int range_server_keep(struct range_server *s, uint16_t space, uint64_t token);
+int range_server_release(struct range_server *s, uint16_t space, uint64_t token);
+
 /* Counters of the owner's work (benchmarks report them). */
 struct range_server_stats {
     uint64_t grants, waits, releases, cancels;

@@ -952,6 +952,26 @@ int range_server_holds_key_x(struct range_server *s, uint16_t space, const void 
     return held;
 }
 
+int range_server_keep(struct range_server *s, uint16_t space, uint64_t token)
+{
+    pthread_mutex_lock(&s->mu);
+    struct rreq *r = token_find(s, token, false);
+    bool held = r && r->granted && r->space == space;
+    if (held) r->granted_at = clock_now_ns();
+    pthread_mutex_unlock(&s->mu);
+    return held ? 0 : RDKV_ETIMEDOUT;
+}
+
+int range_server_release(struct range_server *s, uint16_t space, uint64_t token)
+{
+    pthread_mutex_lock(&s->mu);
+    struct rreq *r = token_find(s, token, false);
+    bool held = r && r->granted && r->space == space;
+    if (held) do_unlock(s, NULL, NULL, space, token, false); /* (answers nobody) */
+    pthread_mutex_unlock(&s->mu);
+    return held ? 0 : RDKV_ETIMEDOUT;
+}
+
 void range_server_set_hook(struct range_server *s, range_grant_hook fn, void *arg)
 {
     pthread_mutex_lock(&s->mu);

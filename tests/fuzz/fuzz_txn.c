@@ -56,19 +56,20 @@ static int check_wops(const uint8_t *src, size_t len, uint32_t key_max, uint32_t
     uint8_t *p = malloc(len ? len : 1);
     if (!p) return RDKV_ENOMEM;
     if (len) memcpy(p, src, len);
-    uint64_t txid = 0;
+    uint64_t txid = 0, inc = 0;
     uint16_t coord = 0;
     struct wop *ops = NULL;
     uint32_t n = 0;
-    int rc = txn_wops_unpack(p, len, key_max, value_max, &txid, &coord, &ops, &n);
+    int rc = txn_wops_unpack(p, len, key_max, value_max, &txid, &coord, &inc, &ops, &n);
     if (rc != 0 && rc != RDKV_EPROTO && rc != RDKV_ETOOBIG && rc != RDKV_ENOMEM)
         FAIL("txn_wops_unpack returned %d", rc);
     if (rc == 0) {
-        if (len < 14 || !ops || n == 0) FAIL("accepted a frame of %zu bytes with %u ops", len, n);
+        if (len < 22 || !ops || n == 0) FAIL("accepted a frame of %zu bytes with %u ops", len, n);
         if (txid != get_le(p, 8) || coord != get_le(p + 8, 2)) FAIL("txid / coordinator wrong");
-        if (n != get_le(p + 10, 4)) FAIL("op count %u is not the frame's", n);
+        if (inc != get_le(p + 10, 8)) FAIL("incarnation wrong");
+        if (n != get_le(p + 18, 4)) FAIL("op count %u is not the frame's", n);
         /* the ops lie in order, back to back, and account for every byte of the frame */
-        size_t at = 14;
+        size_t at = 22;
         for (uint32_t i = 0; i < n; i++) {
             const struct wop *o = &ops[i];
             if (o->kind < WOP_UPDATE || o->kind > WOP_DELETE) FAIL("op %u: kind %u", i, o->kind);
@@ -141,27 +142,27 @@ static void wops_structured(uint64_t seed, const uint8_t *mut, size_t nmut, uint
         o->key = bytes[i][0];
         o->val = bytes[i][1];
     }
-    uint64_t txid = gen(&s);
+    uint64_t txid = gen(&s), inc = gen(&s);
     uint16_t coord = (uint16_t)gen(&s);
     struct pack_w w;
     pack_w_init(&w);
-    txn_wops_pack(&w, txid, coord, ops, n);
+    txn_wops_pack(&w, txid, coord, inc, ops, n);
     if (w.err) {
         pack_w_free(&w);
         return;
     }
     /* the well-formed frame decodes to exactly what was packed */
-    uint64_t t2;
+    uint64_t t2, i2;
     uint16_t c2;
     struct wop *got;
     uint32_t n2;
-    int rc = txn_wops_unpack(w.p, w.len, key_max, value_max, &t2, &c2, &got, &n2);
+    int rc = txn_wops_unpack(w.p, w.len, key_max, value_max, &t2, &c2, &i2, &got, &n2);
     if (rc == RDKV_ENOMEM) {
         pack_w_free(&w);
         return;
     }
     if (rc) FAIL("a well-formed frame of %u ops was refused: %d", n, rc);
-    if (t2 != txid || c2 != coord || n2 != n) FAIL("round trip: header differs");
+    if (t2 != txid || c2 != coord || i2 != inc || n2 != n) FAIL("round trip: header differs");
     for (uint32_t i = 0; i < n; i++)
         if (got[i].kind != ops[i].kind || got[i].row != ops[i].row ||
             got[i].lock_tok != ops[i].lock_tok || got[i].range_tok != ops[i].range_tok ||

@@ -824,6 +824,74 @@ static void proc_peer(bool hang)
 static void t_dead_peer_process(void) { proc_peer(false); }
 static void t_hung_peer_process(void) { proc_peer(true); }
 
+/* A restarted node is a new incarnation: a context learns it in the handshake, and posts pinned
+ * to the old one fail unsent, one-sided and RPC alike, while unpinned ones reach the new one. */
+static void t_incarnations(void)
+{
+    if (!tenv_bindir) SKIP("needs --bindir to find kvserver");
+    struct launch_opts lo;
+    launch_opts_init(&lo);
+    lo.nodes = 2;
+    lo.bindir = tenv_bindir;
+    lo.transport = tenv_transport;
+    lo.arena_size = ARENA;
+    struct launch L;
+    char err[256];
+    int rc = launch_start(&L, &lo, err, sizeof err);
+    if (rc) fprintf(stderr, "  launch: %s\n", err);
+    REQUIRE(rc == 0);
+    struct fab_opts o;
+    fab_opts_init(&o);
+    o.cluster = &L.cc;
+    o.node = FAB_NODE_CLIENT;
+    o.transport = tenv_transport;
+    short_timeouts(&o, 0);
+    struct fabric *f;
+    rc = fab_open(&o, &f, err, sizeof err);
+    if (rc) fprintf(stderr, "  open: %s\n", err);
+    if (rc) launch_stop(&L, 5 * NS_PER_S);
+    REQUIRE(rc == 0);
+    CHECK(fab_incarnation(f) != 0);
+    struct fab_ctx *c;
+    REQUIRE(fab_ctx_create(f, &c) == 0);
+    uint64_t inc0 = 0, inc1 = 0, inc2 = 0, v = 0;
+    CHECK_EQ(fab_peer_incarnation(c, 1, false, &inc1), RDKV_EUNAVAILABLE); /* not connected */
+    uint64_t pin[2] = {0, 0};
+    CHECK(fab_pin(c, pin) == NULL);
+    CHECK_EQ(fab_faa(c, rptr_make(1, DATA), 1, &v), 0); /* the first post fills the pin */
+    CHECK_EQ(fab_peer_incarnation(c, 1, false, &inc1), 0);
+    CHECK(inc1 != 0);
+    CHECK_EQ(pin[1], inc1);
+    CHECK_EQ(fab_pinned(c, 1), inc1);
+    CHECK_EQ(fab_pinned(c, 0), 0u);
+    CHECK_EQ(fab_peer_incarnation(c, 0, true, &inc0), 0);
+    CHECK(inc0 != inc1);
+    CHECK_EQ(launch_kill(&L, 1), 0);
+    rc = launch_restart(&L, &lo, 1, err, sizeof err);
+    if (rc) fprintf(stderr, "  restart: %s\n", err);
+    REQUIRE(rc == 0);
+    /* the old connection fails; a reconnect (past the endpoint's backoff) reaches the new
+     * process, which the pin refuses */
+    CHECK_EQ(fab_faa(c, rptr_make(1, DATA), 1, &v), RDKV_EUNAVAILABLE);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        if (fab_peer_incarnation(c, 1, true, &inc2) == 0) break;
+        clock_sleep_ns(50 * NS_PER_MS); /* (bounded) */
+    }
+    CHECK(inc2 > inc1);
+    CHECK_EQ(fab_faa(c, rptr_make(1, DATA), 1, &v), RDKV_EUNAVAILABLE); /* still pinned */
+    struct fab_buf resp = {0};
+    CHECK_EQ(fab_rpc_call(c, 1, FAB_RPC_ECHO, "x", 1, &resp, 0), RDKV_EUNAVAILABLE);
+    CHECK_EQ(fab_faa(c, rptr_make(0, DATA), 1, &v), 0); /* the other node, same incarnation */
+    CHECK(fab_pin(c, NULL) == pin);
+    CHECK_EQ(fab_faa(c, rptr_make(1, DATA), 1, &v), 0); /* unpinned: the new process */
+    CHECK_EQ(v, 0u);                                     /* whose memory starts afresh */
+    CHECK_EQ(fab_rpc_call(c, 1, FAB_RPC_ECHO, "x", 1, &resp, 0), 0);
+    fab_buf_free(&resp);
+    fab_ctx_destroy(c);
+    fab_close(f);
+    launch_stop(&L, 5 * NS_PER_S);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Bad bytes from the network never hurt a node. */
 
@@ -1130,6 +1198,7 @@ static const struct test_case cases[] = {
     {"dead_peer_inproc", t_dead_peer_inproc},
     {"dead_peer_process", t_dead_peer_process},
     {"hung_peer_process", t_hung_peer_process},
+    {"incarnations", t_incarnations},
     {"bad_input", t_bad_input},
     {"regions_local", t_regions_local},
     {"many_inflight", t_many_inflight},

@@ -540,6 +540,7 @@ static void rows_stop(struct rows *r)
 
 struct reader_flood {
     struct tenv *e;
+    int64_t wait_ns; /* each reader's deadline (0: a second) */
     _Atomic bool stop;
     _Atomic int errors;
     _Atomic uint64_t ops;
@@ -558,7 +559,7 @@ static void *flood_main(void *arg)
     while (!atomic_load(&fl->stop)) {
         struct lock_handle h;
         lock_handle_init(&h, &t, &lock_rwlock, locktable_line(&lt, 0, 0));
-        int rc = lock_acquire(&h, LOCK_SHARED, clock_now_ns() + NS_PER_S);
+        int rc = lock_acquire(&h, LOCK_SHARED, clock_now_ns() + (fl->wait_ns ? fl->wait_ns : NS_PER_S));
         if (rc == RDKV_EABORTED || rc == RDKV_ETIMEDOUT) continue;
         if (rc) {
             fl->errors++;
@@ -603,6 +604,127 @@ static void t_rwlock_stale_mark(void)
     CHECK_EQ(rc, 0);
     CHECK_EQ(fl.errors, 0);
     CHECK(t->stats.resets > 0); /* it got in by clearing the dead reader's mark */
+    rows_stop(&r);
+}
+
+/* A remote writer dies holding a row (its X ticket granted in RT, its X mark raised in RC) while
+ * remote readers keep coming, each waiting far less than a lease -- as transactions' lock waits
+ * do. The readers' ticket waiters reset RT past the dead ticket after two leases (rule 3) and
+ * read on; the dead X mark that is left blocks a local writer, and no quiet period ever comes
+ * under the stream (rule 4) nor an idle moment of the whole remote cohort (rule 6 as it was: the
+ * readers' S tickets overlap). Rule 6 per class clears it at the first moment no X ticket is out,
+ * which the readers never take: the local writer gets in within a few leases. */
+static void t_rwlock_dead_writer_readers(void)
+{
+    static struct rows r;
+    static const unsigned on[2] = {0, 1};
+    REQUIRE(rows_start(&r, 2, on) == 0);
+    struct lock_handle dead;
+    rptr line = locktable_line(&r.lt[0], 0, 0);
+    lock_handle_init(&dead, &r.t[1], &lock_rwlock, line);
+    REQUIRE(lock_acquire(&dead, LOCK_EXCLUSIVE, 0) == 0); /* and never released: it died */
+    struct reader_flood fl = {.e = &r.e, .wait_ns = ROW_LEASE / 4};
+    pthread_t thr[4];
+    for (int i = 0; i < 4; i++) pthread_create(&thr[i], NULL, flood_main, &fl);
+    int64_t t0 = clock_now_ns();
+    while (fl.ops < 20 && !fl.errors && clock_now_ns() - t0 < 100 * ROW_LEASE)
+        clock_sleep_ns(NS_PER_MS); /* the readers got past the dead ticket (rule 3) */
+    int64_t t1 = clock_now_ns();
+    struct lock_handle h;
+    lock_handle_init(&h, &r.t[0], &lock_rwlock, line);
+    int rc = lock_acquire(&h, LOCK_EXCLUSIVE, t1 + 50 * ROW_LEASE);
+    int64_t waited = clock_now_ns() - t1;
+    uint64_t during = fl.ops;
+    if (rc == 0) rc = lock_release(&h);
+    atomic_store(&fl.stop, true);
+    for (int i = 0; i < 4; i++) pthread_join(thr[i], NULL);
+    fprintf(stderr, "  readers past the dead writer after %.1f ms; local writer: %s after %.1f ms "
+            "(%.1f leases), %" PRIu64 " remote reads meanwhile\n", (double)(t1 - t0) / 1e6,
+            rdkv_strerror(rc), (double)waited / 1e6, (double)waited / ROW_LEASE, during);
+    CHECK(fl.ops >= 20);
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(fl.errors, 0);
+    CHECK(r.t[0].stats.resets > 0); /* it got in by clearing the dead writer's mark */
+    rows_stop(&r);
+}
+
+/* The owner of a row keeps a remote holder's X hold alive for it (lock_keep_x: the transaction
+ * layer's prepared writes, whose coordinator may be gone): a remote writer waiting for eight
+ * leases never gets the row -- nobody takes the hold for dead -- until the owner releases it for
+ * the holder (lock_release_x); then the writer gets it, and the words count no mark and no
+ * ticket once everyone left: the owner's release counted exactly what the holder's would. */
+struct owner_wait {
+    struct tenv *e;
+    _Atomic bool released, stop;
+    _Atomic int early, got, errors;
+};
+
+static void *owner_waiter(void *arg)
+{
+    struct owner_wait *w = arg;
+    struct fab_ctx *c;
+    struct lock_thread t;
+    struct locktable lt;
+    if (row_thread(w->e, 1, &c, &t, &lt)) {
+        w->errors++;
+        return NULL;
+    }
+    while (!atomic_load(&w->stop)) {
+        struct lock_handle h;
+        lock_handle_init(&h, &t, &lock_rwlock, locktable_line(&lt, 0, 0));
+        int rc = lock_acquire(&h, LOCK_EXCLUSIVE, clock_now_ns() + ROW_LEASE / 4);
+        if (rc == RDKV_EABORTED || rc == RDKV_ETIMEDOUT) continue;
+        if (rc) {
+            w->errors++;
+            break;
+        }
+        if (!atomic_load(&w->released)) w->early++;
+        else w->got++;
+        rc = lock_release(&h);
+        if (rc && rc != RDKV_ETIMEDOUT) w->errors++;
+    }
+    thread_done(c, &t);
+    return NULL;
+}
+
+static void t_rwlock_owner_keeps(void)
+{
+    static struct rows r;
+    static const unsigned on[2] = {0, 1};
+    REQUIRE(rows_start(&r, 2, on) == 0);
+    rptr line = locktable_line(&r.lt[0], 0, 0);
+    struct lock_handle held;
+    lock_handle_init(&held, &r.t[1], &lock_rwlock, line);
+    REQUIRE(lock_acquire(&held, LOCK_EXCLUSIVE, 0) == 0);
+    uint64_t token = lock_token(&held); /* (the holder is gone from here on) */
+    struct lock_thread *own = &r.t[0];
+    struct owner_wait w = {.e = &r.e};
+    pthread_t thr[2];
+    for (int i = 0; i < 2; i++) pthread_create(&thr[i], NULL, owner_waiter, &w);
+    int64_t until = clock_now_ns() + 8 * ROW_LEASE;
+    while (clock_now_ns() < until) {
+        CHECK_EQ(lock_keep_x(&lock_rwlock, own, line, 1, token), 0);
+        clock_sleep_ns(ROW_LEASE / 8);
+    }
+    CHECK_EQ(lock_holds_x(&lock_rwlock, r.e.f[0], line, 1, token), 1);
+    atomic_store(&w.released, true);
+    CHECK_EQ(lock_release_x(&lock_rwlock, own, line, 1, token), 0);
+    CHECK_EQ(lock_keep_x(&lock_rwlock, own, line, 1, token), RDKV_ETIMEDOUT); /* gone */
+    CHECK_EQ(lock_release_x(&lock_rwlock, own, line, 1, token), RDKV_ETIMEDOUT);
+    int64_t deadline = clock_now_ns() + 200 * ROW_LEASE;
+    while (w.got < 10 && !w.errors && clock_now_ns() < deadline) clock_sleep_ns(NS_PER_MS);
+    atomic_store(&w.stop, true);
+    for (int i = 0; i < 2; i++) pthread_join(thr[i], NULL);
+    uint64_t *lp = fab_local(r.e.f[0], line);
+    uint64_t rt = __atomic_load_n(&lp[0], __ATOMIC_SEQ_CST), rc = __atomic_load_n(&lp[1], __ATOMIC_SEQ_CST);
+    fprintf(stderr, "  %d grants while the owner kept the hold, %d after its release; then RT %#llx, "
+            "RC %#llx\n", (int)w.early, (int)w.got, (unsigned long long)rt, (unsigned long long)rc);
+    CHECK_EQ(w.errors, 0);
+    CHECK_EQ(w.early, 0);
+    CHECK(w.got >= 10);
+    CHECK_EQ(rt >> 48, (rt >> 16) & 0xFFFF);          /* every X ticket served */
+    CHECK_EQ((rt >> 32) & 0xFFFF, rt & 0xFFFF);       /* every S ticket served */
+    CHECK_EQ(rc & ((1ull << 40) - 1), 0u);            /* no mark: raised or waiting */
     rows_stop(&r);
 }
 
@@ -924,6 +1046,8 @@ static const struct test_case cases[] = {
     {"rwlock_paused", t_rwlock_paused},
     {"rwlock_stale_mark", t_rwlock_stale_mark},
     {"rwlock_long_local_hold", t_rwlock_long_local_hold},
+    {"rwlock_dead_writer_readers", t_rwlock_dead_writer_readers},
+    {"rwlock_owner_keeps", t_rwlock_owner_keeps},
     {"dslr_short_deadlines", t_dslr_short_deadlines},
     {"dslr_multi_slot", t_dslr_multi_slot},
     {"naive_caught", t_naive_caught},

@@ -419,16 +419,24 @@ struct state {
     uint8_t scratch[6][2][400]; /* keys and values of PREPARE / APPLY frames being made */
 };
 
+/* node's incarnation, as PREPARE and APPLY frames name it (0 if it cannot be reached) */
+static uint64_t node_inc(struct state *st, uint16_t node)
+{
+    uint64_t inc = 0;
+    return fab_peer_incarnation(st->c, node, true, &inc) ? 0 : inc;
+}
+
 /* Whether a frame could change a loaded key if sent: an UPDATE or DELETE op with a loaded key
  * (PREPARE / APPLY), a session PUT or DEL of one. */
 static bool dangerous(uint16_t type, const uint8_t *p, size_t len)
 {
     if (type == TXN_RPC_PREPARE || type == TXN_RPC_APPLY) {
-        uint64_t txid;
+        uint64_t txid, inc;
         uint16_t coord;
         struct wop *ops;
         uint32_t n;
-        if (txn_wops_unpack(p, len, UINT32_MAX, UINT32_MAX, &txid, &coord, &ops, &n)) return false;
+        if (txn_wops_unpack(p, len, UINT32_MAX, UINT32_MAX, &txid, &coord, &inc, &ops, &n))
+            return false;
         bool bad = false;
         for (uint32_t i = 0; i < n; i++)
             if (ops[i].kind != WOP_INSERT && is_loaded_key(ops[i].key, ops[i].klen)) bad = true;
@@ -664,12 +672,14 @@ static void make_wops(struct state *st, uint16_t node, struct frame *f)
     }
     struct pack_w w;
     pack_w_init(&w);
-    txn_wops_pack(&w, fake_txid(st), (uint16_t)rng_below(r, 4), ops, n);
+    /* (the node's incarnation, mostly: the frames go on to the checks behind that one) */
+    uint64_t inc = rng_below(r, 8) ? node_inc(st, node) : rng_next(r);
+    txn_wops_pack(&w, fake_txid(st), (uint16_t)rng_below(r, 4), inc, ops, n);
     f->len = 0;
     if (!w.err) f_bytes(f, w.p, w.len);
     pack_w_free(&w);
-    if (rng_below(r, 4) == 0 && f->len > 14) { /* a bad kind */
-        f->b[14] = (uint8_t)(rng_below(r, 2) ? 0 : 4 + rng_below(r, 252));
+    if (rng_below(r, 4) == 0 && f->len > 22) { /* a bad kind */
+        f->b[22] = (uint8_t)(rng_below(r, 2) ? 0 : 4 + rng_below(r, 252));
     }
 }
 
@@ -1049,7 +1059,7 @@ static int wops_call(struct state *st, uint16_t node, uint16_t type, const struc
     pack_w_init(&w);
     uint16_t coord = st->as_coord && !st->coord_lie ? (uint16_t)(node ^ 1) : (uint16_t)node;
     if (!st->as_coord) coord = 1;
-    txn_wops_pack(&w, as_txid(st, node, txid), coord, ops, n);
+    txn_wops_pack(&w, as_txid(st, node, txid), coord, node_inc(st, node), ops, n);
     struct fab_buf resp = {0};
     int rc = w.err ? RDKV_ENOMEM : call(st, node, type, w.p, w.len, &resp);
     fab_buf_free(&resp);
@@ -1242,7 +1252,8 @@ static void crafted_frames(void)
                 /* (sent directly: call() would abort what it prepared) */
                 struct pack_w w;
                 pack_w_init(&w);
-                txn_wops_pack(&w, as_txid(&st, node, id), (uint16_t)(node ^ 1), &o, 1);
+                txn_wops_pack(&w, as_txid(&st, node, id), (uint16_t)(node ^ 1), node_inc(&st, node),
+                              &o, 1);
                 struct fab_buf resp = {0};
                 CHECK_EQ(fab_rpc_call(st.as_node[node], node, TXN_RPC_PREPARE, w.p, w.len, &resp,
                                       RPC_DEADLINE_NS), RDKV_EABORTED);
@@ -1292,6 +1303,7 @@ static void crafted_frames(void)
             f.len = 0;
             f_u64(&f, txid++);
             f_bytes(&f, "\x01\x00", 2);
+            f_u64(&f, node_inc(&st, node)); /* incarnation */
             f_u32(&f, 0xFFFFFFFFu); /* ops */
             f_u8(&f, WOP_INSERT);
             f_u64(&f, 0);
@@ -1300,16 +1312,16 @@ static void crafted_frames(void)
             f_u32(&f, 0);
             struct fab_buf resp = {0};
             CHECK_EQ(call(&st, node, TXN_RPC_APPLY, f.b, f.len, &resp), RDKV_EPROTO);
-            put_le(f.b + 10, 1, 4);
-            put_le(f.b + 14 + 9, 0xFFFFFFF0u, 4); /* klen */
+            put_le(f.b + 18, 1, 4);
+            put_le(f.b + 22 + 9, 0xFFFFFFF0u, 4); /* klen */
             CHECK_EQ(call(&st, node, TXN_RPC_APPLY, f.b, f.len, &resp), RDKV_EPROTO);
-            put_le(f.b + 14 + 9, 3, 4);
+            put_le(f.b + 22 + 9, 3, 4);
             put_le(f.b + f.len - 4, 0x7FFFFFFFu, 4); /* vlen */
             CHECK_EQ(call(&st, node, TXN_RPC_PREPARE, f.b, f.len, &resp), RDKV_EPROTO);
             put_le(f.b + f.len - 4, 0, 4);
-            f.b[14] = 0; /* kind */
+            f.b[22] = 0; /* kind */
             CHECK_EQ(call(&st, node, TXN_RPC_PREPARE, f.b, f.len, &resp), RDKV_EPROTO);
-            f.b[14] = WOP_DELETE; /* with a NULL row */
+            f.b[22] = WOP_DELETE; /* with a NULL row */
             CHECK_EQ(call(&st, node, TXN_RPC_PREPARE, f.b, f.len, &resp), RDKV_EPROTO);
             fab_buf_free(&resp);
             /* a key over the node's key_max */

@@ -187,15 +187,24 @@ static void registers_run(unsigned tasks)
     REQUIRE(rdkv_session_open(s.c.node[0], NULL, &ses) == 0);
     unsigned per_part[3] = {0};
     rdkv_txn *t;
-    REQUIRE(rdkv_txn_begin(ses, &t) == 0);
+    /* (an abort is retried, bounded: under no-wait an insert's point lock gets 50 us, which a
+     * busy machine's first round trip to a peer's range server can take) */
+    int lrc = RDKV_EABORTED;
+    for (int attempt = 0; attempt < 100 && lrc == RDKV_EABORTED; attempt++) {
+        if (attempt) rdkv_sleep_us(10000);
+        REQUIRE(rdkv_txn_begin(ses, &t) == 0);
+        lrc = 0;
+        for (unsigned r = 0; r < TW_NREG && !lrc; r++) lrc = tw_reg_write(t, r, 0);
+        if (!lrc) lrc = rdkv_txn_commit(t);
+        else rdkv_txn_abort(t);
+        rdkv_txn_free(t);
+    }
+    CHECK_EQ(lrc, 0);
     for (unsigned r = 0; r < TW_NREG; r++) {
-        CHECK_EQ(tw_reg_write(t, r, 0), 0);
         char k[16];
         tw_reg_key(k, r);
         per_part[tc_partition(&s.c, k, strlen(k))]++;
     }
-    CHECK_EQ(rdkv_txn_commit(t), 0);
-    rdkv_txn_free(t);
     rdkv_session_close(ses);
     CHECK(per_part[0] && per_part[1] && per_part[2]);
 
@@ -256,10 +265,19 @@ static void registers_run(unsigned tasks)
     uint64_t committed_writes = 0;
     tw_hist_count(all, k, HIST_COMMITTED, &committed_writes);
     REQUIRE(tc_connect(&s.c, 2, NULL, &ses) == 0);
-    REQUIRE(rdkv_txn_begin(ses, &t) == 0);
-    CHECK_EQ(tw_reg_read_all(t, fin), 0);
-    CHECK_EQ(rdkv_txn_commit(t), 0);
-    rdkv_txn_free(t);
+    /* (an abort is retried, bounded: under wait-die and no-wait the final read can meet a
+     * ticket given up at the end of the run and not passed on yet; its zeros would otherwise
+     * go into the history as a committed read -- a G2 in 3 of 50 runs) */
+    int frc = RDKV_EABORTED;
+    for (int attempt = 0; attempt < 100 && frc == RDKV_EABORTED; attempt++) {
+        if (attempt) rdkv_sleep_us(10000);
+        REQUIRE(rdkv_txn_begin(ses, &t) == 0);
+        frc = tw_reg_read_all(t, fin);
+        if (!frc) frc = rdkv_txn_commit(t);
+        else rdkv_txn_abort(t);
+        rdkv_txn_free(t);
+    }
+    CHECK_EQ(frc, 0);
     rdkv_session_close(ses);
     all[k++] = (struct hist_txn){UINT64_MAX, HIST_COMMITTED, TW_NREG, fin};
 

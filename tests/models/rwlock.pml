@@ -125,10 +125,11 @@
  *   - rule 4: a local waiter (in A4 or backed off) may clear eX and eS (keeping eW) when every
  *     member counted there is late for it with nothing in flight. Rule 5: a local waiter that
  *     backed off may store TURN := LOCAL at any time;
- *   - rule 6 (clear_orphans): a local waiter whose look showed marks in RC reads RT (no remote
- *     ticket outstanding), RC, RT again (unchanged), and CASes RC from the value it read to no
- *     marks: four steps, with anything in between; r6[] follows RT and RC changing under them,
- *     which makes the CAS fail. No time condition;
+ *   - rule 6 (clear_orphans), per class: a local waiter whose look showed marks in RC reads RT
+ *     (no remote ticket of class X outstanding, or of S, or both), RC, RT again (those classes'
+ *     counters unchanged), and CASes RC from the value it read to no marks of those classes
+ *     (eX for X, eS for S, and eW too when both): four steps, with anything in between; r6[]
+ *     follows RT and RC changing under them, which makes the CAS fail. No time condition;
  *   - DEADLINES: a member waiting in A2 may give its ticket up (tk_abandon); it then READs RT
  *     until the ticket is granted and passes it on with the CAS of rule 7 (lock_thread_poll),
  *     or drops it (kept 64 leases), leaving it dead. A member waiting in A4 may give up: one FAA
@@ -145,7 +146,9 @@
  *                     one member age apart);
  *   -DUNCHECKED_PASS_ON (with -DDEADLINES) the code before rule 7 and the deadline fix: a ticket
  *                     given up is passed on with a FAA, late or not (lock_thread_poll, and the
- *                     A4 deadline's tk_release; lock_delay rwlock_deadline_release).
+ *                     A4 deadline's tk_release; lock_delay rwlock_deadline_release);
+ *   -DRULE6_ANY_CLASS rule 6 clears every mark once one class has no ticket out (a live
+ *                     holder's mark of the other class goes with them).
  * Also asserted with -DLEASES: no count of RC goes below 0, RC counts exactly the marks the
  * members believe they have plus the dead ones (MARKS_OK: nobody lowers a mark that is not its
  * own), and a release serves a ticket that exists (n_M <= max_M).
@@ -237,7 +240,10 @@ bit stale3[5];              /* its last sign of life for rule 3 is older than it
 #endif
 bit fl[5];                  /* in flight: a chain posted and not all executed */
 byte r6[3];                 /* local J's rule-6 reads (see clear_orphans below): 0 none, 1 RT
-                               showed no remote ticket, 2 then RC read, 3 then RT unchanged */
+                               showed no remote ticket of the classes in r6c, 2 then RC read,
+                               3 then RT unchanged in those classes */
+byte r6c[3];                /* ... the classes it clears: bit 0 X (eX), bit 1 S (eS); both: eW
+                               too */
 bit vd[5];                  /* its lease ran out in the critical section: what it does is void */
 /* ghosts computed from RT and RC */
 bit gr[NSLOT];              /* its live ticket is granted (and stays so until served) */
@@ -268,8 +274,15 @@ inline shift_s(n, m, a, b, B) {
     fi
 }
 
-/* Rule 6 may start: the look showed marks in RC, and RT shows no remote ticket outstanding */
-#define RULE6_START (reX + reS + reW > 0 && rnX == rmX && rnS == rmS)
+/* Rule 6, per class: RT shows no remote X ticket outstanding (bit 0), no S ticket (bit 1); the
+ * marks it may then clear are there (eX, eS, and eW when both) */
+#ifdef RULE6_ANY_CLASS
+#define R6_CLASSES ((rnX == rmX || rnS == rmS) -> 3 : 0) /* bad: one idle class clears all */
+#else
+#define R6_CLASSES ((rnX == rmX -> 1 : 0) | (rnS == rmS -> 2 : 0))
+#endif
+#define R6_MARKS(c) ((((c) & 1) && reX > 0) || (((c) & 2) && reS > 0) || ((c) == 3 && reW > 0))
+#define RULE6_START R6_MARKS(R6_CLASSES)
 /* DSLR grant: S after the earlier X; X after everybody earlier */
 #define GRANTED_L (lnX == tx[d] && (mode == S || lnS == ts[d]))
 #define GRANTED_R (rnX == tx[d] && (mode == S || rnS == ts[d]))
@@ -323,10 +336,12 @@ inline shift_s(n, m, a, b, B) {
 
 /* Rule 6's reads see RT change between its two reads of it (1, 2) and RC change between its
  * read and its CAS (2, 3): either makes it fail. */
-inline rt_moved() {
-    if :: r6[1] == 1 || r6[1] == 2 -> r6[1] = 0 :: else -> skip fi;
-    if :: r6[2] == 1 || r6[2] == 2 -> r6[2] = 0 :: else -> skip fi
+/* RT's counters of the classes c (bit 0 X, bit 1 S) moved: a rule-6 read of them is stale */
+inline rt_moved_c(c) {
+    if :: (r6[1] == 1 || r6[1] == 2) && (r6c[1] & (c)) -> r6[1] = 0 :: else -> skip fi;
+    if :: (r6[2] == 1 || r6[2] == 2) && (r6c[2] & (c)) -> r6[2] = 0 :: else -> skip fi
 }
+inline rt_moved() { rt_moved_c(3) }
 inline rc_moved() {
     if :: r6[1] >= 2 -> r6[1] = 0 :: else -> skip fi;
     if :: r6[2] >= 2 -> r6[2] = 0 :: else -> skip fi
@@ -443,10 +458,23 @@ inline reset(w) {
 inline rule4() {
     reX = 0; reS = 0; cnt[3] = 0; cnt[4] = 0; dX = 0; dS = 0; rc_moved()
 }
-/* Rule 6 (clear_orphans, a loopback CAS on RC): every mark, raised and waiting */
-inline orphans() {
-    reX = 0; reS = 0; reW = 0; cnt[3] = 0; cnt[4] = 0; mk[3] = 0; mk[4] = 0;
-    dX = 0; dS = 0; dW = 0; rc_moved()
+/* Rule 6 (clear_orphans, a loopback CAS on RC): the marks of the classes c that had no ticket
+ * out -- eX (c bit 0), eS (bit 1), and the waiting ones, eW, when neither had */
+inline orphans(c) {
+    if
+    :: (c) & 1 -> reX = 0; dX = 0;
+        if :: cnt[3] == 2 -> cnt[3] = 0 :: else -> skip fi;
+        if :: cnt[4] == 2 -> cnt[4] = 0 :: else -> skip fi
+    :: else -> skip
+    fi;
+    if
+    :: (c) & 2 -> reS = 0; dS = 0;
+        if :: cnt[3] == 1 -> cnt[3] = 0 :: else -> skip fi;
+        if :: cnt[4] == 1 -> cnt[4] = 0 :: else -> skip fi
+    :: else -> skip
+    fi;
+    if :: (c) == 3 -> reW = 0; mk[3] = 0; mk[4] = 0; dW = 0 :: else -> skip fi;
+    rc_moved()
 }
 /* Rule 7 (tk_pass_on): ticket t (a member's own, or the dead one) is served by a CAS from a
  * value of RT that shows it granted and unserved: the step happens only while it is (the CAS
@@ -454,7 +482,8 @@ inline orphans() {
 inline cas_serve(t) {
     if :: tk[t] == 2 -> rnX++ :: else -> rnS++ fi;
     assert(rnX <= rmX && rnS <= rmS);
-    drop(t); norm(); regrant(); rt_moved()
+    if :: tk[t] == 2 -> rt_moved_c(1) :: else -> rt_moved_c(2) fi;
+    drop(t); norm(); regrant()
 }
 #endif
 
@@ -518,7 +547,11 @@ end_nic:
         :: else -> skip
         fi;
 #ifdef LEASES
-        if :: op <= OP_NX -> rt_moved() :: else -> rc_moved() fi;
+        if
+        :: op == OP_TX || op == OP_NX -> rt_moved_c(1)
+        :: op == OP_TS || op == OP_NS -> rt_moved_c(2)
+        :: else -> rc_moved()
+        fi;
         if                                                     /* the ghosts */
         :: op <= OP_NX -> regrant()
         :: op == OP_RS -> cnt[who] = 1
@@ -617,7 +650,7 @@ a4: /* A4: load RC and TURN, in either order */
         fi
 #ifdef LEASES
     :: atomic { R4_OK(d) -> rule4() }; goto a4     /* rule 4: the remote marks are the late's */
-    :: atomic { RULE6_START -> r6[d] = 1; r6back = 0 }; goto rule6
+    :: atomic { RULE6_START -> r6[d] = 1; r6c[d] = R6_CLASSES; r6back = 0 }; goto rule6
 #endif
     fi;
 cs: /* release */
@@ -661,7 +694,7 @@ bwait:
     :: (turn == LOCAL || reX + reS == 0)
     :: atomic { R4_OK(d) -> rule4() }; goto bwait  /* rule 4 */
     :: atomic { turn == REMOTE -> turn = LOCAL }; goto bwait   /* rule 5: TURN only breaks ties */
-    :: atomic { RULE6_START -> r6[d] = 1; r6back = 1 }; goto rule6
+    :: atomic { RULE6_START -> r6[d] = 1; r6c[d] = R6_CLASSES; r6back = 1 }; goto rule6
     fi;
 #else
     (turn == LOCAL || reX + reS == 0);
@@ -670,16 +703,18 @@ bwait:
     goto a4;
 #ifdef LEASES
 rule6: /* Rule 6 (clear_orphans): the look showed marks in RC; a read of RT showed no remote
-        * ticket outstanding (step 1); then RC is read (2: it counts marks), RT again (3: as at
-        * step 1), and RC is CASed from the value read to no marks (4). */
+        * ticket of the classes r6c outstanding (step 1); then RC is read (2: it counts marks of
+        * them), RT again (3: those classes as at step 1), and RC is CASed from the value read to
+        * no marks of those classes (4). */
     if
-    :: atomic { r6[d] == 1 && reX + reS + reW > 0 -> r6[d] = 2 }
+    :: atomic { r6[d] == 1 && R6_MARKS(r6c[d]) -> r6[d] = 2 }
         if
         :: atomic { r6[d] == 2 -> r6[d] = 3 }
-            atomic { if :: r6[d] == 3 -> r6[d] = 0; orphans() :: else -> r6[d] = 0 fi }
-        :: atomic { r6[d] != 2 -> r6[d] = 0 }
+            atomic { if :: r6[d] == 3 -> r6[d] = 0; orphans(r6c[d]) :: else -> r6[d] = 0 fi;
+                     r6c[d] = 0 }
+        :: atomic { r6[d] != 2 -> r6[d] = 0; r6c[d] = 0 }
         fi
-    :: atomic { r6[d] != 1 || reX + reS + reW == 0 -> r6[d] = 0 }
+    :: atomic { r6[d] != 1 || !R6_MARKS(r6c[d]) -> r6[d] = 0; r6c[d] = 0 }
     fi;
     if :: r6back -> r6back = 0; goto bwait :: else -> goto a4 fi;
 #endif

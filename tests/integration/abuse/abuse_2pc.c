@@ -53,11 +53,12 @@ static void stats(unsigned node, struct txn_fence_stats *out)
     txn_env_fence_stats(node_txn(srv(node)), out);
 }
 
-/* A one-op PREPARE / APPLY payload. */
+/* A one-op PREPARE / APPLY payload for node 2 (naming its incarnation: a coordinator's locks
+ * taken there now). */
 static void wops(struct pack_w *w, uint64_t txid, uint16_t coord, const struct wop *o)
 {
     pack_w_init(w);
-    txn_wops_pack(w, txid, coord, o, 1);
+    txn_wops_pack(w, txid, coord, fab_incarnation(node_fabric(srv(2))), o, 1);
     REQUIRE(!w->err);
 }
 
