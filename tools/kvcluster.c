@@ -17,7 +17,7 @@
 
 static const char usage[] =
     "usage: kvcluster start --nodes N --dir DIR [--transport T] [--arena SIZE] [--host H]\n"
-    "                       [--bench] [--durable [--durability MODE]]\n"
+    "                       [--bench] [--durable [--durability MODE] [--checkpoint-every SIZE]]\n"
     "       kvcluster restart --dir DIR --node I [--init]\n"
     "       kvcluster status --dir DIR\n"
     "       kvcluster stop --dir DIR\n"
@@ -46,6 +46,8 @@ static const char usage[] =
     "  --durable       each node keeps a redo log in DIR/node-I.data (kvserver --data-dir)\n"
     "                  and survives a crash and restart with its data (docs/storage.md)\n"
     "  --durability M  with --durable: group (default), sync or off (kvserver --durability)\n"
+    "  --checkpoint-every SIZE  with --durable: checkpoint once the log grew this much\n"
+    "                  (kvserver --checkpoint-every; 0: never, the whole log is replayed)\n"
     "  --node I        restart: the node to start again\n"
     "  --init          restart of a --durable node whose data directory is empty or gone:\n"
     "                  start its partition empty (without it such a node refuses to start,\n"
@@ -87,14 +89,18 @@ static void opts_save(const char *dir, const struct launch_opts *lo)
     snprintf(p, sizeof p, "%s/" OPTS_FILE, dir);
     FILE *f = fopen(p, "w");
     if (!f) return;
-    fprintf(f, "transport %s\narena %llu\nbench %d\ndurable %d\ndurability %s\n",
+    fprintf(f, "transport %s\narena %llu\nbench %d\ndurable %d\ndurability %s\n"
+               "checkpoint_every %s\n",
             fab_transport_name(lo->transport), (unsigned long long)lo->arena_size, lo->bench,
-            lo->durable, lo->durability ? lo->durability : "-");
+            lo->durable, lo->durability ? lo->durability : "-",
+            lo->checkpoint_every ? lo->checkpoint_every : "-");
     fclose(f);
 }
 
-/* Reads them back into lo (durability into buf). 0, or 1 with a message. */
-static int opts_load(const char *dir, struct launch_opts *lo, char *buf, size_t cap)
+/* Reads them back into lo (durability into buf, checkpoint_every into buf2). 0, or 1 with a
+ * message. */
+static int opts_load(const char *dir, struct launch_opts *lo, char *buf, size_t cap, char *buf2,
+                     size_t cap2)
 {
     char p[4096], line[256], word[32], val[128];
     snprintf(p, sizeof p, "%s/" OPTS_FILE, dir);
@@ -114,6 +120,9 @@ static int opts_load(const char *dir, struct launch_opts *lo, char *buf, size_t 
         else if (!strcmp(word, "durability") && strcmp(val, "-")) {
             snprintf(buf, cap, "%s", val);
             lo->durability = buf;
+        } else if (!strcmp(word, "checkpoint_every") && strcmp(val, "-")) {
+            snprintf(buf2, cap2, "%s", val);
+            lo->checkpoint_every = buf2;
         }
     }
     fclose(f);
@@ -176,7 +185,7 @@ static int wait_seen_up(struct launch *L, unsigned node)
 static int cmd_restart(const char *dir, unsigned node, bool init)
 {
     struct launch L;
-    char err[512], dbuf[128];
+    char err[512], dbuf[128], cbuf[128];
     if (launch_attach(&L, dir, err, sizeof err)) {
         fprintf(stderr, "kvcluster: error: %s\n", err);
         return 1;
@@ -187,7 +196,7 @@ static int cmd_restart(const char *dir, unsigned node, bool init)
     lo.dir = dir;
     lo.detach = true;
     lo.init = init;
-    int rc = opts_load(dir, &lo, dbuf, sizeof dbuf);
+    int rc = opts_load(dir, &lo, dbuf, sizeof dbuf, cbuf, sizeof cbuf);
     if (!rc && launch_restart(&L, &lo, node, err, sizeof err)) {
         fprintf(stderr, "kvcluster: error: %s\n", err);
         rc = 1;
@@ -202,7 +211,8 @@ static int cmd_restart(const char *dir, unsigned node, bool init)
 }
 
 static int cmd_start(unsigned nodes, const char *dir, enum fab_transport t, uint64_t arena,
-                     const char *host, bool bench, bool durable, const char *durability)
+                     const char *host, bool bench, bool durable, const char *durability,
+                     const char *checkpoint_every)
 {
     char conf[4096];
     snprintf(conf, sizeof conf, "%s/cluster.conf", dir);
@@ -229,6 +239,7 @@ static int cmd_start(unsigned nodes, const char *dir, enum fab_transport t, uint
     lo.bench = bench;
     lo.durable = durable;
     lo.durability = durability;
+    lo.checkpoint_every = checkpoint_every;
     struct launch L;
     if (launch_start(&L, &lo, err, sizeof err)) {
         fprintf(stderr, "kvcluster: error: %s\n", err);
@@ -318,7 +329,7 @@ int main(int argc, char **argv)
     enum fab_transport t = FAB_SOFT;
     uint64_t arena = 0, u;
     bool bench = false, durable = false, init = false;
-    const char *durability = NULL;
+    const char *durability = NULL, *checkpoint_every = NULL;
     long node = -1;
     for (int i = 2; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -355,6 +366,9 @@ int main(int argc, char **argv)
             if (strcmp(v, "group") && strcmp(v, "sync") && strcmp(v, "off"))
                 usage_error("--durability must be group, sync or off (got '%s')", v);
             durability = v;
+        } else if (!strcmp(o, "--checkpoint-every")) {
+            if (parse_size(v, &u)) usage_error("--checkpoint-every needs a size such as 256M, or 0 (got '%s')", v);
+            checkpoint_every = v;
         } else if (!strcmp(o, "--node")) {
             if (parse_uint_range(v, 0, LAUNCH_MAX - 1, &u)) usage_error("--node must be 0..63 (got '%s')", v);
             node = (long)u;
@@ -367,7 +381,8 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "start")) {
         if (!nodes) usage_error("%s", "start needs --nodes N");
         if (durability && !durable) usage_error("%s", "--durability needs --durable");
-        return cmd_start(nodes, dir, t, arena, host, bench, durable, durability);
+        if (checkpoint_every && !durable) usage_error("%s", "--checkpoint-every needs --durable");
+        return cmd_start(nodes, dir, t, arena, host, bench, durable, durability, checkpoint_every);
     }
     if (!strcmp(cmd, "restart")) {
         if (node < 0) usage_error("%s", "restart needs --node I");

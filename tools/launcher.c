@@ -184,6 +184,10 @@ static int spawn_node(struct launch *L, const struct launch_opts *o, const char 
                 argv[a++] = "--durability";
                 argv[a++] = o->durability;
             }
+            if (o->checkpoint_every) {
+                argv[a++] = "--checkpoint-every";
+                argv[a++] = o->checkpoint_every;
+            }
         }
         /* "%N" in an extra argument is this node's number (a data directory per node) */
         static char exp[14][PATH_MAX];

@@ -26,6 +26,8 @@ struct launch_opts {
     bool durable;                  /* node i keeps its redo log in DIR/node-i.data (kvserver
                                       --data-dir) and restarts with its data */
     const char *durability;        /* with durable: kvserver --durability (NULL: its default) */
+    const char *checkpoint_every;  /* with durable: kvserver --checkpoint-every (NULL: its
+                                      default) */
     bool init;                     /* with durable: a restart may start the node empty (kvserver
                                       --init; a first start always may) */
     bool insecure;                 /* benchmarks only: nodes run --insecure and no secret is made;
