@@ -23,6 +23,21 @@ extern bool tenv_quick;
 /* --bindir DIR: where kvserver and the other programs are (tests that start processes). */
 extern const char *tenv_bindir;
 
+/* Whether the run is slow for reasons of its own: the emulated verbs guest, where one round trip
+ * can take milliseconds, or a sanitizer build (5-15x slower, and run by CI beside other tests).
+ * Scenarios whose own holds must not outlive a lease take a longer one there. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define TENV_SANITIZED true
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define TENV_SANITIZED true
+#endif
+#endif
+#ifndef TENV_SANITIZED
+#define TENV_SANITIZED false
+#endif
+static inline bool tenv_slow(void) { return tenv_transport == FAB_VERBS || TENV_SANITIZED; }
+
 /* Parses and removes the options every test binary takes (--transport T, --quick, --bindir D).
  * Returns new argc. */
 int tenv_args(int argc, char **argv);
