@@ -40,6 +40,14 @@ int launch_kvserver_path(const char *bindir, char *out, size_t cap)
     return 0;
 }
 
+const char *launch_extra_arg(const char *x, unsigned node, char *buf, size_t cap)
+{
+    const char *at = strstr(x, "%N");
+    if (at && (size_t)snprintf(buf, cap, "%.*s%u%s", (int)(at - x), x, node, at + 2) < cap)
+        return buf;
+    return x;
+}
+
 static int pidfd_open_(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 
 void launch_last_line(const char *path, char *out, size_t cap)
@@ -189,15 +197,9 @@ static int spawn_node(struct launch *L, const struct launch_opts *o, const char 
                 argv[a++] = o->checkpoint_every;
             }
         }
-        /* "%N" in an extra argument is this node's number (a data directory per node) */
         static char exp[14][PATH_MAX];
-        for (int k = 0; k < 14 && o->extra[k] && a < 30; k++) {
-            const char *x = o->extra[k], *at = strstr(x, "%N");
-            if (at && (size_t)snprintf(exp[k], sizeof exp[k], "%.*s%u%s", (int)(at - x), x, i,
-                                       at + 2) < sizeof exp[k])
-                x = exp[k];
-            argv[a++] = x;
-        }
+        for (int k = 0; k < 14 && o->extra[k] && a < 30; k++)
+            argv[a++] = launch_extra_arg(o->extra[k], i, exp[k], sizeof exp[k]);
         argv[a] = NULL;
         execv(kvserver, (char *const *)argv);
         _exit(127);

@@ -86,6 +86,9 @@ bool launch_alive(struct launch *L, unsigned node);
 /* SIGTERM to every node, wait up to timeout for each, SIGKILL the rest. Returns 0 when every
  * node exited with status 0 (or, for detached nodes, exited at all). Frees L's resources. */
 int launch_stop(struct launch *L, int64_t timeout_ns);
+/* launch_opts.extra[k] as node gets it: its first "%N" replaced by the node's number (a data
+ * directory per node), written to buf; x itself when it has none or buf is too small. */
+const char *launch_extra_arg(const char *x, unsigned node, char *buf, size_t cap);
 /* Path of the kvserver binary next to the running program (or in bindir). */
 int launch_kvserver_path(const char *bindir, char *out, size_t cap);
 /* The last non-empty line of a file (a node's log, to say why it failed), without its line end
