@@ -567,7 +567,8 @@ static void *t_reg(void *arg)
         rdkv_txn_free(t);
         uint8_t st = rc == 0 ? HIST_COMMITTED : rc == RDKV_EUNKNOWN ? HIST_UNKNOWN : HIST_ABORTED;
         if (!tw_hist_add(&regw[w].h, tw_uid((int)w, ++regw[w].attempts), st, ops, nops)) break;
-        if (rc == 0) atomic_fetch_add(node == T_EMB ? &t_emb_reg_commits : &t_reg_commits, 1);
+        if (rc == 0) atomic_fetch_add(&t_reg_commits, 1);
+        if (rc == 0 && node == T_EMB) atomic_fetch_add(&t_emb_reg_commits, 1);
         if (rc == RDKV_EUNKNOWN) atomic_fetch_add(&t_reg_unknown, 1);
         if (rc == 0) fails = 0;
         else if (rc != RDKV_EABORTED) t_failed_once(&s, node, &fails);
@@ -712,10 +713,28 @@ static void t_histcheck(rdkv_session *s, unsigned round)
     free(all);
 }
 
-/* The hook round's victim: a participant for prepare-exit and commit-exit (any node takes part),
- * a coordinator for decision-exit (every node coordinates its bank thread's transfers). */
+/* The coordinator of the transaction whose hook made node exit, from its log's "test hook:" line
+ * (a transaction id names its coordinator in its top 16 bits, txn/txn.c), or -1. */
+static int t_hook_coordinator(struct launch *L, unsigned node)
+{
+    char p[PATH_MAX + 32], line[1024];
+    snprintf(p, sizeof p, "%s/node-%u.log", L->dir, node);
+    FILE *f = fopen(p, "r");
+    int c = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *h = strstr(line, "test hook: exiting"), *t = h ? strstr(h, " txn ") : NULL;
+        if (t) c = (int)(strtoull(t + 5, NULL, 16) >> 48);
+    }
+    if (f) fclose(f);
+    return c;
+}
+
+/* The hook round's victim: a participant for prepare-exit and commit-exit (any node takes part,
+ * and the hook takes the first transaction that reaches it, of whichever coordinator), a
+ * coordinator for decision-exit (every node coordinates its bank thread's transfers). *coord:
+ * the coordinator of the transaction it fired in (-1: not known). */
 static void t_hook_round(struct launch *L, const struct launch_opts *lo, unsigned victim,
-                         const char *hook, bool *fired)
+                         const char *hook, bool *fired, int *coord)
 {
     REQUIRE(launch_kill(L, victim) == 0);
     char f[64], err[512] = "";
@@ -723,7 +742,7 @@ static void t_hook_round(struct launch *L, const struct launch_opts *lo, unsigne
     setenv("RDKV_TEST_FAULT", f, 1);
     /* (the workload goes on: the hook may fire before the node is reported ready) */
     int rc = launch_restart(L, lo, victim, err, sizeof err);
-    unsetenv("RDKV_TEST_FAULT");
+    setenv("RDKV_TEST_FAULT", "", 1); /* (no hook; see test_torture) */
     if (rc && !strstr(err, "test hook")) fprintf(stderr, "  restart of node %u: %s\n", victim, err);
     REQUIRE(rc == 0 || strstr(err, "test hook"));
     /* the workload (running all along) makes it die in the hook's window */
@@ -732,6 +751,7 @@ static void t_hook_round(struct launch *L, const struct launch_opts *lo, unsigne
     *fired = !launch_alive(L, victim); /* (which reaps it) */
     CHECK(*fired); /* the hook's window was reached */
     if (!*fired) REQUIRE(launch_kill(L, victim) == 0);
+    *coord = *fired ? t_hook_coordinator(L, victim) : -1;
 }
 
 static void test_torture(void)
@@ -740,7 +760,11 @@ static void test_torture(void)
     REQUIRE(tenv_mkdtemp(top, sizeof top, "rdkv-dtort") == 0);
     snprintf(data, sizeof data, "%s/data-%%N", top);
     snprintf(cdir, sizeof cdir, "%s/cluster", top);
-    unsetenv("RDKV_TEST_FAULT");
+    /* Other threads read the environment while the hook rounds set RDKV_TEST_FAULT (rdkv_connect
+     * its RDKV_SECRET_FILE): so the variable is there from now on, empty when no hook is armed,
+     * and setenv only swaps its value -- adding or removing it would move the environment array
+     * under their getenv. */
+    setenv("RDKV_TEST_FAULT", "", 1);
     /* RDKV_TEST_SEED replays a run (the seed is printed) */
     const char *es = getenv("RDKV_TEST_SEED");
     t_seed = es ? strtoull(es, NULL, 0) : T_SEED_DEFAULT;
@@ -805,8 +829,14 @@ static void test_torture(void)
         /* not a synchronisation: the kill lands wherever the workload happens to be */
         rdkv_sleep_us(delay_ms * 1000ull);
         bool fired = true;
+        int coord = -1;
+        char hooked[96] = "";
         if (hook) {
-            t_hook_round(&L, &lo, victim, hook, &fired);
+            t_hook_round(&L, &lo, victim, hook, &fired, &coord);
+            if (fired)
+                snprintf(hooked, sizeof hooked, ", then %s (fired, in a transaction of node %d)",
+                         hook, coord);
+            else snprintf(hooked, sizeof hooked, ", then %s (NOT fired)", hook);
         } else {
             REQUIRE(launch_kill(&L, victim) == 0);
             rdkv_sleep_us(down_ms * 1000ull);
@@ -834,14 +864,15 @@ static void test_torture(void)
                 (double)(r1 - r0) / 1e9, (double)(r2 - r1) / 1e9, (double)(r3 - r2) / 1e9,
                 (double)(r4 - r3) / 1e9, (double)(clock_now_ns() - r4) / 1e9);
         fprintf(stderr,
-                "  round %u (%.1f s): kill -9 node %u after %u ms%s%s%s; transfers %u..%u: %u acked, %u "
+                "  round %u (%.1f s): kill -9 node %u after %u ms%s; transfers %u..%u: %u acked, %u "
                 "unknown (%u unknown ones so far committed), %u failed (embedded: %u, %u, %u); %u "
-                "committed in all; %u register commits, %u unknown so far; %u reconnects\n",
-                round, (double)(clock_now_ns() - r0) / 1e9, victim, delay_ms,
-                hook ? ", then " : "", hook ? hook : "", hook ? (fired ? " (fired)" : " (NOT fired)") : "",
-                x0, nxs, t_ack - ack0, t_unknown - unk0, unknown_in, t_failed - fail0,
+                "committed in all; %u register commits (%u embedded), %u unknown so far; %u "
+                "reconnects\n",
+                round, (double)(clock_now_ns() - r0) / 1e9, victim, delay_ms, hooked, x0, nxs,
+                t_ack - ack0, t_unknown - unk0, unknown_in, t_failed - fail0,
                 t_emb_ack - eack0, t_emb_unknown - eunk0, t_emb_failed - efail0, committed,
-                (unsigned)t_reg_commits, (unsigned)t_reg_unknown, (unsigned)t_reconnects);
+                (unsigned)t_reg_commits, (unsigned)t_emb_reg_commits, (unsigned)t_reg_unknown,
+                (unsigned)t_reconnects);
         if (harness_failures) break; /* (the first failing round says the most) */
     }
     CHECK(t_ack > 0);
