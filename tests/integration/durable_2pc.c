@@ -400,32 +400,34 @@ static void test_logged_2pc(void)
 /* The crash-restart torture: a workload of bank transfers and register transactions (recorded
  * for histcheck) from embedded and remote sessions -- so every node coordinates and every node
  * takes part -- runs without a stop through every round, while the round kills a node: kill -9
- * of any node at a random moment (a delay drawn from the printed seed, not a synchronisation),
- * a restart after another random delay, the workload going on through both; then rounds that
- * restart the victim armed with a test hook, so that it dies in an exact window with other
- * transactions running (a participant right after its PREPARE, a participant at a COMMIT, a
- * coordinator right after its DECISION), and restart it again. After every round, the workload
- * stopped: every acknowledged transfer's marker is there, no cleanly failed one is, the balances
- * are exactly what the committed markers make them (no transfer partly applied; a transfer of
- * unknown outcome counts either way, as a whole), the total holds, every row can be locked again
- * (the dead holders' locks are recovered) and histcheck finds the register history so far
- * serializable, counting RDKV_EUNKNOWN transactions as either outcome. Each transfer attempt is
- * its own ledger entry with its own marker: nothing is retried after a commit failed.
+ * of any kvserver node at a random moment (a delay drawn from the printed seed, not a
+ * synchronisation), a restart after another random delay, the workload going on through both;
+ * then rounds that restart the victim armed with a test hook, so that it dies in an exact
+ * window with other transactions running (a participant right after its PREPARE, a participant
+ * at a COMMIT, a coordinator right after its DECISION), and restart it again. After every
+ * round, the workload stopped: every acknowledged transfer's marker is there, no cleanly failed
+ * one is, the balances are exactly what the committed markers make them (no transfer partly
+ * applied; a transfer of unknown outcome counts either way, as a whole), the total holds, every
+ * row can be locked again (the dead holders' locks are recovered) and histcheck finds the
+ * register history so far serializable, counting RDKV_EUNKNOWN transactions as either outcome.
+ * Each transfer attempt is its own ledger entry with its own marker: nothing is retried after a
+ * commit failed.
  *
- * The cluster has four nodes: kvserver processes 0..2 (launcher), which the rounds kill, and node
- * 3, which runs in this process (rdkv_node_start, with the kvservers' arguments and a data
+ * The cluster has four nodes: kvserver processes 0..2 (launcher), which the rounds kill, and
+ * node 3, which runs in this process (rdkv_node_start, with the kvservers' arguments and a data
  * directory of its own; launch_opts.external) and is never killed: it is the test. One bank and
  * one register thread run on each node -- node 3's on embedded sessions, which take and release
  * its rows' locks with CPU atomics and the others' over the fabric, and coordinate their 2PC in
  * this process -- into the same ledger and history, and the after-round checks read through the
- * victim's remote session and node 3's embedded one in turn. Accounts and registers hash over all
- * four nodes, node 3 included: so node 3's embedded transactions have participants that the
+ * victim's remote session and node 3's embedded one in turn. Accounts and registers hash over
+ * all four nodes, node 3 included: so node 3's embedded transactions have participants that the
  * rounds kill (at random, and in the prepare-exit and commit-exit windows, which fire at the
- * victim's first PREPARE or COMMIT from whichever coordinator, node 3 too), and node 3 is also
- * a participant that outlives the coordinators killed (decision-exit kills a kvserver
- * coordinator: node 3 keeps its share prepared and asks the restarted one), and its rows'
- * locks, held by a killed holder, are recovered for local (embedded) waiters as well as remote
- * ones -- which rows on 0..2 only would leave out. docs/transactions.md, "Crash tests". */
+ * victim's first PREPARE or COMMIT from whichever coordinator, node 3 too: the round's line
+ * says which), and node 3 is also a participant that outlives the coordinators killed
+ * (decision-exit kills a kvserver coordinator: node 3 keeps its share prepared until the
+ * restarted one delivers the decision or answers its question), and its rows' locks, held by a
+ * killed holder, are recovered for local (embedded) waiters as well as remote ones -- which
+ * rows on 0..2 only would leave out. docs/transactions.md, "Crash tests". */
 
 #define T_KILLS 6      /* rounds of kill -9 at a random moment */
 #define T_HOOKS 3      /* then one round per hook */
