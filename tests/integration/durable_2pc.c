@@ -611,6 +611,9 @@ struct t_row {
     int64_t deadline;
     int rc;
     unsigned via;
+    int64_t took; /* the longer pass */
+    unsigned took_via;
+    int waited; /* the status that pass met last before the lock was free (0: none) */
 };
 
 static void *t_settle_row(void *arg)
@@ -623,9 +626,12 @@ static void *t_settle_row(void *arg)
     r->rc = 0;
     for (unsigned pass = 0; pass < 2 && !r->rc; pass++) {
         r->via = pass == 0 ? n : (n + 1) % T_PARTS; /* (node 2's rows: from node 3, embedded) */
+        int64_t p0 = clock_now_ns();
+        int waited = 0;
         rdkv_session *s = t_session(r->via, false);
         r->rc = s ? -1 : RDKV_EUNAVAILABLE;
         while (s && r->rc && clock_now_ns() < r->deadline) {
+            if (r->rc != -1) waited = r->rc;
             rdkv_txn *t = NULL;
             r->rc = rdkv_txn_begin(s, &t);
             long v;
@@ -639,6 +645,11 @@ static void *t_settle_row(void *arg)
             if (r->rc) rdkv_sleep_us(20000);
         }
         if (s) rdkv_session_close(s);
+        if (clock_now_ns() - p0 >= r->took) {
+            r->took = clock_now_ns() - p0;
+            r->took_via = r->via;
+            r->waited = waited;
+        }
     }
     return NULL;
 }
@@ -656,8 +667,10 @@ static double t_settle(void)
         }
     }
     bool ok = true;
+    unsigned slow = 0;
     for (unsigned i = 0; i < T_ROWS; i++) {
         if (rows[i].thr) pthread_join(rows[i].thr, NULL);
+        if (rows[i].took > rows[slow].took) slow = i;
         if (!rows[i].rc) continue;
         char k[32];
         if (i < ACCTS) acct_key(i, k, sizeof k);
@@ -666,6 +679,12 @@ static double t_settle(void)
                 rdkv_key_partition(k, strlen(k), T_PARTS), rows[i].via, rdkv_strerror(rows[i].rc));
         ok = false;
     }
+    char k[32]; /* (what the slowest row waited for: a diagnosis, never a verdict) */
+    if (slow < ACCTS) acct_key(slow, k, sizeof k);
+    else tw_reg_key(k, slow - ACCTS);
+    fprintf(stderr, "  the slowest row: %s (node %u), free to a session on node %u after %.1f s "
+            "(it met %s)\n", k, rdkv_key_partition(k, strlen(k), T_PARTS), rows[slow].took_via,
+            (double)rows[slow].took / 1e9, rows[slow].waited ? rdkv_strerror(rows[slow].waited) : "nothing");
     return ok ? (double)(clock_now_ns() - t0) / 1e9 : -1;
 }
 
