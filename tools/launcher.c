@@ -40,6 +40,14 @@ int launch_kvserver_path(const char *bindir, char *out, size_t cap)
     return 0;
 }
 
+const char *launch_extra_arg(const char *x, unsigned node, char *buf, size_t cap)
+{
+    const char *at = strstr(x, "%N");
+    if (at && (size_t)snprintf(buf, cap, "%.*s%u%s", (int)(at - x), x, node, at + 2) < cap)
+        return buf;
+    return x;
+}
+
 static int pidfd_open_(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 
 void launch_last_line(const char *path, char *out, size_t cap)
@@ -189,15 +197,9 @@ static int spawn_node(struct launch *L, const struct launch_opts *o, const char 
                 argv[a++] = o->checkpoint_every;
             }
         }
-        /* "%N" in an extra argument is this node's number (a data directory per node) */
         static char exp[14][PATH_MAX];
-        for (int k = 0; k < 14 && o->extra[k] && a < 30; k++) {
-            const char *x = o->extra[k], *at = strstr(x, "%N");
-            if (at && (size_t)snprintf(exp[k], sizeof exp[k], "%.*s%u%s", (int)(at - x), x, i,
-                                       at + 2) < sizeof exp[k])
-                x = exp[k];
-            argv[a++] = x;
-        }
+        for (int k = 0; k < 14 && o->extra[k] && a < 30; k++)
+            argv[a++] = launch_extra_arg(o->extra[k], i, exp[k], sizeof exp[k]);
         argv[a] = NULL;
         execv(kvserver, (char *const *)argv);
         _exit(127);
@@ -253,7 +255,7 @@ static int wait_ready(struct launch *L, unsigned i, int rfd, int64_t deadline, c
 int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_t errcap)
 {
     memset(L, 0, sizeof *L);
-    if (o->nodes == 0 || o->nodes > LAUNCH_MAX) {
+    if (o->nodes == 0 || o->nodes + o->external > LAUNCH_MAX) {
         snprintf(err, errcap, "node count must be 1..%d", LAUNCH_MAX);
         return RDKV_EINVAL;
     }
@@ -276,10 +278,11 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
     }
     L->n = o->nodes;
     L->children = !o->detach;
+    unsigned all = o->nodes + o->external; /* (the external ones' ports are bound here too) */
     int fds[LAUNCH_MAX];
     uint16_t ports[LAUNCH_MAX];
     const char *hosts[LAUNCH_MAX];
-    for (unsigned i = 0; i < L->n; i++) {
+    for (unsigned i = 0; i < all; i++) {
         hosts[i] = o->host;
         int rc = fab_listen(o->host, 0, &fds[i], &ports[i], err, errcap);
         if (rc) {
@@ -287,7 +290,7 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
             return rc;
         }
     }
-    cluster_config_make(&L->cc, L->n, hosts, ports);
+    cluster_config_make(&L->cc, all, hosts, ports);
     snprintf(L->cc.transport, sizeof L->cc.transport, "%s", fab_transport_name(o->transport));
     L->cc.arena_size = o->arena_size;
     snprintf(L->conf, sizeof L->conf, "%s/cluster.conf", L->dir);
@@ -298,13 +301,13 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
     snprintf(client_secret, sizeof client_secret, "%s/%s", L->dir, LAUNCH_CLIENT_SECRET);
     if (!o->insecure && strlen(secret) >= sizeof L->cc.secret_file) {
         snprintf(err, errcap, "%s: path too long for the secret file", L->dir);
-        for (unsigned i = 0; i < L->n; i++) close(fds[i]);
+        for (unsigned i = 0; i < all; i++) close(fds[i]);
         return RDKV_EINVAL;
     }
     if (!o->insecure && access(secret, F_OK) != 0) {
         int rc = auth_generate(secret, client_secret, err, errcap);
         if (rc) {
-            for (unsigned i = 0; i < L->n; i++) close(fds[i]);
+            for (unsigned i = 0; i < all; i++) close(fds[i]);
             return rc;
         }
     }
@@ -312,7 +315,7 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
     FILE *cf = fopen(L->conf, "w");
     if (!cf || cluster_config_write(&L->cc, cf) || fclose(cf)) {
         snprintf(err, errcap, "cannot write %s", L->conf);
-        for (unsigned i = 0; i < L->n; i++) close(fds[i]);
+        for (unsigned i = 0; i < all; i++) close(fds[i]);
         return RDKV_EIO;
     }
     if (!o->insecure) memcpy(L->cc.secret_file, secret, strlen(secret) + 1);
@@ -324,6 +327,12 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
         started++;
     }
     for (unsigned i = 0; i < L->n; i++) close(fds[i]);
+    for (unsigned k = 0; k < o->external; k++) L->ext_fd[k] = fds[L->n + k];
+    if (!rc && o->start_external) rc = o->start_external(L, o->external_arg, err, errcap);
+    for (unsigned k = 0; k < o->external; k++) {
+        if (L->ext_fd[k] >= 0) close(L->ext_fd[k]);
+        L->ext_fd[k] = -1;
+    }
     /* Wait for every node's "ready" line (or its exit, which closes the pipe). */
     int64_t deadline = clock_now_ns() + (o->ready_timeout_ns > 0 ? o->ready_timeout_ns : 60 * NS_PER_S);
     for (unsigned i = 0; i < started && rc == 0; i++)

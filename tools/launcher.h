@@ -1,6 +1,7 @@
 /* The cluster launcher: starts N kvserver processes on this host, each on a port the kernel
  * picked (bound here and handed down, so there is no race for ports), waits until every node says
- * it is ready, and stops them all again. kvbench --nodes, kvcluster and the tests use it. */
+ * it is ready, and stops them all again. kvbench --nodes, kvcluster and the tests use it; a test
+ * may have it name more nodes in the config, which the test runs itself (embedded). */
 #ifndef RDKV_LAUNCHER_H
 #define RDKV_LAUNCHER_H
 
@@ -11,6 +12,8 @@
 #include <sys/types.h>
 
 #define LAUNCH_MAX 64
+
+struct launch;
 
 struct launch_opts {
     unsigned nodes;
@@ -33,19 +36,32 @@ struct launch_opts {
     bool insecure;                 /* benchmarks only: nodes run --insecure and no secret is made;
                                       else DIR/cluster.secret (node) and DIR/cluster.client.secret
                                       (for clients) are made unless DIR has them already */
+    unsigned external;             /* more nodes, numbered after the first `nodes`, that the
+                                      config names but the caller runs itself (rdkv_node_start,
+                                      on L->ext_fd[k] for node nodes + k: kvserver --listen-fd) */
+    /* with external: called once the spawned nodes are started, before launch_start waits for
+     * them to be ready (they wait for every peer, the external ones too); 0 or a status with a
+     * reason in err. It takes the sockets it hands to its nodes (setting L->ext_fd[k] to -1);
+     * launch_start closes the others. Should launch_start fail after it succeeded, the caller
+     * stops what it started. */
+    int (*start_external)(struct launch *L, void *arg, char *err, size_t errcap);
+    void *external_arg;
 };
 
 #define LAUNCH_SECRET "cluster.secret"
 #define LAUNCH_CLIENT_SECRET "cluster.client.secret"
 
 struct launch {
-    unsigned n;
+    unsigned n;                    /* the nodes launched: 0..n-1 (the config may name more:
+                                      launch_opts.external) */
     struct cluster_config cc;
     char dir[PATH_MAX];
     char conf[PATH_MAX + 32];
     pid_t pids[LAUNCH_MAX];
     bool own_dir;                  /* a temporary directory that launch_stop removes */
     bool children;                 /* pids are our children (waitpid) */
+    int ext_fd[LAUNCH_MAX];        /* during start_external: the external nodes' listening
+                                      sockets */
 };
 
 void launch_opts_init(struct launch_opts *o);
@@ -70,6 +86,9 @@ bool launch_alive(struct launch *L, unsigned node);
 /* SIGTERM to every node, wait up to timeout for each, SIGKILL the rest. Returns 0 when every
  * node exited with status 0 (or, for detached nodes, exited at all). Frees L's resources. */
 int launch_stop(struct launch *L, int64_t timeout_ns);
+/* launch_opts.extra[k] as node gets it: its first "%N" replaced by the node's number (a data
+ * directory per node), written to buf; x itself when it has none or buf is too small. */
+const char *launch_extra_arg(const char *x, unsigned node, char *buf, size_t cap);
 /* Path of the kvserver binary next to the running program (or in bindir). */
 int launch_kvserver_path(const char *bindir, char *out, size_t cap);
 /* The last non-empty line of a file (a node's log, to say why it failed), without its line end

@@ -362,7 +362,10 @@ static void coord_update(struct txn_env *e, uint64_t txid, uint8_t state, int re
         else r = NULL;
     }
     pthread_mutex_unlock(&e->cmu);
-    if (r && !r->refs) free(r);
+    if (r && !r->refs) {
+        free(r->pend); /* (emptied by coord_delivered, not freed: the record owns it) */
+        free(r);
+    }
 }
 
 uint8_t coord_state(struct txn_env *e, uint64_t txid)

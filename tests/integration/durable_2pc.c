@@ -48,6 +48,7 @@ struct xfer {
 static struct xfer xs[XFERS];
 static unsigned nx;
 static unsigned where[ACCTS]; /* the node of each account */
+static unsigned nparts = 3;   /* the cluster's nodes (the torture runs a fourth, embedded) */
 
 static void opts(struct launch_opts *lo)
 {
@@ -147,7 +148,7 @@ static unsigned marker_node(unsigned i)
 {
     char k[32];
     mark_key(i, k, sizeof k);
-    return rdkv_key_partition(k, strlen(k), 3);
+    return rdkv_key_partition(k, strlen(k), nparts);
 }
 static unsigned check_bank(rdkv_session *s) { return check_ledger(s, xs, nx, NULL); }
 
@@ -281,10 +282,11 @@ static void test_logged_2pc(void)
     snprintf(data, sizeof data, "%s/data-%%N", top);
     snprintf(cdir, sizeof cdir, "%s/cluster", top);
     unsetenv("RDKV_TEST_FAULT");
+    nparts = 3;
     for (unsigned a = 0; a < ACCTS; a++) {
         char k[32];
         acct_key(a, k, sizeof k);
-        where[a] = rdkv_key_partition(k, strlen(k), 3);
+        where[a] = rdkv_key_partition(k, strlen(k), nparts);
     }
     struct launch L;
     struct launch_opts lo;
@@ -396,26 +398,44 @@ static void test_logged_2pc(void)
 
 /* ------------------------------------------------------------------------------------------ */
 /* The crash-restart torture: a workload of bank transfers and register transactions (recorded
- * for histcheck) from remote sessions on every node -- so every node coordinates and every node
+ * for histcheck) from embedded and remote sessions -- so every node coordinates and every node
  * takes part -- runs without a stop through every round, while the round kills a node: kill -9
- * of any node at a random moment (a delay drawn from the printed seed, not a synchronisation),
- * a restart after another random delay, the workload going on through both; then rounds that
- * restart the victim armed with a test hook, so that it dies in an exact window with other
- * transactions running (a participant right after its PREPARE, a participant at a COMMIT, a
- * coordinator right after its DECISION), and restart it again. After every round, the workload
- * stopped: every acknowledged transfer's marker is there, no cleanly failed one is, the balances
- * are exactly what the committed markers make them (no transfer partly applied; a transfer of
- * unknown outcome counts either way, as a whole), the total holds, every row can be locked again
- * (the dead holders' locks are recovered) and histcheck finds the register history so far
- * serializable, counting RDKV_EUNKNOWN transactions as either outcome. Each transfer attempt is
- * its own ledger entry with its own marker: nothing is retried after a commit failed. No
- * embedded session: the nodes are processes of their own. docs/transactions.md, "Crash tests". */
+ * of any kvserver node at a random moment (a delay drawn from the printed seed, not a
+ * synchronisation), a restart after another random delay, the workload going on through both;
+ * then rounds that restart the victim armed with a test hook, so that it dies in an exact
+ * window with other transactions running (a participant right after its PREPARE, a participant
+ * at a COMMIT, a coordinator right after its DECISION), and restart it again. After every
+ * round, the workload stopped: every acknowledged transfer's marker is there, no cleanly failed
+ * one is, the balances are exactly what the committed markers make them (no transfer partly
+ * applied; a transfer of unknown outcome counts either way, as a whole), the total holds, every
+ * row can be locked again (the dead holders' locks are recovered) and histcheck finds the
+ * register history so far serializable, counting RDKV_EUNKNOWN transactions as either outcome.
+ * Each transfer attempt is its own ledger entry with its own marker: nothing is retried after a
+ * commit failed.
+ *
+ * The cluster has four nodes: kvserver processes 0..2 (launcher), which the rounds kill, and
+ * node 3, which runs in this process (rdkv_node_start, with the kvservers' arguments and a data
+ * directory of its own; launch_opts.external) and is never killed: it is the test. One bank and
+ * one register thread run on each node -- node 3's on embedded sessions, which take and release
+ * its rows' locks with CPU atomics and the others' over the fabric, and coordinate their 2PC in
+ * this process -- into the same ledger and history, and the after-round checks read through the
+ * victim's remote session and node 3's embedded one in turn. Accounts and registers hash over
+ * all four nodes, node 3 included: so node 3's embedded transactions have participants that the
+ * rounds kill (at random, and in the prepare-exit and commit-exit windows, which fire at the
+ * victim's first PREPARE or COMMIT from whichever coordinator, node 3 too: the round's line
+ * says which), and node 3 is also a participant that outlives the coordinators killed
+ * (decision-exit kills a kvserver coordinator: node 3 keeps its share prepared until the
+ * restarted one delivers the decision or answers its question), and its rows' locks, held by a
+ * killed holder, are recovered for local (embedded) waiters as well as remote ones -- which
+ * rows on 0..2 only would leave out. docs/transactions.md, "Crash tests". */
 
 #define T_KILLS 6      /* rounds of kill -9 at a random moment */
 #define T_HOOKS 3      /* then one round per hook */
-#define T_NODES 3
-#define T_BANKW 3      /* bank threads, one on each node */
-#define T_REGW 3       /* register threads, one on each node */
+#define T_NODES 3      /* kvserver processes 0..2: the rounds' victims */
+#define T_EMB 3        /* node 3: embedded in this process, never killed */
+#define T_PARTS 4      /* the cluster's nodes, each a partition */
+#define T_BANKW 4      /* bank threads, one on each node (node 3's on embedded sessions) */
+#define T_REGW 4       /* register threads, one on each node (likewise) */
 #define T_PER_ROUND 200 /* transfers one bank thread may start in a round */
 #define T_XFERS (T_BANKW * T_PER_ROUND * (T_KILLS + T_HOOKS))
 #define T_SEED_DEFAULT 0x18c4a5b1u
@@ -431,12 +451,33 @@ static struct {
     struct tw_hist h;
 } regw[T_REGW];
 static _Atomic unsigned t_ack, t_unknown, t_failed, t_reg_commits, t_reg_unknown, t_reconnects;
+static _Atomic unsigned t_emb_ack, t_emb_unknown, t_emb_failed, t_emb_reg_commits; /* node 3's */
+static rdkv_node *t_node; /* node 3 */
 
+/* A session on node: remote (to a kvserver), or embedded on node 3. */
 static int t_connect(unsigned node, rdkv_session **s)
 {
+    if (node == T_EMB) return rdkv_session_open(t_node, NULL, s);
     char ep[64];
     snprintf(ep, sizeof ep, "127.0.0.1:%u", tL->cc.nodes[node].port);
     return rdkv_connect(ep, NULL, s); /* (RDKV_SECRET_FILE: set once, before any thread) */
+}
+
+/* launch_opts.start_external: node 3 in this process, on the socket the launcher bound for it,
+ * with the kvservers' arguments (its own data directory: "%N" is 3), while they wait for it. */
+static int t_start_node(struct launch *L, void *arg, char *err, size_t errcap)
+{
+    const struct launch_opts *lo = arg;
+    static char fd[16], exp[14][PATH_MAX];
+    const char *args[20] = {"--listen-fd", fd};
+    unsigned na = 2;
+    snprintf(fd, sizeof fd, "%d", L->ext_fd[0]);
+    for (unsigned k = 0; k < 14 && lo->extra[k] && na < 19; k++)
+        args[na++] = launch_extra_arg(lo->extra[k], T_EMB, exp[k], sizeof exp[k]);
+    args[na] = NULL;
+    int rc = rdkv_node_start(L->conf, T_EMB, args, 60000, &t_node, err, errcap);
+    if (!rc) L->ext_fd[0] = -1; /* the node's now */
+    return rc;
 }
 
 /* A session on node, retried (with a pause) while the node is down; NULL once stopped. */
@@ -456,7 +497,7 @@ static rdkv_session *t_session(unsigned node, bool stoppable)
 static void t_failed_once(rdkv_session **s, unsigned node, unsigned *fails)
 {
     rdkv_sleep_us(20000);
-    if (++*fails < 3) return;
+    if (++*fails < 3 || node == T_EMB) return; /* (node 3 is never restarted) */
     *fails = 0;
     rdkv_session_close(*s);
     *s = t_session(node, true);
@@ -465,7 +506,7 @@ static void t_failed_once(rdkv_session **s, unsigned node, unsigned *fails)
 
 static void *t_bank(void *arg)
 {
-    unsigned node = (unsigned)(uintptr_t)arg % T_NODES; /* (the thread's number: its seed too) */
+    unsigned node = (unsigned)(uintptr_t)arg % T_PARTS; /* (the thread's number: its seed too) */
     uint64_t seed = t_seed ^ ((uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15ull) ^
                     ((uint64_t)t_round << 32);
     rdkv_session *s = t_session(node, true);
@@ -500,6 +541,8 @@ static void *t_bank(void *arg)
         /* rdkv.h: 0 committed, RDKV_EUNKNOWN either, any other status nothing happened */
         x->state = rc == 0 ? 1 : (committing && rc == RDKV_EUNKNOWN) ? 2 : 3;
         atomic_fetch_add(rc == 0 ? &t_ack : x->state == 2 ? &t_unknown : &t_failed, 1);
+        if (node == T_EMB)
+            atomic_fetch_add(rc == 0 ? &t_emb_ack : x->state == 2 ? &t_emb_unknown : &t_emb_failed, 1);
         if (rc == 0) fails = 0;
         else if (rc != RDKV_EABORTED) t_failed_once(&s, node, &fails);
     }
@@ -509,7 +552,7 @@ static void *t_bank(void *arg)
 
 static void *t_reg(void *arg)
 {
-    unsigned w = (unsigned)(uintptr_t)arg, node = w % T_NODES;
+    unsigned w = (unsigned)(uintptr_t)arg, node = w % T_PARTS;
     rdkv_session *s = t_session(node, true);
     unsigned fails = 0;
     for (unsigned k = 0; k < T_PER_ROUND && s && !atomic_load(&tstop); k++) {
@@ -527,6 +570,7 @@ static void *t_reg(void *arg)
         uint8_t st = rc == 0 ? HIST_COMMITTED : rc == RDKV_EUNKNOWN ? HIST_UNKNOWN : HIST_ABORTED;
         if (!tw_hist_add(&regw[w].h, tw_uid((int)w, ++regw[w].attempts), st, ops, nops)) break;
         if (rc == 0) atomic_fetch_add(&t_reg_commits, 1);
+        if (rc == 0 && node == T_EMB) atomic_fetch_add(&t_emb_reg_commits, 1);
         if (rc == RDKV_EUNKNOWN) atomic_fetch_add(&t_reg_unknown, 1);
         if (rc == 0) fails = 0;
         else if (rc != RDKV_EABORTED) t_failed_once(&s, node, &fails);
@@ -567,6 +611,9 @@ struct t_row {
     int64_t deadline;
     int rc;
     unsigned via;
+    int64_t took; /* the longer pass */
+    unsigned took_via;
+    int waited; /* the status that pass met last before the lock was free (0: none) */
 };
 
 static void *t_settle_row(void *arg)
@@ -575,13 +622,16 @@ static void *t_settle_row(void *arg)
     char k[32];
     if (r->i < ACCTS) acct_key(r->i, k, sizeof k);
     else tw_reg_key(k, r->i - ACCTS);
-    unsigned n = rdkv_key_partition(k, strlen(k), 3);
+    unsigned n = rdkv_key_partition(k, strlen(k), T_PARTS);
     r->rc = 0;
     for (unsigned pass = 0; pass < 2 && !r->rc; pass++) {
-        r->via = pass == 0 ? n : (n + 1) % T_NODES;
+        r->via = pass == 0 ? n : (n + 1) % T_PARTS; /* (node 2's rows: from node 3, embedded) */
+        int64_t p0 = clock_now_ns();
+        int waited = 0;
         rdkv_session *s = t_session(r->via, false);
         r->rc = s ? -1 : RDKV_EUNAVAILABLE;
         while (s && r->rc && clock_now_ns() < r->deadline) {
+            if (r->rc != -1) waited = r->rc;
             rdkv_txn *t = NULL;
             r->rc = rdkv_txn_begin(s, &t);
             long v;
@@ -595,6 +645,11 @@ static void *t_settle_row(void *arg)
             if (r->rc) rdkv_sleep_us(20000);
         }
         if (s) rdkv_session_close(s);
+        if (clock_now_ns() - p0 >= r->took) {
+            r->took = clock_now_ns() - p0;
+            r->took_via = r->via;
+            r->waited = waited;
+        }
     }
     return NULL;
 }
@@ -612,16 +667,24 @@ static double t_settle(void)
         }
     }
     bool ok = true;
+    unsigned slow = 0;
     for (unsigned i = 0; i < T_ROWS; i++) {
         if (rows[i].thr) pthread_join(rows[i].thr, NULL);
+        if (rows[i].took > rows[slow].took) slow = i;
         if (!rows[i].rc) continue;
         char k[32];
         if (i < ACCTS) acct_key(i, k, sizeof k);
         else tw_reg_key(k, i - ACCTS);
         fprintf(stderr, "  %s (node %u) stays locked to a session on node %u: %s\n", k,
-                rdkv_key_partition(k, strlen(k), 3), rows[i].via, rdkv_strerror(rows[i].rc));
+                rdkv_key_partition(k, strlen(k), T_PARTS), rows[i].via, rdkv_strerror(rows[i].rc));
         ok = false;
     }
+    char k[32]; /* (what the slowest row waited for: a diagnosis, never a verdict) */
+    if (slow < ACCTS) acct_key(slow, k, sizeof k);
+    else tw_reg_key(k, slow - ACCTS);
+    fprintf(stderr, "  the slowest row: %s (node %u), free to a session on node %u after %.1f s "
+            "(it met %s)\n", k, rdkv_key_partition(k, strlen(k), T_PARTS), rows[slow].took_via,
+            (double)rows[slow].took / 1e9, rows[slow].waited ? rdkv_strerror(rows[slow].waited) : "nothing");
     return ok ? (double)(clock_now_ns() - t0) / 1e9 : -1;
 }
 
@@ -671,10 +734,28 @@ static void t_histcheck(rdkv_session *s, unsigned round)
     free(all);
 }
 
-/* The hook round's victim: a participant for prepare-exit and commit-exit (any node takes part),
- * a coordinator for decision-exit (every node coordinates its bank thread's transfers). */
+/* The coordinator of the transaction whose hook made node exit, from its log's "test hook:" line
+ * (a transaction id names its coordinator in its top 16 bits, txn/txn.c), or -1. */
+static int t_hook_coordinator(struct launch *L, unsigned node)
+{
+    char p[PATH_MAX + 32], line[1024];
+    snprintf(p, sizeof p, "%s/node-%u.log", L->dir, node);
+    FILE *f = fopen(p, "r");
+    int c = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *h = strstr(line, "test hook: exiting"), *t = h ? strstr(h, " txn ") : NULL;
+        if (t) c = (int)(strtoull(t + 5, NULL, 16) >> 48);
+    }
+    if (f) fclose(f);
+    return c;
+}
+
+/* The hook round's victim: a participant for prepare-exit and commit-exit (any node takes part,
+ * and the hook takes the first transaction that reaches it, of whichever coordinator), a
+ * coordinator for decision-exit (every node coordinates its bank thread's transfers). *coord:
+ * the coordinator of the transaction it fired in (-1: not known). */
 static void t_hook_round(struct launch *L, const struct launch_opts *lo, unsigned victim,
-                         const char *hook, bool *fired)
+                         const char *hook, bool *fired, int *coord)
 {
     REQUIRE(launch_kill(L, victim) == 0);
     char f[64], err[512] = "";
@@ -682,7 +763,7 @@ static void t_hook_round(struct launch *L, const struct launch_opts *lo, unsigne
     setenv("RDKV_TEST_FAULT", f, 1);
     /* (the workload goes on: the hook may fire before the node is reported ready) */
     int rc = launch_restart(L, lo, victim, err, sizeof err);
-    unsetenv("RDKV_TEST_FAULT");
+    setenv("RDKV_TEST_FAULT", "", 1); /* (no hook; see test_torture) */
     if (rc && !strstr(err, "test hook")) fprintf(stderr, "  restart of node %u: %s\n", victim, err);
     REQUIRE(rc == 0 || strstr(err, "test hook"));
     /* the workload (running all along) makes it die in the hook's window */
@@ -691,6 +772,7 @@ static void t_hook_round(struct launch *L, const struct launch_opts *lo, unsigne
     *fired = !launch_alive(L, victim); /* (which reaps it) */
     CHECK(*fired); /* the hook's window was reached */
     if (!*fired) REQUIRE(launch_kill(L, victim) == 0);
+    *coord = *fired ? t_hook_coordinator(L, victim) : -1;
 }
 
 static void test_torture(void)
@@ -699,17 +781,22 @@ static void test_torture(void)
     REQUIRE(tenv_mkdtemp(top, sizeof top, "rdkv-dtort") == 0);
     snprintf(data, sizeof data, "%s/data-%%N", top);
     snprintf(cdir, sizeof cdir, "%s/cluster", top);
-    unsetenv("RDKV_TEST_FAULT");
+    /* Other threads read the environment while the hook rounds set RDKV_TEST_FAULT (rdkv_connect
+     * its RDKV_SECRET_FILE): so the variable is there from now on, empty when no hook is armed,
+     * and setenv only swaps its value -- adding or removing it would move the environment array
+     * under their getenv. */
+    setenv("RDKV_TEST_FAULT", "", 1);
     /* RDKV_TEST_SEED replays a run (the seed is printed) */
     const char *es = getenv("RDKV_TEST_SEED");
     t_seed = es ? strtoull(es, NULL, 0) : T_SEED_DEFAULT;
     uint64_t seed = t_seed;
     fprintf(stderr, "  torture: seed %#llx (RDKV_TEST_SEED), %u kill rounds, %u hook rounds\n",
             (unsigned long long)seed, T_KILLS, T_HOOKS);
+    nparts = T_PARTS;
     for (unsigned a = 0; a < ACCTS; a++) {
         char k[32];
         acct_key(a, k, sizeof k);
-        where[a] = rdkv_key_partition(k, strlen(k), 3);
+        where[a] = rdkv_key_partition(k, strlen(k), T_PARTS);
     }
     static struct launch L;
     struct launch_opts lo;
@@ -718,10 +805,14 @@ static void test_torture(void)
     lo.extra[5] = "--indoubt-after";
     lo.extra[6] = "2s";
     lo.extra[7] = NULL;
+    lo.external = 1; /* node 3: this process (t_start_node) */
+    lo.start_external = t_start_node;
+    lo.external_arg = &lo;
     tL = &L;
     char err[512] = "";
     int rc = launch_start(&L, &lo, err, sizeof err);
     if (rc) fprintf(stderr, "  launch: %s\n", err);
+    if (rc && t_node) rdkv_node_stop(t_node);
     REQUIRE(rc == 0);
     rdkv_session *s0 = NULL;
     REQUIRE(connect_to(&L, 0, &s0) == 0); /* (sets RDKV_SECRET_FILE for the threads) */
@@ -739,7 +830,7 @@ static void test_torture(void)
         REQUIRE(rdkv_put(s0, k, strlen(k), z, 8) == 0);
     }
     rdkv_session_close(s0);
-    for (unsigned n = 0; n < 3; n++) REQUIRE(acct_on(n, ACCTS) < ACCTS);
+    for (unsigned n = 0; n < T_PARTS; n++) REQUIRE(acct_on(n, ACCTS) < ACCTS);
     for (unsigned i = 0; i < T_REGW; i++) {
         memset(&regw[i], 0, sizeof regw[i]);
         regw[i].seed = t_seed + 17 * (i + 1);
@@ -753,13 +844,20 @@ static void test_torture(void)
         const char *hook = round >= T_KILLS ? hooks[round - T_KILLS] : NULL;
         t_round = round;
         int64_t r0 = clock_now_ns();
-        unsigned x0 = atomic_load(&tnx), ack0 = t_ack, unk0 = t_unknown, fail0 = t_failed;
+        unsigned x0 = atomic_load(&tnx), ack0 = t_ack, unk0 = t_unknown, fail0 = t_failed,
+                 eack0 = t_emb_ack, eunk0 = t_emb_unknown, efail0 = t_emb_failed;
         t_start();
         /* not a synchronisation: the kill lands wherever the workload happens to be */
         rdkv_sleep_us(delay_ms * 1000ull);
         bool fired = true;
+        int coord = -1;
+        char hooked[96] = "";
         if (hook) {
-            t_hook_round(&L, &lo, victim, hook, &fired);
+            t_hook_round(&L, &lo, victim, hook, &fired, &coord);
+            if (fired)
+                snprintf(hooked, sizeof hooked, ", then %s (fired, in a transaction of node %d)",
+                         hook, coord);
+            else snprintf(hooked, sizeof hooked, ", then %s (NOT fired)", hook);
         } else {
             REQUIRE(launch_kill(&L, victim) == 0);
             rdkv_sleep_us(down_ms * 1000ull);
@@ -774,7 +872,8 @@ static void test_torture(void)
         int64_t r3 = clock_now_ns();
         unsigned nxs = atomic_load(&tnx);
         if (nxs > T_XFERS) nxs = T_XFERS;
-        rdkv_session *s = t_session(victim, false);
+        /* (the checks' reads: from the victim's remote session or from node 3's embedded one) */
+        rdkv_session *s = t_session(round % 2 ? T_EMB : victim, false);
         REQUIRE(s != NULL);
         unsigned unknown_in = 0;
         unsigned committed = check_ledger(s, txs, nxs, &unknown_in);
@@ -786,18 +885,24 @@ static void test_torture(void)
                 (double)(r1 - r0) / 1e9, (double)(r2 - r1) / 1e9, (double)(r3 - r2) / 1e9,
                 (double)(r4 - r3) / 1e9, (double)(clock_now_ns() - r4) / 1e9);
         fprintf(stderr,
-                "  round %u (%.1f s): kill -9 node %u after %u ms%s%s%s; transfers %u..%u: %u acked, %u "
-                "unknown (%u unknown ones so far committed), %u failed; %u committed in all; %u register "
-                "commits, %u unknown so far; %u reconnects\n",
-                round, (double)(clock_now_ns() - r0) / 1e9, victim, delay_ms,
-                hook ? ", then " : "", hook ? hook : "", hook ? (fired ? " (fired)" : " (NOT fired)") : "",
-                x0, nxs, t_ack - ack0, t_unknown - unk0, unknown_in, t_failed - fail0, committed,
-                (unsigned)t_reg_commits, (unsigned)t_reg_unknown, (unsigned)t_reconnects);
+                "  round %u (%.1f s): kill -9 node %u after %u ms%s; transfers %u..%u: %u acked, %u "
+                "unknown (%u unknown ones so far committed), %u failed (embedded: %u, %u, %u); %u "
+                "committed in all; %u register commits (%u embedded), %u unknown so far; %u "
+                "reconnects\n",
+                round, (double)(clock_now_ns() - r0) / 1e9, victim, delay_ms, hooked, x0, nxs,
+                t_ack - ack0, t_unknown - unk0, unknown_in, t_failed - fail0,
+                t_emb_ack - eack0, t_emb_unknown - eunk0, t_emb_failed - efail0, committed,
+                (unsigned)t_reg_commits, (unsigned)t_emb_reg_commits, (unsigned)t_reg_unknown,
+                (unsigned)t_reconnects);
         if (harness_failures) break; /* (the first failing round says the most) */
     }
     CHECK(t_ack > 0);
+    CHECK(t_emb_ack > 0);
     CHECK(t_reg_commits > 0);
+    CHECK(t_emb_reg_commits > 0);
     for (unsigned i = 0; i < T_REGW; i++) tw_hist_free(&regw[i].h);
+    rdkv_node_stop(t_node); /* (every session of it is closed) */
+    t_node = NULL;
     CHECK_EQ(launch_stop(&L, 10 * NS_PER_S), 0);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", top);
