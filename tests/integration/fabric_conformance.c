@@ -865,7 +865,8 @@ static void t_incarnations(void)
     CHECK_EQ(fab_pinned(c, 1), inc1);
     CHECK_EQ(fab_pinned(c, 0), 0u);
     CHECK_EQ(fab_peer_incarnation(c, 0, true, &inc0), 0);
-    CHECK(inc0 != inc1);
+    CHECK(inc0 != 0); /* (its own: two nodes may start in the same microsecond, and then share
+                         the number -- an incarnation orders one node's processes only) */
     CHECK_EQ(launch_kill(&L, 1), 0);
     rc = launch_restart(&L, &lo, 1, err, sizeof err);
     if (rc) fprintf(stderr, "  restart: %s\n", err);
