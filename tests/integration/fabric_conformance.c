@@ -749,6 +749,30 @@ static void t_dead_peer_inproc(void)
 }
 
 
+/* Two kvserver processes (lo, L) and a client fabric on them (*f, short timeouts). */
+static void proc_cluster(struct launch_opts *lo, struct launch *L, struct fabric **f)
+{
+    launch_opts_init(lo);
+    lo->nodes = 2;
+    lo->bindir = tenv_bindir;
+    lo->transport = tenv_transport;
+    lo->arena_size = ARENA;
+    char err[256];
+    int rc = launch_start(L, lo, err, sizeof err);
+    if (rc) fprintf(stderr, "  launch: %s\n", err);
+    REQUIRE(rc == 0);
+    struct fab_opts o;
+    fab_opts_init(&o);
+    o.cluster = &L->cc;
+    o.node = FAB_NODE_CLIENT;
+    o.transport = tenv_transport;
+    short_timeouts(&o, 0);
+    rc = fab_open(&o, f, err, sizeof err);
+    if (rc) fprintf(stderr, "  open: %s\n", err);
+    if (rc) launch_stop(L, 5 * NS_PER_S);
+    REQUIRE(rc == 0);
+}
+
 /* kvserver in its own process: killed (dead) or stopped (hung). */
 static void proc_peer(bool hang)
 {
@@ -756,27 +780,9 @@ static void proc_peer(bool hang)
     /* On verbs a stopped process's memory is still served by the RNIC: not a hung peer. */
     if (hang && tenv_transport != FAB_SOFT) SKIP("a stopped node's RNIC keeps serving");
     struct launch_opts lo;
-    launch_opts_init(&lo);
-    lo.nodes = 2;
-    lo.bindir = tenv_bindir;
-    lo.transport = tenv_transport;
-    lo.arena_size = ARENA;
     struct launch L;
-    char err[256];
-    int rc = launch_start(&L, &lo, err, sizeof err);
-    if (rc) fprintf(stderr, "  launch: %s\n", err);
-    REQUIRE(rc == 0);
-    struct fab_opts o;
-    fab_opts_init(&o);
-    o.cluster = &L.cc;
-    o.node = FAB_NODE_CLIENT;
-    o.transport = tenv_transport;
-    short_timeouts(&o, 0);
     struct fabric *f;
-    rc = fab_open(&o, &f, err, sizeof err);
-    if (rc) fprintf(stderr, "  open: %s\n", err);
-    if (rc) launch_stop(&L, 5 * NS_PER_S);
-    REQUIRE(rc == 0);
+    proc_cluster(&lo, &L, &f);
     struct fab_ctx *c;
     REQUIRE(fab_ctx_create(f, &c) == 0);
     uint64_t v = 0;
@@ -830,27 +836,9 @@ static void t_incarnations(void)
 {
     if (!tenv_bindir) SKIP("needs --bindir to find kvserver");
     struct launch_opts lo;
-    launch_opts_init(&lo);
-    lo.nodes = 2;
-    lo.bindir = tenv_bindir;
-    lo.transport = tenv_transport;
-    lo.arena_size = ARENA;
     struct launch L;
-    char err[256];
-    int rc = launch_start(&L, &lo, err, sizeof err);
-    if (rc) fprintf(stderr, "  launch: %s\n", err);
-    REQUIRE(rc == 0);
-    struct fab_opts o;
-    fab_opts_init(&o);
-    o.cluster = &L.cc;
-    o.node = FAB_NODE_CLIENT;
-    o.transport = tenv_transport;
-    short_timeouts(&o, 0);
     struct fabric *f;
-    rc = fab_open(&o, &f, err, sizeof err);
-    if (rc) fprintf(stderr, "  open: %s\n", err);
-    if (rc) launch_stop(&L, 5 * NS_PER_S);
-    REQUIRE(rc == 0);
+    proc_cluster(&lo, &L, &f);
     CHECK(fab_incarnation(f) != 0);
     struct fab_ctx *c;
     REQUIRE(fab_ctx_create(f, &c) == 0);
@@ -868,7 +856,8 @@ static void t_incarnations(void)
     CHECK(inc0 != 0); /* (its own: two nodes may start in the same microsecond, and then share
                          the number -- an incarnation orders one node's processes only) */
     CHECK_EQ(launch_kill(&L, 1), 0);
-    rc = launch_restart(&L, &lo, 1, err, sizeof err);
+    char err[256];
+    int rc = launch_restart(&L, &lo, 1, err, sizeof err);
     if (rc) fprintf(stderr, "  restart: %s\n", err);
     REQUIRE(rc == 0);
     /* the old connection fails; a reconnect (past the endpoint's backoff) reaches the new

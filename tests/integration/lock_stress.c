@@ -541,39 +541,46 @@ static void rows_stop(struct rows *r)
     tenv_stop(&r->e);
 }
 
-struct reader_flood {
+/* Threads on node 1 taking row 0 of node 0 in `mode` over and over, each wait bounded by wait_ns
+ * (0: a second), each grant held hold_ns. Grants count in ops -- with `gated`, only those after
+ * `open` was set; the ones before it count in early. */
+struct contenders {
     struct tenv *e;
-    int64_t wait_ns; /* each reader's deadline (0: a second) */
-    _Atomic bool stop;
-    _Atomic int errors;
+    enum lock_mode mode;
+    int64_t wait_ns, hold_ns;
+    bool gated;
+    _Atomic bool open, stop;
+    _Atomic int errors, early;
     _Atomic uint64_t ops;
 };
 
-static void *flood_main(void *arg)
+static void *contender_main(void *arg)
 {
-    struct reader_flood *fl = arg;
+    struct contenders *k = arg;
     struct fab_ctx *c;
     struct lock_thread t;
     struct locktable lt;
-    if (row_thread(fl->e, 1, &c, &t, &lt)) {
-        fl->errors++;
+    if (row_thread(k->e, 1, &c, &t, &lt)) {
+        k->errors++;
         return NULL;
     }
-    while (!atomic_load(&fl->stop)) {
+    while (!atomic_load(&k->stop)) {
         struct lock_handle h;
         lock_handle_init(&h, &t, &lock_rwlock, locktable_line(&lt, 0, 0));
-        int rc = lock_acquire(&h, LOCK_SHARED, clock_now_ns() + (fl->wait_ns ? fl->wait_ns : NS_PER_S));
+        int rc = lock_acquire(&h, k->mode, clock_now_ns() + (k->wait_ns ? k->wait_ns : NS_PER_S));
         if (rc == RDKV_EABORTED || rc == RDKV_ETIMEDOUT) continue;
         if (rc) {
-            fl->errors++;
+            k->errors++;
             break;
         }
-        linger(NS_PER_MS); /* long reads: the readers' marks overlap */
-        /* RDKV_ETIMEDOUT: a reader slowed past its lease (sanitizers on a busy machine) is told
+        bool early = k->gated && !atomic_load(&k->open); /* (as of the grant) */
+        if (k->hold_ns) linger(k->hold_ns);
+        /* RDKV_ETIMEDOUT: a holder slowed past its lease (sanitizers on a busy machine) is told
          * its hold was unprotected; that is the protocol working, not an error */
         rc = lock_release(&h);
-        if (rc && rc != RDKV_ETIMEDOUT) fl->errors++;
-        fl->ops++;
+        if (rc && rc != RDKV_ETIMEDOUT) k->errors++;
+        if (early) k->early++;
+        else k->ops++;
     }
     thread_done(c, &t);
     return NULL;
@@ -589,9 +596,9 @@ static void t_rwlock_stale_mark(void)
     uint64_t *line = fab_local(r.e.f[0], locktable_line(lt, 0, 0));
     line[1] = 1ull << 27 | 1; /* RC: a dead backed-off waiter (eW) and a dead reader (eS) */
     line[4] = 1;              /* TURN: the remote cohort has priority */
-    struct reader_flood fl = {.e = &r.e};
+    struct contenders fl = {.e = &r.e, .mode = LOCK_SHARED, .hold_ns = NS_PER_MS};
     pthread_t thr[3];
-    for (int i = 0; i < 3; i++) pthread_create(&thr[i], NULL, flood_main, &fl);
+    for (int i = 0; i < 3; i++) pthread_create(&thr[i], NULL, contender_main, &fl);
     while (fl.ops < 20 && !fl.errors) clock_sleep_ns(NS_PER_MS); /* the flood is on */
     struct lock_handle h;
     lock_handle_init(&h, t, &lock_rwlock, locktable_line(lt, 0, 0));
@@ -626,9 +633,10 @@ static void t_rwlock_dead_writer_readers(void)
     rptr line = locktable_line(&r.lt[0], 0, 0);
     lock_handle_init(&dead, &r.t[1], &lock_rwlock, line);
     REQUIRE(lock_acquire(&dead, LOCK_EXCLUSIVE, 0) == 0); /* and never released: it died */
-    struct reader_flood fl = {.e = &r.e, .wait_ns = ROW_LEASE / 4};
+    struct contenders fl = {.e = &r.e, .mode = LOCK_SHARED, .wait_ns = ROW_LEASE / 4,
+                             .hold_ns = NS_PER_MS};
     pthread_t thr[4];
-    for (int i = 0; i < 4; i++) pthread_create(&thr[i], NULL, flood_main, &fl);
+    for (int i = 0; i < 4; i++) pthread_create(&thr[i], NULL, contender_main, &fl);
     int64_t t0 = clock_now_ns();
     while (fl.ops < 20 && !fl.errors && clock_now_ns() - t0 < 100 * ROW_LEASE)
         clock_sleep_ns(NS_PER_MS); /* the readers got past the dead ticket (rule 3) */
@@ -656,39 +664,6 @@ static void t_rwlock_dead_writer_readers(void)
  * leases never gets the row -- nobody takes the hold for dead -- until the owner releases it for
  * the holder (lock_release_x); then the writer gets it, and the words count no mark and no
  * ticket once everyone left: the owner's release counted exactly what the holder's would. */
-struct owner_wait {
-    struct tenv *e;
-    _Atomic bool released, stop;
-    _Atomic int early, got, errors;
-};
-
-static void *owner_waiter(void *arg)
-{
-    struct owner_wait *w = arg;
-    struct fab_ctx *c;
-    struct lock_thread t;
-    struct locktable lt;
-    if (row_thread(w->e, 1, &c, &t, &lt)) {
-        w->errors++;
-        return NULL;
-    }
-    while (!atomic_load(&w->stop)) {
-        struct lock_handle h;
-        lock_handle_init(&h, &t, &lock_rwlock, locktable_line(&lt, 0, 0));
-        int rc = lock_acquire(&h, LOCK_EXCLUSIVE, clock_now_ns() + ROW_LEASE / 4);
-        if (rc == RDKV_EABORTED || rc == RDKV_ETIMEDOUT) continue;
-        if (rc) {
-            w->errors++;
-            break;
-        }
-        if (!atomic_load(&w->released)) w->early++;
-        else w->got++;
-        rc = lock_release(&h);
-        if (rc && rc != RDKV_ETIMEDOUT) w->errors++;
-    }
-    thread_done(c, &t);
-    return NULL;
-}
 
 static void t_rwlock_owner_keeps(void)
 {
@@ -701,30 +676,30 @@ static void t_rwlock_owner_keeps(void)
     REQUIRE(lock_acquire(&held, LOCK_EXCLUSIVE, 0) == 0);
     uint64_t token = lock_token(&held); /* (the holder is gone from here on) */
     struct lock_thread *own = &r.t[0];
-    struct owner_wait w = {.e = &r.e};
+    struct contenders w = {.e = &r.e, .mode = LOCK_EXCLUSIVE, .wait_ns = ROW_LEASE / 4, .gated = true};
     pthread_t thr[2];
-    for (int i = 0; i < 2; i++) pthread_create(&thr[i], NULL, owner_waiter, &w);
+    for (int i = 0; i < 2; i++) pthread_create(&thr[i], NULL, contender_main, &w);
     int64_t until = clock_now_ns() + 8 * ROW_LEASE;
     while (clock_now_ns() < until) {
         CHECK_EQ(lock_keep_x(&lock_rwlock, own, line, 1, token), 0);
         clock_sleep_ns(ROW_LEASE / 8);
     }
     CHECK_EQ(lock_holds_x(&lock_rwlock, r.e.f[0], line, 1, token), 1);
-    atomic_store(&w.released, true);
+    atomic_store(&w.open, true);
     CHECK_EQ(lock_release_x(&lock_rwlock, own, line, 1, token), 0);
     CHECK_EQ(lock_keep_x(&lock_rwlock, own, line, 1, token), RDKV_ETIMEDOUT); /* gone */
     CHECK_EQ(lock_release_x(&lock_rwlock, own, line, 1, token), RDKV_ETIMEDOUT);
     int64_t deadline = clock_now_ns() + 200 * ROW_LEASE;
-    while (w.got < 10 && !w.errors && clock_now_ns() < deadline) clock_sleep_ns(NS_PER_MS);
+    while (w.ops < 10 && !w.errors && clock_now_ns() < deadline) clock_sleep_ns(NS_PER_MS);
     atomic_store(&w.stop, true);
     for (int i = 0; i < 2; i++) pthread_join(thr[i], NULL);
     uint64_t *lp = fab_local(r.e.f[0], line);
     uint64_t rt = __atomic_load_n(&lp[0], __ATOMIC_SEQ_CST), rc = __atomic_load_n(&lp[1], __ATOMIC_SEQ_CST);
     fprintf(stderr, "  %d grants while the owner kept the hold, %d after its release; then RT %#llx, "
-            "RC %#llx\n", (int)w.early, (int)w.got, (unsigned long long)rt, (unsigned long long)rc);
+            "RC %#llx\n", (int)w.early, (int)w.ops, (unsigned long long)rt, (unsigned long long)rc);
     CHECK_EQ(w.errors, 0);
     CHECK_EQ(w.early, 0);
-    CHECK(w.got >= 10);
+    CHECK(w.ops >= 10);
     CHECK_EQ(rt >> 48, (rt >> 16) & 0xFFFF);          /* every X ticket served */
     CHECK_EQ((rt >> 32) & 0xFFFF, rt & 0xFFFF);       /* every S ticket served */
     CHECK_EQ(rc & ((1ull << 40) - 1), 0u);            /* no mark: raised or waiting */
