@@ -97,10 +97,21 @@ static void opts_save(const char *dir, const struct launch_opts *lo)
     fclose(f);
 }
 
-/* Reads them back into lo (durability into buf, checkpoint_every into buf2). 0, or 1 with a
- * message. */
-static int opts_load(const char *dir, struct launch_opts *lo, char *buf, size_t cap, char *buf2,
-                     size_t cap2)
+/* Where opts_load keeps the option values lo points to. */
+struct opts_text {
+    char durability[128], checkpoint_every[128];
+};
+
+/* A "-" in the file is an option not given: NULL. */
+static const char *opts_text(char *dst, size_t cap, const char *val)
+{
+    if (!strcmp(val, "-")) return NULL;
+    snprintf(dst, cap, "%s", val);
+    return dst;
+}
+
+/* Reads them back into lo (its strings kept in txt). 0, or 1 with a message. */
+static int opts_load(const char *dir, struct launch_opts *lo, struct opts_text *txt)
 {
     char p[4096], line[256], word[32], val[128];
     snprintf(p, sizeof p, "%s/" OPTS_FILE, dir);
@@ -117,13 +128,10 @@ static int opts_load(const char *dir, struct launch_opts *lo, char *buf, size_t 
         else if (!strcmp(word, "arena")) bad = parse_u64(val, &lo->arena_size) != 0;
         else if (!strcmp(word, "bench")) lo->bench = !strcmp(val, "1");
         else if (!strcmp(word, "durable")) lo->durable = !strcmp(val, "1");
-        else if (!strcmp(word, "durability") && strcmp(val, "-")) {
-            snprintf(buf, cap, "%s", val);
-            lo->durability = buf;
-        } else if (!strcmp(word, "checkpoint_every") && strcmp(val, "-")) {
-            snprintf(buf2, cap2, "%s", val);
-            lo->checkpoint_every = buf2;
-        }
+        else if (!strcmp(word, "durability"))
+            lo->durability = opts_text(txt->durability, sizeof txt->durability, val);
+        else if (!strcmp(word, "checkpoint_every"))
+            lo->checkpoint_every = opts_text(txt->checkpoint_every, sizeof txt->checkpoint_every, val);
     }
     fclose(f);
     if (bad) fprintf(stderr, "kvcluster: error: %s is damaged: %s", p, line);
@@ -185,7 +193,8 @@ static int wait_seen_up(struct launch *L, unsigned node)
 static int cmd_restart(const char *dir, unsigned node, bool init)
 {
     struct launch L;
-    char err[512], dbuf[128], cbuf[128];
+    char err[512];
+    struct opts_text txt;
     if (launch_attach(&L, dir, err, sizeof err)) {
         fprintf(stderr, "kvcluster: error: %s\n", err);
         return 1;
@@ -196,7 +205,7 @@ static int cmd_restart(const char *dir, unsigned node, bool init)
     lo.dir = dir;
     lo.detach = true;
     lo.init = init;
-    int rc = opts_load(dir, &lo, dbuf, sizeof dbuf, cbuf, sizeof cbuf);
+    int rc = opts_load(dir, &lo, &txt);
     if (!rc && launch_restart(&L, &lo, node, err, sizeof err)) {
         fprintf(stderr, "kvcluster: error: %s\n", err);
         rc = 1;
