@@ -20,8 +20,9 @@ trap cleanup EXIT
 awk '/^## Using the store/ { f = 1; next } /^## / { f = 0 } f && /^    / { sub(/^    /, ""); print }' \
     "$src/README.md" >"$work/block"
 grep -q 'kvbench ycsb run' "$work/block" || { echo "readme: no 'Using the store' block with kvbench in README.md"; exit 1; }
-sed -e "s,build/bin/,$bin/,g" -e "s,tools/cluster.sh,$src/tools/cluster.sh,g" \
-    -e "s,/tmp/rdkv,$work/rdkv,g" -e 's,recordcount=100000,recordcount=5000,g' \
+# (/tmp/rdkv first: the paths put in after it may contain it -- a checkout in /tmp/rdkv-check)
+sed -e "s,/tmp/rdkv,$work/rdkv,g" -e "s,build/bin/,$bin/,g" \
+    -e "s,tools/cluster.sh,$src/tools/cluster.sh,g" -e 's,recordcount=100000,recordcount=5000,g' \
     -e 's,--seconds 10,--seconds 1,g' "$work/block" >"$work/lines"
 {
     echo 'pass=0 fail=0'
