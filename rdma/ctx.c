@@ -548,12 +548,15 @@ static int validate_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n)
     return 0;
 }
 
-/* Starts a send of cn's gathered output (if none is in flight), counting the doorbell. */
-static void ctx_flush(struct fab_ctx *c, struct conn *cn)
+/* Starts a send of cn's gathered output (if none is in flight), counting the doorbell: true
+ * when it prepared one. */
+static bool ctx_flush(struct fab_ctx *c, struct conn *cn)
 {
     bool was = cn->sending;
     conn_flush(&c->ring, cn);
-    if (!was && cn->sending) c->k.doorbells++;
+    if (was || !cn->sending) return false;
+    c->k.doorbells++;
+    return true;
 }
 
 /* Sends what was appended to cn's output: now, or -- when a task of the attached scheduler posted
@@ -666,7 +669,14 @@ static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void 
             uint64_t id = ((uint64_t)s->gen << 16) | (unsigned)si;
             wire_put_rpc_req(p, id, type, (uint32_t)len);
             if (len) memcpy(p + WIRE_HDR_SIZE + WIRE_RPC_SIZE, req, len);
-            ctx_kick(c, c->eps[node].conn, in_task(c));
+            if (sync && !discard && !in_task(c)) {
+                /* a blocking call: its wait submits the send, in the system call that waits
+                 * for the answer (one io_uring_enter per call, not two) */
+                c->send_waits = ctx_flush(c, c->eps[node].conn);
+                c->pending_submit = true;
+            } else {
+                ctx_kick(c, c->eps[node].conn, in_task(c));
+            }
         }
     }
     if (rc) {
@@ -857,6 +867,8 @@ static void check_deadlines(struct fab_ctx *c, int64_t now)
     c->next_check = next;
 }
 
+#define SEND_WAIT_NS (20 * NS_PER_MS)
+
 static int ctx_progress(struct fab_ctx *c, int64_t wait_ns)
 {
     int r;
@@ -866,14 +878,25 @@ static int ctx_progress(struct fab_ctx *c, int64_t wait_ns)
     } else {
         struct io_uring_cqe *cqe;
         struct __kernel_timespec ts;
+        /* A blocking RPC's send completes at once, inside this call: waiting for one completion
+         * would return on it, and the answer would take a second call. So wait for two (the
+         * send's and the answer's first), for at most SEND_WAIT_NS before looking again.
+         * (send_waits: this request's own send was prepared, not one queued behind another,
+         * which would leave only once this call returned with the earlier one's completion.) */
+        unsigned nr = 1;
+        if (c->send_waits && io_uring_sq_ready(&c->ring)) {
+            nr = 2;
+            if (wait_ns < 0 || wait_ns > SEND_WAIT_NS) wait_ns = SEND_WAIT_NS;
+        }
         if (wait_ns > 0) {
             ts.tv_sec = wait_ns / NS_PER_S;
             ts.tv_nsec = wait_ns % NS_PER_S;
         }
-        r = io_uring_submit_and_wait_timeout(&c->ring, &cqe, 1, wait_ns > 0 ? &ts : NULL, NULL);
+        r = io_uring_submit_and_wait_timeout(&c->ring, &cqe, nr, wait_ns > 0 ? &ts : NULL, NULL);
     }
     (void)r;
     c->pending_submit = false;
+    c->send_waits = false;
     struct io_uring_cqe *cqe;
     unsigned head, n = 0;
     io_uring_for_each_cqe(&c->ring, head, cqe)

@@ -249,6 +249,8 @@ struct fab_ctx {
     unsigned cq_head, cq_count;
     int64_t next_check;    /* next deadline scan */
     bool pending_submit;   /* SQEs prepared and not yet submitted */
+    bool send_waits;       /* a blocking RPC's send is among them: the wait that submits it
+                            * waits for two completions (the send's and the answer's) */
     struct cconn *conns;   /* every connection, open or closing */
     unsigned closing_conns;
     struct fab_counters k;
