@@ -36,12 +36,6 @@ struct lock_algo {
     /* 0, or RDKV_ETIMEDOUT when the holder's lease had expired: others may have reset the lock,
      * so the holder must treat what it did under the lock as unprotected (abort, not commit). */
     int (*release)(struct lock_handle *h);
-    /* The same release, without waiting for another node's answer (NULL: release): its last
-     * operations are posted and not waited for (fab_post_forget), so they land after the call
-     * returns -- before any later operation of the thread's context on that node -- and a
-     * transport failure is not reported. For holders that need nothing from the answer: a
-     * transaction at its end. */
-    int (*release_nowait)(struct lock_handle *h);
     /* LOCK_UPDATE -> LOCK_EXCLUSIVE (NULL where the mode is unsupported). */
     int (*upgrade)(struct lock_handle *h, int64_t deadline);
     /* Shows waiters that the holder lives, so that its lease runs from now (NULL: a lease that
@@ -257,10 +251,6 @@ static inline int lock_acquire(struct lock_handle *h, enum lock_mode m, int64_t 
     return h->algo->acquire(h, m, deadline);
 }
 static inline int lock_release(struct lock_handle *h) { return h->algo->release(h); }
-static inline int lock_release_nowait(struct lock_handle *h)
-{
-    return h->algo->release_nowait ? h->algo->release_nowait(h) : h->algo->release(h);
-}
 static inline int lock_upgrade(struct lock_handle *h, int64_t deadline)
 {
     return h->algo->upgrade ? h->algo->upgrade(h, deadline) : RDKV_ENOTSUP;

@@ -655,7 +655,7 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     return 0;
 }
 
-static int rw_release_do(struct lock_handle *h, bool wait)
+static int rw_release(struct lock_handle *h)
 {
     if (!h->mode) return RDKV_EINVAL;
     struct lock_thread *t = h->t;
@@ -707,7 +707,7 @@ static int rw_release_do(struct lock_handle *h, bool wait)
         ops[n++] = fab_op_faa(s.C, lower_add);
         if (clear_age) ops[n++] = fab_op_cas(rptr_add(s.line, RW_RAGE), h->age_word, cleared);
         ops[n++] = fab_op_faa(s.T, served);
-        int rc = wait ? fab_exec(t->c, ops, n) : fab_post_forget(t->c, ops, n);
+        int rc = fab_exec(t->c, ops, n);
         if (rc) return rc;
     } else {
         if (boundary &&
@@ -723,11 +723,6 @@ static int rw_release_do(struct lock_handle *h, bool wait)
     }
     return tk_overflow_reset(t, &r);
 }
-
-static int rw_release(struct lock_handle *h) { return rw_release_do(h, true); }
-/* The last chain of a remote release is posted and not waited for (the boundary's READ, when
- * there is one, and a COUNT_MAX reset's CAS are still waited for: they follow it in order). */
-static int rw_release_nowait(struct lock_handle *h) { return rw_release_do(h, false); }
 
 /* A remote holder shows it lives with one refresh of its cross word (actR): the judges of both
  * rules restart their clocks on it, so the lease runs from its posting. */
@@ -810,7 +805,6 @@ const struct lock_algo lock_rwlock = {
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
     .acquire = rw_acquire,
     .release = rw_release,
-    .release_nowait = rw_release_nowait,
     .refresh = rw_refresh,
     .holds_x = rw_holds_x,
     .keep_x = rw_keep_x,

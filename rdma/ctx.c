@@ -34,7 +34,6 @@ struct cconn {
 };
 
 static int ctx_progress(struct fab_ctx *c, int64_t wait_ns);
-static bool out_drained(struct fab_ctx *c, void *arg);
 static bool wait_until(struct fab_ctx *c, bool (*cond)(struct fab_ctx *, void *), void *arg,
                        int64_t deadline);
 
@@ -102,9 +101,8 @@ void fab_ctx_destroy(struct fab_ctx *c)
 {
     if (!c) return;
     struct fabric *f = c->f;
-    /* One-way messages (fab_rpc_send) and chains nobody waits for (fab_post_forget) must not
-     * die with the context: give their answers, which say they were delivered, a moment to come
-     * (each is bounded by its timeout anyway). */
+    /* One-way messages (fab_rpc_send) must not die with the context: give their answers, which
+     * say they were delivered, a moment to come (each is bounded by the RPC timeout anyway). */
     int64_t until = clock_now_ns() + NS_PER_S;
     while (c->discards && clock_now_ns() < until) ctx_progress(c, 20 * NS_PER_MS);
     for (unsigned i = 0; i < f->nnodes; i++)
@@ -217,11 +215,6 @@ void ctx_complete(struct fab_ctx *c, unsigned i, int status)
     if (s->waiter) task_wake(s->waiter);
     if (s->discard) {
         c->discards--;
-        if (s->owns_ops) {
-            free(s->ops);
-            s->ops = NULL;
-            s->owns_ops = false;
-        }
         slot_free(c, i);
         return;
     }
@@ -581,7 +574,7 @@ void ctx_kick(struct fab_ctx *c, struct conn *cn, bool defer)
 }
 
 static int post_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_t tag, bool sync,
-                      bool forget, int *slot_out)
+                      int *slot_out)
 {
     int rc = validate_chain(c, ops, n);
     if (rc) return rc;
@@ -592,18 +585,14 @@ static int post_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_
     struct slot *s = &c->slots[si];
     s->kind = SLOT_CHAIN;
     s->sync = sync;
-    s->discard = forget;
-    s->owns_ops = forget;
-    if (forget) c->discards++;
     s->tag = tag;
     s->ops = ops;
     s->n = n;
     s->node = rptr_node(ops[0].remote);
     s->deadline = clock_now_ns() + c->f->o.op_timeout_ns;
-    /* (a chain nobody waits for may outlive the task that posted it: the context's own) */
-    s->owner = forget ? &c->self : me;
+    s->owner = me;
     me->c = c;
-    if (!sync && !forget) me->inflight++;
+    if (!sync) me->inflight++;
     for (unsigned i = 0; i < n; i++) {
         ops[i].status = 0;
         ops[i].result = 0;
@@ -636,42 +625,7 @@ static int post_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_
 int fab_post(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_t tag)
 {
     int si;
-    return post_chain(c, ops, n, tag, false, false, &si);
-}
-
-int fab_post_forget(struct fab_ctx *c, const struct fab_op *ops, unsigned n)
-{
-    if (!ops || n == 0 || n > FAB_MAX_CHAIN) return RDKV_EINVAL;
-    for (unsigned i = 0; i < n; i++)
-        if (ops[i].opcode != FAB_OP_CAS && ops[i].opcode != FAB_OP_FAA &&
-            !(ops[i].opcode == FAB_OP_WRITE && ops[i].len <= 8 && ops[i].local))
-            return RDKV_EINVAL;
-    /* the ops, then each WRITE's bytes: the slot's own until it completes */
-    struct fab_op *own = malloc(n * (sizeof *own + 8));
-    if (!own) return RDKV_ENOMEM;
-    uint8_t *bytes = (uint8_t *)(own + n);
-    for (unsigned i = 0; i < n; i++) {
-        own[i] = ops[i];
-        if (own[i].opcode == FAB_OP_WRITE) {
-            memcpy(bytes + 8 * i, ops[i].local, own[i].len);
-            own[i].local = bytes + 8 * i;
-        }
-    }
-    int si;
-    int rc = post_chain(c, own, n, 0, false, true, &si);
-    if (rc) {
-        free(own); /* (nothing posted: no slot took it) */
-        return rc;
-    }
-    /* Outside a task, push it into the socket now, as fab_rpc_send does: behind another send it
-     * would leave only when this thread next progresses its context (a worker that goes idle
-     * after its transaction would keep its releases). A task's round flushes its posts, and its
-     * thread's idle wait sends what a completed send leaves behind. */
-    uint16_t node = rptr_node(ops[0].remote);
-    if (!in_task(c) && node < c->f->nnodes)
-        wait_until(c, out_drained, (void *)(uintptr_t)node,
-                   clock_now_ns() + c->f->o.op_timeout_ns);
-    return 0;
+    return post_chain(c, ops, n, tag, false, &si);
 }
 
 static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void *req, size_t len,
@@ -694,7 +648,7 @@ static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void 
     s->resp = resp;
     if (resp) resp->len = 0;
     s->deadline = clock_now_ns() + (timeout_ns > 0 ? timeout_ns : f->o.rpc_timeout_ns);
-    s->owner = discard ? &c->self : me; /* (as fab_post_forget's: it may outlive a task) */
+    s->owner = me;
     me->c = c;
     if (!sync && !discard) me->inflight++;
     /* a round trip: one chain or one RPC waited for (the verbs transport's own connection
@@ -1132,7 +1086,7 @@ static int finish_sync(struct fab_ctx *c, int si)
 int fab_exec(struct fab_ctx *c, struct fab_op *ops, unsigned n)
 {
     int si;
-    int rc = post_chain(c, ops, n, 0, true, false, &si);
+    int rc = post_chain(c, ops, n, 0, true, &si);
     if (rc) return rc;
     return finish_sync(c, si);
 }

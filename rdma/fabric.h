@@ -220,16 +220,6 @@ static inline struct fab_op fab_op_faa(rptr dst, uint64_t add)
  * Returns 0, RDKV_EINVAL (bad arguments: nothing posted) or RDKV_EBUSY (too many in flight). */
 int fab_post(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_t tag);
 
-/* Posts ops[0..n) as one chain that nobody waits for: the ops are copied (so may be a caller's
- * locals), no completion is queued, and a failure is counted (fab_counters.errors) but told to no
- * one. Only atomics and WRITEs of at most 8 bytes (copied too). The chain executes after every
- * chain this context posted to that node before it and before every one it posts there after
- * (one connection per peer on the soft transport, one queue pair on verbs, each executed in
- * order). For what may land late with no harm: a lock's release at the end of a transaction.
- * fab_ctx_destroy waits a while for those still in flight. Returns 0, RDKV_EINVAL, RDKV_ENOMEM
- * or RDKV_EBUSY (nothing posted). */
-int fab_post_forget(struct fab_ctx *c, const struct fab_op *ops, unsigned n);
-
 struct fab_cqe {
     uint64_t tag;
     int status;

@@ -201,9 +201,7 @@ enum slot_kind { SLOT_FREE = 0, SLOT_CHAIN = 1, SLOT_RPC = 2 };
 struct slot {
     uint8_t kind;
     bool sync;          /* fab_exec/fab_rpc_call waits for it; not queued as a completion */
-    bool discard;       /* fab_rpc_send, fab_post_forget: nobody waits; freed, not queued,
-                           when it completes */
-    bool owns_ops;      /* fab_post_forget: ops is the slot's own copy, freed with it */
+    bool discard;       /* fab_rpc_send: nobody waits; freed, not queued, when it completes */
     bool done;
     uint16_t node;
     uint32_t gen;

@@ -1646,11 +1646,7 @@ static void release_all(struct txn *t)
 {
     for (uint32_t i = 0; i < t->nents; i++) {
         struct tent *en = &t->ents[i];
-        /* The transaction is over: nothing of it needs another node's answer to its row
-         * releases, which land before this worker's next operation there (lock.h) */
-        if (en->lk.mode && !txn_env_is_down(t->w->e, rptr_node(en->lk.line)))
-            lock_release_nowait(&en->lk);
-        en->lk.mode = 0;
+        unlock_row(t, en);
         range_drop(t, &en->rh);
     }
     for (uint32_t i = 0; i < t->nscans; i++) range_drop(t, &t->scans[i]);

@@ -1174,83 +1174,6 @@ static void t_tasks_share_ctx(void)
     tenv_stop(&e);
 }
 
-/* Chains nobody waits for (fab_post_forget): they execute in post order with the context's other
- * chains to that node, copy what they write (the caller's buffer may change at once), queue no
- * completion, free their slots once answered -- also when the task that posted them has ended --
- * and a context destroyed with some in flight lets them land first. */
-#define FG_N 200
-#define FG_TASKS 8
-
-struct fg_arg {
-    struct fab_ctx *c;
-    rptr ctr;
-    int rc;
-};
-
-static void fg_task(void *p)
-{
-    struct fg_arg *a = p;
-    struct fab_op o = fab_op_faa(a->ctr, 1);
-    for (unsigned i = 0; i < 10 && !a->rc; i++) a->rc = fab_post_forget(a->c, &o, 1);
-    /* returns with its chains in flight */
-}
-
-static void t_forget(void)
-{
-    struct tenv e;
-    REQUIRE(tenv_start(&e, 2, ARENA, NULL) == 0);
-    struct fab_ctx *c;
-    REQUIRE(fab_ctx_create(e.f[0], &c) == 0);
-    rptr w = rptr_make(1, DATA), ctr = rptr_make(1, DATA + 64);
-    /* what it accepts */
-    uint64_t buf[2] = {0, 0};
-    struct fab_op bad_read = fab_op_read(w, buf, 8), bad_write = fab_op_write(w, buf, 16);
-    CHECK_EQ(fab_post_forget(c, &bad_read, 1), RDKV_EINVAL);
-    CHECK_EQ(fab_post_forget(c, &bad_write, 1), RDKV_EINVAL);
-    CHECK_EQ(fab_post_forget(c, &bad_read, 0), RDKV_EINVAL);
-    /* order and copies: each chain writes i + 1 from a local that is changed right after */
-    for (unsigned i = 0; i < FG_N; i++) {
-        uint64_t v = i + 1;
-        struct fab_op ops[2] = {fab_op_write(w, &v, 8), fab_op_faa(ctr, 1)};
-        REQUIRE(fab_post_forget(c, ops, 2) == 0);
-        v = 0xdeadbeef;
-    }
-    uint64_t got_w = 0, got_ctr = 0;
-    CHECK_EQ(fab_read(c, w, &got_w, 8), 0);
-    CHECK_EQ(fab_read(c, ctr, &got_ctr, 8), 0);
-    CHECK_EQ(got_w, FG_N);
-    CHECK_EQ(got_ctr, FG_N);
-    /* answered before the READs were: every slot is free again, and nothing was queued */
-    struct fab_cqe cq[4];
-    CHECK_EQ(fab_poll(c, cq, 4), 0);
-    CHECK_EQ(fab_inflight(c), 0);
-    /* from tasks that end with their chains in flight */
-    struct sched *s;
-    REQUIRE(sched_create(&s) == 0);
-    fab_ctx_attach(c, s);
-    static struct fg_arg a[FG_TASKS];
-    for (unsigned i = 0; i < FG_TASKS; i++) {
-        a[i] = (struct fg_arg){.c = c, .ctr = ctr};
-        REQUIRE(task_spawn(s, fg_task, &a[i], 0) == 0);
-    }
-    sched_run(s);
-    fab_ctx_attach(c, NULL);
-    sched_destroy(s);
-    for (unsigned i = 0; i < FG_TASKS; i++) CHECK_EQ(a[i].rc, 0);
-    CHECK_EQ(fab_read(c, ctr, &got_ctr, 8), 0);
-    CHECK_EQ(got_ctr, FG_N + FG_TASKS * 10);
-    CHECK_EQ(fab_inflight(c), 0);
-    /* destroyed with chains in flight: they land first */
-    struct fab_op inc = fab_op_faa(ctr, 1);
-    for (unsigned i = 0; i < FG_N; i++) REQUIRE(fab_post_forget(c, &inc, 1) == 0);
-    fab_ctx_destroy(c);
-    REQUIRE(fab_ctx_create(e.f[0], &c) == 0);
-    CHECK_EQ(fab_read(c, ctr, &got_ctr, 8), 0);
-    CHECK_EQ(got_ctr, 2 * FG_N + FG_TASKS * 10);
-    fab_ctx_destroy(c);
-    tenv_stop(&e);
-}
-
 static const struct test_case cases[] = {
     {"rw_sizes", t_rw_sizes},
     {"atomics", t_atomics},
@@ -1270,7 +1193,6 @@ static const struct test_case cases[] = {
     {"regions_local", t_regions_local},
     {"many_inflight", t_many_inflight},
     {"tasks_share_ctx", t_tasks_share_ctx},
-    {"forget", t_forget},
 };
 
 int main(int argc, char **argv)
