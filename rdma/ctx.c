@@ -648,7 +648,9 @@ static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void 
     s->resp = resp;
     if (resp) resp->len = 0;
     s->deadline = clock_now_ns() + (timeout_ns > 0 ? timeout_ns : f->o.rpc_timeout_ns);
-    s->owner = me;
+    /* (a one-way message's answer may come after the task that sent it ended, and its record
+     * with it: the slot is the context's own) */
+    s->owner = discard ? &c->self : me;
     me->c = c;
     if (!sync && !discard) me->inflight++;
     /* a round trip: one chain or one RPC waited for (the verbs transport's own connection

@@ -395,6 +395,44 @@ static void t_rpc_oneway(void)
     tenv_stop(&e);
 }
 
+/* One-way messages from tasks that end at once: their answers (errors here, a type nobody
+ * handles) come after the tasks and their records are gone, and are counted in the context's. */
+#define OW_TASKS 8
+#define T_NOBODY (FAB_RPC_USER_BASE + 40)
+
+static void ow_task(void *p)
+{
+    struct fab_ctx *c = p;
+    uint64_t v = 1;
+    if (fab_rpc_send(c, 1, T_NOBODY, &v, 8)) abort();
+}
+
+static void t_rpc_oneway_tasks(void)
+{
+    struct tenv e;
+    REQUIRE(tenv_start(&e, 2, ARENA, NULL) == 0);
+    reg_handlers(e.f[1]);
+    struct fab_ctx *c;
+    REQUIRE(fab_ctx_create(e.f[0], &c) == 0);
+    struct sched *s;
+    REQUIRE(sched_create(&s) == 0);
+    fab_ctx_attach(c, s);
+    for (unsigned i = 0; i < OW_TASKS; i++) REQUIRE(task_spawn(s, ow_task, c, 0) == 0);
+    sched_run(s);
+    fab_ctx_attach(c, NULL);
+    sched_destroy(s);
+    uint64_t before = fab_counters(c)->errors;
+    /* answered in order: the one-way messages' answers have come when this call's has */
+    struct fab_buf resp = {0};
+    CHECK_EQ(fab_rpc_call(c, 1, T_LOG, NULL, 0, &resp, 0), 0);
+    CHECK_EQ(fab_counters(c)->errors, OW_TASKS);
+    CHECK(before <= OW_TASKS);
+    CHECK_EQ(fab_inflight(c), 0);
+    fab_buf_free(&resp);
+    fab_ctx_destroy(c);
+    tenv_stop(&e);
+}
+
 static void t_rpc(void)
 {
     struct tenv e;
@@ -1182,6 +1220,7 @@ static const struct test_case cases[] = {
     {"errors", t_errors},
     {"rpc", t_rpc},
     {"rpc_oneway", t_rpc_oneway},
+    {"rpc_oneway_tasks", t_rpc_oneway_tasks},
     {"threads_peers", t_threads_peers},
     {"hazard_soft", t_hazard_soft},
     {"hazard_stat", t_hazard_stat},
