@@ -50,6 +50,7 @@ struct session {
     struct task *task;            /* the task running it, or NULL */
     bool scheduled;               /* in the inbox, or its task is starting */
     bool closing;                 /* closed or reaped: requests get RDKV_ESESSION */
+    bool unlinked;                /* out of the tables already: closed by its own SES_CLOSE */
     int64_t last;                 /* last request (clock_now_ns) */
     /* the running task's own */
     struct txn_worker *w;         /* while the session runs */
@@ -533,10 +534,19 @@ static void run_op(struct session *x, struct fab_rpc_req *req)
     uint32_t kl = o.kl, vl = o.vl, el = o.el;
     uint64_t limit = o.limit;
     switch (op) {
-    case SES_CLOSE:
+    case SES_CLOSE: {
         end_txn(x);
+        /* Its place is free before the answer says it is closed: a client that opens another
+         * session on hearing it must find room (--max-sessions), even when this task is slow
+         * to finish. Its task frees it when done. */
+        struct session_svc *svc = x->th->svc;
+        pthread_mutex_lock(&svc->mu);
+        if (!x->unlinked) unlink_session(svc, x);
+        x->unlinked = true;
+        pthread_mutex_unlock(&svc->mu);
         reply_status(req, 0);
         return;
+    }
     case SES_BEGIN: reply_status(req, begin_txn(x, flags & SES_F_RETRY)); return;
     case SES_STATUS: cluster_status(x, req); return;
     default: break;
@@ -742,7 +752,7 @@ static void session_task(void *arg)
     }
     /* nothing queued, no transaction, no worker: the session is a record again (or gone) */
     bool closed = x->closing;
-    if (closed) unlink_session(s, x);
+    if (closed && !x->unlinked) unlink_session(s, x);
     x->task = NULL;
     th->tasks--;
     if (s->stop && !th->tasks) task_wake(th->disp);
