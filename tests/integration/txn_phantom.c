@@ -437,8 +437,14 @@ static void *worker_main(void *arg)
 
 static void load(struct tcluster *c)
 {
+    /* The load waits for locks whatever the node's policy: a hold of the case before may still
+     * be on its way out (a range release to another node is one-way), and the policy under test
+     * is the workers', not the load's. */
+    rdkv_options o;
+    rdkv_options_init(&o);
+    o.conflict = RDKV_CONFLICT_TIMEOUT;
     rdkv_session *s;
-    if (rdkv_session_open(c->node[0], NULL, &s)) return;
+    if (rdkv_session_open(c->node[0], &o, &s)) return;
     rdkv_txn *t;
     if (rdkv_txn_begin(s, &t) == 0) {
         for (int i = 0; i < NKEYS; i += 2) {
