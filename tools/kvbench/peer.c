@@ -237,13 +237,6 @@ int peer_ycsb_main(const struct peer_cli *cli, struct drive_cli *c, const struct
         fprintf(stderr, "kvbench ycsb: --db %s: at most %d fields\n", ops->name, PEER_MAX_FIELDS);
         return 2;
     }
-    if (!accounts && p->scan > 0 && !ops->scans) {
-        fprintf(stderr,
-                "kvbench ycsb: --db %s does not implement SCAN (workload E, "
-                "scanproportion > 0)\n",
-                ops->name);
-        return 2;
-    }
     if (c->co.config || c->co.endpoints) {
         fprintf(stderr, "kvbench ycsb: --config and --endpoints are rdkv's; --db %s takes %s\n",
                 ops->name, !strcmp(ops->name, "redis") ? "--redis" : "--pg");

@@ -18,7 +18,6 @@
 struct peer_ops {
     const char *name;      /* --db NAME */
     const char *semantics; /* how the operations map onto the store, for the report */
-    bool scans;            /* implements YCSB's SCAN */
     int (*connect)(const char *target, void **conn, char *err, size_t errcap);
     void (*close)(void *conn);
     /* Drops and creates the YCSB table, then loads records 0..recordcount-1 (keys and values

@@ -433,7 +433,6 @@ const struct peer_ops peer_pg = {
                  "READ-MODIFY-WRITE is SELECT FOR UPDATE + UPDATE in one transaction; TRANSFER "
                  "is a SERIALIZABLE transaction retried on serialization failure (counted as "
                  "aborts)",
-    .scans = true,
     .connect = p_connect,
     .close = p_close,
     .ycsb_load = p_ycsb_load,

@@ -1,8 +1,11 @@
 /* --db redis (peer.h), with hiredis. A YCSB record is a hash of fieldcount fields, as YCSB's
  * own Redis binding stores it: READ is HGETALL, UPDATE an HSET of one field (or of all with
- * writeallfields=true), INSERT an HSET of every field. READ-MODIFY-WRITE is optimistic:
+ * writeallfields=true). Every key is also a member of the sorted set INDEX_KEY (score 0, so its
+ * members are in byte order): INSERT is MULTI, the HSET of every field, ZADD, EXEC -- one round
+ * trip -- and SCAN one Lua script, run atomically by the server: ZRANGEBYLEX from the start key
+ * for scanlength members, and HGETALL of each. READ-MODIFY-WRITE is optimistic:
  * WATCH key, HGETALL, MULTI, HSET, EXEC, again while EXEC answers nil (each retry counts as
- * an abort). SCAN is not implemented (it needs a sorted-set index kept beside the hashes).
+ * an abort).
  * An account is a string holding its balance; a transfer is WATCH both, MGET, MULTI, two SETs,
  * EXEC, retried the same way. Loads are pipelined. */
 #include "tools/kvbench/peer.h"
@@ -19,6 +22,14 @@
 #include <string.h>
 
 #define PIPELINE 512               /* commands in flight while loading */
+#define INDEX_KEY "_indices"       /* the records' keys in byte order (YCSB's binding's name) */
+
+/* SCAN: KEYS[1] the index, ARGV[1] "[" and the start key, ARGV[2] the most records. */
+static const char scan_lua[] =
+    "local ks = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', 'LIMIT', 0, tonumber(ARGV[2]))\n"
+    "local out = {}\n"
+    "for i, k in ipairs(ks) do out[i] = redis.call('HGETALL', k) end\n"
+    "return out\n";
 #define MAX_FIELDS PEER_MAX_FIELDS /* HSET of every field: argv on the stack */
 
 struct rconn {
@@ -127,6 +138,9 @@ static int r_ycsb_load(void *p_, const struct ycsb_props *p, void *gen, char *er
         const uint8_t *rec = ycsb_record(gen, &vl);
         int argc = hset_all(r, p, key, (size_t)kl, rec, argv, len);
         rc = appended(r, redisAppendCommandArgv(r->c, argc, argv, len), &pending, err, errcap);
+        if (!rc)
+            rc = appended(r, redisAppendCommand(r->c, "ZADD " INDEX_KEY " 0 %b", key, (size_t)kl),
+                          &pending, err, errcap);
     }
     if (!rc) rc = drain(r, pending, err, errcap);
     return rc;
@@ -173,9 +187,36 @@ static int r_ycsb_op(void *p_, const struct ycsb_props *p, void *gen, const stru
         if (x->type != REDIS_REPLY_ARRAY) st->status = RDKV_EIO;
         freeReplyObject(x);
         return 0;
-    case YCSB_INSERT:
+    case YCSB_INSERT: {
+        /* the hash and its index entry together */
+        size_t vl;
+        const uint8_t *rec = ycsb_record(gen, &vl);
+        int argc = hset_all(r, p, d->key, d->klen, rec, argv, len);
+        redisAppendCommand(r->c, "MULTI");
+        redisAppendCommandArgv(r->c, argc, argv, len);
+        redisAppendCommand(r->c, "ZADD " INDEX_KEY " 0 %b", d->key, d->klen);
+        redisAppendCommand(r->c, "EXEC");
+        int e = exec_replies(r, 2, st);
+        return e < 0 ? e : 0; /* (no WATCH: EXEC cannot answer nil) */
+    }
+    case YCSB_SCAN: {
+        char start[64], lim[16]; /* (keys are "user" and at most 20 digits) */
+        if (d->klen >= sizeof start) {
+            st->status = RDKV_EINVAL;
+            return 0;
+        }
+        start[0] = '[';
+        memcpy(start + 1, d->key, d->klen);
+        snprintf(lim, sizeof lim, "%u", d->scanlen);
+        x = redisCommand(r->c, "EVAL %s 1 " INDEX_KEY " %b %s", scan_lua, start,
+                         (size_t)d->klen + 1, lim);
+        if (!x) return RDKV_EIO;
+        st->status = x->type == REDIS_REPLY_ARRAY ? 0 : RDKV_EIO;
+        freeReplyObject(x);
+        return 0;
+    }
     case YCSB_UPDATE:
-        if (d->op == YCSB_INSERT || p->writeallfields) {
+        if (p->writeallfields) {
             size_t vl;
             const uint8_t *rec = ycsb_record(gen, &vl);
             int argc = hset_all(r, p, d->key, d->klen, rec, argv, len);
@@ -212,7 +253,7 @@ static int r_ycsb_op(void *p_, const struct ycsb_props *p, void *gen, const stru
             if (e < 0) return e;
             if (!e || !peer_retry(st)) return 0;
         }
-    default: /* SCAN: refused before the run (peer_ops.scans) */
+    default:
         st->status = RDKV_EINVAL;
         return 0;
     }
@@ -297,9 +338,10 @@ static int r_xfer_sum(void *p_, uint64_t n, uint64_t *found, int64_t *total, cha
 const struct peer_ops peer_redis = {
     .name = "redis",
     .semantics = "a record is a hash (HGETALL, HSET); single commands are atomic; "
+                 "INSERT is MULTI, HSET, ZADD to a sorted-set index, EXEC; SCAN a Lua script "
+                 "(ZRANGEBYLEX on the index, HGETALL of each key), run atomically; "
                  "READ-MODIFY-WRITE and TRANSFER are WATCH/MULTI/EXEC, retried on a nil EXEC "
                  "(counted as aborts)",
-    .scans = false,
     .connect = r_connect,
     .close = r_close,
     .ycsb_load = r_ycsb_load,
