@@ -72,6 +72,65 @@ int lock_refresh(struct lock_handle *h)
     return h->algo->refresh ? h->algo->refresh(h) : RDKV_ENOTSUP;
 }
 
+/* lock_release_many: chains in flight at once (a batch waits for its chains before the next
+ * one posts), and the tag of a batch's i-th chain. */
+#define RELEASE_BATCH 32u
+#define RELEASE_TAG 0x7D0000000000ull
+
+/* The first failure, but a run-out lease before any other. */
+static void release_note(int *ret, int rc)
+{
+    if (rc == RDKV_ETIMEDOUT || (rc && !*ret)) *ret = rc;
+}
+
+int lock_release_many(struct lock_handle *const *hs, unsigned n)
+{
+    int ret = 0;
+    struct fab_op ops[RELEASE_BATCH][LOCK_RELEASE_OPS];
+    unsigned nops[RELEASE_BATCH];
+    bool inflight[RELEASE_BATCH];
+    for (unsigned base = 0; base < n; base += RELEASE_BATCH) {
+        unsigned m = n - base < RELEASE_BATCH ? n - base : RELEASE_BATCH, chains = 0, pending = 0;
+        struct lock_handle *const *h = hs + base;
+        struct fab_ctx *c = h[0]->t->c;
+        /* every release up to its chain (or whole) */
+        for (unsigned i = 0; i < m; i++) {
+            nops[i] = 0;
+            inflight[i] = false;
+            if (!h[i]->algo->release_post || h[i]->t->c != c) {
+                release_note(&ret, lock_release(h[i]));
+                h[i]->mode = 0;
+                continue;
+            }
+            release_note(&ret, h[i]->algo->release_post(h[i], ops[i], &nops[i]));
+            if (nops[i]) chains++;
+        }
+        /* the chains: all in flight at once (one alone, or one the context has no room for,
+         * waits as release would) */
+        for (unsigned i = 0; i < m; i++) {
+            if (!nops[i]) continue;
+            if (chains > 1 && fab_post(c, ops[i], nops[i], RELEASE_TAG | i) == 0) {
+                inflight[i] = true;
+                pending++;
+            } else {
+                release_note(&ret, h[i]->algo->release_done(h[i], fab_exec(c, ops[i], nops[i])));
+            }
+        }
+        while (pending) {
+            struct fab_cqe cq[16];
+            int got = fab_wait(c, cq, 16, -1);
+            for (int j = 0; j < got; j++) {
+                uint64_t i = cq[j].tag & ~RELEASE_TAG;
+                if ((cq[j].tag & RELEASE_TAG) != RELEASE_TAG || i >= m || !inflight[i]) continue;
+                inflight[i] = false;
+                pending--;
+                release_note(&ret, h[i]->algo->release_done(h[i], cq[j].status));
+            }
+        }
+    }
+    return ret;
+}
+
 int lock_holds_x(const struct lock_algo *a, struct fabric *f, rptr line, uint16_t holder,
                  uint64_t token)
 {

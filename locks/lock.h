@@ -36,6 +36,14 @@ struct lock_algo {
     /* 0, or RDKV_ETIMEDOUT when the holder's lease had expired: others may have reset the lock,
      * so the holder must treat what it did under the lock as unprotected (abort, not commit). */
     int (*release)(struct lock_handle *h);
+    /* The same release in two halves, so that many locks' releases can be in flight at once
+     * (lock_release_many; NULL: one after another). release_post does what release does up to
+     * its last chain, which it puts in ops (at most LOCK_RELEASE_OPS, all to the line's node)
+     * with *n its length; release_done, once that chain completed with status st, finishes and
+     * returns what release would have. *n = 0: nothing to post, and the return value is the
+     * release's result. */
+    int (*release_post)(struct lock_handle *h, struct fab_op *ops, unsigned *n);
+    int (*release_done)(struct lock_handle *h, int st);
     /* LOCK_UPDATE -> LOCK_EXCLUSIVE (NULL where the mode is unsupported). */
     int (*upgrade)(struct lock_handle *h, int64_t deadline);
     /* Shows waiters that the holder lives, so that its lease runs from now (NULL: a lease that
@@ -87,6 +95,15 @@ extern const struct lock_algo lock_dmcs;   /* D-MCS: the HPDC'16 paper's name fo
 extern const struct lock_algo lock_fompi_rw; /* foMPI's RW lock: rof's word, polled before retry */
 extern const struct lock_algo lock_rma_mcs; /* RMA-MCS: per-node MCS queues under a cluster one */
 extern const struct lock_algo lock_rma_rw;  /* RMA-RW: RMA-MCS for writers, counters for readers */
+
+#define LOCK_RELEASE_OPS 4
+
+/* Releases n held locks of one lock thread together: the chains of those whose algorithm
+ * splits its release (release_post) are all in flight before it waits, so locks on other nodes
+ * cost about one round trip in all rather than one each; the others are released one by one.
+ * 0, RDKV_ETIMEDOUT if some lease had run out, or the first other error; every handle is left
+ * not held. */
+int lock_release_many(struct lock_handle *const *hs, unsigned n);
 
 /* Releases n held dslr locks with one round trip per node for the plain releases (the range
  * locks built of DSLR words use it). 0, RDKV_ETIMEDOUT if some lease had run out, or the first

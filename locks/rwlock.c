@@ -655,8 +655,13 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     return 0;
 }
 
-static int rw_release(struct lock_handle *h)
+/* TURN's values, as the sources of a chain's WRITE (they must outlive the post). */
+static const uint64_t turn_value[2] = {TURN_LOCAL, TURN_REMOTE};
+
+/* lock_algo.release_post: a local holder's whole release, or a remote one's up to its chain. */
+static int rw_release_post(struct lock_handle *h, struct fab_op *ops, unsigned *nops)
 {
+    *nops = 0;
     if (!h->mode) return RDKV_EINVAL;
     struct lock_thread *t = h->t;
     enum lock_mode mode = (enum lock_mode)h->mode;
@@ -701,14 +706,13 @@ static int rw_release(struct lock_handle *h)
             tk_pass_on(t, &r);
             return RDKV_ETIMEDOUT;
         }
-        struct fab_op ops[4];
         unsigned n = 0;
-        if (yield) ops[n++] = fab_op_write(rptr_add(s.line, RW_TURN), &other_prio, 8);
+        if (yield) ops[n++] = fab_op_write(rptr_add(s.line, RW_TURN), &turn_value[other_prio], 8);
         ops[n++] = fab_op_faa(s.C, lower_add);
         if (clear_age) ops[n++] = fab_op_cas(rptr_add(s.line, RW_RAGE), h->age_word, cleared);
         ops[n++] = fab_op_faa(s.T, served);
-        int rc = fab_exec(t->c, ops, n);
-        if (rc) return rc;
+        *nops = n; /* rw_release_done finishes */
+        return 0;
     } else {
         if (boundary &&
             cw_w(__atomic_load_n(&s.lp[RW_LC / 8], __ATOMIC_SEQ_CST)) == (marked ? 1u : 0u))
@@ -722,6 +726,26 @@ static int rw_release(struct lock_handle *h)
         tk_wake(t, &r);
     }
     return tk_overflow_reset(t, &r);
+}
+
+/* lock_algo.release_done: a remote holder's release after its chain completed with status st. */
+static int rw_release_done(struct lock_handle *h, int st)
+{
+    if (st) return st;
+    struct side s;
+    side_of(h, &s);
+    struct tk_req r;
+    tk_req_of(h, &s, (enum tk_class)(h->desc & ~DESC_MARKED), &r);
+    return tk_overflow_reset(h->t, &r);
+}
+
+static int rw_release(struct lock_handle *h)
+{
+    struct fab_op ops[LOCK_RELEASE_OPS];
+    unsigned n;
+    int rc = rw_release_post(h, ops, &n);
+    if (rc || !n) return rc;
+    return rw_release_done(h, fab_exec(h->t->c, ops, n));
 }
 
 /* A remote holder shows it lives with one refresh of its cross word (actR): the judges of both
@@ -805,6 +829,8 @@ const struct lock_algo lock_rwlock = {
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
     .acquire = rw_acquire,
     .release = rw_release,
+    .release_post = rw_release_post,
+    .release_done = rw_release_done,
     .refresh = rw_refresh,
     .holds_x = rw_holds_x,
     .keep_x = rw_keep_x,

@@ -706,6 +706,65 @@ static void t_rwlock_owner_keeps(void)
     rows_stop(&r);
 }
 
+/* lock_release_many: one thread's holds on both nodes -- remote and local, shared and
+ * exclusive, rwlocks (whose releases travel together, in more than one batch) and a dslr lock
+ * (released on its own) -- released in one call leave every lock free: no handle held, every
+ * ticket served and no mark left in the rwlock lines, and another thread takes each at once. */
+static void t_release_many(void)
+{
+    enum { PER = 40, REMOTE = 36, LOCAL = 3 };
+    struct tenv e;
+    REQUIRE(tenv_start(&e, 2, 16u << 20, NULL) == 0);
+    REQUIRE(locktable_reset(e.f[0], 2 * PER) == 0);
+    REQUIRE(locktable_reset(e.f[1], 2 * PER) == 0);
+    struct fab_ctx *c[2];
+    struct lock_thread t[2];
+    struct locktable lt[2];
+    for (int i = 0; i < 2; i++) {
+        struct lock_cfg cfg;
+        lock_cfg_init(&cfg);
+        cfg.lease_ns = ROW_LEASE;
+        REQUIRE(fab_ctx_create(e.f[i], &c[i]) == 0);
+        REQUIRE(lock_thread_init(&t[i], c[i], &cfg) == 0);
+        REQUIRE(locktable_open(&lt[i], c[i], 2 * PER) == 0);
+    }
+    struct lock_handle h[REMOTE + LOCAL + 1], *hp[REMOTE + LOCAL + 1];
+    unsigned n = 0;
+    for (uint32_t i = 0; i < REMOTE + LOCAL; i++, n++) {
+        uint16_t node = i < REMOTE ? 0 : 1; /* t[1] is on node 1: node 0's locks are remote */
+        lock_handle_init(&h[n], &t[1], &lock_rwlock, locktable_line(&lt[1], node, i % REMOTE));
+        REQUIRE(lock_acquire(&h[n], i % 3 ? LOCK_SHARED : LOCK_EXCLUSIVE, 0) == 0);
+        hp[n] = &h[n];
+    }
+    lock_handle_init(&h[n], &t[1], &lock_dslr, locktable_line(&lt[1], 0, PER - 1));
+    REQUIRE(lock_acquire(&h[n], LOCK_EXCLUSIVE, 0) == 0);
+    hp[n] = &h[n];
+    n++;
+    CHECK_EQ(lock_release_many(hp, n), 0);
+    for (unsigned i = 0; i < n; i++) {
+        CHECK_EQ(h[i].mode, 0);
+        if (h[i].algo == &lock_rwlock) {
+            uint64_t *lp = fab_local(e.f[rptr_node(h[i].line)], h[i].line);
+            uint64_t rt = __atomic_load_n(&lp[0], __ATOMIC_SEQ_CST);
+            uint64_t rc = __atomic_load_n(&lp[1], __ATOMIC_SEQ_CST);
+            uint64_t lt_ = __atomic_load_n(&lp[2], __ATOMIC_SEQ_CST);
+            CHECK_EQ(rt >> 48, (rt >> 16) & 0xFFFF);    /* every X ticket served */
+            CHECK_EQ((rt >> 32) & 0xFFFF, rt & 0xFFFF); /* every S ticket served */
+            CHECK_EQ(rc & ((1ull << 40) - 1), 0u);      /* no mark */
+            CHECK_EQ(lt_ >> 48, (lt_ >> 16) & 0xFFFF);  /* the local cohort's, too */
+            CHECK_EQ((lt_ >> 32) & 0xFFFF, lt_ & 0xFFFF);
+        }
+        /* free: node 0's thread gets it exclusively without waiting for anyone */
+        struct lock_handle g;
+        lock_handle_init(&g, &t[0], h[i].algo, h[i].line);
+        CHECK_EQ(lock_acquire(&g, LOCK_EXCLUSIVE, clock_now_ns() + ROW_LEASE / 4), 0);
+        if (g.mode) CHECK_EQ(lock_release(&g), 0);
+    }
+    CHECK_EQ(lock_release_many(hp, 0), 0);
+    for (int i = 0; i < 2; i++) thread_done(c[i], &t[i]);
+    tenv_stop(&e);
+}
+
 /* A local writer holds a row for several leases (local holders have no lease: they share the
  * row's fate). Two remote writers queue for it: the first is granted in the remote cohort and
  * waits for the local one; the second waits behind it in the remote ticket word, which does not
@@ -1026,6 +1085,7 @@ static const struct test_case cases[] = {
     {"rwlock_long_local_hold", t_rwlock_long_local_hold},
     {"rwlock_dead_writer_readers", t_rwlock_dead_writer_readers},
     {"rwlock_owner_keeps", t_rwlock_owner_keeps},
+    {"release_many", t_release_many},
     {"dslr_short_deadlines", t_dslr_short_deadlines},
     {"dslr_multi_slot", t_dslr_multi_slot},
     {"naive_caught", t_naive_caught},
