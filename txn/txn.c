@@ -1642,13 +1642,27 @@ static bool leases_ok(struct txn *t)
     return true;
 }
 
+/* Every lock of the transaction. The row locks' releases travel together (lock_release_many:
+ * about one round trip for all of another node's rows, not one each), and each has landed
+ * before this returns. */
 static void release_all(struct txn *t)
 {
+    struct lock_handle *rows[64];
+    unsigned n = 0;
     for (uint32_t i = 0; i < t->nents; i++) {
         struct tent *en = &t->ents[i];
-        unlock_row(t, en);
+        if (en->lk.mode && txn_env_is_down(t->w->e, rptr_node(en->lk.line))) {
+            en->lk.mode = 0; /* (as unlock_row: a down node's lock is left to its lease) */
+        } else if (en->lk.mode) {
+            rows[n++] = &en->lk; /* (lock_release_many leaves it not held) */
+            if (n == sizeof rows / sizeof rows[0]) {
+                lock_release_many(rows, n);
+                n = 0;
+            }
+        }
         range_drop(t, &en->rh);
     }
+    lock_release_many(rows, n);
     for (uint32_t i = 0; i < t->nscans; i++) range_drop(t, &t->scans[i]);
     t->nscans = 0;
 }
@@ -2607,10 +2621,11 @@ static int iter_next_in(struct txn_iter *it, const void **key, uint32_t *klen,
         if (i < 0) return it->err = fail(t, i);
         struct tent *en = &t->ents[i];
         if (!en->lk.mode) {
-            /* the range lock keeps the row from going away; its row lock keeps it still */
-            int rc = lock_row(t, en, r->row, LOCK_SHARED);
+            /* the range lock keeps the row from going away; its row lock keeps it still (and
+             * a remote row is read in the lock's own chain where the lock can) */
+            int ok;
+            int rc = lock_read_row(t, en, r->row, LOCK_SHARED, true, &ok);
             if (rc) return it->err = rc;
-            int ok = read_row(t, en, r->row, true);
             if (ok < 0) return it->err = fail(t, ok);
             if (ok == 0) {
                 unlock_row(t, en);
