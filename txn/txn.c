@@ -1149,10 +1149,12 @@ static struct row_read first_read(struct txn *t, const struct tent *en, rptr row
 static void *tmem_of(void *t, size_t n) { return tmem(t, n); }
 
 /* Reads the row en holds locked at `row`: 1 when it is en's key and live (en->val, vlen and
- * version filled when want_val), 0 when it is not, or a status. pre: first_read's bytes of a
- * remote row, already read under the lock (NULL: read them now). */
+ * version filled when want_val), 0 when it is not, or a status. pre: the bytes of a remote
+ * row's first read fr, already read under the lock (NULL: read them now, fr ignored). fr must
+ * be the very read that filled pre: the location cache it came from is shared by the node's
+ * threads, and a first_read now may say another length. */
 static int read_row_from(struct txn *t, struct tent *en, rptr row, bool want_val,
-                         const uint8_t *pre)
+                         const uint8_t *pre, const struct row_read *fr)
 {
     struct txn_worker *w = t->w;
     struct txn_env *e = w->e;
@@ -1173,8 +1175,8 @@ static int read_row_from(struct txn *t, struct tent *en, rptr row, bool want_val
     if (rc) return rc;
     uint32_t readlen;
     rc = store_remote_read_row(w->c, r, en->key, en->klen, want_val,
-                                   first_read(t, en, row, want_val), pre, tmem_of, t, &v,
-                                   &readlen);
+                               pre ? *fr : first_read(t, en, row, want_val), pre, tmem_of, t,
+                               &v, &readlen);
     if (rc != 1) return rc < 0 && rc != RDKV_ENOMEM ? classify(t, rc, rptr_node(row)) : rc;
     en->version = v.version;
     if (want_val) {
@@ -1188,21 +1190,23 @@ static int read_row_from(struct txn *t, struct tent *en, rptr row, bool want_val
 
 static int read_row(struct txn *t, struct tent *en, rptr row, bool want_val)
 {
-    return read_row_from(t, en, row, want_val, NULL);
+    return read_row_from(t, en, row, want_val, NULL, NULL);
 }
 
-/* Locks en's row at `row` in `mode`. pre (NULL: none): a buffer of read_len bytes that the lock
- * may fill from the row in its own chain; en->lk.rd_ok then says whether it did, under the lock. */
+/* Locks en's row at `row` in `mode`. pre (NULL: none): a buffer of fr->len bytes that the lock
+ * may fill from the row (the first read fr) in its own chain; en->lk.rd_ok then says whether it
+ * did, under the lock. */
 static int lock_row_reading(struct txn *t, struct tent *en, rptr row, enum lock_mode mode,
-                            uint8_t *pre, uint64_t len)
+                            uint8_t *pre, const struct row_read *fr)
 {
     /* an exclusive-only row lock (alock) takes reads exclusively too */
     if (!(t->w->e->row->modes & (1u << mode))) mode = LOCK_EXCLUSIVE;
     lock_handle_init(&en->lk, &t->w->lt, t->w->e->row, row);
+    en->lk.rd_len = 0; /* (lock_handle_init leaves an earlier lock's READ there) */
     if (pre) {
-        en->lk.rd_at = first_read(t, en, row, true).at;
+        en->lk.rd_at = fr->at;
         en->lk.rd_buf = pre;
-        en->lk.rd_len = (uint32_t)len;
+        en->lk.rd_len = (uint32_t)fr->len;
     }
     if (row_wait_die(t)) en->lk.age = t->ts;
     int rc = lock_acquire(&en->lk, mode, row_deadline(t));
@@ -1215,7 +1219,7 @@ static int lock_row_reading(struct txn *t, struct tent *en, rptr row, enum lock_
 
 static int lock_row(struct txn *t, struct tent *en, rptr row, enum lock_mode mode)
 {
-    return lock_row_reading(t, en, row, mode, NULL, 0);
+    return lock_row_reading(t, en, row, mode, NULL, NULL);
 }
 
 /* lock_row, then read_row (*got: its answer) -- a remote row read in the lock's own chain where
@@ -1224,14 +1228,14 @@ static int lock_read_row(struct txn *t, struct tent *en, rptr row, enum lock_mod
                          bool want_val, int *got)
 {
     uint8_t *pre = NULL;
-    uint64_t len = 0;
+    struct row_read fr = {0};
     if (rptr_node(row) != t->w->e->me && t->w->e->row->read_in_chain) {
-        len = first_read(t, en, row, want_val).len;
-        pre = len <= UINT32_MAX ? tmem(t, len) : NULL;
+        fr = first_read(t, en, row, want_val);
+        pre = fr.len <= UINT32_MAX ? tmem(t, fr.len) : NULL;
     }
-    int rc = lock_row_reading(t, en, row, mode, pre, len);
+    int rc = lock_row_reading(t, en, row, mode, pre, &fr);
     if (rc) return rc;
-    *got = read_row_from(t, en, row, want_val, en->lk.rd_ok ? pre : NULL);
+    *got = read_row_from(t, en, row, want_val, en->lk.rd_ok ? pre : NULL, &fr);
     return 0;
 }
 
