@@ -1202,7 +1202,6 @@ static int lock_row_reading(struct txn *t, struct tent *en, rptr row, enum lock_
     /* an exclusive-only row lock (alock) takes reads exclusively too */
     if (!(t->w->e->row->modes & (1u << mode))) mode = LOCK_EXCLUSIVE;
     lock_handle_init(&en->lk, &t->w->lt, t->w->e->row, row);
-    en->lk.rd_len = 0; /* (lock_handle_init leaves an earlier lock's READ there) */
     if (pre) {
         en->lk.rd_at = fr->at;
         en->lk.rd_buf = pre;
@@ -1239,11 +1238,22 @@ static int lock_read_row(struct txn *t, struct tent *en, rptr row, enum lock_mod
     return 0;
 }
 
+/* en's row lock when it is held and must be released; NULL when it is not held, or when its
+ * node is down (then it is dropped here: its lease frees it). */
+static struct lock_handle *row_to_release(struct txn *t, struct tent *en)
+{
+    if (!en->lk.mode) return NULL;
+    if (!txn_env_is_down(t->w->e, rptr_node(en->lk.line))) return &en->lk;
+    en->lk.mode = 0;
+    return NULL;
+}
+
 static void unlock_row(struct txn *t, struct tent *en)
 {
-    if (!en->lk.mode) return;
-    if (!txn_env_is_down(t->w->e, rptr_node(en->lk.line))) lock_release(&en->lk);
-    en->lk.mode = 0;
+    struct lock_handle *h = row_to_release(t, en);
+    if (!h) return;
+    lock_release(h);
+    h->mode = 0;
 }
 
 /* Locks the keys [b, e) (kflags: enum range_key_flags; see range_handle_keys) in node's part of
@@ -1655,14 +1665,9 @@ static void release_all(struct txn *t)
     unsigned n = 0;
     for (uint32_t i = 0; i < t->nents; i++) {
         struct tent *en = &t->ents[i];
-        if (en->lk.mode && txn_env_is_down(t->w->e, rptr_node(en->lk.line))) {
-            en->lk.mode = 0; /* (as unlock_row: a down node's lock is left to its lease) */
-        } else if (en->lk.mode) {
-            rows[n++] = &en->lk; /* (lock_release_many leaves it not held) */
-            if (n == sizeof rows / sizeof rows[0]) {
-                lock_release_many(rows, n);
-                n = 0;
-            }
+        if ((rows[n] = row_to_release(t, en)) && ++n == sizeof rows / sizeof rows[0]) {
+            lock_release_many(rows, n);
+            n = 0;
         }
         range_drop(t, &en->rh);
     }
