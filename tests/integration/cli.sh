@@ -17,17 +17,42 @@ trap cleanup EXIT
 ok() { pass=$((pass + 1)); echo "PASS $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -f "$work/err" ] && sed 's/^/    stderr: /' "$work/err"; }
 
-# expect NAME STATUS [GREP] -- CMD...: runs CMD with a 30 s limit, checks the exit status and that
-# stderr matches GREP; for status 1 the error must be exactly one line.
-expect() {
+# check NAME STATUS [GREP] -- CMD...: runs CMD with a 30 s limit and sets $verdict to what went
+# wrong ("" when nothing did): the exit status, stderr matching GREP, and for status 1 an error of
+# exactly one line. expect is check that counts the verdict.
+check() {
     local name=$1 want=$2 pat=$3
     shift 4
+    verdict=
     timeout 30 "$@" >"$work/out" 2>"$work/err" </dev/null
     local got=$?
-    if [ "$got" != "$want" ]; then bad "$name (exit $got, wanted $want)"; return; fi
-    if [ -n "$pat" ] && ! grep -q -- "$pat" "$work/err" "$work/out"; then bad "$name (no '$pat')"; return; fi
-    if [ "$want" = 1 ] && [ "$(wc -l <"$work/err")" != 1 ]; then bad "$name (error is not one line)"; return; fi
-    ok "$name"
+    if [ "$got" != "$want" ]; then verdict="$name (exit $got, wanted $want)"; return; fi
+    if [ -n "$pat" ] && ! grep -q -- "$pat" "$work/err" "$work/out"; then verdict="$name (no '$pat')"; return; fi
+    if [ "$want" = 1 ] && [ "$(wc -l <"$work/err")" != 1 ]; then verdict="$name (error is not one line)"; return; fi
+}
+expect() {
+    check "$@"
+    if [ -z "$verdict" ]; then ok "$1"; else bad "$verdict"; fi
+}
+
+# The cases that start a node of their own need a port nobody listens on. They take them below
+# the kernel's ephemeral range (32768 and up), so no port the kernel assigns to a test running
+# beside this one (ctest -j) can be theirs; and should another test's fixed port be there, the
+# node says "Address already in use" and the case runs again on other ports.
+pick_ports() {
+    p0=$((20000 + RANDOM % 6000))
+    port=$((26000 + RANDOM % 6000))
+}
+# on_free_ports FUNC: runs FUNC (a case that calls check) until its node found its port free, at
+# most five times, and counts the last verdict
+on_free_ports() {
+    local try
+    for try in 1 2 3 4 5; do
+        pick_ports
+        "$1"
+        grep -q "Address already in use" "$work/err" || break
+    done
+    if [ -z "$verdict" ]; then ok "$2"; else bad "$verdict"; fi
 }
 
 expect "kvserver --help" 0 "usage: kvserver" -- "$bin/kvserver" --help
@@ -51,23 +76,24 @@ if timeout 60 "$bin/kvcluster" start --nodes 1 --dir "$work/c1" >"$work/out" 2>"
     expect "kvserver port in use" 1 "Address already in use" -- "$bin/kvserver" --config "$work/c1/cluster.conf" --node 0 --peer-wait 0
     expect "kvcluster status" 0 '"node":0' -- "$bin/kvcluster" status --dir "$work/c1"
     expect "kvcluster start twice" 1 "already running" -- "$bin/kvcluster" start --nodes 1 --dir "$work/c1"
-    port=$(awk '/^node 0/{split($3,a,":"); print a[2]}' "$work/c1/cluster.conf")
     expect "kvcluster stop" 0 "stopped 1 node" -- "$bin/kvcluster" stop --dir "$work/c1"
-    # Nobody listens on that port now: as node 1's address it is an unreachable peer.
-    printf 'node 0 127.0.0.1:0\nnode 1 127.0.0.1:%s\n' "$port" >"$work/two.conf"
-    # node 0's own port must be free and real: take one the kernel assigns through kvcluster.
-    timeout 60 "$bin/kvcluster" start --nodes 1 --dir "$work/c2" >/dev/null 2>&1
-    p0=$(awk '/^node 0/{split($3,a,":"); print a[2]}' "$work/c2/cluster.conf")
-    "$bin/kvcluster" stop --dir "$work/c2" >/dev/null 2>&1
-    printf 'node 0 127.0.0.1:%s\nnode 1 127.0.0.1:%s\n' "$p0" "$port" >"$work/two.conf"
-        printf 'node-key %064d\n' 1 >"$work/two.secret"
+    printf 'node-key %064d\n' 1 >"$work/two.secret"
     chmod 600 "$work/two.secret"
-    expect "kvserver unreachable peer" 1 "peer node 1 at 127.0.0.1:$port is unreachable" -- "$bin/kvserver" --config "$work/two.conf" --node 0 --peer-wait 1 --secret-file "$work/two.secret"
+    # node 1's port has nobody listening: an unreachable peer
+    unreachable() {
+        printf 'node 0 127.0.0.1:%s\nnode 1 127.0.0.1:%s\n' "$p0" "$port" >"$work/two.conf"
+        check "kvserver unreachable peer" 1 "peer node 1 at 127.0.0.1:$port is unreachable" -- \
+            "$bin/kvserver" --config "$work/two.conf" --node 0 --peer-wait 1 --secret-file "$work/two.secret"
+    }
+    on_free_ports unreachable "kvserver unreachable peer"
     # a peer whose host name exists nowhere (.invalid is reserved): said so at once, not after
     # --peer-wait as an unreachable peer
-    printf 'node 0 127.0.0.1:%s\nnode 1 nosuchhost.invalid:7401\n' "$p0" >"$work/nohost.conf"
-    expect "kvserver unresolvable peer" 1 "peer node 1 in $work/nohost.conf: cannot resolve host name 'nosuchhost.invalid'" -- \
-        "$bin/kvserver" --config "$work/nohost.conf" --node 0 --peer-wait 600 --secret-file "$work/two.secret"
+    unresolvable() {
+        printf 'node 0 127.0.0.1:%s\nnode 1 nosuchhost.invalid:7401\n' "$p0" >"$work/nohost.conf"
+        check "kvserver unresolvable peer" 1 "peer node 1 in $work/nohost.conf: cannot resolve host name 'nosuchhost.invalid'" -- \
+            "$bin/kvserver" --config "$work/nohost.conf" --node 0 --peer-wait 600 --secret-file "$work/two.secret"
+    }
+    on_free_ports unresolvable "kvserver unresolvable peer"
 else
     bad "kvcluster start"
 fi
@@ -76,16 +102,29 @@ expect "kvcluster status of nothing" 1 "cannot open" -- "$bin/kvcluster" status 
 
 # SIGTERM: clean stop with status 0, after the node said it was ready.
 mkfifo "$work/ready"
-printf 'node 0 127.0.0.1:%s\n' "${p0:-7999}" >"$work/solo.conf"
+printf 'node 0 127.0.0.1:7999\n' >"$work/solo.conf" # (refused before it binds)
 # Without a secret a node refuses to start; a secret file others may read is refused by name.
 expect "kvserver without a secret" 1 "no cluster secret" -- "$bin/kvserver" --config "$work/solo.conf" --node 0 --peer-wait 0
 printf 'node-key %064d\n' 0 >"$work/open.secret"
 chmod 644 "$work/open.secret"
 expect "kvserver refuses a readable secret" 1 "chmod 600 $work/open.secret" -- "$bin/kvserver" --config "$work/solo.conf" --node 0 --peer-wait 0 --secret-file "$work/open.secret"
 expect "kvctl refuses a readable secret" 1 "chmod 600" -- env RDKV_SECRET_FILE="$work/open.secret" "$bin/kvctl" --endpoints 127.0.0.1:1 get k
-"$bin/kvserver" --config "$work/solo.conf" --node 0 --ready-fd 3 --insecure 3>"$work/ready" 2>"$work/err" &
-bgpid=$!
-if read -r -t 30 line <"$work/ready" && [ "$line" = ready ]; then
+ready=false
+for try in 1 2 3 4 5; do
+    pick_ports
+    printf 'node 0 127.0.0.1:%s\n' "$p0" >"$work/solo.conf"
+    "$bin/kvserver" --config "$work/solo.conf" --node 0 --ready-fd 3 --insecure 3>"$work/ready" 2>"$work/err" &
+    bgpid=$!
+    if read -r -t 30 line <"$work/ready" && [ "$line" = ready ]; then
+        ready=true
+        break
+    fi
+    kill -9 "$bgpid" 2>/dev/null
+    wait "$bgpid" 2>/dev/null
+    bgpid=
+    grep -q "Address already in use" "$work/err" || break
+done
+if $ready; then
     kill -TERM "$bgpid"
     timeout 30 tail --pid="$bgpid" -f /dev/null
     wait "$bgpid"
