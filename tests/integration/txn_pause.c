@@ -44,14 +44,16 @@
  *     participant (the "fence" counter "pending" is 0 everywhere), and nodes 1 and 2 exit
  *     cleanly on SIGTERM. Every node's fence counters (status JSON) are printed, with the per-
  *     phase counts and the notable lines of the node logs.
- * When the workers are not back to work within AFTER_WAIT, the test says what is missing and
- * which rows cannot be locked through each node, with their lock lines (rwlock's words decoded),
- * then tries those rows again with lock waits of three leases and once more with the short ones:
- * that tells a lock whose recovery the short waits of transactions never let run from one that
- * is lost for good. (The first runs of this test found both: rwlock's stale remote marks, which
- * only rule 4's two quiet leases within one wait could clear, and given-up tickets dropped while
- * their node was paused; docs/locks.md, rules 6 and 7.) The final checks run either way.
- * The child processes are always continued (SIGCONT), terminated and reaped, also on failure
+ * When the workers are not back to work within AFTER_WAIT plus twice the time the commits
+ * before the pause took (half as many are wanted after it; the second term scales the wait to a
+ * loaded machine, where a lock lost for good still never comes back), the test says what is
+ * missing and which rows cannot be locked through each node, with their lock lines (rwlock's
+ * words decoded), then tries those rows again with lock waits of three leases and once more with
+ * the short ones: that tells a lock whose recovery the short waits of transactions never let run
+ * from one that is lost for good. (The first runs of this test found both: rwlock's stale remote
+ * marks, which only rule 4's two quiet leases within one wait could clear, and given-up tickets
+ * dropped while their node was paused; docs/locks.md, rules 6 and 7.) The final checks run either
+ * way. The child processes are always continued (SIGCONT), terminated and reaped, also on failure
  * paths; PR_SET_PDEATHSIG kills them should this process die. */
 #include "tests/harness.h"
 #include "tests/testenv.h"
@@ -88,7 +90,7 @@
 #define PAUSE_NS (6 * NS_PER_S)      /* the least the pause lasts */
 #define VERDICT_WAIT (15 * NS_PER_S) /* the longest wait for the down verdict */
 #define BEFORE_WAIT (30 * NS_PER_S)  /* the longest wait for the commits before the pause */
-#define AFTER_WAIT (15 * NS_PER_S)   /* and after it: recovery takes a few leases */
+#define AFTER_WAIT (15 * NS_PER_S)   /* and after it (at least): recovery takes a few leases */
 #define PROBE_TIME (30 * NS_PER_S)   /* the longest the diagnosis of a failure may take */
 #define LONG_OP_MS 20000             /* a client timeout that outlasts the pause */
 #define SHORT_OP_MS 1500             /* one that does not */
@@ -1118,7 +1120,8 @@ static void scenario(rdkv_session **s0)
     while (!(ok = working(0, want_bank, want_reg, false)) && !atomic_load(&R.errors) &&
            clock_now_ns() < until)
         clock_sleep_ns(5 * NS_PER_MS);
-    fprintf(stderr, "  before the pause: %.1f s\n", (double)(clock_now_ns() - t0) / 1e9);
+    int64_t before_ns = clock_now_ns() - t0;
+    fprintf(stderr, "  before the pause: %.1f s\n", (double)before_ns / 1e9);
     if (!ok || atomic_load(&R.errors)) {
         fprintf(stderr, "  NOT WORKING before the pause, after %.0f s:\n",
                 (double)BEFORE_WAIT / 1e9);
@@ -1153,13 +1156,14 @@ static void scenario(rdkv_session **s0)
     bool up = wait_state(*s0, obs, 1, PAUSED, "up", tc, tc + VERDICT_WAIT, up_ms);
     fprintf(stderr, "  node %u up again for node 0 after %.0f ms\n", PAUSED, up_ms[0]);
     CHECK(up);
-    until = clock_now_ns() + AFTER_WAIT;
+    int64_t after_wait = AFTER_WAIT + 2 * before_ns;
+    until = clock_now_ns() + after_wait;
     while (!(ok = working(2, want_bank / 2, want_reg / 2, false)) && !atomic_load(&R.errors) &&
            clock_now_ns() < until)
         clock_sleep_ns(5 * NS_PER_MS);
     fprintf(stderr, "  after the pause: %.1f s\n", (double)(clock_now_ns() - tc) / 1e9);
     if (!ok) {
-        fprintf(stderr, "  NOT BACK TO WORK after %.0f s:\n", (double)AFTER_WAIT / 1e9);
+        fprintf(stderr, "  NOT BACK TO WORK after %.0f s:\n", (double)after_wait / 1e9);
         working(2, want_bank / 2, want_reg / 2, true);
     }
     CHECK(ok);
