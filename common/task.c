@@ -550,6 +550,12 @@ int task_park(int64_t deadline)
     return t->timed_out ? RDKV_ETIMEDOUT : 0;
 }
 
+bool task_take_wake(void)
+{
+    struct task *t = tls_task;
+    return t && atomic_exchange(&t->permit, 0);
+}
+
 void task_wake(struct task *t)
 {
     if (atomic_exchange(&t->permit, 1)) return; /* a pending wake will ready it */

@@ -70,6 +70,9 @@ void task_sleep_ns(int64_t ns);
  * hold the same mutex), after which a queued wake is dropped and the task still freed. */
 int task_park(int64_t deadline);
 void task_wake(struct task *t);
+/* Takes the calling task's pending wake, if any, without waiting: true if there was one. For a
+ * wait that ended without the park its waker meant, so that the wake reaches no later park. */
+bool task_take_wake(void);
 
 /* A waiter: one party waits, any thread wakes it. It works in a task (the task parks) and on a
  * plain thread (a futex). waiter_init binds it to the caller; waiter_wait returns 0 once woken

@@ -420,11 +420,27 @@ int lock_wait_change(uint64_t *w, uint64_t v, uint32_t *sleeping, int64_t deadli
     }
 }
 
-/* The owner's task is in d->waker while it waits; a waker claims it with an exchange for 0 and
- * wakes it once. Each claim is paired with one park of the owner that takes its wake: a park
- * that returns woken means the claim (if any) is served, and the owner registers again; one that
- * timed out leaves the claim's wake for the next park, or for the park at the end. Nothing else
- * wakes the task meanwhile: it has nothing of its own in flight while it waits here. */
+/* The owner's task is in d->waker while it waits. A waker claims it by setting the low bit
+ * (LD_WAKING: task records are aligned), wakes it, and lets go by clearing the word; only then
+ * may the wait end, since task_wake touches the task and its scheduler after the wake is visible,
+ * and the task could otherwise finish (its record freed, its thread's scheduler destroyed) under
+ * the waker. A wait that sees its claim done registers again; at its end it takes back its
+ * registration or, if claimed, waits out the waker and then takes any wake its parks did not, so
+ * none is left for a later park. Nothing else wakes the task meanwhile: it has nothing of its own
+ * in flight while it waits here. */
+#define LD_WAKING 1u
+
+/* Until the waker that claimed this owner (d->waker is mine | LD_WAKING) lets go: it is between
+ * two instructions unless its thread was preempted, so a few yields, then short naps. */
+static void desc_claim_wait(struct lock_desc *d, uint64_t mine)
+{
+    for (unsigned round = 0; __atomic_load_n(&d->waker, __ATOMIC_ACQUIRE) == (mine | LD_WAKING);
+         round++) {
+        if (round < 16) task_yield();
+        else task_park(clock_now_ns() + 20 * NS_PER_US);
+    }
+}
+
 void lock_desc_wait(struct lock_desc *d, uint64_t *w, uint64_t v)
 {
     struct task *me = task_self();
@@ -432,7 +448,8 @@ void lock_desc_wait(struct lock_desc *d, uint64_t *w, uint64_t v)
         lock_wait_change(w, v, &d->sleeping, 0);
         return;
     }
-    __atomic_store_n(&d->waker, (uint64_t)(uintptr_t)me, __ATOMIC_SEQ_CST);
+    uint64_t mine = (uint64_t)(uintptr_t)me;
+    __atomic_store_n(&d->waker, mine, __ATOMIC_SEQ_CST);
     int64_t nap = 20 * NS_PER_US;
     for (unsigned round = 0; __atomic_load_n(w, __ATOMIC_SEQ_CST) == v; round++) {
         if (round < 16) {
@@ -440,14 +457,20 @@ void lock_desc_wait(struct lock_desc *d, uint64_t *w, uint64_t v)
             continue;
         }
         /* a neighbour on this node wakes it; one on another node cannot, so it looks again */
-        if (task_park(clock_now_ns() + nap) == 0)
-            __atomic_store_n(&d->waker, (uint64_t)(uintptr_t)me, __ATOMIC_SEQ_CST);
-        else if (nap < NAP_MAX_NS)
+        bool woken = task_park(clock_now_ns() + nap) == 0;
+        if (__atomic_load_n(&d->waker, __ATOMIC_SEQ_CST) != mine) { /* claimed: register again */
+            desc_claim_wait(d, mine);
+            __atomic_store_n(&d->waker, mine, __ATOMIC_SEQ_CST);
+        } else if (!woken && nap < NAP_MAX_NS) {
             nap *= 2;
+        }
     }
-    /* claimed and not yet taken: take that wake now, so none is left for a later park and none
-     * reaches a task that has finished */
-    if (__atomic_exchange_n(&d->waker, 0, __ATOMIC_SEQ_CST) == 0) task_park(0);
+    uint64_t cur = mine;
+    if (!__atomic_compare_exchange_n(&d->waker, &cur, 0, false, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST)) {
+        desc_claim_wait(d, mine); /* claimed: the waker lets go, then its wake is taken */
+        task_take_wake();
+    }
 }
 
 void lock_desc_wake(struct lock_thread *t, rptr word)
@@ -456,9 +479,17 @@ void lock_desc_wake(struct lock_thread *t, rptr word)
     struct lock_desc *d = fab_local(t->f, line);
     if (!d) return;
     full_fence();
-    uint64_t task = __atomic_exchange_n(&d->waker, 0, __ATOMIC_SEQ_CST);
-    if (task) task_wake((struct task *)(uintptr_t)task);
-    else lock_wake((uint64_t *)fab_local(t->f, word), &d->sleeping);
+    uint64_t task = __atomic_load_n(&d->waker, __ATOMIC_SEQ_CST);
+    do {
+        if (!task) { /* no task waits: maybe a thread, on the futex */
+            lock_wake((uint64_t *)fab_local(t->f, word), &d->sleeping);
+            return;
+        }
+        if (task & LD_WAKING) return; /* another waker is at it, and the owner looks again after */
+    } while (!__atomic_compare_exchange_n(&d->waker, &task, task | LD_WAKING, false,
+                                          __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+    task_wake((struct task *)(uintptr_t)task);
+    __atomic_store_n(&d->waker, 0, __ATOMIC_RELEASE); /* let go: the owner's wait may end now */
 }
 
 void lock_wake(uint64_t *w, uint32_t *sleeping)

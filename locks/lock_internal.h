@@ -12,7 +12,8 @@ struct lock_desc {
     int64_t budget;     /* @0: -1 waiting; >= 0 the lock was handed over */
     uint32_t sleeping;  /* @8: the owner sleeps in futex_wait (local wakers check it) */
     uint32_t pad0;
-    uint64_t waker;     /* @16: the owner's task while it waits in lock_desc_wait, else 0 */
+    uint64_t waker;     /* @16: the owner's task while it waits in lock_desc_wait (with
+                         * LD_WAKING while a local waker wakes it), else 0 */
     uint64_t pad1;
     uint64_t next;      /* @32: rptr of the successor's descriptor, 0 if none yet */
     uint64_t pad2[3];
