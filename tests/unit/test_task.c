@@ -142,18 +142,27 @@ static void park_deadline(void *p)
     rc[1] = clock_now_ns() - t0 >= 2 * NS_PER_MS;
     task_wake(task_self()); /* a permit kept for the next park */
     rc[2] = task_park(clock_now_ns() + 10 * NS_PER_S);
+    /* a wake taken without a park is gone: the next park waits for its deadline */
+    task_wake(task_self());
+    rc[3] = task_take_wake();
+    rc[4] = task_take_wake();
+    rc[5] = task_park(clock_now_ns() + 2 * NS_PER_MS);
 }
 
 static void t_park_deadline(void)
 {
     struct sched *s;
     REQUIRE(sched_create(&s) == 0);
-    int rc[3] = {1, 0, 1};
+    int rc[6] = {1, 0, 1, 0, 1, 0};
     REQUIRE(task_spawn(s, park_deadline, rc, 0) == 0);
     sched_run(s);
     CHECK_EQ(rc[0], RDKV_ETIMEDOUT);
     CHECK_EQ(rc[1], 1);
     CHECK_EQ(rc[2], 0);
+    CHECK_EQ(rc[3], 1);
+    CHECK_EQ(rc[4], 0);
+    CHECK_EQ(rc[5], RDKV_ETIMEDOUT);
+    CHECK(!task_take_wake()); /* (outside a task: nothing to take) */
     sched_destroy(s);
 }
 
