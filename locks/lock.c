@@ -424,10 +424,13 @@ int lock_wait_change(uint64_t *w, uint64_t v, uint32_t *sleeping, int64_t deadli
  * (LD_WAKING: task records are aligned), wakes it, and lets go by clearing the word; only then
  * may the wait end, since task_wake touches the task and its scheduler after the wake is visible,
  * and the task could otherwise finish (its record freed, its thread's scheduler destroyed) under
- * the waker. A wait that sees its claim done registers again; at its end it takes back its
- * registration or, if claimed, waits out the waker and then takes any wake its parks did not, so
- * none is left for a later park. Nothing else wakes the task meanwhile: it has nothing of its own
- * in flight while it waits here. */
+ * the waker. A wait that sees a claim done takes its wake (the park may have returned before it
+ * came) and registers again; at its end it takes back its registration or, if claimed, waits out
+ * the waker and takes its wake, so none is left for a later park. The task has nothing of its own
+ * in flight while it waits here; a wake from elsewhere (the session service's, on a new request)
+ * may be taken with a claim's, which is harmless because that waker's own wait checks its
+ * condition again under its mutex before it parks. Task records are calloc'ed, so the low bit of
+ * their address is free. */
 #define LD_WAKING 1u
 
 /* Until the waker that claimed this owner (d->waker is mine | LD_WAKING) lets go: it is between
@@ -458,8 +461,11 @@ void lock_desc_wait(struct lock_desc *d, uint64_t *w, uint64_t v)
         }
         /* a neighbour on this node wakes it; one on another node cannot, so it looks again */
         bool woken = task_park(clock_now_ns() + nap) == 0;
-        if (__atomic_load_n(&d->waker, __ATOMIC_SEQ_CST) != mine) { /* claimed: register again */
+        if (__atomic_load_n(&d->waker, __ATOMIC_SEQ_CST) != mine) {
+            /* claimed: its wake may have come after the park returned, so take it, then
+             * register again (the loop reads *w after that) */
             desc_claim_wait(d, mine);
+            task_take_wake();
             __atomic_store_n(&d->waker, mine, __ATOMIC_SEQ_CST);
         } else if (!woken && nap < NAP_MAX_NS) {
             nap *= 2;
