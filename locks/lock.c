@@ -433,15 +433,17 @@ int lock_wait_change(uint64_t *w, uint64_t v, uint32_t *sleeping, int64_t deadli
  * their address is free. */
 #define LD_WAKING 1u
 
-/* Until the waker that claimed this owner (d->waker is mine | LD_WAKING) lets go: it is between
- * two instructions unless its thread was preempted, so a few yields, then short naps. */
-static void desc_claim_wait(struct lock_desc *d, uint64_t mine)
+/* A claim of this owner is served: waits until its waker lets go (d->waker is mine | LD_WAKING
+ * until then; it is between two instructions unless its thread was preempted, so a few yields,
+ * then short naps), then takes its wake, which may have come after the owner's park returned. */
+static void desc_claim_served(struct lock_desc *d, uint64_t mine)
 {
     for (unsigned round = 0; __atomic_load_n(&d->waker, __ATOMIC_ACQUIRE) == (mine | LD_WAKING);
          round++) {
         if (round < 16) task_yield();
         else task_park(clock_now_ns() + 20 * NS_PER_US);
     }
+    task_take_wake();
 }
 
 void lock_desc_wait(struct lock_desc *d, uint64_t *w, uint64_t v)
@@ -462,10 +464,8 @@ void lock_desc_wait(struct lock_desc *d, uint64_t *w, uint64_t v)
         /* a neighbour on this node wakes it; one on another node cannot, so it looks again */
         bool woken = task_park(clock_now_ns() + nap) == 0;
         if (__atomic_load_n(&d->waker, __ATOMIC_SEQ_CST) != mine) {
-            /* claimed: its wake may have come after the park returned, so take it, then
-             * register again (the loop reads *w after that) */
-            desc_claim_wait(d, mine);
-            task_take_wake();
+            /* claimed: once served, register again (the loop reads *w after that) */
+            desc_claim_served(d, mine);
             __atomic_store_n(&d->waker, mine, __ATOMIC_SEQ_CST);
         } else if (!woken && nap < NAP_MAX_NS) {
             nap *= 2;
@@ -474,8 +474,7 @@ void lock_desc_wait(struct lock_desc *d, uint64_t *w, uint64_t v)
     uint64_t cur = mine;
     if (!__atomic_compare_exchange_n(&d->waker, &cur, 0, false, __ATOMIC_SEQ_CST,
                                      __ATOMIC_SEQ_CST)) {
-        desc_claim_wait(d, mine); /* claimed: the waker lets go, then its wake is taken */
-        task_take_wake();
+        desc_claim_served(d, mine);
     }
 }
 

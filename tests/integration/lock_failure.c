@@ -1,9 +1,9 @@
 /* Dead holders do not wedge rows. A kvserver process takes shared and exclusive DSLR and rwlock
  * locks on two other nodes, local and remote to those nodes' threads, and is killed with
  * SIGKILL while it holds them. Threads on the surviving nodes must get every one of those locks
- * before a deadline of three leases (ten in the slow runs: verbs in the guest, sanitizers;
- * through the lease-expiry resets), and afterwards the
- * counters must be intact: nothing outstanding, no stray marks, and the locks keep working. */
+ * before a deadline of three leases (through the lease-expiry resets; ten in the slow runs:
+ * verbs in the guest, sanitizers), and afterwards the counters must be intact: nothing
+ * outstanding, no stray marks, and the locks keep working. */
 #include "tests/harness.h"
 #include "tests/testenv.h"
 #include "tools/launcher.h"
