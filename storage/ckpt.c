@@ -3,9 +3,9 @@
 #include "storage/ckpt.h"
 
 #include "common/clock.h"
+#include "common/key.h"
 #include "common/pack.h"
 #include "rdkv_status.h"
-#include "storage/oindex.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -86,7 +86,7 @@ static int walk_blocks(const uint8_t *buf, size_t len, uint64_t fseed, uint32_t 
                             key_max, value_max);
             const uint8_t *k = pack_r_take(&r, klen), *v = pack_r_take(&r, vlen);
             if (r.err) break;
-            if (prev && oindex_cmp(prev, prevlen, k, klen) >= 0)
+            if (prev && key_cmp(prev, prevlen, k, klen) >= 0)
                 return fail(err, errcap, RDKV_EPROTO, "row %" PRIu64 ": keys out of order",
                             rows + i);
             prev = k;

@@ -2,18 +2,11 @@
  * search visits O(log n) nodes in expectation. */
 #include "storage/oindex.h"
 
+#include "common/key.h"
 #include "common/rng.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-int oindex_cmp(const void *a, uint32_t alen, const void *b, uint32_t blen)
-{
-    uint32_t n = alen < blen ? alen : blen;
-    int c = n ? memcmp(a, b, n) : 0;
-    if (c) return c;
-    return alen < blen ? -1 : (alen > blen ? 1 : 0);
-}
 
 static struct onode *node_new(unsigned height)
 {
@@ -50,7 +43,7 @@ static void find_prev(const struct oindex *oi, const void *key, uint32_t klen, s
     struct onode *x = oi->head;
     for (int l = OINDEX_MAX_HEIGHT - 1; l >= 0; l--) {
         if ((unsigned)l < oi->height) {
-            for (struct onode *n = x->next[l]; n && oindex_cmp(n->key, n->klen, key, klen) < 0;
+            for (struct onode *n = x->next[l]; n && key_cmp(n->key, n->klen, key, klen) < 0;
                  n = x->next[l])
                 x = n;
         }
@@ -63,7 +56,7 @@ int oindex_insert(struct oindex *oi, const void *key, uint32_t klen, rptr row)
     struct onode *prev[OINDEX_MAX_HEIGHT];
     find_prev(oi, key, klen, prev);
     struct onode *at = prev[0]->next[0];
-    if (at && oindex_cmp(at->key, at->klen, key, klen) == 0) return RDKV_EEXIST;
+    if (at && key_cmp(at->key, at->klen, key, klen) == 0) return RDKV_EEXIST;
     unsigned h = 1;
     while (h < OINDEX_MAX_HEIGHT && (rng_next(&oi->rng) & 3) == 0) h++;
     struct onode *n = node_new(h);
@@ -86,7 +79,7 @@ rptr oindex_remove(struct oindex *oi, const void *key, uint32_t klen)
     struct onode *prev[OINDEX_MAX_HEIGHT];
     find_prev(oi, key, klen, prev);
     struct onode *n = prev[0]->next[0];
-    if (!n || oindex_cmp(n->key, n->klen, key, klen) != 0) return RPTR_NULL;
+    if (!n || key_cmp(n->key, n->klen, key, klen) != 0) return RPTR_NULL;
     for (unsigned l = 0; l < n->height; l++)
         if (prev[l]->next[l] == n) prev[l]->next[l] = n->next[l];
     while (oi->height > 1 && !oi->head->next[oi->height - 1]) oi->height--;
@@ -104,7 +97,7 @@ const struct onode *oindex_seek(const struct oindex *oi, const void *key, uint32
         for (;;) {
             struct onode *n = x->next[l];
             if (!n) break;
-            int c = oindex_cmp(n->key, n->klen, key, klen);
+            int c = key_cmp(n->key, n->klen, key, klen);
             if (c < 0 || (strict && c == 0)) x = n;
             else break;
         }

@@ -27,8 +27,6 @@ struct oindex {
     uint64_t rng;       /* for node heights */
 };
 
-/* bytewise order, shorter first on a common prefix: <0, 0, >0 */
-int oindex_cmp(const void *a, uint32_t alen, const void *b, uint32_t blen);
 
 int oindex_init(struct oindex *oi, uint64_t seed); /* 0 or RDKV_ENOMEM */
 void oindex_free(struct oindex *oi);

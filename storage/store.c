@@ -17,6 +17,8 @@
 #include "storage/heap.h"
 #include "storage/oindex.h"
 
+#include "common/key.h"
+
 #include <xxhash.h>
 
 #include <assert.h>
@@ -601,12 +603,12 @@ long store_scan(struct store *s, const void *lo, uint32_t lolen, const void *hi,
     pthread_rwlock_rdlock(&s->rw);
     const struct onode *n;
     /* start at lo, or strictly after `after` when that is not before lo */
-    if (after && oindex_cmp(after, afterlen, lo, lolen) >= 0)
+    if (after && key_cmp(after, afterlen, lo, lolen) >= 0)
         n = oindex_seek(&s->oi, after, afterlen, true);
     else
         n = oindex_seek(&s->oi, lo, lolen, false);
     for (; n; n = oindex_next(n)) {
-        if (hi && oindex_cmp(n->key, n->klen, hi, hilen) >= 0) break;
+        if (hi && key_cmp(n->key, n->klen, hi, hilen) >= 0) break;
         struct row_view v;
         int rc = row_view_local(s, s->arena + rptr_off(n->row), &v);
         assert(rc == 0);
@@ -864,12 +866,24 @@ int store_remote_read_row(struct fab_ctx *c, const struct store_remote *r, const
     return 0;
 }
 
-int store_remote_decode_row(const struct store_remote *r, const void *key, uint32_t klen,
-                            const uint8_t *buf, uint64_t len, struct row_view *v)
+int store_remote_read_quiet(struct fab_ctx *c, const struct store_remote *r, const void *key,
+                            uint32_t klen, rptr row, uint32_t hint, uint32_t peek,
+                            bool (*quiet)(const void *before, const void *after),
+                            void *(*alloc)(void *arg, size_t n), void *arg, struct row_view *v)
 {
-    if (row_decode(buf, len, r->key_max, r->value_max, v)) return 0;
+    if (peek > ROW_HDR_OFF) return RDKV_EINVAL;
+    struct row_read first = store_row_first_read(row, klen, hint, true);
+    uint8_t *buf = first.len <= UINT32_MAX ? alloc(arg, first.len) : NULL;
+    uint8_t before[ROW_HDR_OFF], after[ROW_HDR_OFF];
+    if (!buf) return RDKV_ENOMEM;
+    struct fab_op ops[3] = {fab_op_read(row, before, peek), fab_op_read(first.at, buf, first.len),
+                            fab_op_read(row, after, peek)};
+    int rc = fab_exec(c, ops, 3);
+    if (rc) return rc;
+    if (!quiet(before, after) || row_decode(buf, first.len, r->key_max, r->value_max, v))
+        return 0;
     if (!(v->flags & ROW_LIVE) || v->klen != klen || v->vext || !v->val) return 0;
-    return len >= 64u + klen && !memcmp(buf + 64, key, klen);
+    return first.len >= 64u + klen && !memcmp(buf + 64, key, klen);
 }
 
 int store_remote_probe(struct fab_ctx *c, const struct store_remote *r, uint64_t hash,

@@ -233,11 +233,16 @@ int store_remote_read_row(struct fab_ctx *c, const struct store_remote *r, const
                           uint32_t klen, bool want_val, struct row_read first, const uint8_t *pre,
                           void *(*alloc)(void *arg, size_t n), void *arg, struct row_view *v,
                           uint32_t *readlen);
-/* Decodes key's row from buf, the len bytes READ at a first read's `at`, without reading more:
- * 1 when they hold key's live row with its whole value inline (v->val points into buf), 0
- * otherwise (not that row, or more to read). For bytes whose consistency the caller checked some
- * other way (the transaction layer's reads without the lock). */
-int store_remote_decode_row(const struct store_remote *r, const void *key, uint32_t klen,
-                            const uint8_t *buf, uint64_t len, struct row_view *v);
+/* Reads key's row at `row` without its lock (the transaction layer's reads without the lock,
+ * docs/transactions.md): one chain of three READs -- the first `peek` bytes of the row's lock
+ * line, the row's first read (hint: a former read's length, as store_row_first_read), the lock
+ * line's bytes again. 1, with v->version and the value in v (memory from alloc(arg, n)), only
+ * when quiet(before, after) says no writer was in the line at the row's READ and the bytes hold
+ * key's live row with its whole value inline; 0 when it cannot say so (the caller reads under
+ * the lock); or a status (a READ's error, RDKV_ENOMEM). peek is at most 64 bytes. */
+int store_remote_read_quiet(struct fab_ctx *c, const struct store_remote *r, const void *key,
+                            uint32_t klen, rptr row, uint32_t hint, uint32_t peek,
+                            bool (*quiet)(const void *before, const void *after),
+                            void *(*alloc)(void *arg, size_t n), void *arg, struct row_view *v);
 
 #endif

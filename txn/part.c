@@ -11,7 +11,7 @@
  * (and its own range server) that the hold is still there, at prepare and again right before
  * the install; a request that arrives after its coordinator gave up waiting for it (and asked
  * TXN_RPC_RESOLVE) is refused outright. docs/transactions.md, "Fencing". */
-#include "txn/txn_internal.h"
+#include "txn/internal.h"
 
 #include "storage/wal.h"
 
@@ -377,7 +377,17 @@ static struct prepared *take_first(struct txn_env *e, bool by_coord, uint64_t ke
     return found;
 }
 
-struct prepared *part_take(struct txn_env *e, uint64_t txid) { return take_first(e, false, txid); }
+struct prepared *part_take_locked(struct txn_env *e, uint64_t txid, bool rec)
+{
+    return take_locked(e, false, txid, rec);
+}
+
+void part_indoubt_committed(struct txn_env *e, uint64_t txid)
+{
+    pthread_mutex_lock(&e->pmu);
+    e->idc[e->idc_at++ % TXN_IDC] = txid;
+    pthread_mutex_unlock(&e->pmu);
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* A prepared transaction's rows stay locked by its coordinator's holds until its outcome is
@@ -390,7 +400,7 @@ struct prepared *part_take(struct txn_env *e, uint64_t txid) { return take_first
  * "How an in-doubt transaction's rows stay locked". */
 
 /* p's coordinator's holds here (malloc'd; NULL for no memory). */
-static struct held *held_of(const struct prepared *p)
+struct held *part_held_of(const struct prepared *p)
 {
     struct held *h = malloc(sizeof *h + (p->n ? p->n : 1) * sizeof h->ops[0]);
     if (!h) return NULL;
@@ -406,7 +416,7 @@ static struct held *held_of(const struct prepared *p)
 
 /* Keeps (or, release, releases) h's holds, on the in-doubt thread (e->ilt). A hold no longer
  * there is left alone: its coordinator released it (it settled the transaction itself). */
-static void holds_do(struct txn_env *e, const struct held *h, bool release)
+void part_holds_do(struct txn_env *e, const struct held *h, bool release)
 {
     for (uint32_t i = 0; i < h->n; i++) {
         const struct held_op *o = &h->ops[i];
@@ -426,8 +436,8 @@ static void holds_do(struct txn_env *e, const struct held *h, bool release)
 
 /* After p was settled on the word of node p->coord's incarnation `by` (0: unknown): when that is
  * not the process that took p's holds, that one is gone -- hand the holds to the in-doubt thread,
- * which releases them (h: held_of(p), taken before p was freed; consumed). */
-static void release_if_gone(struct txn_env *e, struct held *h, uint64_t coord_inc, uint64_t by)
+ * which releases them (h: part_held_of(p), taken before p was freed; consumed). */
+void part_release_if_gone(struct txn_env *e, struct held *h, uint64_t coord_inc, uint64_t by)
 {
     if (!h) return;
     if (by <= coord_inc) {
@@ -743,7 +753,7 @@ static void on_apply(struct fab_rpc_req *req, void *arg)
 
 /* Takes the prepared transaction txid out of the list as a request in progress (NULL, with
  * nothing begun, if it is not prepared here). */
-static struct prepared *take_begin(struct txn_env *e, uint64_t txid, struct inprog *ip)
+struct prepared *part_take_begin(struct txn_env *e, uint64_t txid, struct inprog *ip)
 {
     pthread_mutex_lock(&e->pmu);
     struct prepared *p = take_first_locked(e, false, txid);
@@ -753,7 +763,7 @@ static struct prepared *take_begin(struct txn_env *e, uint64_t txid, struct inpr
 }
 
 /* Commits (the fence allowing) or aborts a prepared transaction taken with take_begin. */
-static int finish(struct txn_env *e, struct prepared *p, bool commit, struct inprog *ip)
+int part_finish(struct txn_env *e, struct prepared *p, bool commit, struct inprog *ip)
 {
     int rc = 0;
     if (commit) rc = part_commit(e, p);
@@ -798,20 +808,20 @@ static void decide(struct fab_rpc_req *req, struct txn_env *e, bool commit)
         return;
     }
     struct inprog ip = {0};
-    struct prepared *p = take_begin(e, txid, &ip);
+    struct prepared *p = part_take_begin(e, txid, &ip);
     if (p && commit && e->fault == TXN_FAULT_EXIT_AT_COMMIT) {
         log_warn("test hook: exiting at the COMMIT of txn %llx", (unsigned long long)txid);
         _exit(9);
     }
-    struct held *h = p && p->charge ? held_of(p) : NULL;
+    struct held *h = p && p->charge ? part_held_of(p) : NULL;
     uint64_t coord_inc = p ? p->coord_inc : 0;
-    int rc = p                                              ? finish(e, p, commit, &ip)
+    int rc = p                                              ? part_finish(e, p, commit, &ip)
              : commit && !indoubt_committed(e, txid) ? RDKV_ENOTFOUND
                                                       : 0;
     if (rc == RDKV_EABORTED && commit)
         log_error("txn %llx: its COMMIT was refused here: a lock of its coordinator was gone "
                   "(the outcome is partial)", (unsigned long long)txid);
-    release_if_gone(e, h, coord_inc, fab_rpc_src_incarnation(req));
+    part_release_if_gone(e, h, coord_inc, fab_rpc_src_incarnation(req));
     fab_rpc_reply(req, rc, NULL, 0);
 }
 
@@ -851,12 +861,12 @@ static void on_resolve(struct fab_rpc_req *req, void *arg)
     tomb_add(e, txid);
     pthread_mutex_unlock(&e->pmu);
     if (p) {
-        struct held *h = p->charge ? held_of(p) : NULL;
+        struct held *h = p->charge ? part_held_of(p) : NULL;
         uint64_t coord_inc = p->coord_inc;
-        int rc = finish(e, p, decision == TXN_RESOLVE_COMMIT, &ip);
+        int rc = part_finish(e, p, decision == TXN_RESOLVE_COMMIT, &ip);
         if (rc) log_warn("txn %llx: its commit here was refused: the coordinator's locks were "
                          "gone", (unsigned long long)txid);
-        release_if_gone(e, h, coord_inc, fab_rpc_src_incarnation(req));
+        part_release_if_gone(e, h, coord_inc, fab_rpc_src_incarnation(req));
     }
     fab_rpc_reply(req, 0, NULL, 0);
 }
@@ -887,114 +897,6 @@ int txn_call_txid(struct fab_ctx *c, uint16_t node, uint16_t type, uint64_t txid
     return fab_rpc_call(c, node, type, req, sizeof req, resp, RESOLVE_RPC_TIMEOUT_NS);
 }
 
-#define INDOUBT_BATCH 32
-
-/* The in-doubt PREPAREs: each one kept txn_cfg.indoubt_ns is asked about (again every quarter
- * of that). Committed: it commits here (the lock check allowing). Unknown: its coordinator is
- * not deciding it and did not decide commit -- it aborted it, or never got our vote, or
- * restarted (presumed abort; the durability issue makes the last exact) -- so it is dropped.
- * Still active, or no answer (a slow or unreachable coordinator): it stays. */
-int64_t part_indoubt_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
-{
-    uint64_t ask[INDOUBT_BATCH];
-    uint16_t coord[INDOUBT_BATCH];
-    unsigned n = 0;
-    int64_t next = INT64_MAX, again = e->cfg.indoubt_ns / 4 > NS_PER_MS ? e->cfg.indoubt_ns / 4
-                                                                        : NS_PER_MS;
-    pthread_mutex_lock(&e->pmu);
-    struct held *rel = e->releases, *keep = NULL;
-    e->releases = NULL;
-    struct prepared *refresh[INDOUBT_BATCH];
-    unsigned nref = 0, nkeep = 0;
-    for (struct prepared *p = e->prep; p; p = p->next) {
-        if (!p->charge && !p->rt) continue; /* (this node's own, being committed right now) */
-        if (p->charge && p->coord != e->me && p->next_keep <= now && nkeep < INDOUBT_BATCH) {
-            struct held *h = held_of(p); /* (copied: a COMMIT may take p meanwhile) */
-            if (h) {
-                h->next = keep;
-                keep = h;
-                nkeep++;
-            }
-            p->next_keep = now + e->cfg.lease_ns / 4;
-        }
-        if (p->charge && p->next_keep < next) next = p->next_keep;
-        if (p->next_ask <= now && n < INDOUBT_BATCH) {
-            /* (a coordinator declared down is not asked: txn_env_peer_lost aborts its
-             * PREPAREs, or it answers once it is up again) */
-            if (!txn_env_is_down(e, p->coord)) {
-                ask[n] = p->txid;
-                coord[n++] = p->coord;
-            }
-            /* (a recovered one: often enough to keep its locks' leases) */
-            p->next_ask = now + (p->rt && e->cfg.lease_ns / 4 < again ? e->cfg.lease_ns / 4 : again);
-            /* a recovered one's locks are this thread's: their leases are kept alive here
-             * (only this thread takes it out of the list, so it stays valid after pmu) */
-            if (p->rt && nref < INDOUBT_BATCH) refresh[nref++] = p;
-        }
-        if (p->next_ask < next) next = p->next_ask;
-    }
-    e->indoubt_armed = next != INT64_MAX; /* else the next PREPARE kept wakes the thread */
-    pthread_mutex_unlock(&e->pmu);
-    for (unsigned i = 0; i < nref; i++) txn_recovered_refresh(refresh[i]);
-    while (keep) {
-        struct held *h = keep;
-        keep = h->next;
-        holds_do(e, h, false);
-        free(h);
-    }
-    while (rel) {
-        struct held *h = rel;
-        rel = h->next;
-        holds_do(e, h, true);
-        free(h);
-    }
-    for (unsigned i = 0; i < n; i++) {
-        struct fab_buf resp = {0};
-        int rc = txn_call_txid(c, coord[i], TXN_RPC_QUERY, ask[i], &resp);
-        uint8_t st = !rc && resp.len == 1 ? ((const uint8_t *)resp.data)[0] : 0;
-        fab_buf_free(&resp);
-        if (st != TXN_STATE_COMMITTED && st != TXN_STATE_UNKNOWN) continue;
-        bool commit = st == TXN_STATE_COMMITTED;
-        pthread_mutex_lock(&e->pmu);
-        struct prepared *r = part_recovered_locked(e, ask[i]) ? take_locked(e, false, ask[i], true)
-                                                              : NULL;
-        pthread_mutex_unlock(&e->pmu);
-        if (r) {
-            __atomic_add_fetch(commit ? &e->indoubt_committed : &e->indoubt_dropped, 1,
-                               __ATOMIC_RELAXED);
-            log_warn("txn %llx: in doubt since the restart; its coordinator, node %u, says %s",
-                     (unsigned long long)ask[i], coord[i], commit ? "committed" : "unknown");
-            if (txn_recovered_finish(e, r, commit) == 0 && commit) {
-                pthread_mutex_lock(&e->pmu);
-                e->idc[e->idc_at++ % TXN_IDC] = ask[i];
-                pthread_mutex_unlock(&e->pmu);
-            }
-            continue;
-        }
-        uint64_t by = 0; /* which process of the coordinator answered */
-        if (fab_peer_incarnation(c, coord[i], false, &by)) by = 0;
-        struct inprog ip = {0};
-        struct prepared *p = take_begin(e, ask[i], &ip);
-        if (!p) continue; /* its decision came meanwhile */
-        struct held *h = held_of(p);
-        uint64_t coord_inc = p->coord_inc;
-        __atomic_add_fetch(commit ? &e->indoubt_committed : &e->indoubt_dropped, 1,
-                           __ATOMIC_RELAXED);
-        log_warn("txn %llx: prepared here for %.1f s; its coordinator, node %u, says %s: %s",
-                 (unsigned long long)ask[i], (double)e->cfg.indoubt_ns / 1e9, coord[i],
-                 commit ? "committed" : "unknown", commit ? "committing" : "dropped");
-        if (finish(e, p, commit, &ip)) {
-            log_error("txn %llx: its commit here was refused: the coordinator's locks were gone "
-                      "(the outcome is partial)", (unsigned long long)ask[i]);
-        } else if (commit) {
-            pthread_mutex_lock(&e->pmu);
-            e->idc[e->idc_at++ % TXN_IDC] = ask[i];
-            pthread_mutex_unlock(&e->pmu);
-        }
-        release_if_gone(e, h, coord_inc, by); /* (to this thread's next step) */
-    }
-    return n == INDOUBT_BATCH || nkeep == INDOUBT_BATCH ? now : next;
-}
 
 struct scan_out {
     struct pack_w w;
@@ -1082,154 +984,3 @@ int part_register(struct txn_env *e)
     return 0;
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* Restart: what the redo log says of two-phase commits (docs/transactions.md, "The logged
- * commit"). A PREPARE stays open until a COMMIT (its writes, installed here) or an END (abort,
- * or its coordinator's forgetting) of the same txid; a commit DECISION until its END. Few are
- * open at any LSN (those in flight), so plain lists do. */
-
-int txn_recovery_create(uint16_t me, struct txn_recovery **out)
-{
-    struct txn_recovery *r = calloc(1, sizeof *r);
-    if (!r) return RDKV_ENOMEM;
-    r->me = me;
-    *out = r;
-    return 0;
-}
-
-static int ignore_write(void *arg, const struct wal_write *w)
-{
-    (void)arg;
-    (void)w;
-    return 0;
-}
-
-static void rprep_free(struct rprep *p)
-{
-    free(p->w);
-    free(p);
-}
-
-static void rdec_free(struct rdec *d)
-{
-    free(d->nodes);
-    free(d);
-}
-
-/* Drops the open PREPARE (and, for an END, DECISION) of txid. */
-static void recovery_close(struct txn_recovery *r, uint64_t txid, bool decision)
-{
-    for (struct rprep **pp = &r->preps; *pp; pp = &(*pp)->next)
-        if ((*pp)->txid == txid) {
-            struct rprep *p = *pp;
-            *pp = p->next;
-            rprep_free(p);
-            break;
-        }
-    if (!decision) return;
-    for (struct rdec **dp = &r->decs; *dp; dp = &(*dp)->next)
-        if ((*dp)->txid == txid) {
-            struct rdec *d = *dp;
-            *dp = d->next;
-            rdec_free(d);
-            break;
-        }
-}
-
-int txn_recovery_rec(struct txn_recovery *r, const struct wal_rec *rec)
-{
-    switch (rec->type) {
-    case WAL_COMMIT: recovery_close(r, rec->txid, false); return 0;
-    case WAL_END: recovery_close(r, rec->txid, true); return 0;
-    case WAL_PREPARE: {
-        if (rec->len < 2 || !rec->txid) return RDKV_EPROTO;
-        int rc = wal_writes_unpack(rec->payload + 2, rec->len - 2, ignore_write, NULL);
-        if (rc) return rc;
-        struct rprep *p = calloc(1, sizeof *p);
-        if (!p || !(p->w = malloc(rec->len - 2 ? rec->len - 2 : 1))) {
-            free(p);
-            return RDKV_ENOMEM;
-        }
-        p->txid = rec->txid;
-        p->coord = pack_get_u16le(rec->payload);
-        p->len = rec->len - 2;
-        memcpy(p->w, rec->payload + 2, p->len);
-        recovery_close(r, rec->txid, false); /* (a txid is prepared once) */
-        p->next = r->preps;
-        r->preps = p;
-        return 0;
-    }
-    case WAL_DECISION: {
-        /* u8 decision, u16 count, u16 nodes[count]: only commits are logged */
-        if (rec->len < 3 || !rec->txid) return RDKV_EPROTO;
-        uint8_t how = rec->payload[0];
-        uint16_t n = pack_get_u16le(rec->payload + 1);
-        if ((how != WAL_DECIDE_COMMIT && how != WAL_DECIDE_ABORT) || rec->len != 3u + 2u * n)
-            return RDKV_EPROTO;
-        if (how == WAL_DECIDE_ABORT) return 0;
-        struct rdec *d = calloc(1, sizeof *d);
-        if (!d || !(d->nodes = calloc(n ? n : 1, sizeof *d->nodes))) {
-            free(d);
-            return RDKV_ENOMEM;
-        }
-        d->txid = rec->txid;
-        d->n = n;
-        for (uint16_t i = 0; i < n; i++)
-            d->nodes[i] = pack_get_u16le(rec->payload + 3 + 2 * i);
-        d->next = r->decs;
-        r->decs = d;
-        return 0;
-    }
-    default: return 0;
-    }
-}
-
-static bool decided(const struct txn_recovery *r, uint64_t txid)
-{
-    for (const struct rdec *d = r->decs; d; d = d->next)
-        if (d->txid == txid) return true;
-    return false;
-}
-
-int txn_recovery_own(struct txn_recovery *r,
-                     int (*fn)(void *arg, uint64_t txid, const void *writes, uint32_t len),
-                     void *arg)
-{
-    /* this node's own share of a 2PC it coordinated: logged as a PREPARE right before the
-     * DECISION; decided commit -> installed now; no decision -> presumed abort, dropped */
-    for (struct rprep **pp = &r->preps; *pp;) {
-        struct rprep *p = *pp;
-        if (p->coord != r->me) {
-            pp = &p->next;
-            continue;
-        }
-        *pp = p->next;
-        int rc = decided(r, p->txid) ? fn(arg, p->txid, p->w, p->len) : 0;
-        rprep_free(p);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-void txn_recovery_counts(const struct txn_recovery *r, unsigned *indoubt, unsigned *decisions)
-{
-    *indoubt = *decisions = 0;
-    for (const struct rprep *p = r->preps; p; p = p->next) (*indoubt)++;
-    for (const struct rdec *d = r->decs; d; d = d->next) (*decisions)++;
-}
-
-void txn_recovery_free(struct txn_recovery *r)
-{
-    if (!r) return;
-    while (r->preps) {
-        struct rprep *p = r->preps;
-        r->preps = p->next;
-        rprep_free(p);
-    }
-    while (r->decs) {
-        struct rdec *d = r->decs;
-        r->decs = d->next;
-        rdec_free(d);
-    }
-    free(r);
-}

@@ -33,9 +33,11 @@
  * tables (past them: RDKV_EBUSY), RANGE_MAX_QUEUED in the combiner's queue (past it the handler
  * combines itself). */
 #include "locks/range/range.h"
+
 #include "locks/range/itv.h"
 
 #include "common/clock.h"
+#include "common/key.h"
 #include "common/pack.h"
 #include "common/task.h"
 
@@ -151,14 +153,6 @@ static struct rreq *token_find(struct range_server *s, uint64_t token, bool unli
             return r;
         }
     return NULL;
-}
-
-static int key_cmp(const uint8_t *a, uint32_t al, const uint8_t *b, uint32_t bl)
-{
-    uint32_t m = al < bl ? al : bl;
-    int c = m ? memcmp(a, b, m) : 0;
-    if (c) return c;
-    return al < bl ? -1 : (al > bl ? 1 : 0);
 }
 
 /* Whether key k comes before the end of r's key interval (r carries keys). */

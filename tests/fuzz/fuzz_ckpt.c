@@ -6,6 +6,7 @@
  * ASan sees any read past the end. Built for libFuzzer with clang, and for the bounded smoke run
  * in the test suite with the driver in driver.c. */
 #include "rdkv_status.h"
+#include "common/key.h"
 #include "storage/ckpt.h"
 #include "storage/oindex.h"
 
@@ -57,7 +58,7 @@ static uint8_t *exact(const uint8_t *p, size_t n)
 static int by_key(const void *a, const void *b)
 {
     const struct ckpt_row *x = a, *y = b;
-    return oindex_cmp(x->key, x->klen, y->key, y->klen);
+    return key_cmp(x->key, x->klen, y->key, y->klen);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -92,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qsort(rows, n, sizeof rows[0], by_key);
     size_t m = 0; /* distinct keys only */
     for (size_t i = 0; i < n; i++)
-        if (!m || oindex_cmp(rows[m - 1].key, rows[m - 1].klen, rows[i].key, rows[i].klen))
+        if (!m || key_cmp(rows[m - 1].key, rows[m - 1].klen, rows[i].key, rows[i].klen))
             rows[m++] = rows[i];
     uint8_t *img;
     size_t len;

@@ -8,7 +8,7 @@
  * copied to exact-size allocations so that ASan sees any read past the end. Built for libFuzzer
  * with clang, and for the bounded smoke run in the test suite with the driver in driver.c. */
 #include "storage/store.h"
-#include "txn/txn_internal.h"
+#include "txn/internal.h"
 
 #include <stdint.h>
 #include <stdio.h>

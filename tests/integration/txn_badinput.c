@@ -33,7 +33,7 @@
 #include "server/proto.h"
 #include "storage/store.h"
 #include "txn/txn.h"
-#include "txn/txn_internal.h"
+#include "txn/internal.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -24,7 +24,7 @@
 #include "locks/range/range.h"
 #include "server/node.h"
 #include "txn/txn.h"
-#include "txn/txn_internal.h"
+#include "txn/internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,11 @@
-/* The transaction layer's inside, shared by the coordinator (txn.c) and the participant
- * (part.c): the node's environment and the commit messages' encoding. */
+/* The transaction layer's inside, shared by its files: the node's environment (struct txn_env),
+ * the commit messages' encoding, and the interfaces of the participant (part.c), the
+ * coordinator's decision records (decision.c) and recovery (recover.c). The coordinator's own
+ * state -- a transaction, its entries, a worker -- is in coord.h, which only the coordinator's
+ * files use. The files call each other downwards only (no two both ways):
+ *     env -> recover -> ops, commit, part, decision, core
+ *     commit -> fence, part, decision, core;  fence -> decision, core;  part -> decision
+ *     ops, scan -> locate -> core */
 #ifndef RDKV_TXN_INTERNAL_H
 #define RDKV_TXN_INTERNAL_H
 
@@ -12,6 +18,7 @@
 
 #define RESOLVE_RPC_TIMEOUT_NS (500 * NS_PER_MS) /* RESOLVE and QUERY, one ask */
 #define DELIVER_AGAIN_NS (250 * NS_PER_MS)      /* a logged decision's COMMIT, sent again */
+#define COMMIT_RPC_TIMEOUT_NS (5 * NS_PER_S)    /* txn_cfg.commit_timeout_ns's default */
 
 /* Test hooks of the logged commit: the node _exits right after the record is durable. */
 enum txn_fault {
@@ -92,21 +99,7 @@ struct inprog {
 #define TXN_TOMBS 4096
 #define TXN_IDC 64
 
-/* A transaction whose outcome at one participant is unknown to its coordinator: the locks it
- * holds there are kept (and kept alive) until the participant answers TXN_RPC_RESOLVE or is
- * declared down (txn.c). */
-struct txn_fence {
-    struct txn_fence *next;
-    uint64_t txid;
-    uint16_t node;
-    uint8_t decision;            /* enum txn_resolve */
-    unsigned nlk, nrh;
-    struct lock_handle *lk;      /* copies of the row locks' handles */
-    struct range_handle **rh;    /* the range handles, taken over */
-    uint64_t *pinc;              /* the transaction's incarnations (txn.c t->pinc): its posts
-                                    are pinned to node's, where its locks were taken */
-    int64_t next_ask, next_refresh;
-};
+struct lock_janitor;
 struct txn_env {
     struct fabric *f;
     struct store *st;
@@ -124,7 +117,7 @@ struct txn_env {
     int fault; /* enum txn_fault: a test hook (RDKV_TEST_FAULT, read by txn_env_set_wal) */
     uint8_t *down; /* per node, atomic loads/stores */
     uint32_t next_worker;
-    struct loc *loc; /* the location cache of rows of other nodes (txn.c), shared lock-free */
+    struct loc *loc; /* the location cache of rows of other nodes (locate.c), shared lock-free */
     uint64_t ts_last;  /* the last start timestamp's clock part (8 us units, atomic) */
     pthread_mutex_t pmu; /* the prepared list, requests in progress, tombstones */
     struct prepared *prep;
@@ -152,17 +145,11 @@ struct txn_env {
     int inflight;
     bool closing;
     struct txn_guard guards[TXN_GUARDS];
-    /* The janitor: a thread that takes over the lock tickets a worker gave up at a deadline and
-     * passes them on when their turn comes, so that a worker that goes idle after an abort
-     * leaves nobody waiting behind its ticket (locks/lock.h, lock_thread_hand_over). */
-    pthread_t jan;
-    bool jan_started, jstop;
-    pthread_mutex_t jmu;
-    pthread_cond_t jcv;
-    struct lock_thread *jlt; /* the janitor's, while it runs */
-    struct txn_fence *fences; /* given to the janitor, under jmu */
-    /* The in-doubt thread (part_indoubt_step), woken by ikick when a PREPARE is kept while it
-     * has none to look at */
+    /* the janitor (locks/janitor.h): passes on the tickets workers gave up, and keeps the
+     * locks of fences (fence.c) */
+    struct lock_janitor *jan;
+    /* The in-doubt thread (recover.c), woken by ikick when a PREPARE is kept while it has none
+     * to look at */
     pthread_t ind;
     bool ind_started, istop, ikick;
     pthread_mutex_t imu;
@@ -174,29 +161,27 @@ struct txn_env {
     pthread_cond_t rcv;
 };
 
-/* What the replay of the redo log found of two-phase commits (part.c builds it record by
- * record; txn_env_recover installs it). */
-struct rprep {
-    struct rprep *next;
-    uint64_t txid;
-    uint16_t coord;
-    uint8_t *w; /* the writes (storage/wal.h's payload) */
-    uint32_t len;
-};
-struct rdec {
-    struct rdec *next;
-    uint64_t txid;
-    uint16_t n;
-    uint16_t *nodes;
-};
-struct txn_recovery {
-    uint16_t me;
-    struct rprep *preps; /* PREPAREs with no COMMIT or END after them */
-    struct rdec *decs;   /* commit DECISIONs with no END after them */
-};
-/* The in-doubt thread's part of txn_env_recover: locks the rows of r's in-doubt transactions
- * with local transactions of c and records them. */
-int txn_recover_lock(struct txn_env *e, struct fab_ctx *c, struct txn_recovery *r);
+/* The in-doubt thread's wake-up: a PREPARE was kept while it had none to look at, a delivery
+ * is pending, a hold is to be released, or its coordinator is talking to us again. */
+static inline void txn_indoubt_kick(struct txn_env *e)
+{
+    pthread_mutex_lock(&e->imu);
+    e->ikick = true;
+    pthread_cond_signal(&e->icv);
+    pthread_mutex_unlock(&e->imu);
+}
+
+/* Whether node is marked down (txn_env_set_down; txn_env_is_down for the layers above). */
+static inline bool txn_down(const struct txn_env *e, uint16_t node)
+{
+    return node < e->n && __atomic_load_n(&e->down[node], __ATOMIC_ACQUIRE);
+}
+
+/* The node that coordinates txid (its top 16 bits). */
+static inline uint16_t txn_txid_node(uint64_t txid) { return (uint16_t)(txid >> 48); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* The participant (part.c). */
 
 /* Encoding of PREPARE / APPLY: u64 txid, u16 coordinator, u64 incarnation (the participant's
  * that the coordinator's locks and reads there reached: rdma/fabric.h), u32 n, then n times
@@ -219,10 +204,48 @@ int part_prepare(struct txn_env *e, uint64_t txid, uint16_t coord, struct wop *o
                  void *bytes, struct prepared **out);
 int part_commit(struct txn_env *e, struct prepared *p);
 void part_abort(struct txn_env *e, struct prepared *p);
-/* Takes a recorded transaction out of the list (NULL if unknown). */
-struct prepared *part_take(struct txn_env *e, uint64_t txid);
+/* The logged two-phase commit (docs/transactions.md, "The logged commit"). A PREPARE record:
+ * u16 coordinator, then the writes (storage/wal.h's payload). part_log_prepare appends it (and
+ * waits when wait) and marks p logged. */
+int part_log_prepare(struct txn_env *e, struct prepared *p, bool wait);
+/* Records p as prepared here (the list the in-doubt thread and the decisions look at). */
+void part_record(struct txn_env *e, struct prepared *p);
+/* Takes the recorded transaction txid out of the list (NULL if unknown); with rec, also one
+ * re-established from the log. pmu held. */
+struct prepared *part_take_locked(struct txn_env *e, uint64_t txid, bool rec);
+/* ... as a request in progress (ip; ended by part_finish); NULL, with nothing begun, if it is
+ * not prepared here. */
+struct prepared *part_take_begin(struct txn_env *e, uint64_t txid, struct inprog *ip);
+/* Commits (the fence allowing) or aborts a transaction taken with part_take_begin. */
+int part_finish(struct txn_env *e, struct prepared *p, bool commit, struct inprog *ip);
+/* Whether txid is a recovered in-doubt transaction here (pmu held). */
+bool part_recovered_locked(struct txn_env *e, uint64_t txid);
+/* p's coordinator's holds here (malloc'd; NULL for no memory). */
+struct held *part_held_of(const struct prepared *p);
+/* Keeps (or, release, releases) h's holds, on the in-doubt thread (e->ilt). */
+void part_holds_do(struct txn_env *e, const struct held *h, bool release);
+/* After p was settled on the word of its coordinator's incarnation `by`: when that is not the
+ * process that took p's holds (coord_inc), hand them to the in-doubt thread to release. */
+void part_release_if_gone(struct txn_env *e, struct held *h, uint64_t coord_inc, uint64_t by);
+/* Remembers that txid committed here on its coordinator's answer to a query. */
+void part_indoubt_committed(struct txn_env *e, uint64_t txid);
+int part_register(struct txn_env *e);
 
-/* A coordinator's record of a transaction in two-phase commit (txn.c). */
+/* SCAN request: u32 blen, begin, u8 has_end, u32 elen, end, u32 alen, after, u8 has_after,
+ * u32 limit (rows in this page; at most TXN_SCAN_PAGE). Reply: u8 more, u32 n, then n times
+ * {u64 row, u32 klen, key}. */
+#define TXN_SCAN_PAGE 256u
+#define TXN_SCAN_PAGE_BYTES (1u << 20)
+
+/* One RPC whose request is a txid (QUERY, COMMIT) from a background thread: one ask, bounded
+ * by RESOLVE_RPC_TIMEOUT_NS. */
+int txn_call_txid(struct fab_ctx *c, uint16_t node, uint16_t type, uint64_t txid,
+                  struct fab_buf *resp);
+
+/* ------------------------------------------------------------------------------------------ */
+/* The coordinator's records of its transactions in two-phase commit (decision.c). */
+
+/* A coordinator's record of a transaction in two-phase commit. */
 struct coord_rec {
     struct coord_rec *next;
     uint64_t txid;
@@ -230,47 +253,63 @@ struct coord_rec {
     unsigned refs;  /* the commit running, each fence kept with a commit decision, and the
                        delivery of a logged commit decision (while npend) */
     /* a logged commit decision not yet confirmed by these participants: the in-doubt thread
-     * sends them COMMIT again (coord_deliver_step); at 0 the END record is logged */
+     * sends them COMMIT again (txn_deliver_step); at 0 the END record is logged */
     uint16_t *pend;
     unsigned npend;
     int64_t next_try;
 };
-/* One RPC whose request is a txid (QUERY, COMMIT) from a background thread: one ask, bounded
- * by RESOLVE_RPC_TIMEOUT_NS. */
-int txn_call_txid(struct fab_ctx *c, uint16_t node, uint16_t type, uint64_t txid,
-                  struct fab_buf *resp);
-/* The delivery of logged decisions, on the in-doubt thread: returns when it wants to run
- * again (INT64_MAX: nothing pending). */
-int64_t coord_deliver_step(struct txn_env *e, struct fab_ctx *c, int64_t now);
-
-/* The logged two-phase commit (docs/transactions.md, "The logged commit"). A PREPARE record:
- * u16 coordinator, then the writes (storage/wal.h's payload). part_log_prepare appends it (and
- * waits when wait) and marks p logged. */
-int part_log_prepare(struct txn_env *e, struct prepared *p, bool wait);
-/* A recovered in-doubt transaction's outcome (txn.c): commits its writes under the locks it
- * holds, logging COMMIT under its own txid, or aborts and logs END; frees p. */
-int txn_recovered_finish(struct txn_env *e, struct prepared *p, bool commit);
-/* Refreshes the row locks' leases of a recovered transaction. */
-void txn_recovered_refresh(struct prepared *p);
-/* Whether txid is a recovered in-doubt transaction here (pmu held). */
-bool part_recovered_locked(struct txn_env *e, uint64_t txid);
+/* A record, from before the PREPAREs go out: 0 or RDKV_ENOMEM. */
+int coord_begin(struct txn_env *e, uint64_t txid);
+/* state: TXN_STATE_COMMITTED once decided so (before the first COMMIT); refs: +1 for a fence
+ * kept with the commit decision, -1 when it or the commit ends (the record goes at 0). */
+void coord_update(struct txn_env *e, uint64_t txid, uint8_t state, int refs);
 /* What the coordinator knows of txid (enum txn_state). */
 uint8_t coord_state(struct txn_env *e, uint64_t txid);
+/* Makes the commit decision durable: the DECISION naming the other participants (the
+ * coordinator's own share's PREPARE appended just before is covered by the same wait). */
+int coord_log_decision(struct txn_env *e, uint64_t txid, const uint16_t *nodes, unsigned nr);
+/* Appends an END for txid (coordinator or participant), not waited for. */
+void txn_log_end(struct txn_env *e, uint64_t txid);
+/* After the COMMITs of a logged decision: END if every participant confirmed (st[i] == 0), else
+ * the unconfirmed ones are kept with the record and delivered again. */
+void coord_pending(struct txn_env *e, uint64_t txid, const uint16_t *nodes, const int *st,
+                   unsigned nr);
+/* One participant confirmed a logged decision's commit. */
+void coord_delivered(struct txn_env *e, uint64_t txid, uint16_t node);
+/* The deliveries due at now (up to max, into tx and nd): how many; *next gets when the next
+ * ones are due (INT64_MAX: none). */
+unsigned coord_due(struct txn_env *e, int64_t now, uint64_t *tx, uint16_t *nd, unsigned max,
+                   int64_t *next);
+/* The commit decisions found in the log (txn_env_recover): records to deliver again. */
+int coord_recovered(struct txn_env *e, struct txn_recovery *r, char *err, size_t errcap);
+/* Frees every record (the layer closes). */
+void coord_free_all(struct txn_env *e);
 
-/* In-doubt transactions, on the in-doubt thread (part.c): asks the coordinators of the PREPAREs kept
- * longer than txn_cfg.indoubt_ns (TXN_RPC_QUERY) and commits or drops them by the answer.
- * Returns when it wants to run again (INT64_MAX: nothing kept). */
-int64_t part_indoubt_step(struct txn_env *e, struct fab_ctx *c, int64_t now);
-/* The in-doubt thread's wake-up after a PREPARE was kept with none before (txn.c). */
-void txn_indoubt_kick(struct txn_env *e);
-/* The node that coordinates txid (its top 16 bits). */
-static inline uint16_t txn_txid_node(uint64_t txid) { return (uint16_t)(txid >> 48); }
-void part_record(struct txn_env *e, struct prepared *p);
-int part_register(struct txn_env *e);
+/* ------------------------------------------------------------------------------------------ */
+/* Recovery (recover.c): the in-doubt thread and the transactions re-established from the log. */
 
-/* SCAN request: u32 blen, begin, u8 has_end, u32 elen, end, u32 alen, after, u8 has_after,
- * u32 limit (rows in this page; at most TXN_SCAN_PAGE). Reply: u8 more, u32 n, then n times {u64 row, u32 klen, key}. */
-#define TXN_SCAN_PAGE 256u
-#define TXN_SCAN_PAGE_BYTES (1u << 20)
+/* What the replay of the redo log found of two-phase commits (txn_recovery_rec builds it record
+ * by record; txn_env_recover installs it). */
+struct rprep {
+    struct rprep *next;
+    uint64_t txid;
+    uint16_t coord;
+    uint8_t *w; /* the writes (storage/wal.h's payload) */
+    uint32_t len;
+};
+struct rdec {
+    struct rdec *next;
+    uint64_t txid;
+    uint16_t n;
+    uint16_t *nodes;
+};
+struct txn_recovery {
+    uint16_t me;
+    struct rprep *preps; /* PREPAREs with no COMMIT or END after them */
+    struct rdec *decs;   /* commit DECISIONs with no END after them */
+};
+
+/* The in-doubt thread's body (env.c starts it). */
+void *txn_indoubt_main(void *arg);
 
 #endif

@@ -1,0 +1,373 @@
+/* Commit (txn.h): three paths, by where the writes go -- this node's partition alone
+ * (commit_local), one other partition (commit_apply: one APPLY), several (commit_2pc: two-phase
+ * commit, presumed abort; with a redo log, the logged commit of docs/transactions.md). */
+#include "txn/coord.h"
+
+#include "storage/wal.h"
+
+#include "common/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define FANOUT_TAG 0x7C0000000000ull
+
+/* A request to a participant got no answer (the RPC failed in the transport: it may or may not
+ * have been handled, and may still be on its way). RDKV_ESHUTDOWN is counted in: a participant
+ * that is stopping answers it without doing anything, but a link closing under the request
+ * reports it too, and keeping the locks until a RESOLVE is answered costs one round trip. */
+static bool no_answer(int st)
+{
+    return st == RDKV_ETIMEDOUT || st == RDKV_EUNAVAILABLE || st == RDKV_EFLUSHED ||
+           st == RDKV_ESHUTDOWN;
+}
+
+/* Sends one RPC to each of n nodes at once and waits for all: one round. `meanwhile` (may be
+ * NULL) runs once they are posted, before the wait. */
+static void fanout_and(struct txn_worker *w, unsigned n, const uint16_t *nodes, uint16_t type,
+                       const void *const *reqs, const size_t *lens, int *status,
+                       void (*meanwhile)(void *arg), void *arg)
+{
+    struct fab_buf resp[n ? n : 1];
+    unsigned pending = 0;
+    for (unsigned i = 0; i < n; i++) {
+        resp[i] = (struct fab_buf){0};
+        status[i] = fab_rpc_post(w->c, nodes[i], type, reqs[i], lens[i], &resp[i],
+                                 w->e->cfg.commit_timeout_ns, FANOUT_TAG | i);
+        if (status[i] == 0) {
+            status[i] = 1; /* pending */
+            pending++;
+        }
+    }
+    if (meanwhile) meanwhile(arg);
+    while (pending) {
+        struct fab_cqe cq[16];
+        int k = fab_wait(w->c, cq, 16, -1);
+        for (int j = 0; j < k; j++) {
+            uint64_t i = cq[j].tag & ~FANOUT_TAG;
+            if ((cq[j].tag & FANOUT_TAG) != FANOUT_TAG || i >= n || status[i] != 1) continue;
+            status[i] = cq[j].status;
+            pending--;
+        }
+    }
+    for (unsigned i = 0; i < n; i++) fab_buf_free(&resp[i]);
+    w->stats.rounds++;
+}
+
+static void fanout(struct txn_worker *w, unsigned n, const uint16_t *nodes, uint16_t type,
+                   const void *const *reqs, const size_t *lens, int *status)
+{
+    fanout_and(w, n, nodes, type, reqs, lens, status, NULL, NULL);
+}
+
+/* The coordinator's own share of a decided commit, installed while the COMMITs travel. */
+struct own_share {
+    struct txn_env *e;
+    struct prepared *mine;
+    int rc;
+};
+static void install_own(void *arg)
+{
+    struct own_share *o = arg;
+    if (o->mine) o->rc = part_commit(o->e, o->mine);
+}
+
+/* The commit decision made durable (the logged commit): this node's own writes as a PREPARE
+ * (mine), then the DECISION naming the other participants, one wait for both (the log is a
+ * prefix). */
+static int log_decision(struct txn_env *e, uint64_t txid, struct prepared *mine,
+                        const uint16_t *nodes, unsigned nr)
+{
+    int rc = mine ? part_log_prepare(e, mine, false) : 0;
+    return rc ? rc : coord_log_decision(e, txid, nodes, nr);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Commit: three paths, by where the writes go -- this node's partition alone (commit_local), one
+ * other partition (commit_apply: one APPLY), several (commit_2pc). Each answers by one rule:
+ *   0              committed;
+ *   RDKV_EABORTED  nothing was installed anywhere (a lease ran out, a fence found a lock gone,
+ *                  a participant voted no or restarted since the locks were taken): retry;
+ *   RDKV_EUNAVAILABLE  nothing was installed anywhere, because a participant was down or did
+ *                  not answer *before* anything could be installed (a PREPARE unanswered: the
+ *                  transaction is aborted): retry when it is back;
+ *   RDKV_EUNKNOWN  something may have been installed: a request that installs (APPLY, COMMIT)
+ *                  or the decision itself went unanswered or unlogged -- the locks it needs stay
+ *                  kept (fence_keep) until the outcome is settled, and the caller must not
+ *                  retry blindly. (With a log, a durable commit decision is the commit: a
+ *                  COMMIT unanswered is a delivery still to make, and the answer is 0.)
+ *   other          as the failing step said (RDKV_ENOMEM, a log's RDKV_EIO / RDKV_ENOSPC
+ *                  before anything was durable).
+ * `ops` holds the writes, grouped by partition: [start[p], start[p + 1]) go to parts[p]. */
+
+/* The writes staged and installed here, under this node's own locks. */
+static int commit_local(struct txn *t, struct wop *ops, uint32_t k)
+{
+    struct txn_env *e = t->w->e;
+    int rc = 0;
+    struct wop *mine = malloc(k * sizeof *mine);
+    struct prepared *p = NULL;
+    if (!mine) rc = RDKV_ENOMEM;
+    else {
+        memcpy(mine, ops, k * sizeof *mine);
+        rc = part_prepare(e, t->log_txid ? t->log_txid : t->txid, e->me, mine, k, NULL, &p);
+    }
+    if (!rc && !txn_leases_ok(t)) {
+        part_abort(e, p);
+        rc = RDKV_EABORTED;
+    } else if (!rc) {
+        rc = part_commit(e, p); /* (RDKV_EABORTED: the fence found a lock gone) */
+    }
+    return rc;
+}
+
+/* One APPLY to the one partition the writes go to: prepared and committed there at once. */
+static int commit_apply(struct txn *t, uint16_t part, struct wop *ops, uint32_t k)
+{
+    struct txn_worker *w = t->w;
+    struct txn_env *e = w->e;
+    int rc = 0;
+    struct pack_w pw;
+    pack_w_init(&pw);
+    txn_wops_pack(&pw, t->txid, e->me, t->pinc[part], ops, k);
+    if (pw.err) rc = RDKV_ENOMEM;
+    else if (!txn_leases_ok(t)) rc = RDKV_EABORTED;
+    else {
+        struct fab_buf resp = {0};
+        rc = fab_rpc_call(w->c, part, TXN_RPC_APPLY, pw.p, pw.len, &resp,
+                          e->cfg.commit_timeout_ns);
+        fab_buf_free(&resp);
+        w->stats.rounds++;
+        if (no_answer(rc)) {
+            /* it may have been applied, or may be yet: keep its locks there until the
+             * participant says it never will be */
+            txn_fence_keep(t, part, TXN_RESOLVE_APPLY);
+            rc = RDKV_EUNKNOWN;
+        }
+    }
+    pack_w_free(&pw);
+    return rc;
+}
+
+/* Two-phase commit over np partitions (presumed abort; with a log, the logged commit). */
+static int commit_2pc(struct txn *t, uint32_t np, const uint16_t *parts, const uint32_t *start,
+                      struct wop *ops)
+{
+    struct txn_worker *w = t->w;
+    struct txn_env *e = w->e;
+    int rc = 0;
+    struct pack_w pw[np];
+    const void *reqs[np];
+    size_t lens[np];
+    uint16_t rnodes[np];
+    int st[np];
+    memset(rnodes, 0, sizeof rnodes);
+    memset(st, 0, sizeof st);
+    unsigned nr = 0;
+    struct prepared *mine = NULL;
+    for (uint32_t p = 0; p < np; p++) {
+        pack_w_init(&pw[p]);
+        if (parts[p] == e->me) continue;
+        txn_wops_pack(&pw[p], t->txid, e->me, t->pinc[parts[p]], ops + start[p],
+                      start[p + 1] - start[p]);
+        if (pw[p].err) rc = RDKV_ENOMEM;
+        reqs[nr] = pw[p].p;
+        lens[nr] = pw[p].len;
+        rnodes[nr++] = parts[p];
+    }
+    /* from here until every participant has answered, a participant that holds it
+     * prepared and asks is told it is active (coord_state) */
+    bool rec = !rc && !(rc = coord_begin(e, t->txid));
+    if (!rc) fanout(w, nr, rnodes, TXN_RPC_PREPARE, reqs, lens, st);
+    else
+        for (unsigned i = 0; i < nr; i++) st[i] = RDKV_ENOMEM;
+    for (uint32_t p = 0; p < np && !rc; p++) {
+        if (parts[p] != e->me) continue;
+        uint32_t cnt = start[p + 1] - start[p];
+        struct wop *lo = malloc(cnt * sizeof *lo);
+        if (!lo) rc = RDKV_ENOMEM;
+        else {
+            memcpy(lo, ops + start[p], cnt * sizeof *lo);
+            rc = part_prepare(e, t->txid, e->me, lo, cnt, NULL, &mine);
+        }
+    }
+    for (unsigned i = 0; i < nr && !rc; i++)
+        if (st[i]) rc = st[i] == RDKV_ETIMEDOUT || st[i] == RDKV_EFLUSHED ||
+                                st[i] == RDKV_ESHUTDOWN
+                            ? RDKV_EUNAVAILABLE
+                            : st[i];
+    if (!rc && !txn_leases_ok(t)) rc = RDKV_EABORTED;
+    uint64_t txid = t->txid;
+    const void *idr[np];
+    size_t idl[np];
+    memset(idr, 0, sizeof idr);
+    memset(idl, 0, sizeof idl);
+    uint8_t idb[8];
+    pack_put_u64le(idb, txid);
+    for (unsigned i = 0; i < nr; i++) {
+        idr[i] = idb;
+        idl[i] = 8;
+    }
+    /* the decision is durable before the first COMMIT leaves (the logged commit) */
+    bool undecided = false;
+    if (!rc && e->wal && (rc = log_decision(e, txid, mine, rnodes, nr))) {
+        log_error("txn %llx: its commit decision was not made durable (%s): the outcome "
+                  "stays unknown until this node restarts and reads its log",
+                  (unsigned long long)txid, rdkv_strerror(rc));
+        undecided = true;
+    }
+    if (undecided) {
+        /* the record may be on disk or not: nobody is told anything, and the participants
+         * are told "active" (the record stays) until a restart reads the log */
+        if (mine) {
+            mine->logged = false;
+            part_abort(e, mine);
+        }
+        rec = false;
+        rc = RDKV_EUNKNOWN;
+    } else if (rc) {
+        /* Abort everywhere it was prepared. A participant that did not answer (its PREPARE
+         * may still arrive, or its ABORT was lost) keeps our locks there until it has
+         * resolved the abort (a late PREPARE is then refused). */
+        unsigned na = 0;
+        uint16_t anodes[np];
+        int ast[np];
+        for (unsigned i = 0; i < nr; i++) {
+            if (st[i] == 0) anodes[na++] = rnodes[i];
+            else if (no_answer(st[i])) txn_fence_keep(t, rnodes[i], TXN_RESOLVE_ABORT);
+        }
+        if (na) fanout(w, na, anodes, TXN_RPC_ABORT, idr, idl, ast);
+        for (unsigned i = 0; i < na; i++)
+            if (no_answer(ast[i])) txn_fence_keep(t, anodes[i], TXN_RESOLVE_ABORT);
+        if (mine) part_abort(e, mine);
+    } else {
+        coord_update(e, txid, TXN_STATE_COMMITTED, 0); /* the decision, before any COMMIT */
+        /* Our own share goes in while the COMMITs travel: under our own locks, which have no
+         * lease (row locks of this node) or one checked a quarter before its end a moment ago
+         * (our points), so the check cannot fail -- and with a log, the decision is durable
+         * already. */
+        struct own_share own = {e, mine, 0};
+        fanout_and(w, nr, rnodes, TXN_RPC_COMMIT, idr, idl, st, install_own, &own);
+        if (own.rc) {
+            log_error("txn %llx: its commit here was refused (a lock of ours was gone) "
+                      "after the decision: the outcome is partial", (unsigned long long)txid);
+            rc = RDKV_EUNKNOWN;
+        }
+        for (unsigned i = 0; i < nr; i++)
+            if (st[i]) {
+                /* With a log the decision is durable, and every participant voted yes with a
+                 * durable PREPARE, in the process our locks there are in (PREPARE names it): it
+                 * keeps the transaction prepared (its holds kept alive, or, after a restart,
+                 * its rows locked again by the recovery) until the commit is delivered, which
+                 * coord_pending makes sure of. So the transaction has committed, and only a
+                 * refusal by the fence -- which nothing can cause but a bug -- is news. */
+                bool refused = st[i] == RDKV_EABORTED;
+                if (refused || !e->wal) {
+                    log_warn("txn %llx: node %u did not confirm the commit: %s",
+                             (unsigned long long)txid, rnodes[i], rdkv_strerror(st[i]));
+                    rc = RDKV_EUNKNOWN;
+                }
+                if (refused && e->wal)
+                    log_error("txn %llx: node %u refused its COMMIT after the decision was "
+                              "durable: the outcome is partial", (unsigned long long)txid,
+                              rnodes[i]);
+                /* no answer: the COMMIT may land later; keep our locks there till it can't */
+                if (no_answer(st[i])) txn_fence_keep(t, rnodes[i], TXN_RESOLVE_COMMIT);
+            }
+        if (e->wal) coord_pending(e, txid, rnodes, st, nr);
+    }
+    if (rec) coord_update(e, txid, 0, -1);
+    for (uint32_t p = 0; p < np; p++) pack_w_free(&pw[p]);
+    return rc;
+}
+
+static int commit_writes(struct txn *t, uint32_t nw)
+{
+    struct txn_worker *w = t->w;
+    struct txn_env *e = w->e;
+    /* the writes grouped by partition */
+    struct wop *ops = malloc(nw * sizeof *ops);
+    uint16_t *parts = malloc(nw * sizeof *parts);
+    uint32_t *start = malloc((nw + 1) * sizeof *start);
+    if (!ops || !parts || !start) {
+        free(ops);
+        free(parts);
+        free(start);
+        return RDKV_ENOMEM;
+    }
+    uint32_t np = 0, k = 0;
+    for (uint32_t pass = 0; pass < e->n; pass++) {
+        uint32_t first = k;
+        for (uint32_t i = 0; i < t->nents; i++) {
+            struct tent *en = &t->ents[i];
+            if (en->part != pass || !en->wop) continue;
+            if (en->wop == W_DEL && !en->exists) continue;
+            struct wop *o = &ops[k++];
+            o->key = en->key;
+            o->klen = en->klen;
+            o->row = en->exists ? en->row : RPTR_NULL;
+            /* the names of our holds, for the participant's fence check */
+            o->lock_tok = en->lk.mode == LOCK_EXCLUSIVE ? lock_token(&en->lk) : 0;
+            o->range_tok = en->rh && en->rh->mode == LOCK_EXCLUSIVE ? en->rh->token : 0;
+            o->val = en->nval;
+            o->vlen = en->nvlen;
+            o->kind = en->wop == W_DEL ? WOP_DELETE : (en->exists ? WOP_UPDATE : WOP_INSERT);
+        }
+        if (k > first) {
+            parts[np] = (uint16_t)pass;
+            start[np++] = first;
+        }
+    }
+    start[np] = k;
+    int rc = 0;
+    for (uint32_t p = 0; p < np && !rc; p++)
+        if (txn_down(e, parts[p])) rc = RDKV_EUNAVAILABLE;
+    if (!rc && np == 0) rc = txn_leases_ok(t) ? 0 : RDKV_EABORTED;
+    else if (!rc && np == 1 && parts[0] == e->me) rc = commit_local(t, ops, k);
+    else if (!rc && np == 1) rc = commit_apply(t, parts[0], ops, k);
+    else if (!rc) rc = commit_2pc(t, np, parts, start, ops);
+    free(ops);
+    free(parts);
+    free(start);
+    return rc;
+}
+
+static int commit_in(struct txn *t)
+{
+    if (!t->active) return RDKV_EINVAL;
+    struct txn_worker *w = t->w;
+    int rc = t->failed;
+    if (!rc) {
+        uint32_t nw = 0;
+        for (uint32_t i = 0; i < t->nents; i++)
+            if (t->ents[i].wop) nw++;
+        rc = nw ? commit_writes(t, nw) : (txn_leases_ok(t) ? 0 : RDKV_EABORTED);
+    }
+    if (rc == 0 || rc == RDKV_EUNKNOWN) w->stats.commits++;
+    else w->stats.aborts++;
+    txn_end(t);
+    return rc;
+}
+
+static void abort_in(struct txn *t)
+{
+    if (!t || !t->active) return;
+    t->w->stats.aborts++;
+    txn_end(t);
+}
+
+int txn_commit(struct txn *t)
+{
+    uint64_t *was = txn_pin_on(t);
+    int rc = commit_in(t);
+    txn_pin_off(t, was);
+    return rc;
+}
+
+void txn_abort(struct txn *t)
+{
+    if (!t) return;
+    uint64_t *was = txn_pin_on(t);
+    abort_in(t);
+    txn_pin_off(t, was);
+}

@@ -1,0 +1,246 @@
+/* A node's transaction layer (txn.h): its configuration, its environment (struct txn_env) and
+ * the threads that serve it -- the janitor (locks/janitor.h) and the in-doubt thread
+ * (recover.c) -- its RPC handlers registered (part.c), and what it knows of its peers. */
+#include "txn/coord.h"
+
+#include "locks/janitor.h"
+
+#include "common/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void txn_cfg_init(struct txn_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    c->row_lock = LOCK_ROW_DEFAULT;
+    c->range_lock = RANGE_LOCK_DEFAULT;
+    c->lock_timeout_ns = 100 * NS_PER_MS;
+    c->lease_ns = 10 * NS_PER_S;
+    c->commit_timeout_ns = COMMIT_RPC_TIMEOUT_NS;
+    c->conflict = TXN_CONFLICT_DEFAULT;
+    c->max_ops = TXN_MAX_OPS_DEFAULT;
+    c->max_bytes = TXN_MAX_BYTES_DEFAULT;
+}
+
+static const char *const conflict_names[] = {"timeout", "wait-die", "no-wait"};
+
+int txn_conflict_parse(const char *name)
+{
+    for (int i = 0; i < 3; i++)
+        if (name && !strcmp(name, conflict_names[i])) return i;
+    return -1;
+}
+
+const char *txn_conflict_name(int policy)
+{
+    return policy >= 0 && policy < 3 ? conflict_names[policy] : "?";
+}
+static void indoubt_stop(struct txn_env *e)
+{
+    if (!e->ind_started) return;
+    pthread_mutex_lock(&e->imu);
+    e->istop = true;
+    pthread_cond_broadcast(&e->icv);
+    pthread_mutex_unlock(&e->imu);
+    pthread_join(e->ind, NULL);
+    e->ind_started = false;
+}
+
+static void janitor_stop(struct txn_env *e)
+{
+    lock_janitor_stop(e->jan);
+    e->jan = NULL;
+}
+
+int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
+                 const struct txn_cfg *cfg, struct txn_env **out, char *err, size_t errcap)
+{
+    struct txn_env *e = calloc(1, sizeof *e);
+    if (!e) return RDKV_ENOMEM;
+    if (cfg) e->cfg = *cfg;
+    else txn_cfg_init(&e->cfg);
+    if (!e->cfg.row_lock) e->cfg.row_lock = LOCK_ROW_DEFAULT;
+    if (!e->cfg.range_lock) e->cfg.range_lock = RANGE_LOCK_DEFAULT;
+    if (e->cfg.lock_timeout_ns <= 0) e->cfg.lock_timeout_ns = 100 * NS_PER_MS;
+    if (e->cfg.lease_ns <= 0) e->cfg.lease_ns = 10 * NS_PER_S;
+    if (e->cfg.commit_timeout_ns <= 0) e->cfg.commit_timeout_ns = COMMIT_RPC_TIMEOUT_NS;
+    /* two commit timeouts: by then a live coordinator has decided, and one whose COMMIT went
+     * unanswered keeps a fence and resolves (the query then rarely races a slow COMMIT) */
+    if (e->cfg.indoubt_ns <= 0) e->cfg.indoubt_ns = 2 * e->cfg.commit_timeout_ns;
+    if (!e->cfg.max_ops) e->cfg.max_ops = TXN_MAX_OPS_DEFAULT;
+    if (!e->cfg.max_bytes) e->cfg.max_bytes = TXN_MAX_BYTES_DEFAULT;
+    if (!e->cfg.prepared_max_bytes) {
+        struct store_stats ss;
+        store_stats(st, &ss);
+        e->cfg.prepared_max_bytes = ss.heap_bytes / 4;
+    }
+    if (!e->cfg.prepared_max_per_coord) e->cfg.prepared_max_per_coord = e->cfg.prepared_max_bytes / 2;
+    e->row = lock_algo_find(e->cfg.row_lock);
+    e->range = range_algo_find(e->cfg.range_lock);
+    int rc = 0;
+    if (!e->row) {
+        snprintf(err, errcap, "unknown row lock '%s' (one of %s)", e->cfg.row_lock,
+                 lock_algo_names());
+        rc = RDKV_EINVAL;
+    } else if (!(e->row->modes & (1u << LOCK_EXCLUSIVE))) {
+        snprintf(err, errcap, "row lock '%s' has no exclusive mode", e->cfg.row_lock);
+        rc = RDKV_EINVAL;
+    } else if (e->row->uses_descriptors && strcmp(e->row->name, "alock")) {
+        /* alock gives up at a deadline by never queueing behind anyone (locks/alock.c) */
+        snprintf(err, errcap,
+                 "row lock '%s' is a queue lock: a waiter cannot give up, so transactions that "
+                 "wait for each other would hang instead of aborting (use rwlock, dslr, dslr-u, "
+                 "drtm, rof, fompi-rw, trad, alock or spin)", e->cfg.row_lock);
+        rc = RDKV_EINVAL;
+    } else if (!e->range) {
+        snprintf(err, errcap, "unknown range lock '%s' (one of %s)", e->cfg.range_lock,
+                 range_algo_names());
+        rc = RDKV_EINVAL;
+    } else if (!e->range->server_side) {
+        snprintf(err, errcap,
+                 "range lock '%s' cannot serve transactions: a transaction may hold a shared "
+                 "scan range and an exclusive key inside it, which only the server-side designs "
+                 "(combiner-rpc, combiner-rdma, itree) allow", e->cfg.range_lock);
+        rc = RDKV_EINVAL;
+    }
+    if (rc) {
+        free(e);
+        return rc;
+    }
+    e->f = f;
+    e->st = st;
+    e->rs = rs;
+    e->me = fab_node_id(f);
+    e->n = fab_num_nodes(f);
+    lock_cfg_init(&e->lcfg);
+    e->lcfg.lease_ns = e->cfg.lease_ns;
+    /* one ticket per request: a dead holder's DSLR ticket is reset after two leases, however
+     * many tickets given up by others wait behind it */
+    e->lcfg.dslr_max_slots = 1;
+    /* drtm's readers never release: a writer waits out their lease, and a reader that outlives
+     * it aborts at commit; the lock layer's 1 ms (a lock benchmark's critical section) would
+     * abort most transactions that read many rows */
+    e->lcfg.drtm_lease_ns = e->cfg.drtm_lease_ns > 0 ? e->cfg.drtm_lease_ns : 10 * NS_PER_MS;
+    e->down = calloc(e->n, 1);
+    e->prep_by_coord = calloc(e->n, sizeof *e->prep_by_coord);
+    e->loc = txn_locs_create();
+    pthread_mutex_init(&e->pmu, NULL);
+    pthread_mutex_init(&e->cmu, NULL);
+    if (!e->down || !e->prep_by_coord || !e->loc) rc = RDKV_ENOMEM;
+    if (!rc && (rc = range_space_create(rs, TXN_RANGE_SPACE, NULL)))
+        snprintf(err, errcap, "cannot create the key range space: %s", rdkv_strerror(rc));
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the in-doubt thread waits for deadlines */
+    pthread_mutex_init(&e->imu, NULL);
+    pthread_cond_init(&e->icv, &ca);
+    pthread_cond_init(&e->rcv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (!rc && lock_janitor_start(f, &e->lcfg, &e->jan)) {
+        snprintf(err, errcap, "cannot start the transaction janitor thread");
+        rc = RDKV_ENOMEM;
+    }
+    if (!rc && pthread_create(&e->ind, NULL, txn_indoubt_main, e)) {
+        snprintf(err, errcap, "cannot start the transaction in-doubt thread");
+        rc = RDKV_ENOMEM;
+    }
+    if (!rc) e->ind_started = true;
+    if (!rc && e->cfg.wal) txn_env_set_wal(e, e->cfg.wal);
+    if (!rc && (rc = part_register(e)))
+        snprintf(err, errcap, "cannot register the transaction RPCs: %s", rdkv_strerror(rc));
+    if (rc) {
+        janitor_stop(e);
+        indoubt_stop(e);
+        pthread_mutex_destroy(&e->imu);
+        pthread_cond_destroy(&e->icv);
+        pthread_cond_destroy(&e->rcv);
+        free(e->down);
+        free(e->prep_by_coord);
+        free(e->loc);
+        pthread_mutex_destroy(&e->pmu);
+        pthread_mutex_destroy(&e->cmu);
+        free(e);
+        return rc;
+    }
+    *out = e;
+    return 0;
+}
+
+void txn_env_quiesce(struct txn_env *e)
+{
+    if (!e) return;
+    __atomic_store_n(&e->closing, true, __ATOMIC_SEQ_CST);
+    /* handlers never block for long (no lock waits): this ends within one handler's run */
+    for (unsigned round = 0; __atomic_load_n(&e->inflight, __ATOMIC_SEQ_CST); round++)
+        clock_sleep_ns(round < 10 ? 100 * NS_PER_US : NS_PER_MS);
+    janitor_stop(e); /* it uses the fabric */
+    indoubt_stop(e);     /* so does it */
+}
+
+void txn_env_set_wal(struct txn_env *e, struct wal *w)
+{
+    e->wal = w;
+    uint64_t us = clock_wall_us() & ((1ull << 48) - 1);
+    __atomic_store_n(&e->txseq, w ? (us ? us : 1) : 0, __ATOMIC_RELAXED);
+    /* test hooks (durable_2pc): RDKV_TEST_FAULT=decision-exit@N, prepare-exit@N or
+     * commit-exit@N makes node N _exit right after its next DECISION (as coordinator) or
+     * PREPARE (as participant) record is durable, or when a COMMIT reaches it (as participant)
+     * before its COMMIT record is written */
+    const char *f = getenv("RDKV_TEST_FAULT");
+    const char *at = f ? strchr(f, '@') : NULL;
+    if (w && at && strtol(at + 1, NULL, 10) == e->me) {
+        if (!strncmp(f, "decision-exit@", 14)) e->fault = TXN_FAULT_EXIT_AFTER_DECISION;
+        else if (!strncmp(f, "prepare-exit@", 13)) e->fault = TXN_FAULT_EXIT_AFTER_PREPARE;
+        else if (!strncmp(f, "commit-exit@", 12)) e->fault = TXN_FAULT_EXIT_AT_COMMIT;
+    }
+}
+
+void txn_env_close(struct txn_env *e)
+{
+    if (!e) return;
+    janitor_stop(e);
+    indoubt_stop(e);
+    pthread_mutex_destroy(&e->imu);
+    pthread_cond_destroy(&e->icv);
+    for (;;) {
+        pthread_mutex_lock(&e->pmu);
+        struct prepared *p = e->prep;
+        if (p) e->prep = p->next;
+        pthread_mutex_unlock(&e->pmu);
+        if (!p) break;
+        /* (shutting down is no decision: no END, the log keeps it in doubt) */
+        p->logged = false;
+        if (p->rt) {
+            txn_worker_destroy(p->rw);
+            free(p->bytes);
+            free(p);
+        } else {
+            part_abort(e, p);
+        }
+    }
+    pthread_mutex_destroy(&e->pmu);
+    coord_free_all(e);
+    txn_recovery_free(e->recov);
+    pthread_cond_destroy(&e->rcv);
+    pthread_mutex_destroy(&e->cmu);
+    free(e->tombs);
+    free(e->down);
+    free(e->prep_by_coord);
+    free(e->loc);
+    free(e);
+}
+
+bool txn_env_is_down(struct txn_env *e, uint16_t node)
+{
+    return txn_down(e, node);
+}
+
+void txn_env_set_down(struct txn_env *e, uint16_t node, bool down)
+{
+    if (node < e->n) __atomic_store_n(&e->down[node], down ? 1 : 0, __ATOMIC_RELEASE);
+}
+
+struct fabric *txn_env_fabric(struct txn_env *e) { return e->f; }
+struct store *txn_env_store(struct txn_env *e) { return e->st; }
+const struct txn_cfg *txn_env_cfg(struct txn_env *e) { return &e->cfg; }
