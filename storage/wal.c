@@ -1,8 +1,10 @@
-/* The redo log (storage/wal.h): segment files, the record format, the recovery scan, and one
+/* The redo log (storage/wal.h): segment files, the record format, the recovery scan, one
  * writer thread that owns an io_uring and turns everything queued into one write and one
- * fdatasync. docs/storage.md, "The redo log". */
+ * fdatasync, and the holds that give a checkpoint its replay LSN. docs/storage.md, "The redo
+ * log". */
 #include "storage/wal.h"
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/task.h"
 #include "common/pack.h"
@@ -14,6 +16,7 @@
 #include <liburing.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +28,14 @@
 #define WAL_RECORD_DEFAULT (4u << 20)
 #define WAL_QUEUE_DEFAULT (16ull << 20)
 #define WAL_NAME_LEN 24 /* "wal-" 16 hex ".log" */
+/* The writer naps this long when the kernel cannot take an operation now (EAGAIN, EBUSY), and
+ * gives up (the log fails) after this many naps in a row: about ten seconds. */
+#define RING_NAP_NS (100 * NS_PER_US)
+#define RING_NAPS 100000u
+/* wal_checkpoint_lsn's naps while the holds it waits for drain: short at first (a holder is
+ * usually one fdatasync from done), then longer. */
+#define HOLD_NAP_MIN_NS (50 * NS_PER_US)
+#define HOLD_NAP_MAX_NS (200 * NS_PER_US)
 
 
 
@@ -305,7 +316,9 @@ static int scan_dir(const char *dir, uint16_t node, uint64_t fp, uint32_t record
                     wal_rec_fn fn, void *arg, struct wal_scan_result *res, uint64_t **segs_out,
                     size_t *nsegs_out, char *err, size_t errcap)
 {
+    uint64_t synced = res->tail_synced; /* wal_open's, set before the scan */
     memset(res, 0, sizeof *res);
+    res->tail_synced = synced;
     res->next_lsn = 1;
     uint64_t *segs;
     size_t n;
@@ -392,6 +405,7 @@ int wal_scan(const char *dir, uint16_t node, uint64_t fp, uint32_t record_max, w
 {
     struct wal_scan_result tmp;
     if (!res) res = &tmp;
+    res->tail_synced = 0;
     if (record_max == 0 || record_max > WAL_REC_LIMIT) record_max = WAL_REC_LIMIT;
     return scan_dir(dir, node, fp, record_max, fn, arg, res, NULL, NULL, err, errcap);
 }
@@ -439,11 +453,20 @@ struct wal {
     uint64_t *segs;            /* first LSNs of the segments on disk, in order */
     size_t nsegs, segcap;
     int fault_write, fault_sync;
+    int fault_again;           /* WAL_FAULT_SUBMIT_AGAIN: submits until the one that fails */
+    int64_t sync_delay_ns;     /* WAL_FAULT_SYNC_DELAY */
     struct wal_stats st;
+
+    /* holds: the low bit of hold_epoch picks the counter a new hold goes to; wal_checkpoint_lsn
+     * flips it under mu and waits for the other counter to drain (ckpt_mu: one at a time) */
+    atomic_uint hold_epoch;
+    atomic_ulong holds[2];
+    pthread_mutex_t ckpt_mu;
 
     /* the writer's own */
     pthread_t thr;
     struct io_uring ring;
+    uint64_t ring_tag;         /* user_data of the last operation submitted */
     int fd;                    /* the segment being written */
     uint64_t cur_seg;          /* its first LSN (segs[] is shared with wal_truncate_before) */
     uint64_t seg_off;          /* its size */
@@ -491,18 +514,69 @@ static void park(struct wal *w, struct wal_waiter **list, uint64_t lsn)
 
 static int errno_status(int e) { return e == ENOSPC || e == EDQUOT ? RDKV_ENOSPC : RDKV_EIO; }
 
-/* Submits the one operation prepared and waits for it: the cqe's result (negative errno). */
-static int ring_op(struct wal *w)
+/* WAL_FAULT_SUBMIT_AGAIN: is this the submit that must fail? */
+static bool submit_fault(struct wal *w)
 {
-    int rc = io_uring_submit_and_wait(&w->ring, 1);
-    if (rc < 0) return rc;
-    struct io_uring_cqe *cqe;
-    do rc = io_uring_wait_cqe(&w->ring, &cqe);
-    while (rc == -EINTR);
-    if (rc < 0) return rc;
-    rc = cqe->res;
-    io_uring_cqe_seen(&w->ring, cqe);
-    return rc;
+    pthread_mutex_lock(&w->mu);
+    bool fire = w->fault_again > 0 && --w->fault_again == 0;
+    pthread_mutex_unlock(&w->mu);
+    return fire;
+}
+
+/* A completion that is not the operation being waited for. One operation is in flight at a time,
+ * so this is a bug; its result belongs to nobody and is never taken. */
+static void ring_stray(struct wal *w, uint64_t tag, uint64_t want, int res)
+{
+    pthread_mutex_lock(&w->mu);
+    w->st.stray++;
+    pthread_mutex_unlock(&w->mu);
+    log_error("redo log %s: io_uring completion of operation %llu (result %d) while waiting for "
+              "operation %llu: ignored", w->dir, (unsigned long long)tag, res,
+              (unsigned long long)want);
+}
+
+/* Submits the operation prepared in sqe and waits for its own completion. Returns 0 with the
+ * operation's result in *res (bytes, or a negative errno), or a negative errno from the ring
+ * itself, when the operation's fate is unknown (it may still be queued or running).
+ *
+ * The operation is prepared once. liburing publishes the sqe to the kernel's SQ ring before it
+ * enters the kernel, so when io_uring_submit_and_wait fails with EAGAIN or EBUSY (the kernel could
+ * not take it now) or EINTR, the sqe may still be queued: preparing the operation again would
+ * queue a second copy whose completion, arriving later, would be taken as the next operation's
+ * result (a write's as an fdatasync's, acknowledging a group before its sync). So the submit is
+ * retried (after a nap for EAGAIN and EBUSY), and every operation carries a tag of its own in
+ * user_data: completions are reaped until the one with our tag arrives. */
+static int ring_op(struct wal *w, struct io_uring_sqe *sqe, int *res)
+{
+    uint64_t tag = ++w->ring_tag;
+    io_uring_sqe_set_data64(sqe, tag);
+    unsigned naps = 0;
+    for (;;) {
+        int rc = submit_fault(w) ? -EAGAIN : io_uring_submit_and_wait(&w->ring, 1);
+        if (rc >= 0) break;
+        if (rc == -EINTR) continue;
+        if ((rc != -EAGAIN && rc != -EBUSY) || ++naps > RING_NAPS) return rc;
+        clock_sleep_ns(RING_NAP_NS);
+    }
+    for (;;) {
+        struct io_uring_cqe *cqe;
+        int rc = io_uring_wait_cqe(&w->ring, &cqe);
+        if (rc == -EINTR) continue;
+        if (rc == -EAGAIN || rc == -EBUSY) {
+            if (++naps > RING_NAPS) return rc;
+            clock_sleep_ns(RING_NAP_NS);
+            continue;
+        }
+        if (rc < 0) return rc;
+        uint64_t got = io_uring_cqe_get_data64(cqe);
+        int r = cqe->res;
+        io_uring_cqe_seen(&w->ring, cqe);
+        if (got == tag) {
+            *res = r;
+            return 0;
+        }
+        ring_stray(w, got, tag, r);
+    }
 }
 
 static int take_fault(struct wal *w, int *slot)
@@ -514,18 +588,25 @@ static int take_fault(struct wal *w, int *slot)
     return e;
 }
 
-/* Writes len bytes at off (short writes continued): 0 or an errno. */
+/* Writes len bytes at off (short writes continued): 0 or an errno. A write that completed
+ * without writing (EINTR, EAGAIN) is done, so it is issued again as a new operation. */
 static int do_write(struct wal *w, int fd, const uint8_t *p, size_t len, uint64_t off)
 {
     int e = take_fault(w, &w->fault_write);
     if (e) return e;
+    unsigned naps = 0;
     while (len) {
         struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
         if (!sqe) return EBUSY; /* cannot happen: one operation at a time */
         unsigned n = len > (1u << 30) ? (1u << 30) : (unsigned)len;
         io_uring_prep_write(sqe, fd, p, n, off);
-        int rc = ring_op(w);
-        if (rc == -EINTR || rc == -EAGAIN) continue;
+        int rc, ring = ring_op(w, sqe, &rc);
+        if (ring) return -ring;
+        if (rc == -EINTR) continue;
+        if (rc == -EAGAIN && ++naps <= RING_NAPS) {
+            clock_sleep_ns(RING_NAP_NS);
+            continue;
+        }
         if (rc < 0) return -rc;
         if (rc == 0) return EIO;
         p += rc;
@@ -538,36 +619,69 @@ static int do_write(struct wal *w, int fd, const uint8_t *p, size_t len, uint64_
     return 0;
 }
 
-/* fdatasync (datasync) or fsync of fd through the ring: 0 or an errno. */
+/* fdatasync (datasync) or fsync of fd through the ring: 0 or an errno. One that completed with
+ * EINTR or EAGAIN did not sync, so it is issued again; any other failure is final (the log never
+ * retries a failed sync: "Errors" in docs/storage.md). */
 static int do_sync(struct wal *w, int fd, bool datasync)
 {
     int e = take_fault(w, &w->fault_sync);
     if (e) return e;
-    int rc;
-    do {
+    unsigned naps = 0;
+    for (;;) {
         struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
-        if (!sqe) return EBUSY;
+        if (!sqe) return EBUSY; /* cannot happen: one operation at a time */
         io_uring_prep_fsync(sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
-        rc = ring_op(w);
-    } while (rc == -EINTR || rc == -EAGAIN);
-    if (rc < 0) return -rc;
+        int rc, ring = ring_op(w, sqe, &rc);
+        if (ring) return -ring;
+        if (rc == -EINTR) continue;
+        if (rc == -EAGAIN && ++naps <= RING_NAPS) {
+            clock_sleep_ns(RING_NAP_NS);
+            continue;
+        }
+        if (rc < 0) return -rc;
+        break;
+    }
     pthread_mutex_lock(&w->mu);
     w->st.syncs++;
     pthread_mutex_unlock(&w->mu);
     return 0;
 }
 
-/* Records the sticky error (the first one wins) and wakes everyone. Called with mu held. */
-static void set_error(struct wal *w, int e, const char *what)
+/* A failed write or sync: the first one is logged and handed to the fail-stop hook, and only
+ * when the hook returns does the error become sticky and wake everyone, so no waiter returns and
+ * no append is refused before the hook ran (a node whose hook stops the process never acts on
+ * the failure). Only the writer calls it (wal_open reports its own failures as its answer), so
+ * "first" needs no lock held across the hook. Called without mu. */
+static void fail(struct wal *w, int e, const char *what)
 {
-    if (!w->err) {
-        w->err = errno_status(e);
-        snprintf(w->errmsg, sizeof w->errmsg, "%s: %s", what, strerror(e));
+    pthread_mutex_lock(&w->mu);
+    bool first = !w->err;
+    pthread_mutex_unlock(&w->mu);
+    int status = errno_status(e);
+    char msg[sizeof w->errmsg];
+    snprintf(msg, sizeof msg, "%s: %s", what, strerror(e));
+    if (first) {
         log_error("redo log %s failed: %s (every later commit fails until a restart)", w->dir,
-                  w->errmsg);
+                  msg);
+        if (w->o.on_fail) w->o.on_fail(w->o.on_fail_arg, status, msg);
+    }
+    pthread_mutex_lock(&w->mu);
+    if (!w->err) {
+        w->err = status;
+        memcpy(w->errmsg, msg, sizeof msg);
     }
     wake_list(&w->dwait, UINT64_MAX);
     wake_list(&w->room, UINT64_MAX);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* WAL_FAULT_SYNC_DELAY: sleeps before a group's fdatasync. */
+static void sync_delay(struct wal *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int64_t ns = w->sync_delay_ns;
+    pthread_mutex_unlock(&w->mu);
+    clock_sleep_ns(ns);
 }
 
 /* Creates the segment whose first record will be lsn, syncs it and the directory. */
@@ -642,6 +756,7 @@ static int write_group(struct wal *w, uint8_t *p, size_t n, uint64_t first, char
     w->seg_off += n;
     w->dirty = true;
     if (w->o.durability == WAL_DUR_OFF) return 0;
+    sync_delay(w);
     snprintf(what, wcap, "fdatasync of wal-%016llx.log", (unsigned long long)w->cur_seg);
     e = do_sync(w, w->fd, true);
     if (!e) w->dirty = false;
@@ -691,10 +806,9 @@ static void *writer_main(void *arg)
                 }
             }
         }
+        if (e) fail(w, e, what);
         pthread_mutex_lock(&w->mu);
-        if (e) {
-            set_error(w, e, what);
-        } else if (!failed && w->o.durability != WAL_DUR_SYNC) {
+        if (!e && !failed && w->o.durability != WAL_DUR_SYNC) {
             /* stats first: a waiter that returns sees its record counted */
             w->st.records += last - first + 1;
             w->st.bytes += n;
@@ -709,12 +823,49 @@ static void *writer_main(void *arg)
     if (sync) {
         /* wal_close syncs whatever the log wrote without syncing (durability off) */
         int e = do_sync(w, w->fd, true);
-        pthread_mutex_lock(&w->mu);
-        if (e) set_error(w, e, "fdatasync at close");
-        else w->durable_lsn = w->next_lsn - 1;
-        pthread_mutex_unlock(&w->mu);
+        if (e) {
+            fail(w, e, "fdatasync at close");
+        } else {
+            pthread_mutex_lock(&w->mu);
+            w->durable_lsn = w->next_lsn - 1;
+            pthread_mutex_unlock(&w->mu);
+        }
     }
     return NULL;
+}
+
+/* Before recovery reads the log: makes the last segment's bytes durable and drops its cached
+ * pages, so that the scan reads what the device holds. After a crash whose writeback failed,
+ * Linux may have marked the tail's pages clean though they never reached the disk; read from the
+ * page cache, they would replay a group whose waiter was told its outcome was unknown, and a
+ * later power cut would take it away again. Only the last segment can hold bytes never synced:
+ * the writer syncs a segment before it creates the next. *synced gets the segment's first LSN
+ * (0 when there is none). 0, or an error with the file named in err. */
+static int tail_settle(const char *dir, uint64_t *synced, char *err, size_t errcap)
+{
+    uint64_t *segs;
+    size_t n;
+    *synced = 0;
+    int rc = list_segments(dir, &segs, &n, err, errcap);
+    if (rc || !n) return rc;
+    uint64_t first = segs[n - 1];
+    free(segs);
+    char name[32], path[PATH_MAX + 40];
+    seg_name(name, sizeof name, first);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int e = fd < 0 || fdatasync(fd) ? errno : 0;
+    /* a page that something has mapped, or dirtied since, stays: best effort (docs/storage.md,
+     * "Recovery reads what the device holds") */
+    if (!e) (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    if (fd >= 0) close(fd);
+    if (e) {
+        snprintf(err, errcap, "redo log %s: fdatasync of %s before reading it: %s (refusing to "
+                 "open: the log's tail may not be on disk)", dir, name, strerror(e));
+        return errno_status(e);
+    }
+    *synced = first;
+    return 0;
 }
 
 int wal_open(const struct wal_opts *o, wal_rec_fn fn, void *arg, struct wal_scan_result *res,
@@ -746,8 +897,10 @@ int wal_open(const struct wal_opts *o, wal_rec_fn fn, void *arg, struct wal_scan
     }
     struct wal_scan_result tmp;
     if (!res) res = &tmp;
+    int rc = tail_settle(w->dir, &res->tail_synced, err, errcap);
     /* read with the format's limit: a log written with a larger record_max stays readable */
-    int rc = scan_dir(w->dir, o->node, o->cluster_fp, WAL_REC_LIMIT, fn, arg, res, &w->segs,
+    if (!rc)
+        rc = scan_dir(w->dir, o->node, o->cluster_fp, WAL_REC_LIMIT, fn, arg, res, &w->segs,
                       &w->nsegs, err, errcap);
     if (rc) {
         free(w);
@@ -770,7 +923,11 @@ int wal_open(const struct wal_opts *o, wal_rec_fn fn, void *arg, struct wal_scan
         return RDKV_EIO;
     }
     pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->ckpt_mu, NULL);
     pthread_cond_init(&w->work_cv, NULL);
+    atomic_init(&w->hold_epoch, 0);
+    atomic_init(&w->holds[0], 0);
+    atomic_init(&w->holds[1], 0);
     w->next_lsn = w->q_first = res->next_lsn;
     w->durable_lsn = res->next_lsn - 1;
 
@@ -801,9 +958,10 @@ int wal_open(const struct wal_opts *o, wal_rec_fn fn, void *arg, struct wal_scan
         snprintf(what, sizeof what, "opening %s", name);
         w->fd = openat(w->dirfd, name, O_WRONLY | O_CLOEXEC);
         struct stat st;
-        /* synced before anything is counted durable: the tail may have been written and never
-         * synced (a crash of the process, durability off) */
-        if (w->fd < 0 || fstat(w->fd, &st) || fdatasync(w->fd)) e = errno;
+        /* its bytes are durable: tail_settle synced it before the scan counted anything (a
+         * torn tail was cut and synced since; a removed torn segment's predecessor was synced
+         * before that segment was created) */
+        if (w->fd < 0 || fstat(w->fd, &st)) e = errno;
         else w->seg_off = (uint64_t)st.st_size;
     } else if (!e) {
         e = seg_create(w, w->next_lsn, what, sizeof what);
@@ -817,6 +975,9 @@ int wal_open(const struct wal_opts *o, wal_rec_fn fn, void *arg, struct wal_scan
         if (w->fd >= 0) close(w->fd);
         io_uring_queue_exit(&w->ring);
         close(w->dirfd);
+        pthread_cond_destroy(&w->work_cv);
+        pthread_mutex_destroy(&w->ckpt_mu);
+        pthread_mutex_destroy(&w->mu);
         free(w->segs);
         free(w);
         return errno_status(e);
@@ -901,6 +1062,52 @@ uint64_t wal_next_lsn(struct wal *w)
     return v;
 }
 
+/* Holds. A hold counts itself in holds[e] for the epoch bit e it read, and checks that the bit
+ * did not change meanwhile (else it moves on to the new one). wal_checkpoint_lsn flips the bit
+ * and reads next_lsn in one critical section of mu, which every append takes too. Then a hold
+ * either registered in the old epoch (the checker's flip came after its increment, all these
+ * operations being sequentially consistent, so the drain below sees it) or saw the new bit, and
+ * then its appends took mu after the flip and got LSNs of at least L. The drain waits for the old
+ * epoch's count to reach 0: every hold registered there has been released, and its unhold (a
+ * release) happens before the checker's load (an acquire) that saw 0, so what the holder applied
+ * is visible to the checkpoint that copies memory next. Only one checkpointer at a time
+ * (ckpt_mu): a second flip before the first drain ended would mix the epochs. */
+void wal_hold(struct wal *w, struct wal_hold *h)
+{
+    for (;;) {
+        unsigned e = atomic_load(&w->hold_epoch) & 1u;
+        atomic_fetch_add(&w->holds[e], 1);
+        if ((atomic_load(&w->hold_epoch) & 1u) == e) {
+            h->epoch = e;
+            return;
+        }
+        /* a checkpoint flipped the epoch meanwhile: at most once per checkpoint */
+        atomic_fetch_sub(&w->holds[e], 1);
+    }
+}
+
+void wal_unhold(struct wal *w, struct wal_hold *h)
+{
+    atomic_fetch_sub(&w->holds[h->epoch & 1u], 1);
+}
+
+uint64_t wal_checkpoint_lsn(struct wal *w)
+{
+    pthread_mutex_lock(&w->ckpt_mu);
+    pthread_mutex_lock(&w->mu);
+    unsigned old = atomic_fetch_xor(&w->hold_epoch, 1u) & 1u;
+    uint64_t l = w->next_lsn;
+    pthread_mutex_unlock(&w->mu);
+    /* bounded by the holders' progress: each is one append, one wait and its apply from done */
+    int64_t nap = HOLD_NAP_MIN_NS;
+    while (atomic_load(&w->holds[old])) {
+        clock_sleep_ns(nap);
+        if (nap < HOLD_NAP_MAX_NS) nap *= 2;
+    }
+    pthread_mutex_unlock(&w->ckpt_mu);
+    return l;
+}
+
 uint64_t wal_durable_lsn(struct wal *w)
 {
     pthread_mutex_lock(&w->mu);
@@ -916,11 +1123,14 @@ void wal_stats(struct wal *w, struct wal_stats *out)
     pthread_mutex_unlock(&w->mu);
 }
 
-void wal_fault_inject(struct wal *w, enum wal_fault what, int err_no)
+void wal_fault_inject(struct wal *w, enum wal_fault what, int value)
 {
     pthread_mutex_lock(&w->mu);
-    if (what == WAL_FAULT_WRITE) w->fault_write = err_no;
-    else w->fault_sync = err_no;
+    if (what == WAL_FAULT_WRITE) w->fault_write = value;
+    else if (what == WAL_FAULT_SYNC) w->fault_sync = value;
+    else if (what == WAL_FAULT_SUBMIT_AGAIN) w->fault_again = value > 0 ? value : 0;
+    else if (what == WAL_FAULT_SYNC_DELAY)
+        w->sync_delay_ns = value > 0 ? (int64_t)value * NS_PER_US : 0;
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -960,6 +1170,7 @@ int wal_close(struct wal *w)
     io_uring_queue_exit(&w->ring);
     close(w->dirfd);
     pthread_cond_destroy(&w->work_cv);
+    pthread_mutex_destroy(&w->ckpt_mu);
     pthread_mutex_destroy(&w->mu);
     free(w->q);
     free(w->wb);

@@ -1,9 +1,11 @@
 /* The node's redo log: a directory of segment files written by one writer thread through
  * io_uring, with group commit (every record queued since the last write goes out in one write and
  * one fdatasync). A record is reported durable only after the fdatasync that covered its bytes
- * returned 0; a failed write or sync fails that group and every later append until a restart.
- * Recovery reads the records back in LSN order and cuts a torn tail; corruption in the middle is
- * an error, never skipped. docs/storage.md, "The redo log". */
+ * returned 0; a failed write or sync fails that group and every later append until a restart
+ * (after an optional fail-stop hook). Holds give a checkpoint a replay LSN below which every
+ * record appended under a hold is applied. Recovery syncs the tail and reads what the device
+ * holds, in LSN order, and cuts a torn tail; corruption in the middle is an error, never skipped.
+ * docs/storage.md, "The redo log". */
 #ifndef RDKV_WAL_H
 #define RDKV_WAL_H
 
@@ -98,6 +100,9 @@ struct wal_scan_result {
     uint64_t tail_offset;  /* byte offset in that segment where the good log ends */
     uint64_t dropped;      /* bytes after it (in that segment and any later ones) */
     char why[96];          /* what ended the log: "short record", "bad checksum", ... */
+    uint64_t tail_synced;  /* wal_open: the segment (first LSN) it fdatasynced and dropped from
+                              the page cache before the scan read anything; 0 for none (and
+                              always 0 from wal_scan, which changes nothing) */
 };
 
 /* One segment image in memory (the fuzz target and the scan share it). Checks the header
@@ -146,28 +151,40 @@ struct wal_opts {
     uint32_t record_max;      /* largest payload accepted; 0: 4 MiB (at most WAL_REC_LIMIT) */
     uint64_t queue_max;       /* appenders block while this many bytes wait for the writer;
                                  0: 16 MiB (raised to hold at least one largest record) */
+    /* Fail-stop hook (may be NULL): the writer calls it once, at the log's first failed write
+     * or sync (segment creation included), with the sticky status (RDKV_EIO / RDKV_ENOSPC) and
+     * the message wal_error will give, before it wakes any waiter or refuses any append: until
+     * it returns, waiters stay parked, appends queue, and wal_error still answers 0. A node
+     * stops its process there, so nothing acts on the failure (docs/storage.md, "Errors").
+     * Without it the log fails as described at wal_wait. Failures of wal_open itself are its
+     * answer, never the hook's. */
+    void (*on_fail)(void *arg, int status, const char *msg);
+    void *on_fail_arg;
 };
 void wal_opts_init(struct wal_opts *o);
 
 struct wal;
 
-/* Opens dir for appending: scans it as wal_scan does (fn, when not NULL, sees every good record:
- * the replay), cuts a torn tail (truncates its segment, removes later ones, syncs the dir), and
- * starts the writer thread. The scan's result goes to res when not NULL. Errors as wal_scan's,
- * plus RDKV_EIO / RDKV_ENOSPC / RDKV_ENOMEM for the files, the ring or the thread. */
+/* Opens dir for appending: first fdatasyncs the last segment and drops its pages from the page
+ * cache (so the scan reads what the device holds; a failed fdatasync refuses to open, naming the
+ * file), then scans it as wal_scan does (fn, when not NULL, sees every good record: the replay),
+ * cuts a torn tail (truncates its segment, removes later ones, syncs the dir), and starts the
+ * writer thread. The scan's result goes to res when not NULL. Errors as wal_scan's, plus
+ * RDKV_EIO / RDKV_ENOSPC / RDKV_ENOMEM for the files, the ring or the thread. */
 int wal_open(const struct wal_opts *o, wal_rec_fn fn, void *arg, struct wal_scan_result *res,
              struct wal **out, char *err, size_t errcap);
 
 /* Waiting below (wal_append on a full queue, wal_wait) parks the calling task and lets its
  * thread's other tasks run, or blocks a plain thread on a futex (common/task.h): never a spin.
  *
- * Queues a record (any thread or task); *lsn gets its LSN. Waits while the queue is full. The payload
- * is copied. RDKV_ETOOBIG past record_max, RDKV_EINVAL for a type outside 1..4, RDKV_EIO or
- * RDKV_ENOSPC once the log has failed (see wal_error), RDKV_ESHUTDOWN after wal_close began. */
+ * Queues a record (any thread or task); *lsn gets its LSN. Waits while the queue is full. The
+ * payload is copied. RDKV_ETOOBIG past record_max, RDKV_EINVAL for a type outside 1..4, RDKV_EIO
+ * or RDKV_ENOSPC once the log has failed (see wal_error), RDKV_ESHUTDOWN after wal_close began. */
 int wal_append(struct wal *w, uint8_t type, uint64_t txid, const void *payload, uint32_t len,
                uint64_t *lsn);
 /* Waits until lsn is durable: 0 only after an fdatasync that covered it returned 0. The log's
- * error (RDKV_EIO / RDKV_ENOSPC) when it failed first: the record may or may not be on disk.
+ * error (RDKV_EIO / RDKV_ENOSPC) when it failed first (only once the fail-stop hook, if any, has
+ * returned): the record may or may not be on disk.
  * With WAL_DUR_OFF returns at once: the log's error if it failed, else 0 (nothing is promised). */
 int wal_wait(struct wal *w, uint64_t lsn);
 /* wal_append then wal_wait. */
@@ -177,9 +194,26 @@ int wal_commit(struct wal *w, uint8_t type, uint64_t txid, const void *payload, 
 int wal_error(struct wal *w, char *msg, size_t cap);
 /* The highest LSN known durable (every record up to it is). */
 uint64_t wal_durable_lsn(struct wal *w);
-/* The LSN the next append will get: a checkpoint begun now replays the log from it (every record
- * below it was appended before, under its rows' locks: docs/storage.md, "Checkpoints"). */
+/* The LSN the next append will get. Not a checkpoint's replay LSN by itself: a record below it
+ * may be appended and not yet applied in memory (use wal_checkpoint_lsn). */
 uint64_t wal_next_lsn(struct wal *w);
+
+/* A hold keeps wal_checkpoint_lsn from answering past a record until the holder has applied it
+ * in memory. Take it before the append(s) it covers, release it after applying them (also when
+ * an append or a wait failed: a hold never released stalls every later checkpoint). Never
+ * blocks; any thread or task; costs two atomic operations (and a load) to take, one to release.
+ * The struct is the holder's: it lives wherever the holder likes, until wal_unhold. */
+struct wal_hold {
+    unsigned epoch;
+};
+void wal_hold(struct wal *w, struct wal_hold *h);
+void wal_unhold(struct wal *w, struct wal_hold *h);
+/* The replay LSN for a checkpoint begun now: every record with a smaller LSN was appended under a
+ * hold that has since been released (so the holder applied it, and what it applied is visible to
+ * the caller), or without a hold. Waits, napping 50-200 us at a time, for the holds taken before
+ * the call; holds taken during it do not delay it. Call it from a plain thread, never a task;
+ * calls are serialized (a second caller waits for the first). docs/storage.md, "Holds". */
+uint64_t wal_checkpoint_lsn(struct wal *w);
 
 /* Removes whole segments every record of which has an LSN below lsn (never the segment being
  * written). Returns the number removed or RDKV_EIO. */
@@ -191,12 +225,19 @@ int wal_close(struct wal *w);
 
 struct wal_stats {
     uint64_t records, bytes, writes, syncs; /* since open */
+    uint64_t stray; /* io_uring completions of no operation waited for: a bug, never taken */
 };
 void wal_stats(struct wal *w, struct wal_stats *out);
 
-/* Fault injection, for tests: the writer's next write (WAL_FAULT_WRITE) or sync (WAL_FAULT_SYNC)
- * fails with errno err_no instead of running (0 clears). */
-enum wal_fault { WAL_FAULT_WRITE, WAL_FAULT_SYNC };
-void wal_fault_inject(struct wal *w, enum wal_fault what, int err_no);
+/* Fault injection, for tests (value 0 clears each):
+ *   WAL_FAULT_WRITE, WAL_FAULT_SYNC: the writer's next write or sync fails with errno `value`
+ *     instead of running.
+ *   WAL_FAULT_SUBMIT_AGAIN: the `value`-th io_uring submit from now (1: the next) answers
+ *     -EAGAIN once without entering the kernel, leaving its operation queued in the SQ ring, as
+ *     the kernel's EAGAIN does. A group's write is its first submit and its fdatasync the second.
+ *   WAL_FAULT_SYNC_DELAY: from now on every group's fdatasync waits `value` microseconds before
+ *     it is submitted (sticky until set to 0), to widen races in tests. */
+enum wal_fault { WAL_FAULT_WRITE, WAL_FAULT_SYNC, WAL_FAULT_SUBMIT_AGAIN, WAL_FAULT_SYNC_DELAY };
+void wal_fault_inject(struct wal *w, enum wal_fault what, int value);
 
 #endif

@@ -3,11 +3,15 @@
  * the task), torn tails (cuts at random offsets, junk after
  * them, random bit flips) that recover exactly a prefix and say what they dropped, corruption in
  * the middle reported as an error, injected ENOSPC and EIO on writes and syncs (waiters fail,
- * nothing failed is reported durable, later appends fail), a log of another node or cluster
- * refused, truncation behind a checkpoint, limits, and the writes payload. Each test works in a
- * fresh directory under $TMPDIR and removes it. */
+ * nothing failed is reported durable, later appends fail), an io_uring submit answering EAGAIN
+ * (every completion matched to its operation), the fail-stop hook (called once, before any
+ * waiter learns of the failure), slow syncs, holds (a checkpoint's replay LSN never passes a
+ * record that is appended but not applied), recovery syncing the tail before it reads it, a log
+ * of another node or cluster refused, truncation behind a checkpoint, limits, and the writes
+ * payload. Each test works in a fresh directory under $TMPDIR and removes it. */
 #include "tests/harness.h"
 
+#include "common/clock.h"
 #include "common/pack.h"
 #include "common/rng.h"
 #include "common/task.h"
@@ -650,6 +654,406 @@ static void test_fault_threads(void)
     dir_remove();
 }
 
+/* io_uring_submit_and_wait answering EAGAIN with the operation still queued (the kernel could
+ * not take it now): the log must submit again, never prepare the operation a second time, and
+ * take only its own operation's completion. Armed for each commit in turn on the group's first
+ * submit (its write) and its second (its fdatasync). Every commit succeeds after a sync of its
+ * own, and the log read back holds each record at its LSN. */
+static void test_submit_again(void)
+{
+    dir_make();
+    struct wal_opts o;
+    opts(&o, WAL_DUR_GROUP);
+    struct wal *w;
+    char err[256];
+    REQUIRE(wal_open(&o, NULL, NULL, NULL, &w, err, sizeof err) == 0);
+    struct wal_stats st0, st;
+    wal_stats(w, &st0);
+    uint8_t buf[256];
+    const unsigned n = 20;
+    for (unsigned i = 0; i < n; i++) {
+        wal_fault_inject(w, WAL_FAULT_SUBMIT_AGAIN, 1 + (int)(i & 1));
+        uint64_t lsn = 0;
+        CHECK_EQ(wal_commit(w, WAL_COMMIT, i, buf, payload(buf, sizeof buf, 0, i), &lsn), 0);
+        CHECK_EQ(lsn, i + 1);
+        CHECK_EQ(wal_error(w, NULL, 0), 0);
+    }
+    wal_stats(w, &st);
+    CHECK(st.syncs >= st0.syncs + n);
+    CHECK_EQ(st.stray, 0);
+    CHECK_EQ(wal_close(w), 0);
+    struct coll c = {0};
+    struct wal_scan_result res;
+    REQUIRE(wal_open(&o, collect, &c, &res, &w, err, sizeof err) == 0);
+    CHECK_EQ(wal_close(w), 0);
+    CHECK(!res.torn);
+    CHECK_EQ(c.n, n);
+    for (size_t i = 0; i < c.n; i++) {
+        CHECK_EQ(c.lsn[i], i + 1);
+        CHECK_EQ(c.who[i].seq, i);
+    }
+    coll_free(&c);
+    dir_remove();
+}
+
+/* ---- the fail-stop hook --------------------------------------------------------------------- */
+
+struct hook_state {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct wal *w;
+    int calls, status, err_seen;
+    unsigned failed_seen; /* waiters that had returned with an error when the hook ran */
+    char msg[256];
+    bool entered, release;
+};
+static atomic_uint failed_returns;
+
+/* Records what it saw, then blocks until the test releases it, as a node's hook that stops the
+ * process never returns. */
+static void hook_block(void *arg, int status, const char *msg)
+{
+    struct hook_state *h = arg;
+    unsigned failed = atomic_load(&failed_returns);
+    int seen = wal_error(h->w, NULL, 0);
+    pthread_mutex_lock(&h->mu);
+    h->calls++;
+    h->status = status;
+    snprintf(h->msg, sizeof h->msg, "%s", msg);
+    h->failed_seen = failed;
+    h->err_seen = seen;
+    h->entered = true;
+    pthread_cond_broadcast(&h->cv);
+    while (!h->release) pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void *committer_counted(void *arg)
+{
+    appender_main(arg);
+    struct appender *a = arg;
+    if (a->rc) atomic_fetch_add(&failed_returns, 1);
+    return NULL;
+}
+
+/* A sync fails while threads commit: the hook runs once, while every waiter of the failed group
+ * is still parked and the error is not yet visible; after it returns every waiter gets the
+ * error. */
+static void test_fail_hook(void)
+{
+    dir_make();
+    static struct hook_state h;
+    memset(&h, 0, sizeof h);
+    pthread_mutex_init(&h.mu, NULL);
+    pthread_cond_init(&h.cv, NULL);
+    atomic_store(&failed_returns, 0);
+    struct wal_opts o;
+    opts(&o, WAL_DUR_GROUP);
+    o.on_fail = hook_block;
+    o.on_fail_arg = &h;
+    struct wal *w;
+    char err[256];
+    REQUIRE(wal_open(&o, NULL, NULL, NULL, &w, err, sizeof err) == 0);
+    h.w = w; /* before the failure is injected: the hook reads it under the log's own ordering */
+    struct appender a[THREADS];
+    pthread_t t[THREADS];
+    start_appenders(a, t, w, 50000, true, committer_counted);
+    struct wal_stats st;
+    for (int spins = 0; spins < 100000; spins++) { /* bounded: the threads make progress */
+        wal_stats(w, &st);
+        if (st.records >= 50) break;
+        usleep(100);
+    }
+    wal_fault_inject(w, WAL_FAULT_SYNC_DELAY, 2000); /* waiters park behind a slow sync */
+    wal_fault_inject(w, WAL_FAULT_SYNC, EIO);
+    pthread_mutex_lock(&h.mu);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 30;
+    while (!h.entered && pthread_cond_timedwait(&h.cv, &h.mu, &until) == 0) {}
+    bool entered = h.entered;
+    pthread_mutex_unlock(&h.mu);
+    CHECK(entered);
+    if (entered) {
+        /* a waiter wrongly woken before the hook would have had time to return */
+        usleep(20000);
+        CHECK_EQ(atomic_load(&failed_returns), 0);
+        CHECK_EQ(wal_error(w, NULL, 0), 0);
+        CHECK(wal_durable_lsn(w) < wal_next_lsn(w) - 1); /* records are waiting */
+    }
+    pthread_mutex_lock(&h.mu);
+    h.release = true;
+    pthread_cond_broadcast(&h.cv);
+    pthread_mutex_unlock(&h.mu);
+    for (unsigned i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_EQ(a[i].rc, RDKV_EIO);
+        free(a[i].lsns);
+    }
+    CHECK_EQ(h.calls, 1);
+    CHECK_EQ(h.status, RDKV_EIO);
+    CHECK_EQ(h.failed_seen, 0);
+    CHECK_EQ(h.err_seen, 0);
+    CHECK(strstr(h.msg, "fdatasync") != NULL);
+    char msg[200];
+    CHECK_EQ(wal_error(w, msg, sizeof msg), RDKV_EIO);
+    CHECK(strcmp(msg, h.msg) == 0);
+    uint8_t buf[16] = {0};
+    CHECK_EQ(wal_append(w, WAL_COMMIT, 1, buf, sizeof buf, NULL), RDKV_EIO);
+    CHECK_EQ(wal_close(w), RDKV_EIO);
+    CHECK_EQ(h.calls, 1); /* once */
+    pthread_cond_destroy(&h.cv);
+    pthread_mutex_destroy(&h.mu);
+    dir_remove();
+}
+
+/* WAL_FAULT_SYNC_DELAY: every group's fdatasync waits, until it is set to 0. A commit covers at
+ * least one delayed sync, so it lasts at least the delay (a lower bound the sleep guarantees,
+ * not a measurement). */
+static void test_sync_delay(void)
+{
+    dir_make();
+    struct wal_opts o;
+    opts(&o, WAL_DUR_GROUP);
+    struct wal *w;
+    char err[256];
+    REQUIRE(wal_open(&o, NULL, NULL, NULL, &w, err, sizeof err) == 0);
+    uint8_t buf[256];
+    wal_fault_inject(w, WAL_FAULT_SYNC_DELAY, 20000);
+    for (unsigned i = 0; i < 3; i++) {
+        int64_t t0 = clock_now_ns();
+        CHECK_EQ(wal_commit(w, WAL_COMMIT, i, buf, payload(buf, sizeof buf, 0, i), NULL), 0);
+        CHECK(clock_now_ns() - t0 >= 20 * NS_PER_MS);
+    }
+    wal_fault_inject(w, WAL_FAULT_SYNC_DELAY, 0);
+    for (unsigned i = 3; i < 10; i++)
+        CHECK_EQ(wal_commit(w, WAL_COMMIT, i, buf, payload(buf, sizeof buf, 0, i), NULL), 0);
+    CHECK_EQ(wal_close(w), 0);
+    struct coll c = {0};
+    struct wal_scan_result res;
+    CHECK_EQ(scan(&c, &res, err, sizeof err), 0);
+    CHECK_EQ(c.n, 10);
+    coll_free(&c);
+    dir_remove();
+}
+
+/* ---- holds ---------------------------------------------------------------------------------- */
+
+#define HOLD_LSNS 100000
+static atomic_uchar held[HOLD_LSNS], applied[HOLD_LSNS], unheld[HOLD_LSNS];
+static atomic_uint holders_done;
+
+struct holder {
+    struct wal *w;
+    unsigned id, count;
+    int rc;
+};
+
+/* {hold; append (two records for id 1); wait; apply; unhold}. Id 0 sleeps a few milliseconds
+ * between its wait and its apply every few rounds, so a checkpoint that did not wait for its
+ * hold would see its record unapplied. Id 3 appends without a hold. */
+static void *holder_main(void *arg)
+{
+    struct holder *x = arg;
+    uint8_t buf[256];
+    for (unsigned i = 0; i < x->count && !x->rc; i++) {
+        uint32_t n = payload(buf, sizeof buf, x->id, i);
+        struct wal_hold h;
+        bool hold = x->id != 3;
+        if (hold) wal_hold(x->w, &h);
+        uint64_t lsn[2];
+        unsigned k = x->id == 1 ? 2 : 1;
+        for (unsigned j = 0; j < k && !x->rc; j++) {
+            x->rc = wal_append(x->w, WAL_COMMIT, i, buf, n, &lsn[j]);
+            if (!x->rc && lsn[j] >= HOLD_LSNS) x->rc = RDKV_ETOOBIG;
+            if (!x->rc) atomic_store(hold ? &held[lsn[j]] : &unheld[lsn[j]], 1);
+        }
+        if (!x->rc) x->rc = wal_wait(x->w, lsn[k - 1]);
+        if (!x->rc && x->id == 0 && i % 4 == 0) usleep(3000);
+        for (unsigned j = 0; j < k && !x->rc; j++) atomic_store(&applied[lsn[j]], 1);
+        if (hold) wal_unhold(x->w, &h);
+    }
+    atomic_fetch_add(&holders_done, 1);
+    return NULL;
+}
+
+struct ckpt_call {
+    struct wal *w;
+    uint64_t lsn;
+    atomic_bool done;
+};
+static void *ckpt_main(void *arg)
+{
+    struct ckpt_call *c = arg;
+    c->lsn = wal_checkpoint_lsn(c->w);
+    atomic_store(&c->done, true);
+    return NULL;
+}
+
+static void test_holds(void)
+{
+    dir_make();
+    memset(held, 0, sizeof held);
+    memset(applied, 0, sizeof applied);
+    memset(unheld, 0, sizeof unheld);
+    struct wal_opts o;
+    opts(&o, WAL_DUR_GROUP);
+    struct wal *w;
+    char err[256];
+    REQUIRE(wal_open(&o, NULL, NULL, NULL, &w, err, sizeof err) == 0);
+    uint8_t buf[256];
+    uint32_t n = payload(buf, sizeof buf, 9, 0);
+
+    /* nothing held: the next LSN, at once */
+    CHECK_EQ(wal_checkpoint_lsn(w), 1);
+
+    /* a holder that applies late: the checkpoint waits for it */
+    struct holder slow = {w, 0, 1, 0};
+    pthread_t st;
+    atomic_store(&holders_done, 0);
+    pthread_create(&st, NULL, holder_main, &slow);
+    for (int k = 0; k < 100000 && !atomic_load(&held[1]); k++) usleep(50);
+    REQUIRE(atomic_load(&held[1]));
+    uint64_t l = wal_checkpoint_lsn(w);
+    CHECK_EQ(l, 2);
+    CHECK_EQ(atomic_load(&applied[1]), 1);
+    pthread_join(st, NULL);
+    CHECK_EQ(slow.rc, 0);
+
+    /* a hold taken while a checkpoint waits does not delay it; its records come at or after the
+     * checkpoint's LSN */
+    struct wal_hold a, b;
+    wal_hold(w, &a);
+    uint64_t la;
+    CHECK_EQ(wal_append(w, WAL_COMMIT, 1, buf, n, &la), 0);
+    static struct ckpt_call cc;
+    cc.w = w;
+    atomic_store(&cc.done, false);
+    pthread_t ct;
+    pthread_create(&ct, NULL, ckpt_main, &cc);
+    bool flipped = false; /* b lands in the other epoch once the checkpoint has begun */
+    for (int k = 0; k < 100000 && !flipped; k++) {
+        wal_hold(w, &b);
+        flipped = b.epoch != a.epoch;
+        if (!flipped) {
+            wal_unhold(w, &b);
+            usleep(50);
+        }
+    }
+    REQUIRE(flipped);
+    CHECK(!atomic_load(&cc.done)); /* it waits for a, which nothing has released */
+    uint64_t lb;
+    CHECK_EQ(wal_append(w, WAL_COMMIT, 2, buf, n, &lb), 0);
+    CHECK_EQ(wal_wait(w, lb), 0);
+    wal_unhold(w, &a);
+    pthread_join(ct, NULL); /* returns while b is held */
+    CHECK(cc.lsn > la);
+    CHECK(cc.lsn <= lb);
+    wal_unhold(w, &b);
+
+    /* holders, a slow one, one holding two records, one without holds, and a checkpointer:
+     * below each checkpoint's LSN every record appended under a hold is applied */
+    uint64_t base = wal_next_lsn(w);
+    struct holder x[4];
+    pthread_t t[4];
+    atomic_store(&holders_done, 0);
+    for (unsigned i = 0; i < 4; i++) {
+        x[i] = (struct holder){w, i, 150, 0};
+        pthread_create(&t[i], NULL, holder_main, &x[i]);
+    }
+    uint64_t prev = base;
+    unsigned checkpoints = 0, bad = 0;
+    while (atomic_load(&holders_done) < 4) {
+        uint64_t c = wal_checkpoint_lsn(w);
+        CHECK(c >= prev);
+        for (uint64_t i = prev; i < c && i < HOLD_LSNS; i++)
+            if (atomic_load(&held[i]) && !atomic_load(&applied[i])) {
+                if (!bad++) fprintf(stderr, "  LSN %llu below checkpoint LSN %llu not applied\n",
+                                    (unsigned long long)i, (unsigned long long)c);
+            }
+        prev = c > prev ? c : prev;
+        checkpoints++;
+        usleep(200);
+    }
+    for (unsigned i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_EQ(x[i].rc, 0);
+    }
+    CHECK_EQ(bad, 0);
+    CHECK(checkpoints > 0);
+    uint64_t end = wal_next_lsn(w);
+    CHECK_EQ(end - base, 150 * 5);
+    for (uint64_t i = base; i < end; i++)
+        CHECK(atomic_load(&held[i]) + atomic_load(&unheld[i]) == 1);
+    CHECK_EQ(wal_checkpoint_lsn(w), end);
+    CHECK_EQ(wal_close(w), 0);
+    dir_remove();
+}
+
+/* ---- recovery reads what the device holds --------------------------------------------------- */
+
+struct replay_peek {
+    struct wal_scan_result *res;
+    uint64_t synced_at_first;
+    size_t n;
+};
+static int replay_peek(void *arg, const struct wal_rec *r)
+{
+    struct replay_peek *p = arg;
+    (void)r;
+    if (p->n++ == 0) p->synced_at_first = p->res->tail_synced;
+    return 0;
+}
+
+static uint64_t last_segment(void)
+{
+    uint64_t last = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (!strncmp(e->d_name, "wal-", 4)) {
+            uint64_t v = strtoull(e->d_name + 4, NULL, 16);
+            if (v > last) last = v;
+        }
+    if (d) closedir(d);
+    return last;
+}
+
+/* wal_open syncs the last segment and drops its cached pages before the scan reads a record:
+ * the replay callback already sees it done. */
+static void test_recovery_sync(void)
+{
+    dir_make();
+    struct wal_opts o;
+    opts(&o, WAL_DUR_GROUP);
+    o.segment_bytes = 4096;
+    struct wal *w;
+    char err[256];
+    struct wal_scan_result res;
+    REQUIRE(wal_open(&o, NULL, NULL, &res, &w, err, sizeof err) == 0);
+    CHECK_EQ(res.tail_synced, 0); /* a new log: nothing to read */
+    CHECK_EQ(wal_close(w), 0);
+    REQUIRE((w = open_filled(&o, 200)) != NULL);
+    CHECK_EQ(wal_close(w), 0);
+    uint64_t last = last_segment();
+    REQUIRE(last > 1);
+    struct replay_peek p = {&res, 0, 0};
+    REQUIRE(wal_open(&o, replay_peek, &p, &res, &w, err, sizeof err) == 0);
+    CHECK_EQ(p.n, 200);
+    CHECK_EQ(p.synced_at_first, last);
+    CHECK_EQ(res.tail_synced, last);
+    CHECK_EQ(res.records, 200);
+    uint8_t buf[256];
+    uint64_t lsn;
+    CHECK_EQ(wal_commit(w, WAL_COMMIT, 1, buf, payload(buf, sizeof buf, 0, 200), &lsn), 0);
+    CHECK_EQ(lsn, 201);
+    CHECK_EQ(wal_close(w), 0);
+    CHECK_EQ(wal_scan(dir, NODE, FP, 0, NULL, NULL, &res, err, sizeof err), 0);
+    CHECK_EQ(res.tail_synced, 0); /* wal_scan changes nothing */
+    CHECK_EQ(res.records, 201);
+    dir_remove();
+}
+
 /* ---- identity, truncation, limits, payloads ------------------------------------------------- */
 
 static void test_other_node(void)
@@ -766,7 +1170,8 @@ static void *small_appender(void *arg)
     struct appender *a = arg;
     uint8_t buf[900];
     memset(buf, (int)a->id, sizeof buf);
-    for (unsigned i = 0; i < a->count && !a->rc; i++) a->rc = wal_append(a->w, WAL_DECISION, i, buf, sizeof buf, NULL);
+    for (unsigned i = 0; i < a->count && !a->rc; i++)
+        a->rc = wal_append(a->w, WAL_DECISION, i, buf, sizeof buf, NULL);
     return NULL;
 }
 
@@ -850,6 +1255,11 @@ static const struct test_case cases[] = {
     {"middle_segments", test_middle_segments},
     {"faults", test_faults},
     {"fault_threads", test_fault_threads},
+    {"submit_again", test_submit_again},
+    {"fail_hook", test_fail_hook},
+    {"sync_delay", test_sync_delay},
+    {"holds", test_holds},
+    {"recovery_sync", test_recovery_sync},
     {"other_node", test_other_node},
     {"truncate", test_truncate},
     {"truncate_concurrent", test_truncate_concurrent},
