@@ -301,8 +301,13 @@ uint64_t fab_rpc_conn(const struct fab_rpc_req *req);
  * that arrived on it has been answered (one hook per fabric; set it before serving). */
 typedef void (*fab_conn_gone_fn)(void *arg, uint64_t conn);
 void fab_on_conn_gone(struct fabric *f, fab_conn_gone_fn fn, void *arg);
-/* Sends the response (status and bytes, copied) and frees req. */
+/* Sends the response (status and bytes, copied) and frees req. Bytes longer than
+ * fab_rpc_reply_max are not sent: the response is then RDKV_ETOOBIG with none. */
 void fab_rpc_reply(struct fab_rpc_req *req, int status, const void *data, size_t len);
+/* The most bytes a response to req may carry (fab_opts.rpc_max_bytes, the frame limit the
+ * caller's side enforces too). A handler whose answer grows with what it reads checks it while
+ * building the answer, so that a small request cannot make it build a huge one. */
+size_t fab_rpc_reply_max(const struct fab_rpc_req *req);
 
 /* A growable byte buffer for RPC responses, reused across calls. */
 struct fab_buf {

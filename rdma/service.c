@@ -42,6 +42,11 @@
 #define SVC_ACCEPT_BACKOFF_MIN (50 * NS_PER_MS)
 #define SVC_ACCEPT_BACKOFF_MAX (2 * NS_PER_S)
 #define SVC_ACCEPT_LOG_EVERY (10 * NS_PER_S)
+/* Echo connections (the raw TCP baseline of kvbench fabric) open at once: each is a thread of
+ * its own, so they have a small cap besides counting against conn_max. Only nodes and operator
+ * tools (the node key) may open one; kvbench opens one at a time. */
+#define SVC_ECHO_MAX 16u
+#define SVC_ECHO_STACK (64u << 10) /* an echo thread's stack: it needs a few KiB (a log line) */
 
 struct sconn {
     struct conn c; /* first: user_data points at it */
@@ -56,6 +61,7 @@ struct sconn {
     uint8_t nonce[WIRE_NONCE_SIZE];       /* while auth_wait: our challenge */
     bool qp_error;    /* the soft NIC's error state: flush everything until WIRE_OP_RESET */
     bool echo;        /* hand the socket to an echo thread once the recv is cancelled */
+    bool echo_pending; /* counted in svc.echo_pending until its thread starts or it goes */
     _Atomic int reqs; /* RPC requests that still owe a reply on this connection */
     uint64_t id;
     /* backpressure: while the connection's queued output and running requests are over the
@@ -101,6 +107,8 @@ struct echo_thread {
     struct echo_thread *next;
     pthread_t thr;
     int fd;
+    uint64_t conn;     /* the connection's id, for the log */
+    int64_t idle_ns;   /* closed after this long with nothing received (<= 0: never) */
     struct wire_hello_ack ack;
     _Atomic bool done;
 };
@@ -134,8 +142,11 @@ struct svc {
     pthread_cond_t q_cv;
     struct fab_rpc_req *q_head, **q_tail;
     bool q_stop;
-    /* echo threads */
+    /* echo threads (service thread): running or finished and not yet joined, and echo
+     * connections accepted whose thread is not started yet; both count against conn_max and
+     * SVC_ECHO_MAX */
     struct echo_thread *echoes;
+    unsigned nechoes, echo_pending;
     /* bounds and timers */
     unsigned nconns;          /* connections in the list, closing ones too (they hold an fd) */
     size_t out_max;
@@ -253,6 +264,7 @@ uint16_t fab_rpc_src(const struct fab_rpc_req *req) { return req->src; }
 uint64_t fab_rpc_src_incarnation(const struct fab_rpc_req *req) { return req->src_inc; }
 bool fab_rpc_from_client(const struct fab_rpc_req *req) { return req->client; }
 uint64_t fab_rpc_conn(const struct fab_rpc_req *req) { return req->conn->id; }
+size_t fab_rpc_reply_max(const struct fab_rpc_req *req) { return req->f->o.rpc_max_bytes; }
 
 void fab_on_conn_gone(struct fabric *f, fab_conn_gone_fn fn, void *arg)
 {
@@ -423,39 +435,41 @@ static void dispatch_rpc(struct svc *s, struct sconn *sc, const struct wire_hdr 
 /* ------------------------------------------------------------------------------------------ */
 /* Echo baseline: a plain blocking thread, no io_uring, no fabric framing. */
 
+/* The connection is bounded like any other: idle for the node's conn_idle (nothing received),
+ * or unable to send for SVC_STALL_NS (its peer reads nothing), it is closed. */
 static void *echo_main(void *arg)
 {
     struct echo_thread *e = arg;
+    struct timeval snd = {.tv_sec = SVC_STALL_NS / NS_PER_S};
+    setsockopt(e->fd, SOL_SOCKET, SO_SNDTIMEO, &snd, sizeof snd);
+    if (e->idle_ns > 0) {
+        struct timeval rcv = {.tv_sec = e->idle_ns / NS_PER_S,
+                              .tv_usec = (e->idle_ns % NS_PER_S) / 1000};
+        if (!rcv.tv_sec && !rcv.tv_usec) rcv.tv_usec = 1;
+        setsockopt(e->fd, SOL_SOCKET, SO_RCVTIMEO, &rcv, sizeof rcv);
+    }
     uint8_t ack[WIRE_HDR_SIZE + WIRE_HELLO_ACK_SIZE];
     wire_put_hello_ack(ack, &e->ack);
     if (send(e->fd, ack, sizeof ack, MSG_NOSIGNAL) == (ssize_t)sizeof ack) {
         uint8_t m[8];
         for (;;) {
             ssize_t r = recv(e->fd, m, sizeof m, MSG_WAITALL);
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                log_info("echo connection %llu: idle for %lld s; closing it",
+                         (unsigned long long)e->conn, (long long)(e->idle_ns / NS_PER_S));
             if (r != (ssize_t)sizeof m) break;
             if (send(e->fd, m, sizeof m, MSG_NOSIGNAL) != (ssize_t)sizeof m) break;
         }
     }
+    shutdown(e->fd, SHUT_RDWR); /* the peer sees the end now; the fd closes when joined */
     atomic_store(&e->done, true);
     return NULL;
 }
 
-static void start_echo(struct svc *s, struct sconn *sc)
+/* Joins the echo threads that have finished (service thread; they are past their last touch of
+ * anything but e). */
+static void echo_reap(struct svc *s)
 {
-    struct echo_thread *e = calloc(1, sizeof *e);
-    if (!e) return;
-    e->fd = dup(sc->c.fd);
-    if (e->fd < 0) {
-        free(e);
-        return;
-    }
-    e->ack.status = 0;
-    e->ack.node = s->f->node;
-    e->ack.transport = (uint16_t)s->f->transport;
-    e->ack.arena_size = s->f->arena_size;
-    e->ack.cluster_fp = s->f->cc->fingerprint;
-    e->ack.incarnation = s->f->incarnation;
-    /* Reap finished echo threads first. */
     for (struct echo_thread **pp = &s->echoes; *pp;) {
         struct echo_thread *x = *pp;
         if (atomic_load(&x->done)) {
@@ -463,17 +477,48 @@ static void start_echo(struct svc *s, struct sconn *sc)
             close(x->fd);
             *pp = x->next;
             free(x);
+            s->nechoes--;
         } else {
             pp = &x->next;
         }
     }
-    if (pthread_create(&e->thr, NULL, echo_main, e)) {
+}
+
+static void start_echo(struct svc *s, struct sconn *sc)
+{
+    sc->echo_pending = false;
+    s->echo_pending--;
+    struct echo_thread *e = calloc(1, sizeof *e);
+    if (!e) return;
+    e->fd = dup(sc->c.fd);
+    if (e->fd < 0) {
+        free(e);
+        return;
+    }
+    e->conn = sc->id;
+    e->idle_ns = s->idle_ns;
+    e->ack.status = 0;
+    e->ack.node = s->f->node;
+    e->ack.transport = (uint16_t)s->f->transport;
+    e->ack.arena_size = s->f->arena_size;
+    e->ack.cluster_fp = s->f->cc->fingerprint;
+    e->ack.incarnation = s->f->incarnation;
+    echo_reap(s);
+    pthread_attr_t at;
+    int rc = pthread_attr_init(&at);
+    if (!rc) {
+        pthread_attr_setstacksize(&at, SVC_ECHO_STACK);
+        rc = pthread_create(&e->thr, &at, echo_main, e);
+        pthread_attr_destroy(&at);
+    }
+    if (rc) {
         close(e->fd);
         free(e);
         return;
     }
     e->next = s->echoes;
     s->echoes = e;
+    s->nechoes++;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -495,7 +540,9 @@ static void sconn_new(struct svc *s, int fd)
     sc->peer = FAB_NODE_CLIENT;
     sc->id = ++s->next_conn_id;
     sc->born_ns = sc->last_rx_ns = clock_now_ns();
-    if (s->nconns >= s->conn_max) {
+    if (s->nechoes) echo_reap(s);
+    /* (an echo connection counts as a connection: handed to its thread, it has left conns) */
+    if (s->nconns + s->nechoes >= s->conn_max) {
         sc->refuse = RDKV_EBUSY;
         log_rl_conn_cap(s);
     }
@@ -510,6 +557,7 @@ static void sconn_new(struct svc *s, int fd)
  * (its last touch) once this takes it. */
 static void sconn_free(struct svc *s, struct sconn *sc)
 {
+    if (sc->echo_pending) s->echo_pending--; /* (closed before its thread started) */
     conn_gone(s->f, sc->id);
     pthread_mutex_lock(&sc->out_mu);
     pthread_mutex_unlock(&sc->out_mu);
@@ -613,7 +661,15 @@ static void hello_accept(struct svc *s, struct sconn *sc, const struct wire_hell
     sc->peer_inc = hello->incarnation;
     sc->role = hello->role;
     if (hello->kind == WIRE_KIND_ECHO) {
-        sc->echo = true;
+        if (s->nechoes) echo_reap(s);
+        if (s->nechoes + s->echo_pending >= SVC_ECHO_MAX) {
+            snprintf(why, sizeof why, "%u echo connections are open, the most allowed",
+                     SVC_ECHO_MAX);
+            hello_refuse(s, sc, RDKV_EBUSY, why);
+            return;
+        }
+        sc->echo = sc->echo_pending = true;
+        s->echo_pending++;
         /* The echo thread sends the ack once the recv is cancelled and it owns the socket. */
         struct io_uring_sqe *sqe = uring_sqe(&s->ring);
         io_uring_prep_cancel64(sqe, ev_tag(&sc->c, EV_RECV), 0);
@@ -641,6 +697,14 @@ static void handle_hello(struct svc *s, struct sconn *sc, const struct wire_hdr 
     }
     if (hello.kind != WIRE_KIND_FABRIC && hello.kind != WIRE_KIND_ECHO) {
         hello_refuse(s, sc, RDKV_EPROTO, "unknown connection kind");
+        return;
+    }
+    /* Roles: the echo baseline (a plain thread per connection) is for nodes and operator tools
+     * (kvbench fabric); clients use the session protocol only. */
+    if (hello.kind == WIRE_KIND_ECHO && hello.role == WIRE_ROLE_CLIENT) {
+        hello_refuse(s, sc, RDKV_EPERM,
+                     "a client connection cannot open an echo connection (the TCP baseline is "
+                     "for nodes and operator tools, with the node key)");
         return;
     }
     /* Roles: the client key proves a client and nothing else; the node key proves a member of
@@ -911,6 +975,7 @@ static void arm_timer(struct svc *s, struct __kernel_timespec *ts, int64_t ns)
 static void on_tick(struct svc *s)
 {
     int64_t now = clock_now_ns();
+    if (s->nechoes) echo_reap(s);
     for (struct sconn *sc = s->conns; sc; sc = sc->next) {
         if (sc->c.closing || sc->echo) continue;
         if (sc->paused && now - sc->progress_ns > SVC_STALL_NS) {

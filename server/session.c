@@ -131,6 +131,43 @@ static void ses_reply(struct fab_rpc_req *req, int rc, const void *data, size_t 
 
 static void reply_status(struct fab_rpc_req *req, int rc) { ses_reply(req, rc, NULL, 0); }
 
+/* Answers that grow with what an operation reads -- a value, a scan's batch, a SES_MULTI's
+ * values -- are built in a writer whose first 4 bytes are the status's (w_open), checked
+ * against the largest response the fabric sends (fab_rpc_reply_max) before each value goes in,
+ * and handed to the fabric as they are (reply_w, no copy). So one request never makes the node
+ * build more than that: a small SES_MULTI of GETs of a large value used to build its whole
+ * answer (hundreds of MiB) only to have it refused by fab_rpc_reply. */
+static void w_open(struct pack_w *w)
+{
+    pack_w_init(w);
+    pack_u32(w, 0); /* the status, set by reply_w */
+}
+
+static void reply_w(struct fab_rpc_req *req, int rc, struct pack_w *w)
+{
+    if (!rc && w->err) rc = RDKV_ENOMEM;
+    if (rc) {
+        reply_status(req, rc);
+        return;
+    }
+    pack_put_u32le(w->p, 0);
+    fab_rpc_reply(req, 0, w->p, w->len);
+}
+
+/* Puts n bytes (u32 length, bytes) into the answer w when they keep it within max: 0, or
+ * RDKV_ETOOBIG with *capped set and nothing put (RDKV_ENOMEM when the writer failed). */
+static int put_capped(struct pack_w *w, const void *p, uint32_t n, size_t max, bool *capped)
+{
+    if (w->len + 4 + (size_t)n > max) {
+        *capped = true;
+        return RDKV_ETOOBIG;
+    }
+    pack_u32(w, n);
+    uint8_t *d = pack_w_room(w, n);
+    if (d && n) memcpy(d, p, n);
+    return w->err ? RDKV_ENOMEM : 0;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* The table of sessions (under the service's mutex). */
 
@@ -307,15 +344,28 @@ static int begin_txn(struct session *x, bool retry)
     return 0;
 }
 
-/* The next batch of the open scan, into w (u8 more, u32 n, rows). *done: the scan ended. */
-static int fill_batch(struct session *x, struct pack_w *w, bool *done)
+/* An operation whose answer would pass the largest response (put_capped) failed with
+ * RDKV_ETOOBIG, and so has its transaction, as one past --txn-max-bytes does (rdkv.h): it is
+ * aborted now, its locks released before the answer goes, and its later operations and its
+ * commit answer RDKV_ETOOBIG; the session goes on (its next BEGIN starts afresh). */
+static void fail_toobig(struct session *x)
 {
+    end_txn(x);
+    x->ended = RDKV_ETOOBIG;
+}
+
+/* The next batch of the open scan, into w (u8 more, u32 n, rows), at most max bytes in all (a
+ * batch stops at SES_BATCH_BYTES anyway; a row that alone would pass max is RDKV_ETOOBIG, with
+ * *capped set). *done: the scan ended. */
+static int fill_batch(struct session *x, struct pack_w *w, size_t max, bool *capped, bool *done)
+{
+    size_t at = w->len;
     pack_u8(w, 0);
     pack_u32(w, 0);
     uint32_t n = 0;
     bool more = false;
     while (x->it) {
-        if (n >= SES_BATCH_ROWS || w->len >= SES_BATCH_BYTES) {
+        if (n >= SES_BATCH_ROWS || w->len - at >= SES_BATCH_BYTES) {
             more = true;
             break;
         }
@@ -324,13 +374,17 @@ static int fill_batch(struct session *x, struct pack_w *w, bool *done)
         int r = txn_iter_next(x->it, &k, &kl, &v, &vl);
         if (r < 0) return r;
         if (r == 0) break;
+        if (w->len + 4 + (size_t)kl > max) {
+            *capped = true;
+            return RDKV_ETOOBIG;
+        }
         put_bytes(w, k, kl);
-        put_bytes(w, v, vl);
+        if ((r = put_capped(w, v, vl, max, capped))) return r;
         n++;
     }
     if (w->err) return RDKV_ENOMEM;
-    w->p[0] = more;
-    pack_put_u32le(w->p + 1, n);
+    w->p[at] = more;
+    pack_put_u32le(w->p + at + 1, n);
     *done = !more;
     return 0;
 }
@@ -339,17 +393,17 @@ static int fill_batch(struct session *x, struct pack_w *w, bool *done)
 static void send_batch(struct session *x, struct fab_rpc_req *req)
 {
     struct pack_w w;
-    pack_w_init(&w);
-    bool done = false;
-    int rc = fill_batch(x, &w, &done);
+    w_open(&w);
+    bool done = false, capped = false;
+    int rc = fill_batch(x, &w, fab_rpc_reply_max(req), &capped, &done);
     if (!rc && done) {
         txn_iter_close(x->it);
         x->it = NULL;
         if (x->oneshot) rc = commit_txn(x);
     }
     if (rc && x->oneshot) end_txn(x);
-    if (rc) reply_status(req, rc);
-    else ses_reply(req, 0, w.p, w.len);
+    else if (capped) fail_toobig(x);
+    reply_w(req, rc, &w);
     pack_w_free(&w);
 }
 
@@ -459,57 +513,66 @@ static void run_txn_op(struct session *x, struct fab_rpc_req *req, uint8_t op, b
                        uint8_t flag, const uint8_t *k, uint32_t kl, const uint8_t *v, uint32_t vl,
                        const uint8_t *e, uint32_t el, uint64_t limit);
 
-/* SES_PATCH in t: the answer's bytes (the old value when want_old) go to w, copied before a
- * commit ends what they point into. */
+/* SES_PATCH in t: the answer's bytes (the old value when want_old) go to w, within max (else
+ * RDKV_ETOOBIG, *capped), copied before a commit ends what they point into. */
 static int patch_op(struct txn *t, uint8_t want_old, const uint8_t *k, uint32_t kl, uint32_t off,
-                    const uint8_t *v, uint32_t vl, struct pack_w *w)
+                    const uint8_t *v, uint32_t vl, struct pack_w *w, size_t max, bool *capped)
 {
     const void *old;
     uint32_t oldlen;
     int rc = txn_patch(t, k, kl, off, v, vl, want_old ? &old : NULL, &oldlen);
-    if (!rc && want_old) {
-        put_bytes(w, old, oldlen);
-        if (w->err) rc = RDKV_ENOMEM;
-    }
+    if (!rc && want_old) rc = put_capped(w, old, oldlen, max, capped);
     return rc;
 }
 
-/* One item of a SES_MULTI in t: its status (0 or RDKV_ENOTFOUND go on), its bytes into w. */
-static int multi_item(struct txn *t, const struct sop *o, struct pack_w *w)
+/* One item of a SES_MULTI in t: its status (0 or RDKV_ENOTFOUND go on), its bytes into w, the
+ * answer staying within max (else RDKV_ETOOBIG, *capped). */
+static int multi_item(struct txn *t, const struct sop *o, struct pack_w *w, size_t max,
+                      bool *capped)
 {
     const void *val;
     uint32_t vlen;
+    if (w->len + 4 > max) {
+        *capped = true;
+        return RDKV_ETOOBIG;
+    }
     size_t at = w->len;
     pack_u32(w, 0); /* the item's status, filled in below */
     int rc;
     switch (o->op) {
     case SES_GET:
         rc = txn_get(t, o->k, o->kl, o->flag, &val, &vlen);
-        if (!rc) put_bytes(w, val, vlen);
+        if (!rc) rc = put_capped(w, val, vlen, max, capped);
         break;
     case SES_PUT: rc = txn_put(t, o->k, o->kl, o->v, o->vl); break;
     case SES_DEL: rc = txn_del(t, o->k, o->kl); break;
-    default: rc = patch_op(t, o->flag, o->k, o->kl, (uint32_t)o->limit, o->v, o->vl, w); break;
+    default:
+        rc = patch_op(t, o->flag, o->k, o->kl, (uint32_t)o->limit, o->v, o->vl, w, max, capped);
+        break;
     }
     if (!rc && w->err) rc = RDKV_ENOMEM;
     if (!w->err) pack_put_u32le(w->p + at, (uint32_t)rc);
     return rc;
 }
 
-/* SES_MULTI (server/proto.h): the items in order; the first failure ends the run. */
+/* SES_MULTI (server/proto.h): the items in order; the first failure ends the run. The answer is
+ * bounded while it is built: the item whose bytes would take it past the largest response ends
+ * the run with RDKV_ETOOBIG, and the transaction has then failed (fail_toobig). */
 static void run_multi(struct session *x, struct fab_rpc_req *req, struct sop *items, unsigned n,
                       bool one)
 {
+    size_t max = fab_rpc_reply_max(req);
     struct pack_w w;
-    pack_w_init(&w);
+    w_open(&w);
     pack_u16(&w, (uint16_t)n);
     int rc = 0;
+    bool capped = false;
     for (unsigned i = 0; i < n && (rc == 0 || rc == RDKV_ENOTFOUND); i++)
-        rc = multi_item(x->t, &items[i], &w);
+        rc = multi_item(x->t, &items[i], &w, max, &capped);
     if (rc == RDKV_ENOTFOUND) rc = 0;
     if (one) rc = oneshot_end(x, rc);
-    if (rc) reply_status(req, rc);
-    else ses_reply(req, 0, w.p, w.len);
+    else if (capped) fail_toobig(x);
+    reply_w(req, rc, &w);
     pack_w_free(&w);
 }
 
@@ -590,14 +653,13 @@ static void run_txn_op(struct session *x, struct fab_rpc_req *req, uint8_t op, b
         rc = one && !flag ? txn_get_once(x->t, k, kl, &val, &vlen)
                           : txn_get(x->t, k, kl, flag, &val, &vlen);
         struct pack_w w;
-        pack_w_init(&w);
-        if (!rc) {
-            put_bytes(&w, val, vlen); /* before a commit ends what val points into */
-            if (w.err) rc = RDKV_ENOMEM;
-        }
+        w_open(&w);
+        bool capped = false;
+        /* (copied before a commit ends what val points into) */
+        if (!rc) rc = put_capped(&w, val, vlen, fab_rpc_reply_max(req), &capped);
         if (one) rc = oneshot_end(x, rc);
-        if (rc) reply_status(req, rc);
-        else ses_reply(req, 0, w.p, w.len);
+        else if (capped) fail_toobig(x);
+        reply_w(req, rc, &w);
         pack_w_free(&w);
         return;
     }
@@ -607,11 +669,13 @@ static void run_txn_op(struct session *x, struct fab_rpc_req *req, uint8_t op, b
         return;
     case SES_PATCH: {
         struct pack_w w;
-        pack_w_init(&w);
-        rc = patch_op(x->t, flag, k, kl, (uint32_t)limit, v, vl, &w);
+        w_open(&w);
+        bool capped = false;
+        rc = patch_op(x->t, flag, k, kl, (uint32_t)limit, v, vl, &w, fab_rpc_reply_max(req),
+                      &capped);
         if (one) rc = oneshot_end(x, rc);
-        if (rc) reply_status(req, rc);
-        else ses_reply(req, 0, w.p, w.len);
+        else if (capped) fail_toobig(x);
+        reply_w(req, rc, &w);
         pack_w_free(&w);
         return;
     }
@@ -671,20 +735,20 @@ static bool inline_run(struct session_svc *s, const struct sop *o, struct fab_rp
     struct txn *t;
     if (txn_begin(s->inline_w, &t)) return false;
     struct pack_w w;
-    pack_w_init(&w);
+    w_open(&w);
+    size_t max = fab_rpc_reply_max(req);
+    bool capped = false; /* (a one-shot: aborted below like any failure) */
     int rc;
     if (o->op == SES_GET) {
         const void *val;
         uint32_t vlen;
         rc = txn_get(t, o->k, o->kl, o->flag, &val, &vlen);
-        if (!rc) {
-            put_bytes(&w, val, vlen);
-            if (w.err) rc = RDKV_ENOMEM;
-        }
+        if (!rc) rc = put_capped(&w, val, vlen, max, &capped);
     } else if (o->op == SES_PUT) {
         rc = txn_put(t, o->k, o->kl, o->v, o->vl);
     } else if (o->op == SES_PATCH) {
-        rc = patch_op(t, o->flag, o->k, o->kl, (uint32_t)o->limit, o->v, o->vl, &w);
+        rc = patch_op(t, o->flag, o->k, o->kl, (uint32_t)o->limit, o->v, o->vl, &w, max,
+                      &capped);
     } else {
         rc = txn_del(t, o->k, o->kl);
     }
@@ -697,8 +761,7 @@ static bool inline_run(struct session_svc *s, const struct sop *o, struct fab_rp
     bool done = rc != RDKV_EABORTED;
     if (done) {
         s->inline_ops++;
-        if (rc) reply_status(req, rc);
-        else ses_reply(req, 0, w.p, w.len);
+        reply_w(req, rc, &w);
     }
     pack_w_free(&w);
     return done;

@@ -20,6 +20,17 @@
  * bench_off (row 9): a node not started with --bench answers the workload and benchmark RPCs
  *   with RDKV_ENOTSUP and a text naming --bench; a node started with it serves them (the
  *   negative control).
+ * multi_reply: a client's one SES_MULTI of 1,024 GETs of a 256 KiB value (13 KB asked, 256 MiB
+ *   to answer) is answered RDKV_ETOOBIG by the session, the node's peak RSS (VmHWM, reset just
+ *   before) staying within MULTI_BOUND_KIB (the reply used to be built whole: +500 MiB); an
+ *   interactive transaction doing it has failed (its commit says RDKV_ETOOBIG) and holds no lock;
+ *   the session goes on, and a SES_MULTI whose answer fits is served (the negative control).
+ * echo_conns: 40 echo connections (the raw TCP baseline of kvbench fabric) asked for with the
+ *   client secret are refused RDKV_EPERM and add no node thread (each used to get a thread of
+ *   its own, past --max-conns and --conn-idle), and an ordinary client is served meanwhile.
+ *   With the node secret (the negative control) they echo; they count against --max-conns and
+ *   their own cap (RDKV_EBUSY beyond), the node's threads stay within that cap, and one that
+ *   idles for --conn-idle is closed.
  *
  * Bounds are on memory and counts, never on timing; every loop is bounded in count and time. */
 #include "tests/harness.h"
@@ -37,10 +48,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 
 /* How much a node's RSS may grow under one abuse row. The node's own bounds are about 5 MiB per
@@ -139,6 +152,35 @@ static long log_count(struct cl *c, unsigned node, const char *a, const char *b)
         if (strstr(line, a) && (!b || strstr(line, b))) n++;
     fclose(f);
     return n;
+}
+
+/* A number from /proc/<pid>/status ("VmHWM:", "VmRSS:" in KiB; "Threads:"), or -1. */
+static long proc_status(int pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long v = -1;
+    size_t fl = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, field, fl)) {
+            v = strtol(line + fl, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* Resets the peak RSS (VmHWM) of pid to its current RSS (proc(5), clear_refs "5"): 0 or -1. */
+static int hwm_reset(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/clear_refs", pid);
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    int rc = fputs("5", f) < 0 ? -1 : 0;
+    return fclose(f) || rc ? -1 : 0;
 }
 
 static void nap_ms(long ms)
@@ -373,6 +415,7 @@ static void conn_cap(void)
     REQUIRE(cl_start(&c, NODES, false, extra) == 0);
     enum { N = 64 };
     static struct raw a[N];
+    for (unsigned i = 0; i < N; i++) a[i].fd = -1; /* (those never dialled: raw_close skips) */
     unsigned accepted = 0, busy = 0, other = 0;
     for (unsigned i = 0; i < N; i++) {
         struct raw_opts ro = raw_client_opts(&c, 5000);
@@ -487,11 +530,278 @@ static void bench_off(void)
     cl_stop(&bench);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* multi_reply: a reply bounded while it is built */
+
+/* The most a node's peak RSS may grow over one SES_MULTI: the largest reply the fabric sends
+ * (16 MiB) being built, and slack (measured +22 MiB; +32 MiB under ASan and +50 MiB under TSan,
+ * whose allocators keep what realloc left). The unbounded reply took +518 MiB. */
+#define MULTI_BOUND_KIB ((TENV_SANITIZED ? 96L : 64L) * 1024)
+#define BIG_VALUE (256u << 10)
+
+static uint64_t raw_rpc_id;
+
+/* One session request on a raw client connection: the RPC's status in *rpc_st and, when it is
+ * 0, the session's answer status (its u32 first) returned, its bytes after the status into out
+ * (up to cap; *len their full length). A link failure: that status, *rpc_st untouched. */
+static int raw_ses(struct raw *r, const void *req, size_t len, int32_t *rpc_st, uint8_t *out,
+                   size_t cap, size_t *len_out)
+{
+    uint64_t id = ++raw_rpc_id;
+    static uint8_t buf[BIG_VALUE + 64];
+    size_t n = 0;
+    if (len_out) *len_out = 0;
+    int rc = raw_send_rpc(r, id, KV_RPC_SESSION, req, (uint32_t)len);
+    if (!rc) rc = raw_rpc_reply(r, id, rpc_st, buf, sizeof buf, &n);
+    if (rc) return rc;
+    if (*rpc_st) return *rpc_st;
+    if (n < 4) return RDKV_EPROTO;
+    if (len_out) *len_out = n - 4;
+    if (out) memcpy(out, buf + 4, n - 4 < cap ? n - 4 : cap);
+    return (int32_t)pack_get_u32le(buf);
+}
+
+/* SES_MULTI of n GETs of key (for update when upd) in session sid, with the flags given. */
+static int multi_gets(struct raw *r, const struct ses_id *sid, uint8_t flags, unsigned n,
+                      const char *key, bool upd, int32_t *rpc_st, size_t *len)
+{
+    struct pack_w w;
+    pack_w_init(&w);
+    uint8_t *d = pack_w_room(&w, SES_ID_LEN);
+    if (d) memcpy(d, sid->b, SES_ID_LEN);
+    pack_u8(&w, SES_MULTI | flags);
+    pack_u16(&w, (uint16_t)n);
+    for (unsigned i = 0; i < n; i++) {
+        pack_u8(&w, SES_GET);
+        pack_u8(&w, upd);
+        pack_u32(&w, (uint32_t)strlen(key));
+        uint8_t *p = pack_w_room(&w, strlen(key));
+        if (p) memcpy(p, key, strlen(key));
+    }
+    int rc = w.err ? RDKV_ENOMEM : raw_ses(r, w.p, w.len, rpc_st, NULL, 0, len);
+    pack_w_free(&w);
+    return rc;
+}
+
+/* A request with no fields but the op (SES_COMMIT, SES_ABORT) in session sid. */
+static int ses_bare(struct raw *r, const struct ses_id *sid, uint8_t op, int32_t *rpc_st)
+{
+    uint8_t req[SES_ID_LEN + 1];
+    memcpy(req, sid->b, SES_ID_LEN);
+    req[SES_ID_LEN] = op;
+    return raw_ses(r, req, sizeof req, rpc_st, NULL, 0, NULL);
+}
+
+static void multi_reply(void)
+{
+    if (!tenv_bindir) SKIP("needs --bindir to find kvserver");
+    static struct cl c;
+    REQUIRE(cl_start(&c, 1, false, NULL) == 0);
+    int pid = c.L.pids[0];
+    rdkv_session *s;
+    REQUIRE(connect_to(&c, 0, &s) == 0);
+    static uint8_t big[BIG_VALUE];
+    for (unsigned i = 0; i < BIG_VALUE; i++) big[i] = (uint8_t)(i * 7 + 1);
+    const char *key = "multi:big";
+    REQUIRE(rdkv_put(s, key, strlen(key), big, sizeof big) == 0);
+
+    struct raw a;
+    struct raw_opts ro = raw_client_opts(&c, 60000);
+    REQUIRE(raw_dial(&a, "127.0.0.1", port_of(&c, 0), &ro) == 0);
+    struct ses_id sid;
+    int32_t rst = -1;
+    uint8_t open[SES_OPEN_LEN], ans[64];
+    size_t alen = 0;
+    CHECK_EQ(raw_ses(&a, open, ses_open_request(open), &rst, ans, sizeof ans, &alen), 0);
+    REQUIRE(rst == 0 && alen >= SES_ID_LEN);
+    memcpy(sid.b, ans, SES_ID_LEN);
+
+    /* The attack: one 13 KB request asking for 1,024 copies of the 256 KiB value (one-shot). */
+    /* The peak from now on: VmHWM reset to the current RSS. Where clear_refs cannot be written,
+     * the peak so far is the baseline (weaker, but the unbounded reply still shows). */
+    bool reset = hwm_reset(pid) == 0;
+    if (!reset) fprintf(stderr, "  (cannot reset VmHWM: the baseline is the peak so far)\n");
+    long rss0 = proc_status(pid, reset ? "VmRSS:" : "VmHWM:");
+    REQUIRE(rss0 > 0);
+    size_t len = 0;
+    rst = -1;
+    int st = multi_gets(&a, &sid, SES_F_BEGIN | SES_F_COMMIT, SES_MULTI_MAX, key, false, &rst,
+                        &len);
+    long hwm = proc_status(pid, "VmHWM:");
+    fprintf(stderr,
+            "  node RSS %ld KiB -> peak %ld KiB (+%ld KiB) for one SES_MULTI of %u GETs of a "
+            "%u KiB value: RPC status %s, session status %s\n",
+            rss0, hwm, hwm - rss0, SES_MULTI_MAX, BIG_VALUE >> 10, rdkv_status_name(rst),
+            rdkv_status_name(st));
+    CHECK_EQ(rst, 0);                /* the session answered it... */
+    CHECK_EQ(st, RDKV_ETOOBIG);      /* ...with the limit it met */
+    CHECK(hwm - rss0 < MULTI_BOUND_KIB);
+
+    /* The same in an interactive transaction, reading for update: refused, and the
+     * transaction has failed as one past --txn-max-bytes does (its commit says so too; it holds
+     * no lock: another client writes the key at once). */
+    CHECK_EQ(multi_gets(&a, &sid, SES_F_BEGIN, SES_MULTI_MAX, key, true, &rst, &len),
+             RDKV_ETOOBIG);
+    CHECK_EQ(rst, 0);
+    big[0] ^= 0xff;
+    CHECK_EQ(rdkv_put(s, key, strlen(key), big, sizeof big), 0);
+    CHECK_EQ(ses_bare(&a, &sid, SES_COMMIT, &rst), RDKV_ETOOBIG);
+    CHECK_EQ(rst, 0);
+
+    /* The session goes on: a one-shot SES_MULTI whose answer fits (16 values, 4 MiB) is served
+     * whole, with the value intact. */
+    CHECK_EQ(multi_gets(&a, &sid, SES_F_BEGIN | SES_F_COMMIT, 16, key, false, &rst, &len), 0);
+    CHECK_EQ(rst, 0);
+    CHECK_EQ(len, 2 + 16 * (4 + 4 + (size_t)BIG_VALUE));
+    static uint8_t one[BIG_VALUE + 16];
+    size_t ol = 0;
+    CHECK_EQ(multi_gets(&a, &sid, SES_F_BEGIN | SES_F_COMMIT, 1, key, false, &rst, &ol), 0);
+    CHECK_EQ(ol, 2 + 4 + 4 + (size_t)BIG_VALUE);
+    struct pack_w w;
+    pack_w_init(&w);
+    uint8_t *d = pack_w_room(&w, SES_ID_LEN);
+    if (d) memcpy(d, sid.b, SES_ID_LEN);
+    pack_u8(&w, SES_GET | SES_F_BEGIN | SES_F_COMMIT);
+    pack_u8(&w, 0);
+    pack_u32(&w, (uint32_t)strlen(key));
+    uint8_t *kp = pack_w_room(&w, strlen(key));
+    if (kp) memcpy(kp, key, strlen(key));
+    REQUIRE(!w.err);
+    CHECK_EQ(raw_ses(&a, w.p, w.len, &rst, one, sizeof one, &ol), 0);
+    pack_w_free(&w);
+    CHECK(ol == 4 + BIG_VALUE && pack_get_u32le(one) == BIG_VALUE &&
+          !memcmp(one + 4, big, BIG_VALUE));
+    raw_close(&a);
+    CHECK_EQ(put_get(s, "multi:after", 1), 0);
+    rdkv_session_close(s);
+    cl_stop(&c);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* echo_conns: the echo baseline is for nodes and operator tools, and bounded */
+
+#define ECHO_TRIES 40
+#define ECHO_CAP 16 /* rdma/service.c, SVC_ECHO_MAX */
+
+/* One 8-byte ping on an echo connection: 0 when it came back. */
+static int echo_ping(struct raw *r, uint64_t m)
+{
+    uint64_t back = 0;
+    if (raw_send(r, &m, sizeof m)) return -1;
+    size_t got = 0;
+    while (got < sizeof back) {
+        struct pollfd p = {.fd = r->fd, .events = POLLIN};
+        if (poll(&p, 1, r->timeout_ms) != 1) return -1;
+        ssize_t k = recv(r->fd, (uint8_t *)&back + got, sizeof back - got, MSG_DONTWAIT);
+        if (k <= 0) return -1;
+        got += (size_t)k;
+    }
+    return back == m ? 0 : -1;
+}
+
+static void echo_conns(void)
+{
+    if (!tenv_bindir) SKIP("needs --bindir to find kvserver");
+    static struct cl c;
+    static const char *const extra[] = {"--max-conns", "24", "--session-idle", "1s",
+                                        "--conn-idle", "2s", NULL};
+    REQUIRE(cl_start(&c, 1, false, extra) == 0);
+    int pid = c.L.pids[0];
+    rdkv_session *s;
+    REQUIRE(connect_to(&c, 0, &s) == 0);
+    CHECK_EQ(put_get(s, "echo:before", 1), 0);
+    long th0 = proc_status(pid, "Threads:");
+    REQUIRE(th0 > 0);
+
+    /* The attack: echo connections with the client secret. */
+    static struct raw a[ECHO_TRIES];
+    unsigned perm = 0, accepted = 0, other = 0;
+    for (unsigned i = 0; i < ECHO_TRIES; i++) {
+        struct raw_opts ro = raw_client_opts(&c, 5000);
+        ro.kind = WIRE_KIND_ECHO;
+        int rc = raw_dial(&a[i], "127.0.0.1", port_of(&c, 0), &ro);
+        if (rc == RDKV_EPERM) perm++;
+        else if (rc == 0) accepted++;
+        else other++;
+    }
+    long th1 = proc_status(pid, "Threads:");
+    fprintf(stderr,
+            "  %u client echo connections: %u refused EPERM, %u accepted, %u other; node "
+            "threads %ld -> %ld\n",
+            ECHO_TRIES, perm, accepted, other, th0, th1);
+    CHECK_EQ(perm, ECHO_TRIES);
+    CHECK(th1 - th0 <= 2);
+    /* An ordinary client is served meanwhile: the one connected, and a new one. */
+    CHECK_EQ(put_get(s, "echo:during", 2), 0);
+    rdkv_session *s2 = NULL;
+    CHECK_EQ(connect_to(&c, 0, &s2), 0);
+    if (s2) {
+        CHECK_EQ(put_get(s2, "echo:during2", 3), 0);
+        rdkv_session_close(s2);
+    }
+    for (unsigned i = 0; i < ECHO_TRIES; i++) raw_close(&a[i]);
+
+    /* The negative control: with the node secret (kvbench fabric, an operator tool) echo
+     * connections are served, up to their own cap (RDKV_EBUSY beyond). */
+    static struct raw e[ECHO_TRIES], k[ECHO_TRIES];
+    for (unsigned i = 0; i < ECHO_TRIES; i++) e[i].fd = k[i].fd = -1; /* (raw_close skips) */
+    unsigned eok = 0, ebusy = 0, eother = 0;
+    for (unsigned i = 0; i < ECHO_TRIES; i++) {
+        struct raw_opts ro = raw_client_opts(&c, 5000);
+        ro.secret_file = c.secret;
+        ro.kind = WIRE_KIND_ECHO;
+        int rc = raw_dial(&e[i], "127.0.0.1", port_of(&c, 0), &ro);
+        if (rc == 0) eok++;
+        else if (rc == RDKV_EBUSY) ebusy++;
+        else eother++;
+        if (rc) break;
+    }
+    long th2 = proc_status(pid, "Threads:");
+    unsigned pings = 0;
+    for (unsigned i = 0; i < eok; i++)
+        if (echo_ping(&e[i], 0x1234567800ull + i) == 0) pings++;
+    /* They count against --max-conns: with them open, ordinary connections find less room. */
+    unsigned kok = 0, kbusy = 0;
+    for (unsigned i = 0; i < ECHO_TRIES; i++) {
+        struct raw_opts ro = raw_client_opts(&c, 5000);
+        int rc = raw_dial(&k[i], "127.0.0.1", port_of(&c, 0), &ro);
+        if (rc == 0) kok++;
+        else if (rc == RDKV_EBUSY) kbusy++;
+        if (rc) break;
+    }
+    fprintf(stderr,
+            "  node-secret echo connections: %u served (%u pinged back), then %u busy, %u other; "
+            "node threads %ld -> %ld; then %u more connections under --max-conns 24, %u busy\n",
+            eok, pings, ebusy, eother, th0, th2, kok, kbusy);
+    CHECK_EQ(eok, ECHO_CAP);
+    CHECK_EQ(pings, eok);
+    CHECK_EQ(ebusy, 1);
+    CHECK_EQ(eother, 0);
+    CHECK(th2 - th0 <= ECHO_CAP + 2);
+    CHECK_EQ(kbusy, 1);
+    CHECK(kok + eok + 1 <= 24); /* (+1: the session's connection) */
+    for (unsigned i = 0; i < ECHO_TRIES; i++) raw_close(&k[i]);
+
+    /* An echo connection idle for --conn-idle (2 s) is closed, and its thread ends. */
+    e[0].timeout_ms = 10000;
+    CHECK_EQ(raw_closed_by_peer(&e[0]), 1);
+    for (unsigned i = 0; i < ECHO_TRIES; i++) raw_close(&e[i]);
+    CHECK(WAIT_FOR(proc_status(pid, "Threads:") <= th0, 10000));
+    /* and the client carries on (its connection may have been idle-closed too) */
+    int rc = put_get(s, "echo:after", 4);
+    for (unsigned i = 0; (rc == RDKV_EUNAVAILABLE || rc == RDKV_EUNKNOWN) && i < 2; i++)
+        rc = put_get(s, "echo:after", 4);
+    CHECK_EQ(rc, 0);
+    rdkv_session_close(s);
+    cl_stop(&c);
+}
+
 int main(int argc, char **argv)
 {
     static const struct test_case cases[] = {
         {"slow_reader", slow_reader}, {"big_preauth", big_preauth}, {"fd_limit", fd_limit},
         {"conn_cap", conn_cap},       {"timeouts", timeouts},     {"bench_off", bench_off},
+        {"multi_reply", multi_reply}, {"echo_conns", echo_conns},
     };
     return tenv_main(argc, argv, "abuse: resource bounds (rows 6-9)", cases,
                      sizeof cases / sizeof cases[0]);
