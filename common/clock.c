@@ -4,6 +4,7 @@
 #include "task.h"
 
 #include <errno.h>
+#include <stdlib.h>
 
 void clock_sleep_ns(int64_t ns)
 {
@@ -21,4 +22,19 @@ int64_t clock_process_cpu_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+uint64_t clock_wall_us(void)
+{
+    static int64_t fixed = -1; /* (the test hook, read once) */
+    int64_t f = __atomic_load_n(&fixed, __ATOMIC_RELAXED);
+    if (f < 0) {
+        const char *v = getenv("RDKV_TEST_WALL_US");
+        f = v && *v ? (int64_t)strtoull(v, NULL, 10) : 0;
+        __atomic_store_n(&fixed, f, __ATOMIC_RELAXED);
+    }
+    if (f > 0) return (uint64_t)f;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }

@@ -17,14 +17,11 @@ static inline int64_t clock_now_ns(void)
     return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
-/* The wall clock (CLOCK_REALTIME) in microseconds since 1970: for values that must grow across
- * restarts of a process (txids, incarnations), never for deadlines. */
-static inline uint64_t clock_wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
+/* The wall clock (CLOCK_REALTIME) in microseconds since 1970: for values that should grow across
+ * restarts of a process (incarnations), never for deadlines, and never trusted alone: a clock
+ * can be set back. Test hook: with RDKV_TEST_WALL_US=V in the environment it reads V, as a clock
+ * set back to the same value at every start would. */
+uint64_t clock_wall_us(void);
 
 static inline struct timespec clock_ts(int64_t ns)
 {

@@ -139,7 +139,8 @@ const char node_usage[] =
     "                        (default 20)\n"
     "  --soft-atomic-pause-us N  testing: each soft NIC atomic pauses N us between load and store\n"
     "  --fault-wal WHAT:ERR  testing: the redo log's first write or sync (WHAT: write, sync)\n"
-    "                        fails with ERR (ENOSPC or EIO), as a full or failing disk would\n"
+    "                        fails with ERR (ENOSPC or EIO), as a full or failing disk would;\n"
+    "                        sync-delay:USEC: every fdatasync of the log waits USEC first\n"
     "  -h, --help            this text\n"
     "  --version             print the version\n";
 
@@ -358,12 +359,18 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         case O_BENCH: o->bench = true; break;
         case O_INIT: o->init = true; break;
         case O_FAULT_WAL: {
-            char what[8] = "", e[8] = "";
-            if (sscanf(optarg, "%7[a-z]:%7[A-Z]", what, e) != 2 ||
+            char what[16] = "", e[16] = "";
+            unsigned long us = 0;
+            if (sscanf(optarg, "sync-delay:%lu", &us) == 1 && us > 0 && us <= 10000000) {
+                o->fault_wal = 3;
+                o->fault_errno = (int)us;
+                break;
+            }
+            if (sscanf(optarg, "%15[a-z]:%15[A-Z]", what, e) != 2 ||
                 (strcmp(what, "write") && strcmp(what, "sync")) ||
                 (strcmp(e, "ENOSPC") && strcmp(e, "EIO")))
-                BAD("bad --fault-wal '%s' (write:ENOSPC, write:EIO, sync:ENOSPC or sync:EIO)",
-                    optarg);
+                BAD("bad --fault-wal '%s' (write:ENOSPC, write:EIO, sync:ENOSPC, sync:EIO or "
+                    "sync-delay:USEC)", optarg);
             o->fault_wal = !strcmp(what, "write") ? 1 : 2;
             o->fault_errno = !strcmp(e, "EIO") ? EIO : ENOSPC;
             break;
@@ -486,7 +493,7 @@ char *node_status_json(struct node *n)
             "\"dropped\":%llu,\"pending\":%llu,\"stale\":%llu},"
             "\"prepared\":{\"kept\":%llu,\"bytes\":%llu,\"refused\":%llu,"
             "\"indoubt_committed\":%llu,\"indoubt_dropped\":%llu,\"holds_kept\":%llu,"
-            "\"holds_freed\":%llu},\"peers\":[",
+            "\"holds_freed\":%llu},\"decisions\":{\"pending\":%llu},\"peers\":[",
             fab_node_id(f), me->host, me->port, fab_num_nodes(f),
             fab_transport_name(fab_transport_of(f)), (unsigned long long)fab_arena_size(f),
             (long long)(clock_now_ns() - n->start_ns), (long long)clock_process_cpu_ns(),
@@ -500,7 +507,7 @@ char *node_status_json(struct node *n)
             (unsigned long long)fs.prepared, (unsigned long long)fs.prepared_bytes,
             (unsigned long long)fs.prepared_refused, (unsigned long long)fs.indoubt_committed,
             (unsigned long long)fs.indoubt_dropped, (unsigned long long)fs.kept_for,
-            (unsigned long long)fs.freed_for);
+            (unsigned long long)fs.freed_for, (unsigned long long)fs.decisions_pending);
     for (unsigned i = 0; i < n->cc.n; i++) {
         const char *state = i == fab_node_id(f) ? "self"
                             : txn_env_is_down(n->txn, (uint16_t)i) ? "down"
@@ -993,7 +1000,10 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
     }
     if (o->data_dir && (rc = wal_start(n, err, errcap))) goto fail;
     if (o->fault_wal)
-        wal_fault_inject(n->wal, o->fault_wal == 1 ? WAL_FAULT_WRITE : WAL_FAULT_SYNC,
+        wal_fault_inject(n->wal,
+                         o->fault_wal == 1   ? WAL_FAULT_WRITE
+                         : o->fault_wal == 2 ? WAL_FAULT_SYNC
+                                             : WAL_FAULT_SYNC_DELAY,
                          o->fault_errno);
     if ((rc = range_server_start(n->f, n->o.txn.lease_ns, &n->rs))) {
         snprintf(err, errcap, "cannot start the range-lock service: %s", rdkv_strerror(rc));

@@ -35,7 +35,8 @@ struct node_opts {
     int durability;               /* --durability (enum wal_durability; default group) */
     uint64_t checkpoint_every;    /* --checkpoint-every: log bytes between checkpoints (0: none) */
     bool init;                    /* --init: the data dir may be empty (a new partition) */
-    int fault_wal, fault_errno;   /* testing, --fault-wal: 1 write, 2 sync (0: none), its errno */
+    int fault_wal, fault_errno;   /* testing, --fault-wal: 1 write, 2 sync (0: none), its errno;
+                                     3 sync-delay, its microseconds */
 };
 
 void node_opts_init(struct node_opts *o);

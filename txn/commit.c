@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +70,8 @@ struct own_share {
 static void install_own(void *arg)
 {
     struct own_share *o = arg;
+    if (o->mine && txn_fault_take(o->e, TXN_FAULT_FAIL_OWN_COMMIT))
+        wal_fault_inject(o->e->wal, WAL_FAULT_WRITE, ENOSPC);
     if (o->mine) o->rc = part_commit(o->e, o->mine);
 }
 

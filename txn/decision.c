@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -76,6 +77,7 @@ int coord_log_decision(struct txn_env *e, uint64_t txid, const uint16_t *nodes, 
     pack_put_u16le(buf + 1, (uint16_t)nr);
     for (unsigned i = 0; i < nr; i++) pack_put_u16le(buf + 3 + 2 * i, nodes[i]);
     uint64_t lsn;
+    if (txn_fault_take(e, TXN_FAULT_FAIL_DECISION)) wal_fault_inject(e->wal, WAL_FAULT_SYNC, EIO);
     int rc = wal_commit(e->wal, WAL_DECISION, txid, buf, 3 + 2 * nr, &lsn);
     if (rc) return rc;
     if (e->fault == TXN_FAULT_EXIT_AFTER_DECISION) {
@@ -100,7 +102,8 @@ void coord_pending(struct txn_env *e, uint64_t txid, const uint16_t *nodes, cons
     unsigned np = 0;
     for (unsigned i = 0; i < nr; i++)
         if (st[i]) np++;
-    uint16_t *pend = np ? calloc(np, sizeof *pend) : NULL;
+    uint16_t *pend =
+        np && !txn_fault_take(e, TXN_FAULT_COORD_OOM) ? calloc(np, sizeof *pend) : NULL;
     if (!np || !pend) {
         if (np) log_error("txn %llx: no memory to deliver its commit again: its participants "
                           "ask for it", (unsigned long long)txid);
@@ -195,6 +198,16 @@ int coord_recovered(struct txn_env *e, struct txn_recovery *r, char *err, size_t
         pthread_mutex_unlock(&e->cmu);
     }
     return 0;
+}
+
+unsigned coord_undelivered(struct txn_env *e)
+{
+    unsigned n = 0;
+    pthread_mutex_lock(&e->cmu);
+    for (struct coord_rec *r = e->crecs; r; r = r->next)
+        if (r->npend) n++;
+    pthread_mutex_unlock(&e->cmu);
+    return n;
 }
 
 void coord_free_all(struct txn_env *e)

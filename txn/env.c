@@ -36,6 +36,42 @@ const char *txn_conflict_name(int policy)
 {
     return policy >= 0 && policy < 3 ? conflict_names[policy] : "?";
 }
+/* Test hooks (RDKV_TEST_FAULT=NAME@N: node N only, once; tests/integration/durable_2pc.c and
+ * commit_faults.c). With a redo log: decision-exit, prepare-exit and commit-exit make the node
+ * _exit right after its next DECISION (as coordinator) or PREPARE (as participant) record is
+ * durable, or when a COMMIT reaches it (as participant) before its COMMIT record is written;
+ * commit-fail, decision-fail and own-commit-fail make the log fail at that record (the next
+ * participant COMMIT record: its write fails with ENOSPC; the next DECISION: its sync fails with
+ * EIO, so the record may be in the file; the coordinator's own share's COMMIT record: its write
+ * fails); coord-oom makes the coordinator's memory for a logged decision still to deliver run
+ * out; install-slow makes every commit install its writes 50 ms after its COMMIT record is
+ * durable (a slow disk's window, widened). In any cluster: query-slow makes the node answer
+ * TXN_RPC_QUERY 600 ms late (past the asker's timeout), from its RPC threads. */
+static void fault_parse(struct txn_env *e)
+{
+    static const struct {
+        const char *name;
+        int fault;
+        bool logged;
+    } hooks[] = {
+        {"decision-exit@", TXN_FAULT_EXIT_AFTER_DECISION, true},
+        {"prepare-exit@", TXN_FAULT_EXIT_AFTER_PREPARE, true},
+        {"commit-exit@", TXN_FAULT_EXIT_AT_COMMIT, true},
+        {"commit-fail@", TXN_FAULT_FAIL_COMMIT, true},
+        {"decision-fail@", TXN_FAULT_FAIL_DECISION, true},
+        {"own-commit-fail@", TXN_FAULT_FAIL_OWN_COMMIT, true},
+        {"coord-oom@", TXN_FAULT_COORD_OOM, true},
+        {"query-slow@", TXN_FAULT_QUERY_SLOW, false},
+        {"install-slow@", TXN_FAULT_INSTALL_SLOW, true},
+    };
+    const char *f = getenv("RDKV_TEST_FAULT");
+    const char *at = f ? strchr(f, '@') : NULL;
+    if (!at || strtol(at + 1, NULL, 10) != e->me) return;
+    for (unsigned i = 0; i < sizeof hooks / sizeof hooks[0]; i++)
+        if (!strncmp(f, hooks[i].name, strlen(hooks[i].name)) && (e->wal || !hooks[i].logged))
+            e->fault = hooks[i].fault;
+}
+
 static void indoubt_stop(struct txn_env *e)
 {
     if (!e->ind_started) return;
@@ -147,6 +183,7 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     }
     if (!rc) e->ind_started = true;
     if (!rc && e->cfg.wal) txn_env_set_wal(e, e->cfg.wal);
+    else if (!rc) fault_parse(e);
     if (!rc && (rc = part_register(e)))
         snprintf(err, errcap, "cannot register the transaction RPCs: %s", rdkv_strerror(rc));
     if (rc) {
@@ -183,17 +220,7 @@ void txn_env_set_wal(struct txn_env *e, struct wal *w)
     e->wal = w;
     uint64_t us = clock_wall_us() & ((1ull << 48) - 1);
     __atomic_store_n(&e->txseq, w ? (us ? us : 1) : 0, __ATOMIC_RELAXED);
-    /* test hooks (durable_2pc): RDKV_TEST_FAULT=decision-exit@N, prepare-exit@N or
-     * commit-exit@N makes node N _exit right after its next DECISION (as coordinator) or
-     * PREPARE (as participant) record is durable, or when a COMMIT reaches it (as participant)
-     * before its COMMIT record is written */
-    const char *f = getenv("RDKV_TEST_FAULT");
-    const char *at = f ? strchr(f, '@') : NULL;
-    if (w && at && strtol(at + 1, NULL, 10) == e->me) {
-        if (!strncmp(f, "decision-exit@", 14)) e->fault = TXN_FAULT_EXIT_AFTER_DECISION;
-        else if (!strncmp(f, "prepare-exit@", 13)) e->fault = TXN_FAULT_EXIT_AFTER_PREPARE;
-        else if (!strncmp(f, "commit-exit@", 12)) e->fault = TXN_FAULT_EXIT_AT_COMMIT;
-    }
+    fault_parse(e);
 }
 
 void txn_env_close(struct txn_env *e)

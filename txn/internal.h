@@ -20,13 +20,20 @@
 #define DELIVER_AGAIN_NS (250 * NS_PER_MS)      /* a logged decision's COMMIT, sent again */
 #define COMMIT_RPC_TIMEOUT_NS (5 * NS_PER_S)    /* txn_cfg.commit_timeout_ns's default */
 
-/* Test hooks of the logged commit: the node _exits right after the record is durable. */
+/* Test hooks (RDKV_TEST_FAULT, env.c fault_parse says what each does). */
 enum txn_fault {
     TXN_FAULT_NONE,
     TXN_FAULT_EXIT_AFTER_DECISION, /* decision-exit@N: the coordinator, after its DECISION */
     TXN_FAULT_EXIT_AFTER_PREPARE,  /* prepare-exit@N: a participant, after its PREPARE */
     TXN_FAULT_EXIT_AT_COMMIT,      /* commit-exit@N: a participant, on a COMMIT, before its
                                       COMMIT record */
+    TXN_FAULT_FAIL_COMMIT,         /* commit-fail@N: a participant's COMMIT record */
+    TXN_FAULT_FAIL_DECISION,       /* decision-fail@N: the coordinator's DECISION (its sync) */
+    TXN_FAULT_FAIL_OWN_COMMIT,     /* own-commit-fail@N: the coordinator's own share's COMMIT */
+    TXN_FAULT_COORD_OOM,           /* coord-oom@N: a logged decision's delivery memory */
+    TXN_FAULT_QUERY_SLOW,          /* query-slow@N: TXN_RPC_QUERY answered 600 ms late */
+    TXN_FAULT_INSTALL_SLOW,        /* install-slow@N: every commit installs 50 ms after its
+                                      COMMIT record is durable */
 };
 
 /* One write of a commit, as the coordinator sends it to the key's owner. */
@@ -171,6 +178,14 @@ static inline void txn_indoubt_kick(struct txn_env *e)
     pthread_mutex_unlock(&e->imu);
 }
 
+/* Whether the one-shot test hook `fault` is armed here; the call disarms it. */
+static inline bool txn_fault_take(struct txn_env *e, int fault)
+{
+    int want = fault;
+    return __atomic_compare_exchange_n(&e->fault, &want, TXN_FAULT_NONE, false,
+                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
 /* Whether node is marked down (txn_env_set_down; txn_env_is_down for the layers above). */
 static inline bool txn_down(const struct txn_env *e, uint16_t node)
 {
@@ -282,6 +297,8 @@ unsigned coord_due(struct txn_env *e, int64_t now, uint64_t *tx, uint16_t *nd, u
                    int64_t *next);
 /* The commit decisions found in the log (txn_env_recover): records to deliver again. */
 int coord_recovered(struct txn_env *e, struct txn_recovery *r, char *err, size_t errcap);
+/* How many logged commit decisions wait for a participant's confirmation. */
+unsigned coord_undelivered(struct txn_env *e);
 /* Frees every record (the layer closes). */
 void coord_free_all(struct txn_env *e);
 

@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +288,7 @@ int part_commit(struct txn_env *e, struct prepared *p)
             return rc;
         }
     }
+    if (e->fault == TXN_FAULT_INSTALL_SLOW) clock_sleep_ns(50 * NS_PER_MS);
     for (uint32_t i = 0; i < p->n; i++) {
         struct wop *o = &p->ops[i];
         switch (o->kind) {
@@ -539,6 +541,7 @@ void txn_env_fence_stats(struct txn_env *e, struct txn_fence_stats *out)
     out->prepared_refused = __atomic_load_n(&e->prep_refused, __ATOMIC_RELAXED);
     out->indoubt_committed = __atomic_load_n(&e->indoubt_committed, __ATOMIC_RELAXED);
     out->indoubt_dropped = __atomic_load_n(&e->indoubt_dropped, __ATOMIC_RELAXED);
+    out->decisions_pending = coord_undelivered(e);
 }
 
 void txn_env_peer_lost(struct txn_env *e, uint16_t node)
@@ -809,6 +812,8 @@ static void decide(struct fab_rpc_req *req, struct txn_env *e, bool commit)
     }
     struct inprog ip = {0};
     struct prepared *p = part_take_begin(e, txid, &ip);
+    if (p && commit && txn_fault_take(e, TXN_FAULT_FAIL_COMMIT))
+        wal_fault_inject(e->wal, WAL_FAULT_WRITE, ENOSPC);
     if (p && commit && e->fault == TXN_FAULT_EXIT_AT_COMMIT) {
         log_warn("test hook: exiting at the COMMIT of txn %llx", (unsigned long long)txid);
         _exit(9);
@@ -885,6 +890,7 @@ static void on_query(struct fab_rpc_req *req, void *arg)
         fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
         return;
     }
+    if (e->fault == TXN_FAULT_QUERY_SLOW) clock_sleep_ns(600 * NS_PER_MS); /* (on an RPC thread) */
     uint8_t st = coord_state(e, txid);
     fab_rpc_reply(req, 0, &st, 1);
 }
@@ -976,8 +982,9 @@ int part_register(struct txn_env *e)
          * where the waits of concurrent requests share one sync and the service thread goes on
          * serving */
         uint16_t t = hs[i].type;
-        bool waits = e->wal && (t == TXN_RPC_PREPARE || t == TXN_RPC_COMMIT ||
-                                t == TXN_RPC_APPLY || t == TXN_RPC_RESOLVE);
+        bool waits = (e->wal && (t == TXN_RPC_PREPARE || t == TXN_RPC_COMMIT ||
+                                 t == TXN_RPC_APPLY || t == TXN_RPC_RESOLVE)) ||
+                     (t == TXN_RPC_QUERY && e->fault == TXN_FAULT_QUERY_SLOW);
         int rc = fab_rpc_register(e->f, t, guarded, &e->guards[i], waits ? 0 : FAB_RPC_FAST);
         if (rc) return rc;
     }

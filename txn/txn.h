@@ -154,6 +154,8 @@ struct txn_fence_stats {
      * in-doubt ones settled by asking their coordinator (docs/transactions.md, "In-doubt
      * transactions") */
     uint64_t prepared, prepared_bytes, prepared_refused, indoubt_committed, indoubt_dropped;
+    uint64_t decisions_pending; /* coordinator: logged commit decisions some participant has not
+                                   confirmed yet (delivered again until it does) */
 };
 void txn_env_fence_stats(struct txn_env *e, struct txn_fence_stats *out);
 

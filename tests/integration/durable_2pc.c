@@ -24,6 +24,7 @@
 #include "common/clock.h"
 #include "rdkv.h"
 #include "common/rng.h"
+#include "tests/bank.h"
 #include "tests/txncluster.h"
 #include "tests/txnwork.h"
 #include "tools/launcher.h"
@@ -35,20 +36,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ACCTS 12
+#define ACCTS BANK_ACCTS
 #define XFERS 64
-#define START 1000
 
 static char top[256], data[300], cdir[300];
 
-struct xfer {
-    unsigned from, to, amt;
-    int state; /* 0 not run, 1 acknowledged, 2 unknown (no answer), 3 failed cleanly */
-};
-static struct xfer xs[XFERS];
+static struct bank_xfer xs[XFERS];
 static unsigned nx;
-static unsigned where[ACCTS]; /* the node of each account */
-static unsigned nparts = 3;   /* the cluster's nodes (the torture runs a fourth, embedded) */
+static struct bank bank; /* the accounts' nodes (the torture runs a fourth node, embedded) */
 
 static void opts(struct launch_opts *lo)
 {
@@ -68,192 +63,17 @@ static void opts(struct launch_opts *lo)
     lo->extra[5] = NULL;
 }
 
-static int connect_to(struct launch *L, unsigned node, rdkv_session **s)
-{
-    char ep[64], secret[PATH_MAX + 40];
-    snprintf(ep, sizeof ep, "127.0.0.1:%u", L->cc.nodes[node].port);
-    snprintf(secret, sizeof secret, "%s/%s", L->dir, LAUNCH_CLIENT_SECRET);
-    setenv("RDKV_SECRET_FILE", secret, 1);
-    return rdkv_connect(ep, NULL, s);
-}
-
-static void acct_key(unsigned a, char *k, size_t cap) { snprintf(k, cap, "acct%u", a); }
-static void mark_key(unsigned i, char *k, size_t cap) { snprintf(k, cap, "xfer%u", i); }
-
-static int read_int(rdkv_txn *t, const char *k, long *out)
-{
-    const void *v;
-    size_t vl;
-    int rc = rdkv_txn_get_for_update(t, k, strlen(k), &v, &vl);
-    if (rc) return rc;
-    char buf[32];
-    if (vl >= sizeof buf) return RDKV_EPROTO;
-    memcpy(buf, v, vl);
-    buf[vl] = 0;
-    *out = strtol(buf, NULL, 10);
-    return 0;
-}
-
-static int put_int(rdkv_txn *t, const char *k, long v)
-{
-    char buf[32];
-    int n = snprintf(buf, sizeof buf, "%ld", v);
-    return rdkv_txn_put(t, k, strlen(k), buf, (size_t)n);
-}
-
-/* One transfer from session s; records its outcome. */
+/* One transfer from session s, into the ledger xs. */
 static int transfer(rdkv_session *s, unsigned from, unsigned to, unsigned amt)
 {
     CHECK(nx < XFERS);
     if (nx >= XFERS) return RDKV_EINVAL;
-    struct xfer *x = &xs[nx];
-    *x = (struct xfer){from, to, amt, 0};
-    char ka[32], kb[32], km[32];
-    acct_key(from, ka, sizeof ka);
-    acct_key(to, kb, sizeof kb);
-    mark_key(nx, km, sizeof km);
+    xs[nx] = (struct bank_xfer){from, to, amt, BANK_NOT_RUN};
     nx++;
-    int rc = 0;
-    /* conflicts, and a peer not reconnected yet after a restart, are retried (bounded) */
-    for (int attempt = 0; attempt < 30; attempt++) {
-        if (attempt && rc == RDKV_EUNAVAILABLE) rdkv_sleep_us(100000);
-        rdkv_txn *t = NULL;
-        rc = rdkv_txn_begin(s, &t);
-        if (rc) break;
-        long a = 0, b = 0;
-        rc = read_int(t, ka, &a);
-        if (!rc) rc = read_int(t, kb, &b);
-        if (!rc) rc = put_int(t, ka, a - (long)amt);
-        if (!rc) rc = put_int(t, kb, b + (long)amt);
-        if (!rc) rc = rdkv_txn_put(t, km, strlen(km), "1", 1);
-        if (rc) {
-            rdkv_txn_abort(t);
-            rdkv_txn_free(t);
-            if (rc == RDKV_EABORTED || rc == RDKV_EUNAVAILABLE) continue;
-            break;
-        }
-        rc = rdkv_txn_commit(t);
-        rdkv_txn_free(t);
-        if (rc != RDKV_EABORTED && rc != RDKV_EUNAVAILABLE) break;
-    }
-    x->state = rc == 0 ? 1 : (rc == RDKV_EABORTED || rc == RDKV_EUNAVAILABLE) ? 3 : 2;
-    return rc;
+    return bank_transfer(s, nx - 1, &xs[nx - 1]);
 }
 
-/* Reads every account and marker from s (retrying lock conflicts a bounded number of times)
- * and checks the invariants. Returns the number of transfers found committed. */
-static unsigned check_ledger(rdkv_session *s, const struct xfer *lx, unsigned ln,
-                             unsigned *unknown_in);
-static unsigned marker_node(unsigned i)
-{
-    char k[32];
-    mark_key(i, k, sizeof k);
-    return rdkv_key_partition(k, strlen(k), nparts);
-}
-static unsigned check_bank(rdkv_session *s) { return check_ledger(s, xs, nx, NULL); }
-
-/* The same check over any ledger xs[0..nx) (the torture's); *unknown_in (may be NULL) gets how
- * many transfers of unknown outcome turned out committed. */
-static unsigned check_ledger(rdkv_session *s, const struct xfer *lx, unsigned ln,
-                             unsigned *unknown_in)
-{
-    bool *present = calloc(ln ? ln : 1, sizeof *present);
-    CHECK(present != NULL);
-    if (!present) return 0;
-    long bal[ACCTS];
-    /* (a row locked by a transaction in doubt is freed once its participant has asked its
-     * coordinator, 10 s after the PREPARE at most) */
-    int64_t deadline = clock_now_ns() + 30 * NS_PER_S;
-    for (int attempt = 0;; attempt++) {
-        bool late = attempt >= 1000 || clock_now_ns() > deadline;
-        CHECK(!late);
-        rdkv_txn *t = NULL;
-        if (late || rdkv_txn_begin(s, &t)) {
-            free(present);
-            return 0;
-        }
-        int rc = 0;
-        char k[32];
-        for (unsigned a = 0; a < ACCTS && !rc; a++) {
-            acct_key(a, k, sizeof k);
-            rc = read_int(t, k, &bal[a]);
-            if (rc && rc != RDKV_EABORTED && attempt % 20 == 0)
-                fprintf(stderr, "  reading %s (node %u): %s\n", k, where[a], rdkv_strerror(rc));
-        }
-        for (unsigned i = 0; i < ln && !rc; i++) {
-            mark_key(i, k, sizeof k);
-            const void *v;
-            size_t vl;
-            int r = rdkv_txn_get(t, k, strlen(k), &v, &vl);
-            if (r == 0) present[i] = true;
-            else if (r == RDKV_ENOTFOUND) present[i] = false;
-            else rc = r;
-        }
-        if (!rc) rc = rdkv_txn_commit(t);
-        else rdkv_txn_abort(t);
-        rdkv_txn_free(t);
-        if (rc == 0) break;
-        rdkv_sleep_us(50000);
-    }
-    long want[ACCTS], total = 0;
-    unsigned committed = 0;
-    for (unsigned a = 0; a < ACCTS; a++) want[a] = START;
-    for (unsigned i = 0; i < ln; i++) {
-        if (lx[i].state == 1) CHECK(present[i]); /* acknowledged: there */
-        if (lx[i].state == 3) CHECK(!present[i]); /* failed cleanly: not there */
-        if (!present[i]) continue;
-        if (lx[i].state == 2 && unknown_in) ++*unknown_in;
-        committed++;
-        want[lx[i].from] -= lx[i].amt;
-        want[lx[i].to] += lx[i].amt;
-    }
-    for (unsigned a = 0; a < ACCTS; a++) {
-        if (bal[a] != want[a])
-            fprintf(stderr, "  acct%u (node %u): %ld, the committed transfers make it %ld\n", a,
-                    where[a], bal[a], want[a]);
-        CHECK_EQ(bal[a], want[a]); /* no transfer partly applied */
-        for (unsigned i = 0; i < ln && bal[a] != want[a]; i++) /* the suspects */
-            if (!present[i] && ((lx[i].to == a && (long)lx[i].amt == bal[a] - want[a]) ||
-                                (lx[i].from == a && (long)lx[i].amt == want[a] - bal[a])))
-                fprintf(stderr, "    transfer %u: acct%u -> acct%u, %u, outcome %s: its marker "
-                        "xfer%u (node %u) is absent\n", i, lx[i].from, lx[i].to, lx[i].amt,
-                        lx[i].state == 1 ? "acknowledged" : lx[i].state == 2 ? "unknown" : "failed",
-                        i, marker_node(i));
-        total += bal[a];
-    }
-    CHECK_EQ(total, (long)ACCTS * START);
-    free(present);
-    return committed;
-}
-
-/* Whether the replay line of node i's log (its last start) says what we expect. */
-static bool log_says(struct launch *L, unsigned node, const char *what)
-{
-    char p[PATH_MAX + 32], line[1024];
-    snprintf(p, sizeof p, "%s/node-%u.log", L->dir, node);
-    FILE *f = fopen(p, "r");
-    bool found = false;
-    while (f && fgets(line, sizeof line, f))
-        if (strstr(line, what)) found = true;
-    if (f) fclose(f);
-    return found;
-}
-
-/* An account on node n (other than skip), or ACCTS. */
-static unsigned acct_on(unsigned n, unsigned skip)
-{
-    for (unsigned a = 0; a < ACCTS; a++)
-        if (where[a] == n && a != skip) return a;
-    return ACCTS;
-}
-
-static void restart(struct launch *L, const struct launch_opts *lo, unsigned node)
-{
-    char err[512] = "";
-    int rc = launch_restart(L, lo, node, err, sizeof err);
-    if (rc) fprintf(stderr, "  restart of node %u: %s\n", node, err);
-    REQUIRE(rc == 0);
-}
+static unsigned check_bank(rdkv_session *s) { return bank_check(&bank, s, xs, nx, NULL); }
 
 /* Kills node (kill -9) and starts it again armed with a test hook (RDKV_TEST_FAULT, which
  * only that start sees); then runs one transfer that the hook makes die, and starts the node
@@ -266,14 +86,14 @@ static void crash_in_transfer(struct launch *L, const struct launch_opts *lo, un
 {
     REQUIRE(launch_kill(L, node) == 0);
     setenv("RDKV_TEST_FAULT", hook, 1);
-    restart(L, lo, node);
+    bank_restart(L, lo, node);
     unsetenv("RDKV_TEST_FAULT");
     *idx = nx;
     int rc = transfer(s, from, to, amt);
     if (acked) CHECK_EQ(rc, 0);
     else CHECK(rc != 0);
     REQUIRE(launch_kill(L, node) == 0);
-    restart(L, lo, node);
+    bank_restart(L, lo, node);
 }
 
 static void test_logged_2pc(void)
@@ -282,12 +102,7 @@ static void test_logged_2pc(void)
     snprintf(data, sizeof data, "%s/data-%%N", top);
     snprintf(cdir, sizeof cdir, "%s/cluster", top);
     unsetenv("RDKV_TEST_FAULT");
-    nparts = 3;
-    for (unsigned a = 0; a < ACCTS; a++) {
-        char k[32];
-        acct_key(a, k, sizeof k);
-        where[a] = rdkv_key_partition(k, strlen(k), nparts);
-    }
+    bank_init(&bank, 3);
     struct launch L;
     struct launch_opts lo;
     opts(&lo);
@@ -296,15 +111,10 @@ static void test_logged_2pc(void)
     if (rc) fprintf(stderr, "  launch: %s\n", err);
     REQUIRE(rc == 0);
     rdkv_session *s0 = NULL;
-    REQUIRE(connect_to(&L, 0, &s0) == 0);
-    for (unsigned a = 0; a < ACCTS; a++) {
-        char k[32], v[32];
-        acct_key(a, k, sizeof k);
-        int n = snprintf(v, sizeof v, "%d", START);
-        REQUIRE(rdkv_put(s0, k, strlen(k), v, (size_t)n) == 0);
-    }
-    unsigned a1 = acct_on(1, ACCTS), b1 = acct_on(1, a1), a2 = acct_on(2, ACCTS),
-             b2 = acct_on(2, a2), a0 = acct_on(0, ACCTS);
+    REQUIRE(bank_connect(&L, 0, &s0) == 0);
+    REQUIRE(bank_load(s0) == 0);
+    unsigned a1 = bank_acct_on(&bank, 1, ACCTS), b1 = bank_acct_on(&bank, 1, a1), a2 = bank_acct_on(&bank, 2, ACCTS),
+             b2 = bank_acct_on(&bank, 2, a2), a0 = bank_acct_on(&bank, 0, ACCTS);
     REQUIRE(a1 < ACCTS && b1 < ACCTS && a2 < ACCTS && b2 < ACCTS && a0 < ACCTS);
 
     /* 1. transfers across nodes 1 and 2 (and 0), coordinated by node 0; kill -9 of node 1 */
@@ -313,8 +123,8 @@ static void test_logged_2pc(void)
         CHECK_EQ(transfer(s0, from, to, 1 + i), 0);
     }
     REQUIRE(launch_kill(&L, 1) == 0);
-    restart(&L, &lo, 1);
-    CHECK(log_says(&L, 1, "in-doubt transactions"));
+    bank_restart(&L, &lo, 1);
+    CHECK(bank_log_says(&L, 1, "in-doubt transactions"));
     unsigned c1 = check_bank(s0);
     CHECK_EQ(c1, 16u);
 
@@ -323,9 +133,9 @@ static void test_logged_2pc(void)
     s0 = NULL;
     REQUIRE(launch_kill(&L, 0) == 0);
     setenv("RDKV_TEST_FAULT", "decision-exit@0", 1);
-    restart(&L, &lo, 0);
+    bank_restart(&L, &lo, 0);
     unsetenv("RDKV_TEST_FAULT");
-    REQUIRE(connect_to(&L, 0, &s0) == 0);
+    REQUIRE(bank_connect(&L, 0, &s0) == 0);
     unsigned doomed = nx;
     rc = transfer(s0, a1, a2, 7); /* node 0 exits after the decision: no answer */
     CHECK(rc != 0);
@@ -334,15 +144,15 @@ static void test_logged_2pc(void)
     /* its rows stay locked on the participants: a read waits and gives up, never the old
      * value (bounded: three tries, each ending at the lock timeout) */
     rdkv_session *s1 = NULL;
-    REQUIRE(connect_to(&L, 1, &s1) == 0);
+    REQUIRE(bank_connect(&L, 1, &s1) == 0);
     unsigned blocked = 0;
     for (int i = 0; i < 3; i++) {
         rdkv_txn *t = NULL;
         REQUIRE(rdkv_txn_begin(s1, &t) == 0);
         char k[32];
-        acct_key(a1, k, sizeof k);
+        bank_acct_key(a1, k, sizeof k);
         long v = 0;
-        int r = read_int(t, k, &v);
+        int r = bank_read_int(t, k, &v);
         rdkv_txn_abort(t);
         rdkv_txn_free(t);
         CHECK(r != 0); /* never a value: the old one would be wrong, the new one is not decided
@@ -353,9 +163,9 @@ static void test_logged_2pc(void)
     /* the coordinator comes back and delivers its decision */
     /* (it exited on its own; launch_kill reaps it) */
     REQUIRE(launch_kill(&L, 0) == 0);
-    restart(&L, &lo, 0);
-    CHECK(log_says(&L, 0, "1 commit decisions to deliver"));
-    REQUIRE(connect_to(&L, 0, &s0) == 0);
+    bank_restart(&L, &lo, 0);
+    CHECK(bank_log_says(&L, 0, "1 commit decisions to deliver"));
+    REQUIRE(bank_connect(&L, 0, &s0) == 0);
     /* (check_bank retries while the rows are still locked: bounded by its attempts) */
     xs[doomed].state = 1; /* it must be there now: decided commit */
     unsigned c2 = check_bank(s0);
@@ -364,7 +174,7 @@ static void test_logged_2pc(void)
     /* 3. a participant dies right after its PREPARE is durable: presumed abort */
     unsigned lost = 0;
     crash_in_transfer(&L, &lo, 2, "prepare-exit@2", s0, a1, b2, 5, &lost, false);
-    CHECK(log_says(&L, 2, "1 in-doubt transactions"));
+    CHECK(bank_log_says(&L, 2, "1 in-doubt transactions"));
     xs[lost].state = 3; /* never decided commit: must be absent */
     unsigned c3 = check_bank(s0);
     CHECK_EQ(c3, c2);
@@ -374,13 +184,13 @@ static void test_logged_2pc(void)
      * names the transaction) and replays it */
     unsigned late = 0;
     crash_in_transfer(&L, &lo, 1, "commit-exit@1", s0, a1, a2, 9, &late, true);
-    CHECK(log_says(&L, 1, "1 in-doubt transactions"));
+    CHECK(bank_log_says(&L, 1, "1 in-doubt transactions"));
     xs[late].state = 1; /* decided commit: it must be there on every node */
     unsigned c4 = check_bank(s0);
     CHECK_EQ(c4, c3 + 1);
     REQUIRE(launch_kill(&L, 1) == 0);
-    restart(&L, &lo, 1);
-    CHECK(log_says(&L, 1, "0 in-doubt transactions, 0 commit"));
+    bank_restart(&L, &lo, 1);
+    CHECK(bank_log_says(&L, 1, "0 in-doubt transactions, 0 commit"));
     CHECK_EQ(check_bank(s0), c4);
     c3 = c4;
 
@@ -440,7 +250,7 @@ static void test_logged_2pc(void)
 #define T_XFERS (T_BANKW * T_PER_ROUND * (T_KILLS + T_HOOKS))
 #define T_SEED_DEFAULT 0x18c4a5b1u
 
-static struct xfer txs[T_XFERS];
+static struct bank_xfer txs[T_XFERS];
 static _Atomic unsigned tnx; /* ledger entries reserved */
 static unsigned t_round;
 static uint64_t t_seed;
@@ -516,12 +326,12 @@ static void *t_bank(void *arg)
         if (i >= T_XFERS) break;
         unsigned from = (unsigned)rng_below(&seed, ACCTS);
         unsigned to = (from + 1 + (unsigned)rng_below(&seed, ACCTS - 1)) % ACCTS;
-        struct xfer *x = &txs[i];
-        *x = (struct xfer){from, to, 1 + (unsigned)rng_below(&seed, 9), 3};
+        struct bank_xfer *x = &txs[i];
+        *x = (struct bank_xfer){from, to, 1 + (unsigned)rng_below(&seed, 9), BANK_FAILED};
         char ka[32], kb[32], km[32];
-        acct_key(from, ka, sizeof ka);
-        acct_key(to, kb, sizeof kb);
-        mark_key(i, km, sizeof km);
+        bank_acct_key(from, ka, sizeof ka);
+        bank_acct_key(to, kb, sizeof kb);
+        bank_mark_key(i, km, sizeof km);
         rdkv_txn *t = NULL;
         int rc = rdkv_txn_begin(s, &t);
         if (rc) {
@@ -529,10 +339,10 @@ static void *t_bank(void *arg)
             continue; /* (state 3: nothing was written) */
         }
         long a = 0, b = 0;
-        rc = read_int(t, ka, &a);
-        if (!rc) rc = read_int(t, kb, &b);
-        if (!rc) rc = put_int(t, ka, a - (long)x->amt);
-        if (!rc) rc = put_int(t, kb, b + (long)x->amt);
+        rc = bank_read_int(t, ka, &a);
+        if (!rc) rc = bank_read_int(t, kb, &b);
+        if (!rc) rc = bank_put_int(t, ka, a - (long)x->amt);
+        if (!rc) rc = bank_put_int(t, kb, b + (long)x->amt);
         if (!rc) rc = rdkv_txn_put(t, km, strlen(km), "1", 1);
         bool committing = !rc;
         if (committing) rc = rdkv_txn_commit(t);
@@ -620,7 +430,7 @@ static void *t_settle_row(void *arg)
 {
     struct t_row *r = arg;
     char k[32];
-    if (r->i < ACCTS) acct_key(r->i, k, sizeof k);
+    if (r->i < ACCTS) bank_acct_key(r->i, k, sizeof k);
     else tw_reg_key(k, r->i - ACCTS);
     unsigned n = rdkv_key_partition(k, strlen(k), T_PARTS);
     r->rc = 0;
@@ -636,7 +446,7 @@ static void *t_settle_row(void *arg)
             r->rc = rdkv_txn_begin(s, &t);
             long v;
             uint64_t u;
-            if (!r->rc) r->rc = r->i < ACCTS ? read_int(t, k, &v) : tw_reg_read(t, r->i - ACCTS, true, &u);
+            if (!r->rc) r->rc = r->i < ACCTS ? bank_read_int(t, k, &v) : tw_reg_read(t, r->i - ACCTS, true, &u);
             if (t) {
                 if (!r->rc) r->rc = rdkv_txn_commit(t);
                 else rdkv_txn_abort(t);
@@ -673,14 +483,14 @@ static double t_settle(void)
         if (rows[i].took > rows[slow].took) slow = i;
         if (!rows[i].rc) continue;
         char k[32];
-        if (i < ACCTS) acct_key(i, k, sizeof k);
+        if (i < ACCTS) bank_acct_key(i, k, sizeof k);
         else tw_reg_key(k, i - ACCTS);
         fprintf(stderr, "  %s (node %u) stays locked to a session on node %u: %s\n", k,
                 rdkv_key_partition(k, strlen(k), T_PARTS), rows[i].via, rdkv_strerror(rows[i].rc));
         ok = false;
     }
     char k[32]; /* (what the slowest row waited for: a diagnosis, never a verdict) */
-    if (slow < ACCTS) acct_key(slow, k, sizeof k);
+    if (slow < ACCTS) bank_acct_key(slow, k, sizeof k);
     else tw_reg_key(k, slow - ACCTS);
     fprintf(stderr, "  the slowest row: %s (node %u), free to a session on node %u after %.1f s "
             "(it met %s)\n", k, rdkv_key_partition(k, strlen(k), T_PARTS), rows[slow].took_via,
@@ -792,12 +602,7 @@ static void test_torture(void)
     uint64_t seed = t_seed;
     fprintf(stderr, "  torture: seed %#llx (RDKV_TEST_SEED), %u kill rounds, %u hook rounds\n",
             (unsigned long long)seed, T_KILLS, T_HOOKS);
-    nparts = T_PARTS;
-    for (unsigned a = 0; a < ACCTS; a++) {
-        char k[32];
-        acct_key(a, k, sizeof k);
-        where[a] = rdkv_key_partition(k, strlen(k), T_PARTS);
-    }
+    bank_init(&bank, T_PARTS);
     static struct launch L;
     struct launch_opts lo;
     opts(&lo);
@@ -815,13 +620,8 @@ static void test_torture(void)
     if (rc && t_node) rdkv_node_stop(t_node);
     REQUIRE(rc == 0);
     rdkv_session *s0 = NULL;
-    REQUIRE(connect_to(&L, 0, &s0) == 0); /* (sets RDKV_SECRET_FILE for the threads) */
-    for (unsigned a = 0; a < ACCTS; a++) {
-        char k[32], v[32];
-        acct_key(a, k, sizeof k);
-        int n = snprintf(v, sizeof v, "%d", START);
-        REQUIRE(rdkv_put(s0, k, strlen(k), v, (size_t)n) == 0);
-    }
+    REQUIRE(bank_connect(&L, 0, &s0) == 0); /* (sets RDKV_SECRET_FILE for the threads) */
+    REQUIRE(bank_load(s0) == 0);
     for (unsigned r = 0; r < TW_NREG; r++) {
         char k[16];
         uint8_t z[8];
@@ -830,7 +630,7 @@ static void test_torture(void)
         REQUIRE(rdkv_put(s0, k, strlen(k), z, 8) == 0);
     }
     rdkv_session_close(s0);
-    for (unsigned n = 0; n < T_PARTS; n++) REQUIRE(acct_on(n, ACCTS) < ACCTS);
+    for (unsigned n = 0; n < T_PARTS; n++) REQUIRE(bank_acct_on(&bank, n, ACCTS) < ACCTS);
     for (unsigned i = 0; i < T_REGW; i++) {
         memset(&regw[i], 0, sizeof regw[i]);
         regw[i].seed = t_seed + 17 * (i + 1);
@@ -862,7 +662,7 @@ static void test_torture(void)
             REQUIRE(launch_kill(&L, victim) == 0);
             rdkv_sleep_us(down_ms * 1000ull);
         }
-        restart(&L, &lo, victim);
+        bank_restart(&L, &lo, victim);
         int64_t r1 = clock_now_ns();
         rdkv_sleep_us(after_ms * 1000ull); /* (the workload goes on through the restart) */
         t_join();
@@ -876,7 +676,7 @@ static void test_torture(void)
         rdkv_session *s = t_session(round % 2 ? T_EMB : victim, false);
         REQUIRE(s != NULL);
         unsigned unknown_in = 0;
-        unsigned committed = check_ledger(s, txs, nxs, &unknown_in);
+        unsigned committed = bank_check(&bank, s, txs, nxs, &unknown_in);
         int64_t r4 = clock_now_ns();
         t_histcheck(s, round);
         rdkv_session_close(s);
