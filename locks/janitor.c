@@ -5,7 +5,10 @@
 #include "common/log.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
+
+#define JANITOR_ANSWER_NAP_NS (10 * NS_PER_MS)
 
 struct lock_janitor {
     struct fabric *f;
@@ -27,12 +30,36 @@ static int64_t jobs_next(const struct lock_job *l)
     return next;
 }
 
+/* Hands the completions of the jobs' RPCs to them; a job whose done() says it is over leaves
+ * the list. Polls only (wait_ns 0) or waits up to wait_ns for the first. */
+static void reap_answers(struct fab_ctx *rc, struct lock_job **mine, int64_t wait_ns)
+{
+    struct fab_cqe cq[16];
+    int k = wait_ns > 0 ? fab_wait(rc, cq, 16, wait_ns) : fab_poll(rc, cq, 16);
+    for (int i = 0; i < k; i++) {
+        struct lock_job *job = (struct lock_job *)(uintptr_t)cq[i].tag;
+        struct lock_job **pp = mine;
+        while (*pp && *pp != job) pp = &(*pp)->next;
+        if (!*pp) continue; /* (not a job of ours: cannot happen) */
+        job->posted--;
+        struct lock_job *next = job->next; /* (done may free the job) */
+        if (!job->done(job, cq[i].status)) *pp = next;
+    }
+}
+
+static bool any_posted(const struct lock_job *l)
+{
+    for (; l; l = l->next)
+        if (l->posted) return true;
+    return false;
+}
+
 static void *janitor_main(void *arg)
 {
     struct lock_janitor *j = arg;
-    struct fab_ctx *c = NULL;
+    struct fab_ctx *c = NULL, *rc = NULL; /* the lock thread's, and the jobs' RPCs' */
     struct lock_thread lt;
-    bool ok = fab_ctx_create(j->f, &c) == 0;
+    bool ok = fab_ctx_create(j->f, &c) == 0 && fab_ctx_create(j->f, &rc) == 0;
     if (ok && lock_thread_init(&lt, c, &j->cfg)) ok = false;
     pthread_mutex_lock(&j->mu);
     if (ok) j->lt = &lt;
@@ -56,12 +83,13 @@ static void *janitor_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&j->mu);
+        reap_answers(rc, &mine, 0);
         int64_t now = clock_now_ns();
         for (struct lock_job **pp = &mine; *pp;) {
             struct lock_job *job = *pp;
             if (now >= job->due) {
                 struct lock_job *next = job->next;
-                if (!job->step(job, c, now)) {
+                if (!job->step(job, rc, now)) {
                     *pp = next;
                     continue;
                 }
@@ -69,8 +97,15 @@ static void *janitor_main(void *arg)
             pp = &job->next;
         }
         if (owes) lock_backoff(round < 12 ? round++ : 12); /* up to ~128 us between looks */
+        else if (any_posted(mine)) {
+            /* an answer is awaited: sleep in its context, up to the next step (and 10 ms, so
+             * that new jobs and tickets are seen) */
+            int64_t wait = jobs_next(mine) - clock_now_ns();
+            if (wait > JANITOR_ANSWER_NAP_NS) wait = JANITOR_ANSWER_NAP_NS;
+            if (wait > 0) reap_answers(rc, &mine, wait);
+        }
         pthread_mutex_lock(&j->mu);
-        if (!owes && !j->added && !j->stop && mine) {
+        if (!owes && !j->added && !j->stop && mine && !any_posted(mine)) {
             struct timespec until = clock_ts(jobs_next(mine));
             pthread_cond_timedwait(&j->cv, &j->mu, &until);
         }
@@ -79,6 +114,8 @@ static void *janitor_main(void *arg)
     struct lock_job *left = j->added;
     j->added = NULL;
     pthread_mutex_unlock(&j->mu);
+    /* the answers still on their way (each bounded by its RPC's timeout) */
+    while (ok && any_posted(mine)) reap_answers(rc, &mine, NS_PER_S);
     while (left || mine) {
         struct lock_job *job = mine ? mine : left;
         if (job == mine) mine = job->next;
@@ -92,6 +129,7 @@ static void *janitor_main(void *arg)
         log_error("lock janitor: cannot attach to the lock layer; given-up lock tickets wait for "
                   "lease resets");
     }
+    if (rc) fab_ctx_destroy(rc);
     if (c) fab_ctx_destroy(c);
     return NULL;
 }

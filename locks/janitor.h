@@ -2,8 +2,9 @@
  * the lock tickets other threads gave up at a deadline, so that a thread that goes idle after an
  * abort leaves nobody waiting behind its ticket (lock_thread_hand_over), and that runs jobs:
  * locks kept for a while on someone's behalf (the transaction layer's fences), each stepped when
- * it asks to be. A job's step runs between ticket passes, so it must never wait long: it posts
- * what it needs and looks again at its next step. */
+ * it asks to be. A job's step runs between ticket passes and other jobs' lock refreshes, so it
+ * never waits for an answer: it posts its RPC on a context of its own (tagged with the job) and
+ * hears the answer in done() at a later look. */
 #ifndef RDKV_LOCK_JANITOR_H
 #define RDKV_LOCK_JANITOR_H
 
@@ -18,10 +19,14 @@ struct lock_job {
     /* On the janitor's thread, once, before the first step: point the job's handles at lt. */
     void (*adopt)(struct lock_job *j, struct lock_thread *lt);
     /* A step, when due, on the janitor's thread: false when the job is over (it has freed
-     * itself), else true with j->due set to when it wants the next one. */
-    bool (*step)(struct lock_job *j, struct fab_ctx *c, int64_t now);
-    /* The janitor stops with the job pending: let its locks go unreleased (their leases recover
-     * them) and free it. */
+     * itself), else true with j->due set to when it wants the next one. It may post RPCs on rpc
+     * with the tag (uintptr_t)j, counting them in j->posted. */
+    bool (*step)(struct lock_job *j, struct fab_ctx *rpc, int64_t now);
+    /* One of its RPCs completed (status): false when the job is over (it has freed itself). */
+    bool (*done)(struct lock_job *j, int status);
+    unsigned posted; /* its RPCs in flight */
+    /* The janitor stops with the job pending (none of its RPCs in flight): let its locks go
+     * unreleased (their leases recover them) and free it. */
     void (*drop)(struct lock_job *j);
 };
 

@@ -41,6 +41,10 @@ struct node {
     pthread_mutex_t ckpt_mu;
     pthread_cond_t ckpt_cv;
     bool ckpt_stop;
+    unsigned ckpt_written;      /* checkpoints this process wrote (each carries the layer's
+                                   state), ... */
+    uint32_t ckpt_loaded;       /* ... and the format of the one it started from (0: none) */
+    bool ckpt_busy;             /* one is being written (status; atomic) */
     struct txn_recovery *recov; /* what the replay found of 2PCs, until txn_env_recover */
     int64_t start_ns;
     /* the peer watcher */
@@ -125,6 +129,8 @@ const char node_usage[] =
     "  --checkpoint-every SIZE  with --data-dir: write a checkpoint of the partition into the\n"
     "                        data dir once the log grew this much, and drop the log behind the\n"
     "                        older of the two checkpoints kept (default 256M; 0: never)\n"
+    "  --log-segment SIZE    with --data-dir: the redo log's segment files (default 64M, at least\n"
+    "                        64K); the log is dropped behind a checkpoint in whole segments\n"
     "  --peer-wait DUR       at start-up, wait up to this long for every peer to answer, and\n"
     "                        exit with an error if one does not (default 30s; 0: do not wait)\n"
     "  --secret-file FILE    the cluster's node secret (default: the config's secret_file);\n"
@@ -169,7 +175,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
         O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_SESS_THREADS, O_COMMITTO,
         O_CONFLICT, O_MAXCONNS, O_OUTMAX, O_HELLOTO, O_CONNIDLE, O_BENCH, O_SECRET, O_INSECURE,
-        O_TXN_OPS, O_TXN_BYTES, O_PREP_MAX, O_INDOUBT, O_SESS_CONN, O_DATADIR, O_DURABILITY, O_CKPT_EVERY, O_INIT, O_FAULT_WAL
+        O_TXN_OPS, O_TXN_BYTES, O_PREP_MAX, O_INDOUBT, O_SESS_CONN, O_DATADIR, O_DURABILITY, O_CKPT_EVERY, O_LOG_SEGMENT, O_INIT, O_FAULT_WAL
     };
     static const struct option longopts[] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -203,6 +209,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         {"data-dir", required_argument, 0, O_DATADIR},
         {"durability", required_argument, 0, O_DURABILITY},
         {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
+        {"log-segment", required_argument, 0, O_LOG_SEGMENT},
         {"init", no_argument, 0, O_INIT},
         {"fault-wal", required_argument, 0, O_FAULT_WAL},
         {"peer-wait", required_argument, 0, O_PEER_WAIT},
@@ -227,6 +234,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
     optind = 1;
     int ch;
     bool durability_given = false, ckpt_given = false, rpc_threads_given = false;
+    bool seg_given = false;
     uint64_t v;
     int64_t d;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -392,6 +400,11 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
                 BAD("bad --checkpoint-every '%s' (a size such as 256M, or 0)", optarg);
             ckpt_given = true;
             break;
+        case O_LOG_SEGMENT:
+            if (parse_size(optarg, &o->log_segment) || o->log_segment < (64u << 10))
+                BAD("bad --log-segment '%s' (a size of at least 64K, such as 64M)", optarg);
+            seg_given = true;
+            break;
         case O_PEER_WAIT:
             if (parse_duration_ns(optarg, &o->peer_wait_ns)) BAD("bad --peer-wait '%s'", optarg);
             break;
@@ -436,6 +449,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
     if (o->node < 0) BAD("--node N is required");
     if (durability_given && !o->data_dir) BAD("--durability needs --data-dir");
     if (ckpt_given && !o->data_dir) BAD("--checkpoint-every needs --data-dir");
+    if (seg_given && !o->data_dir) BAD("--log-segment needs --data-dir");
     if (o->init && !o->data_dir) BAD("--init needs --data-dir");
     /* A durable node's commit RPCs (APPLY, PREPARE, COMMIT) each wait on an RPC thread for the
      * fdatasync that covers their record: with 2 threads, a group could never hold more than 2
@@ -493,7 +507,8 @@ char *node_status_json(struct node *n)
             "\"dropped\":%llu,\"pending\":%llu,\"stale\":%llu},"
             "\"prepared\":{\"kept\":%llu,\"bytes\":%llu,\"refused\":%llu,"
             "\"indoubt_committed\":%llu,\"indoubt_dropped\":%llu,\"holds_kept\":%llu,"
-            "\"holds_freed\":%llu},\"decisions\":{\"pending\":%llu},\"peers\":[",
+            "\"holds_freed\":%llu},\"decisions\":{\"pending\":%llu},"
+            "\"checkpoints\":{\"written\":%u,\"busy\":%d},\"peers\":[",
             fab_node_id(f), me->host, me->port, fab_num_nodes(f),
             fab_transport_name(fab_transport_of(f)), (unsigned long long)fab_arena_size(f),
             (long long)(clock_now_ns() - n->start_ns), (long long)clock_process_cpu_ns(),
@@ -507,7 +522,9 @@ char *node_status_json(struct node *n)
             (unsigned long long)fs.prepared, (unsigned long long)fs.prepared_bytes,
             (unsigned long long)fs.prepared_refused, (unsigned long long)fs.indoubt_committed,
             (unsigned long long)fs.indoubt_dropped, (unsigned long long)fs.kept_for,
-            (unsigned long long)fs.freed_for, (unsigned long long)fs.decisions_pending);
+            (unsigned long long)fs.freed_for, (unsigned long long)fs.decisions_pending,
+            __atomic_load_n(&n->ckpt_written, __ATOMIC_RELAXED),
+            (int)__atomic_load_n(&n->ckpt_busy, __ATOMIC_RELAXED));
     for (unsigned i = 0; i < n->cc.n; i++) {
         const char *state = i == fab_node_id(f) ? "self"
                             : txn_env_is_down(n->txn, (uint16_t)i) ? "down"
@@ -655,6 +672,8 @@ struct replay {
     struct store *st;
     uint64_t commits, writes, lsn;
     uint64_t from;  /* the loaded checkpoint's replay LSN: older records are in it (0: none) */
+    uint64_t txn_from; /* ... and for two-phase commits' records: its state holds what the older
+                          ones said (0: a checkpoint without one, or none: every record) */
     uint64_t first; /* the first record's LSN (0: none yet) */
     struct txn_recovery *tr; /* the two-phase commits' records (txn.h) */
 };
@@ -685,9 +704,10 @@ static int replay_rec(void *arg, const struct wal_rec *rec)
     struct replay *r = arg;
     r->lsn = rec->lsn;
     if (!r->first) r->first = rec->lsn;
-    /* the two-phase commits' records, every one (a PREPARE older than the checkpoint may still
-     * be in doubt); a COMMIT's writes only from the checkpoint's replay LSN on */
-    int rc = txn_recovery_rec(r->tr, rec); /* PREPARE, DECISION, END; a COMMIT settles one */
+    /* the two-phase commits' records from where the checkpoint's state leaves off (every one
+     * without it: a PREPARE older than the checkpoint may still be in doubt); a COMMIT's writes
+     * only from the checkpoint's replay LSN on */
+    int rc = rec->lsn >= r->txn_from ? txn_recovery_rec(r->tr, rec) : 0;
     if (rc || rec->type != WAL_COMMIT || rec->lsn < r->from) return rc;
     r->commits++;
     return wal_writes_unpack(rec->payload, rec->len, replay_write, r);
@@ -698,30 +718,35 @@ static int replay_rec(void *arg, const struct wal_rec *rec)
  * thread of their own once the log grew --checkpoint-every bytes, and the log cut behind the
  * older of the two kept (a damaged newest one falls back to it, which then needs its log). */
 
-/* Loads the newest valid checkpoint of the data dir into the empty store: *from gets its replay
- * LSN, 0 when there is none. */
-static int ckpt_restore(struct node *n, uint64_t *from, char *err, size_t errcap)
+/* Loads the newest valid checkpoint of the data dir into the empty store: its info (replay LSN,
+ * format, the state it carries: the caller frees info->state); info->replay_lsn is 0 when there
+ * is none. */
+static int ckpt_restore(struct node *n, struct ckpt_info *info, char *err, size_t errcap)
 {
-    struct ckpt_info info;
     char why[1024] = "";
     int64_t t0 = clock_now_ns();
-    int rc = ckpt_load(n->st, n->o.data_dir, (uint16_t)n->o.node, n->cc.fingerprint, &info, why,
+    memset(info, 0, sizeof *info);
+    int rc = ckpt_load(n->st, n->o.data_dir, (uint16_t)n->o.node, n->cc.fingerprint, info, why,
                        sizeof why);
-    *from = 0;
-    if (rc == RDKV_ENOTFOUND) return 0;
+    if (rc == RDKV_ENOTFOUND) {
+        memset(info, 0, sizeof *info);
+        return 0;
+    }
     if (rc) {
         snprintf(err, errcap, "cannot load a checkpoint from %s: %s", n->o.data_dir, why);
         return rc;
     }
-    if (info.skipped) log_warn("checkpoint: the newest was refused (%s); loaded the older", why);
+    if (info->skipped) log_warn("checkpoint: the newest was refused (%s); loaded the older", why);
     fprintf(stderr, "kvserver: checkpoint %s: %llu rows loaded in %.2f s (replay from LSN %llu)\n",
-            info.path, (unsigned long long)info.rows, (double)(clock_now_ns() - t0) / 1e9,
-            (unsigned long long)info.replay_lsn);
-    *from = info.replay_lsn;
+            info->path, (unsigned long long)info->rows, (double)(clock_now_ns() - t0) / 1e9,
+            (unsigned long long)info->replay_lsn);
+    n->ckpt_loaded = info->version;
     return 0;
 }
 
-/* One checkpoint: replay LSN first, then the rows, then the log behind the older one kept. */
+/* One checkpoint (docs/storage.md, "In the node"): its replay LSN L first -- once every record
+ * below it is applied in memory (wal_checkpoint_lsn) and durable -- then the transaction layer's
+ * state and the rows, then the log behind the older checkpoint kept. */
 static int ckpt_take(struct node *n, struct lock_thread *lt, const struct lock_algo *row)
 {
     struct ckpt_write_opts co;
@@ -730,25 +755,39 @@ static int ckpt_take(struct node *n, struct lock_thread *lt, const struct lock_a
     co.lt = lt;
     struct ckpt_info info;
     char why[512] = "";
-    uint64_t lsn = wal_next_lsn(n->wal);
     int64_t t0 = clock_now_ns();
-    int rc = ckpt_write(n->st, n->o.data_dir, (uint16_t)n->o.node, n->cc.fingerprint, lsn, &co,
+    uint64_t lsn = wal_checkpoint_lsn(n->wal);
+    /* (the file will say it holds every record below L: they must all be on disk first, or a
+     * crash could leave a log that ends before L, whose next records a restart from this
+     * checkpoint would skip) */
+    int rc = lsn > 1 ? wal_wait(n->wal, lsn - 1) : 0;
+    uint8_t *state = NULL;
+    size_t slen = 0;
+    if (!rc) rc = txn_env_state(n->txn, lsn, &state, &slen);
+    co.state = state;
+    co.state_len = slen;
+    if (!rc)
+        rc = ckpt_write(n->st, n->o.data_dir, (uint16_t)n->o.node, n->cc.fingerprint, lsn, &co,
                         &info, why, sizeof why);
+    free(state);
     if (rc) {
         log_warn("checkpoint failed (the log is kept whole): %s", why[0] ? why : rdkv_strerror(rc));
         return rc;
     }
-    /* The log is cut only in a one-node cluster: with two-phase commit, a PREPARE or DECISION
-     * older than the checkpoints may belong to a transaction still in doubt, which a restart
-     * must find (the records do not say their LSNs to the transaction layer yet). */
+    __atomic_add_fetch(&n->ckpt_written, 1, __ATOMIC_RELAXED); /* (status reads it) */
+    /* The log is cut behind the older of the two checkpoints kept (so that a damaged newest one
+     * can fall back to it): each carries the state of the two-phase commits its log held, in
+     * every cluster -- but a checkpoint of the old format carries none, and falling back to one
+     * would need the whole log, so while one is kept, only a one-node cluster cuts. */
+    bool carried = n->cc.n == 1 || n->ckpt_written >= CKPT_KEEP ||
+                   (n->ckpt_written == CKPT_KEEP - 1 && n->ckpt_loaded >= 2);
     uint64_t kept[CKPT_KEEP];
     int k = ckpt_list(n->o.data_dir, kept, CKPT_KEEP);
-    int cut = k == CKPT_KEEP && n->cc.n == 1 ? wal_truncate_before(n->wal, kept[CKPT_KEEP - 1])
-                                               : 0;
+    int cut = k == CKPT_KEEP && carried ? wal_truncate_before(n->wal, kept[CKPT_KEEP - 1]) : 0;
     fprintf(stderr, "kvserver: checkpoint %s: %llu rows in %.2f s (longest row-lock hold %lld "
-            "us); %d log segment(s) dropped\n", info.path, (unsigned long long)info.rows,
-             (double)(clock_now_ns() - t0) / 1e9, (long long)(info.max_hold_ns / 1000),
-             cut > 0 ? cut : 0);
+            "us, %zu bytes of transaction state); %d log segment(s) dropped\n", info.path,
+            (unsigned long long)info.rows, (double)(clock_now_ns() - t0) / 1e9,
+            (long long)(info.max_hold_ns / 1000), slen, cut > 0 ? cut : 0);
     return 0;
 }
 
@@ -774,7 +813,9 @@ static void *ckpt_main(void *arg)
         wal_stats(n->wal, &ws);
         if (ws.bytes - since < n->o.checkpoint_every) continue;
         pthread_mutex_unlock(&n->ckpt_mu);
+        __atomic_store_n(&n->ckpt_busy, true, __ATOMIC_RELAXED);
         if (ckpt_take(n, &lt, row) == 0) since = ws.bytes;
+        __atomic_store_n(&n->ckpt_busy, false, __ATOMIC_RELAXED);
         pthread_mutex_lock(&n->ckpt_mu);
     }
     pthread_mutex_unlock(&n->ckpt_mu);
@@ -806,47 +847,92 @@ static void ckpt_stop(struct node *n)
     n->ckpt_running = false;
 }
 
-/* Whether dir holds a redo log segment or a checkpoint: the partition's data. */
+/* A number kept in a file of the data directory ("incarnation", "txids"): 0 and *v, or
+ * RDKV_ENOTFOUND when there is no such file (or it holds no number). */
+static int file_u64_read(const char *dir, const char *name, uint64_t *v)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    unsigned long long x;
+    int rc = f && fscanf(f, "%llu", &x) == 1 ? 0 : RDKV_ENOTFOUND;
+    if (f) fclose(f);
+    if (!rc) *v = x;
+    return rc;
+}
+
+/* ... made durable: written to a temporary file, synced, renamed over the old one, the
+ * directory synced. 0, or an errno. */
+static int file_u64_write(const char *dir, const char *name, uint64_t v)
+{
+    char path[PATH_MAX], tmp[PATH_MAX + 8], buf[32];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int len = snprintf(buf, sizeof buf, "%llu\n", (unsigned long long)v);
+    int e = 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, buf, (size_t)len) != len || fdatasync(fd)) e = errno ? errno : EIO;
+    if (fd >= 0 && close(fd) && !e) e = errno;
+    if (!e && rename(tmp, path)) e = errno;
+    int dfd = e ? -1 : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (!e && (dfd < 0 || fsync(dfd))) e = errno ? errno : EIO;
+    if (dfd >= 0) close(dfd);
+    return e;
+}
+
 /* This process's incarnation (fab_opts.incarnation), with a data directory: greater than the
  * one of every earlier start from that directory -- the last is kept in its file "incarnation",
- * made durable (written, synced, renamed, the directory synced) before the node talks to anyone
- * -- and than the wall clock's microseconds, so that it also grows when the file is lost with
- * the rest of the data (docs/transactions.md, "Incarnations"). */
+ * made durable before the node talks to anyone -- and than the wall clock's microseconds, so
+ * that it also grows when the file is lost with the rest of the data (docs/transactions.md,
+ * "Incarnations"). */
 static int node_incarnation(const char *dir, uint64_t *out, char *err, size_t errcap)
 {
-    char path[PATH_MAX], tmp[PATH_MAX + 8];
-    snprintf(path, sizeof path, "%s/incarnation", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (mkdir(dir, 0700) && errno != EEXIST) {
         snprintf(err, errcap, "cannot create %s: %s", dir, strerror(errno));
         return RDKV_EIO;
     }
     uint64_t last = 0, now = clock_wall_us();
-    FILE *f = fopen(path, "r");
-    if (f) {
-        unsigned long long v;
-        if (fscanf(f, "%llu", &v) == 1) last = v;
-        fclose(f);
-    }
+    (void)file_u64_read(dir, "incarnation", &last);
     uint64_t inc = now > last ? now : last + 1;
-    char buf[32];
-    int len = snprintf(buf, sizeof buf, "%llu\n", (unsigned long long)inc);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    bool ok = fd >= 0 && write(fd, buf, (size_t)len) == len && fdatasync(fd) == 0;
-    if (fd >= 0 && close(fd)) ok = false;
-    ok = ok && rename(tmp, path) == 0;
-    int dfd = ok ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    ok = ok && dfd >= 0 && fsync(dfd) == 0;
-    if (dfd >= 0) close(dfd);
-    if (!ok) {
-        snprintf(err, errcap, "cannot record this start's incarnation in %s: %s", path,
-                 strerror(errno));
+    int e = file_u64_write(dir, "incarnation", inc);
+    if (e) {
+        snprintf(err, errcap, "cannot record this start's incarnation in %s/incarnation: %s", dir,
+                 strerror(e));
         return RDKV_EIO;
     }
     *out = inc;
     return 0;
 }
 
+/* Transaction ids (txn_env_set_txids): each process starts at the limit the last one reserved,
+ * kept in the data directory's file "txids", and reserves TXID_BLOCK more there (durably)
+ * before it hands any out; a directory without the file (new, or its data lost) starts at the
+ * wall clock's microseconds. So no two processes of the node hand out one id, whatever the
+ * clock says (docs/transactions.md, "The logged commit"). */
+static int txids_reserve(void *arg, uint64_t limit)
+{
+    struct node *n = arg;
+    int e = file_u64_write(n->o.data_dir, "txids", limit);
+    if (e) log_error("cannot reserve transaction ids in %s/txids: %s", n->o.data_dir, strerror(e));
+    return e ? (e == ENOSPC || e == EDQUOT ? RDKV_ENOSPC : RDKV_EIO) : 0;
+}
+
+static int txids_start(struct node *n, char *err, size_t errcap)
+{
+    uint64_t first;
+    if (file_u64_read(n->o.data_dir, "txids", &first)) first = clock_wall_us() & ((1ull << 48) - 1);
+    uint64_t limit = first + TXID_BLOCK;
+    int rc = txids_reserve(n, limit);
+    if (rc) {
+        snprintf(err, errcap, "cannot reserve transaction ids in %s/txids: %s", n->o.data_dir,
+                 rdkv_strerror(rc));
+        return rc;
+    }
+    txn_env_set_txids(n->txn, first, limit, txids_reserve, n);
+    return 0;
+}
+
+/* Whether dir holds a redo log segment or a checkpoint: the partition's data. */
 static bool holds_data(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -870,6 +956,18 @@ static int replay_own(void *arg, uint64_t txid, const void *writes, uint32_t len
     return rc;
 }
 
+/* The redo log failed a record the node's memory now disagrees with (or may): the node stops
+ * at once, as PostgreSQL's PANIC does, and its restart recovers from the log (docs/storage.md,
+ * "Errors"). _exit: nothing of this process's memory is written anywhere on the way out. */
+static void log_failed(void *arg, int status, const char *msg)
+{
+    struct node *n = arg;
+    fprintf(stderr, "kvserver: PANIC: node %ld: redo log %s: %s (%s); stopping (exit status %d): a "
+            "restart recovers from the log\n", n->o.node, n->o.data_dir, msg,
+            rdkv_strerror(status), NODE_EXIT_LOG_FAILED);
+    _exit(NODE_EXIT_LOG_FAILED);
+}
+
 static int wal_start(struct node *n, char *err, size_t errcap)
 {
     struct wal_opts wo;
@@ -879,18 +977,47 @@ static int wal_start(struct node *n, char *err, size_t errcap)
     wo.cluster_fp = n->cc.fingerprint;
     wo.durability = (enum wal_durability)n->o.durability;
     wo.record_max = WAL_REC_LIMIT; /* a transaction's writes up to the format's limit */
+    wo.segment_bytes = n->o.log_segment; /* (0: the log's default) */
+    wo.on_fail = log_failed;
+    wo.on_fail_arg = n;
     struct replay r = {.st = n->st};
     struct wal_scan_result res;
     char why[512] = "";
     int64_t t0 = clock_now_ns();
-    int rc = ckpt_restore(n, &r.from, err, errcap);
+    struct ckpt_info ci;
+    int rc = ckpt_restore(n, &ci, err, errcap);
     if (rc) return rc;
+    r.from = ci.replay_lsn;
     rc = txn_recovery_create((uint16_t)n->o.node, &r.tr);
     if (rc) {
+        free(ci.state);
         snprintf(err, errcap, "out of memory");
         return rc;
     }
+    if (ci.version >= 2) {
+        /* the checkpoint's state of two-phase commits, then the log's records from its LSN */
+        r.txn_from = r.from;
+        rc = txn_recovery_state(r.tr, ci.state, ci.state_len);
+        if (rc) snprintf(err, errcap, "the checkpoint %s carries a transaction state that does "
+                         "not decode: %s", ci.path, rdkv_strerror(rc));
+    }
+    free(ci.state);
+    if (rc) {
+        txn_recovery_free(r.tr);
+        return rc;
+    }
     rc = wal_open(&wo, replay_rec, &r, &res, &n->wal, why, sizeof why);
+    if (!rc && r.from && res.next_lsn < r.from) {
+        /* the checkpoint holds records the log does not: a log cut or damaged after it was
+         * written; going on would give new records LSNs the checkpoint says it covers */
+        wal_close(n->wal);
+        snprintf(why, sizeof why,
+                 "the log ends at LSN %llu, but the checkpoint loaded holds every record up to "
+                 "LSN %llu: the log's tail is missing (restore the files of %s)",
+                 (unsigned long long)res.next_lsn - 1, (unsigned long long)r.from - 1,
+                 n->o.data_dir);
+        rc = RDKV_EPROTO;
+    }
     if (!rc && r.first > (r.from ? r.from : 1)) {
         /* the log was cut behind a checkpoint that is not here: what came before is gone */
         wal_close(n->wal);
@@ -1014,6 +1141,7 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         snprintf(err, errcap, "%s", why);
         goto fail;
     }
+    if (n->wal && (rc = txids_start(n, err, errcap))) goto fail;
     if (n->recov) {
         struct txn_recovery *tr = n->recov;
         n->recov = NULL;

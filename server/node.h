@@ -16,6 +16,9 @@
 #include <stdint.h>
 
 #define NODE_VERSION "0.1.0"
+/* The exit status of a node that stopped because its redo log failed a record its memory depends
+ * on (EX_IOERR): a restart on a good disk recovers from the log (docs/storage.md, "Errors"). */
+#define NODE_EXIT_LOG_FAILED 74
 
 struct node_opts {
     const char *config;
@@ -34,6 +37,7 @@ struct node_opts {
     const char *data_dir;         /* --data-dir: the redo log's directory; NULL: in memory */
     int durability;               /* --durability (enum wal_durability; default group) */
     uint64_t checkpoint_every;    /* --checkpoint-every: log bytes between checkpoints (0: none) */
+    uint64_t log_segment;         /* --log-segment: the redo log's segment size (0: its default) */
     bool init;                    /* --init: the data dir may be empty (a new partition) */
     int fault_wal, fault_errno;   /* testing, --fault-wal: 1 write, 2 sync (0: none), its errno;
                                      3 sync-delay, its microseconds */

@@ -57,6 +57,7 @@ static int walk_blocks(const uint8_t *buf, size_t len, uint64_t fseed, uint32_t 
     /* every block is at least CKPT_BLOCK_HDR bytes, so this loop runs at most len / 32 times */
     while (off < len) {
         if (len - off >= 8 && !memcmp(buf + off, CKPT_END_MAGIC, 8)) break;
+        if (len - off >= 4 && pack_get_u32le(buf + off) == CKPT_STATE_MAGIC) break;
         if (len - off < CKPT_BLOCK_HDR)
             return fail(err, errcap, RDKV_EPROTO, "torn block header at byte %zu", off);
         const uint8_t *bh = buf + off;
@@ -124,7 +125,8 @@ static int decode(const uint8_t *buf, size_t len, uint16_t node, uint64_t fp, ui
     uint64_t hcheck = XXH3_64bits(buf, 56), fseed = XXH3_64bits(buf, 40);
     if (hcheck != pack_get_u64le(buf + 56))
         return fail(err, errcap, RDKV_EPROTO, "bad header checksum");
-    if (pack_get_u32le(buf + 8) != CKPT_VERSION || pack_get_u32le(buf + 12) != CKPT_HDR ||
+    uint32_t version = pack_get_u32le(buf + 8);
+    if ((version != CKPT_VERSION && version != 1) || pack_get_u32le(buf + 12) != CKPT_HDR ||
         !pack_is_zero(buf + 18, 6) || !pack_is_zero(buf + 48, 8))
         return fail(err, errcap, RDKV_EPROTO, "unknown checkpoint version %u",
                     pack_get_u32le(buf + 8));
@@ -141,6 +143,23 @@ static int decode(const uint8_t *buf, size_t len, uint16_t node, uint64_t fp, ui
     int rc = walk_blocks(buf, len, fseed, key_max, value_max, NULL, NULL, &end, &rows, &blocks,
                          &payload, err, errcap);
     if (rc) return rc;
+    /* version 2: the state block, then the trailer */
+    const uint8_t *state = NULL;
+    uint64_t slen = 0;
+    if (len - end >= 4 && pack_get_u32le(buf + end) == CKPT_STATE_MAGIC) {
+        const uint8_t *sh = buf + end;
+        if (version < 2 || len - end < CKPT_BLOCK_HDR || !pack_is_zero(sh + 4, 4) ||
+            !pack_is_zero(sh + 12, 4) || pack_get_u64le(sh + 16) != blocks)
+            return fail(err, errcap, RDKV_EPROTO, "bad state block header at byte %zu", end);
+        slen = pack_get_u32le(sh + 8);
+        if (slen > len - end - CKPT_BLOCK_HDR)
+            return fail(err, errcap, RDKV_EPROTO, "state block torn (%" PRIu64 " bytes, %zu "
+                        "left)", slen, len - end - CKPT_BLOCK_HDR);
+        state = sh + CKPT_BLOCK_HDR;
+        if (XXH3_64bits_withSeed(state, slen, block_seed(sh, fseed)) != pack_get_u64le(sh + 24))
+            return fail(err, errcap, RDKV_EPROTO, "state block at byte %zu: bad checksum", end);
+        end += CKPT_BLOCK_HDR + slen;
+    }
     if (len - end != CKPT_TRAILER)
         return fail(err, errcap, RDKV_EPROTO, "%s at byte %zu",
                     len - end < CKPT_TRAILER ? "torn trailer" : "bytes after the trailer", end);
@@ -148,7 +167,8 @@ static int decode(const uint8_t *buf, size_t len, uint16_t node, uint64_t fp, ui
     if (XXH3_64bits_withSeed(t, 56, fseed) != pack_get_u64le(t + 56))
         return fail(err, errcap, RDKV_EPROTO, "bad trailer checksum");
     if (pack_get_u64le(t + 8) != rows || pack_get_u64le(t + 16) != blocks || pack_get_u64le(t + 24) != payload ||
-        pack_get_u64le(t + 32) != lsn || hrows != rows || !pack_is_zero(t + 40, 16))
+        pack_get_u64le(t + 32) != lsn || hrows != rows || pack_get_u64le(t + 40) != slen ||
+        !pack_is_zero(t + 48, 8))
         return fail(err, errcap, RDKV_EPROTO, "trailer's totals disagree with the file (%" PRIu64
                     " rows in %" PRIu64 " blocks found)", rows, blocks);
     if (info) {
@@ -159,6 +179,9 @@ static int decode(const uint8_t *buf, size_t len, uint16_t node, uint64_t fp, ui
         info->rows = rows;
         info->blocks = blocks;
         info->bytes = len;
+        info->version = version;
+        info->state = (uint8_t *)state;
+        info->state_len = (size_t)slen;
     }
     if (!fn) return 0;
     /* the whole file is good: only now do rows go out */
@@ -205,7 +228,7 @@ static void block_seal(uint8_t *bh, uint32_t rows, uint32_t plen, uint64_t bno, 
                    XXH3_64bits_withSeed(bh + CKPT_BLOCK_HDR, plen, block_seed(bh, fseed)));
 }
 static void trailer_fill(uint8_t *tr, uint64_t rows, uint64_t blocks, uint64_t payload,
-                         uint64_t lsn, uint64_t fseed)
+                         uint64_t lsn, uint64_t slen, uint64_t fseed)
 {
     memset(tr, 0, CKPT_TRAILER);
     memcpy(tr, CKPT_END_MAGIC, 8);
@@ -213,6 +236,7 @@ static void trailer_fill(uint8_t *tr, uint64_t rows, uint64_t blocks, uint64_t p
     pack_put_u64le(tr + 16, blocks);
     pack_put_u64le(tr + 24, payload);
     pack_put_u64le(tr + 32, lsn);
+    pack_put_u64le(tr + 40, slen);
     pack_put_u64le(tr + 56, XXH3_64bits_withSeed(tr, 56, fseed));
 }
 static size_t put_row(uint8_t *p, const void *key, uint32_t klen, const void *val, uint32_t vlen)
@@ -245,7 +269,7 @@ int ckpt_image(uint16_t node, uint64_t fp, uint64_t lsn, const struct ckpt_row *
         block_seal(b + bh, (uint32_t)k, plen, blocks++, fseed);
         payload += plen;
     }
-    trailer_fill(b + at, n, blocks, payload, lsn, fseed);
+    trailer_fill(b + at, n, blocks, payload, lsn, 0, fseed);
     at += CKPT_TRAILER;
     hdr_finish(b, n);
     *out = b;
@@ -533,10 +557,44 @@ static int io_fail(char *err, size_t errcap, const char *what, const char *path,
     return fail(err, errcap, RDKV_EIO, "%s %s: %s", what, path, strerror(e));
 }
 
+/* The caller's state (the transaction layer's, for a restart), after the rows: one block of its
+ * own, if any. 0 or -errno. */
+static int write_state(struct wctx *w)
+{
+    const struct ckpt_write_opts *o = w->o;
+    if (!o->state_len) return 0;
+    uint8_t sh[CKPT_BLOCK_HDR];
+    memset(sh, 0, sizeof sh);
+    pack_put_u32le(sh, CKPT_STATE_MAGIC);
+    pack_put_u32le(sh + 8, (uint32_t)o->state_len);
+    pack_put_u64le(sh + 16, w->blocks);
+    pack_put_u64le(sh + 24,
+                   XXH3_64bits_withSeed(o->state, o->state_len, block_seed(sh, w->fseed)));
+    int rc = write_all(w->fd, sh, sizeof sh);
+    if (!rc) rc = write_all(w->fd, o->state, o->state_len);
+    if (!rc) w->bytes += sizeof sh + o->state_len;
+    return rc;
+}
+
+/* Keeps the newest CKPT_KEEP checkpoints of dir; a crash before this leaves extra files, which
+ * is harmless. */
+static void prune(const char *dir)
+{
+    uint64_t *lsns;
+    long n = list_all(dir, &lsns, true);
+    for (long k = CKPT_KEEP; k < n; k++) {
+        char old[512];
+        snprintf(old, sizeof old, "%s/ckpt-%016" PRIx64 ".ckpt", dir, lsns[k]);
+        (void)unlink(old);
+    }
+    free(lsns);
+}
+
 int ckpt_write(struct store *s, const char *dir, uint16_t node, uint64_t fp, uint64_t replay_lsn,
                const struct ckpt_write_opts *o, struct ckpt_info *info, char *err, size_t errcap)
 {
-    if (!s || !dir || !o || !o->row_lock || !o->lt || !o->batch || o->row_wait_ns <= 0)
+    if (!s || !dir || !o || !o->row_lock || !o->lt || !o->batch || o->row_wait_ns <= 0 ||
+        (o->state_len && !o->state) || o->state_len > UINT32_MAX)
         return fail(err, errcap, RDKV_EINVAL, "missing store, directory or row lock");
     char path[512], tmp[520];
     if ((size_t)snprintf(path, sizeof path, "%s/ckpt-%016" PRIx64 ".ckpt", dir, replay_lsn) >=
@@ -590,8 +648,12 @@ int ckpt_write(struct store *s, const char *dir, uint16_t node, uint64_t fp, uin
         goto out;
     }
     hdr_finish(hdr, w.rows);
+    if ((rc = write_state(&w))) {
+        rc = io_fail(err, errcap, "write", tmp, -rc);
+        goto out;
+    }
     uint8_t tr[CKPT_TRAILER];
-    trailer_fill(tr, w.rows, w.blocks, w.payload, replay_lsn, w.fseed);
+    trailer_fill(tr, w.rows, w.blocks, w.payload, replay_lsn, o->state_len, w.fseed);
     rc = write_all(w.fd, tr, CKPT_TRAILER);
     if (!rc) {
         ssize_t pw = pwrite(w.fd, hdr, CKPT_HDR, 0);
@@ -624,15 +686,7 @@ int ckpt_write(struct store *s, const char *dir, uint16_t node, uint64_t fp, uin
         goto out;
     }
     close(dfd);
-    /* keep the newest CKPT_KEEP; a crash before this leaves extra files, which is harmless */
-    uint64_t *lsns;
-    long n = list_all(dir, &lsns, true);
-    for (long k = CKPT_KEEP; k < n; k++) {
-        char old[512];
-        snprintf(old, sizeof old, "%s/ckpt-%016" PRIx64 ".ckpt", dir, lsns[k]);
-        (void)unlink(old);
-    }
-    free(lsns);
+    prune(dir);
     if (info) {
         memset(info, 0, sizeof *info);
         info->node = node;
@@ -740,6 +794,12 @@ int ckpt_load(struct store *s, const char *dir, uint16_t node, uint64_t fp,
         } else {
             r = decode(buf, len, node, fp, lsns[k], store_key_max(s), store_value_max(s),
                        load_row, s, &got, why, sizeof why);
+            /* the state is the caller's from here on: a copy of its own */
+            uint8_t *state = NULL;
+            if (r == 0 && got.state_len && !(state = malloc(got.state_len))) r = RDKV_ENOMEM;
+            if (state) memcpy(state, got.state, got.state_len);
+            got.state = state;
+            if (r || !info) free(state);
             free(buf);
         }
         if (r == 0) {

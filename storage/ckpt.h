@@ -28,18 +28,23 @@
  *                  seed (so a block of another file, or moved, fails)
  *          then the payload: rows back to back, each {u32 klen, u32 vlen, key, value}, keys in
  *          strictly ascending order across the whole file (bytewise, shorter first)
- * trailer  [0,8) magic "RDKVCKPE"   [8,16) rows   [16,24) blocks   [24,32) payload bytes
- *          [32,40) replay LSN   [40,56) zero
+ * state    (version 2, optional) one block of the caller's state (the transaction layer's:
+ *          txn_env_state), after the row blocks: [0,4) CKPT_STATE_MAGIC   [4,8) zero
+ *          [8,12) payload bytes   [12,16) zero   [16,24) the block number after the rows'
+ *          [24,32) check as a row block's; then the bytes
+ * trailer  [0,8) magic "RDKVCKPE"   [8,16) rows   [16,24) blocks (of rows)   [24,32) payload
+ *          bytes (of rows)   [32,40) replay LSN   [40,48) state bytes (0: none)   [48,56) zero
  *          [56,64) check: XXH3-64 of [0,56) seeded with the file's seed
  * The trailer ends the file: bytes after it, a missing trailer, or totals that disagree make the
  * whole file refused. */
 #define CKPT_MAGIC "RDKVCKP1"
 #define CKPT_END_MAGIC "RDKVCKPE"
-#define CKPT_VERSION 1u
+#define CKPT_VERSION 2u /* (version 1 files, without a state block, are read too) */
 #define CKPT_HDR 64u
 #define CKPT_BLOCK_HDR 32u
 #define CKPT_TRAILER 64u
 #define CKPT_BLOCK_MAGIC 0x4B4C4243u /* "CBLK" */
+#define CKPT_STATE_MAGIC 0x41545343u /* "CSTA" */
 #define CKPT_BLOCK_TARGET (1u << 20) /* a block is written once its payload passes this */
 #define CKPT_KEEP 2                  /* checkpoints kept in a directory */
 
@@ -54,6 +59,11 @@ struct ckpt_info {
     int64_t hold_ns;        /* ... and all its holds together, */
     uint64_t holds;         /* ... over this many (write) */
     unsigned skipped;       /* newer checkpoints refused before this one was loaded (load) */
+    uint32_t version;       /* the file's format (decode, load) */
+    /* the caller's state the file carries (none: NULL, 0): decode points into its buffer; load
+     * hands out a copy the caller frees */
+    uint8_t *state;
+    size_t state_len;
     char path[512];         /* the file written or loaded */
 };
 
@@ -79,6 +89,9 @@ struct ckpt_write_opts {
     int64_t row_give_up_ns; /* ... tried again, with pauses, for at most this long (default 30 s)
                                before the checkpoint fails with RDKV_ETIMEDOUT */
     uint32_t batch;       /* rows collected per index pass (default 256) */
+    const void *state;    /* the caller's state to carry (state_len bytes; none: NULL, 0), as
+                             it is when the rows are copied: a restart gets it back (ckpt_info) */
+    size_t state_len;
 };
 void ckpt_write_opts_init(struct ckpt_write_opts *o);
 

@@ -1054,6 +1054,20 @@ int wal_error(struct wal *w, char *msg, size_t cap)
     return rc;
 }
 
+void wal_fail_stop(struct wal *w, const char *why)
+{
+    char msg[sizeof w->errmsg + 160];
+    pthread_mutex_lock(&w->mu);
+    int status = w->err ? w->err : RDKV_EIO;
+    snprintf(msg, sizeof msg, "%s%s%s", why, w->err ? " (the log failed: " : "",
+             w->err ? w->errmsg : "");
+    if (w->err) strncat(msg, ")", sizeof msg - strlen(msg) - 1);
+    pthread_mutex_unlock(&w->mu);
+    log_error("redo log %s: %s", w->dir, msg);
+    if (w->o.on_fail) w->o.on_fail(w->o.on_fail_arg, status, msg);
+    abort();
+}
+
 uint64_t wal_next_lsn(struct wal *w)
 {
     pthread_mutex_lock(&w->mu);

@@ -192,6 +192,12 @@ int wal_commit(struct wal *w, uint8_t type, uint64_t txid, const void *payload, 
                uint64_t *lsn);
 /* The sticky error (0 while healthy) and its message ("fdatasync of wal-...: No space left"). */
 int wal_error(struct wal *w, char *msg, size_t cap);
+/* The layer above cannot go on with what it holds in memory after this log failed it: a record
+ * a protocol step depends on was not written, or is not known durable (a node then stops, and
+ * its restart recovers from the log: docs/storage.md, "Errors"). Calls the fail-stop hook with
+ * the log's error (RDKV_EIO when it has none) and why; a hook that returns, or none, ends the
+ * process with abort(). Never returns. */
+_Noreturn void wal_fail_stop(struct wal *w, const char *why);
 /* The highest LSN known durable (every record up to it is). */
 uint64_t wal_durable_lsn(struct wal *w);
 /* The LSN the next append will get. Not a checkpoint's replay LSN by itself: a record below it

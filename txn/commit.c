@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FANOUT_TAG 0x7C0000000000ull
-
 /* A request to a participant got no answer (the RPC failed in the transport: it may or may not
  * have been handled, and may still be on its way). RDKV_ESHUTDOWN is counted in: a participant
  * that is stopping answers it without doing anything, but a link closing under the request
@@ -29,29 +27,8 @@ static void fanout_and(struct txn_worker *w, unsigned n, const uint16_t *nodes, 
                        const void *const *reqs, const size_t *lens, int *status,
                        void (*meanwhile)(void *arg), void *arg)
 {
-    struct fab_buf resp[n ? n : 1];
-    unsigned pending = 0;
-    for (unsigned i = 0; i < n; i++) {
-        resp[i] = (struct fab_buf){0};
-        status[i] = fab_rpc_post(w->c, nodes[i], type, reqs[i], lens[i], &resp[i],
-                                 w->e->cfg.commit_timeout_ns, FANOUT_TAG | i);
-        if (status[i] == 0) {
-            status[i] = 1; /* pending */
-            pending++;
-        }
-    }
-    if (meanwhile) meanwhile(arg);
-    while (pending) {
-        struct fab_cqe cq[16];
-        int k = fab_wait(w->c, cq, 16, -1);
-        for (int j = 0; j < k; j++) {
-            uint64_t i = cq[j].tag & ~FANOUT_TAG;
-            if ((cq[j].tag & FANOUT_TAG) != FANOUT_TAG || i >= n || status[i] != 1) continue;
-            status[i] = cq[j].status;
-            pending--;
-        }
-    }
-    for (unsigned i = 0; i < n; i++) fab_buf_free(&resp[i]);
+    txn_call_all(w->c, n, nodes, type, reqs, lens, NULL, status, w->e->cfg.commit_timeout_ns,
+                 meanwhile, arg);
     w->stats.rounds++;
 }
 
@@ -72,17 +49,17 @@ static void install_own(void *arg)
     struct own_share *o = arg;
     if (o->mine && txn_fault_take(o->e, TXN_FAULT_FAIL_OWN_COMMIT))
         wal_fault_inject(o->e->wal, WAL_FAULT_WRITE, ENOSPC);
-    if (o->mine) o->rc = part_commit(o->e, o->mine);
-}
-
-/* The commit decision made durable (the logged commit): this node's own writes as a PREPARE
- * (mine), then the DECISION naming the other participants, one wait for both (the log is a
- * prefix). */
-static int log_decision(struct txn_env *e, uint64_t txid, struct prepared *mine,
-                        const uint16_t *nodes, unsigned nr)
-{
-    int rc = mine ? part_log_prepare(e, mine, false) : 0;
-    return rc ? rc : coord_log_decision(e, txid, nodes, nr);
+    if (!o->mine) return;
+    uint64_t txid = o->mine->txid;
+    o->rc = part_commit(o->e, o->mine);
+    if (o->rc && o->rc != RDKV_EABORTED && o->e->wal) {
+        /* the decision is durable and this node's share cannot be logged: the node stops, and
+         * its restart installs the share from its PREPARE and DECISION records */
+        char why[96];
+        snprintf(why, sizeof why, "txn %llx: its own share's COMMIT record was refused after a "
+                 "durable DECISION", (unsigned long long)txid);
+        wal_fail_stop(o->e->wal, why);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -152,13 +129,162 @@ static int commit_apply(struct txn *t, uint16_t part, struct wop *ops, uint32_t 
     return rc;
 }
 
+/* A two-phase commit in progress: the writes grouped by partition ([start[p], start[p + 1]) of
+ * ops go to parts[p]), the requests to the nr other participants, their answers, and this
+ * node's own share (mine). */
+struct twopc {
+    struct txn *t;
+    uint32_t np;
+    const uint16_t *parts;
+    const uint32_t *start;
+    struct wop *ops;
+    struct pack_w *pw;  /* per partition: its PREPARE */
+    const void **reqs;  /* per other participant: its PREPARE, then the txid */
+    size_t *lens;
+    uint16_t *rnodes;   /* the other participants */
+    int *st;            /* their answers */
+    unsigned nr;
+    struct prepared *mine;
+    uint8_t idb[8];     /* the txid, the whole of a COMMIT or ABORT */
+};
+
+/* Phase one: the PREPAREs to every other participant in one round and the local share staged.
+ * 0 when all voted yes, else the first failure (RDKV_EUNAVAILABLE for a participant that gave no
+ * answer). */
+static int prepare_all(struct twopc *c)
+{
+    struct txn *t = c->t;
+    struct txn_env *e = t->w->e;
+    int rc = 0;
+    for (uint32_t p = 0; p < c->np; p++) {
+        pack_w_init(&c->pw[p]);
+        if (c->parts[p] == e->me) continue;
+        txn_wops_pack(&c->pw[p], t->txid, e->me, t->pinc[c->parts[p]], c->ops + c->start[p],
+                      c->start[p + 1] - c->start[p]);
+        if (c->pw[p].err) rc = RDKV_ENOMEM;
+        c->reqs[c->nr] = c->pw[p].p;
+        c->lens[c->nr] = c->pw[p].len;
+        c->rnodes[c->nr++] = c->parts[p];
+    }
+    if (!rc) fanout(t->w, c->nr, c->rnodes, TXN_RPC_PREPARE, c->reqs, c->lens, c->st);
+    else
+        for (unsigned i = 0; i < c->nr; i++) c->st[i] = RDKV_ENOMEM;
+    for (uint32_t p = 0; p < c->np && !rc; p++) {
+        if (c->parts[p] != e->me) continue;
+        uint32_t cnt = c->start[p + 1] - c->start[p];
+        struct wop *lo = malloc(cnt * sizeof *lo);
+        if (!lo) rc = RDKV_ENOMEM;
+        else {
+            memcpy(lo, c->ops + c->start[p], cnt * sizeof *lo);
+            rc = part_prepare(e, t->txid, e->me, lo, cnt, NULL, &c->mine);
+        }
+    }
+    for (unsigned i = 0; i < c->nr && !rc; i++)
+        if (c->st[i])
+            rc = c->st[i] == RDKV_ETIMEDOUT || c->st[i] == RDKV_EFLUSHED ||
+                         c->st[i] == RDKV_ESHUTDOWN
+                     ? RDKV_EUNAVAILABLE
+                     : c->st[i];
+    /* (from here on a request is the txid alone) */
+    for (unsigned i = 0; i < c->nr; i++) {
+        c->reqs[i] = c->idb;
+        c->lens[i] = 8;
+    }
+    return rc;
+}
+
+/* Abort everywhere it was prepared. A participant that did not answer (its PREPARE may still
+ * arrive, or its ABORT was lost) keeps our locks there until it has resolved the abort (a late
+ * PREPARE is then refused). */
+static void abort_all(struct twopc *c)
+{
+    struct txn *t = c->t;
+    unsigned na = 0;
+    uint16_t anodes[c->nr ? c->nr : 1];
+    int ast[c->nr ? c->nr : 1];
+    for (unsigned i = 0; i < c->nr; i++) {
+        if (c->st[i] == 0) anodes[na++] = c->rnodes[i];
+        else if (no_answer(c->st[i])) txn_fence_keep(t, c->rnodes[i], TXN_RESOLVE_ABORT);
+    }
+    if (na) fanout(t->w, na, anodes, TXN_RPC_ABORT, c->reqs, c->lens, ast);
+    for (unsigned i = 0; i < na; i++)
+        if (no_answer(ast[i])) txn_fence_keep(t, anodes[i], TXN_RESOLVE_ABORT);
+    if (c->mine) part_abort(t->w->e, c->mine);
+}
+
+/* With a log, the commit decision made durable before the first COMMIT leaves: the memory to
+ * deliver it taken first (so that nothing can fail after it), then this node's own writes as a
+ * PREPARE and the DECISION naming the other participants, one wait for both (the log is a
+ * prefix). 0, or a clean no (nothing that commits was written). A DECISION that cannot be made
+ * durable stops the node (coord_log_decision). */
+static int log_decision(struct twopc *c)
+{
+    struct txn_env *e = c->t->w->e;
+    uint64_t txid = c->t->txid;
+    int rc = coord_decide(e, txid, c->rnodes, c->nr);
+    if (!rc && c->mine) rc = part_log_prepare(e, c->mine, false);
+    if (!rc) rc = coord_log_decision(e, txid, c->rnodes, c->nr);
+    if (rc)
+        log_warn("txn %llx: its commit decision could not be logged (%s): aborted",
+                 (unsigned long long)txid, rdkv_strerror(rc));
+    return rc;
+}
+
+/* Phase two, the decision being commit: COMMIT to every other participant in one round, this
+ * node's own share installed while they travel. */
+static int commit_all(struct twopc *c)
+{
+    struct txn *t = c->t;
+    struct txn_env *e = t->w->e;
+    uint64_t txid = t->txid;
+    int rc = 0;
+    if (e->wal) coord_decided(e, txid);
+    else coord_update(e, txid, TXN_STATE_COMMITTED, 0); /* the decision, before any COMMIT */
+    /* Our own share goes in while the COMMITs travel: under our own locks, which have no lease
+     * (row locks of this node) or one checked a quarter before its end a moment ago (our
+     * points), so the check cannot fail -- and with a log, the decision is durable already. */
+    struct own_share own = {e, c->mine, 0};
+    fanout_and(t->w, c->nr, c->rnodes, TXN_RPC_COMMIT, c->reqs, c->lens, c->st, install_own,
+               &own);
+    if (own.rc) {
+        log_error("txn %llx: its commit here was refused (a lock of ours was gone) after the "
+                  "decision: the outcome is partial", (unsigned long long)txid);
+        rc = RDKV_EUNKNOWN;
+    }
+    for (unsigned i = 0; i < c->nr; i++) {
+        if (!c->st[i]) {
+            if (e->wal) coord_delivered(e, txid, c->rnodes[i]);
+            continue;
+        }
+        /* With a log the decision is durable, and every participant voted yes with a durable
+         * PREPARE, in the process our locks there are in (PREPARE names it): it keeps the
+         * transaction prepared (its holds kept alive, or, after a restart, its rows locked
+         * again by the recovery) until the commit is installed there and answered 0, which
+         * the delivery of the decision sees to. So the transaction has committed, and only a
+         * refusal by the fence -- which nothing can cause but a bug -- is news. */
+        bool refused = c->st[i] == RDKV_EABORTED;
+        if (refused || !e->wal) {
+            log_warn("txn %llx: node %u did not confirm the commit: %s", (unsigned long long)txid,
+                     c->rnodes[i], rdkv_strerror(c->st[i]));
+            rc = RDKV_EUNKNOWN;
+        }
+        if (refused && e->wal)
+            log_error("txn %llx: node %u refused its COMMIT after the decision was durable: the "
+                      "outcome is partial", (unsigned long long)txid, c->rnodes[i]);
+        /* Not installed there yet (no answer, busy, the log refused its record): our locks
+         * there stay until it says nothing of the transaction will be installed any more (with
+         * a log, RESOLVE commits it first), or a late install could land under the next
+         * holder, or a reader see the row from before a transaction acknowledged. */
+        if (e->wal || no_answer(c->st[i])) txn_fence_keep(t, c->rnodes[i], TXN_RESOLVE_COMMIT);
+    }
+    return rc;
+}
+
 /* Two-phase commit over np partitions (presumed abort; with a log, the logged commit). */
 static int commit_2pc(struct txn *t, uint32_t np, const uint16_t *parts, const uint32_t *start,
                       struct wop *ops)
 {
-    struct txn_worker *w = t->w;
-    struct txn_env *e = w->e;
-    int rc = 0;
+    struct txn_env *e = t->w->e;
     struct pack_w pw[np];
     const void *reqs[np];
     size_t lens[np];
@@ -166,120 +292,33 @@ static int commit_2pc(struct txn *t, uint32_t np, const uint16_t *parts, const u
     int st[np];
     memset(rnodes, 0, sizeof rnodes);
     memset(st, 0, sizeof st);
-    unsigned nr = 0;
-    struct prepared *mine = NULL;
-    for (uint32_t p = 0; p < np; p++) {
-        pack_w_init(&pw[p]);
-        if (parts[p] == e->me) continue;
-        txn_wops_pack(&pw[p], t->txid, e->me, t->pinc[parts[p]], ops + start[p],
-                      start[p + 1] - start[p]);
-        if (pw[p].err) rc = RDKV_ENOMEM;
-        reqs[nr] = pw[p].p;
-        lens[nr] = pw[p].len;
-        rnodes[nr++] = parts[p];
-    }
-    /* from here until every participant has answered, a participant that holds it
-     * prepared and asks is told it is active (coord_state) */
-    bool rec = !rc && !(rc = coord_begin(e, t->txid));
-    if (!rc) fanout(w, nr, rnodes, TXN_RPC_PREPARE, reqs, lens, st);
-    else
-        for (unsigned i = 0; i < nr; i++) st[i] = RDKV_ENOMEM;
-    for (uint32_t p = 0; p < np && !rc; p++) {
-        if (parts[p] != e->me) continue;
-        uint32_t cnt = start[p + 1] - start[p];
-        struct wop *lo = malloc(cnt * sizeof *lo);
-        if (!lo) rc = RDKV_ENOMEM;
-        else {
-            memcpy(lo, ops + start[p], cnt * sizeof *lo);
-            rc = part_prepare(e, t->txid, e->me, lo, cnt, NULL, &mine);
-        }
-    }
-    for (unsigned i = 0; i < nr && !rc; i++)
-        if (st[i]) rc = st[i] == RDKV_ETIMEDOUT || st[i] == RDKV_EFLUSHED ||
-                                st[i] == RDKV_ESHUTDOWN
-                            ? RDKV_EUNAVAILABLE
-                            : st[i];
-    if (!rc && !txn_leases_ok(t)) rc = RDKV_EABORTED;
-    uint64_t txid = t->txid;
-    const void *idr[np];
-    size_t idl[np];
-    memset(idr, 0, sizeof idr);
-    memset(idl, 0, sizeof idl);
-    uint8_t idb[8];
-    pack_put_u64le(idb, txid);
-    for (unsigned i = 0; i < nr; i++) {
-        idr[i] = idb;
-        idl[i] = 8;
-    }
-    /* the decision is durable before the first COMMIT leaves (the logged commit) */
-    bool undecided = false;
-    if (!rc && e->wal && (rc = log_decision(e, txid, mine, rnodes, nr))) {
-        log_error("txn %llx: its commit decision was not made durable (%s): the outcome "
-                  "stays unknown until this node restarts and reads its log",
-                  (unsigned long long)txid, rdkv_strerror(rc));
-        undecided = true;
-    }
-    if (undecided) {
-        /* the record may be on disk or not: nobody is told anything, and the participants
-         * are told "active" (the record stays) until a restart reads the log */
-        if (mine) {
-            mine->logged = false;
-            part_abort(e, mine);
-        }
-        rec = false;
-        rc = RDKV_EUNKNOWN;
-    } else if (rc) {
-        /* Abort everywhere it was prepared. A participant that did not answer (its PREPARE
-         * may still arrive, or its ABORT was lost) keeps our locks there until it has
-         * resolved the abort (a late PREPARE is then refused). */
-        unsigned na = 0;
-        uint16_t anodes[np];
-        int ast[np];
-        for (unsigned i = 0; i < nr; i++) {
-            if (st[i] == 0) anodes[na++] = rnodes[i];
-            else if (no_answer(st[i])) txn_fence_keep(t, rnodes[i], TXN_RESOLVE_ABORT);
-        }
-        if (na) fanout(w, na, anodes, TXN_RPC_ABORT, idr, idl, ast);
-        for (unsigned i = 0; i < na; i++)
-            if (no_answer(ast[i])) txn_fence_keep(t, anodes[i], TXN_RESOLVE_ABORT);
-        if (mine) part_abort(e, mine);
+    struct twopc c = {t, np, parts, start, ops, pw, reqs, lens, rnodes, st, 0, NULL, {0}};
+    pack_put_u64le(c.idb, t->txid);
+    /* from before the PREPAREs until every participant has answered, a participant that holds
+     * it prepared and asks is told it is active (coord_state) */
+    int rc = coord_begin(e, t->txid);
+    bool rec = !rc;
+    if (rc) {
+        for (uint32_t p = 0; p < np; p++) pack_w_init(&pw[p]);
     } else {
-        coord_update(e, txid, TXN_STATE_COMMITTED, 0); /* the decision, before any COMMIT */
-        /* Our own share goes in while the COMMITs travel: under our own locks, which have no
-         * lease (row locks of this node) or one checked a quarter before its end a moment ago
-         * (our points), so the check cannot fail -- and with a log, the decision is durable
-         * already. */
-        struct own_share own = {e, mine, 0};
-        fanout_and(w, nr, rnodes, TXN_RPC_COMMIT, idr, idl, st, install_own, &own);
-        if (own.rc) {
-            log_error("txn %llx: its commit here was refused (a lock of ours was gone) "
-                      "after the decision: the outcome is partial", (unsigned long long)txid);
-            rc = RDKV_EUNKNOWN;
-        }
-        for (unsigned i = 0; i < nr; i++)
-            if (st[i]) {
-                /* With a log the decision is durable, and every participant voted yes with a
-                 * durable PREPARE, in the process our locks there are in (PREPARE names it): it
-                 * keeps the transaction prepared (its holds kept alive, or, after a restart,
-                 * its rows locked again by the recovery) until the commit is delivered, which
-                 * coord_pending makes sure of. So the transaction has committed, and only a
-                 * refusal by the fence -- which nothing can cause but a bug -- is news. */
-                bool refused = st[i] == RDKV_EABORTED;
-                if (refused || !e->wal) {
-                    log_warn("txn %llx: node %u did not confirm the commit: %s",
-                             (unsigned long long)txid, rnodes[i], rdkv_strerror(st[i]));
-                    rc = RDKV_EUNKNOWN;
-                }
-                if (refused && e->wal)
-                    log_error("txn %llx: node %u refused its COMMIT after the decision was "
-                              "durable: the outcome is partial", (unsigned long long)txid,
-                              rnodes[i]);
-                /* no answer: the COMMIT may land later; keep our locks there till it can't */
-                if (no_answer(st[i])) txn_fence_keep(t, rnodes[i], TXN_RESOLVE_COMMIT);
-            }
-        if (e->wal) coord_pending(e, txid, rnodes, st, nr);
+        rc = prepare_all(&c);
     }
-    if (rec) coord_update(e, txid, 0, -1);
+    if (!rc && !txn_leases_ok(t)) rc = RDKV_EABORTED;
+    /* the decision, durable first with a log: held against a checkpoint's replay LSN until this
+     * node's own share is installed and the record says committed (docs/storage.md, "Holds") */
+    struct wal_hold hold;
+    if (!rc && e->wal) {
+        wal_hold(e->wal, &hold);
+        rc = log_decision(&c);
+        if (rc) wal_unhold(e->wal, &hold);
+    }
+    if (rc) {
+        abort_all(&c);
+    } else {
+        rc = commit_all(&c);
+        if (e->wal) wal_unhold(e->wal, &hold);
+    }
+    if (rec) coord_update(e, t->txid, 0, -1);
     for (uint32_t p = 0; p < np; p++) pack_w_free(&pw[p]);
     return rc;
 }

@@ -106,6 +106,13 @@ void txn_end(struct txn *t);
 uint64_t *txn_pin_on(struct txn *t);
 void txn_pin_off(struct txn *t, uint64_t *was);
 
+/* Posts one RPC to each of n nodes at once on c and waits for all (one round, each bounded by
+ * timeout_ns): status[i], and resps[i] when resps is not NULL (the caller frees them).
+ * meanwhile (may be NULL) runs once they are posted, before the wait. */
+void txn_call_all(struct fab_ctx *c, unsigned n, const uint16_t *nodes, uint16_t type,
+                  const void *const *reqs, const size_t *lens, struct fab_buf *resps,
+                  int *status, int64_t timeout_ns, void (*meanwhile)(void *arg), void *arg);
+
 /* ------------------------------------------------------------------------------------------ */
 /* locate.c: finding, locking and reading rows. */
 

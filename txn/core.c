@@ -356,6 +356,32 @@ static uint64_t ts_fresh(struct txn_env *e)
     return (next << 10 | e->me) & LOCK_AGE_MAX;
 }
 
+/* The next transaction id's counter part, from the block reserved durably (txn_env_set_txids):
+ * 0, or the reservation's failure (no id is handed out that a restart could hand out again). */
+static int txid_next(struct txn_env *e, uint64_t *out)
+{
+    uint64_t v = __atomic_fetch_add(&e->txseq, 1, __ATOMIC_RELAXED);
+    if (v >= TXID_MASK) return RDKV_ENOSPC; /* (2^48 ids: never in practice) */
+    if (v >= __atomic_load_n(&e->txlimit, __ATOMIC_ACQUIRE)) {
+        /* past the block: the next one reserved first (once per TXID_BLOCK transactions: a
+         * few milliseconds of a file's write and sync) */
+        pthread_mutex_lock(&e->txmu);
+        int rc = 0;
+        while (!rc && v >= e->txlimit) {
+            uint64_t want = e->txlimit + TXID_BLOCK;
+            rc = e->txreserve(e->txarg, want);
+            if (!rc) __atomic_store_n(&e->txlimit, want, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&e->txmu);
+        if (rc) {
+            log_error("no transaction id: reserving the next block failed: %s", rdkv_strerror(rc));
+            return rc;
+        }
+    }
+    *out = v;
+    return 0;
+}
+
 int txn_begin(struct txn_worker *w, struct txn **out)
 {
     struct txn *t = &w->tx;
@@ -366,9 +392,15 @@ int txn_begin(struct txn_worker *w, struct txn **out)
     t->nbytes = 0;
     w->seq++;
     t->txid = (uint64_t)w->e->me << 48 | (uint64_t)w->wid << 32 | w->seq;
-    if (__atomic_load_n(&w->e->txseq, __ATOMIC_RELAXED))
-        t->txid = (uint64_t)w->e->me << 48 |
-                  (__atomic_add_fetch(&w->e->txseq, 1, __ATOMIC_RELAXED) & ((1ull << 48) - 1));
+    if (w->e->txreserve) {
+        uint64_t v;
+        int rc = txid_next(w->e, &v);
+        if (rc) {
+            t->active = false;
+            return rc;
+        }
+        t->txid = (uint64_t)w->e->me << 48 | v;
+    }
     t->log_txid = 0;
     t->ts = ts_fresh(w->e);
     memset(t->pinc, 0, w->e->n * sizeof *t->pinc);
@@ -491,3 +523,39 @@ void txn_end(struct txn *t)
 
 uint64_t *txn_pin_on(struct txn *t) { return fab_pin(t->w->c, t->pinc); }
 void txn_pin_off(struct txn *t, uint64_t *was) { fab_pin(t->w->c, was); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Requests to several nodes at once. */
+
+#define CALL_TAG 0x7C0000000000ull
+
+void txn_call_all(struct fab_ctx *c, unsigned n, const uint16_t *nodes, uint16_t type,
+                  const void *const *reqs, const size_t *lens, struct fab_buf *resps,
+                  int *status, int64_t timeout_ns, void (*meanwhile)(void *arg), void *arg)
+{
+    struct fab_buf own[resps ? 1 : (n ? n : 1)];
+    struct fab_buf *resp = resps ? resps : own;
+    unsigned pending = 0;
+    for (unsigned i = 0; i < n; i++) {
+        resp[i] = (struct fab_buf){0};
+        status[i] = fab_rpc_post(c, nodes[i], type, reqs[i], lens[i], &resp[i], timeout_ns,
+                                 CALL_TAG | i);
+        if (status[i] == 0) {
+            status[i] = 1; /* pending */
+            pending++;
+        }
+    }
+    if (meanwhile) meanwhile(arg);
+    while (pending) {
+        struct fab_cqe cq[16];
+        int k = fab_wait(c, cq, 16, -1);
+        for (int j = 0; j < k; j++) {
+            uint64_t i = cq[j].tag & ~CALL_TAG;
+            if ((cq[j].tag & CALL_TAG) != CALL_TAG || i >= n || status[i] != 1) continue;
+            status[i] = cq[j].status;
+            pending--;
+        }
+    }
+    if (!resps)
+        for (unsigned i = 0; i < n; i++) fab_buf_free(&resp[i]);
+}

@@ -1,6 +1,6 @@
 /* A node's transaction layer (txn.h): its configuration, its environment (struct txn_env) and
- * the threads that serve it -- the janitor (locks/janitor.h) and the in-doubt thread
- * (recover.c) -- its RPC handlers registered (part.c), and what it knows of its peers. */
+ * the threads that serve it -- the janitor (locks/janitor.h), the keeper (recover.c) and the
+ * asker (indoubt.c) -- its RPC handlers registered (part.c), and what it knows of its peers. */
 #include "txn/coord.h"
 
 #include "locks/janitor.h"
@@ -40,10 +40,10 @@ const char *txn_conflict_name(int policy)
  * commit_faults.c). With a redo log: decision-exit, prepare-exit and commit-exit make the node
  * _exit right after its next DECISION (as coordinator) or PREPARE (as participant) record is
  * durable, or when a COMMIT reaches it (as participant) before its COMMIT record is written;
- * commit-fail, decision-fail and own-commit-fail make the log fail at that record (the next
- * participant COMMIT record: its write fails with ENOSPC; the next DECISION: its sync fails with
- * EIO, so the record may be in the file; the coordinator's own share's COMMIT record: its write
- * fails); coord-oom makes the coordinator's memory for a logged decision still to deliver run
+ * prepare-fail, commit-fail, decision-fail and own-commit-fail make the log fail at that record
+ * (the next participant PREPARE or COMMIT record: its write fails with ENOSPC; the next DECISION:
+ * its sync fails with EIO, so the record may be in the file; the coordinator's own share's
+ * COMMIT record: its write fails); coord-oom makes the coordinator's memory for a logged decision still to deliver run
  * out; install-slow makes every commit install its writes 50 ms after its COMMIT record is
  * durable (a slow disk's window, widened). In any cluster: query-slow makes the node answer
  * TXN_RPC_QUERY 600 ms late (past the asker's timeout), from its RPC threads. */
@@ -58,6 +58,7 @@ static void fault_parse(struct txn_env *e)
         {"prepare-exit@", TXN_FAULT_EXIT_AFTER_PREPARE, true},
         {"commit-exit@", TXN_FAULT_EXIT_AT_COMMIT, true},
         {"commit-fail@", TXN_FAULT_FAIL_COMMIT, true},
+        {"prepare-fail@", TXN_FAULT_FAIL_PREPARE, true},
         {"decision-fail@", TXN_FAULT_FAIL_DECISION, true},
         {"own-commit-fail@", TXN_FAULT_FAIL_OWN_COMMIT, true},
         {"coord-oom@", TXN_FAULT_COORD_OOM, true},
@@ -69,18 +70,19 @@ static void fault_parse(struct txn_env *e)
     if (!at || strtol(at + 1, NULL, 10) != e->me) return;
     for (unsigned i = 0; i < sizeof hooks / sizeof hooks[0]; i++)
         if (!strncmp(f, hooks[i].name, strlen(hooks[i].name)) && (e->wal || !hooks[i].logged))
-            e->fault = hooks[i].fault;
+            __atomic_store_n(&e->fault, hooks[i].fault, __ATOMIC_RELAXED);
 }
 
 static void indoubt_stop(struct txn_env *e)
 {
-    if (!e->ind_started) return;
     pthread_mutex_lock(&e->imu);
     e->istop = true;
-    pthread_cond_broadcast(&e->icv);
+    pthread_cond_broadcast(&e->kcv);
+    pthread_cond_broadcast(&e->acv);
     pthread_mutex_unlock(&e->imu);
-    pthread_join(e->ind, NULL);
-    e->ind_started = false;
+    if (e->astarted) pthread_join(e->athr, NULL);
+    if (e->kstarted) pthread_join(e->kthr, NULL);
+    e->astarted = e->kstarted = false;
 }
 
 static void janitor_stop(struct txn_env *e)
@@ -89,11 +91,11 @@ static void janitor_stop(struct txn_env *e)
     e->jan = NULL;
 }
 
-int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
-                 const struct txn_cfg *cfg, struct txn_env **out, char *err, size_t errcap)
+/* The configuration with its defaults filled in, and the algorithms it names found and fit for
+ * transactions: 0, or RDKV_EINVAL with the reason in err. */
+static int cfg_settle(struct txn_env *e, const struct txn_cfg *cfg, struct store *st, char *err,
+                      size_t errcap)
 {
-    struct txn_env *e = calloc(1, sizeof *e);
-    if (!e) return RDKV_ENOMEM;
     if (cfg) e->cfg = *cfg;
     else txn_cfg_init(&e->cfg);
     if (!e->cfg.row_lock) e->cfg.row_lock = LOCK_ROW_DEFAULT;
@@ -140,6 +142,15 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
                  "(combiner-rpc, combiner-rdma, itree) allow", e->cfg.range_lock);
         rc = RDKV_EINVAL;
     }
+    return rc;
+}
+
+int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
+                 const struct txn_cfg *cfg, struct txn_env **out, char *err, size_t errcap)
+{
+    struct txn_env *e = calloc(1, sizeof *e);
+    if (!e) return RDKV_ENOMEM;
+    int rc = cfg_settle(e, cfg, st, err, errcap);
     if (rc) {
         free(e);
         return rc;
@@ -163,25 +174,33 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     e->loc = txn_locs_create();
     pthread_mutex_init(&e->pmu, NULL);
     pthread_mutex_init(&e->cmu, NULL);
+    pthread_mutex_init(&e->txmu, NULL);
     if (!e->down || !e->prep_by_coord || !e->loc) rc = RDKV_ENOMEM;
     if (!rc && (rc = range_space_create(rs, TXN_RANGE_SPACE, NULL)))
         snprintf(err, errcap, "cannot create the key range space: %s", rdkv_strerror(rc));
+    e->kwake = e->awake = INT64_MAX; /* (until they sleep, any PREPARE kept kicks them) */
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the in-doubt thread waits for deadlines */
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the keeper and asker wait for deadlines */
     pthread_mutex_init(&e->imu, NULL);
-    pthread_cond_init(&e->icv, &ca);
+    pthread_cond_init(&e->kcv, &ca);
+    pthread_cond_init(&e->acv, &ca);
     pthread_cond_init(&e->rcv, &ca);
     pthread_condattr_destroy(&ca);
     if (!rc && lock_janitor_start(f, &e->lcfg, &e->jan)) {
         snprintf(err, errcap, "cannot start the transaction janitor thread");
         rc = RDKV_ENOMEM;
     }
-    if (!rc && pthread_create(&e->ind, NULL, txn_indoubt_main, e)) {
-        snprintf(err, errcap, "cannot start the transaction in-doubt thread");
+    if (!rc && pthread_create(&e->kthr, NULL, txn_keeper_main, e)) {
+        snprintf(err, errcap, "cannot start the transaction keeper thread");
         rc = RDKV_ENOMEM;
     }
-    if (!rc) e->ind_started = true;
+    if (!rc) e->kstarted = true;
+    if (!rc && pthread_create(&e->athr, NULL, txn_asker_main, e)) {
+        snprintf(err, errcap, "cannot start the transaction asker thread");
+        rc = RDKV_ENOMEM;
+    }
+    if (!rc) e->astarted = true;
     if (!rc && e->cfg.wal) txn_env_set_wal(e, e->cfg.wal);
     else if (!rc) fault_parse(e);
     if (!rc && (rc = part_register(e)))
@@ -190,7 +209,8 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
         janitor_stop(e);
         indoubt_stop(e);
         pthread_mutex_destroy(&e->imu);
-        pthread_cond_destroy(&e->icv);
+        pthread_cond_destroy(&e->kcv);
+        pthread_cond_destroy(&e->acv);
         pthread_cond_destroy(&e->rcv);
         free(e->down);
         free(e->prep_by_coord);
@@ -218,9 +238,16 @@ void txn_env_quiesce(struct txn_env *e)
 void txn_env_set_wal(struct txn_env *e, struct wal *w)
 {
     e->wal = w;
-    uint64_t us = clock_wall_us() & ((1ull << 48) - 1);
-    __atomic_store_n(&e->txseq, w ? (us ? us : 1) : 0, __ATOMIC_RELAXED);
     fault_parse(e);
+}
+
+void txn_env_set_txids(struct txn_env *e, uint64_t first, uint64_t limit,
+                       int (*reserve)(void *arg, uint64_t limit), void *arg)
+{
+    e->txseq = first & TXID_MASK;
+    e->txlimit = limit & TXID_MASK;
+    e->txarg = arg;
+    __atomic_store_n(&e->txreserve, reserve, __ATOMIC_RELEASE);
 }
 
 void txn_env_close(struct txn_env *e)
@@ -229,7 +256,8 @@ void txn_env_close(struct txn_env *e)
     janitor_stop(e);
     indoubt_stop(e);
     pthread_mutex_destroy(&e->imu);
-    pthread_cond_destroy(&e->icv);
+    pthread_cond_destroy(&e->kcv);
+    pthread_cond_destroy(&e->acv);
     for (;;) {
         pthread_mutex_lock(&e->pmu);
         struct prepared *p = e->prep;
@@ -252,6 +280,7 @@ void txn_env_close(struct txn_env *e)
     pthread_cond_destroy(&e->rcv);
     pthread_mutex_destroy(&e->cmu);
     free(e->tombs);
+    free(e->outc);
     free(e->down);
     free(e->prep_by_coord);
     free(e->loc);

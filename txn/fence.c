@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,11 @@ struct txn_fence {
     uint64_t *pinc;              /* the transaction's incarnations (coord.h, struct txn): its
                                     posts are pinned to node's, where its locks were taken */
     int64_t next_ask, next_refresh;
+    /* the janitor's: its lock thread's context (the refreshes), and the RESOLVE in flight */
+    struct fab_ctx *lc;
+    bool asking;
+    uint8_t req[9];
+    struct fab_buf resp;
 };
 
 /* Asks the participant once: 0 (resolved), RDKV_EBUSY (ask again soon) or a transport error. */
@@ -82,16 +88,27 @@ static bool fence_node_restarted(struct fab_ctx *c, const struct txn_fence *f)
 static void fence_adopt(struct lock_job *j, struct lock_thread *lt)
 {
     struct txn_fence *f = (struct txn_fence *)j;
+    f->lc = lt->c;
     for (unsigned i = 0; i < f->nlk; i++) f->lk[i].t = lt;
     for (unsigned i = 0; i < f->nrh; i++) f->rh[i]->t = lt;
 }
 
-/* One step, on the janitor's thread: refresh the locks when due, ask when due. */
-static bool fence_step(struct lock_job *j, struct fab_ctx *c, int64_t now)
+static void fence_due(struct txn_fence *f)
+{
+    f->job.due = !f->asking && f->next_ask < f->next_refresh ? f->next_ask : f->next_refresh;
+}
+
+/* One step, on the janitor's thread: refresh the locks when due, post the ask when due. The
+ * answer comes to fence_done: a lock refresh never waits behind it. */
+static bool fence_step(struct lock_job *j, struct fab_ctx *rpc, int64_t now)
 {
     struct txn_fence *f = (struct txn_fence *)j;
     struct txn_env *e = f->e;
-    if (txn_down(e, f->node) || fence_node_restarted(c, f)) {
+    if (txn_down(e, f->node) || fence_node_restarted(f->lc, f)) {
+        if (f->asking) { /* (its answer comes first, soon: the request is bounded) */
+            f->job.due = now + NS_PER_MS;
+            return true;
+        }
         log_warn("txn %llx: node %u is %s: letting go of the locks kept there",
                  (unsigned long long)f->txid, f->node,
                  txn_down(e, f->node) ? "down" : "another process now");
@@ -99,25 +116,46 @@ static bool fence_step(struct lock_job *j, struct fab_ctx *c, int64_t now)
         return false;
     }
     /* every post of the fence reaches the process its locks are in, or none */
-    uint64_t *was = fab_pin(c, f->pinc);
-    bool over = false;
     if (now >= f->next_refresh) {
+        uint64_t *was = fab_pin(f->lc, f->pinc);
         for (unsigned i = 0; i < f->nlk; i++)
             if (f->lk[i].mode) lock_refresh(&f->lk[i]); /* (a lock that cannot: the fence check) */
+        fab_pin(f->lc, was);
         f->next_refresh = now + e->cfg.lease_ns / 4;
     }
-    if (now >= f->next_ask) {
-        int rc = fence_ask(c, f);
+    if (now >= f->next_ask && !f->asking) {
+        pack_put_u64le(f->req, f->txid);
+        f->req[8] = f->decision;
+        f->resp = (struct fab_buf){0};
+        uint64_t *was = fab_pin(rpc, f->pinc);
+        int rc = fab_rpc_post(rpc, f->node, TXN_RPC_RESOLVE, f->req, sizeof f->req, &f->resp,
+                              RESOLVE_RPC_TIMEOUT_NS, (uint64_t)(uintptr_t)j);
+        fab_pin(rpc, was);
         if (rc == 0) {
-            fence_end(f, false);
-            over = true;
+            f->asking = true;
+            j->posted++;
         } else {
-            f->next_ask = clock_now_ns() + (rc == RDKV_EBUSY ? NS_PER_MS : 50 * NS_PER_MS);
+            f->next_ask = clock_now_ns() + 50 * NS_PER_MS;
         }
     }
-    fab_pin(c, was);
-    if (!over) f->job.due = f->next_ask < f->next_refresh ? f->next_ask : f->next_refresh;
-    return !over;
+    fence_due(f);
+    return true;
+}
+
+/* The participant's answer to the fence's RESOLVE: 0, it is resolved; RDKV_EBUSY, ask again
+ * soon; anything else (no answer), ask again. */
+static bool fence_done(struct lock_job *j, int status)
+{
+    struct txn_fence *f = (struct txn_fence *)j;
+    f->asking = false;
+    fab_buf_free(&f->resp);
+    if (status == 0) {
+        fence_end(f, false);
+        return false;
+    }
+    f->next_ask = clock_now_ns() + (status == RDKV_EBUSY ? NS_PER_MS : 50 * NS_PER_MS);
+    fence_due(f);
+    return true;
 }
 
 /* The node stops: the locks are left to their leases, the handles freed. */
@@ -148,7 +186,8 @@ static bool fence_hand_over(struct txn *t, uint16_t node, uint8_t decision, unsi
         return false;
     }
     memcpy(f->pinc, t->pinc, e->n * sizeof *f->pinc);
-    f->job = (struct lock_job){.adopt = fence_adopt, .step = fence_step, .drop = fence_drop};
+    f->job = (struct lock_job){
+        .adopt = fence_adopt, .step = fence_step, .done = fence_done, .drop = fence_drop};
     f->e = e;
     f->txid = t->txid;
     f->node = node;

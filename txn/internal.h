@@ -1,11 +1,12 @@
 /* The transaction layer's inside, shared by its files: the node's environment (struct txn_env),
- * the commit messages' encoding, and the interfaces of the participant (part.c), the
- * coordinator's decision records (decision.c) and recovery (recover.c). The coordinator's own
- * state -- a transaction, its entries, a worker -- is in coord.h, which only the coordinator's
- * files use. The files call each other downwards only (no two both ways):
- *     env -> recover -> ops, commit, part, decision, core
- *     commit -> fence, part, decision, core;  fence -> decision, core;  part -> decision
- *     ops, scan -> locate -> core */
+ * the commit messages' encoding (wops.c), and the interfaces of the participant (part.c, its
+ * outcome memory in outcome.c), the coordinator's decision records (decision.c), the asker
+ * (indoubt.c) and recovery with the keeper (recover.c). The coordinator's own state -- a
+ * transaction, its entries, a worker -- is in coord.h, which only the coordinator's files use.
+ * The files call each other downwards only (no two both ways):
+ *     env -> indoubt, recover -> ops, commit, part, decision, core
+ *     commit -> fence, part, decision, core;  fence -> decision, core
+ *     part -> outcome, decision, wops;  ops, scan -> locate -> core */
 #ifndef RDKV_TXN_INTERNAL_H
 #define RDKV_TXN_INTERNAL_H
 
@@ -19,6 +20,7 @@
 #define RESOLVE_RPC_TIMEOUT_NS (500 * NS_PER_MS) /* RESOLVE and QUERY, one ask */
 #define DELIVER_AGAIN_NS (250 * NS_PER_MS)      /* a logged decision's COMMIT, sent again */
 #define COMMIT_RPC_TIMEOUT_NS (5 * NS_PER_S)    /* txn_cfg.commit_timeout_ns's default */
+#define TXID_MASK ((1ull << 48) - 1)            /* a txid: node:16 | TXID_MASK */
 
 /* Test hooks (RDKV_TEST_FAULT, env.c fault_parse says what each does). */
 enum txn_fault {
@@ -28,6 +30,7 @@ enum txn_fault {
     TXN_FAULT_EXIT_AT_COMMIT,      /* commit-exit@N: a participant, on a COMMIT, before its
                                       COMMIT record */
     TXN_FAULT_FAIL_COMMIT,         /* commit-fail@N: a participant's COMMIT record */
+    TXN_FAULT_FAIL_PREPARE,        /* prepare-fail@N: a participant's PREPARE record */
     TXN_FAULT_FAIL_DECISION,       /* decision-fail@N: the coordinator's DECISION (its sync) */
     TXN_FAULT_FAIL_OWN_COMMIT,     /* own-commit-fail@N: the coordinator's own share's COMMIT */
     TXN_FAULT_COORD_OOM,           /* coord-oom@N: a logged decision's delivery memory */
@@ -66,6 +69,10 @@ struct prepared {
     uint64_t coord_inc; /* the coordinator's incarnation that sent the PREPARE (fab_rpc_src_
                            incarnation): the process whose locks hold its rows here */
     bool logged;      /* its PREPARE record is in the redo log: an abort logs END */
+    bool listed;      /* in the prepared list (part_record), under pmu */
+    bool committing;  /* claimed for its outcome (part_take_begin): still listed, so that a
+                         checkpoint finds it until its COMMIT is installed, and "busy" to a
+                         COMMIT meanwhile (under pmu) */
     /* re-established from the log at start (txn_env_recover): no staged ops; its rows are
      * locked by a local transaction of this node (rt on worker rw) holding its writes */
     struct txn_worker *rw;
@@ -104,7 +111,17 @@ struct inprog {
 /* The transactions coordinators gave up waiting for, whose late requests are refused: the last
  * TXN_TOMBS of them (a ring). */
 #define TXN_TOMBS 4096
-#define TXN_IDC 64
+
+/* The outcome memory (outcome.c): a two-phase commit committed here as a participant, until its
+ * coordinator has forgotten it. At most OUTC_MAX (PREPAREs are refused as busy before that);
+ * first asked about OUTC_ASK_NS after the commit, then every OUTC_AGAIN_NS. */
+struct outcome {
+    uint64_t txid; /* 0: a free slot */
+    int64_t due;
+};
+#define OUTC_MAX (1u << 18)
+#define OUTC_ASK_NS (250 * NS_PER_MS)
+#define OUTC_AGAIN_NS NS_PER_S
 
 struct lock_janitor;
 struct txn_env {
@@ -118,9 +135,14 @@ struct txn_env {
     uint16_t me;
     unsigned n;
     struct wal *wal; /* the redo log, or NULL (txn_env_set_wal) */
-    /* with a redo log, txids are this counter's values (atomic), started at the wall clock's
-     * microseconds, so that a restarted coordinator never reuses one its log still names */
-    uint64_t txseq;
+    /* With a data directory, a txid's low 48 bits come from this counter (atomic), below a limit
+     * reserved durably (txreserve, txn_env_set_txids), so that no process of the node ever hands
+     * out an id an earlier one did, whatever its clock says; without, from the worker and its
+     * sequence (txreserve NULL) */
+    uint64_t txseq, txlimit;
+    int (*txreserve)(void *arg, uint64_t limit);
+    void *txarg;
+    pthread_mutex_t txmu; /* (one reservation at a time) */
     int fault; /* enum txn_fault: a test hook (RDKV_TEST_FAULT, read by txn_env_set_wal) */
     uint8_t *down; /* per node, atomic loads/stores */
     uint32_t next_worker;
@@ -138,11 +160,9 @@ struct txn_env {
      * txn_cfg), and how many */
     uint64_t prep_bytes, *prep_by_coord;
     unsigned prep_kept;
-    bool indoubt_armed; /* the in-doubt thread will look at the kept PREPAREs again (pmu) */
-    /* the last TXN_IDC transactions committed here on their coordinator's answer to a query: a
-     * COMMIT of one that arrives after is answered 0, not "not found" (under pmu) */
-    uint64_t idc[TXN_IDC];
-    unsigned idc_at;
+    /* the outcome memory (outcome.c), under pmu */
+    struct outcome *outc;
+    size_t outc_cap, outc_n;
     uint64_t prep_refused, indoubt_dropped, indoubt_committed; /* atomics */
     /* The coordinator's memory for TXN_RPC_QUERY: its transactions in two-phase commit (from
      * before their PREPAREs until every participant answered or was resolved), under cmu. */
@@ -155,30 +175,80 @@ struct txn_env {
     /* the janitor (locks/janitor.h): passes on the tickets workers gave up, and keeps the
      * locks of fences (fence.c) */
     struct lock_janitor *jan;
-    /* The in-doubt thread (recover.c), woken by ikick when a PREPARE is kept while it has none
-     * to look at */
-    pthread_t ind;
-    bool ind_started, istop, ikick;
+    /* The keeper (recover.c) and the asker (indoubt.c), each woken by its kick flag (imu) when
+     * a PREPARE is kept while they have none to look at, a delivery or release is due, or an
+     * outcome was learned */
+    pthread_t kthr, athr;
+    bool kstarted, astarted, istop, kkick, akick;
+    int64_t kwake, awake; /* when each next looks by itself (INT64_MAX: not before a kick) */
     pthread_mutex_t imu;
-    pthread_cond_t icv;
-    /* txn_env_recover hands the in-doubt transactions found in the log to the in-doubt thread,
-     * which locks their rows; rcv says it is done (under imu) */
+    pthread_cond_t kcv, acv;
+    /* outcomes of transactions re-established from the log, learned by the asker, for the
+     * keeper to settle (under pmu) */
+    struct rdone *rdone;
+    /* txn_env_recover hands the in-doubt transactions found in the log to the keeper, which
+     * locks their rows; rcv says it is done (under imu) */
     struct txn_recovery *recov;
     int recov_rc;
     pthread_cond_t rcv;
 };
 
-/* The in-doubt thread's wake-up: a PREPARE was kept while it had none to look at, a delivery
- * is pending, a hold is to be released, or its coordinator is talking to us again. */
-static inline void txn_indoubt_kick(struct txn_env *e)
+/* An outcome the asker learned for a transaction re-established from the log. */
+struct rdone {
+    struct rdone *next;
+    uint64_t txid;
+    bool commit;
+};
+
+/* Wakes those of the keeper and the asker whose next look comes after `keep` (the keeper) or
+ * `ask` (the asker): a PREPARE kept, due to be kept alive and asked about at those times. */
+static inline void txn_indoubt_due(struct txn_env *e, int64_t keep, int64_t ask)
 {
     pthread_mutex_lock(&e->imu);
-    e->ikick = true;
-    pthread_cond_signal(&e->icv);
+    if (keep < e->kwake) {
+        e->kkick = true;
+        pthread_cond_signal(&e->kcv);
+    }
+    if (ask < e->awake) {
+        e->akick = true;
+        pthread_cond_signal(&e->acv);
+    }
     pthread_mutex_unlock(&e->imu);
 }
 
-/* Whether the one-shot test hook `fault` is armed here; the call disarms it. */
+/* Wakes both: a delivery is pending, a hold is to be released, an outcome was learned, or a
+ * coordinator is talking to us again. */
+static inline void txn_indoubt_kick(struct txn_env *e)
+{
+    pthread_mutex_lock(&e->imu);
+    e->kkick = e->akick = true;
+    pthread_cond_signal(&e->kcv);
+    pthread_cond_signal(&e->acv);
+    pthread_mutex_unlock(&e->imu);
+}
+
+/* The keeper's or the asker's sleep, e->imu held: until `next` (INT64_MAX: until woken), with
+ * *wake saying until when while it sleeps (INT64_MAX while it runs: whatever comes due
+ * meanwhile wakes it, txn_indoubt_due). */
+static inline void txn_indoubt_sleep(struct txn_env *e, pthread_cond_t *cv, int64_t *wake,
+                                     int64_t next)
+{
+    *wake = next;
+    if (next == INT64_MAX) {
+        pthread_cond_wait(cv, &e->imu);
+    } else {
+        struct timespec until = clock_ts(next);
+        pthread_cond_timedwait(cv, &e->imu, &until);
+    }
+    *wake = INT64_MAX;
+}
+
+/* Whether the test hook `fault` is armed here (txn_fault_take: and disarms a one-shot one). */
+static inline bool txn_fault_is(const struct txn_env *e, int fault)
+{
+    return __atomic_load_n(&e->fault, __ATOMIC_RELAXED) == fault;
+}
+
 static inline bool txn_fault_take(struct txn_env *e, int fault)
 {
     int want = fault;
@@ -225,25 +295,40 @@ void part_abort(struct txn_env *e, struct prepared *p);
 int part_log_prepare(struct txn_env *e, struct prepared *p, bool wait);
 /* Records p as prepared here (the list the in-doubt thread and the decisions look at). */
 void part_record(struct txn_env *e, struct prepared *p);
-/* Takes the recorded transaction txid out of the list (NULL if unknown); with rec, also one
- * re-established from the log. pmu held. */
+/* Takes the listed transaction txid (not one being committed) out of the list (NULL if
+ * unknown); with rec, also one re-established from the log. pmu held. */
 struct prepared *part_take_locked(struct txn_env *e, uint64_t txid, bool rec);
-/* ... as a request in progress (ip; ended by part_finish); NULL, with nothing begun, if it is
- * not prepared here. */
+/* Claims the listed transaction txid for its outcome, as a request in progress (ip; ended by
+ * part_finish): it stays listed, marked committing. NULL, with nothing begun, if it is not
+ * prepared here or is being settled already. */
 struct prepared *part_take_begin(struct txn_env *e, uint64_t txid, struct inprog *ip);
-/* Commits (the fence allowing) or aborts a transaction taken with part_take_begin. */
+/* Commits (the fence allowing) or aborts a transaction claimed with part_take_begin: 0, or
+ * RDKV_EABORTED (the fence refused the commit), or RDKV_EBUSY (the log refused its COMMIT
+ * record: it stays prepared). */
 int part_finish(struct txn_env *e, struct prepared *p, bool commit, struct inprog *ip);
 /* Whether txid is a recovered in-doubt transaction here (pmu held). */
 bool part_recovered_locked(struct txn_env *e, uint64_t txid);
 /* p's coordinator's holds here (malloc'd; NULL for no memory). */
 struct held *part_held_of(const struct prepared *p);
-/* Keeps (or, release, releases) h's holds, on the in-doubt thread (e->ilt). */
+/* p, listed, leaves the list: settled (committed: into the outcome memory). pmu held. */
+void part_settle_locked(struct txn_env *e, struct prepared *p, bool committed);
+/* p's writes as a PREPARE record's payload (u16 coordinator, the writes): malloc'd, its length
+ * in *len; NULL for no memory. */
+uint8_t *part_prepare_payload(const struct prepared *p, size_t *len);
+/* Keeps (or, release, releases) h's holds, on the keeper (e->ilt). */
 void part_holds_do(struct txn_env *e, const struct held *h, bool release);
 /* After p was settled on the word of its coordinator's incarnation `by`: when that is not the
  * process that took p's holds (coord_inc), hand them to the in-doubt thread to release. */
 void part_release_if_gone(struct txn_env *e, struct held *h, uint64_t coord_inc, uint64_t by);
-/* Remembers that txid committed here on its coordinator's answer to a query. */
-void part_indoubt_committed(struct txn_env *e, uint64_t txid);
+/* The outcome memory: txid committed here as a participant (add: pmu held; due: when to ask
+ * its coordinator first); whether it is known; the entries due to be asked about (their due
+ * moved on; *next lowered to the next one's); forgetting one its coordinator forgot. */
+void outc_add_locked(struct txn_env *e, uint64_t txid, int64_t due);
+bool outc_known_locked(const struct txn_env *e, uint64_t txid);
+bool part_outcome_known(struct txn_env *e, uint64_t txid);
+unsigned part_outcomes_due(struct txn_env *e, int64_t now, uint64_t *tx, unsigned max,
+                           int64_t *next);
+void part_outcome_forget(struct txn_env *e, uint64_t txid);
 int part_register(struct txn_env *e);
 
 /* SCAN request: u32 blen, begin, u8 has_end, u32 elen, end, u32 alen, after, u8 has_after,
@@ -251,6 +336,9 @@ int part_register(struct txn_env *e);
  * {u64 row, u32 klen, key}. */
 #define TXN_SCAN_PAGE 256u
 #define TXN_SCAN_PAGE_BYTES (1u << 20)
+
+/* A QUERY asks about at most this many txids of one coordinator. */
+#define TXN_QUERY_MAX 1024u
 
 /* One RPC whose request is a txid (QUERY, COMMIT) from a background thread: one ask, bounded
  * by RESOLVE_RPC_TIMEOUT_NS. */
@@ -266,30 +354,36 @@ struct coord_rec {
     uint64_t txid;
     uint8_t state;  /* enum txn_state */
     unsigned refs;  /* the commit running, each fence kept with a commit decision, and the
-                       delivery of a logged commit decision (while npend) */
-    /* a logged commit decision not yet confirmed by these participants: the in-doubt thread
-     * sends them COMMIT again (txn_deliver_step); at 0 the END record is logged */
+                       delivery of a logged commit decision (until its END is durable) */
+    /* a logged commit decision's participants that have not confirmed it yet (allocated, with
+     * all of them, before the DECISION is logged: coord_decide): the in-doubt thread sends them
+     * COMMIT again; at 0 the END record is logged (end_lsn), and the record goes once the END
+     * is durable (UINT64_MAX: the END could not be logged; the record stays) */
     uint16_t *pend;
     unsigned npend;
     int64_t next_try;
+    uint64_t end_lsn;
 };
 /* A record, from before the PREPAREs go out: 0 or RDKV_ENOMEM. */
 int coord_begin(struct txn_env *e, uint64_t txid);
 /* state: TXN_STATE_COMMITTED once decided so (before the first COMMIT); refs: +1 for a fence
  * kept with the commit decision, -1 when it or the commit ends (the record goes at 0). */
 void coord_update(struct txn_env *e, uint64_t txid, uint8_t state, int refs);
-/* What the coordinator knows of txid (enum txn_state). */
+/* What the coordinator knows of txid (enum txn_state): unknown once its END is durable. */
 uint8_t coord_state(struct txn_env *e, uint64_t txid);
-/* Makes the commit decision durable: the DECISION naming the other participants (the
- * coordinator's own share's PREPARE appended just before is covered by the same wait). */
+/* Before a logged commit decision: the memory it needs until every participant has it, taken
+ * now, so that nothing can fail after the DECISION is durable. 0 or RDKV_ENOMEM (abort). */
+int coord_decide(struct txn_env *e, uint64_t txid, const uint16_t *nodes, unsigned nr);
+/* Makes the commit DECISION naming the participants durable (the coordinator's own share's
+ * PREPARE appended just before is covered by the same wait): 0, or the log's refusal (nothing
+ * written: abort cleanly). A DECISION appended but not made durable stops the node. */
 int coord_log_decision(struct txn_env *e, uint64_t txid, const uint16_t *nodes, unsigned nr);
-/* Appends an END for txid (coordinator or participant), not waited for. */
-void txn_log_end(struct txn_env *e, uint64_t txid);
-/* After the COMMITs of a logged decision: END if every participant confirmed (st[i] == 0), else
- * the unconfirmed ones are kept with the record and delivered again. */
-void coord_pending(struct txn_env *e, uint64_t txid, const uint16_t *nodes, const int *st,
-                   unsigned nr);
-/* One participant confirmed a logged decision's commit. */
+/* Appends an END for txid (coordinator or participant), not waited for: its LSN, 0 if the log
+ * refused it. */
+uint64_t txn_log_end(struct txn_env *e, uint64_t txid);
+/* The decision is commit (durable first, with a log): what a query is told from now on. */
+void coord_decided(struct txn_env *e, uint64_t txid);
+/* One participant confirmed a logged decision's commit (it answered 0). */
 void coord_delivered(struct txn_env *e, uint64_t txid, uint16_t node);
 /* The deliveries due at now (up to max, into tx and nd): how many; *next gets when the next
  * ones are due (INT64_MAX: none). */
@@ -324,9 +418,12 @@ struct txn_recovery {
     uint16_t me;
     struct rprep *preps; /* PREPAREs with no COMMIT or END after them */
     struct rdec *decs;   /* commit DECISIONs with no END after them */
+    uint64_t *outs;      /* commits this node took part in (for the outcome memory) */
+    size_t nouts, capouts;
 };
 
-/* The in-doubt thread's body (env.c starts it). */
-void *txn_indoubt_main(void *arg);
+/* The keeper's and the asker's bodies (env.c starts them). */
+void *txn_keeper_main(void *arg);
+void *txn_asker_main(void *arg);
 
 #endif

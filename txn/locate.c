@@ -205,7 +205,7 @@ static int read_row_from(struct txn *t, struct tent *en, rptr row, bool want_val
         en->have_val = true;
         return 1;
     }
-    const struct store_remote *r;
+    const struct store_remote *r = NULL;
     int rc = txn_remote_of(t, rptr_node(row), &r);
     if (rc) return rc;
     uint32_t readlen;

@@ -24,67 +24,8 @@
 #include <string.h>
 #include <unistd.h>
 
-void txn_wops_pack(struct pack_w *w, uint64_t txid, uint16_t coord, uint64_t inc,
-                   const struct wop *ops, uint32_t n)
-{
-    pack_u64(w, txid);
-    pack_u16(w, coord);
-    pack_u64(w, inc);
-    pack_u32(w, n);
-    for (uint32_t i = 0; i < n; i++) {
-        pack_u8(w, ops[i].kind);
-        pack_u64(w, ops[i].row);
-        pack_u64(w, ops[i].lock_tok);
-        pack_u64(w, ops[i].range_tok);
-        pack_u32(w, ops[i].klen);
-        uint8_t *p = pack_w_room(w, ops[i].klen);
-        if (p && ops[i].klen) memcpy(p, ops[i].key, ops[i].klen);
-        uint32_t vlen = ops[i].kind == WOP_DELETE ? 0 : ops[i].vlen;
-        pack_u32(w, vlen);
-        p = pack_w_room(w, vlen);
-        if (p && vlen) memcpy(p, ops[i].val, vlen);
-    }
-}
 
-int txn_wops_unpack(const void *p, size_t len, uint32_t key_max, uint32_t value_max,
-                    uint64_t *txid, uint16_t *coord, uint64_t *inc, struct wop **out,
-                    uint32_t *nout)
-{
-    struct pack_r r;
-    pack_r_init(&r, p, len);
-    *txid = unpack_u64(&r);
-    *coord = unpack_u16(&r);
-    *inc = unpack_u64(&r);
-    uint32_t n = unpack_u32(&r);
-    /* every op takes at least TXN_WOP_MIN bytes: a count beyond that is a lie */
-    if (r.err || n == 0 || n > (len - r.at) / TXN_WOP_MIN) return RDKV_EPROTO;
-    struct wop *ops = calloc(n, sizeof *ops);
-    if (!ops) return RDKV_ENOMEM;
-    int rc = 0;
-    for (uint32_t i = 0; i < n && !rc; i++) {
-        struct wop *o = &ops[i];
-        o->kind = unpack_u8(&r);
-        o->row = unpack_u64(&r);
-        o->lock_tok = unpack_u64(&r);
-        o->range_tok = unpack_u64(&r);
-        o->klen = unpack_u32(&r);
-        o->key = pack_r_take(&r, o->klen);
-        o->vlen = unpack_u32(&r);
-        o->val = pack_r_take(&r, o->vlen);
-        if (r.err || o->kind < WOP_UPDATE || o->kind > WOP_DELETE) rc = RDKV_EPROTO;
-        else if (o->klen > key_max || o->vlen > value_max) rc = RDKV_ETOOBIG;
-        else if (o->kind == WOP_DELETE && o->vlen) rc = RDKV_EPROTO;
-        else if (o->kind != WOP_INSERT && o->row == RPTR_NULL) rc = RDKV_EPROTO;
-    }
-    if (!rc && !unpack_done(&r)) rc = RDKV_EPROTO;
-    if (rc) {
-        free(ops);
-        return rc;
-    }
-    *out = ops;
-    *nout = n;
-    return 0;
-}
+static int begin_locked(struct txn_env *e, uint64_t txid, struct inprog *ip);
 
 /* The row the coordinator names must be a live row of this node holding that key. */
 static int check_row(struct txn_env *e, const struct wop *o, struct row_view *v)
@@ -238,57 +179,67 @@ static uint8_t *pack_writes(const struct prepared *p, size_t pre, size_t *len)
     return buf;
 }
 
-/* Appends a record of p's writes (a COMMIT, or a PREPARE with its coordinator in front) and
- * waits for it when wait: 0; the log's error when nothing was written; RDKV_EUNKNOWN when the
- * record was appended but not made durable (it may be on disk). */
-static int log_writes(struct txn_env *e, struct prepared *p, uint8_t type, bool wait)
+/* Appends a record of p's writes (a COMMIT, or a PREPARE with its coordinator in front): 0 and
+ * its LSN, or the log's refusal (nothing was written: RDKV_ETOOBIG, RDKV_ENOMEM, the log's
+ * failure, RDKV_ESHUTDOWN). */
+static int log_writes(struct txn_env *e, struct prepared *p, uint8_t type, uint64_t *lsn)
 {
     size_t pre = type == WAL_PREPARE ? 2 : 0, len;
     uint8_t *buf = pack_writes(p, pre, &len);
     if (!buf) return RDKV_ETOOBIG;
     if (pre) pack_put_u16le(buf, p->coord);
-    uint64_t lsn = 0;
-    int rc = wal_append(e->wal, type, p->txid, buf, (uint32_t)len, &lsn);
+    int rc = wal_append(e->wal, type, p->txid, buf, (uint32_t)len, lsn);
     free(buf);
-    if (!rc && wait && wal_wait(e->wal, lsn)) rc = RDKV_EUNKNOWN;
     return rc;
 }
 
-/* Makes a COMMIT record of p's writes durable. Called once the commit can no longer fail and
- * while the transaction's locks are held (so a transaction that depends on it gets a higher
- * LSN), before anything is installed. */
-static int part_log(struct txn_env *e, struct prepared *p)
+/* The log failed a record this node's memory depends on: the node stops (the log's fail-stop
+ * hook), and its restart decides from the log. */
+static _Noreturn void log_lost(struct txn_env *e, uint64_t txid, const char *what)
 {
-    return log_writes(e, p, WAL_COMMIT, true);
+    char why[160];
+    snprintf(why, sizeof why, "txn %llx: its %s record is not known durable",
+             (unsigned long long)txid, what);
+    wal_fail_stop(e->wal, why);
 }
 
 int part_log_prepare(struct txn_env *e, struct prepared *p, bool wait)
 {
-    int rc = log_writes(e, p, WAL_PREPARE, wait);
-    /* (appended but not known durable: an abort must still say END) */
-    if (rc == 0 || rc == RDKV_EUNKNOWN) p->logged = true;
-    return rc;
+    uint64_t lsn;
+    int rc = log_writes(e, p, WAL_PREPARE, &lsn);
+    if (rc) return rc; /* (nothing written: a clean no) */
+    p->logged = true;  /* (an abort says END) */
+    if (wait && wal_wait(e->wal, lsn)) log_lost(e, p->txid, "PREPARE");
+    return 0;
 }
 
-int part_commit(struct txn_env *e, struct prepared *p)
+/* Unlinks p from the prepared list (pmu held). */
+static void unlink_locked(struct txn_env *e, struct prepared *p)
 {
-    /* the locks were there at prepare; time has passed since (a 2PC round, a slow network) */
-    if (fence_all(e, p->coord, p->ops, p->n)) {
-        part_abort(e, p);
-        return RDKV_EABORTED;
-    }
-    /* durable before it is installed, so a failed log leaves memory without it */
-    if (e->wal) {
-        int rc = part_log(e, p);
-        if (rc) {
-            if (rc == RDKV_EUNKNOWN)
-                log_error("txn %llx: its commit record was written but not made durable: the "
-                          "outcome is unknown until a restart", (unsigned long long)p->txid);
-            part_abort(e, p);
-            return rc;
+    for (struct prepared **pp = &e->prep; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
         }
-    }
-    if (e->fault == TXN_FAULT_INSTALL_SLOW) clock_sleep_ns(50 * NS_PER_MS);
+    p->listed = p->committing = false;
+}
+
+void part_settle_locked(struct txn_env *e, struct prepared *p, bool committed)
+{
+    unlink_locked(e, p);
+    if (committed && e->wal) outc_add_locked(e, p->txid, clock_now_ns() + OUTC_ASK_NS);
+}
+
+uint8_t *part_prepare_payload(const struct prepared *p, size_t *len)
+{
+    uint8_t *buf = pack_writes(p, 2, len);
+    if (buf) pack_put_u16le(buf, p->coord);
+    return buf;
+}
+
+static void install(struct txn_env *e, struct prepared *p)
+{
+    if (txn_fault_is(e, TXN_FAULT_INSTALL_SLOW)) clock_sleep_ns(50 * NS_PER_MS);
     for (uint32_t i = 0; i < p->n; i++) {
         struct wop *o = &p->ops[i];
         switch (o->kind) {
@@ -306,18 +257,60 @@ int part_commit(struct txn_env *e, struct prepared *p)
         case WOP_DELETE: store_row_delete(e->st, o->row); break;
         }
     }
+}
+
+int part_commit(struct txn_env *e, struct prepared *p)
+{
+    /* the locks were there at prepare; time has passed since (a 2PC round, a slow network) */
+    if (fence_all(e, p->coord, p->ops, p->n)) {
+        part_abort(e, p);
+        return RDKV_EABORTED;
+    }
+    /* Durable before it is installed, under a hold until it is (and, for a transaction of the
+     * prepared list, until it has left the list for the outcome memory): a checkpoint's replay
+     * LSN passes the record only once memory shows it (docs/storage.md, "Holds"). */
+    struct wal_hold hold;
+    if (e->wal) {
+        uint64_t lsn;
+        wal_hold(e->wal, &hold);
+        int rc = log_writes(e, p, WAL_COMMIT, &lsn);
+        if (rc) {
+            wal_unhold(e->wal, &hold);
+            /* nothing was written: a listed transaction stays prepared (its commit is tried
+             * again); any other aborts, its writes undone */
+            if (!p->listed) part_abort(e, p);
+            else {
+                pthread_mutex_lock(&e->pmu);
+                p->committing = false;
+                pthread_mutex_unlock(&e->pmu);
+            }
+            return rc;
+        }
+        if (wal_wait(e->wal, lsn)) log_lost(e, p->txid, "COMMIT");
+    }
+    install(e, p);
+    if (p->listed) {
+        /* a participant's share of a two-phase commit: remembered as committed here until its
+         * coordinator has forgotten it (the COMMIT it may send again is answered 0) */
+        pthread_mutex_lock(&e->pmu);
+        part_settle_locked(e, p, true);
+        pthread_mutex_unlock(&e->pmu);
+    }
+    if (e->wal) wal_unhold(e->wal, &hold);
     prepared_free(e, p);
     return 0;
 }
 
 void part_abort(struct txn_env *e, struct prepared *p)
 {
+    if (p->listed) {
+        pthread_mutex_lock(&e->pmu);
+        unlink_locked(e, p);
+        pthread_mutex_unlock(&e->pmu);
+    }
     /* presumed abort: the END is not waited for (lost, the PREPARE is asked about again and
      * its coordinator answers "unknown": abort) */
-    uint64_t lsn;
-    if (p->logged && e->wal && wal_append(e->wal, WAL_END, p->txid, NULL, 0, &lsn))
-        log_warn("txn %llx: its END record was not logged: it is asked about after a restart",
-                 (unsigned long long)p->txid);
+    if (p->logged && e->wal) txn_log_end(e, p->txid);
     unstage(e, p->ops, p->staged, p->n);
     prepared_free(e, p);
 }
@@ -327,29 +320,24 @@ void part_record(struct txn_env *e, struct prepared *p)
     pthread_mutex_lock(&e->pmu);
     p->next = e->prep;
     e->prep = p;
-    bool kick = p->charge && !e->indoubt_armed;
-    if (kick) e->indoubt_armed = true;
+    p->listed = true;
+    int64_t keep = p->next_keep, ask = p->next_ask;
+    bool watched = p->charge || p->rt;
     pthread_mutex_unlock(&e->pmu);
-    if (kick) txn_indoubt_kick(e); /* (after pmu: neither lock is taken inside the other) */
+    /* (after pmu: neither lock is taken inside the other) */
+    if (watched) txn_indoubt_due(e, keep, ask);
 }
 
-/* Takes the first recorded transaction with that txid (by_coord: coordinated by node `key`);
- * pmu held. */
+/* The first listed transaction with that txid (by_coord: coordinated by node `key`) not being
+ * committed, taken out of the list; rec: also one re-established from the log. pmu held. */
 static struct prepared *take_locked(struct txn_env *e, bool by_coord, uint64_t key, bool rec)
 {
-    for (struct prepared **pp = &e->prep; *pp; pp = &(*pp)->next)
-        if ((rec || !(*pp)->rt) && (by_coord ? (*pp)->coord == key : (*pp)->txid == key)) {
-            struct prepared *found = *pp;
-            *pp = found->next;
-            return found;
+    for (struct prepared *p = e->prep; p; p = p->next)
+        if ((rec || !p->rt) && !p->committing && (by_coord ? p->coord == key : p->txid == key)) {
+            unlink_locked(e, p);
+            return p;
         }
     return NULL;
-}
-
-/* ... not one re-established from the log (only the in-doubt thread settles those) */
-static struct prepared *take_first_locked(struct txn_env *e, bool by_coord, uint64_t key)
-{
-    return take_locked(e, by_coord, key, false);
 }
 
 bool part_recovered_locked(struct txn_env *e, uint64_t txid)
@@ -374,7 +362,7 @@ static bool recovered(struct txn_env *e, uint64_t txid)
 static struct prepared *take_first(struct txn_env *e, bool by_coord, uint64_t key)
 {
     pthread_mutex_lock(&e->pmu);
-    struct prepared *found = take_first_locked(e, by_coord, key);
+    struct prepared *found = take_locked(e, by_coord, key, false);
     pthread_mutex_unlock(&e->pmu);
     return found;
 }
@@ -384,12 +372,36 @@ struct prepared *part_take_locked(struct txn_env *e, uint64_t txid, bool rec)
     return take_locked(e, false, txid, rec);
 }
 
-void part_indoubt_committed(struct txn_env *e, uint64_t txid)
+/* Claims the listed transaction txid (not one re-established from the log) for its outcome, as
+ * a request in progress (ip; pmu held): it stays in the list, marked committing, so that a
+ * checkpoint still finds it and a COMMIT meanwhile is answered "busy"; NULL when it is not
+ * prepared here, *busy when someone is settling it already. */
+static struct prepared *claim_locked(struct txn_env *e, uint64_t txid, struct inprog *ip,
+                                     bool *busy)
 {
-    pthread_mutex_lock(&e->pmu);
-    e->idc[e->idc_at++ % TXN_IDC] = txid;
-    pthread_mutex_unlock(&e->pmu);
+    *busy = false;
+    for (struct prepared *p = e->prep; p; p = p->next)
+        if (!p->rt && p->txid == txid) {
+            if (p->committing) {
+                *busy = true;
+                return NULL;
+            }
+            p->committing = true;
+            begin_locked(e, txid, ip); /* (no tombstone: it was still prepared) */
+            return p;
+        }
+    return NULL;
 }
+
+struct prepared *part_take_begin(struct txn_env *e, uint64_t txid, struct inprog *ip)
+{
+    bool busy;
+    pthread_mutex_lock(&e->pmu);
+    struct prepared *p = claim_locked(e, txid, ip, &busy);
+    pthread_mutex_unlock(&e->pmu);
+    return p;
+}
+
 
 /* ------------------------------------------------------------------------------------------ */
 /* A prepared transaction's rows stay locked by its coordinator's holds until its outcome is
@@ -502,11 +514,17 @@ static int begin_locked(struct txn_env *e, uint64_t txid, struct inprog *ip)
     return 0;
 }
 
+/* Starts handling a PREPARE or APPLY of txid: RDKV_EABORTED also when txid is prepared here
+ * already, or committed here already (the outcome memory): a late duplicate of its PREPARE,
+ * which must not stage it a second time (the commit model found it: docs/commit-model.md). */
 static int part_begin(struct txn_env *e, uint64_t txid, struct inprog *ip)
 {
     pthread_mutex_lock(&e->pmu);
-    int rc = begin_locked(e, txid, ip);
+    bool again = outc_known_locked(e, txid);
+    for (const struct prepared *p = e->prep; p && !again; p = p->next) again = p->txid == txid;
+    int rc = again ? RDKV_EABORTED : begin_locked(e, txid, ip);
     pthread_mutex_unlock(&e->pmu);
+    if (again) __atomic_add_fetch(&e->fst.late, 1, __ATOMIC_RELAXED);
     return rc;
 }
 
@@ -644,8 +662,11 @@ static int stale_request(struct txn_env *e, const char *what, uint64_t txid, uin
 static int charge(struct txn_env *e, uint16_t coord, size_t len)
 {
     pthread_mutex_lock(&e->pmu);
+    /* (and the outcome memory, whose entries a coordinator that never answers leaves: full, it
+     * would have no room for this one's commit) */
     bool over = e->prep_bytes + len > e->cfg.prepared_max_bytes ||
-                e->prep_by_coord[coord] + len > e->cfg.prepared_max_per_coord;
+                e->prep_by_coord[coord] + len > e->cfg.prepared_max_per_coord ||
+                e->outc_n + e->prep_kept >= OUTC_MAX / 2;
     if (!over) {
         e->prep_bytes += len;
         e->prep_by_coord[coord] += len;
@@ -727,18 +748,26 @@ static void on_prepare(struct fab_rpc_req *req, void *arg)
     struct prepared *p;
     struct inprog ip = {0};
     int rc = decode_and_prepare(e, req, &ip, true, &p);
-    /* the vote is yes only once the PREPARE record is durable */
-    if (!rc && e->wal && (rc = part_log_prepare(e, p, true))) {
-        log_error("txn %llx: its PREPARE record was not made durable (%s): voting no",
-                  (unsigned long long)p->txid, rdkv_strerror(rc));
-        part_abort(e, p);
-        rc = RDKV_EIO;
+    /* the vote is yes only once the PREPARE record is durable (the log failing it stops the
+     * node); held against a checkpoint's replay LSN until p is in the list it copies */
+    struct wal_hold hold;
+    if (!rc && e->wal) {
+        wal_hold(e->wal, &hold);
+        if (txn_fault_take(e, TXN_FAULT_FAIL_PREPARE))
+            wal_fault_inject(e->wal, WAL_FAULT_WRITE, ENOSPC);
+        if ((rc = part_log_prepare(e, p, true))) {
+            log_error("txn %llx: its PREPARE record was refused by the log (%s): voting no",
+                      (unsigned long long)p->txid, rdkv_strerror(rc));
+            part_abort(e, p);
+            wal_unhold(e->wal, &hold);
+        }
     }
-    if (!rc && e->fault == TXN_FAULT_EXIT_AFTER_PREPARE) {
+    if (!rc && txn_fault_is(e, TXN_FAULT_EXIT_AFTER_PREPARE)) {
         log_warn("test hook: exiting after the PREPARE of txn %llx", (unsigned long long)p->txid);
         _exit(9);
     }
     if (!rc) part_record(e, p);
+    if (!rc && e->wal) wal_unhold(e->wal, &hold);
     part_end(e, &ip);
     fab_rpc_reply(req, rc, NULL, 0);
 }
@@ -754,42 +783,26 @@ static void on_apply(struct fab_rpc_req *req, void *arg)
     fab_rpc_reply(req, rc, NULL, 0);
 }
 
-/* Takes the prepared transaction txid out of the list as a request in progress (NULL, with
- * nothing begun, if it is not prepared here). */
-struct prepared *part_take_begin(struct txn_env *e, uint64_t txid, struct inprog *ip)
-{
-    pthread_mutex_lock(&e->pmu);
-    struct prepared *p = take_first_locked(e, false, txid);
-    if (p) begin_locked(e, txid, ip); /* (no tombstone: it was still prepared) */
-    pthread_mutex_unlock(&e->pmu);
-    return p;
-}
 
-/* Commits (the fence allowing) or aborts a prepared transaction taken with take_begin. */
+/* Commits (the fence allowing) or aborts a prepared transaction claimed with part_take_begin. A
+ * commit the log refused (nothing written) leaves it prepared: RDKV_EBUSY, to be tried again. */
 int part_finish(struct txn_env *e, struct prepared *p, bool commit, struct inprog *ip)
 {
     int rc = 0;
     if (commit) rc = part_commit(e, p);
     else part_abort(e, p);
     part_end(e, ip);
-    return rc;
+    return rc && rc != RDKV_EABORTED ? RDKV_EBUSY : rc;
 }
 
-/* Whether txid was committed here on its coordinator's answer to the in-doubt query. */
-static bool indoubt_committed(struct txn_env *e, uint64_t txid)
-{
-    bool found = false;
-    pthread_mutex_lock(&e->pmu);
-    for (unsigned i = 0; txid && i < TXN_IDC && !found; i++) found = e->idc[i] == txid;
-    pthread_mutex_unlock(&e->pmu);
-    return found;
-}
 
-/* COMMIT and ABORT: the decision for a prepared transaction, named by its txid. An unknown
- * txid is an error for a commit (the coordinator reports the outcome unknown) and nothing for
- * an abort (it was never prepared here, or is gone already). A commit the fence refuses is
- * RDKV_EABORTED (the coordinator reports the outcome unknown too). A COMMIT of a transaction
- * this node already committed on the in-doubt query's answer is answered 0. */
+/* COMMIT and ABORT: the decision for a prepared transaction, named by its txid. A commit is
+ * answered 0 only when it is installed here: now, or before (the outcome memory). Busy
+ * (RDKV_EBUSY: the coordinator sends it again) while the transaction is being settled by
+ * another path or was re-established from the log, or when the log refused its COMMIT record.
+ * Not found for a commit this node never prepared or forgot: never counted as confirmation by
+ * the coordinator. A commit the fence refuses is RDKV_EABORTED (the outcome is partial: a
+ * bug). An abort of a transaction not here is nothing (never prepared, or gone already). */
 static void decide(struct fab_rpc_req *req, struct txn_env *e, bool commit)
 {
     struct pack_r r;
@@ -811,22 +824,30 @@ static void decide(struct fab_rpc_req *req, struct txn_env *e, bool commit)
         return;
     }
     struct inprog ip = {0};
-    struct prepared *p = part_take_begin(e, txid, &ip);
+    bool busy;
+    pthread_mutex_lock(&e->pmu);
+    struct prepared *p = claim_locked(e, txid, &ip, &busy);
+    pthread_mutex_unlock(&e->pmu);
+    if (busy) {
+        fab_rpc_reply(req, RDKV_EBUSY, NULL, 0);
+        return;
+    }
     if (p && commit && txn_fault_take(e, TXN_FAULT_FAIL_COMMIT))
         wal_fault_inject(e->wal, WAL_FAULT_WRITE, ENOSPC);
-    if (p && commit && e->fault == TXN_FAULT_EXIT_AT_COMMIT) {
+    if (p && commit && txn_fault_is(e, TXN_FAULT_EXIT_AT_COMMIT)) {
         log_warn("test hook: exiting at the COMMIT of txn %llx", (unsigned long long)txid);
         _exit(9);
     }
     struct held *h = p && p->charge ? part_held_of(p) : NULL;
     uint64_t coord_inc = p ? p->coord_inc : 0;
-    int rc = p                                              ? part_finish(e, p, commit, &ip)
-             : commit && !indoubt_committed(e, txid) ? RDKV_ENOTFOUND
-                                                      : 0;
+    int rc = p                                         ? part_finish(e, p, commit, &ip)
+             : commit && !part_outcome_known(e, txid) ? RDKV_ENOTFOUND
+                                                       : 0;
     if (rc == RDKV_EABORTED && commit)
         log_error("txn %llx: its COMMIT was refused here: a lock of its coordinator was gone "
                   "(the outcome is partial)", (unsigned long long)txid);
-    part_release_if_gone(e, h, coord_inc, fab_rpc_src_incarnation(req));
+    if (rc != RDKV_EBUSY) part_release_if_gone(e, h, coord_inc, fab_rpc_src_incarnation(req));
+    else free(h);
     fab_rpc_reply(req, rc, NULL, 0);
 }
 
@@ -860,39 +881,52 @@ static void on_resolve(struct fab_rpc_req *req, void *arg)
         fab_rpc_reply(req, RDKV_EBUSY, NULL, 0);
         return;
     }
-    struct prepared *p = take_first_locked(e, false, txid);
+    /* (a transaction being committed is a request in progress: busy above) */
     struct inprog ip = {0};
-    if (p) begin_locked(e, txid, &ip); /* (before the tombstone: it was prepared, so has none) */
-    tomb_add(e, txid);
+    bool busy;
+    struct prepared *p = claim_locked(e, txid, &ip, &busy);
     pthread_mutex_unlock(&e->pmu);
+    int rc = 0;
     if (p) {
         struct held *h = p->charge ? part_held_of(p) : NULL;
         uint64_t coord_inc = p->coord_inc;
-        int rc = part_finish(e, p, decision == TXN_RESOLVE_COMMIT, &ip);
-        if (rc) log_warn("txn %llx: its commit here was refused: the coordinator's locks were "
-                         "gone", (unsigned long long)txid);
-        part_release_if_gone(e, h, coord_inc, fab_rpc_src_incarnation(req));
+        rc = part_finish(e, p, decision == TXN_RESOLVE_COMMIT, &ip);
+        if (rc == RDKV_EABORTED)
+            log_error("txn %llx: its commit here was refused: the coordinator's locks were gone "
+                      "(the outcome is partial)", (unsigned long long)txid);
+        if (rc != RDKV_EBUSY) part_release_if_gone(e, h, coord_inc, fab_rpc_src_incarnation(req));
+        else free(h);
     }
-    fab_rpc_reply(req, 0, NULL, 0);
+    /* settled (or never prepared here): a request of it still on its way is refused from now
+     * on; still prepared (the log refused its COMMIT record): asked again */
+    if (rc != RDKV_EBUSY) {
+        pthread_mutex_lock(&e->pmu);
+        tomb_add(e, txid);
+        pthread_mutex_unlock(&e->pmu);
+        rc = 0;
+    }
+    fab_rpc_reply(req, rc, NULL, 0);
 }
 
-/* QUERY: a participant asks this node, the coordinator txid names, what became of txid. Only
- * nodes ask (a participant); the answer comes from memory (coord_state). */
+/* QUERY: a participant asks this node, the coordinator the txids name, what became of them: the
+ * request is one or more txids (8 bytes each, at most TXN_QUERY_MAX), the answer one state
+ * (enum txn_state) per txid, from memory (coord_state). Only nodes ask (a participant). */
 static void on_query(struct fab_rpc_req *req, void *arg)
 {
     struct txn_env *e = arg;
-    struct pack_r r;
-    pack_r_init(&r, fab_rpc_data(req), fab_rpc_len(req));
-    uint64_t txid = unpack_u64(&r);
+    size_t len = fab_rpc_len(req), n = len / 8;
+    const uint8_t *p = fab_rpc_data(req);
     uint16_t src = fab_rpc_src(req);
-    if (!unpack_done(&r) || src == FAB_NODE_CLIENT || src >= e->n ||
-        txn_txid_node(txid) != e->me) {
+    bool ok = len % 8 == 0 && n >= 1 && n <= TXN_QUERY_MAX && src != FAB_NODE_CLIENT && src < e->n;
+    for (size_t i = 0; ok && i < n; i++) ok = txn_txid_node(pack_get_u64le(p + 8 * i)) == e->me;
+    if (!ok) {
         fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
         return;
     }
-    if (e->fault == TXN_FAULT_QUERY_SLOW) clock_sleep_ns(600 * NS_PER_MS); /* (on an RPC thread) */
-    uint8_t st = coord_state(e, txid);
-    fab_rpc_reply(req, 0, &st, 1);
+    if (txn_fault_is(e, TXN_FAULT_QUERY_SLOW)) clock_sleep_ns(600 * NS_PER_MS); /* (an RPC thread) */
+    uint8_t st[TXN_QUERY_MAX];
+    for (size_t i = 0; i < n; i++) st[i] = coord_state(e, pack_get_u64le(p + 8 * i));
+    fab_rpc_reply(req, 0, st, n);
 }
 
 int txn_call_txid(struct fab_ctx *c, uint16_t node, uint16_t type, uint64_t txid,
@@ -984,7 +1018,7 @@ int part_register(struct txn_env *e)
         uint16_t t = hs[i].type;
         bool waits = (e->wal && (t == TXN_RPC_PREPARE || t == TXN_RPC_COMMIT ||
                                  t == TXN_RPC_APPLY || t == TXN_RPC_RESOLVE)) ||
-                     (t == TXN_RPC_QUERY && e->fault == TXN_FAULT_QUERY_SLOW);
+                     (t == TXN_RPC_QUERY && txn_fault_is(e, TXN_FAULT_QUERY_SLOW));
         int rc = fab_rpc_register(e->f, t, guarded, &e->guards[i], waits ? 0 : FAB_RPC_FAST);
         if (rc) return rc;
     }

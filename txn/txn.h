@@ -117,6 +117,16 @@ void txn_env_set_wal(struct txn_env *e, struct wal *w);
  * are delivered again to their participants (and answered to their queries), and PREPAREs of
  * other coordinators without an outcome become in-doubt transactions again, their rows locked
  * exclusively by local transactions until their coordinator's answer. */
+/* Transaction ids that never repeat across the node's processes (with a data directory): the
+ * counter part of each id handed out lies in [first, limit), and once the counter reaches limit,
+ * reserve(arg, new_limit) must make new_limit durable before it returns 0 (the node keeps it in
+ * the data directory's file "txids", and starts each process at the limit the last one
+ * reserved). Set once, before the node serves; without it (no data directory) ids are drawn from
+ * the worker and its sequence, unique within the process. TXID_BLOCK ids are reserved at a
+ * time. */
+#define TXID_BLOCK (1ull << 24)
+void txn_env_set_txids(struct txn_env *e, uint64_t first, uint64_t limit,
+                       int (*reserve)(void *arg, uint64_t limit), void *arg);
 struct wal_rec;
 struct txn_recovery;
 int txn_recovery_create(uint16_t me, struct txn_recovery **out);
@@ -127,6 +137,15 @@ int txn_recovery_own(struct txn_recovery *r,
 void txn_recovery_counts(const struct txn_recovery *r, unsigned *indoubt, unsigned *decisions);
 void txn_recovery_free(struct txn_recovery *r);
 int txn_env_recover(struct txn_env *e, struct txn_recovery *r, char *err, size_t errcap);
+/* The state a checkpoint carries for the layer so that the log below its replay LSN can go
+ * (docs/transactions.md, "The logged commit"): the transactions prepared here, the logged commit
+ * decisions not yet closed by a durable END, the commits this node took part in whose
+ * coordinators may still ask. Taken after wal_checkpoint_lsn answered replay_lsn and every
+ * record below it is durable; *out is malloc'd. 0 or RDKV_ENOMEM. txn_recovery_state feeds it to
+ * a restart's recovery before the log's records from replay_lsn on (RDKV_EPROTO for bytes that
+ * are not such a state). */
+int txn_env_state(struct txn_env *e, uint64_t replay_lsn, uint8_t **out, size_t *len);
+int txn_recovery_state(struct txn_recovery *r, const uint8_t *buf, size_t len);
 struct fabric *txn_env_fabric(struct txn_env *e);
 struct store *txn_env_store(struct txn_env *e);
 const struct txn_cfg *txn_env_cfg(struct txn_env *e);

@@ -395,13 +395,13 @@ static void test_coord_oom(void)
     int rc = bank_transfer(s0, 0, &x);
     fprintf(stderr, "  the transfer: %s; node 1 %s\n", rdkv_strerror(rc),
             wait_dead(&L, 1, 10 * NS_PER_S) ? "died at its COMMIT" : "lives");
-    /* node 1 stays down until node 0 has let go of the locks it kept there (its fence ends when
-     * it declares node 1 down): from then on only node 0's memory of the decision can tell node
-     * 1 that the transfer committed */
+    /* node 1 stays down until node 0 keeps no locks there any more (a fence kept for a COMMIT
+     * without an answer ends when node 0 declares node 1 down): from then on only node 0's
+     * memory of the decision can tell node 1 that the transfer committed */
     int64_t until = clock_now_ns() + 20 * NS_PER_S;
-    while (bank_status_num(&L, 0, "\"dropped\":") < 1 && clock_now_ns() < until)
+    while (bank_status_num(&L, 0, "\"pending\":") != 0 && clock_now_ns() < until)
         rdkv_sleep_us(20000);
-    CHECK(bank_status_num(&L, 0, "\"dropped\":") >= 1);
+    CHECK_EQ(bank_status_num(&L, 0, "\"pending\":"), 0);
     restart_with(&L, &lo, 1, NULL); /* it finds the transfer in doubt and asks node 0 */
     bank_check(&bank, s0, &x, 1, NULL);
     rdkv_session *ss[] = {s0};
@@ -544,11 +544,99 @@ static void test_keep_behind_asks(void)
     tc_stop(&C);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* ckpt_lease: the checkpointer waits for a row lock with the node's lease, not a default one */
+
+/* Waits (bounded) until node's status shows a checkpoint being written (busy 1) or, with
+ * busy 0, none being written and more than `after` written in all. */
+static bool wait_ckpt(struct launch *L, unsigned node, int busy, long after)
+{
+    int64_t until = clock_now_ns() + 20 * NS_PER_S;
+    while (clock_now_ns() < until) {
+        long b = bank_status_num(L, node, "\"checkpoints\":{\"written\":");
+        long now = bank_status_num(L, node, "\"busy\":");
+        if (now == busy && (busy || b > after)) return true;
+        rdkv_sleep_us(5000);
+    }
+    return false;
+}
+
+static void test_ckpt_lease(void)
+{
+    dirs("rdkv-cf-lease");
+    bank_init(&bank, 2);
+    struct launch L;
+    struct launch_opts lo;
+    opts(&lo, 2);
+    lo.extra[3] = "10s"; /* --lease: the hold below is far inside it */
+    unsigned k = 0;
+    while (lo.extra[k]) k++;
+    lo.extra[k++] = "--checkpoint-every";
+    lo.extra[k++] = "4K";
+    lo.extra[k] = NULL;
+    char err[512] = "";
+    int rc = launch_start(&L, &lo, err, sizeof err);
+    if (rc) fprintf(stderr, "  launch: %s\n", err);
+    REQUIRE(rc == 0);
+    rdkv_session *s0 = NULL, *s1 = NULL;
+    REQUIRE(bank_connect(&L, 0, &s0) == 0);
+    REQUIRE(bank_connect(&L, 1, &s1) == 0);
+    REQUIRE(bank_load(s0) == 0);
+    unsigned a = bank_acct_on(&bank, 1, BANK_ACCTS), b = bank_acct_on(&bank, 1, a);
+    REQUIRE(a < BANK_ACCTS && b < BANK_ACCTS);
+    REQUIRE(wait_ckpt(&L, 1, 0, -1));
+    long w0 = bank_status_num(&L, 1, "\"checkpoints\":{\"written\":");
+    /* a transaction of node 0 holds account a of node 1 exclusively ... */
+    rdkv_txn *t = NULL;
+    char ka[32], kb[32];
+    bank_acct_key(a, ka, sizeof ka);
+    bank_acct_key(b, kb, sizeof kb);
+    REQUIRE(rdkv_txn_begin(s0, &t) == 0);
+    long va = 0;
+    REQUIRE(bank_read_int(t, ka, &va) == 0);
+    REQUIRE(bank_put_int(t, ka, va + 1) == 0);
+    /* ... while node 1's log grows past --checkpoint-every (updates of account b there), so its
+     * checkpointer starts, and waits for account a's lock: far longer than the default lease
+     * of 10 ms, far less than the node's */
+    unsigned ups = 0;
+    int64_t until = clock_now_ns() + 30 * NS_PER_S;
+    while (bank_status_num(&L, 1, "\"busy\":") != 1 && clock_now_ns() < until) {
+        for (unsigned i = 0; i < 50; i++, ups++) {
+            rdkv_txn *u = NULL;
+            long vb = 0;
+            if (rdkv_txn_begin(s1, &u)) continue;
+            if (bank_read_int(u, kb, &vb) || bank_put_int(u, kb, vb) || rdkv_txn_commit(u))
+                rdkv_txn_abort(u);
+            rdkv_txn_free(u);
+        }
+    }
+    bool waiting = bank_status_num(&L, 1, "\"busy\":") == 1;
+    CHECK(waiting);
+    rdkv_sleep_us(300000); /* the hold: 300 ms of the checkpointer's wait */
+    rc = rdkv_txn_commit(t);
+    rdkv_txn_free(t);
+    fprintf(stderr, "  node 1's checkpointer waited for a row held by node 0 (after %u updates "
+            "there); the holder's commit: %s\n", ups, rdkv_strerror(rc));
+    CHECK_EQ(rc, 0);
+    CHECK(wait_ckpt(&L, 1, 0, w0)); /* it went on once the lock was free */
+    rdkv_txn *r = NULL;
+    long got = -1;
+    REQUIRE(rdkv_txn_begin(s1, &r) == 0);
+    CHECK_EQ(bank_read_int(r, ka, &got), 0);
+    rdkv_txn_abort(r);
+    rdkv_txn_free(r);
+    CHECK_EQ(got, rc == 0 ? va + 1 : va);
+    rdkv_session_close(s0);
+    rdkv_session_close(s1);
+    CHECK_EQ(launch_stop(&L, 10 * NS_PER_S), 0);
+    cleanup();
+}
+
 static const struct test_case cases[] = {
     {"ckpt_insert", test_ckpt_insert},         {"commit_fail", test_commit_fail},
     {"decision_fail", test_decision_fail},     {"own_commit_fail", test_own_commit_fail},
     {"coord_oom", test_coord_oom},             {"txid_clock", test_txid_clock},
-    {"keep_behind_asks", test_keep_behind_asks},
+    {"keep_behind_asks", test_keep_behind_asks}, {"ckpt_lease", test_ckpt_lease},
 };
 
 int main(int argc, char **argv)
