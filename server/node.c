@@ -797,7 +797,7 @@ static void *ckpt_main(void *arg)
     struct fab_ctx *c = NULL;
     struct lock_thread lt;
     const struct lock_algo *row = lock_algo_find(txn_env_cfg(n->txn)->row_lock);
-    if (!row || fab_ctx_create(n->f, &c) || lock_thread_init(&lt, c, NULL)) {
+    if (!row || fab_ctx_create(n->f, &c) || lock_thread_init(&lt, c, txn_env_lock_cfg(n->txn))) {
         log_error("checkpointer: cannot start (no fabric context or row lock); the log grows");
         if (c) fab_ctx_destroy(c);
         return NULL;

@@ -300,3 +300,4 @@ void txn_env_set_down(struct txn_env *e, uint16_t node, bool down)
 struct fabric *txn_env_fabric(struct txn_env *e) { return e->f; }
 struct store *txn_env_store(struct txn_env *e) { return e->st; }
 const struct txn_cfg *txn_env_cfg(struct txn_env *e) { return &e->cfg; }
+const struct lock_cfg *txn_env_lock_cfg(struct txn_env *e) { return &e->lcfg; }

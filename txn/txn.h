@@ -149,6 +149,11 @@ int txn_recovery_state(struct txn_recovery *r, const uint8_t *buf, size_t len);
 struct fabric *txn_env_fabric(struct txn_env *e);
 struct store *txn_env_store(struct txn_env *e);
 const struct txn_cfg *txn_env_cfg(struct txn_env *e);
+/* The lock layer's configuration of the node's transactions (their lease above all): any other
+ * thread of the node that takes row locks must use it too -- a waiter with a shorter lease judges
+ * a live holder dead and recovers its lock (lease rules, docs/locks.md). */
+struct lock_cfg;
+const struct lock_cfg *txn_env_lock_cfg(struct txn_env *e);
 /* The peer watcher marks nodes down (operations that need them fail with RDKV_EUNAVAILABLE at
  * once) and up again. */
 void txn_env_set_down(struct txn_env *e, uint16_t node, bool down);
