@@ -170,7 +170,7 @@ static int spawn_node(struct launch *L, const struct launch_opts *o, const char 
         dup2(lfd, 3);
         dup2(rfd, 4);
         for (int fd = 5; fd < 1024; fd++) close(fd);
-        const char *argv[32];
+        const char *argv[20 + LAUNCH_EXTRA_MAX]; /* 18 at most before the extras */
         int a = 0;
         argv[a++] = kvserver;
         argv[a++] = "--config";
@@ -197,8 +197,8 @@ static int spawn_node(struct launch *L, const struct launch_opts *o, const char 
                 argv[a++] = o->checkpoint_every;
             }
         }
-        static char exp[14][PATH_MAX];
-        for (int k = 0; k < 14 && o->extra[k] && a < 30; k++)
+        static char exp[LAUNCH_EXTRA_MAX][PATH_MAX];
+        for (int k = 0; k < LAUNCH_EXTRA_MAX && o->extra[k]; k++)
             argv[a++] = launch_extra_arg(o->extra[k], i, exp[k], sizeof exp[k]);
         argv[a] = NULL;
         execv(kvserver, (char *const *)argv);

@@ -15,6 +15,9 @@
 
 struct launch;
 
+/* launch_opts.extra: at most this many entries, its NULL included */
+#define LAUNCH_EXTRA_MAX 24
+
 struct launch_opts {
     unsigned nodes;
     const char *bindir;            /* where kvserver is; NULL: next to the running program */
@@ -25,7 +28,7 @@ struct launch_opts {
     bool detach;                   /* nodes outlive the launcher (kvcluster) */
     int64_t ready_timeout_ns;      /* default 60 s */
     bool bench;                    /* nodes serve kvbench's workloads (kvserver --bench) */
-    const char *extra[14];         /* more kvserver arguments, NULL-terminated */
+    const char *extra[LAUNCH_EXTRA_MAX]; /* more kvserver arguments, NULL-terminated */
     bool durable;                  /* node i keeps its redo log in DIR/node-i.data (kvserver
                                       --data-dir) and restarts with its data */
     const char *durability;        /* with durable: kvserver --durability (NULL: its default) */

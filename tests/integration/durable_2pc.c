@@ -209,19 +209,49 @@ static void test_logged_2pc(void)
 /* ------------------------------------------------------------------------------------------ */
 /* The crash-restart torture: a workload of bank transfers and register transactions (recorded
  * for histcheck) from embedded and remote sessions -- so every node coordinates and every node
- * takes part -- runs without a stop through every round, while the round kills a node: kill -9
- * of any kvserver node at a random moment (a delay drawn from the printed seed, not a
- * synchronisation), a restart after another random delay, the workload going on through both;
- * then rounds that restart the victim armed with a test hook, so that it dies in an exact
- * window with other transactions running (a participant right after its PREPARE, a participant
- * at a COMMIT, a coordinator right after its DECISION), and restart it again. After every
- * round, the workload stopped: every acknowledged transfer's marker is there, no cleanly failed
- * one is, the balances are exactly what the committed markers make them (no transfer partly
- * applied; a transfer of unknown outcome counts either way, as a whole), the total holds, every
- * row can be locked again (the dead holders' locks are recovered) and histcheck finds the
- * register history so far serializable, counting RDKV_EUNKNOWN transactions as either outcome.
- * Each transfer attempt is its own ledger entry with its own marker: nothing is retried after a
- * commit failed.
+ * takes part -- runs without a stop through every round, while the round kills a node. Fifteen
+ * rounds, each on a kvserver node drawn from the printed seed (the victim):
+ *   - six rounds of kill -9 at a random moment (a delay drawn from the seed, not a
+ *     synchronisation), a restart after another random delay, the workload going on through
+ *     both;
+ *   - three rounds that restart the victim armed with an exit hook, so that it _exits in an
+ *     exact window with other transactions running -- prepare-exit (a participant right after its
+ *     PREPARE is durable), commit-exit (a participant when a COMMIT reaches it), decision-exit (a
+ *     coordinator right after its DECISION is durable) -- and restart it again;
+ *   - a slow disk: the victim restarted with --fault-wal sync-delay:2000 (each fdatasync of its
+ *     log 2 ms late), the workload running through it until 20 acknowledged transfers wrote on
+ *     it (bounded), then kill -9 in the middle of the workload and a normal restart;
+ *   - four rounds of log failures: the victim restarted armed with prepare-fail (its next
+ *     PREPARE record as a participant fails to write, ENOSPC), commit-fail (its next participant
+ *     COMMIT record), decision-fail (its next DECISION as a coordinator fails to sync, EIO, the
+ *     record in the file) and own-commit-fail (as a coordinator, its own share's COMMIT record
+ *     after a durable DECISION): the workload reaches the record, the node stops by the
+ *     log-failure rule (its log says PANIC, exit status 74; checked) and is restarted clean, to
+ *     decide from its log;
+ *   - checkpoints while inserts run: the victim restarted checkpointing every 2K of log, on the
+ *     slow disk, with install-slow (each commit installs 50 ms after its COMMIT record is
+ *     durable: the window of a checkpoint whose replay LSN passes an insert not yet installed,
+ *     widened); the transfers' markers (each a new key: an insert) run on until it wrote two
+ *     checkpoints (bounded, by its log's lines), then until 8 more acknowledged transfers wrote
+ *     on it (those in flight when the second began), then kill -9 with the workload running and
+ *     a normal restart, which must load a checkpoint (checked).
+ * Every node -- node 3 too -- checkpoints each time its log grew T_CKPT_EVERY (a round writes
+ * several times that to each log): so, once a node has written its first (within the first
+ * rounds), each of its restarts loads a checkpoint and replays the log behind it, the two-phase
+ * commits in doubt carried by the checkpoint's state (the round's line says whether it did),
+ * and in every round checkpoints run while prepared transactions hold rows. Log segments are
+ * T_LOG_SEGMENT, so each node drops the log behind its older checkpoint as it goes, and its
+ * restarts read a log that begins long after LSN 1 (the round's line counts the segments
+ * dropped). Each wait is for an observable event (a node's death, a log line, a counter), with a
+ * bound; none asserts on timing.
+ *
+ * After every round, the workload stopped: every acknowledged transfer's marker is there, no
+ * cleanly failed one is, the balances are exactly what the committed markers make them (no
+ * transfer partly applied; a transfer of unknown outcome counts either way, as a whole), the
+ * total holds, every row can be locked again (the dead holders' locks are recovered) and
+ * histcheck finds the register history so far serializable, counting RDKV_EUNKNOWN transactions
+ * as either outcome. Each transfer attempt is its own ledger entry with its own marker: nothing
+ * is retried after a commit failed.
  *
  * The cluster has four nodes: kvserver processes 0..2 (launcher), which the rounds kill, and
  * node 3, which runs in this process (rdkv_node_start, with the kvservers' arguments and a data
@@ -231,23 +261,35 @@ static void test_logged_2pc(void)
  * this process -- into the same ledger and history, and the after-round checks read through the
  * victim's remote session and node 3's embedded one in turn. Accounts and registers hash over
  * all four nodes, node 3 included: so node 3's embedded transactions have participants that the
- * rounds kill (at random, and in the prepare-exit and commit-exit windows, which fire at the
- * victim's first PREPARE or COMMIT from whichever coordinator, node 3 too: the round's line
- * says which), and node 3 is also a participant that outlives the coordinators killed
- * (decision-exit kills a kvserver coordinator: node 3 keeps its share prepared until the
- * restarted one delivers the decision or answers its question), and its rows' locks, held by a
- * killed holder, are recovered for local (embedded) waiters as well as remote ones -- which
- * rows on 0..2 only would leave out. docs/transactions.md, "Crash tests". */
+ * rounds kill (at random, and in the participant hooks' windows, which fire at the victim's
+ * first PREPARE or COMMIT from whichever coordinator, node 3 too: the round's line says which
+ * for the exit hooks; a PANIC of the log's writer names the write or sync that failed, not the
+ * transaction), and node 3 is also a participant that outlives the coordinators killed
+ * (decision-exit and decision-fail stop a kvserver coordinator: node 3 keeps its share prepared
+ * until the restarted one delivers the decision or answers its question), and its rows' locks,
+ * held by a killed holder, are recovered for local (embedded) waiters as well as remote ones --
+ * which rows on 0..2 only would leave out. docs/transactions.md, "Crash tests". */
 
 #define T_KILLS 6      /* rounds of kill -9 at a random moment */
-#define T_HOOKS 3      /* then one round per hook */
+#define T_HOOKS 3      /* then one round per exit hook */
+#define T_SLOWS 1      /* then a round on a slow disk (--fault-wal sync-delay), ended by kill -9 */
+#define T_FAILS 4      /* then one round per log-failure hook (the victim PANICs) */
+#define T_CKPTS 1      /* then a round of checkpoints while inserts run, ended by kill -9 */
+#define T_ROUNDS (T_KILLS + T_HOOKS + T_SLOWS + T_FAILS + T_CKPTS)
 #define T_NODES 3      /* kvserver processes 0..2: the rounds' victims */
 #define T_EMB 3        /* node 3: embedded in this process, never killed */
 #define T_PARTS 4      /* the cluster's nodes, each a partition */
 #define T_BANKW 4      /* bank threads, one on each node (node 3's on embedded sessions) */
 #define T_REGW 4       /* register threads, one on each node (likewise) */
-#define T_PER_ROUND 200 /* transfers one bank thread may start in a round */
-#define T_XFERS (T_BANKW * T_PER_ROUND * (T_KILLS + T_HOOKS))
+#define T_PER_ROUND 400 /* transfers one bank thread may start in a round */
+#define T_XFERS (T_BANKW * T_PER_ROUND * T_ROUNDS)
+/* Every node checkpoints each time its log grew this much (a round's workload writes several
+ * times as much to each log), so that every round's restart loads a checkpoint and replays the
+ * log behind it; the checkpoint round's victim checkpoints more often still. */
+#define T_CKPT_EVERY "8K"
+#define T_CKPT_EVERY_VICTIM "2K"
+#define T_LOG_SEGMENT "64K"
+#define T_SYNC_DELAY "sync-delay:2000" /* a disk whose fdatasyncs take 2 ms */
 #define T_SEED_DEFAULT 0x18c4a5b1u
 
 static struct bank_xfer txs[T_XFERS];
@@ -262,6 +304,7 @@ static struct {
 } regw[T_REGW];
 static _Atomic unsigned t_ack, t_unknown, t_failed, t_reg_commits, t_reg_unknown, t_reconnects;
 static _Atomic unsigned t_emb_ack, t_emb_unknown, t_emb_failed, t_emb_reg_commits; /* node 3's */
+static _Atomic unsigned t_ack_on[T_PARTS]; /* acknowledged transfers that wrote on each node */
 static rdkv_node *t_node; /* node 3 */
 
 /* A session on node: remote (to a kvserver), or embedded on node 3. */
@@ -278,11 +321,11 @@ static int t_connect(unsigned node, rdkv_session **s)
 static int t_start_node(struct launch *L, void *arg, char *err, size_t errcap)
 {
     const struct launch_opts *lo = arg;
-    static char fd[16], exp[14][PATH_MAX];
-    const char *args[20] = {"--listen-fd", fd};
+    static char fd[16], exp[LAUNCH_EXTRA_MAX][PATH_MAX];
+    const char *args[LAUNCH_EXTRA_MAX + 2] = {"--listen-fd", fd};
     unsigned na = 2;
     snprintf(fd, sizeof fd, "%d", L->ext_fd[0]);
-    for (unsigned k = 0; k < 14 && lo->extra[k] && na < 19; k++)
+    for (unsigned k = 0; k < LAUNCH_EXTRA_MAX && lo->extra[k]; k++)
         args[na++] = launch_extra_arg(lo->extra[k], T_EMB, exp[k], sizeof exp[k]);
     args[na] = NULL;
     int rc = rdkv_node_start(L->conf, T_EMB, args, 60000, &t_node, err, errcap);
@@ -351,6 +394,14 @@ static void *t_bank(void *arg)
         /* rdkv.h: 0 committed, RDKV_EUNKNOWN either, any other status nothing happened */
         x->state = rc == 0 ? 1 : (committing && rc == RDKV_EUNKNOWN) ? 2 : 3;
         atomic_fetch_add(rc == 0 ? &t_ack : x->state == 2 ? &t_unknown : &t_failed, 1);
+        if (rc == 0) {
+            unsigned pa = rdkv_key_partition(ka, strlen(ka), T_PARTS),
+                     pb = rdkv_key_partition(kb, strlen(kb), T_PARTS),
+                     pm = rdkv_key_partition(km, strlen(km), T_PARTS);
+            atomic_fetch_add(&t_ack_on[pa], 1);
+            if (pb != pa) atomic_fetch_add(&t_ack_on[pb], 1);
+            if (pm != pa && pm != pb) atomic_fetch_add(&t_ack_on[pm], 1);
+        }
         if (node == T_EMB)
             atomic_fetch_add(rc == 0 ? &t_emb_ack : x->state == 2 ? &t_emb_unknown : &t_emb_failed, 1);
         if (rc == 0) fails = 0;
@@ -544,50 +595,165 @@ static void t_histcheck(rdkv_session *s, unsigned round)
     free(all);
 }
 
-/* The coordinator of the transaction whose hook made node exit, from its log's "test hook:" line
- * (a transaction id names its coordinator in its top 16 bits, txn/txn.c), or -1. */
-static int t_hook_coordinator(struct launch *L, unsigned node)
+/* The last line of node's log (all its starts) that contains what, into line (false: none). */
+static bool t_log_last(struct launch *L, unsigned node, const char *what, char *line, size_t cap)
+{
+    char p[PATH_MAX + 32], buf[1024];
+    snprintf(p, sizeof p, "%s/node-%u.log", L->dir, node);
+    FILE *f = fopen(p, "r");
+    bool found = false;
+    while (f && fgets(buf, sizeof buf, f))
+        if (strstr(buf, what)) {
+            snprintf(line, cap, "%s", buf);
+            line[strcspn(line, "\n")] = 0;
+            found = true;
+        }
+    if (f) fclose(f);
+    return found;
+}
+
+/* How many lines of node's log (all its starts) contain what, and also (if not NULL) and_what. */
+static unsigned t_log_count(struct launch *L, unsigned node, const char *what, const char *and_what)
 {
     char p[PATH_MAX + 32], line[1024];
     snprintf(p, sizeof p, "%s/node-%u.log", L->dir, node);
     FILE *f = fopen(p, "r");
-    int c = -1;
-    while (f && fgets(line, sizeof line, f)) {
-        const char *h = strstr(line, "test hook: exiting"), *t = h ? strstr(h, " txn ") : NULL;
-        if (t) c = (int)(strtoull(t + 5, NULL, 16) >> 48);
-    }
+    unsigned n = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (strstr(line, what) && (!and_what || strstr(line, and_what))) n++;
     if (f) fclose(f);
-    return c;
+    return n;
 }
 
-/* The hook round's victim: a participant for prepare-exit and commit-exit (any node takes part,
- * and the hook takes the first transaction that reaches it, of whichever coordinator), a
- * coordinator for decision-exit (every node coordinates its bank thread's transfers). *coord:
- * the coordinator of the transaction it fired in (-1: not known). */
-static void t_hook_round(struct launch *L, const struct launch_opts *lo, unsigned victim,
-                         const char *hook, bool *fired, int *coord)
+/* The checkpoints node wrote, by its log ("kvserver: checkpoint PATH: N rows in S s ..."; a
+ * start that loads one says "rows loaded in"). */
+static unsigned t_ckpts(struct launch *L, unsigned node)
 {
-    REQUIRE(launch_kill(L, victim) == 0);
+    return t_log_count(L, node, "kvserver: checkpoint ", " rows in ");
+}
+
+/* The log segments node dropped behind its checkpoints, by its log ("...; K log segment(s)
+ * dropped"). */
+static unsigned t_dropped(struct launch *L, unsigned node)
+{
+    char p[PATH_MAX + 32], line[1024];
+    snprintf(p, sizeof p, "%s/node-%u.log", L->dir, node);
+    FILE *f = fopen(p, "r");
+    unsigned n = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, " log segment(s) dropped");
+        if (!strstr(line, "kvserver: checkpoint ") || !at) continue;
+        while (at > line && at[-1] >= '0' && at[-1] <= '9') at--;
+        n += (unsigned)strtoul(at, NULL, 10);
+    }
+    if (f) fclose(f);
+    return n;
+}
+
+/* The coordinator of the transaction whose hook made node die, from its log's last "test hook:
+ * exiting ... txn X" line, or from its last PANIC line when that names the transaction (a
+ * transaction id names its coordinator in its top 16 bits, txn/txn.c); -1: not known (a PANIC of
+ * the log's writer names the write or sync that failed, not a transaction). */
+static int t_hook_coordinator(struct launch *L, unsigned node, bool panic)
+{
+    char line[1024];
+    if (!t_log_last(L, node, panic ? "kvserver: PANIC:" : "test hook: exiting", line, sizeof line))
+        return -1;
+    const char *t = strstr(line, " txn ");
+    return t ? (int)(strtoull(t + 5, NULL, 16) >> 48) : -1;
+}
+
+/* Kills node (kill -9; or reaps it, when it ended itself) and starts it again with lo, armed with
+ * the test hook fault (RDKV_TEST_FAULT=fault@node; NULL: none), which only this start sees.
+ * A hook may make it die before it is reported ready (the workload runs on): that is no
+ * failure here, when the log's last line says so. */
+static void t_restart_armed(struct launch *L, const struct launch_opts *lo, unsigned node,
+                            const char *fault)
+{
+    if (launch_alive(L, node)) REQUIRE(launch_kill(L, node) == 0); /* (a dead one is reaped) */
     char f[64], err[512] = "";
-    snprintf(f, sizeof f, "%s@%u", hook, victim);
-    setenv("RDKV_TEST_FAULT", f, 1);
-    /* (the workload goes on: the hook may fire before the node is reported ready) */
-    int rc = launch_restart(L, lo, victim, err, sizeof err);
+    snprintf(f, sizeof f, "%s@%u", fault ? fault : "", node);
+    setenv("RDKV_TEST_FAULT", fault ? f : "", 1);
+    int rc = launch_restart(L, lo, node, err, sizeof err);
     setenv("RDKV_TEST_FAULT", "", 1); /* (no hook; see test_torture) */
-    if (rc && !strstr(err, "test hook")) fprintf(stderr, "  restart of node %u: %s\n", victim, err);
-    REQUIRE(rc == 0 || strstr(err, "test hook"));
+    bool died = rc && fault && (strstr(err, "test hook") || strstr(err, "PANIC"));
+    if (rc && !died) fprintf(stderr, "  restart of node %u: %s\n", node, err);
+    REQUIRE(rc == 0 || died);
+}
+
+/* lo with more kvserver arguments after its own (NULL-terminated), into *out. */
+static void t_opts_plus(const struct launch_opts *lo, struct launch_opts *out, const char *const *more)
+{
+    *out = *lo;
+    unsigned k = 0;
+    while (out->extra[k]) k++;
+    for (; *more; more++) {
+        REQUIRE(k + 1 < sizeof out->extra / sizeof out->extra[0]);
+        out->extra[k++] = *more;
+    }
+    out->extra[k] = NULL;
+}
+
+/* Waits (bounded) until n more acknowledged transfers wrote on node than *since says; true
+ * when they did. (An observation: how long it takes says nothing.) */
+static bool t_wait_acked_on(unsigned node, unsigned since, unsigned n, int64_t bound_ns)
+{
+    int64_t until = clock_now_ns() + bound_ns;
+    while (atomic_load(&t_ack_on[node]) - since < n && clock_now_ns() < until) rdkv_sleep_us(10000);
+    return atomic_load(&t_ack_on[node]) - since >= n;
+}
+
+/* The hook round's victim: a participant for prepare-exit, commit-exit, prepare-fail and
+ * commit-fail (any node takes part, and the hook takes the first transaction that reaches it, of
+ * whichever coordinator), a coordinator for decision-exit, decision-fail and own-commit-fail
+ * (every node coordinates its bank thread's transfers, and most have a write of its own). The
+ * -exit hooks _exit(9) in their window; the -fail hooks make the victim's redo log fail a record
+ * there, and the node stops itself by the log-failure rule (a PANIC line in its log, exit status
+ * 74). *coord: the coordinator of the transaction it fired in (-1: not known); why: for a -fail
+ * hook, what its PANIC line says failed. */
+static void t_hook_round(struct launch *L, const struct launch_opts *lo, unsigned victim,
+                         const char *hook, bool *fired, int *coord, char *why, size_t whycap)
+{
+    bool fail = strstr(hook, "-fail") != NULL;
+    unsigned panics0 = t_log_count(L, victim, "kvserver: PANIC:", "exit status 74");
+    t_restart_armed(L, lo, victim, hook);
     /* the workload (running all along) makes it die in the hook's window */
     int64_t deadline = clock_now_ns() + 30 * NS_PER_S;
     while (launch_alive(L, victim) && clock_now_ns() < deadline) rdkv_sleep_us(20000);
     *fired = !launch_alive(L, victim); /* (which reaps it) */
     CHECK(*fired); /* the hook's window was reached */
     if (!*fired) REQUIRE(launch_kill(L, victim) == 0);
-    *coord = *fired ? t_hook_coordinator(L, victim) : -1;
+    *coord = *fired ? t_hook_coordinator(L, victim, fail) : -1;
+    if (why && whycap) why[0] = 0;
+    if (fail && *fired) {
+        /* it stopped by the log-failure rule, not by some other death */
+        CHECK_EQ(t_log_count(L, victim, "kvserver: PANIC:", "exit status 74"), panics0 + 1);
+        char line[1024];
+        if (why && t_log_last(L, victim, "kvserver: PANIC:", line, sizeof line)) {
+            /* "... redo log DIR: WHAT (STATUS); stopping ...": WHAT */
+            const char *w = strstr(line, "redo log ");
+            w = w ? strstr(w, ": ") : NULL;
+            const char *e = w ? strstr(w, "; stopping") : NULL;
+            if (w && e) snprintf(why, whycap, "%.*s", (int)(e - w - 2), w + 2);
+        }
+    }
 }
+
+enum t_kind { T_KILL, T_HOOK, T_SLOW, T_CKPT };
+static const struct {
+    enum t_kind kind;
+    const char *hook; /* T_HOOK: the hook the victim is armed with; T_CKPT: install-slow */
+} t_plan[T_ROUNDS] = {
+    {T_KILL, NULL}, {T_KILL, NULL}, {T_KILL, NULL}, {T_KILL, NULL}, {T_KILL, NULL}, {T_KILL, NULL},
+    {T_HOOK, "prepare-exit"}, {T_HOOK, "commit-exit"}, {T_HOOK, "decision-exit"},
+    {T_SLOW, NULL},
+    {T_HOOK, "prepare-fail"}, {T_HOOK, "commit-fail"}, {T_HOOK, "decision-fail"},
+    {T_HOOK, "own-commit-fail"},
+    {T_CKPT, "install-slow"},
+};
 
 static void test_torture(void)
 {
-    static const char *hooks[T_HOOKS] = {"prepare-exit", "commit-exit", "decision-exit"};
     REQUIRE(tenv_mkdtemp(top, sizeof top, "rdkv-dtort") == 0);
     snprintf(data, sizeof data, "%s/data-%%N", top);
     snprintf(cdir, sizeof cdir, "%s/cluster", top);
@@ -600,8 +766,10 @@ static void test_torture(void)
     const char *es = getenv("RDKV_TEST_SEED");
     t_seed = es ? strtoull(es, NULL, 0) : T_SEED_DEFAULT;
     uint64_t seed = t_seed;
-    fprintf(stderr, "  torture: seed %#llx (RDKV_TEST_SEED), %u kill rounds, %u hook rounds\n",
-            (unsigned long long)seed, T_KILLS, T_HOOKS);
+    fprintf(stderr, "  torture: seed %#llx (RDKV_TEST_SEED), %u kill rounds, %u exit-hook rounds, "
+            "%u slow-disk round, %u log-failure rounds, %u checkpoint round; every node "
+            "checkpoints every %s of log\n", (unsigned long long)seed, T_KILLS, T_HOOKS, T_SLOWS,
+            T_FAILS, T_CKPTS, T_CKPT_EVERY);
     bank_init(&bank, T_PARTS);
     static struct launch L;
     struct launch_opts lo;
@@ -609,11 +777,24 @@ static void test_torture(void)
     /* a participant asks about a transaction prepared 2 s ago (not 10): rounds stay short */
     lo.extra[5] = "--indoubt-after";
     lo.extra[6] = "2s";
-    lo.extra[7] = NULL;
+    /* every node, node 3 too (t_start_node passes these on): each round's restart loads a
+     * checkpoint and replays the log behind it, the transactions in doubt included */
+    lo.extra[7] = "--checkpoint-every";
+    lo.extra[8] = T_CKPT_EVERY;
+    /* and small log segments, so that the log behind the older checkpoint kept is dropped
+     * (whole segments only) and restarts read logs that begin far after LSN 1 */
+    lo.extra[9] = "--log-segment";
+    lo.extra[10] = T_LOG_SEGMENT;
+    lo.extra[11] = NULL;
     lo.external = 1; /* node 3: this process (t_start_node) */
     lo.start_external = t_start_node;
     lo.external_arg = &lo;
     tL = &L;
+    /* the slow-disk round's victim; the checkpoint round's (which checkpoints more often) */
+    struct launch_opts slow, ckpt;
+    t_opts_plus(&lo, &slow, (const char *const[]){"--fault-wal", T_SYNC_DELAY, NULL});
+    t_opts_plus(&lo, &ckpt, (const char *const[]){"--checkpoint-every", T_CKPT_EVERY_VICTIM,
+                                                    "--fault-wal", T_SYNC_DELAY, NULL});
     char err[512] = "";
     int rc = launch_start(&L, &lo, err, sizeof err);
     if (rc) fprintf(stderr, "  launch: %s\n", err);
@@ -636,12 +817,13 @@ static void test_torture(void)
         regw[i].seed = t_seed + 17 * (i + 1);
     }
     atomic_store(&tnx, 0);
-    for (unsigned round = 0; round < T_KILLS + T_HOOKS; round++) {
+    for (unsigned round = 0; round < T_ROUNDS; round++) {
         unsigned victim = (unsigned)rng_below(&seed, T_NODES);
         unsigned delay_ms = 100 + (unsigned)rng_below(&seed, 600);  /* workload, then the kill */
         unsigned down_ms = (unsigned)rng_below(&seed, 400);         /* kill -9, then the restart */
         unsigned after_ms = 300 + (unsigned)rng_below(&seed, 500);  /* workload after it */
-        const char *hook = round >= T_KILLS ? hooks[round - T_KILLS] : NULL;
+        enum t_kind kind = t_plan[round].kind;
+        const char *hook = t_plan[round].hook;
         t_round = round;
         int64_t r0 = clock_now_ns();
         unsigned x0 = atomic_load(&tnx), ack0 = t_ack, unk0 = t_unknown, fail0 = t_failed,
@@ -649,20 +831,64 @@ static void test_torture(void)
         t_start();
         /* not a synchronisation: the kill lands wherever the workload happens to be */
         rdkv_sleep_us(delay_ms * 1000ull);
-        bool fired = true;
-        int coord = -1;
-        char hooked[96] = "";
-        if (hook) {
-            t_hook_round(&L, &lo, victim, hook, &fired, &coord);
-            if (fired)
+        char hooked[384] = "";
+        if (kind == T_HOOK) {
+            bool fired = true;
+            int coord = -1;
+            char why[256] = "";
+            t_hook_round(&L, &lo, victim, hook, &fired, &coord, why, sizeof why);
+            if (!fired) snprintf(hooked, sizeof hooked, ", then %s (NOT fired)", hook);
+            else if (why[0])
+                snprintf(hooked, sizeof hooked, ", then %s (fired: PANIC, %s)", hook, why);
+            else
                 snprintf(hooked, sizeof hooked, ", then %s (fired, in a transaction of node %d)",
                          hook, coord);
-            else snprintf(hooked, sizeof hooked, ", then %s (NOT fired)", hook);
+        } else if (kind == T_SLOW) {
+            /* restarted on a slow disk: every fdatasync of its log takes 2 ms more; the workload
+             * runs through it (bounded: 20 acknowledged transfers that wrote there), then kill -9
+             * in the middle of it */
+            t_restart_armed(&L, &slow, victim, NULL);
+            unsigned on0 = atomic_load(&t_ack_on[victim]);
+            int64_t w0 = clock_now_ns();
+            bool ran = t_wait_acked_on(victim, on0, 20, 30 * NS_PER_S);
+            CHECK(ran); /* the slow node commits */
+            REQUIRE(launch_kill(&L, victim) == 0);
+            snprintf(hooked, sizeof hooked, ", then restarted with --fault-wal %s: %u acked "
+                     "transfers wrote there in %.1f s, then kill -9 again", T_SYNC_DELAY,
+                     atomic_load(&t_ack_on[victim]) - on0, (double)(clock_now_ns() - w0) / 1e9);
+            rdkv_sleep_us(down_ms * 1000ull);
+        } else if (kind == T_CKPT) {
+            /* restarted checkpointing every 2K of log, on a slow disk, each commit installing
+             * 50 ms after its record is durable (install-slow: the window of a checkpoint
+             * racing an insert, widened); the inserts (markers) run on while it writes two
+             * checkpoints (bounded), then a few more transfers that wrote there are
+             * acknowledged -- those in flight when the second began -- and kill -9 */
+            t_restart_armed(&L, &ckpt, victim, hook);
+            unsigned c0 = t_ckpts(&L, victim);
+            int64_t until = clock_now_ns() + 60 * NS_PER_S;
+            while (t_ckpts(&L, victim) < c0 + 2 && launch_alive(&L, victim) &&
+                   clock_now_ns() < until)
+                rdkv_sleep_us(20000);
+            unsigned nck = t_ckpts(&L, victim) - c0;
+            CHECK(nck >= 2);
+            unsigned on0 = atomic_load(&t_ack_on[victim]);
+            bool more = t_wait_acked_on(victim, on0, 8, 20 * NS_PER_S);
+            bool alive = launch_alive(&L, victim); /* (which reaps it, should it have died) */
+            CHECK(alive); /* (nothing here stops it but the kill) */
+            if (alive) REQUIRE(launch_kill(&L, victim) == 0); /* while the inserts run */
+            snprintf(hooked, sizeof hooked, ", then restarted checkpointing every %s with "
+                     "--fault-wal %s and %s: %u checkpoints, then %u%s acked transfers that wrote "
+                     "there, then kill -9 again", T_CKPT_EVERY_VICTIM, T_SYNC_DELAY, hook, nck,
+                     atomic_load(&t_ack_on[victim]) - on0, more ? "" : " (too few)");
+            rdkv_sleep_us(down_ms * 1000ull);
         } else {
             REQUIRE(launch_kill(&L, victim) == 0);
             rdkv_sleep_us(down_ms * 1000ull);
         }
+        unsigned loads0 = t_log_count(&L, victim, "kvserver: checkpoint ", " rows loaded in ");
         bank_restart(&L, &lo, victim);
+        bool loaded = t_log_count(&L, victim, "kvserver: checkpoint ", " rows loaded in ") > loads0;
+        if (kind == T_CKPT) CHECK(loaded); /* the restart starts from a checkpoint */
         int64_t r1 = clock_now_ns();
         rdkv_sleep_us(after_ms * 1000ull); /* (the workload goes on through the restart) */
         t_join();
@@ -688,16 +914,20 @@ static void test_torture(void)
                 "  round %u (%.1f s): kill -9 node %u after %u ms%s; transfers %u..%u: %u acked, %u "
                 "unknown (%u unknown ones so far committed), %u failed (embedded: %u, %u, %u); %u "
                 "committed in all; %u register commits (%u embedded), %u unknown so far; %u "
-                "reconnects\n",
+                "reconnects; checkpoints written so far by nodes 0..2: %u, %u, %u, log "
+                "segments dropped %u, %u, %u (the victim's restart loaded %s)\n",
                 round, (double)(clock_now_ns() - r0) / 1e9, victim, delay_ms, hooked, x0, nxs,
                 t_ack - ack0, t_unknown - unk0, unknown_in, t_failed - fail0,
                 t_emb_ack - eack0, t_emb_unknown - eunk0, t_emb_failed - efail0, committed,
                 (unsigned)t_reg_commits, (unsigned)t_emb_reg_commits, (unsigned)t_reg_unknown,
-                (unsigned)t_reconnects);
+                (unsigned)t_reconnects, t_ckpts(&L, 0), t_ckpts(&L, 1), t_ckpts(&L, 2),
+                t_dropped(&L, 0), t_dropped(&L, 1), t_dropped(&L, 2), loaded ? "one" : "none");
         if (harness_failures) break; /* (the first failing round says the most) */
     }
     CHECK(t_ack > 0);
     CHECK(t_emb_ack > 0);
+    /* the log was cut behind checkpoints, in this four-node cluster */
+    CHECK(t_dropped(&L, 0) + t_dropped(&L, 1) + t_dropped(&L, 2) > 0);
     CHECK(t_reg_commits > 0);
     CHECK(t_emb_reg_commits > 0);
     for (unsigned i = 0; i < T_REGW; i++) tw_hist_free(&regw[i].h);
