@@ -88,7 +88,9 @@ int rdkv_secret_file_check(const char *path, char *err, size_t errcap);
  * and registers the node's arena, serves its partition and its peers, and waits up to
  * peer_wait_ms for every peer to answer (0: do not wait). argv-style extra options are those of
  * kvserver (NULL-terminated, may be NULL), e.g. {"--row-lock", "dslr", NULL}. On failure a
- * one-line reason is written to err. */
+ * one-line reason is written to err. A node with --data-dir whose redo log fails to write or
+ * sync a record a commit depends on stops the whole process with exit status 74 (a PANIC line
+ * on stderr), as kvserver does: a restart recovers from the log (docs/storage.md). */
 int rdkv_node_start(const char *config_path, unsigned node_id, const char *const *extra_args,
                     int64_t peer_wait_ms, rdkv_node **out, char *err, size_t errcap);
 /* Stops the node: no session of it may be open. */
