@@ -87,7 +87,9 @@ int cluster_config_parse(const char *text, size_t len, const char *name, struct 
     buf[len] = 0;
 
     unsigned lineno = 0, maxid = 0, count = 0;
-    bool have_transport = false, have_arena = false, have_secret = false;
+    bool have_transport = false, have_arena = false, have_secret = false, have_zk = false;
+    unsigned replicas_line = 0;
+    out->replicas = 1;
     char *save = NULL;
     for (char *p = buf; p; p = save) {
         lineno++;
@@ -161,10 +163,58 @@ int cluster_config_parse(const char *text, size_t len, const char *name, struct 
             }
             have_secret = true;
             snprintf(out->secret_file, sizeof out->secret_file, "%s", w[1]);
+        } else if (!strcmp(w[0], "zookeeper")) {
+            if (nw != 2 || strlen(w[1]) >= sizeof out->zookeeper) {
+                rc = fail(err, errcap, name, lineno, "expected 'zookeeper HOST:PORT[,HOST:PORT...]'");
+                goto out;
+            }
+            if (have_zk) {
+                rc = fail(err, errcap, name, lineno, "zookeeper is set twice");
+                goto out;
+            }
+            /* Each host:port before an optional /chroot must parse. */
+            char hs[CLUSTER_PATH_MAX];
+            snprintf(hs, sizeof hs, "%s", w[1]);
+            char *chroot = strchr(hs, '/');
+            if (chroot) {
+                if (strspn(chroot, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/_.-") !=
+                    strlen(chroot)) {
+                    rc = fail(err, errcap, name, lineno, "bad ZooKeeper chroot '%s' (letters, digits "
+                              "and / _ . - only)", chroot);
+                    goto out;
+                }
+                *chroot = 0;
+            }
+            for (char *tok = hs, *next; tok; tok = next) {
+                next = strchr(tok, ',');
+                if (next) *next++ = 0;
+                char host[CLUSTER_HOST_MAX];
+                uint16_t port;
+                if (parse_hostport(tok, host, sizeof host, &port, 0)) {
+                    rc = fail(err, errcap, name, lineno,
+                              "bad ZooKeeper address '%s' (expected HOST:PORT[,HOST:PORT...])", tok);
+                    goto out;
+                }
+            }
+            have_zk = true;
+            snprintf(out->zookeeper, sizeof out->zookeeper, "%s", w[1]);
+        } else if (!strcmp(w[0], "replicas")) {
+            uint64_t r;
+            if (nw != 2 || parse_uint_range(w[1], 1, CLUSTER_MAX_REPLICAS, &r)) {
+                rc = fail(err, errcap, name, lineno, "expected 'replicas R' with R in 1..%u",
+                          CLUSTER_MAX_REPLICAS);
+                goto out;
+            }
+            if (replicas_line) {
+                rc = fail(err, errcap, name, lineno, "replicas is set twice");
+                goto out;
+            }
+            replicas_line = lineno;
+            out->replicas = (unsigned)r;
         } else {
             rc = fail(err, errcap, name, lineno,
-                      "unknown keyword '%s' (expected node, transport, arena or secret_file)",
-                      w[0]);
+                      "unknown keyword '%s' (expected node, transport, arena, secret_file, "
+                      "zookeeper or replicas)", w[0]);
             goto out;
         }
     }
@@ -186,6 +236,22 @@ int cluster_config_parse(const char *text, size_t len, const char *name, struct 
                           k, i);
                 goto out;
             }
+    if (out->replicas > 1 && !have_zk) {
+        rc = fail(err, errcap, name, replicas_line,
+                  "replicas %u needs a 'zookeeper HOST:PORT' line: the replica configuration "
+                  "lives in ZooKeeper", out->replicas);
+        goto out;
+    }
+    if (out->replicas > count) {
+        rc = fail(err, errcap, name, replicas_line, "replicas %u, but only %u node(s)",
+                  out->replicas, count);
+        goto out;
+    }
+    if (have_zk && count > CLUSTER_MAX_REPLICATED) {
+        rc = fail(err, errcap, name, 0, "a cluster with ZooKeeper has at most %u nodes",
+                  CLUSTER_MAX_REPLICATED);
+        goto out;
+    }
     out->n = count;
     out->nodes = realloc(nodes, count * sizeof *nodes);
     if (!out->nodes) out->nodes = nodes;
@@ -247,6 +313,8 @@ int cluster_config_write(const struct cluster_config *c, FILE *f)
     if (c->transport[0]) fprintf(f, "transport %s\n", c->transport);
     if (c->arena_size) fprintf(f, "arena %llu\n", (unsigned long long)c->arena_size);
     if (c->secret_file[0]) fprintf(f, "secret_file %s\n", c->secret_file);
+    if (c->zookeeper[0]) fprintf(f, "zookeeper %s\n", c->zookeeper);
+    if (c->replicas > 1) fprintf(f, "replicas %u\n", c->replicas);
     for (unsigned i = 0; i < c->n; i++) {
         const char *h = c->nodes[i].host;
         if (strchr(h, ':')) fprintf(f, "node %u [%s]:%u\n", c->nodes[i].id, h, c->nodes[i].port);
@@ -272,6 +340,7 @@ int cluster_config_make(struct cluster_config *c, unsigned n, const char *const 
         snprintf(c->nodes[i].host, CLUSTER_HOST_MAX, "%s", hosts[i]);
     }
     c->n = n;
+    c->replicas = 1;
     fingerprint(c);
     return 0;
 }

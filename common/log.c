@@ -55,3 +55,14 @@ void log_msg(enum log_level level, const char *fmt, ...)
     ssize_t w = write(STDERR_FILENO, line, len);
     (void)w;
 }
+
+int log_reason(char *err, size_t errcap, int rc, const char *fmt, ...)
+{
+    if (err && errcap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errcap, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}

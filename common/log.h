@@ -3,6 +3,8 @@
 #ifndef RDKV_LOG_H
 #define RDKV_LOG_H
 
+#include <stddef.h>
+
 enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 
 /* Sets the tag printed before every line ("kvserver[2]"). Call once at start-up. */
@@ -11,6 +13,11 @@ void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
 
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Writes a one-line reason into err[errcap] (nothing when err is NULL) and returns rc: the
+ * `return log_reason(err, errcap, RDKV_E..., "...")` of functions that explain their failures. */
+int log_reason(char *err, size_t errcap, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)

@@ -105,9 +105,11 @@ int daemon_run(int argc, char **argv, const struct daemon_services *bench)
     if (rc == 0) {
         const struct cluster_config *cc = fab_cluster(node_fabric(n));
         const struct cluster_node *me = &cc->nodes[o.node];
+        char repl[512];
+        node_describe_replication(n, repl, sizeof repl);
         fprintf(stderr,
                 "kvserver: node %ld of %u serving at %s:%u (transport %s, arena %llu MiB, row "
-                "lock %s, range lock %s, %s%s%s)\n",
+                "lock %s, range lock %s, %s%s%s; %s)\n",
                 o.node, cc->n, me->host, me->port,
                 fab_transport_name(fab_transport_of(node_fabric(n))),
                 (unsigned long long)(fab_arena_size(node_fabric(n)) >> 20), o.txn.row_lock,
@@ -116,7 +118,8 @@ int daemon_run(int argc, char **argv, const struct daemon_services *bench)
                 o.data_dir ? o.data_dir : "",
                 !o.data_dir ? ""
                 : o.durability == WAL_DUR_OFF ? ", durability off"
-                : o.durability == WAL_DUR_SYNC ? ", durability sync" : ", durability group");
+                : o.durability == WAL_DUR_SYNC ? ", durability sync" : ", durability group",
+                repl);
         if (o.ready_fd >= 0) {
             ssize_t wr = write(o.ready_fd, "ready\n", 6);
             (void)wr;

@@ -2,6 +2,7 @@
  * serves status and remote sessions, and watches its peers with heartbeats so that operations
  * needing a dead peer fail fast with RDKV_EUNAVAILABLE instead of hanging. */
 #include "server/node.h"
+#include "server/replica.h"
 
 #include "locks/range/range.h"
 #include "server/proto.h"
@@ -35,6 +36,7 @@ struct node {
     struct txn_env *txn;
     struct session_svc *sessions;
     struct wal *wal;     /* the redo log (--data-dir), or NULL: in memory */
+    struct replica *repl; /* the replica configuration (ZooKeeper), or NULL: replicas 1 */
     /* the checkpointer (--data-dir with --checkpoint-every) */
     pthread_t ckpt_thr;
     bool ckpt_running;
@@ -508,7 +510,7 @@ char *node_status_json(struct node *n)
             "\"prepared\":{\"kept\":%llu,\"bytes\":%llu,\"refused\":%llu,"
             "\"indoubt_committed\":%llu,\"indoubt_dropped\":%llu,\"holds_kept\":%llu,"
             "\"holds_freed\":%llu},\"decisions\":{\"pending\":%llu},"
-            "\"checkpoints\":{\"written\":%u,\"busy\":%d},\"peers\":[",
+            "\"checkpoints\":{\"written\":%u,\"busy\":%d},",
             fab_node_id(f), me->host, me->port, fab_num_nodes(f),
             fab_transport_name(fab_transport_of(f)), (unsigned long long)fab_arena_size(f),
             (long long)(clock_now_ns() - n->start_ns), (long long)clock_process_cpu_ns(),
@@ -525,6 +527,8 @@ char *node_status_json(struct node *n)
             (unsigned long long)fs.freed_for, (unsigned long long)fs.decisions_pending,
             __atomic_load_n(&n->ckpt_written, __ATOMIC_RELAXED),
             (int)__atomic_load_n(&n->ckpt_busy, __ATOMIC_RELAXED));
+    replica_status_json(n->repl, &n->cc, m);
+    fprintf(m, ",\"peers\":[");
     for (unsigned i = 0; i < n->cc.n; i++) {
         const char *state = i == fab_node_id(f) ? "self"
                             : txn_env_is_down(n->txn, (uint16_t)i) ? "down"
@@ -1086,6 +1090,15 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         free(n);
         return RDKV_ECONFIG;
     }
+    /* The replica configuration before anything serves: a node that cannot learn it stays
+     * down rather than serve a partition it may no longer own. */
+    rc = replica_start(&n->cc, (uint16_t)o->node, o->peer_wait_ns, &n->repl, why, sizeof why);
+    if (rc) {
+        snprintf(err, errcap, "%s", why);
+        cluster_config_free(&n->cc);
+        free(n);
+        return rc;
+    }
     enum fab_transport t = FAB_AUTO;
     if (o->transport) fab_transport_parse(o->transport, &t);
     else if (n->cc.transport[0]) fab_transport_parse(n->cc.transport, &t);
@@ -1251,6 +1264,7 @@ void node_stop(struct node *n)
     if (n->rs) range_server_free(n->rs);
     free(n->misses);
     free(n->last_seen);
+    replica_stop(n->repl);
     cluster_config_free(&n->cc);
     pthread_mutex_destroy(&n->wmu);
     pthread_cond_destroy(&n->wcv);
@@ -1261,3 +1275,7 @@ struct fabric *node_fabric(struct node *n) { return n->f; }
 struct txn_env *node_txn(struct node *n) { return n->txn; }
 struct range_server *node_range_server(struct node *n) { return n->rs; }
 uint16_t node_id(const struct node *n) { return (uint16_t)n->o.node; }
+void node_describe_replication(struct node *n, char *buf, size_t cap)
+{
+    replica_describe(n->repl, &n->cc, buf, cap);
+}

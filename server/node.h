@@ -69,6 +69,8 @@ struct fabric *node_fabric(struct node *n);
 struct txn_env *node_txn(struct node *n);
 struct range_server *node_range_server(struct node *n);
 uint16_t node_id(const struct node *n);
+/* How the node's partitions are kept, for its start line (server/replica.h). */
+void node_describe_replication(struct node *n, char *buf, size_t cap);
 
 /* The node's status as JSON (what KV_RPC_STATUS answers): this node's identity, store and the
  * peer watcher's view of every node. malloc'd. */

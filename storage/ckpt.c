@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/key.h"
+#include "common/log.h"
 #include "common/pack.h"
 #include "rdkv_status.h"
 
@@ -18,17 +19,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
-
-static int fail(char *err, size_t errcap, int rc, const char *fmt, ...)
-{
-    if (err && errcap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errcap, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 
 
@@ -59,36 +49,36 @@ static int walk_blocks(const uint8_t *buf, size_t len, uint64_t fseed, uint32_t 
         if (len - off >= 8 && !memcmp(buf + off, CKPT_END_MAGIC, 8)) break;
         if (len - off >= 4 && pack_get_u32le(buf + off) == CKPT_STATE_MAGIC) break;
         if (len - off < CKPT_BLOCK_HDR)
-            return fail(err, errcap, RDKV_EPROTO, "torn block header at byte %zu", off);
+            return log_reason(err, errcap, RDKV_EPROTO, "torn block header at byte %zu", off);
         const uint8_t *bh = buf + off;
         uint32_t nrows = pack_get_u32le(bh + 4), plen = pack_get_u32le(bh + 8);
         if (pack_get_u32le(bh) != CKPT_BLOCK_MAGIC || !pack_is_zero(bh + 12, 4))
-            return fail(err, errcap, RDKV_EPROTO, "no block header at byte %zu", off);
+            return log_reason(err, errcap, RDKV_EPROTO, "no block header at byte %zu", off);
         if (pack_get_u64le(bh + 16) != blocks)
-            return fail(err, errcap, RDKV_EPROTO, "block %" PRIu64 " at byte %zu says %" PRIu64,
+            return log_reason(err, errcap, RDKV_EPROTO, "block %" PRIu64 " at byte %zu says %" PRIu64,
                         blocks, off, pack_get_u64le(bh + 16));
         if (plen > len - off - CKPT_BLOCK_HDR)
-            return fail(err, errcap, RDKV_EPROTO, "block %" PRIu64 " torn (%u payload bytes, %zu "
+            return log_reason(err, errcap, RDKV_EPROTO, "block %" PRIu64 " torn (%u payload bytes, %zu "
                         "left)", blocks, plen, len - off - CKPT_BLOCK_HDR);
         const uint8_t *p = bh + CKPT_BLOCK_HDR;
         if (XXH3_64bits_withSeed(p, plen, block_seed(bh, fseed)) != pack_get_u64le(bh + 24))
-            return fail(err, errcap, RDKV_EPROTO, "block %" PRIu64 " at byte %zu: bad checksum",
+            return log_reason(err, errcap, RDKV_EPROTO, "block %" PRIu64 " at byte %zu: bad checksum",
                         blocks, off);
         if (nrows == 0)
-            return fail(err, errcap, RDKV_EPROTO, "block %" PRIu64 " holds no rows", blocks);
+            return log_reason(err, errcap, RDKV_EPROTO, "block %" PRIu64 " holds no rows", blocks);
         struct pack_r r;
         pack_r_init(&r, p, plen);
         for (uint32_t i = 0; i < nrows; i++) {
             uint32_t klen = unpack_u32(&r), vlen = unpack_u32(&r);
             if (r.err) break;
             if (klen > key_max || vlen > value_max)
-                return fail(err, errcap, RDKV_ETOOBIG, "row %" PRIu64 ": key of %u or value of "
+                return log_reason(err, errcap, RDKV_ETOOBIG, "row %" PRIu64 ": key of %u or value of "
                             "%u bytes past the store's limits (%u, %u)", rows + i, klen, vlen,
                             key_max, value_max);
             const uint8_t *k = pack_r_take(&r, klen), *v = pack_r_take(&r, vlen);
             if (r.err) break;
             if (prev && key_cmp(prev, prevlen, k, klen) >= 0)
-                return fail(err, errcap, RDKV_EPROTO, "row %" PRIu64 ": keys out of order",
+                return log_reason(err, errcap, RDKV_EPROTO, "row %" PRIu64 ": keys out of order",
                             rows + i);
             prev = k;
             prevlen = klen;
@@ -98,7 +88,7 @@ static int walk_blocks(const uint8_t *buf, size_t len, uint64_t fseed, uint32_t 
             }
         }
         if (r.err || r.at != plen)
-            return fail(err, errcap, RDKV_EPROTO, "block %" PRIu64 ": rows do not fill its "
+            return log_reason(err, errcap, RDKV_EPROTO, "block %" PRIu64 ": rows do not fill its "
                         "payload", blocks);
         blocks++;
         rows += nrows;
@@ -116,27 +106,27 @@ static int decode(const uint8_t *buf, size_t len, uint16_t node, uint64_t fp, ui
                   uint32_t key_max, uint32_t value_max, ckpt_row_fn fn, void *arg,
                   struct ckpt_info *info, char *err, size_t errcap)
 {
-    if (!buf && len) return fail(err, errcap, RDKV_EINVAL, "no buffer");
+    if (!buf && len) return log_reason(err, errcap, RDKV_EINVAL, "no buffer");
     if (len < CKPT_HDR + CKPT_TRAILER)
-        return fail(err, errcap, RDKV_EPROTO, "%zu bytes: shorter than a header and a trailer",
+        return log_reason(err, errcap, RDKV_EPROTO, "%zu bytes: shorter than a header and a trailer",
                     len);
     if (memcmp(buf, CKPT_MAGIC, 8))
-        return fail(err, errcap, RDKV_EPROTO, "not a checkpoint (bad magic)");
+        return log_reason(err, errcap, RDKV_EPROTO, "not a checkpoint (bad magic)");
     uint64_t hcheck = XXH3_64bits(buf, 56), fseed = XXH3_64bits(buf, 40);
     if (hcheck != pack_get_u64le(buf + 56))
-        return fail(err, errcap, RDKV_EPROTO, "bad header checksum");
+        return log_reason(err, errcap, RDKV_EPROTO, "bad header checksum");
     uint32_t version = pack_get_u32le(buf + 8);
     if ((version != CKPT_VERSION && version != 1) || pack_get_u32le(buf + 12) != CKPT_HDR ||
         !pack_is_zero(buf + 18, 6) || !pack_is_zero(buf + 48, 8))
-        return fail(err, errcap, RDKV_EPROTO, "unknown checkpoint version %u",
+        return log_reason(err, errcap, RDKV_EPROTO, "unknown checkpoint version %u",
                     pack_get_u32le(buf + 8));
     uint16_t hnode = pack_get_u16le(buf + 16);
     uint64_t hfp = pack_get_u64le(buf + 24), lsn = pack_get_u64le(buf + 32), hrows = pack_get_u64le(buf + 40);
     if (hnode != node || hfp != fp)
-        return fail(err, errcap, RDKV_ECONFIG, "checkpoint of node %u, cluster %016" PRIx64
+        return log_reason(err, errcap, RDKV_ECONFIG, "checkpoint of node %u, cluster %016" PRIx64
                     " (this is node %u, cluster %016" PRIx64 ")", hnode, hfp, node, fp);
     if (want_lsn != ANY_LSN && lsn != want_lsn)
-        return fail(err, errcap, RDKV_EPROTO, "header's replay LSN %" PRIu64 " is not the "
+        return log_reason(err, errcap, RDKV_EPROTO, "header's replay LSN %" PRIu64 " is not the "
                     "file name's %" PRIu64, lsn, want_lsn);
     size_t end;
     uint64_t rows, blocks, payload;
@@ -150,26 +140,26 @@ static int decode(const uint8_t *buf, size_t len, uint16_t node, uint64_t fp, ui
         const uint8_t *sh = buf + end;
         if (version < 2 || len - end < CKPT_BLOCK_HDR || !pack_is_zero(sh + 4, 4) ||
             !pack_is_zero(sh + 12, 4) || pack_get_u64le(sh + 16) != blocks)
-            return fail(err, errcap, RDKV_EPROTO, "bad state block header at byte %zu", end);
+            return log_reason(err, errcap, RDKV_EPROTO, "bad state block header at byte %zu", end);
         slen = pack_get_u32le(sh + 8);
         if (slen > len - end - CKPT_BLOCK_HDR)
-            return fail(err, errcap, RDKV_EPROTO, "state block torn (%" PRIu64 " bytes, %zu "
+            return log_reason(err, errcap, RDKV_EPROTO, "state block torn (%" PRIu64 " bytes, %zu "
                         "left)", slen, len - end - CKPT_BLOCK_HDR);
         state = sh + CKPT_BLOCK_HDR;
         if (XXH3_64bits_withSeed(state, slen, block_seed(sh, fseed)) != pack_get_u64le(sh + 24))
-            return fail(err, errcap, RDKV_EPROTO, "state block at byte %zu: bad checksum", end);
+            return log_reason(err, errcap, RDKV_EPROTO, "state block at byte %zu: bad checksum", end);
         end += CKPT_BLOCK_HDR + slen;
     }
     if (len - end != CKPT_TRAILER)
-        return fail(err, errcap, RDKV_EPROTO, "%s at byte %zu",
+        return log_reason(err, errcap, RDKV_EPROTO, "%s at byte %zu",
                     len - end < CKPT_TRAILER ? "torn trailer" : "bytes after the trailer", end);
     const uint8_t *t = buf + end;
     if (XXH3_64bits_withSeed(t, 56, fseed) != pack_get_u64le(t + 56))
-        return fail(err, errcap, RDKV_EPROTO, "bad trailer checksum");
+        return log_reason(err, errcap, RDKV_EPROTO, "bad trailer checksum");
     if (pack_get_u64le(t + 8) != rows || pack_get_u64le(t + 16) != blocks || pack_get_u64le(t + 24) != payload ||
         pack_get_u64le(t + 32) != lsn || hrows != rows || pack_get_u64le(t + 40) != slen ||
         !pack_is_zero(t + 48, 8))
-        return fail(err, errcap, RDKV_EPROTO, "trailer's totals disagree with the file (%" PRIu64
+        return log_reason(err, errcap, RDKV_EPROTO, "trailer's totals disagree with the file (%" PRIu64
                     " rows in %" PRIu64 " blocks found)", rows, blocks);
     if (info) {
         memset(info, 0, sizeof *info);
@@ -554,7 +544,7 @@ static int write_rows(struct wctx *w)
 
 static int io_fail(char *err, size_t errcap, const char *what, const char *path, int e)
 {
-    return fail(err, errcap, RDKV_EIO, "%s %s: %s", what, path, strerror(e));
+    return log_reason(err, errcap, RDKV_EIO, "%s %s: %s", what, path, strerror(e));
 }
 
 /* The caller's state (the transaction layer's, for a restart), after the rows: one block of its
@@ -595,11 +585,11 @@ int ckpt_write(struct store *s, const char *dir, uint16_t node, uint64_t fp, uin
 {
     if (!s || !dir || !o || !o->row_lock || !o->lt || !o->batch || o->row_wait_ns <= 0 ||
         (o->state_len && !o->state) || o->state_len > UINT32_MAX)
-        return fail(err, errcap, RDKV_EINVAL, "missing store, directory or row lock");
+        return log_reason(err, errcap, RDKV_EINVAL, "missing store, directory or row lock");
     char path[512], tmp[520];
     if ((size_t)snprintf(path, sizeof path, "%s/ckpt-%016" PRIx64 ".ckpt", dir, replay_lsn) >=
         sizeof path - 4)
-        return fail(err, errcap, RDKV_EINVAL, "directory name too long");
+        return log_reason(err, errcap, RDKV_EINVAL, "directory name too long");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
 
     struct wctx w = {.s = s, .o = o, .fd = -1, .blen = CKPT_BLOCK_HDR};
@@ -610,7 +600,7 @@ int ckpt_write(struct store *s, const char *dir, uint16_t node, uint64_t fp, uin
     int rc = 0;
     bool renamed = false;
     if (!w.cand || !w.koff || !w.klen || !grow(&w.blk, &w.bcap, CKPT_BLOCK_TARGET + 4096)) {
-        rc = fail(err, errcap, RDKV_ENOMEM, "no memory for the checkpoint's buffers");
+        rc = log_reason(err, errcap, RDKV_ENOMEM, "no memory for the checkpoint's buffers");
         goto out;
     }
     /* touched once now, so that copies under row locks take no page faults on it */
@@ -631,11 +621,11 @@ int ckpt_write(struct store *s, const char *dir, uint16_t node, uint64_t fp, uin
     w.bytes = CKPT_HDR;
     rc = write_rows(&w);
     if (rc == RDKV_ENOMEM) {
-        rc = fail(err, errcap, rc, "no memory while copying rows");
+        rc = log_reason(err, errcap, rc, "no memory while copying rows");
         goto out;
     }
     if (rc == RDKV_ETIMEDOUT) {
-        rc = fail(err, errcap, rc, "a row stayed locked for %" PRId64 " ms",
+        rc = log_reason(err, errcap, rc, "a row stayed locked for %" PRId64 " ms",
                   o->row_give_up_ns / 1000000);
         goto out;
     }
@@ -644,7 +634,7 @@ int ckpt_write(struct store *s, const char *dir, uint16_t node, uint64_t fp, uin
         goto out;
     }
     if (rc) {
-        rc = fail(err, errcap, rc, "a row lock failed (status %d)", rc);
+        rc = log_reason(err, errcap, rc, "a row lock failed (status %d)", rc);
         goto out;
     }
     hdr_finish(hdr, w.rows);
@@ -768,14 +758,14 @@ int ckpt_load(struct store *s, const char *dir, uint16_t node, uint64_t fp,
               struct ckpt_info *info, char *err, size_t errcap)
 {
     if (err && errcap) err[0] = 0;
-    if (!s || !dir) return fail(err, errcap, RDKV_EINVAL, "missing store or directory");
+    if (!s || !dir) return log_reason(err, errcap, RDKV_EINVAL, "missing store or directory");
     struct store_stats st;
     store_stats(s, &st);
-    if (st.rows) return fail(err, errcap, RDKV_EINVAL, "the store is not empty");
+    if (st.rows) return log_reason(err, errcap, RDKV_EINVAL, "the store is not empty");
     uint64_t *lsns;
     long n = list_all(dir, &lsns, false);
-    if (n < 0) return fail(err, errcap, (int)n, "cannot list %s", dir);
-    if (n == 0) return fail(err, errcap, RDKV_ENOTFOUND, "no checkpoint in %s", dir);
+    if (n < 0) return log_reason(err, errcap, (int)n, "cannot list %s", dir);
+    if (n == 0) return log_reason(err, errcap, RDKV_ENOTFOUND, "no checkpoint in %s", dir);
     int rc = RDKV_EPROTO;
     size_t used = 0;
     /* newest first; a file is refused as a whole (decode checks everything before the first

@@ -160,6 +160,28 @@ static void t_config(void)
     cluster_config_free(&c);
     free(buf);
     /* a different node list gives a different fingerprint */
+    /* ZooKeeper and replicas: parsed, and written back */
+    CHECK_EQ(parse_cfg("zookeeper 127.0.0.1:2181,[::1]:2182/apps/rdkv\nreplicas 2\n"
+                       "node 0 127.0.0.1:7100\nnode 1 127.0.0.1:7101\n", &c, err, sizeof err), 0);
+    CHECK(!strcmp(c.zookeeper, "127.0.0.1:2181,[::1]:2182/apps/rdkv"));
+    CHECK_EQ(c.replicas, 2);
+    {
+        char zb[512];
+        FILE *zm = fmemopen(zb, sizeof zb, "w");
+        REQUIRE(zm);
+        CHECK_EQ(cluster_config_write(&c, zm), 0);
+        size_t zl = (size_t)ftell(zm);
+        fclose(zm);
+        cluster_config_free(&c);
+        CHECK_EQ(cluster_config_parse(zb, zl, "w", &c, err, sizeof err), 0);
+        CHECK_EQ(c.replicas, 2);
+        CHECK(!strcmp(c.zookeeper, "127.0.0.1:2181,[::1]:2182/apps/rdkv"));
+        cluster_config_free(&c);
+    }
+    CHECK_EQ(parse_cfg("node 0 127.0.0.1:7100\n", &c, err, sizeof err), 0);
+    CHECK_EQ(c.replicas, 1);
+    CHECK(!c.zookeeper[0]);
+    cluster_config_free(&c);
     CHECK_EQ(parse_cfg("node 0 127.0.0.1:7100\nnode 1 127.0.0.1:7102\n", &c, err, sizeof err), 0);
     CHECK(c.fingerprint != fp);
     cluster_config_free(&c);
@@ -180,6 +202,12 @@ static void t_config(void)
         {"nodes 0 a:1\n", "unknown keyword 'nodes'"},
         {"node 0 a:1\nnode 1 a:1\n", "node 1 has the same address as node 0"},
         {"node 1024 a:1\n", "not a number in 0..1023"},
+        {"replicas 2\nnode 0 a:1\nnode 1 a:2\n", "t.conf:1: replicas 2 needs a 'zookeeper"},
+        {"zookeeper z:1\nreplicas 3\nnode 0 a:1\nnode 1 a:2\n", "t.conf:2: replicas 3, but only 2"},
+        {"zookeeper z:1\nreplicas 8\nnode 0 a:1\n", "t.conf:2: expected 'replicas R' with R in 1..7"},
+        {"zookeeper z\nnode 0 a:1\n", "t.conf:1: bad ZooKeeper address 'z'"},
+        {"zookeeper z:1,y\nnode 0 a:1\n", "bad ZooKeeper address 'y'"},
+        {"zookeeper z:1\nzookeeper z:2\nnode 0 a:1\n", "t.conf:2: zookeeper is set twice"},
     };
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = 0;

@@ -1,0 +1,467 @@
+/* The replica configuration in ZooKeeper (server/zcfg.h). ZooKeeper's own threads only record
+ * events and wake zcfg's thread; every synchronous call runs on that thread or the caller's
+ * (a synchronous call from a ZooKeeper callback would wait on the thread that must answer it). */
+#include "server/zcfg.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "rdkv_status.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define THREADED /* the synchronous API of the multi-threaded client */
+#include <zookeeper/zookeeper.h>
+
+#define PATH_CAP 384
+
+struct zcfg {
+    struct zcfg_opts o;
+    char hosts[1024];
+    char root[200];
+    char cfgpath[256], electdir[256], mine[PATH_CAP]; /* mine: "" until joined */
+    zhandle_t *zh;
+    pthread_rwlock_t hl; /* zh: callers' calls read it, a session's replacement writes it (not mu:
+                            ZooKeeper's callbacks take mu while a call waits on their thread) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool connected, expired, stop, running, manager;
+    unsigned ev_config, ev_elect; /* events not handled yet */
+    pthread_t th;
+    bool th_started;
+};
+
+void zcfg_opts_init(struct zcfg_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->session_ms = 4000;
+    o->connect_ns = 10 * NS_PER_S;
+}
+
+
+/* ZooKeeper's status as rdkv's: the errors that say "no answer" are unavailability. */
+static int zstatus(int zrc)
+{
+    if (zrc == ZOK) return 0;
+    if (zrc == ZCONNECTIONLOSS || zrc == ZOPERATIONTIMEOUT || zrc == ZINVALIDSTATE ||
+        zrc == ZSESSIONEXPIRED || zrc == ZCLOSING)
+        return RDKV_EUNAVAILABLE;
+    return RDKV_EIO;
+}
+
+/* ---- ZooKeeper's threads: record and wake ---------------------------------------------- */
+
+static void wake(struct zcfg *z, unsigned *counter)
+{
+    pthread_mutex_lock(&z->mu);
+    if (counter) (*counter)++;
+    pthread_cond_broadcast(&z->cv);
+    pthread_mutex_unlock(&z->mu);
+}
+
+static void session_watch(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    (void)zh, (void)path;
+    struct zcfg *z = ctx;
+    if (type != ZOO_SESSION_EVENT) return;
+    pthread_mutex_lock(&z->mu);
+    if (state == ZOO_CONNECTED_STATE) z->connected = true;
+    else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) z->expired = true;
+    else z->connected = false;
+    pthread_cond_broadcast(&z->cv);
+    pthread_mutex_unlock(&z->mu);
+}
+
+static void config_watch(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    (void)zh, (void)state, (void)path;
+    struct zcfg *z = ctx;
+    if (type == ZOO_CHANGED_EVENT || type == ZOO_CREATED_EVENT || type == ZOO_DELETED_EVENT)
+        wake(z, &z->ev_config);
+}
+
+static void elect_watch(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    (void)zh, (void)state, (void)path;
+    struct zcfg *z = ctx;
+    if (type == ZOO_DELETED_EVENT || type == ZOO_CHANGED_EVENT || type == ZOO_CREATED_EVENT)
+        wake(z, &z->ev_elect);
+}
+
+/* ---- the session --------------------------------------------------------------------------- */
+
+/* Opens a session and waits up to wait_ns for it: 0 or RDKV_EUNAVAILABLE. */
+static int session_open(struct zcfg *z, int64_t wait_ns)
+{
+    pthread_mutex_lock(&z->mu);
+    z->connected = z->expired = false;
+    pthread_mutex_unlock(&z->mu);
+    z->zh = zookeeper_init(z->hosts, session_watch, z->o.session_ms, NULL, z, 0);
+    if (!z->zh) return RDKV_EUNAVAILABLE;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    int64_t ns = until.tv_nsec + wait_ns % NS_PER_S;
+    until.tv_sec += wait_ns / NS_PER_S + ns / NS_PER_S;
+    until.tv_nsec = ns % NS_PER_S;
+    pthread_mutex_lock(&z->mu);
+    int w = 0;
+    while (!z->connected && !z->expired && !z->stop && w != ETIMEDOUT)
+        w = pthread_cond_timedwait(&z->cv, &z->mu, &until);
+    bool ok = z->connected;
+    pthread_mutex_unlock(&z->mu);
+    if (ok) return 0;
+    zookeeper_close(z->zh);
+    z->zh = NULL;
+    return RDKV_EUNAVAILABLE;
+}
+
+/* Creates path with no data unless it exists. */
+static int ensure(struct zcfg *z, const char *path)
+{
+    int zrc = zoo_create(z->zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    return zrc == ZOK || zrc == ZNODEEXISTS ? 0 : zstatus(zrc);
+}
+
+static int read_config(struct zcfg *z, struct rcfg *cur, int *version, char *err, size_t errcap)
+{
+    char *buf = malloc(RCFG_TEXT_MAX + 1);
+    if (!buf) return RDKV_ENOMEM;
+    int len = RCFG_TEXT_MAX + 1;
+    struct Stat st;
+    int zrc = zoo_wget(z->zh, z->cfgpath, config_watch, z, buf, &len, &st);
+    int rc;
+    if (zrc != ZOK)
+        rc = log_reason(err, errcap, zstatus(zrc), "ZooKeeper %s: reading %s: %s", z->hosts, z->cfgpath,
+                 zerror(zrc));
+    else if (len < 0 || st.dataLength > (int)RCFG_TEXT_MAX)
+        rc = log_reason(err, errcap, RDKV_EPROTO, "ZooKeeper %s: %s holds %d bytes (limit %u)", z->hosts,
+                 z->cfgpath, st.dataLength, RCFG_TEXT_MAX);
+    else {
+        char why[192];
+        rc = rcfg_decode(buf, (size_t)len, cur, why, sizeof why);
+        if (rc)
+            log_reason(err, errcap, rc, "ZooKeeper %s: %s is not an rdkv configuration: %s", z->hosts,
+                z->cfgpath, why);
+        else
+            *version = st.version;
+    }
+    free(buf);
+    return rc;
+}
+
+int zcfg_read(struct zcfg *z, struct rcfg *cur, int *version, char *err, size_t errcap)
+{
+    pthread_rwlock_rdlock(&z->hl);
+    int rc = z->zh ? read_config(z, cur, version, err, errcap)
+                   : log_reason(err, errcap, RDKV_EUNAVAILABLE, "ZooKeeper %s: no session", z->hosts);
+    pthread_rwlock_unlock(&z->hl);
+    return rc;
+}
+
+/* The sequence number of an election znode's name "n_0000000042", or -1. */
+static long long seqno(const char *name)
+{
+    if (strncmp(name, "n_", 2) || strlen(name) != 12) return -1;
+    char *end;
+    long long v = strtoll(name + 2, &end, 10);
+    return *end ? -1 : v;
+}
+
+/* The election's step: the manager when this node's znode is the lowest, else a watch on the
+ * one just below it (looping when that one went away meanwhile). Runs on zcfg's thread. */
+static void elect_step(struct zcfg *z)
+{
+    for (int tries = 0; tries < 64; tries++) {
+        if (!z->mine[0]) return;
+        const char *me = strrchr(z->mine, '/') + 1;
+        long long myseq = seqno(me);
+        struct String_vector kids = {0, NULL};
+        int zrc = zoo_get_children(z->zh, z->electdir, 0, &kids);
+        if (zrc != ZOK) {
+            log_warn("ZooKeeper %s: election: %s", z->hosts, zerror(zrc));
+            return; /* the session's events bring us back */
+        }
+        long long best = -1;
+        char pred[32] = "";
+        bool present = false;
+        for (int i = 0; i < kids.count; i++) {
+            long long s = seqno(kids.data[i]);
+            if (s < 0) continue;
+            if (s == myseq) present = true;
+            else if (s < myseq && s > best) {
+                best = s;
+                snprintf(pred, sizeof pred, "%s", kids.data[i]);
+            }
+        }
+        deallocate_String_vector(&kids);
+        if (!present) { /* our znode is gone: the session ended; expiry handling rejoins */
+            return;
+        }
+        if (best < 0) {
+            bool was;
+            pthread_mutex_lock(&z->mu);
+            was = z->manager;
+            z->manager = true;
+            pthread_mutex_unlock(&z->mu);
+            if (!was) {
+                log_info("node %u is the configuration manager (ZooKeeper %s)", z->o.node,
+                         z->hosts);
+                if (z->o.on_manager) z->o.on_manager(z->o.arg, true);
+            }
+            return;
+        }
+        char path[PATH_CAP];
+        snprintf(path, sizeof path, "%s/%s", z->electdir, pred);
+        struct Stat st;
+        zrc = zoo_wexists(z->zh, path, elect_watch, z, &st);
+        if (zrc == ZOK) return; /* watching the one below */
+        if (zrc != ZNONODE) {
+            log_warn("ZooKeeper %s: election: %s", z->hosts, zerror(zrc));
+            return;
+        }
+    }
+}
+
+static int join(struct zcfg *z)
+{
+    char prefix[PATH_CAP], data[16], made[PATH_CAP];
+    snprintf(prefix, sizeof prefix, "%s/n_", z->electdir);
+    int dl = snprintf(data, sizeof data, "%u", z->o.node);
+    int zrc = zoo_create(z->zh, prefix, data, dl, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                         made, sizeof made);
+    if (zrc != ZOK) return zstatus(zrc);
+    /* The chroot, if any, is not in the name returned: make the path ours again. */
+    const char *leaf = strrchr(made, '/');
+    leaf = leaf ? leaf + 1 : made;
+    if (strlen(leaf) > 31) return RDKV_EPROTO;
+    snprintf(z->mine, sizeof z->mine, "%s/%.31s", z->electdir, leaf);
+    return 0;
+}
+
+static void lost_office(struct zcfg *z)
+{
+    bool was;
+    pthread_mutex_lock(&z->mu);
+    was = z->manager;
+    z->manager = false;
+    pthread_mutex_unlock(&z->mu);
+    z->mine[0] = 0;
+    if (was) {
+        log_warn("node %u is no longer the configuration manager: its ZooKeeper session ended",
+                 z->o.node);
+        if (z->o.on_manager) z->o.on_manager(z->o.arg, false);
+    }
+}
+
+/* zcfg's thread: handles events; after an expired session, opens a new one (retrying every
+ * second), reads the configuration again and rejoins the election. */
+static void *zcfg_main(void *arg)
+{
+    struct zcfg *z = arg;
+    pthread_mutex_lock(&z->mu);
+    while (!z->stop) {
+        if (z->expired) {
+            z->expired = false;
+            pthread_mutex_unlock(&z->mu);
+            lost_office(z);
+            log_warn("ZooKeeper %s: session expired; opening a new one", z->hosts);
+            pthread_rwlock_wrlock(&z->hl);
+            zookeeper_close(z->zh);
+            z->zh = NULL;
+            int orc;
+            while ((orc = session_open(z, NS_PER_S))) {
+                pthread_mutex_lock(&z->mu);
+                bool stop = z->stop;
+                pthread_mutex_unlock(&z->mu);
+                if (stop) break;
+            }
+            pthread_rwlock_unlock(&z->hl);
+            if (orc) return NULL;
+            pthread_mutex_lock(&z->mu);
+            z->ev_config++;
+            if (z->running) z->ev_elect++;
+            continue;
+        }
+        if (z->ev_config) {
+            z->ev_config = 0;
+            pthread_mutex_unlock(&z->mu);
+            struct rcfg c;
+            int v;
+            char err[256];
+            if (!read_config(z, &c, &v, err, sizeof err)) {
+                if (z->o.on_config) z->o.on_config(z->o.arg, &c, v);
+            } else {
+                log_warn("%s", err);
+            }
+            pthread_mutex_lock(&z->mu);
+            continue;
+        }
+        if (z->ev_elect) {
+            z->ev_elect = 0;
+            bool running = z->running;
+            pthread_mutex_unlock(&z->mu);
+            if (running && !z->mine[0] && join(z)) log_warn("ZooKeeper %s: cannot join the election", z->hosts);
+            if (running) elect_step(z);
+            pthread_mutex_lock(&z->mu);
+            continue;
+        }
+        pthread_cond_wait(&z->cv, &z->mu);
+    }
+    pthread_mutex_unlock(&z->mu);
+    return NULL;
+}
+
+int zcfg_open(const struct zcfg_opts *o, const struct rcfg *initial, struct zcfg **out,
+              struct rcfg *cur, int *version, char *err, size_t errcap)
+{
+    if (!o->hosts || !*o->hosts || strlen(o->hosts) >= sizeof(((struct zcfg *)0)->hosts) ||
+        !o->root || o->root[0] != '/' || strlen(o->root) >= sizeof(((struct zcfg *)0)->root))
+        return log_reason(err, errcap, RDKV_EINVAL, "bad ZooKeeper hosts or root");
+    struct zcfg *z = calloc(1, sizeof *z);
+    if (!z) return RDKV_ENOMEM;
+    z->o = *o;
+    snprintf(z->hosts, sizeof z->hosts, "%s", o->hosts);
+    snprintf(z->root, sizeof z->root, "%s", o->root);
+    z->o.hosts = z->hosts;
+    z->o.root = z->root;
+    snprintf(z->cfgpath, sizeof z->cfgpath, "%s/config", z->root);
+    snprintf(z->electdir, sizeof z->electdir, "%s/manager", z->root);
+    pthread_mutex_init(&z->mu, NULL);
+    pthread_cond_init(&z->cv, NULL);
+    pthread_rwlock_init(&z->hl, NULL);
+    zoo_set_debug_level((ZooLogLevel)0); /* quiet: zcfg says what matters itself */
+    int rc = session_open(z, o->connect_ns);
+    if (rc) {
+        log_reason(err, errcap, rc, "ZooKeeper %s: no session within %lld ms", z->hosts,
+            (long long)(o->connect_ns / 1000000));
+        goto fail;
+    }
+    /* The root's path, one component at a time. */
+    char part[PATH_CAP];
+    for (const char *s = z->root + 1;; s++) {
+        if (*s == '/' || !*s) {
+            snprintf(part, sizeof part, "%.*s", (int)(s - z->root), z->root);
+            if ((rc = ensure(z, part))) break;
+            if (!*s) break;
+        }
+    }
+    if (!rc) rc = ensure(z, z->electdir);
+    if (rc) {
+        log_reason(err, errcap, rc, "ZooKeeper %s: cannot create %s", z->hosts, z->root);
+        goto fail;
+    }
+    char text[RCFG_TEXT_MAX];
+    int len = rcfg_encode(initial, text, sizeof text);
+    if (len < 0) {
+        rc = log_reason(err, errcap, len, "the initial configuration does not encode");
+        goto fail;
+    }
+    int zrc = zoo_create(z->zh, z->cfgpath, text, len, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    if (zrc == ZOK)
+        log_info("ZooKeeper %s: created the configuration %s (epoch %llu)", z->hosts, z->cfgpath,
+                 (unsigned long long)initial->epoch);
+    else if (zrc != ZNODEEXISTS) {
+        rc = log_reason(err, errcap, zstatus(zrc), "ZooKeeper %s: creating %s: %s", z->hosts,
+                 z->cfgpath, zerror(zrc));
+        goto fail;
+    }
+    if ((rc = read_config(z, cur, version, err, errcap))) goto fail;
+    if (pthread_create(&z->th, NULL, zcfg_main, z)) {
+        rc = log_reason(err, errcap, RDKV_ENOMEM, "cannot start zcfg's thread");
+        goto fail;
+    }
+    z->th_started = true;
+    *out = z;
+    return 0;
+fail:
+    if (z->zh) zookeeper_close(z->zh);
+    pthread_rwlock_destroy(&z->hl);
+    pthread_cond_destroy(&z->cv);
+    pthread_mutex_destroy(&z->mu);
+    free(z);
+    return rc;
+}
+
+int zcfg_run_for_manager(struct zcfg *z)
+{
+    pthread_mutex_lock(&z->mu);
+    bool already = z->running;
+    z->running = true;
+    if (!already) z->ev_elect++;
+    pthread_cond_broadcast(&z->cv);
+    pthread_mutex_unlock(&z->mu);
+    return 0;
+}
+
+bool zcfg_is_manager(struct zcfg *z)
+{
+    pthread_mutex_lock(&z->mu);
+    bool m = z->manager;
+    pthread_mutex_unlock(&z->mu);
+    return m;
+}
+
+int zcfg_install(struct zcfg *z, int version, const struct rcfg *next, int *new_version,
+                 char *err, size_t errcap)
+{
+    char mine[PATH_CAP];
+    pthread_mutex_lock(&z->mu);
+    bool m = z->manager;
+    snprintf(mine, sizeof mine, "%s", z->mine);
+    pthread_mutex_unlock(&z->mu);
+    if (!m || !mine[0]) return log_reason(err, errcap, RDKV_EPERM, "node %u is not the manager", z->o.node);
+    char why[192];
+    if (!rcfg_check(next, why, sizeof why))
+        return log_reason(err, errcap, RDKV_EINVAL, "refusing an inconsistent configuration: %s", why);
+    char *text = malloc(RCFG_TEXT_MAX);
+    if (!text) return RDKV_ENOMEM;
+    int len = rcfg_encode(next, text, RCFG_TEXT_MAX);
+    if (len < 0) {
+        free(text);
+        return log_reason(err, errcap, len, "the configuration does not encode");
+    }
+    zoo_op_t ops[3];
+    zoo_op_result_t res[3];
+    struct Stat st;
+    memset(&st, 0, sizeof st);
+    zoo_check_op_init(&ops[0], z->cfgpath, version);
+    zoo_check_op_init(&ops[1], mine, -1); /* still the manager: our ephemeral znode exists */
+    zoo_set_op_init(&ops[2], z->cfgpath, text, len, version, &st);
+    pthread_rwlock_rdlock(&z->hl);
+    int zrc = z->zh ? zoo_multi(z->zh, 3, ops, res) : ZINVALIDSTATE;
+    pthread_rwlock_unlock(&z->hl);
+    free(text);
+    if (zrc == ZOK) {
+        *new_version = st.version;
+        log_info("installed configuration epoch %llu (ZooKeeper version %d)",
+                 (unsigned long long)next->epoch, st.version);
+        return 0;
+    }
+    if (zrc == ZBADVERSION || zrc == ZNONODE)
+        return log_reason(err, errcap, RDKV_EABORTED,
+                   "configuration not installed: %s (another change won, or the office was lost)",
+                   zerror(zrc));
+    if (zrc == ZCONNECTIONLOSS || zrc == ZOPERATIONTIMEOUT)
+        return log_reason(err, errcap, RDKV_EUNKNOWN,
+                   "ZooKeeper %s: %s: the change may or may not be installed (read it again)",
+                   z->hosts, zerror(zrc));
+    return log_reason(err, errcap, zstatus(zrc), "ZooKeeper %s: %s", z->hosts, zerror(zrc));
+}
+
+void zcfg_close(struct zcfg *z)
+{
+    if (!z) return;
+    pthread_mutex_lock(&z->mu);
+    z->stop = true;
+    pthread_cond_broadcast(&z->cv);
+    pthread_mutex_unlock(&z->mu);
+    if (z->th_started) pthread_join(z->th, NULL);
+    if (z->zh) zookeeper_close(z->zh);
+    pthread_rwlock_destroy(&z->hl);
+    pthread_cond_destroy(&z->cv);
+    pthread_mutex_destroy(&z->mu);
+    free(z);
+}

@@ -1,0 +1,53 @@
+/* The replica configuration kept in ZooKeeper (the Debian C client, libzookeeper-mt): creating
+ * or reading it, installing a change with one zoo_multi that checks the version read and that
+ * the writer still holds the manager's office, and electing one manager with ZooKeeper's recipe
+ * (ephemeral sequential znodes, each watching the one below it). Off the data path: a node calls
+ * it at start, and the manager once per change. Callbacks run on zcfg's own thread, never on
+ * ZooKeeper's. docs/replication.md, section 3 */
+#ifndef RDKV_SERVER_ZCFG_H
+#define RDKV_SERVER_ZCFG_H
+
+#include "server/rcfg.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct zcfg_opts {
+    const char *hosts;   /* ZooKeeper's "host:port,host:port[/chroot]" */
+    const char *root;    /* this cluster's znode, e.g. "/rdkv/<config fingerprint>" */
+    uint16_t node;       /* this node's id (written into its election znode) */
+    int session_ms;      /* the session timeout asked for (ZooKeeper bounds it by its tickTime) */
+    int64_t connect_ns;  /* how long zcfg_open waits for the first connection */
+    /* A new configuration was read (a change by any manager, or the first read). */
+    void (*on_config)(void *arg, const struct rcfg *c, int version);
+    /* This node became the manager (true) or lost the office (false: its session ended). */
+    void (*on_manager)(void *arg, bool manager);
+    void *arg;
+};
+void zcfg_opts_init(struct zcfg_opts *o);
+
+struct zcfg;
+
+/* Connects (waiting up to connect_ns for the session), creates the root's path, then creates
+ * the configuration `initial` unless one exists, reads the one that is there into *cur and
+ * watches it. RDKV_EUNAVAILABLE when ZooKeeper does not answer in time, RDKV_EPROTO when the
+ * stored configuration is not one (the reason in err). */
+int zcfg_open(const struct zcfg_opts *o, const struct rcfg *initial, struct zcfg **out,
+              struct rcfg *cur, int *version, char *err, size_t errcap);
+/* Joins the election (once): on_manager(true) when this node's znode is the lowest. */
+int zcfg_run_for_manager(struct zcfg *z);
+bool zcfg_is_manager(struct zcfg *z);
+/* Installs next if the stored configuration still has `version` and this node still holds the
+ * manager's office (one zoo_multi: two checks and the write). 0 and the new version;
+ * RDKV_EABORTED when either check failed (re-read: another change won, or the office is lost);
+ * RDKV_EPERM when this node is not the manager; RDKV_EUNAVAILABLE when ZooKeeper did not
+ * answer. */
+int zcfg_install(struct zcfg *z, int version, const struct rcfg *next, int *new_version,
+                 char *err, size_t errcap);
+/* Reads the stored configuration now. */
+int zcfg_read(struct zcfg *z, struct rcfg *cur, int *version, char *err, size_t errcap);
+/* Ends the session (the election znode goes with it) and the thread. */
+void zcfg_close(struct zcfg *z);
+
+#endif

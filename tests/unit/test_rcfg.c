@@ -1,0 +1,157 @@
+/* Unit tests of the replica configuration (server/rcfg.h): the first configuration, the one after
+ * a failure, and the text encoding, whose decoder refuses every malformed input with a reason
+ * (the bytes come from ZooKeeper, which anyone with access may write). */
+#include "tests/harness.h"
+
+#include "rdkv_status.h"
+#include "server/rcfg.h"
+
+#include <string.h>
+
+static void t_initial(void)
+{
+    struct rcfg c;
+    CHECK_EQ(rcfg_initial(&c, 3, 3), 0);
+    CHECK_EQ(c.epoch, 1);
+    CHECK_EQ(c.partitions, 3);
+    CHECK_EQ(c.members, 7);
+    for (unsigned p = 0; p < 3; p++) {
+        CHECK_EQ(c.nrep[p], 3);
+        CHECK_EQ(rcfg_primary(&c, p), p);
+        for (unsigned n = 0; n < 3; n++) CHECK(rcfg_holds(&c, p, (uint16_t)n));
+    }
+    CHECK_EQ(rcfg_initial(&c, 5, 2), 0);
+    CHECK_EQ(c.rep[4][0], 4);
+    CHECK_EQ(c.rep[4][1], 0);
+    CHECK(!rcfg_holds(&c, 4, 2));
+    char err[128];
+    CHECK(rcfg_check(&c, err, sizeof err));
+    CHECK_EQ(rcfg_initial(&c, 2, 3), RDKV_EINVAL);
+    CHECK_EQ(rcfg_initial(&c, 0, 1), RDKV_EINVAL);
+    CHECK_EQ(rcfg_initial(&c, RCFG_MAX_NODES + 1, 1), RDKV_EINVAL);
+    CHECK_EQ(rcfg_initial(&c, 8, RCFG_MAX_REPLICAS + 1), RDKV_EINVAL);
+    CHECK_EQ(rcfg_initial(&c, 64, 3), 0);
+    CHECK_EQ(c.members, ~0ull);
+}
+
+static void t_without(void)
+{
+    struct rcfg c, n, m;
+    CHECK_EQ(rcfg_initial(&c, 3, 2), 0); /* p0: 0 1, p1: 1 2, p2: 2 0 */
+    CHECK_EQ(rcfg_without(&c, 1, &n), 0);
+    CHECK_EQ(n.epoch, 2);
+    CHECK_EQ(n.members, 5);
+    CHECK_EQ(n.nrep[0], 1);
+    CHECK_EQ(rcfg_primary(&n, 0), 0);
+    CHECK_EQ(n.nrep[1], 1);
+    CHECK_EQ(rcfg_primary(&n, 1), 2); /* the backup took over */
+    CHECK_EQ(n.nrep[2], 2);
+    char err[128];
+    CHECK(rcfg_check(&n, err, sizeof err));
+    /* node 2 is now partition 1's last replica: it cannot leave too */
+    CHECK_EQ(rcfg_without(&n, 2, &m), RDKV_EUNAVAILABLE);
+    CHECK_EQ(rcfg_without(&n, 1, &m), RDKV_EINVAL); /* no member any more */
+    /* R = 1 loses a partition with any node */
+    CHECK_EQ(rcfg_initial(&c, 3, 1), 0);
+    CHECK_EQ(rcfg_without(&c, 0, &n), RDKV_EUNAVAILABLE);
+}
+
+static void t_roundtrip(void)
+{
+    struct rcfg c, d, n;
+    char buf[4096], err[160];
+    CHECK_EQ(rcfg_initial(&c, 5, 3), 0);
+    CHECK_EQ(rcfg_without(&c, 3, &n), 0);
+    int len = rcfg_encode(&n, buf, sizeof buf);
+    REQUIRE(len > 0);
+    CHECK_EQ(rcfg_decode(buf, (size_t)len, &d, err, sizeof err), 0);
+    CHECK(!memcmp(&d, &n, sizeof d));
+    CHECK_EQ(rcfg_encode(&n, buf, 20), RDKV_ETOOBIG);
+}
+
+static void t_decode_bad(void)
+{
+    static const char *const bad[] = {
+        "",
+        "epoch 1\n",
+        "rdkv-config 2\nepoch 1\nnodes 1\npartitions 1\nreplicas 1\nmembers 0\npart 0 0\n",
+        "rdkv-config 1\nepoch 0\nnodes 1\npartitions 1\nreplicas 1\nmembers 0\npart 0 0\n",
+        "rdkv-config 1\nepoch 1\nnodes 1\npartitions 1\nreplicas 1\nmembers 0\n", /* no part */
+        "rdkv-config 1\nepoch 1\nnodes 2\npartitions 2\nreplicas 1\nmembers 0 1\npart 0 0\n",
+        "rdkv-config 1\nepoch 1\nnodes 1\npartitions 1\nreplicas 1\nmembers 0\npart 0 0 0\n",
+        "rdkv-config 1\nepoch 1\nnodes 2\npartitions 2\nreplicas 2\nmembers 0\npart 0 0 1\npart 1 0\n",
+        "rdkv-config 1\nepoch 1\nnodes 1\npartitions 1\nreplicas 1\nmembers 0 5\npart 0 0\n",
+        "rdkv-config 1\nepoch 1\nnodes 1\npartitions 1\nreplicas 1\nmembers 0\npart 0 0\nx 1\n",
+        "rdkv-config 1\nepoch 1\nnodes 1\npartitions 1\nreplicas 1\nmembers 0\npart 0 0\npart 0 0\n",
+        "rdkv-config 1\nepoch 1 2\nnodes 1\npartitions 1\nreplicas 1\nmembers 0\npart 0 0\n",
+        "rdkv-config 1\nepoch 1\nepoch 2\nnodes 1\npartitions 1\nreplicas 1\nmembers 0\npart 0 0\n",
+        "rdkv-config 1\nepoch -1\nnodes 1\npartitions 1\nreplicas 1\nmembers 0\npart 0 0\n",
+        "rdkv-config 1\nepoch 1\nnodes 99\npartitions 1\nreplicas 1\nmembers 0\npart 0 0\n",
+        "rdkv-config 1\nepoch 1\nnodes 1\npartitions 1\nreplicas 1\nmembers 0\npart 0 00000000000000000000000000000\n",
+        "rdkv-config 1\nepoch 1\nnodes 1\npartitions 1\nreplicas 1\nmembers 0\npart 0 0 1 2 3 4 5 6 7\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        struct rcfg d;
+        char err[160] = "";
+        int rc = rcfg_decode(bad[i], strlen(bad[i]), &d, err, sizeof err);
+        if (rc != RDKV_EPROTO || !err[0])
+            fprintf(stderr, "  case %zu: rc %d, err '%s'\n", i, rc, err);
+        CHECK_EQ(rc, RDKV_EPROTO);
+        CHECK(err[0] != 0);
+    }
+    /* the good one those are made from, with blank lines, tabs and CRs */
+    const char *good = "rdkv-config 1\r\n\nepoch\t7\nnodes 2\npartitions 2\nreplicas 2\n"
+                       "members 0 1\npart 1 1 0\npart 0 0 1\n";
+    struct rcfg d;
+    char err[160];
+    CHECK_EQ(rcfg_decode(good, strlen(good), &d, err, sizeof err), 0);
+    CHECK_EQ(d.epoch, 7);
+    CHECK_EQ(rcfg_primary(&d, 1), 1);
+}
+
+/* Random changes of a good encoding: each decodes to a consistent configuration or fails with a
+ * reason; never a crash (run under ASan in the sanitizer job). */
+static void t_decode_mutations(void)
+{
+    struct rcfg c;
+    char buf[1024], m[1024], err[160];
+    CHECK_EQ(rcfg_initial(&c, 4, 3), 0);
+    int len = rcfg_encode(&c, buf, sizeof buf);
+    REQUIRE(len > 0);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    unsigned ok = 0, refused = 0;
+    for (int i = 0; i < 20000; i++) {
+        memcpy(m, buf, (size_t)len);
+        int ml = len;
+        for (int k = 0; k < 3; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            unsigned at = (unsigned)(x % (uint64_t)ml);
+            const char pool[] = "0123456789 \n\t-x";
+            if (x >> 40 & 7) m[at] = pool[(x >> 20) % (sizeof pool - 1)];
+            else ml = (int)at + 1; /* cut */
+        }
+        struct rcfg d;
+        err[0] = 0;
+        int rc = rcfg_decode(m, (size_t)ml, &d, err, sizeof err);
+        if (rc == 0) {
+            ok++;
+            CHECK(rcfg_check(&d, err, sizeof err));
+        } else {
+            refused++;
+            CHECK_EQ(rc, RDKV_EPROTO);
+            CHECK(err[0] != 0);
+        }
+    }
+    CHECK(refused > 0);
+    printf("  %u mutations decoded, %u refused\n", ok, refused);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct test_case cases[] = {
+        {"initial", t_initial},           {"without", t_without},
+        {"roundtrip", t_roundtrip},       {"decode_bad", t_decode_bad},
+        {"decode_mutations", t_decode_mutations},
+    };
+    return test_main(argc - 1, argv + 1, cases, sizeof cases / sizeof *cases);
+}
