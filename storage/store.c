@@ -689,9 +689,19 @@ int store_open(struct fabric *f, const struct store_opts *o, struct store **out,
         return RDKV_EINVAL;
     }
 
+    const char *name = o->name ? o->name : "store";
+    if (strlen(name) > STORE_NAME_MAX) {
+        snprintf(err, errcap, "store name '%s' over %u bytes", name, STORE_NAME_MAX);
+        return RDKV_EINVAL;
+    }
+    char rmeta[FAB_REGION_NAME_MAX + 1], rindex[FAB_REGION_NAME_MAX + 1], rheap[FAB_REGION_NAME_MAX + 1];
+    _Static_assert(STORE_NAME_MAX + 6 <= FAB_REGION_NAME_MAX, "region names fit");
+    snprintf(rmeta, sizeof rmeta, "%s.meta", name);
+    snprintf(rindex, sizeof rindex, "%s.index", name);
+    snprintf(rheap, sizeof rheap, "%s.heap", name);
     /* The meta region's end marks how much of the arena is still free. */
     rptr meta;
-    int rc = region_or_say(f, "store.meta", 64, &meta, err, errcap);
+    int rc = region_or_say(f, rmeta, 64, &meta, err, errcap);
     if (rc) return rc;
     uint64_t arena = fab_arena_size(f), left = arena - (rptr_off(meta) + 64);
     uint64_t heap_bytes = (o->heap_bytes ? o->heap_bytes : left / 2) & ~4095ull;
@@ -740,8 +750,8 @@ int store_open(struct fabric *f, const struct store_opts *o, struct store **out,
     }
 
     rptr heap;
-    if ((rc = region_or_say(f, "store.index", 64 + nb * 64, &s->index, err, errcap)) ||
-        (rc = region_or_say(f, "store.heap", heap_bytes, &heap, err, errcap)))
+    if ((rc = region_or_say(f, rindex, 64 + nb * 64, &s->index, err, errcap)) ||
+        (rc = region_or_say(f, rheap, heap_bytes, &heap, err, errcap)))
         goto fail;
     s->heap_off = rptr_off(heap);
     s->heap_size = heap_bytes;
@@ -914,4 +924,24 @@ int store_remote_probe(struct fab_ctx *c, const struct store_remote *r, uint64_t
         if (empty) break;
     }
     return (int)n;
+}
+
+int store_apply(struct store *s, bool del, const void *key, uint32_t klen, const void *val,
+                uint32_t vlen)
+{
+    rptr row;
+    int rc = store_lookup(s, key, klen, &row);
+    if (del) return rc == RDKV_ENOTFOUND ? 0 : rc ? rc : store_row_delete(s, row);
+    if (rc == 0) {
+        struct store_staged st;
+        rc = store_value_stage(s, row, val, vlen, &st);
+        if (!rc) store_value_install(s, &st);
+        return rc;
+    }
+    if (rc != RDKV_ENOTFOUND) return rc;
+    rc = store_row_alloc(s, key, klen, val, vlen, &row);
+    if (rc) return rc;
+    rc = store_row_publish(s, row);
+    if (rc) store_row_discard(s, row);
+    return rc;
 }

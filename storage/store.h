@@ -111,13 +111,17 @@ struct store_opts {
                                No resizing: past 85% of the slots, publish gives RDKV_ENOSPC */
     uint32_t key_max;       /* 0: STORE_KEY_MAX_DEFAULT */
     uint32_t value_max;     /* 0: STORE_VALUE_MAX_DEFAULT */
+    const char *name;       /* its regions' prefix: NULL is "store" (the node's primary
+                               partition); a backup copy's is "store.b<partition>" (at most
+                               STORE_NAME_MAX bytes) */
 };
+#define STORE_NAME_MAX 16
 void store_opts_init(struct store_opts *o);
 
 struct store;
 
 /* Reserves the regions, creates the jemalloc arena over the heap and an empty index. One store
- * per fabric. Fails with a reason in err (RDKV_ENOSPC when the arena is too small). */
+ * per name per fabric. Fails with a reason in err (RDKV_ENOSPC when the arena is too small). */
 int store_open(struct fabric *f, const struct store_opts *o, struct store **out, char *err,
                size_t errcap);
 void store_close(struct store *s);
@@ -164,6 +168,12 @@ void store_value_unstage(struct store *s, struct store_staged *st);
  * its separate value, and queues it for recycling; its lock line stays a lock line. RDKV_EINVAL
  * when row is not a live, indexed row. */
 int store_row_delete(struct store *s, rptr row);
+/* Applies one committed write by key, as a redo log's replay and a backup copy do: a put
+ * inserts the key or overwrites its value; a delete removes it (absent: 0). The caller holds
+ * whatever orders writes to the same key. 0, or the store's refusal (RDKV_ENOSPC, RDKV_ETOOBIG,
+ * RDKV_ENOMEM). */
+int store_apply(struct store *s, bool del, const void *key, uint32_t klen, const void *val,
+                uint32_t vlen);
 
 /* Reads a local row: a view straight into the arena (valid while the caller holds the row's
  * lock); an out-of-line value is resolved too (val points at it). RDKV_EPROTO if row is not a
