@@ -685,22 +685,8 @@ struct replay {
 static int replay_write(void *arg, const struct wal_write *w)
 {
     struct replay *r = arg;
-    rptr row;
-    int rc = store_lookup(r->st, w->key, w->klen, &row);
     r->writes++;
-    if (w->op == WAL_OP_DEL) return rc == RDKV_ENOTFOUND ? 0 : rc ? rc : store_row_delete(r->st, row);
-    if (rc == 0) {
-        struct store_staged s;
-        rc = store_value_stage(r->st, row, w->val, w->vlen, &s);
-        if (!rc) store_value_install(r->st, &s);
-        return rc;
-    }
-    if (rc != RDKV_ENOTFOUND) return rc;
-    rc = store_row_alloc(r->st, w->key, w->klen, w->val, w->vlen, &row);
-    if (rc) return rc;
-    rc = store_row_publish(r->st, row);
-    if (rc) store_row_discard(r->st, row);
-    return rc;
+    return store_apply(r->st, w->op == WAL_OP_DEL, w->key, w->klen, w->val, w->vlen);
 }
 
 static int replay_rec(void *arg, const struct wal_rec *rec)
@@ -1093,6 +1079,14 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
     /* The replica configuration before anything serves: a node that cannot learn it stays
      * down rather than serve a partition it may no longer own. */
     rc = replica_start(&n->cc, (uint16_t)o->node, o->peer_wait_ns, &n->repl, why, sizeof why);
+    if (!rc && n->cc.replicas > 1 && o->data_dir) {
+        snprintf(why, sizeof why, "replicas %u with --data-dir: backups do not keep a log yet "
+                 "(docs/replication.md, \"What runs today\"); a replicated cluster runs in memory",
+                 n->cc.replicas);
+        replica_stop(n->repl);
+        n->repl = NULL;
+        rc = RDKV_ENOTSUP;
+    }
     if (rc) {
         snprintf(err, errcap, "%s", why);
         cluster_config_free(&n->cc);
@@ -1130,9 +1124,18 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
      * peer's one-sided lock or read would otherwise reach rows that are still being replayed or
      * that a recovered transaction is about to lock, and commit over them (durable_torture). */
     n->o.fab.serve_later = true;
+    if (n->cc.replicas > 1) {
+        /* a commit waits for its backups: on RPC threads, as for a log's sync */
+        if (n->o.fab.rpc_threads < NODE_DURABLE_RPC_THREADS)
+            n->o.fab.rpc_threads = NODE_DURABLE_RPC_THREADS;
+    }
     if ((rc = fab_open(&n->o.fab, &n->f, why, sizeof why))) {
         snprintf(err, errcap, "%s", why);
         goto fail;
+    }
+    if (n->cc.replicas > 1 && !n->o.store.heap_bytes) {
+        /* R copies share the arena: each gets the R-th part of what one store would take */
+        n->o.store.heap_bytes = (fab_arena_size(n->f) / 2 / n->cc.replicas) & ~4095ull;
     }
     if ((rc = store_open(n->f, &n->o.store, &n->st, why, sizeof why))) {
         snprintf(err, errcap, "cannot open the store: %s", why);
@@ -1149,6 +1152,12 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         snprintf(err, errcap, "cannot start the range-lock service: %s", rdkv_strerror(rc));
         goto fail;
     }
+    if ((rc = replica_attach(n->repl, n->f, n->st, &n->o.store, why, sizeof why))) {
+        snprintf(err, errcap, "%s", why);
+        goto fail;
+    }
+    n->o.txn.ship = replica_ship_fn(n->repl); /* (NULL: no backups) */
+    n->o.txn.ship_arg = n->repl;
     n->o.txn.wal = n->wal; /* (NULL without --data-dir) */
     if ((rc = txn_env_open(n->f, n->st, n->rs, &n->o.txn, &n->txn, why, sizeof why))) {
         snprintf(err, errcap, "%s", why);
@@ -1238,6 +1247,7 @@ int node_wait_peers(struct node *n, int64_t wait_ns, bool (*stop)(void *), void 
 void node_stop(struct node *n)
 {
     if (!n) return;
+    replica_detach(n->repl); /* ships give up, backups' copies close */
     if (n->watching) {
         pthread_mutex_lock(&n->wmu);
         n->wstop = true;
@@ -1255,6 +1265,7 @@ void node_stop(struct node *n)
     if (n->rs) range_server_stop(n->rs);
     if (n->st) store_close(n->st);
     n->st = NULL;
+    replica_release(n->repl); /* (its ships' contexts, before the fabric goes) */
     if (n->f) fab_close(n->f);
     if (n->trad) lock_trad_free(n->trad);
     if (n->sessions) session_svc_free(n->sessions);

@@ -1,26 +1,51 @@
 /* A node's part in replication (server/replica.h). */
 #include "server/replica.h"
 
+#include "common/clock.h"
 #include "common/log.h"
+#include "common/pack.h"
+#include "common/task.h"
 #include "rdkv_status.h"
+#include "rdma/fabric.h"
+#include "rdma/rpc_types.h"
 #include "server/rcfg.h"
 #include "server/zcfg.h"
+#include "storage/store.h"
+#include "storage/wal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
-/* The replica count this build serves: the configuration, the manager and the status are built;
- * the replicated commit is not yet (docs/replication.md, "What runs today"). */
-#define REPLICA_SERVED_MAX 1u
+/* The replica count this build serves. Commits reach every backup's memory before they are
+ * installed; a backup's log, failover and re-replication are not built yet, so a durable
+ * cluster keeps replicas 1 (docs/replication.md, "What runs today"). */
+#define REPLICA_SERVED_MAX RCFG_MAX_REPLICAS
+
+/* KV_RPC_REPL's header: u64 epoch, u16 partition, u64 txid, then the writes (storage/wal.h). */
+#define REPL_HDR 18
+#define REPL_TIMEOUT_NS NS_PER_S     /* one ship's wait for a backup */
+#define REPL_RETRY_NS (10 * NS_PER_MS) /* then asked again after this */
 
 struct replica {
     struct zcfg *z;
     uint16_t me;
-    pthread_mutex_t mu;
-    struct rcfg cur; /* the latest configuration read */
+    pthread_mutex_t mu; /* cur, version, manager, backups[], stopping, jobs, dw */
+    pthread_cond_t cv;  /* shipper_rc */
+    struct rcfg cur;    /* the latest configuration read */
     int version;
     bool manager;
+    struct fabric *f;
+    struct store *primary;                /* this node's own partition (node.c's) */
+    struct store *backup[RCFG_MAX_NODES]; /* the copies of other partitions held here */
+    bool stopping;      /* replica_detach has begun: ships give up, REPLs are refused */
+    struct ship_job *jobs;    /* ships queued for the shipper */
+    struct waiter dw;         /* the dispatcher's, while dw_armed */
+    bool dw_armed;
+    pthread_t shipper;        /* its thread (shipper_rc: 0 not started, 1 running, < 0 failed) */
+    int shipper_rc;
+    struct fab_ctx *sc;       /* the shipper's context (its thread's) */
 };
 
 static void on_config(void *arg, const struct rcfg *c, int version)
@@ -65,6 +90,7 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
     if (!r) return RDKV_ENOMEM;
     r->me = me;
     pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
     struct rcfg init;
     int rc = rcfg_initial(&init, cc->n, cc->replicas);
     if (rc) {
@@ -107,9 +133,327 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
     return 0;
 fail:
     zcfg_close(r->z);
+    pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     free(r);
     return rc;
+}
+
+static void *shipper_main(void *arg);
+
+/* ---- a backup's side ---------------------------------------------------------------------- */
+
+static int apply_write(void *arg, const struct wal_write *w)
+{
+    return store_apply(arg, w->op == WAL_OP_DEL, w->key, w->klen, w->val, w->vlen);
+}
+
+/* KV_RPC_REPL: a primary's commit, applied to this node's copy of its partition -- only from
+ * the partition's primary of the configuration this node holds, and only in that epoch (an old
+ * primary, a zombie, is refused by every backup that moved on: docs/replication.md). */
+static void on_repl(struct fab_rpc_req *req, void *arg)
+{
+    struct replica *r = arg;
+    const uint8_t *b = fab_rpc_data(req);
+    size_t len = fab_rpc_len(req);
+    if (len < REPL_HDR) {
+        fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
+        return;
+    }
+    uint64_t epoch = pack_get_u64le(b);
+    unsigned p = pack_get_u16le(b + 8);
+    pthread_mutex_lock(&r->mu);
+    int rc = 0;
+    uint64_t mine = r->cur.epoch;
+    if (r->stopping) rc = RDKV_ESHUTDOWN;
+    else if (epoch != r->cur.epoch) rc = RDKV_EPERM;
+    else if (p >= r->cur.partitions || !r->backup[p] ||
+             rcfg_primary(&r->cur, p) != fab_rpc_src(req))
+        rc = RDKV_EPERM;
+    if (!rc) {
+        /* (under mu: replica_detach closes the copies only once no apply is running) */
+        rc = wal_writes_unpack(b + REPL_HDR, len - REPL_HDR, apply_write, r->backup[p]);
+        if (rc)
+            log_error("node %u: a commit of partition %u could not be applied to its copy "
+                      "here: %s", r->me, p, rdkv_strerror(rc));
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (rc == RDKV_EPERM)
+        log_warn("node %u: refused a commit of partition %u from node %u in epoch %llu (this "
+                 "node is in epoch %llu)", r->me, p, fab_rpc_src(req), (unsigned long long)epoch,
+                 (unsigned long long)mine);
+    fab_rpc_reply(req, rc, NULL, 0);
+}
+
+struct digest {
+    uint64_t rows, sum;
+    struct store *s;
+};
+static bool digest_row(void *arg, rptr row, const struct row_view *v)
+{
+    (void)row;
+    struct digest *d = arg;
+    d->rows++;
+    uint64_t kh = XXH3_64bits(v->key, v->klen);
+    d->sum += XXH3_64bits_withSeed(v->val, v->vlen, kh) ^ kh;
+    return true;
+}
+
+int replica_digest(struct replica *r, unsigned p, uint64_t *rows, uint64_t *sum)
+{
+    struct store *s = NULL;
+    pthread_mutex_lock(&r->mu);
+    if (p < r->cur.partitions && !r->stopping) s = p == r->me ? r->primary : r->backup[p];
+    struct digest d = {0, 0, s};
+    long n = s ? store_scan(s, "", 0, NULL, 0, NULL, 0, 0, digest_row, &d) : RDKV_ENOTFOUND;
+    pthread_mutex_unlock(&r->mu);
+    if (n < 0) return (int)n;
+    *rows = d.rows;
+    *sum = d.sum;
+    return 0;
+}
+
+/* KV_RPC_REPL_DIGEST: u16 partition -> u64 rows, u64 checksum of this node's copy. */
+static void on_digest(struct fab_rpc_req *req, void *arg)
+{
+    struct replica *r = arg;
+    if (fab_rpc_len(req) != 2) {
+        fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
+        return;
+    }
+    uint64_t rows = 0, sum = 0;
+    int rc = replica_digest(r, pack_get_u16le(fab_rpc_data(req)), &rows, &sum);
+    uint8_t out[16];
+    pack_put_u64le(out, rows);
+    pack_put_u64le(out + 8, sum);
+    fab_rpc_reply(req, rc, rc ? NULL : out, rc ? 0 : sizeof out);
+}
+
+int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
+                   const struct store_opts *so, char *err, size_t errcap)
+{
+    if (!r) return 0;
+    r->f = f;
+    r->primary = primary;
+    pthread_mutex_lock(&r->mu);
+    struct rcfg c = r->cur;
+    pthread_mutex_unlock(&r->mu);
+    for (unsigned p = 0; p < c.partitions; p++) {
+        if (p == r->me || !rcfg_holds(&c, p, r->me)) continue;
+        struct store_opts o = *so;
+        char name[STORE_NAME_MAX + 1];
+        _Static_assert(RCFG_MAX_NODES <= 9999, "store.b<p> fits its name");
+        snprintf(name, sizeof name, "store.b%u", p % 10000u);
+        o.name = name;
+        char why[256];
+        int rc = store_open(f, &o, &r->backup[p], why, sizeof why);
+        if (rc)
+            return log_reason(err, errcap, rc, "the copy of partition %u: %s (a node with "
+                              "replicas R needs R stores' room: --arena)", p, why);
+    }
+    int rc = fab_rpc_register(f, KV_RPC_REPL, on_repl, r, FAB_RPC_FAST);
+    if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_DIGEST, on_digest, r, 0);
+    if (rc) return log_reason(err, errcap, rc, "cannot serve the replication RPCs");
+    if (c.nrep[r->me] > 1) {
+        if (pthread_create(&r->shipper, NULL, shipper_main, r))
+            return log_reason(err, errcap, RDKV_ENOMEM, "cannot start the shipper thread");
+        pthread_mutex_lock(&r->mu);
+        while (!r->shipper_rc) pthread_cond_wait(&r->cv, &r->mu);
+        rc = r->shipper_rc;
+        pthread_mutex_unlock(&r->mu);
+        if (rc < 0) {
+            pthread_join(r->shipper, NULL);
+            r->shipper_rc = 0;
+            return log_reason(err, errcap, rc, "cannot start the shipper: %s", rdkv_strerror(rc));
+        }
+    }
+    return 0;
+}
+
+/* ---- a primary's side --------------------------------------------------------------------- */
+
+/* Ships run on the shipper thread, which owns one fabric context and runs a task per ship in
+ * flight (a context belongs to the thread that made it): a caller -- an RPC thread, or a task
+ * of a worker, which then parks instead of blocking its thread -- queues a job and waits on its
+ * waiter; the dispatcher task starts a ship task per job; a ship task posts to every backup,
+ * waits, asks again after REPL_RETRY_NS those that did not take it, and wakes the caller. */
+struct ship_job {
+    uint8_t *req; /* REPL_HDR + len bytes: the header's epoch is set per attempt */
+    size_t len;
+    struct waiter w;
+    int rc;
+    struct replica *r;
+    struct ship_job *next;
+};
+
+static void ship_task(void *arg)
+{
+    struct ship_job *j = arg;
+    struct replica *r = j->r;
+    bool done[RCFG_MAX_REPLICAS] = {false};
+    uint16_t to[RCFG_MAX_REPLICAS];
+    int rc = 0;
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        struct rcfg cfg = r->cur;
+        bool stop = r->stopping;
+        pthread_mutex_unlock(&r->mu);
+        if (stop) {
+            rc = RDKV_ESHUTDOWN;
+            break;
+        }
+        pack_put_u64le(j->req, cfg.epoch);
+        /* the backups of this epoch not yet known to hold the writes (a new epoch asks every
+         * backup again: harmless, the writes are whole values) */
+        unsigned n = 0;
+        for (unsigned i = 1; i < cfg.nrep[r->me]; i++)
+            if (!done[i]) to[n++] = cfg.rep[r->me][i];
+        if (!n) break;
+        struct fab_buf resp[RCFG_MAX_REPLICAS];
+        int st[RCFG_MAX_REPLICAS];
+        unsigned pending = 0;
+        for (unsigned k = 0; k < n; k++) {
+            resp[k] = (struct fab_buf){0};
+            st[k] = fab_rpc_post(r->sc, to[k], KV_RPC_REPL, j->req, REPL_HDR + j->len, &resp[k],
+                                 REPL_TIMEOUT_NS, (uint64_t)(uintptr_t)&st[k]);
+            if (!st[k]) {
+                st[k] = 1;
+                pending++;
+            }
+        }
+        /* (this task's own completions only: tags are its slots' addresses; the others' are
+         * handed to their tasks by the context) */
+        while (pending) {
+            struct fab_cqe cq[RCFG_MAX_REPLICAS];
+            int got = fab_wait(r->sc, cq, RCFG_MAX_REPLICAS, -1);
+            for (int q = 0; q < got; q++)
+                for (unsigned k = 0; k < n; k++)
+                    if (cq[q].tag == (uint64_t)(uintptr_t)&st[k] && st[k] == 1) {
+                        st[k] = cq[q].status;
+                        pending--;
+                    }
+        }
+        bool all = true;
+        for (unsigned k = 0; k < n; k++) {
+            fab_buf_free(&resp[k]);
+            for (unsigned i = 1; i < cfg.nrep[r->me]; i++)
+                if (cfg.rep[r->me][i] == to[k] && st[k] == 0) done[i] = true;
+            if (st[k]) all = false;
+        }
+        if (all) break;
+        /* a backup did not take it: ask again shortly (a new configuration may drop it) */
+        task_sleep_ns(REPL_RETRY_NS);
+        pthread_mutex_lock(&r->mu);
+        uint64_t e_now = r->cur.epoch;
+        pthread_mutex_unlock(&r->mu);
+        if (e_now != cfg.epoch) memset(done, 0, sizeof done);
+    }
+    j->rc = rc;
+    waiter_wake(&j->w); /* (j is the caller's: not touched after this) */
+}
+
+/* The dispatcher: starts a ship task per queued job; parks while there is none. */
+static void dispatch_task(void *arg)
+{
+    struct replica *r = arg;
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        struct ship_job *jobs = r->jobs;
+        r->jobs = NULL;
+        bool stop = r->stopping;
+        if (!jobs && !stop) {
+            waiter_init(&r->dw);
+            r->dw_armed = true;
+        }
+        pthread_mutex_unlock(&r->mu);
+        for (struct ship_job *j = jobs, *nx; j; j = nx) {
+            nx = j->next;
+            if (task_spawn(sched_self(), ship_task, j, 64u << 10)) {
+                j->rc = RDKV_ENOMEM;
+                waiter_wake(&j->w);
+            }
+        }
+        if (jobs) continue;
+        if (stop) return;
+        waiter_wait(&r->dw, 0);
+    }
+}
+
+static void *shipper_main(void *arg)
+{
+    struct replica *r = arg;
+    struct sched *s = NULL;
+    int rc = sched_create(&s);
+    if (!rc) rc = fab_ctx_create(r->f, &r->sc);
+    if (!rc) {
+        fab_ctx_set_spin(r->sc, 0); /* (it waits for other nodes: no polling on 2 cores) */
+        fab_ctx_attach(r->sc, s);
+        rc = task_spawn(s, dispatch_task, r, 0);
+    }
+    pthread_mutex_lock(&r->mu);
+    r->shipper_rc = rc ? rc : 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    if (!rc) sched_run(s);
+    if (r->sc) {
+        fab_ctx_attach(r->sc, NULL);
+        fab_ctx_destroy(r->sc);
+        r->sc = NULL;
+    }
+    if (s) sched_destroy(s);
+    return NULL;
+}
+
+static int ship(void *arg, uint64_t txid, const void *writes, size_t len)
+{
+    struct replica *r = arg;
+    struct ship_job j = {.req = malloc(REPL_HDR + len), .len = len, .r = r};
+    if (!j.req) return RDKV_ENOMEM;
+    memcpy(j.req + REPL_HDR, writes, len);
+    pack_put_u16le(j.req + 8, r->me);
+    pack_put_u64le(j.req + 10, txid);
+    waiter_init(&j.w);
+    pthread_mutex_lock(&r->mu);
+    if (r->stopping) {
+        pthread_mutex_unlock(&r->mu);
+        free(j.req);
+        return RDKV_ESHUTDOWN;
+    }
+    j.next = r->jobs;
+    r->jobs = &j;
+    if (r->dw_armed) {
+        r->dw_armed = false;
+        waiter_wake(&r->dw);
+    }
+    pthread_mutex_unlock(&r->mu);
+    waiter_wait(&j.w, 0);
+    free(j.req);
+    return j.rc;
+}
+
+int (*replica_ship_fn(struct replica *r))(void *, uint64_t, const void *, size_t)
+{
+    if (!r) return NULL;
+    pthread_mutex_lock(&r->mu);
+    bool backups = r->cur.nrep[r->me] > 1;
+    pthread_mutex_unlock(&r->mu);
+    return backups ? ship : NULL;
+}
+
+void replica_detach(struct replica *r)
+{
+    if (!r) return;
+    pthread_mutex_lock(&r->mu);
+    r->stopping = true;
+    if (r->dw_armed) {
+        r->dw_armed = false;
+        waiter_wake(&r->dw);
+    }
+    for (unsigned p = 0; p < RCFG_MAX_NODES; p++) {
+        store_close(r->backup[p]);
+        r->backup[p] = NULL;
+    }
+    pthread_mutex_unlock(&r->mu);
 }
 
 uint64_t replica_epoch(struct replica *r)
@@ -155,10 +499,26 @@ void replica_status_json(struct replica *r, const struct cluster_config *cc, FIL
     fprintf(m, "]}");
 }
 
+void replica_release(struct replica *r)
+{
+    if (!r || r->shipper_rc <= 0) return;
+    pthread_mutex_lock(&r->mu);
+    r->stopping = true;
+    if (r->dw_armed) {
+        r->dw_armed = false;
+        waiter_wake(&r->dw);
+    }
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->shipper, NULL); /* (its ship tasks give up: stopping) */
+    r->shipper_rc = 0;
+}
+
 void replica_stop(struct replica *r)
 {
     if (!r) return;
+    replica_release(r);
     zcfg_close(r->z);
+    pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }

@@ -20,6 +20,31 @@ struct replica;
  * more replicas than this build serves. */
 int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_ns,
                   struct replica **out, char *err, size_t errcap);
+struct fabric;
+struct store;
+struct store_opts;
+
+/* Once the fabric and the primary store are open: opens a backup copy (a store named
+ * "store.b<p>", with the primary's options) of every partition this node backs up, and serves
+ * KV_RPC_REPL, by which primaries ship commits to them. Nothing for a NULL r or replicas 1. */
+int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
+                   const struct store_opts *so, char *err, size_t errcap);
+/* The transaction layer's ship hook (txn_cfg.ship) for this node's partition, or NULL when it
+ * has no backups: sends the writes to every backup of the current configuration and waits until
+ * each holds them, asking again (they are whole values, idempotent) while one does not answer,
+ * until the node stops (RDKV_ESHUTDOWN). */
+int (*replica_ship_fn(struct replica *r))(void *arg, uint64_t txid, const void *writes,
+                                          size_t len);
+/* Rows and a checksum of a copy of partition p held here (the primary's or a backup's): equal
+ * copies give equal sums. Meant for a quiescent cluster (tests, an operator's check): values
+ * are read without their row locks. RDKV_ENOTFOUND when this node holds none. */
+int replica_digest(struct replica *r, unsigned p, uint64_t *rows, uint64_t *sum);
+/* Stops serving KV_RPC_REPL's effects, makes ships give up, and closes the backup copies: the
+ * first step of a node's stop. */
+void replica_detach(struct replica *r);
+/* Frees the ships' fabric contexts: once no ship runs any more (the transaction layer
+ * quiesced), before the fabric closes. */
+void replica_release(struct replica *r);
 /* The configuration's epoch now (1 without ZooKeeper). */
 uint64_t replica_epoch(struct replica *r);
 /* One line's clause for the node's start line: "one copy of each partition (no ZooKeeper)" or

@@ -18,6 +18,7 @@
 static const char usage[] =
     "usage: kvcluster start --nodes N --dir DIR [--transport T] [--arena SIZE] [--host H]\n"
     "                       [--bench] [--durable [--durability MODE] [--checkpoint-every SIZE]]\n"
+    "                       [--replicas R [--zookeeper HOST:PORT,...]]\n"
     "       kvcluster restart --dir DIR --node I [--init]\n"
     "       kvcluster status --dir DIR\n"
     "       kvcluster stop --dir DIR\n"
@@ -48,6 +49,10 @@ static const char usage[] =
     "  --durability M  with --durable: group (default), sync or off (kvserver --durability)\n"
     "  --checkpoint-every SIZE  with --durable: checkpoint once the log grew this much\n"
     "                  (kvserver --checkpoint-every; 0: never, the whole log is replayed)\n"
+    "  --replicas R    keep R copies of each partition (default 1; docs/replication.md): the\n"
+    "                  configuration lives in ZooKeeper, a standalone one started in DIR/zk\n"
+    "                  (Debian's zookeeper package) unless --zookeeper names one; stop stops it\n"
+    "  --zookeeper H   ZooKeeper's hosts (host:port,...) instead of a local one\n"
     "  --node I        restart: the node to start again\n"
     "  --init          restart of a --durable node whose data directory is empty or gone:\n"
     "                  start its partition empty (without it such a node refuses to start,\n"
@@ -219,10 +224,11 @@ static int cmd_restart(const char *dir, unsigned node, bool init)
     return rc;
 }
 
-static int cmd_start(unsigned nodes, const char *dir, enum fab_transport t, uint64_t arena,
-                     const char *host, bool bench, bool durable, const char *durability,
-                     const char *checkpoint_every)
+/* lo: the options from the command line (nodes, dir and the rest); detach is set here. */
+static int cmd_start(struct launch_opts *lo)
 {
+    const char *dir = lo->dir;
+    unsigned nodes = lo->nodes;
     char conf[4096];
     snprintf(conf, sizeof conf, "%s/cluster.conf", dir);
     struct launch old;
@@ -237,26 +243,19 @@ static int cmd_start(unsigned nodes, const char *dir, enum fab_transport t, uint
             }
         cluster_config_free(&old.cc);
     }
-    struct launch_opts lo;
-    launch_opts_init(&lo);
-    lo.nodes = nodes;
-    lo.dir = dir;
-    lo.transport = t;
-    lo.arena_size = arena;
-    lo.host = host;
-    lo.detach = true;
-    lo.bench = bench;
-    lo.durable = durable;
-    lo.durability = durability;
-    lo.checkpoint_every = checkpoint_every;
+    lo->detach = true;
     struct launch L;
-    if (launch_start(&L, &lo, err, sizeof err)) {
+    if (launch_start(&L, lo, err, sizeof err)) {
         fprintf(stderr, "kvcluster: error: %s\n", err);
+        if (!lo->zookeeper) launch_zk_stop(dir); /* (one it started for this cluster) */
         return 1;
     }
-    opts_save(dir, &lo);
+    opts_save(dir, lo);
     printf("started %u node%s (transport %s) in %s\n", nodes, nodes == 1 ? "" : "s",
-           fab_transport_name(t), dir);
+           fab_transport_name(lo->transport), dir);
+    if (L.cc.zookeeper[0])
+        printf("replicas %u, configuration in ZooKeeper %s%s\n", L.cc.replicas, L.cc.zookeeper,
+               lo->zookeeper ? "" : " (started in DIR/zk; stopped with the cluster)");
     for (unsigned i = 0; i < L.n; i++)
         printf("  node %u  %s:%u  pid %d  log %s/node-%u.log\n", i, L.cc.nodes[i].host,
                L.cc.nodes[i].port, (int)L.pids[i], dir, i);
@@ -317,6 +316,7 @@ static int cmd_stop(const char *dir)
     unsigned running = 0;
     for (unsigned i = 0; i < L.n; i++) running += launch_alive(&L, i);
     int rc = launch_stop(&L, 10 * NS_PER_S);
+    launch_zk_stop(dir); /* (the ZooKeeper start made in DIR/zk, if any) */
     printf("stopped %u node%s in %s\n", running, running == 1 ? "" : "s", dir);
     return rc == RDKV_ETIMEDOUT ? 1 : 0;
 }
@@ -333,12 +333,12 @@ int main(int argc, char **argv)
         fputs(usage, stdout);
         return 0;
     }
-    unsigned nodes = 0;
-    const char *dir = NULL, *host = "127.0.0.1";
-    enum fab_transport t = FAB_SOFT;
-    uint64_t arena = 0, u;
-    bool bench = false, durable = false, init = false;
-    const char *durability = NULL, *checkpoint_every = NULL;
+    struct launch_opts lo;
+    launch_opts_init(&lo);
+    lo.host = "127.0.0.1";
+    lo.transport = FAB_SOFT;
+    uint64_t u;
+    bool init = false;
     long node = -1;
     for (int i = 2; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -347,11 +347,11 @@ int main(int argc, char **argv)
             return 0;
         }
         if (!strcmp(o, "--bench")) {
-            bench = true;
+            lo.bench = true;
             continue;
         }
         if (!strcmp(o, "--durable")) {
-            durable = true;
+            lo.durable = true;
             continue;
         }
         if (!strcmp(o, "--init")) {
@@ -361,23 +361,28 @@ int main(int argc, char **argv)
         if (!v) usage_error("option '%s' needs a value", o);
         if (!strcmp(o, "--nodes")) {
             if (parse_uint_range(v, 1, LAUNCH_MAX, &u)) usage_error("--nodes must be 1..64 (got '%s')", v);
-            nodes = (unsigned)u;
+            lo.nodes = (unsigned)u;
         } else if (!strcmp(o, "--dir")) {
-            dir = v;
+            lo.dir = v;
         } else if (!strcmp(o, "--transport")) {
-            if (fab_transport_parse(v, &t)) usage_error("--transport must be soft, verbs or auto (got '%s')", v);
-            if (t == FAB_AUTO) t = fab_verbs_available() ? FAB_VERBS : FAB_SOFT;
+            if (fab_transport_parse(v, &lo.transport)) usage_error("--transport must be soft, verbs or auto (got '%s')", v);
+            if (lo.transport == FAB_AUTO) lo.transport = fab_verbs_available() ? FAB_VERBS : FAB_SOFT;
         } else if (!strcmp(o, "--arena")) {
-            if (parse_size(v, &arena) || !arena) usage_error("--arena needs a size such as 256M (got '%s')", v);
+            if (parse_size(v, &lo.arena_size) || !lo.arena_size) usage_error("--arena needs a size such as 256M (got '%s')", v);
         } else if (!strcmp(o, "--host")) {
-            host = v;
+            lo.host = v;
         } else if (!strcmp(o, "--durability")) {
             if (strcmp(v, "group") && strcmp(v, "sync") && strcmp(v, "off"))
                 usage_error("--durability must be group, sync or off (got '%s')", v);
-            durability = v;
+            lo.durability = v;
         } else if (!strcmp(o, "--checkpoint-every")) {
             if (parse_size(v, &u)) usage_error("--checkpoint-every needs a size such as 256M, or 0 (got '%s')", v);
-            checkpoint_every = v;
+            lo.checkpoint_every = v;
+        } else if (!strcmp(o, "--replicas")) {
+            if (parse_uint_range(v, 1, CLUSTER_MAX_REPLICAS, &u)) usage_error("--replicas must be 1..7 (got '%s')", v);
+            lo.replicas = (unsigned)u;
+        } else if (!strcmp(o, "--zookeeper")) {
+            lo.zookeeper = v;
         } else if (!strcmp(o, "--node")) {
             if (parse_uint_range(v, 0, LAUNCH_MAX - 1, &u)) usage_error("--node must be 0..63 (got '%s')", v);
             node = (long)u;
@@ -386,12 +391,14 @@ int main(int argc, char **argv)
         }
         i++;
     }
+    const char *dir = lo.dir;
     if (!dir) usage_error("%s", "--dir DIR is required");
     if (!strcmp(cmd, "start")) {
-        if (!nodes) usage_error("%s", "start needs --nodes N");
-        if (durability && !durable) usage_error("%s", "--durability needs --durable");
-        if (checkpoint_every && !durable) usage_error("%s", "--checkpoint-every needs --durable");
-        return cmd_start(nodes, dir, t, arena, host, bench, durable, durability, checkpoint_every);
+        if (!lo.nodes) usage_error("%s", "start needs --nodes N");
+        if (lo.durability && !lo.durable) usage_error("%s", "--durability needs --durable");
+        if (lo.checkpoint_every && !lo.durable) usage_error("%s", "--checkpoint-every needs --durable");
+        if (lo.replicas > lo.nodes) usage_error("%s", "--replicas must be at most --nodes");
+        return cmd_start(&lo);
     }
     if (!strcmp(cmd, "restart")) {
         if (node < 0) usage_error("%s", "restart needs --node I");

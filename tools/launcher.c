@@ -2,7 +2,12 @@
 #include "launcher.h"
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "rdma/auth.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -293,6 +298,17 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
     cluster_config_make(&L->cc, all, hosts, ports);
     snprintf(L->cc.transport, sizeof L->cc.transport, "%s", fab_transport_name(o->transport));
     L->cc.arena_size = o->arena_size;
+    L->cc.replicas = o->replicas > 1 ? o->replicas : 1;
+    if (o->zookeeper) {
+        snprintf(L->cc.zookeeper, sizeof L->cc.zookeeper, "%s", o->zookeeper);
+    } else if (L->cc.replicas > 1) {
+        int rc = launch_zk_start(L->dir, L->cc.zookeeper, sizeof L->cc.zookeeper, err, errcap);
+        if (rc) {
+            for (unsigned i = 0; i < all; i++) close(fds[i]);
+            return rc;
+        }
+        L->own_zk = !o->detach;
+    }
     snprintf(L->conf, sizeof L->conf, "%s/cluster.conf", L->dir);
     /* The cluster's secret, beside the config (kept when the folder already has one): the config
      * names it relative to its own folder; this process uses the path from here. */
@@ -488,8 +504,141 @@ int launch_stop(struct launch *L, int64_t timeout_ns)
         snprintf(pp, sizeof pp, "%s/node-%u.pid", L->dir, i);
         unlink(pp);
     }
+    if (L->own_zk) launch_zk_stop(L->dir);
+    L->own_zk = false;
     if (L->own_dir) rm_tree(L->dir);
     cluster_config_free(&L->cc);
     L->n = 0;
     return rc;
+}
+
+/* ---- a local ZooKeeper -------------------------------------------------------------------- */
+
+#define ZK_JAR "/usr/share/java/zookeeper.jar"
+
+/* Whether a ZooKeeper answers "imok" on 127.0.0.1:port (one try, up to a second). */
+static bool zk_ruok(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    struct timeval tv = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    char buf[8] = {0};
+    bool ok = false;
+    if (!connect(fd, (struct sockaddr *)&a, sizeof a) && write(fd, "ruok", 4) == 4) {
+        ssize_t got = 0, k;
+        while (got < 4 && (k = read(fd, buf + got, (size_t)(4 - got))) > 0) got += k;
+        ok = got == 4 && !memcmp(buf, "imok", 4);
+    }
+    close(fd);
+    return ok;
+}
+
+static int zk_pid(const char *dir)
+{
+    char pp[PATH_MAX + 32];
+    snprintf(pp, sizeof pp, "%s/zk/zk.pid", dir);
+    FILE *f = fopen(pp, "r");
+    int pid = 0;
+    if (f) {
+        if (fscanf(f, "%d", &pid) != 1) pid = 0;
+        fclose(f);
+    }
+    return pid > 0 && kill(pid, 0) == 0 ? pid : 0;
+}
+
+static uint16_t zk_port_of(const char *dir)
+{
+    char cp[PATH_MAX + 32], line[256];
+    snprintf(cp, sizeof cp, "%s/zk/zoo.cfg", dir);
+    FILE *f = fopen(cp, "r");
+    unsigned port = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "clientPort=%u", &port) == 1) break;
+    if (f) fclose(f);
+    return port <= 65535 ? (uint16_t)port : 0;
+}
+
+int launch_zk_start(const char *dir, char *hosts, size_t cap, char *err, size_t errcap)
+{
+    if (access(ZK_JAR, R_OK))
+        return log_reason(err, errcap, RDKV_ENOTSUP, "ZooKeeper is not installed (%s missing: "
+                          "apt-get install zookeeper)", ZK_JAR);
+    char zdir[PATH_MAX + 8], ddir[PATH_MAX + 16], cfg[PATH_MAX + 16], logp[PATH_MAX + 16],
+        pidp[PATH_MAX + 16];
+    snprintf(zdir, sizeof zdir, "%s/zk", dir);
+    snprintf(ddir, sizeof ddir, "%s/zk/data", dir);
+    snprintf(cfg, sizeof cfg, "%s/zk/zoo.cfg", dir);
+    snprintf(logp, sizeof logp, "%s/zk/zk.log", dir);
+    snprintf(pidp, sizeof pidp, "%s/zk/zk.pid", dir);
+    uint16_t port = zk_port_of(dir);
+    if (zk_pid(dir) && port && zk_ruok(port)) {
+        snprintf(hosts, cap, "127.0.0.1:%u", port);
+        return 0;
+    }
+    if ((mkdir(zdir, 0700) && errno != EEXIST) || (mkdir(ddir, 0700) && errno != EEXIST))
+        return log_reason(err, errcap, RDKV_EIO, "cannot create %s: %s", ddir, strerror(errno));
+    /* a port: the kernel's pick, bound and let go (ZooKeeper binds it itself) */
+    int fd;
+    if (fab_listen("127.0.0.1", 0, &fd, &port, err, errcap)) return RDKV_EIO;
+    close(fd);
+    FILE *f = fopen(cfg, "w");
+    if (!f) return log_reason(err, errcap, RDKV_EIO, "cannot write %s", cfg);
+    /* tickTime 500 ms: sessions of 1-10 s (rdkv asks for 4) */
+    fprintf(f, "tickTime=500\ndataDir=%s\nclientPort=%u\nclientPortAddress=127.0.0.1\n"
+               "maxClientCnxns=200\nadmin.enableServer=false\n4lw.commands.whitelist=ruok,srvr\n",
+            ddir, port);
+    if (fclose(f)) return log_reason(err, errcap, RDKV_EIO, "cannot write %s", cfg);
+    pid_t pid = fork();
+    if (pid < 0) return log_reason(err, errcap, RDKV_EIO, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        setsid();
+        int lf = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        int nf = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (lf >= 0) dup2(lf, 1), dup2(lf, 2);
+        if (nf >= 0) dup2(nf, 0);
+        char logdir[PATH_MAX + 32];
+        snprintf(logdir, sizeof logdir, "-Dzookeeper.log.dir=%s", zdir);
+        execlp("java", "java", "-Xmx256m", "-cp", "/etc/zookeeper/conf:" ZK_JAR, logdir,
+               "-Dzookeeper.root.logger=WARN,CONSOLE",
+               "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg, (char *)NULL);
+        _exit(127);
+    }
+    f = fopen(pidp, "w");
+    if (f) {
+        fprintf(f, "%d\n", (int)pid);
+        fclose(f);
+    }
+    int64_t deadline = clock_now_ns() + 60 * NS_PER_S; /* a JVM's start on a loaded machine */
+    for (;;) {
+        if (zk_ruok(port)) break;
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return log_reason(err, errcap, RDKV_EIO, "ZooKeeper exited at start (%s has its log)",
+                              logp);
+        if (clock_now_ns() > deadline) {
+            kill(pid, SIGKILL);
+            return log_reason(err, errcap, RDKV_ETIMEDOUT, "ZooKeeper did not answer on port %u "
+                              "within 60 s (%s has its log)", port, logp);
+        }
+        clock_sleep_ns(100 * NS_PER_MS); /* (polling another process's readiness) */
+    }
+    snprintf(hosts, cap, "127.0.0.1:%u", port);
+    return 0;
+}
+
+void launch_zk_stop(const char *dir)
+{
+    int pid = zk_pid(dir);
+    if (!pid) return;
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 100 && kill(pid, 0) == 0; i++) {
+        waitpid(pid, NULL, WNOHANG);
+        clock_sleep_ns(100 * NS_PER_MS);
+    }
+    if (kill(pid, 0) == 0) kill(pid, SIGKILL);
+    waitpid(pid, NULL, WNOHANG);
 }

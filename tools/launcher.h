@@ -49,6 +49,11 @@ struct launch_opts {
      * stops what it started. */
     int (*start_external)(struct launch *L, void *arg, char *err, size_t errcap);
     void *external_arg;
+    unsigned replicas;             /* copies of each partition (0 or 1: one; over 1 needs a
+                                      ZooKeeper: the config's `replicas` line) */
+    const char *zookeeper;         /* ZooKeeper's hosts for the config's `zookeeper` line; NULL
+                                      with replicas over 1: a standalone one is started in
+                                      DIR/zk (launch_zk_start) and stopped with the nodes */
 };
 
 #define LAUNCH_SECRET "cluster.secret"
@@ -63,11 +68,19 @@ struct launch {
     pid_t pids[LAUNCH_MAX];
     bool own_dir;                  /* a temporary directory that launch_stop removes */
     bool children;                 /* pids are our children (waitpid) */
+    bool own_zk;                   /* launch_start started DIR/zk's ZooKeeper: stopped with us */
     int ext_fd[LAUNCH_MAX];        /* during start_external: the external nodes' listening
                                       sockets */
 };
 
 void launch_opts_init(struct launch_opts *o);
+/* A standalone local ZooKeeper (Debian's zookeeper package, on Java) with its config, data and
+ * log in DIR/zk, on a port the kernel picked: started (detached from this process) and waited
+ * for until it answers "imok" (up to 60 s); hosts gets "127.0.0.1:PORT". A ZooKeeper of DIR that
+ * already answers is used as it is. */
+int launch_zk_start(const char *dir, char *hosts, size_t cap, char *err, size_t errcap);
+/* Stops DIR's ZooKeeper (SIGTERM, then SIGKILL after 10 s); nothing when there is none. */
+void launch_zk_stop(const char *dir);
 /* Starts the nodes and waits for all to be ready; on failure stops the ones it started and says
  * why (with the last line of the failing node's log). */
 int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_t errcap);

@@ -288,6 +288,28 @@ int part_commit(struct txn_env *e, struct prepared *p)
         }
         if (wal_wait(e->wal, lsn)) log_lost(e, p->txid, "COMMIT");
     }
+    if (e->cfg.ship) {
+        /* every backup holds the writes before this partition shows them (docs/replication.md,
+         * "Replicated commit"); a ship that gives up (the node stopping) installs nothing, and
+         * the commit's outcome is unknown */
+        size_t len;
+        uint8_t *buf = pack_writes(p, 0, &len);
+        int rc = buf ? e->cfg.ship(e->cfg.ship_arg, p->txid, buf, len) : RDKV_ENOMEM;
+        free(buf);
+        if (rc) {
+            log_error("txn %llx: its writes did not reach every backup: %s; not installed",
+                      (unsigned long long)p->txid, rdkv_strerror(rc));
+            if (e->wal) wal_unhold(e->wal, &hold);
+            if (!p->listed) {
+                part_abort(e, p);
+                return RDKV_EUNKNOWN;
+            }
+            pthread_mutex_lock(&e->pmu);
+            p->committing = false;
+            pthread_mutex_unlock(&e->pmu);
+            return rc == RDKV_ENOMEM ? RDKV_EBUSY : RDKV_EUNKNOWN;
+        }
+    }
     install(e, p);
     if (p->listed) {
         /* a participant's share of a two-phase commit: remembered as committed here until its
@@ -1018,6 +1040,8 @@ int part_register(struct txn_env *e)
         uint16_t t = hs[i].type;
         bool waits = (e->wal && (t == TXN_RPC_PREPARE || t == TXN_RPC_COMMIT ||
                                  t == TXN_RPC_APPLY || t == TXN_RPC_RESOLVE)) ||
+                     (e->cfg.ship && (t == TXN_RPC_COMMIT || t == TXN_RPC_APPLY ||
+                                      t == TXN_RPC_RESOLVE)) ||
                      (t == TXN_RPC_QUERY && txn_fault_is(e, TXN_FAULT_QUERY_SLOW));
         int rc = fab_rpc_register(e->f, t, guarded, &e->guards[i], waits ? 0 : FAB_RPC_FAST);
         if (rc) return rc;

@@ -77,6 +77,13 @@ struct txn_cfg {
     struct wal *wal;         /* the node's redo log (NULL: none, the default): as
                                 txn_env_set_wal, and the handlers that wait for it (PREPARE,
                                 COMMIT, APPLY, RESOLVE) run on the RPC threads, not inline */
+    /* Replication (server/replica.h; NULL: none). A participant calls ship with a commit's
+     * writes (a redo-log payload, storage/wal.h) after its log and before it installs them:
+     * 0 once every backup of the partition holds them; any other answer and nothing is
+     * installed (the commit's outcome is unknown: the writes may be on a backup). The handlers
+     * that commit then run on the RPC threads. */
+    int (*ship)(void *arg, uint64_t txid, const void *writes, size_t len);
+    void *ship_arg;
 };
 /* timeout: wait-die and no-wait commit ~7x more on a few hot keys, but away from them they
  * abort short conflicts that timeout waits out, and wait-die pays two round trips more per

@@ -1,7 +1,7 @@
-/* The replica configuration in a real ZooKeeper (server/zcfg.h), started by the test with
- * tools/zk.sh in a directory of its own: two nodes racing to create the configuration read the
- * same one; one of two is elected manager; only the manager installs, and only over the version
- * it read; a change reaches the other node's watch; when the manager's session ends the other is
+/* The replica configuration in a real ZooKeeper (server/zcfg.h; the launcher's, started in a
+ * directory of the test's own): two nodes racing to create the configuration read the same
+ * one; one of two is elected manager; only the manager installs, and only over the version it
+ * read; a change reaches the other node's watch; when the manager's session ends the other is
  * elected and installs; a stored configuration that is not one is refused with a reason; and
  * with no ZooKeeper, opening fails within its bound. */
 #include "tests/harness.h"
@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "rdkv_status.h"
 #include "server/zcfg.h"
+#include "tools/launcher.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -21,7 +22,7 @@
 #define THREADED
 #include <zookeeper/zookeeper.h>
 
-static char zkdir[256], hosts[64], zksh[512];
+static char zkdir[256], hosts[64];
 static bool zk_up;
 
 /* A port no one listens on now (bound once, then released). */
@@ -42,28 +43,20 @@ static bool zk_start(void)
 {
     if (zk_up) return true;
     if (tenv_mkdtemp(zkdir, sizeof zkdir, "rdkv-zk")) return false;
-    int port = free_port();
-    if (port < 0) return false;
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s start %s %d", zksh, zkdir, port);
-    FILE *p = popen(cmd, "r");
-    if (!p) return false;
-    char line[128] = "";
-    if (!fgets(line, sizeof line, p)) line[0] = 0;
-    int st = pclose(p);
-    if (st != 0) return false;
-    line[strcspn(line, "\n")] = 0;
-    snprintf(hosts, sizeof hosts, "%s", line);
-    zk_up = true;
-    return true;
+    char err[256];
+    int rc = launch_zk_start(zkdir, hosts, sizeof hosts, err, sizeof err);
+    if (rc) fprintf(stderr, "  ZooKeeper: %s\n", err);
+    zk_up = rc == 0;
+    return zk_up;
 }
 
 static void zk_stop(void)
 {
     if (!zk_up) return;
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s stop %s && rm -rf %s", zksh, zkdir, zkdir);
-    if (system(cmd)) fprintf(stderr, "  zk.sh stop failed\n");
+    launch_zk_stop(zkdir);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", zkdir);
+    if (system(cmd)) fprintf(stderr, "  cannot remove %s\n", zkdir);
     zk_up = false;
 }
 
@@ -291,8 +284,6 @@ static void t_no_zookeeper(void)
 int main(int argc, char **argv)
 {
     argc = tenv_args(argc, argv);
-    const char *src = getenv("RDKV_SOURCE_DIR");
-    snprintf(zksh, sizeof zksh, "%s/tools/zk.sh", src ? src : ".");
     if (access("/usr/share/java/zookeeper.jar", R_OK)) {
         printf("SKIPPED: ZooKeeper is not installed (apt-get install zookeeper)\n");
         return 77;
