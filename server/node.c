@@ -1157,6 +1157,7 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         goto fail;
     }
     n->o.txn.ship = replica_ship_fn(n->repl); /* (NULL: no backups) */
+    n->o.txn.ship_async = replica_ship_async_fn(n->repl);
     n->o.txn.ship_arg = n->repl;
     n->o.txn.wal = n->wal; /* (NULL without --data-dir) */
     if ((rc = txn_env_open(n->f, n->st, n->rs, &n->o.txn, &n->txn, why, sizeof why))) {

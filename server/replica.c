@@ -23,8 +23,12 @@
  * cluster keeps replicas 1 (docs/replication.md, "What runs today"). */
 #define REPLICA_SERVED_MAX RCFG_MAX_REPLICAS
 
-/* KV_RPC_REPL's header: u64 epoch, u16 partition, u64 txid, then the writes (storage/wal.h). */
-#define REPL_HDR 18
+/* KV_RPC_REPL: u64 epoch, u16 partition, u32 count, then count commits, each u64 txid, u32 len
+ * and len bytes of writes (storage/wal.h's payload). A batch holds the commits that queued
+ * while the previous one was on its way, up to REPL_BATCH_BYTES (one larger commit goes alone). */
+#define REPL_HDR 14
+#define REPL_ITEM_HDR 12
+#define REPL_BATCH_BYTES (256u << 10)
 #define REPL_TIMEOUT_NS NS_PER_S     /* one ship's wait for a backup */
 #define REPL_RETRY_NS (10 * NS_PER_MS) /* then asked again after this */
 
@@ -40,7 +44,8 @@ struct replica {
     struct store *primary;                /* this node's own partition (node.c's) */
     struct store *backup[RCFG_MAX_NODES]; /* the copies of other partitions held here */
     bool stopping;      /* replica_detach has begun: ships give up, REPLs are refused */
-    struct ship_job *jobs;    /* ships queued for the shipper */
+    struct ship_job *jobs;    /* ships queued for the shipper, oldest first ... */
+    struct ship_job **jobs_tail; /* ... and where the next goes (valid while jobs) */
     struct waiter dw;         /* the dispatcher's, while dw_armed */
     bool dw_armed;
     pthread_t shipper;        /* its thread (shipper_rc: 0 not started, 1 running, < 0 failed) */
@@ -170,12 +175,28 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
     else if (p >= r->cur.partitions || !r->backup[p] ||
              rcfg_primary(&r->cur, p) != fab_rpc_src(req))
         rc = RDKV_EPERM;
+    uint32_t count = pack_get_u32le(b + 10);
     if (!rc) {
-        /* (under mu: replica_detach closes the copies only once no apply is running) */
-        rc = wal_writes_unpack(b + REPL_HDR, len - REPL_HDR, apply_write, r->backup[p]);
+        /* every commit's bounds first, so that a malformed batch applies nothing */
+        size_t off = REPL_HDR;
+        for (uint32_t i = 0; i < count && !rc; i++) {
+            if (len - off < REPL_ITEM_HDR) rc = RDKV_EPROTO;
+            else {
+                uint32_t il = pack_get_u32le(b + off + 8);
+                if (len - off - REPL_ITEM_HDR < il) rc = RDKV_EPROTO;
+                else off += REPL_ITEM_HDR + il;
+            }
+        }
+        if (!rc && off != len) rc = RDKV_EPROTO;
+    }
+    /* (under mu: replica_detach closes the copies only once no apply is running) */
+    for (size_t off = REPL_HDR, i = 0; !rc && i < count; i++) {
+        uint32_t il = pack_get_u32le(b + off + 8);
+        rc = wal_writes_unpack(b + off + REPL_ITEM_HDR, il, apply_write, r->backup[p]);
         if (rc)
             log_error("node %u: a commit of partition %u could not be applied to its copy "
                       "here: %s", r->me, p, rdkv_strerror(rc));
+        off += REPL_ITEM_HDR + il;
     }
     pthread_mutex_unlock(&r->mu);
     if (rc == RDKV_EPERM)
@@ -272,24 +293,47 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
 
 /* ---- a primary's side --------------------------------------------------------------------- */
 
-/* Ships run on the shipper thread, which owns one fabric context and runs a task per ship in
+/* Ships run on the shipper thread, which owns one fabric context and runs a task per batch in
  * flight (a context belongs to the thread that made it): a caller -- an RPC thread, or a task
  * of a worker, which then parks instead of blocking its thread -- queues a job and waits on its
  * waiter; the dispatcher task starts a ship task per job; a ship task posts to every backup,
- * waits, asks again after REPL_RETRY_NS those that did not take it, and wakes the caller. */
+ * waits, asks again after REPL_RETRY_NS those that did not take it, and wakes the callers. */
 struct ship_job {
-    uint8_t *req; /* REPL_HDR + len bytes: the header's epoch is set per attempt */
+    uint64_t txid;
+    const void *writes; /* the caller's, until it is woken or called back */
     size_t len;
-    struct waiter w;
+    struct waiter w;    /* ship: the caller waits on it */
+    void (*done)(void *ctx, int rc); /* ship_async: called instead (the job is malloc'd) */
+    void *ctx;
     int rc;
-    struct replica *r;
     struct ship_job *next;
+};
+
+/* Tells a job's caller its outcome: a waiting one is woken (the job is its, and not touched
+ * after); an asynchronous one is called back and its job freed. */
+static void job_end(struct ship_job *j, int rc)
+{
+    if (j->done) {
+        j->done(j->ctx, rc);
+        free(j);
+        return;
+    }
+    j->rc = rc;
+    waiter_wake(&j->w);
+}
+
+/* A batch: jobs[] to the partition's backups in one request. */
+struct ship_batch {
+    struct replica *r;
+    struct ship_job *jobs; /* linked by next */
+    uint8_t *req;
+    size_t reqlen;
 };
 
 static void ship_task(void *arg)
 {
-    struct ship_job *j = arg;
-    struct replica *r = j->r;
+    struct ship_batch *sb = arg;
+    struct replica *r = sb->r;
     bool done[RCFG_MAX_REPLICAS] = {false};
     uint16_t to[RCFG_MAX_REPLICAS];
     int rc = 0;
@@ -302,7 +346,7 @@ static void ship_task(void *arg)
             rc = RDKV_ESHUTDOWN;
             break;
         }
-        pack_put_u64le(j->req, cfg.epoch);
+        pack_put_u64le(sb->req, cfg.epoch);
         /* the backups of this epoch not yet known to hold the writes (a new epoch asks every
          * backup again: harmless, the writes are whole values) */
         unsigned n = 0;
@@ -314,15 +358,14 @@ static void ship_task(void *arg)
         unsigned pending = 0;
         for (unsigned k = 0; k < n; k++) {
             resp[k] = (struct fab_buf){0};
-            st[k] = fab_rpc_post(r->sc, to[k], KV_RPC_REPL, j->req, REPL_HDR + j->len, &resp[k],
+            st[k] = fab_rpc_post(r->sc, to[k], KV_RPC_REPL, sb->req, sb->reqlen, &resp[k],
                                  REPL_TIMEOUT_NS, (uint64_t)(uintptr_t)&st[k]);
             if (!st[k]) {
                 st[k] = 1;
                 pending++;
             }
         }
-        /* (this task's own completions only: tags are its slots' addresses; the others' are
-         * handed to their tasks by the context) */
+        /* (this task's own completions only: tags are its slots' addresses) */
         while (pending) {
             struct fab_cqe cq[RCFG_MAX_REPLICAS];
             int got = fab_wait(r->sc, cq, RCFG_MAX_REPLICAS, -1);
@@ -348,11 +391,54 @@ static void ship_task(void *arg)
         pthread_mutex_unlock(&r->mu);
         if (e_now != cfg.epoch) memset(done, 0, sizeof done);
     }
-    j->rc = rc;
-    waiter_wake(&j->w); /* (j is the caller's: not touched after this) */
+    free(sb->req);
+    for (struct ship_job *j = sb->jobs, *nx; j; j = nx) {
+        nx = j->next;
+        job_end(j, rc);
+    }
+    free(sb);
 }
 
-/* The dispatcher: starts a ship task per queued job; parks while there is none. */
+/* Starts a ship task for the jobs [*jp, ...) that fit one batch; advances *jp past them. */
+static void start_batch(struct replica *r, struct ship_job **jp)
+{
+    struct ship_job *first = *jp, *last = first;
+    size_t bytes = REPL_HDR + REPL_ITEM_HDR + first->len;
+    uint32_t count = 1;
+    while (last->next && bytes + REPL_ITEM_HDR + last->next->len <= REPL_BATCH_BYTES) {
+        last = last->next;
+        bytes += REPL_ITEM_HDR + last->len;
+        count++;
+    }
+    *jp = last->next;
+    last->next = NULL;
+    struct ship_batch *sb = malloc(sizeof *sb);
+    uint8_t *req = sb ? malloc(bytes) : NULL;
+    if (req) {
+        sb->r = r;
+        sb->jobs = first;
+        sb->req = req;
+        sb->reqlen = bytes;
+        pack_put_u16le(req + 8, r->me);
+        pack_put_u32le(req + 10, count);
+        size_t off = REPL_HDR;
+        for (struct ship_job *j = first; j; j = j->next) {
+            pack_put_u64le(req + off, j->txid);
+            pack_put_u32le(req + off + 8, (uint32_t)j->len);
+            memcpy(req + off + REPL_ITEM_HDR, j->writes, j->len);
+            off += REPL_ITEM_HDR + j->len;
+        }
+        if (task_spawn(sched_self(), ship_task, sb, 64u << 10) == 0) return;
+        free(req);
+    }
+    free(sb);
+    for (struct ship_job *j = first, *nx; j; j = nx) {
+        nx = j->next;
+        job_end(j, RDKV_ENOMEM);
+    }
+}
+
+/* The dispatcher: starts a ship task per batch of queued jobs; parks while there is none. */
 static void dispatch_task(void *arg)
 {
     struct replica *r = arg;
@@ -366,14 +452,12 @@ static void dispatch_task(void *arg)
             r->dw_armed = true;
         }
         pthread_mutex_unlock(&r->mu);
-        for (struct ship_job *j = jobs, *nx; j; j = nx) {
-            nx = j->next;
-            if (task_spawn(sched_self(), ship_task, j, 64u << 10)) {
-                j->rc = RDKV_ENOMEM;
-                waiter_wake(&j->w);
-            }
+        bool any = jobs != NULL;
+        while (jobs) start_batch(r, &jobs);
+        if (any) {
+            task_yield(); /* (let the batch leave; what queues meanwhile makes the next one) */
+            continue;
         }
-        if (jobs) continue;
         if (stop) return;
         waiter_wait(&r->dw, 0);
     }
@@ -404,31 +488,49 @@ static void *shipper_main(void *arg)
     return NULL;
 }
 
-static int ship(void *arg, uint64_t txid, const void *writes, size_t len)
+/* Queues j for the shipper: 0, or RDKV_ESHUTDOWN once the node stops. */
+static int enqueue(struct replica *r, struct ship_job *j)
 {
-    struct replica *r = arg;
-    struct ship_job j = {.req = malloc(REPL_HDR + len), .len = len, .r = r};
-    if (!j.req) return RDKV_ENOMEM;
-    memcpy(j.req + REPL_HDR, writes, len);
-    pack_put_u16le(j.req + 8, r->me);
-    pack_put_u64le(j.req + 10, txid);
-    waiter_init(&j.w);
     pthread_mutex_lock(&r->mu);
     if (r->stopping) {
         pthread_mutex_unlock(&r->mu);
-        free(j.req);
         return RDKV_ESHUTDOWN;
     }
-    j.next = r->jobs;
-    r->jobs = &j;
+    /* (appended: batches keep the order commits queued in) */
+    if (!r->jobs) r->jobs_tail = &r->jobs;
+    *r->jobs_tail = j;
+    r->jobs_tail = &j->next;
     if (r->dw_armed) {
         r->dw_armed = false;
         waiter_wake(&r->dw);
     }
     pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
+static int ship(void *arg, uint64_t txid, const void *writes, size_t len)
+{
+    struct replica *r = arg;
+    if (len > UINT32_MAX) return RDKV_ETOOBIG;
+    struct ship_job j = {.txid = txid, .writes = writes, .len = len};
+    waiter_init(&j.w);
+    int rc = enqueue(r, &j);
+    if (rc) return rc;
     waiter_wait(&j.w, 0);
-    free(j.req);
     return j.rc;
+}
+
+static int ship_async(void *arg, uint64_t txid, const void *writes, size_t len,
+                      void (*done)(void *ctx, int rc), void *ctx)
+{
+    struct replica *r = arg;
+    if (len > UINT32_MAX) return RDKV_ETOOBIG;
+    struct ship_job *j = calloc(1, sizeof *j);
+    if (!j) return RDKV_ENOMEM;
+    *j = (struct ship_job){.txid = txid, .writes = writes, .len = len, .done = done, .ctx = ctx};
+    int rc = enqueue(r, j);
+    if (rc) free(j);
+    return rc;
 }
 
 int (*replica_ship_fn(struct replica *r))(void *, uint64_t, const void *, size_t)
@@ -438,6 +540,12 @@ int (*replica_ship_fn(struct replica *r))(void *, uint64_t, const void *, size_t
     bool backups = r->cur.nrep[r->me] > 1;
     pthread_mutex_unlock(&r->mu);
     return backups ? ship : NULL;
+}
+
+int (*replica_ship_async_fn(struct replica *r))(void *, uint64_t, const void *, size_t,
+                                                void (*)(void *, int), void *)
+{
+    return replica_ship_fn(r) ? ship_async : NULL;
 }
 
 void replica_detach(struct replica *r)

@@ -35,6 +35,10 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
  * until the node stops (RDKV_ESHUTDOWN). */
 int (*replica_ship_fn(struct replica *r))(void *arg, uint64_t txid, const void *writes,
                                           size_t len);
+/* The same, not waiting (txn_cfg.ship_async): the callback runs on the shipper's thread. */
+int (*replica_ship_async_fn(struct replica *r))(void *arg, uint64_t txid, const void *writes,
+                                                size_t len, void (*done)(void *ctx, int rc),
+                                                void *ctx);
 /* Rows and a checksum of a copy of partition p held here (the primary's or a backup's): equal
  * copies give equal sums. Meant for a quiescent cluster (tests, an operator's check): values
  * are read without their row locks. RDKV_ENOTFOUND when this node holds none. */

@@ -259,6 +259,22 @@ static void install(struct txn_env *e, struct prepared *p)
     }
 }
 
+/* A ship that gave up (the node stopping, no memory): nothing is installed, and the commit's
+ * outcome is unknown (the writes may be on a backup). A listed transaction stays prepared. */
+static int ship_failed(struct txn_env *e, struct prepared *p, int rc)
+{
+    log_error("txn %llx: its writes did not reach every backup: %s; not installed",
+              (unsigned long long)p->txid, rdkv_strerror(rc));
+    if (!p->listed) {
+        part_abort(e, p);
+        return RDKV_EUNKNOWN;
+    }
+    pthread_mutex_lock(&e->pmu);
+    p->committing = false;
+    pthread_mutex_unlock(&e->pmu);
+    return rc == RDKV_ENOMEM ? RDKV_EBUSY : RDKV_EUNKNOWN;
+}
+
 int part_commit(struct txn_env *e, struct prepared *p)
 {
     /* the locks were there at prepare; time has passed since (a 2PC round, a slow network) */
@@ -290,24 +306,14 @@ int part_commit(struct txn_env *e, struct prepared *p)
     }
     if (e->cfg.ship) {
         /* every backup holds the writes before this partition shows them (docs/replication.md,
-         * "Replicated commit"); a ship that gives up (the node stopping) installs nothing, and
-         * the commit's outcome is unknown */
+         * "Replicated commit") */
         size_t len;
         uint8_t *buf = pack_writes(p, 0, &len);
         int rc = buf ? e->cfg.ship(e->cfg.ship_arg, p->txid, buf, len) : RDKV_ENOMEM;
         free(buf);
         if (rc) {
-            log_error("txn %llx: its writes did not reach every backup: %s; not installed",
-                      (unsigned long long)p->txid, rdkv_strerror(rc));
             if (e->wal) wal_unhold(e->wal, &hold);
-            if (!p->listed) {
-                part_abort(e, p);
-                return RDKV_EUNKNOWN;
-            }
-            pthread_mutex_lock(&e->pmu);
-            p->committing = false;
-            pthread_mutex_unlock(&e->pmu);
-            return rc == RDKV_ENOMEM ? RDKV_EBUSY : RDKV_EUNKNOWN;
+            return ship_failed(e, p, rc);
         }
     }
     install(e, p);
@@ -794,10 +800,69 @@ static void on_prepare(struct fab_rpc_req *req, void *arg)
     fab_rpc_reply(req, rc, NULL, 0);
 }
 
+/* An APPLY whose writes travel to the backups while the service thread goes on serving: its
+ * rows stay locked, it stays counted in flight (txn_env_quiesce waits for it), and the ship's
+ * completion installs and answers (on the shipper's thread). */
+struct apply_wait {
+    struct txn_env *e;
+    struct prepared *p;
+    struct fab_rpc_req *req;
+    uint8_t *buf;
+    struct inprog ip;
+};
+
+static void apply_shipped(void *ctx, int rc)
+{
+    struct apply_wait *aw = ctx;
+    struct txn_env *e = aw->e;
+    free(aw->buf);
+    if (rc) rc = ship_failed(e, aw->p, rc);
+    else {
+        install(e, aw->p);
+        prepared_free(e, aw->p);
+    }
+    part_end(e, &aw->ip);
+    fab_rpc_reply(aw->req, rc, NULL, 0);
+    free(aw);
+    txn_env_leave(e);
+}
+
 static void on_apply(struct fab_rpc_req *req, void *arg)
 {
     struct txn_env *e = arg;
     struct prepared *p;
+    if (e->cfg.ship_async && !e->wal) {
+        struct apply_wait *aw = calloc(1, sizeof *aw);
+        if (!aw) {
+            fab_rpc_reply(req, RDKV_ENOMEM, NULL, 0);
+            return;
+        }
+        int rc = decode_and_prepare(e, req, &aw->ip, false, &p);
+        if (!rc && fence_all(e, p->coord, p->ops, p->n)) {
+            part_abort(e, p);
+            rc = RDKV_EABORTED;
+        }
+        size_t len = 0;
+        if (!rc && !(aw->buf = pack_writes(p, 0, &len))) {
+            part_abort(e, p);
+            rc = RDKV_ENOMEM;
+        }
+        if (!rc) {
+            aw->e = e;
+            aw->p = p;
+            aw->req = req;
+            __atomic_add_fetch(&e->inflight, 1, __ATOMIC_SEQ_CST); /* (apply_shipped leaves) */
+            rc = e->cfg.ship_async(e->cfg.ship_arg, p->txid, aw->buf, len, apply_shipped, aw);
+            if (!rc) return;
+            txn_env_leave(e);
+            free(aw->buf);
+            rc = ship_failed(e, p, rc);
+        }
+        part_end(e, &aw->ip);
+        free(aw);
+        fab_rpc_reply(req, rc, NULL, 0);
+        return;
+    }
     struct inprog ip = {0};
     int rc = decode_and_prepare(e, req, &ip, false, &p);
     if (!rc) rc = part_commit(e, p);
@@ -1040,8 +1105,8 @@ int part_register(struct txn_env *e)
         uint16_t t = hs[i].type;
         bool waits = (e->wal && (t == TXN_RPC_PREPARE || t == TXN_RPC_COMMIT ||
                                  t == TXN_RPC_APPLY || t == TXN_RPC_RESOLVE)) ||
-                     (e->cfg.ship && (t == TXN_RPC_COMMIT || t == TXN_RPC_APPLY ||
-                                      t == TXN_RPC_RESOLVE)) ||
+                     (e->cfg.ship && (t == TXN_RPC_COMMIT || t == TXN_RPC_RESOLVE ||
+                                      (t == TXN_RPC_APPLY && !e->cfg.ship_async))) ||
                      (t == TXN_RPC_QUERY && txn_fault_is(e, TXN_FAULT_QUERY_SLOW));
         int rc = fab_rpc_register(e->f, t, guarded, &e->guards[i], waits ? 0 : FAB_RPC_FAST);
         if (rc) return rc;

@@ -83,6 +83,11 @@ struct txn_cfg {
      * installed (the commit's outcome is unknown: the writes may be on a backup). The handlers
      * that commit then run on the RPC threads. */
     int (*ship)(void *arg, uint64_t txid, const void *writes, size_t len);
+    /* The same, not waiting: 0 and done(ctx, status) later, on another thread, with the
+     * status ship would have answered (writes stay the caller's until then); or a status now
+     * and no call. NULL: APPLY waits on an RPC thread too. */
+    int (*ship_async)(void *arg, uint64_t txid, const void *writes, size_t len,
+                      void (*done)(void *ctx, int rc), void *ctx);
     void *ship_arg;
 };
 /* timeout: wait-die and no-wait commit ~7x more on a few hot keys, but away from them they
