@@ -81,6 +81,9 @@ const char node_usage[] =
     "  --lease DUR           lease of a remote lock (default 10s): a remote session's transaction\n"
     "                        idle half a lease is aborted, one that holds a lock longer aborts\n"
     "                        at commit, and a dead holder's locks free after two leases\n"
+    "  --replica-lease DUR   a replicated cluster's member lease at the configuration manager\n"
+    "                        (default 1s): a member not heard from for the lease and a tenth\n"
+    "                        is removed from the configuration (docs/replication.md)\n"
     "  --drtm-lease DUR      --row-lock drtm: how long a shared holder's lease lasts; a writer\n"
     "                        waits it out, a reader that outlives it aborts at commit (default\n"
     "                        10ms, about a transaction's length)\n"
@@ -177,7 +180,8 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
         O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_SESS_THREADS, O_COMMITTO,
         O_CONFLICT, O_MAXCONNS, O_OUTMAX, O_HELLOTO, O_CONNIDLE, O_BENCH, O_SECRET, O_INSECURE,
-        O_TXN_OPS, O_TXN_BYTES, O_PREP_MAX, O_INDOUBT, O_SESS_CONN, O_DATADIR, O_DURABILITY, O_CKPT_EVERY, O_LOG_SEGMENT, O_INIT, O_FAULT_WAL
+        O_TXN_OPS, O_TXN_BYTES, O_PREP_MAX, O_INDOUBT, O_SESS_CONN, O_DATADIR, O_DURABILITY, O_CKPT_EVERY, O_LOG_SEGMENT, O_INIT, O_FAULT_WAL,
+        O_REPLICA_LEASE
     };
     static const struct option longopts[] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -192,6 +196,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         {"lock-timeout", required_argument, 0, O_LOCKTO},
         {"conflict", required_argument, 0, O_CONFLICT},
         {"lease", required_argument, 0, O_LEASE},
+        {"replica-lease", required_argument, 0, O_REPLICA_LEASE},
         {"drtm-lease", required_argument, 0, O_DRTM_LEASE},
         {"commit-timeout", required_argument, 0, O_COMMITTO},
         {"txn-max-ops", required_argument, 0, O_TXN_OPS},
@@ -292,6 +297,11 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         case O_CONFLICT:
             if ((o->txn.conflict = txn_conflict_parse(optarg)) < 0)
                 BAD("unknown --conflict '%s' (wait-die, no-wait or timeout)", optarg);
+            break;
+        case O_REPLICA_LEASE:
+            if (parse_duration_ns(optarg, &d) || d < 10 * NS_PER_MS || d > 60 * NS_PER_S)
+                BAD("bad --replica-lease '%s' (10ms..60s)", optarg);
+            o->replica_lease_ns = d;
             break;
         case O_LEASE:
             if (parse_duration_ns(optarg, &d) || d < NS_PER_MS) BAD("bad --lease '%s' (>= 1ms)", optarg);
@@ -1078,7 +1088,8 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
     }
     /* The replica configuration before anything serves: a node that cannot learn it stays
      * down rather than serve a partition it may no longer own. */
-    rc = replica_start(&n->cc, (uint16_t)o->node, o->peer_wait_ns, &n->repl, why, sizeof why);
+    rc = replica_start(&n->cc, (uint16_t)o->node, o->peer_wait_ns, o->replica_lease_ns, &n->repl,
+                       why, sizeof why);
     if (!rc && n->cc.replicas > 1 && o->data_dir) {
         snprintf(why, sizeof why, "replicas %u with --data-dir: backups do not keep a log yet "
                  "(docs/replication.md, \"What runs today\"); a replicated cluster runs in memory",

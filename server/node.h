@@ -39,6 +39,8 @@ struct node_opts {
     uint64_t checkpoint_every;    /* --checkpoint-every: log bytes between checkpoints (0: none) */
     uint64_t log_segment;         /* --log-segment: the redo log's segment size (0: its default) */
     bool init;                    /* --init: the data dir may be empty (a new partition) */
+    int64_t replica_lease_ns;     /* --replica-lease: a member's lease at the configuration
+                                     manager (replicated clusters; default 1 s) */
     int fault_wal, fault_errno;   /* testing, --fault-wal: 1 write, 2 sync (0: none), its errno;
                                      3 sync-delay, its microseconds */
 };

@@ -8,6 +8,7 @@
 #include "rdkv_status.h"
 #include "rdma/fabric.h"
 #include "rdma/rpc_types.h"
+#include "server/lease.h"
 #include "server/rcfg.h"
 #include "server/zcfg.h"
 #include "storage/store.h"
@@ -30,6 +31,7 @@
 #define REPL_ITEM_HDR 12
 #define REPL_BATCH_BYTES (256u << 10)
 #define REPL_TIMEOUT_NS NS_PER_S     /* one ship's wait for a backup */
+#define REPLICA_LEASE_DEFAULT_NS NS_PER_S
 #define REPL_RETRY_NS (10 * NS_PER_MS) /* then asked again after this */
 
 struct replica {
@@ -51,6 +53,9 @@ struct replica {
     pthread_t shipper;        /* its thread (shipper_rc: 0 not started, 1 running, < 0 failed) */
     int shipper_rc;
     struct fab_ctx *sc;       /* the shipper's context (its thread's) */
+    struct lease *lease;      /* replicas > 1: this member's lease, and the manager's side */
+    int64_t lease_ns;
+    bool elected;             /* the office began before the lease side was there */
 };
 
 static void on_config(void *arg, const struct rcfg *c, int version)
@@ -72,11 +77,66 @@ static void on_manager(void *arg, bool m)
     struct replica *r = arg;
     pthread_mutex_lock(&r->mu);
     r->manager = m;
+    struct lease *l = r->lease;
+    if (m && !l) r->elected = true;
+    pthread_mutex_unlock(&r->mu);
+    if (m && l) lease_elected(l);
+}
+
+/* ---- the lease side's hooks --------------------------------------------------------------- */
+
+static bool hook_is_manager(void *arg)
+{
+    struct replica *r = arg;
+    return zcfg_is_manager(r->z) && zcfg_connected(r->z);
+}
+
+static int hook_manager_node(void *arg) { return zcfg_manager_node(((struct replica *)arg)->z); }
+
+static void hook_config(void *arg, struct rcfg *out)
+{
+    struct replica *r = arg;
+    pthread_mutex_lock(&r->mu);
+    *out = r->cur;
     pthread_mutex_unlock(&r->mu);
 }
 
+/* The manager's removal of a member: the stored configuration without it, installed over the
+ * version read (read again when another change won). */
+static int hook_remove(void *arg, uint16_t node)
+{
+    struct replica *r = arg;
+    int rc = RDKV_EABORTED;
+    for (int tries = 0; tries < 3 && (rc == RDKV_EABORTED || rc == RDKV_EUNKNOWN); tries++) {
+        struct rcfg cur, next;
+        int version, nv;
+        char err[256];
+        if ((rc = zcfg_read(r->z, &cur, &version, err, sizeof err))) {
+            log_warn("%s", err);
+            continue;
+        }
+        if (!(cur.members >> node & 1)) return 0; /* (already gone) */
+        if ((rc = rcfg_without(&cur, node, &next))) return rc;
+        rc = zcfg_install(r->z, version, &next, &nv, err, sizeof err);
+        if (rc) {
+            log_warn("%s", err);
+            continue;
+        }
+        log_warn("node %u: configuration epoch %llu installed without node %u", r->me,
+                 (unsigned long long)next.epoch, node);
+        pthread_mutex_lock(&r->mu);
+        if (next.epoch > r->cur.epoch) {
+            r->cur = next;
+            r->version = nv;
+        }
+        pthread_mutex_unlock(&r->mu);
+    }
+    return rc;
+}
+
+
 int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_ns,
-                  struct replica **out, char *err, size_t errcap)
+                  int64_t lease_ns, struct replica **out, char *err, size_t errcap)
 {
     *out = NULL;
     if (!cc->zookeeper[0]) {
@@ -94,6 +154,7 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
     struct replica *r = calloc(1, sizeof *r);
     if (!r) return RDKV_ENOMEM;
     r->me = me;
+    r->lease_ns = lease_ns > 0 ? lease_ns : REPLICA_LEASE_DEFAULT_NS;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     struct rcfg init;
@@ -127,6 +188,15 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
                  "cluster config says %u nodes with replicas %u: another cluster's, or this one's "
                  "config was changed",
                  cc->zookeeper, root, c.nodes, c.replicas, cc->n, cc->replicas);
+        rc = RDKV_ECONFIG;
+        goto fail;
+    }
+    if (!(c.members >> me & 1)) {
+        snprintf(err, errcap,
+                 "node %u is no member of the replica configuration (epoch %llu in ZooKeeper "
+                 "%s%s): it was removed when its lease ran out, and a removed node cannot "
+                 "rejoin yet (re-replication is not built: docs/replication.md)",
+                 me, (unsigned long long)c.epoch, cc->zookeeper, root);
         rc = RDKV_ECONFIG;
         goto fail;
     }
@@ -275,6 +345,17 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
     int rc = fab_rpc_register(f, KV_RPC_REPL, on_repl, r, FAB_RPC_FAST);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_DIGEST, on_digest, r, 0);
     if (rc) return log_reason(err, errcap, rc, "cannot serve the replication RPCs");
+    if (c.replicas > 1) {
+        struct lease_hooks h = {hook_is_manager, hook_manager_node, hook_config, hook_remove, r};
+        struct lease *l = NULL;
+        rc = lease_start(f, r->me, r->lease_ns, &h, &l);
+        pthread_mutex_lock(&r->mu);
+        r->lease = l;
+        bool elected = r->elected;
+        pthread_mutex_unlock(&r->mu);
+        if (rc) return log_reason(err, errcap, rc, "cannot start the leases");
+        if (elected) lease_elected(l);
+    }
     if (c.nrep[r->me] > 1) {
         if (pthread_create(&r->shipper, NULL, shipper_main, r))
             return log_reason(err, errcap, RDKV_ENOMEM, "cannot start the shipper thread");
@@ -344,6 +425,12 @@ static void ship_task(void *arg)
         pthread_mutex_unlock(&r->mu);
         if (stop) {
             rc = RDKV_ESHUTDOWN;
+            break;
+        }
+        if (rcfg_primary(&cfg, r->me) != r->me || !(cfg.members >> r->me & 1)) {
+            /* this node is no longer the partition's primary: the writes may be on a backup,
+             * and none of them may be installed here (the zombie's fence, from its side) */
+            rc = RDKV_EUNAVAILABLE;
             break;
         }
         pack_put_u64le(sb->req, cfg.epoch);
@@ -551,6 +638,7 @@ int (*replica_ship_async_fn(struct replica *r))(void *, uint64_t, const void *, 
 void replica_detach(struct replica *r)
 {
     if (!r) return;
+    lease_stop(r->lease); /* (its threads; the handler answers "not the manager" from now) */
     pthread_mutex_lock(&r->mu);
     r->stopping = true;
     if (r->dw_armed) {
@@ -597,8 +685,11 @@ void replica_status_json(struct replica *r, const struct cluster_config *cc, FIL
     /* (the hosts string was checked as host:port[,host:port][/chroot] when the config was read:
      * no character that JSON must escape) */
     fprintf(m, "\"replication\":{\"replicas\":%u,\"zookeeper\":\"%s\",\"epoch\":%llu,"
-               "\"manager\":%s,\"partitions\":[",
-            c.replicas, cc->zookeeper, (unsigned long long)c.epoch, mgr ? "true" : "false");
+               "\"manager\":%s,\"member\":%s,\"lease\":%s,\"removed\":%u,\"partitions\":[",
+            c.replicas, cc->zookeeper, (unsigned long long)c.epoch, mgr ? "true" : "false",
+            (c.members >> r->me & 1) ? "true" : "false",
+            !r->lease ? "null" : lease_valid(r->lease) ? "true" : "false",
+            r->lease ? lease_removed(r->lease) : 0u);
     for (unsigned p = 0; p < c.partitions; p++) {
         fprintf(m, "%s{\"partition\":%u,\"replicas\":[", p ? "," : "", p);
         for (unsigned i = 0; i < c.nrep[p]; i++) fprintf(m, "%s%u", i ? "," : "", c.rep[p][i]);
@@ -625,6 +716,7 @@ void replica_stop(struct replica *r)
 {
     if (!r) return;
     replica_release(r);
+    lease_free(r->lease);
     zcfg_close(r->z);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);

@@ -14,12 +14,12 @@
 
 struct replica;
 
-/* Starts the node's part: *out is NULL for a cluster without ZooKeeper. Fails (the reason in err)
- * when ZooKeeper does not answer within connect_ns, when the configuration stored there does not
- * fit this cluster config (another node count or replica count), or when the config asks for
- * more replicas than this build serves. */
+/* Starts the node's part: *out is NULL for a cluster without ZooKeeper. lease_ns: the members'
+ * leases (server/lease.h; 0: 1 s). Fails (the reason in err) when ZooKeeper does not answer
+ * within connect_ns, when the configuration stored there does not fit this cluster config
+ * (another node count or replica count), or when it no longer counts this node a member. */
 int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_ns,
-                  struct replica **out, char *err, size_t errcap);
+                  int64_t lease_ns, struct replica **out, char *err, size_t errcap);
 struct fabric;
 struct store;
 struct store_opts;

@@ -404,6 +404,47 @@ bool zcfg_is_manager(struct zcfg *z)
     return m;
 }
 
+bool zcfg_connected(struct zcfg *z)
+{
+    pthread_mutex_lock(&z->mu);
+    bool c = z->connected && !z->expired;
+    pthread_mutex_unlock(&z->mu);
+    return c;
+}
+
+int zcfg_manager_node(struct zcfg *z)
+{
+    pthread_rwlock_rdlock(&z->hl);
+    int node = -1;
+    struct String_vector kids = {0, NULL};
+    if (z->zh && zoo_get_children(z->zh, z->electdir, 0, &kids) == ZOK) {
+        long long best = -1;
+        const char *name = NULL;
+        for (int i = 0; i < kids.count; i++) {
+            long long s = seqno(kids.data[i]);
+            if (s >= 0 && (best < 0 || s < best)) {
+                best = s;
+                name = kids.data[i];
+            }
+        }
+        if (name) {
+            char path[PATH_CAP], buf[16];
+            snprintf(path, sizeof path, "%s/%.31s", z->electdir, name);
+            int len = sizeof buf - 1;
+            struct Stat st;
+            if (zoo_get(z->zh, path, 0, buf, &len, &st) == ZOK && len > 0) {
+                buf[len] = 0;
+                char *end;
+                long v = strtol(buf, &end, 10);
+                if (!*end && v >= 0 && v < 65535) node = (int)v;
+            }
+        }
+        deallocate_String_vector(&kids);
+    }
+    pthread_rwlock_unlock(&z->hl);
+    return node;
+}
+
 int zcfg_install(struct zcfg *z, int version, const struct rcfg *next, int *new_version,
                  char *err, size_t errcap)
 {

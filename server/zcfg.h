@@ -38,6 +38,11 @@ int zcfg_open(const struct zcfg_opts *o, const struct rcfg *initial, struct zcfg
 /* Joins the election (once): on_manager(true) when this node's znode is the lowest. */
 int zcfg_run_for_manager(struct zcfg *z);
 bool zcfg_is_manager(struct zcfg *z);
+/* Whether the session is connected now (a manager grants leases only then). */
+bool zcfg_connected(struct zcfg *z);
+/* The manager's node id as ZooKeeper says now (the lowest election znode's data), or < 0 when
+ * none is elected or ZooKeeper does not answer. One read: for when the manager changed. */
+int zcfg_manager_node(struct zcfg *z);
 /* Installs next if the stored configuration still has `version` and this node still holds the
  * manager's office (one zoo_multi: two checks and the write). 0 and the new version;
  * RDKV_EABORTED when either check failed (re-read: another change won, or the office is lost);

@@ -27,7 +27,9 @@ static struct launch L;
 static struct bank bank;
 static struct bank_xfer ledger[THREADS][XFERS];
 
-static void start(unsigned nodes, unsigned replicas)
+/* lease: the members' --replica-lease (a test that kills no node takes a long one, so that a
+ * loaded machine's scheduling never makes a false suspicion) */
+static void start_lease(unsigned nodes, unsigned replicas, const char *lease)
 {
     struct launch_opts lo;
     launch_opts_init(&lo);
@@ -38,11 +40,16 @@ static void start(unsigned nodes, unsigned replicas)
     static char dir[256];
     REQUIRE(tenv_mkdtemp(dir, sizeof dir, "rdkv-replicas") == 0);
     lo.dir = dir; /* (kept when a check fails: the nodes' logs) */
+    lo.extra[0] = "--replica-lease";
+    lo.extra[1] = lease;
+    lo.extra[2] = NULL;
     char err[512] = "";
     int rc = launch_start(&L, &lo, err, sizeof err);
     if (rc) fprintf(stderr, "  launch: %s\n", err);
     REQUIRE(rc == 0);
 }
+
+static void start(unsigned nodes, unsigned replicas) { start_lease(nodes, replicas, "30s"); }
 
 struct worker {
     unsigned id;
@@ -69,8 +76,8 @@ static void *xfer_thread(void *arg)
     return NULL;
 }
 
-/* Node's copy of partition p: 0 and its rows and checksum, or the node's status. */
-static int digest(unsigned node, unsigned p, uint64_t *rows, uint64_t *sum)
+/* One RPC to node from an operator's connection (the node secret): its status. */
+static int op_call(unsigned node, uint16_t type, const void *req, size_t len, struct fab_buf *resp)
 {
     struct fab_opts o;
     fab_opts_init(&o);
@@ -83,21 +90,25 @@ static int digest(unsigned node, unsigned p, uint64_t *rows, uint64_t *sum)
     char err[256];
     int rc = fab_open(&o, &f, err, sizeof err);
     if (!rc) rc = fab_ctx_create(f, &c);
-    if (!rc) {
-        uint8_t req[2];
-        pack_put_u16le(req, (uint16_t)p);
-        struct fab_buf resp = {0};
-        rc = fab_rpc_call(c, (uint16_t)node, KV_RPC_REPL_DIGEST, req, sizeof req, &resp,
-                          10 * NS_PER_S);
-        if (!rc && resp.len != 16) rc = RDKV_EPROTO;
-        if (!rc) {
-            *rows = pack_get_u64le(resp.data);
-            *sum = pack_get_u64le((const uint8_t *)resp.data + 8);
-        }
-        fab_buf_free(&resp);
-    }
+    if (!rc) rc = fab_rpc_call(c, (uint16_t)node, type, req, len, resp, 10 * NS_PER_S);
     if (c) fab_ctx_destroy(c);
     if (f) fab_close(f);
+    return rc;
+}
+
+/* Node's copy of partition p: 0 and its rows and checksum, or the node's status. */
+static int digest(unsigned node, unsigned p, uint64_t *rows, uint64_t *sum)
+{
+    uint8_t req[2];
+    pack_put_u16le(req, (uint16_t)p);
+    struct fab_buf resp = {0};
+    int rc = op_call(node, KV_RPC_REPL_DIGEST, req, sizeof req, &resp);
+    if (!rc && resp.len != 16) rc = RDKV_EPROTO;
+    if (!rc) {
+        *rows = pack_get_u64le(resp.data);
+        *sum = pack_get_u64le((const uint8_t *)resp.data + 8);
+    }
+    fab_buf_free(&resp);
     return rc;
 }
 
@@ -150,14 +161,19 @@ static void compare_copies(unsigned replicas)
     }
 }
 
-static void stop(void)
+/* Stops the cluster (every node must stop on SIGTERM; one that died or was refused may have
+ * exited with an error: dead_ok) and removes its directory unless a check failed. */
+static void stop_ok(bool dead_ok)
 {
-    CHECK_EQ(launch_stop(&L, 10 * NS_PER_S), 0);
+    int rc = launch_stop(&L, 10 * NS_PER_S);
+    if (dead_ok && rc == RDKV_EIO) rc = 0;
+    CHECK_EQ(rc, 0);
     char cmd[PATH_MAX + 16];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", L.dir);
     if (harness_failures) fprintf(stderr, "  kept %s\n", L.dir);
     else CHECK(system(cmd) == 0);
 }
+static void stop(void) { stop_ok(false); }
 
 static void t_three_copies(void)
 {
@@ -175,6 +191,148 @@ static void t_two_of_three(void)
     stop();
 }
 
+/* The node's status (KV_RPC_STATUS) has `what` in it. */
+static bool status_says(unsigned node, const char *what)
+{
+    struct fab_buf resp = {0};
+    bool says = false;
+    if (op_call(node, KV_RPC_STATUS, NULL, 0, &resp) == 0) {
+        char *js = strndup((const char *)resp.data, resp.len);
+        says = js && strstr(js, what);
+        free(js);
+    }
+    fab_buf_free(&resp);
+    return says;
+}
+
+/* A key of partition p ("k<i>" for the first i that lands there). */
+static void key_on(unsigned p, char *k, size_t cap)
+{
+    for (unsigned i = 0;; i++) {
+        snprintf(k, cap, "k%u", i);
+        if (rdkv_key_partition(k, strlen(k), L.n) == p) return;
+    }
+}
+
+struct mover {
+    char from[16], to[16];
+    unsigned node;
+    _Atomic unsigned acked, unknown;
+    _Atomic int64_t first_after; /* the first acknowledgement after `killed` (0: none yet) */
+    _Atomic int64_t killed;
+    _Atomic bool stop;
+};
+
+/* Moves 1 from one key to the other, one transaction at a time, until told to stop. */
+static void *mover_thread(void *arg)
+{
+    struct mover *m = arg;
+    rdkv_session *s = NULL;
+    if (bank_connect(&L, m->node, &s)) return NULL;
+    while (!atomic_load(&m->stop)) {
+        rdkv_txn *t = NULL;
+        if (rdkv_txn_begin(s, &t)) break;
+        long a = 0, b = 0;
+        int rc = bank_read_int(t, m->from, &a);
+        if (!rc) rc = bank_read_int(t, m->to, &b);
+        if (!rc) rc = bank_put_int(t, m->from, a - 1);
+        if (!rc) rc = bank_put_int(t, m->to, b + 1);
+        if (!rc) rc = rdkv_txn_commit(t);
+        else rdkv_txn_abort(t);
+        rdkv_txn_free(t);
+        if (rc == 0) {
+            atomic_fetch_add(&m->acked, 1);
+            int64_t k = atomic_load(&m->killed), none = 0;
+            if (k) atomic_compare_exchange_strong(&m->first_after, &none, clock_now_ns());
+        } else if (rc == RDKV_EUNKNOWN) {
+            atomic_fetch_add(&m->unknown, 1);
+        } else if (rc != RDKV_EABORTED && rc != RDKV_EUNAVAILABLE) {
+            fprintf(stderr, "  mover: %s\n", rdkv_strerror(rc));
+        }
+    }
+    rdkv_session_close(s);
+    return NULL;
+}
+
+/* A node is killed for good: once its lease has run out the manager installs a
+ * configuration without it, and the commits of the partitions whose primaries live go on, to
+ * copies that stay equal; a removed node is refused when it starts again. */
+static void t_node_dies(void)
+{
+    start_lease(3, 3, "2s");
+    /* the victim: a node that is not the manager (the manager's own death waits for ZooKeeper's
+     * session timeout first) */
+    unsigned victim = 3;
+    for (unsigned n = 0; n < 3 && victim == 3; n++)
+        if (status_says(n, "\"manager\":false")) victim = n;
+    REQUIRE(victim < 3);
+    unsigned x = (victim + 1) % 3, y = (victim + 2) % 3;
+    struct mover m = {.node = x};
+    key_on(x, m.from, sizeof m.from);
+    key_on(y, m.to, sizeof m.to);
+    rdkv_session *s = NULL;
+    REQUIRE(bank_connect(&L, x, &s) == 0);
+    char v[16];
+    snprintf(v, sizeof v, "%d", BANK_START);
+    REQUIRE(rdkv_put(s, m.from, strlen(m.from), v, strlen(v)) == 0);
+    REQUIRE(rdkv_put(s, m.to, strlen(m.to), v, strlen(v)) == 0);
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, mover_thread, &m) == 0);
+    while (atomic_load(&m.acked) < 50) rdkv_sleep_us(10000); /* (it runs) */
+    REQUIRE(launch_kill(&L, victim) == 0);
+    int64_t killed = clock_now_ns();
+    atomic_store(&m.killed, killed);
+    unsigned before = atomic_load(&m.acked);
+    int64_t bound = killed + 30 * NS_PER_S;
+    while (atomic_load(&m.acked) < before + 50 && clock_now_ns() < bound) rdkv_sleep_us(10000);
+    atomic_store(&m.stop, true);
+    pthread_join(th, NULL);
+    CHECK(atomic_load(&m.acked) >= before + 50);
+    int64_t first = atomic_load(&m.first_after);
+    printf("  node %u killed: %u transfers before, %u after; the first commit after the kill "
+           "came %.0f ms later\n", victim, before, atomic_load(&m.acked) - before,
+           first ? (double)(first - killed) / 1e6 : -1.0);
+    /* the survivors' configuration: one epoch on, without the victim */
+    char member[32];
+    snprintf(member, sizeof member, "\"epoch\":2");
+    CHECK(status_says(x, member));
+    CHECK(status_says(y, member));
+    /* every acknowledged transfer is there, and the two keys still sum to what they held */
+    long a = 0, b = 0;
+    rdkv_txn *t = NULL;
+    REQUIRE(rdkv_txn_begin(s, &t) == 0);
+    CHECK_EQ(bank_read_int(t, m.from, &a), 0);
+    CHECK_EQ(bank_read_int(t, m.to, &b), 0);
+    rdkv_txn_abort(t);
+    rdkv_txn_free(t);
+    CHECK_EQ(a + b, 2 * BANK_START);
+    unsigned moved = (unsigned)(b - BANK_START);
+    CHECK(moved >= atomic_load(&m.acked));
+    CHECK(moved <= atomic_load(&m.acked) + atomic_load(&m.unknown));
+    rdkv_session_close(s);
+    /* the live partitions' two remaining copies are equal */
+    for (unsigned p = 0; p < 3; p++) {
+        if (p == victim) continue;
+        uint64_t r0, s0, r1, s1;
+        REQUIRE(digest(x, p, &r0, &s0) == 0);
+        REQUIRE(digest(y, p, &r1, &s1) == 0);
+        CHECK_EQ(r0, r1);
+        CHECK(s0 == s1);
+    }
+    /* the removed node cannot come back as it was */
+    struct launch_opts lo;
+    launch_opts_init(&lo);
+    lo.transport = tenv_transport;
+    lo.arena_size = 128ull << 20;
+    lo.extra[0] = "--replica-lease";
+    lo.extra[1] = "2s";
+    char err[512] = "";
+    CHECK(launch_restart(&L, &lo, victim, err, sizeof err) != 0);
+    printf("  restart refused: %s\n", err);
+    CHECK(strstr(err, "no member") != NULL || bank_log_says(&L, victim, "no member"));
+    stop_ok(true);
+}
+
 int main(int argc, char **argv)
 {
     if (access("/usr/share/java/zookeeper.jar", R_OK)) {
@@ -184,6 +342,7 @@ int main(int argc, char **argv)
     static const struct test_case cases[] = {
         {"three_copies", t_three_copies},
         {"two_of_three", t_two_of_three},
+        {"node_dies", t_node_dies},
     };
     return tenv_main(argc, argv, "replicas", cases, sizeof cases / sizeof *cases);
 }

@@ -1,0 +1,252 @@
+/* Leases between members and the configuration manager (server/lease.h). */
+#include "server/lease.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/pack.h"
+#include "rdkv_status.h"
+#include "rdma/fabric.h"
+#include "rdma/rpc_types.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The reply to KV_RPC_LEASE: u8 one of these. */
+enum { LEASE_GRANTED = 1, LEASE_NOT_MANAGER = 2, LEASE_REFUSED = 3 };
+
+struct lease {
+    struct fabric *f;
+    uint16_t me;
+    int64_t len_ns, guard_ns;
+    struct lease_hooks h;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    int64_t until;                     /* the member's lease ends here (0: never granted) */
+    /* the manager's side */
+    int64_t heard[RCFG_MAX_NODES];     /* when each member's last granted request arrived */
+    bool suspected[RCFG_MAX_NODES];    /* never granted again by this manager */
+    int64_t office_since;              /* 0: not the manager (as far as this node knows) */
+    unsigned removed;
+    pthread_t renewer, monitor;
+    bool renewer_on, monitor_on;
+    bool halted; /* lease_stop ran: the handler answers "not the manager" */
+};
+
+static int64_t now_ns(void) { return clock_now_ns(); }
+
+/* Waits on l->cv until `until` (monotonic ns) or stop: true when stopping. */
+static bool nap_until(struct lease *l, int64_t until)
+{
+    pthread_mutex_lock(&l->mu);
+    while (!l->stop) {
+        int64_t left = until - now_ns();
+        if (left <= 0) break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t ns = ts.tv_nsec + left % NS_PER_S;
+        ts.tv_sec += left / NS_PER_S + ns / NS_PER_S;
+        ts.tv_nsec = ns % NS_PER_S;
+        pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+    }
+    bool stop = l->stop;
+    pthread_mutex_unlock(&l->mu);
+    return stop;
+}
+
+/* ---- the manager's side ------------------------------------------------------------------- */
+
+/* KV_RPC_LEASE (on the service thread): granted, judged and recorded under one lock with the
+ * monitor's suspicion, so no grant slips in after a member was judged gone. */
+static void on_lease(struct fab_rpc_req *req, void *arg)
+{
+    struct lease *l = arg;
+    uint16_t src = fab_rpc_src(req);
+    uint8_t ans;
+    if (__atomic_load_n(&l->halted, __ATOMIC_ACQUIRE) || !l->h.is_manager(l->h.arg))
+        ans = LEASE_NOT_MANAGER;
+    else {
+        pthread_mutex_lock(&l->mu);
+        if (!l->office_since) ans = LEASE_NOT_MANAGER; /* (elected, not yet told: soon) */
+        else if (src >= RCFG_MAX_NODES || l->suspected[src]) ans = LEASE_REFUSED;
+        else {
+            l->heard[src] = now_ns();
+            ans = LEASE_GRANTED;
+        }
+        pthread_mutex_unlock(&l->mu);
+    }
+    fab_rpc_reply(req, 0, &ans, 1);
+}
+
+void lease_elected(struct lease *l)
+{
+    pthread_mutex_lock(&l->mu);
+    int64_t t = now_ns();
+    /* a predecessor may have granted a lease a moment ago: each runs for a full lease from now */
+    for (unsigned i = 0; i < RCFG_MAX_NODES; i++) {
+        l->heard[i] = t;
+        l->suspected[i] = false;
+    }
+    l->office_since = t;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* The monitor: while this node is the manager, suspects a member not heard from for a lease and
+ * the guard, and asks for a configuration without it. */
+static void *monitor_main(void *arg)
+{
+    struct lease *l = arg;
+    for (;;) {
+        if (nap_until(l, now_ns() + l->len_ns / 10)) return NULL;
+        if (!l->h.is_manager(l->h.arg)) {
+            pthread_mutex_lock(&l->mu);
+            l->office_since = 0;
+            pthread_mutex_unlock(&l->mu);
+            continue;
+        }
+        struct rcfg c;
+        l->h.config(l->h.arg, &c);
+        int64_t t = now_ns();
+        int gone = -1;
+        pthread_mutex_lock(&l->mu);
+        if (l->office_since)
+            for (unsigned m = 0; m < c.nodes && gone < 0; m++)
+                if (m != l->me && (c.members >> m & 1) && !l->suspected[m] &&
+                    t - l->heard[m] > l->len_ns + l->guard_ns) {
+                    l->suspected[m] = true; /* (no grant from here on: same lock as on_lease) */
+                    gone = (int)m;
+                }
+        pthread_mutex_unlock(&l->mu);
+        if (gone < 0) continue;
+        log_warn("node %u (configuration manager): node %d's lease ran out %lld ms ago; "
+                 "removing it from the configuration", l->me, gone,
+                 (long long)((t - l->heard[gone] - l->len_ns) / NS_PER_MS));
+        int rc = l->h.remove(l->h.arg, (uint16_t)gone);
+        if (rc) {
+            log_warn("node %u: node %d stays in the configuration: %s", l->me, gone,
+                     rdkv_strerror(rc));
+            /* (asked again after a lease: it may be back, or the install may work then) */
+            pthread_mutex_lock(&l->mu);
+            l->suspected[gone] = rc == RDKV_EUNAVAILABLE; /* its partition has no other copy */
+            l->heard[gone] = now_ns();
+            pthread_mutex_unlock(&l->mu);
+        } else {
+            __atomic_add_fetch(&l->removed, 1, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+/* ---- the member's side -------------------------------------------------------------------- */
+
+static void *renewer_main(void *arg)
+{
+    struct lease *l = arg;
+    struct fab_ctx *c = NULL;
+    if (fab_ctx_create(l->f, &c)) {
+        log_error("node %u: no fabric context for lease renewals: this node's lease will run out",
+                  l->me);
+        return NULL;
+    }
+    fab_ctx_set_spin(c, 0);
+    int mgr = -1;
+    struct fab_buf resp = {0};
+    bool warned = false;
+    for (;;) {
+        int64_t sent = now_ns();
+        if (mgr < 0) mgr = l->h.manager_node(l->h.arg);
+        int ans = 0;
+        if (mgr == l->me) {
+            /* the manager's own lease: granted by itself, through the same judgement */
+            pthread_mutex_lock(&l->mu);
+            if (l->office_since && l->h.is_manager(l->h.arg)) {
+                l->heard[l->me] = sent;
+                ans = LEASE_GRANTED;
+            }
+            pthread_mutex_unlock(&l->mu);
+            if (!ans) mgr = -1;
+        } else if (mgr >= 0) {
+            uint8_t req = 0;
+            int rc = fab_rpc_call(c, (uint16_t)mgr, KV_RPC_LEASE, &req, 1, &resp, l->len_ns / 5);
+            if (!rc && resp.len == 1) ans = ((uint8_t *)resp.data)[0];
+            if (ans != LEASE_GRANTED) mgr = -1; /* (ask ZooKeeper who it is, next round) */
+        }
+        pthread_mutex_lock(&l->mu);
+        if (ans == LEASE_GRANTED) l->until = sent + l->len_ns;
+        bool valid = l->until > now_ns();
+        pthread_mutex_unlock(&l->mu);
+        if (ans == LEASE_REFUSED && !warned) {
+            log_warn("node %u: the configuration manager refuses this node's lease: it was "
+                     "removed from the configuration", l->me);
+            warned = true;
+        } else if (!valid && l->until && !warned) {
+            log_warn("node %u: lease ran out: no longer serving its partitions' writes", l->me);
+            warned = true;
+        }
+        if (ans == LEASE_GRANTED) warned = false;
+        if (nap_until(l, sent + l->len_ns / 5)) break;
+    }
+    fab_buf_free(&resp);
+    fab_ctx_destroy(c);
+    return NULL;
+}
+
+bool lease_valid(struct lease *l)
+{
+    pthread_mutex_lock(&l->mu);
+    bool v = l->until > now_ns();
+    pthread_mutex_unlock(&l->mu);
+    return v;
+}
+
+unsigned lease_removed(struct lease *l) { return __atomic_load_n(&l->removed, __ATOMIC_RELAXED); }
+
+int lease_start(struct fabric *f, uint16_t me, int64_t lease_ns, const struct lease_hooks *h,
+                struct lease **out)
+{
+    if (lease_ns < 10 * NS_PER_MS || me >= RCFG_MAX_NODES) return RDKV_EINVAL;
+    struct lease *l = calloc(1, sizeof *l);
+    if (!l) return RDKV_ENOMEM;
+    l->f = f;
+    l->me = me;
+    l->len_ns = lease_ns;
+    l->guard_ns = lease_ns / 10; /* clock rate drift between member and manager */
+    l->h = *h;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    int rc = fab_rpc_register(f, KV_RPC_LEASE, on_lease, l, FAB_RPC_FAST);
+    if (rc) {
+        lease_free(l);
+        return rc;
+    }
+    /* (from here the handler holds l: *out is set even on failure, for lease_free) */
+    *out = l;
+    if (pthread_create(&l->renewer, NULL, renewer_main, l)) rc = RDKV_ENOMEM;
+    if (!rc) l->renewer_on = true;
+    if (!rc && pthread_create(&l->monitor, NULL, monitor_main, l)) rc = RDKV_ENOMEM;
+    if (!rc) l->monitor_on = true;
+    if (rc) lease_stop(l);
+    return rc;
+}
+
+void lease_stop(struct lease *l)
+{
+    if (!l) return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    if (l->renewer_on) pthread_join(l->renewer, NULL);
+    if (l->monitor_on) pthread_join(l->monitor, NULL);
+    l->renewer_on = l->monitor_on = false;
+    __atomic_store_n(&l->halted, true, __ATOMIC_RELEASE);
+}
+
+void lease_free(struct lease *l)
+{
+    if (!l) return;
+    pthread_cond_destroy(&l->cv);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}

@@ -1,0 +1,44 @@
+/* Leases between the members of a replicated cluster and the configuration manager, as FaRM
+ * keeps them (docs/replication.md, section 4): each member asks the manager for a renewal every
+ * fifth of a lease from a thread that does nothing else; its lease runs from the moment it sent
+ * the request that was granted. The manager grants only while it holds the office, never to a
+ * member it suspects, treats every lease as running for a full lease (plus a guard) after its
+ * election, and suspects a member it has not heard from for a lease plus the guard: then it
+ * asks for a configuration without it (hooks.remove), which it installs in ZooKeeper. */
+#ifndef RDKV_SERVER_LEASE_H
+#define RDKV_SERVER_LEASE_H
+
+#include "server/rcfg.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct fabric;
+
+struct lease_hooks {
+    bool (*is_manager)(void *arg);
+    int (*manager_node)(void *arg);                   /* the manager's node id, or < 0 */
+    void (*config)(void *arg, struct rcfg *out);      /* the configuration held now */
+    int (*remove)(void *arg, uint16_t node);          /* the manager: install one without node */
+    void *arg;
+};
+
+struct lease;
+
+/* Starts the member's renewer and the manager's monitor (idle while this node is no manager),
+ * and serves KV_RPC_LEASE. lease_ns: the lease's length (>= 10 ms). Once the handler is
+ * registered *out is set, also when a thread then fails to start (lease_free it). */
+int lease_start(struct fabric *f, uint16_t me, int64_t lease_ns, const struct lease_hooks *h,
+                struct lease **out);
+/* Whether this member's lease is valid now (by its own clock). */
+bool lease_valid(struct lease *l);
+/* The manager's office began now: every member's lease counts as renewed now. */
+void lease_elected(struct lease *l);
+/* Members suspected and removed by this node as manager (status). */
+unsigned lease_removed(struct lease *l);
+/* Stops the threads (before the fabric closes); KV_RPC_LEASE is answered "not the manager"
+ * from then on. lease_free after the fabric closed. */
+void lease_stop(struct lease *l);
+void lease_free(struct lease *l);
+
+#endif
