@@ -254,8 +254,9 @@ static int cmd_start(struct launch_opts *lo)
     printf("started %u node%s (transport %s) in %s\n", nodes, nodes == 1 ? "" : "s",
            fab_transport_name(lo->transport), dir);
     if (L.cc.zookeeper[0])
-        printf("replicas %u, configuration in ZooKeeper %s%s\n", L.cc.replicas, L.cc.zookeeper,
-               lo->zookeeper ? "" : " (started in DIR/zk; stopped with the cluster)");
+        printf("replicas %u, configuration in ZooKeeper %s%s%s%s\n", L.cc.replicas,
+               L.cc.zookeeper, lo->zookeeper ? "" : " (started in ", lo->zookeeper ? "" : dir,
+               lo->zookeeper ? "" : "/zk; stopped with the cluster)");
     for (unsigned i = 0; i < L.n; i++)
         printf("  node %u  %s:%u  pid %d  log %s/node-%u.log\n", i, L.cc.nodes[i].host,
                L.cc.nodes[i].port, (int)L.pids[i], dir, i);
