@@ -102,14 +102,24 @@ static void *monitor_main(void *arg)
         if (nap_until(l, now_ns() + l->len_ns / 10)) return NULL;
         if (!l->h.is_manager(l->h.arg)) {
             pthread_mutex_lock(&l->mu);
-            l->office_since = 0;
+            l->office_since = 0; /* (no grants while ZooKeeper is away or the office lost) */
             pthread_mutex_unlock(&l->mu);
+            continue;
+        }
+        pthread_mutex_lock(&l->mu);
+        bool back = !l->office_since;
+        pthread_mutex_unlock(&l->mu);
+        if (back) {
+            /* the office again (ZooKeeper back, or an election whose callback is still on its
+             * way): every lease counts as fresh from now, as at an election */
+            lease_elected(l);
             continue;
         }
         struct rcfg c;
         l->h.config(l->h.arg, &c);
         int64_t t = now_ns();
         int gone = -1;
+        int64_t silent = 0;
         pthread_mutex_lock(&l->mu);
         if (l->office_since)
             for (unsigned m = 0; m < c.nodes && gone < 0; m++)
@@ -117,12 +127,13 @@ static void *monitor_main(void *arg)
                     t - l->heard[m] > l->len_ns + l->guard_ns) {
                     l->suspected[m] = true; /* (no grant from here on: same lock as on_lease) */
                     gone = (int)m;
+                    silent = t - l->heard[m];
                 }
         pthread_mutex_unlock(&l->mu);
         if (gone < 0) continue;
-        log_warn("node %u (configuration manager): node %d's lease ran out %lld ms ago; "
-                 "removing it from the configuration", l->me, gone,
-                 (long long)((t - l->heard[gone] - l->len_ns) / NS_PER_MS));
+        log_warn("node %u (configuration manager): node %d not heard from for %lld ms (lease "
+                 "%lld ms); removing it from the configuration", l->me, gone,
+                 (long long)(silent / NS_PER_MS), (long long)(l->len_ns / NS_PER_MS));
         int rc = l->h.remove(l->h.arg, (uint16_t)gone);
         if (rc) {
             log_warn("node %u: node %d stays in the configuration: %s", l->me, gone,

@@ -242,7 +242,7 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
     uint64_t mine = r->cur.epoch;
     if (r->stopping) rc = RDKV_ESHUTDOWN;
     else if (epoch != r->cur.epoch) rc = RDKV_EPERM;
-    else if (p >= r->cur.partitions || !r->backup[p] ||
+    else if (p >= r->cur.partitions || !r->backup[p] || !rcfg_holds(&r->cur, p, r->me) ||
              rcfg_primary(&r->cur, p) != fab_rpc_src(req))
         rc = RDKV_EPERM;
     uint32_t count = pack_get_u32le(b + 10);

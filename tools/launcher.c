@@ -581,10 +581,13 @@ int launch_zk_start(const char *dir, char *hosts, size_t cap, char *err, size_t 
     }
     if ((mkdir(zdir, 0700) && errno != EEXIST) || (mkdir(ddir, 0700) && errno != EEXIST))
         return log_reason(err, errcap, RDKV_EIO, "cannot create %s: %s", ddir, strerror(errno));
-    /* a port: the kernel's pick, bound and let go (ZooKeeper binds it itself) */
-    int fd;
-    if (fab_listen("127.0.0.1", 0, &fd, &port, err, errcap)) return RDKV_EIO;
-    close(fd);
+    /* its port: the one DIR's ZooKeeper had (a config names it: a restart keeps it), else the
+     * kernel's pick, bound and let go (ZooKeeper binds it itself) */
+    if (!port) {
+        int fd;
+        if (fab_listen("127.0.0.1", 0, &fd, &port, err, errcap)) return RDKV_EIO;
+        close(fd);
+    }
     FILE *f = fopen(cfg, "w");
     if (!f) return log_reason(err, errcap, RDKV_EIO, "cannot write %s", cfg);
     /* tickTime 500 ms: sessions of 1-10 s (rdkv asks for 4) */

@@ -75,9 +75,10 @@ struct launch {
 
 void launch_opts_init(struct launch_opts *o);
 /* A standalone local ZooKeeper (Debian's zookeeper package, on Java) with its config, data and
- * log in DIR/zk, on a port the kernel picked: started (detached from this process) and waited
- * for until it answers "imok" (up to 60 s); hosts gets "127.0.0.1:PORT". A ZooKeeper of DIR that
- * already answers is used as it is. */
+ * log in DIR/zk, on a port the kernel picked (or, when DIR had one before, on its port, with its
+ * data): started (detached from this process) and waited for until it answers "imok" (up to
+ * 60 s); hosts gets "127.0.0.1:PORT". A ZooKeeper of DIR that already answers is used as it
+ * is. */
 int launch_zk_start(const char *dir, char *hosts, size_t cap, char *err, size_t errcap);
 /* Stops DIR's ZooKeeper (SIGTERM, then SIGKILL after 10 s); nothing when there is none. */
 void launch_zk_stop(const char *dir);

@@ -333,6 +333,104 @@ static void t_node_dies(void)
     stop_ok(true);
 }
 
+/* Waits (bounded: 30 s) until node's status says what. */
+static bool status_becomes(unsigned node, const char *what)
+{
+    int64_t until = clock_now_ns() + 30 * NS_PER_S;
+    while (!status_says(node, what)) {
+        if (clock_now_ns() > until) return false;
+        rdkv_sleep_us(50000);
+    }
+    return true;
+}
+
+/* The zombie: a primary stopped (SIGSTOP) past its lease is removed; continued (SIGCONT), it
+ * installs no write any more -- a write of its partition is answered with an error, and its
+ * copy and the backups' stay as they were. */
+static void t_zombie(void)
+{
+    start_lease(3, 3, "1s");
+    unsigned v = 3;
+    for (unsigned n = 0; n < 3 && v == 3; n++)
+        if (status_says(n, "\"manager\":false")) v = n;
+    REQUIRE(v < 3);
+    unsigned x = (v + 1) % 3, y = (v + 2) % 3;
+    char k[16];
+    key_on(v, k, sizeof k);
+    rdkv_session *s = NULL;
+    REQUIRE(bank_connect(&L, x, &s) == 0);
+    REQUIRE(rdkv_put(s, k, strlen(k), "before", 6) == 0);
+    REQUIRE(launch_pause(&L, v, true) == 0);
+    CHECK(status_becomes(x, "\"epoch\":2,"));
+    CHECK(status_becomes(y, "\"epoch\":2,"));
+    REQUIRE(launch_pause(&L, v, false) == 0);
+    CHECK(status_becomes(v, "\"member\":false"));
+    int rc = rdkv_put(s, k, strlen(k), "after", 5);
+    printf("  a write of the zombie's partition: %s\n", rdkv_strerror(rc));
+    CHECK(rc != 0);
+    uint64_t rv, sv, rx, sx, ry, sy;
+    REQUIRE(digest(v, v, &rv, &sv) == 0);
+    REQUIRE(digest(x, v, &rx, &sx) == 0);
+    REQUIRE(digest(y, v, &ry, &sy) == 0);
+    CHECK_EQ(rv, rx);
+    CHECK(sv == sx);
+    CHECK(sx == sy);
+    rdkv_session_close(s);
+    stop_ok(true);
+}
+
+/* ZooKeeper stopped for longer than a lease: no configuration change (no member removed, the
+ * epoch stays), and transactions go on meanwhile and after it is back. */
+static void t_zookeeper_away(void)
+{
+    start_lease(3, 3, "1s");
+    struct mover m = {.node = 0};
+    key_on(1, m.from, sizeof m.from);
+    key_on(2, m.to, sizeof m.to);
+    rdkv_session *s = NULL;
+    REQUIRE(bank_connect(&L, 0, &s) == 0);
+    char v[16];
+    snprintf(v, sizeof v, "%d", BANK_START);
+    REQUIRE(rdkv_put(s, m.from, strlen(m.from), v, strlen(v)) == 0);
+    REQUIRE(rdkv_put(s, m.to, strlen(m.to), v, strlen(v)) == 0);
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, mover_thread, &m) == 0);
+    while (atomic_load(&m.acked) < 20) rdkv_sleep_us(10000);
+    launch_zk_stop(L.dir);
+    unsigned at_stop = atomic_load(&m.acked);
+    /* three leases without ZooKeeper (the mover's progress is the clock: bounded by time too) */
+    int64_t until = clock_now_ns() + 3 * NS_PER_S;
+    while (clock_now_ns() < until) rdkv_sleep_us(50000);
+    unsigned during = atomic_load(&m.acked) - at_stop;
+    char hosts[64], err[256];
+    REQUIRE(launch_zk_start(L.dir, hosts, sizeof hosts, err, sizeof err) == 0);
+    unsigned back = atomic_load(&m.acked);
+    until = clock_now_ns() + 3 * NS_PER_S; /* three more leases with it back */
+    while (clock_now_ns() < until) rdkv_sleep_us(50000);
+    atomic_store(&m.stop, true);
+    pthread_join(th, NULL);
+    unsigned after = atomic_load(&m.acked) - back;
+    printf("  transfers: %u while ZooKeeper was away (3 s), %u in the 3 s after\n", during, after);
+    CHECK(during > 0);
+    CHECK(after > 0);
+    for (unsigned n = 0; n < 3; n++) {
+        CHECK(status_says(n, "\"epoch\":1,"));
+        CHECK(status_says(n, "\"member\":true"));
+        CHECK(status_becomes(n, "\"lease\":true")); /* (the manager grants again) */
+    }
+    long a = 0, b = 0;
+    rdkv_txn *t = NULL;
+    REQUIRE(rdkv_txn_begin(s, &t) == 0);
+    CHECK_EQ(bank_read_int(t, m.from, &a), 0);
+    CHECK_EQ(bank_read_int(t, m.to, &b), 0);
+    rdkv_txn_abort(t);
+    rdkv_txn_free(t);
+    CHECK_EQ(a + b, 2 * BANK_START);
+    CHECK((unsigned)(b - BANK_START) >= atomic_load(&m.acked));
+    rdkv_session_close(s);
+    stop();
+}
+
 int main(int argc, char **argv)
 {
     if (access("/usr/share/java/zookeeper.jar", R_OK)) {
@@ -343,6 +441,8 @@ int main(int argc, char **argv)
         {"three_copies", t_three_copies},
         {"two_of_three", t_two_of_three},
         {"node_dies", t_node_dies},
+        {"zombie", t_zombie},
+        {"zookeeper_away", t_zookeeper_away},
     };
     return tenv_main(argc, argv, "replicas", cases, sizeof cases / sizeof *cases);
 }
