@@ -254,28 +254,58 @@ static void *mover_thread(void *arg)
     return NULL;
 }
 
+/* A node that is not the manager (the manager's own death waits for ZooKeeper's session
+ * timeout first), or 3 when none says so. */
+static unsigned non_manager(void)
+{
+    for (unsigned n = 0; n < 3; n++)
+        if (status_says(n, "\"manager\":false")) return n;
+    return 3;
+}
+
+/* A mover on node `node` between a key of partition pf and one of pt, both set to BANK_START
+ * through the session *s it opens there: 0, or why not. */
+static int mover_init(struct mover *m, unsigned node, unsigned pf, unsigned pt, rdkv_session **s)
+{
+    m->node = node;
+    key_on(pf, m->from, sizeof m->from);
+    key_on(pt, m->to, sizeof m->to);
+    int rc = bank_connect(&L, node, s);
+    char v[16];
+    int vl = snprintf(v, sizeof v, "%d", BANK_START);
+    if (!rc) rc = rdkv_put(*s, m->from, strlen(m->from), v, (size_t)vl);
+    if (!rc) rc = rdkv_put(*s, m->to, strlen(m->to), v, (size_t)vl);
+    return rc;
+}
+
+/* The mover's two keys still sum to what they held, and the acknowledged moves are all there. */
+static void mover_check(struct mover *m, rdkv_session *s)
+{
+    long a = 0, b = 0;
+    rdkv_txn *t = NULL;
+    REQUIRE(rdkv_txn_begin(s, &t) == 0);
+    CHECK_EQ(bank_read_int(t, m->from, &a), 0);
+    CHECK_EQ(bank_read_int(t, m->to, &b), 0);
+    rdkv_txn_abort(t);
+    rdkv_txn_free(t);
+    CHECK_EQ(a + b, 2 * BANK_START);
+    unsigned moved = (unsigned)(b - BANK_START);
+    CHECK(moved >= atomic_load(&m->acked));
+    CHECK(moved <= atomic_load(&m->acked) + atomic_load(&m->unknown));
+}
+
 /* A node is killed for good: once its lease has run out the manager installs a
  * configuration without it, and the commits of the partitions whose primaries live go on, to
  * copies that stay equal; a removed node is refused when it starts again. */
 static void t_node_dies(void)
 {
     start_lease(3, 3, "2s");
-    /* the victim: a node that is not the manager (the manager's own death waits for ZooKeeper's
-     * session timeout first) */
-    unsigned victim = 3;
-    for (unsigned n = 0; n < 3 && victim == 3; n++)
-        if (status_says(n, "\"manager\":false")) victim = n;
+    unsigned victim = non_manager();
     REQUIRE(victim < 3);
     unsigned x = (victim + 1) % 3, y = (victim + 2) % 3;
-    struct mover m = {.node = x};
-    key_on(x, m.from, sizeof m.from);
-    key_on(y, m.to, sizeof m.to);
+    struct mover m = {0};
     rdkv_session *s = NULL;
-    REQUIRE(bank_connect(&L, x, &s) == 0);
-    char v[16];
-    snprintf(v, sizeof v, "%d", BANK_START);
-    REQUIRE(rdkv_put(s, m.from, strlen(m.from), v, strlen(v)) == 0);
-    REQUIRE(rdkv_put(s, m.to, strlen(m.to), v, strlen(v)) == 0);
+    REQUIRE(mover_init(&m, x, x, y, &s) == 0);
     pthread_t th;
     REQUIRE(pthread_create(&th, NULL, mover_thread, &m) == 0);
     while (atomic_load(&m.acked) < 50) rdkv_sleep_us(10000); /* (it runs) */
@@ -297,18 +327,7 @@ static void t_node_dies(void)
     snprintf(member, sizeof member, "\"epoch\":2");
     CHECK(status_says(x, member));
     CHECK(status_says(y, member));
-    /* every acknowledged transfer is there, and the two keys still sum to what they held */
-    long a = 0, b = 0;
-    rdkv_txn *t = NULL;
-    REQUIRE(rdkv_txn_begin(s, &t) == 0);
-    CHECK_EQ(bank_read_int(t, m.from, &a), 0);
-    CHECK_EQ(bank_read_int(t, m.to, &b), 0);
-    rdkv_txn_abort(t);
-    rdkv_txn_free(t);
-    CHECK_EQ(a + b, 2 * BANK_START);
-    unsigned moved = (unsigned)(b - BANK_START);
-    CHECK(moved >= atomic_load(&m.acked));
-    CHECK(moved <= atomic_load(&m.acked) + atomic_load(&m.unknown));
+    mover_check(&m, s);
     rdkv_session_close(s);
     /* the live partitions' two remaining copies are equal */
     for (unsigned p = 0; p < 3; p++) {
@@ -350,9 +369,7 @@ static bool status_becomes(unsigned node, const char *what)
 static void t_zombie(void)
 {
     start_lease(3, 3, "1s");
-    unsigned v = 3;
-    for (unsigned n = 0; n < 3 && v == 3; n++)
-        if (status_says(n, "\"manager\":false")) v = n;
+    unsigned v = non_manager();
     REQUIRE(v < 3);
     unsigned x = (v + 1) % 3, y = (v + 2) % 3;
     char k[16];
@@ -384,15 +401,9 @@ static void t_zombie(void)
 static void t_zookeeper_away(void)
 {
     start_lease(3, 3, "1s");
-    struct mover m = {.node = 0};
-    key_on(1, m.from, sizeof m.from);
-    key_on(2, m.to, sizeof m.to);
+    struct mover m = {0};
     rdkv_session *s = NULL;
-    REQUIRE(bank_connect(&L, 0, &s) == 0);
-    char v[16];
-    snprintf(v, sizeof v, "%d", BANK_START);
-    REQUIRE(rdkv_put(s, m.from, strlen(m.from), v, strlen(v)) == 0);
-    REQUIRE(rdkv_put(s, m.to, strlen(m.to), v, strlen(v)) == 0);
+    REQUIRE(mover_init(&m, 0, 1, 2, &s) == 0);
     pthread_t th;
     REQUIRE(pthread_create(&th, NULL, mover_thread, &m) == 0);
     while (atomic_load(&m.acked) < 20) rdkv_sleep_us(10000);
@@ -418,15 +429,7 @@ static void t_zookeeper_away(void)
         CHECK(status_says(n, "\"member\":true"));
         CHECK(status_becomes(n, "\"lease\":true")); /* (the manager grants again) */
     }
-    long a = 0, b = 0;
-    rdkv_txn *t = NULL;
-    REQUIRE(rdkv_txn_begin(s, &t) == 0);
-    CHECK_EQ(bank_read_int(t, m.from, &a), 0);
-    CHECK_EQ(bank_read_int(t, m.to, &b), 0);
-    rdkv_txn_abort(t);
-    rdkv_txn_free(t);
-    CHECK_EQ(a + b, 2 * BANK_START);
-    CHECK((unsigned)(b - BANK_START) >= atomic_load(&m.acked));
+    mover_check(&m, s);
     rdkv_session_close(s);
     stop();
 }
