@@ -1834,6 +1834,8 @@ static bool node_up(const struct jv *n)
     return true;
 }
 
+static void print_replication(const struct jv *nodes, const struct jv *coord, struct buf *o);
+
 static int print_status(const char *js, struct buf *o, struct buf *errs, int *down_out)
 {
     struct jv root;
@@ -1890,9 +1892,59 @@ static int print_status(const char *js, struct buf *o, struct buf *errs, int *do
         }
     }
     if (coord && coord->t == J_NUM) buf_puts(o, "(* the node that answered)\n");
+    print_replication(nodes, coord, o);
     jv_free(&root);
     *down_out = down;
     return 0;
+}
+
+/* A replicated cluster's configuration as the answering node holds it (docs/replication.md):
+ * its replica count, epoch and manager, and each partition's primary and backups. Nothing for a
+ * cluster without ZooKeeper. */
+static void print_replication(const struct jv *nodes, const struct jv *coord, struct buf *o)
+{
+    static const char *const status_k[] = {"status", NULL}, *const repl_k[] = {"replication", NULL},
+                             *const zk_k[] = {"zookeeper", NULL}, *const r_k[] = {"replicas", NULL},
+                             *const ep_k[] = {"epoch", NULL}, *const mgr_k[] = {"manager", NULL},
+                             *const parts_k[] = {"partitions", NULL},
+                             *const part_k[] = {"partition", NULL}, *const id_k[] = {"node", NULL};
+    const struct jv *mine = NULL;
+    int manager = -1;
+    for (size_t i = 0; i < nodes->n; i++) {
+        const struct jv *st = jv_get(&nodes->items[i], status_k);
+        const struct jv *rp = st ? jv_get(st, repl_k) : NULL;
+        const struct jv *id = jv_get(&nodes->items[i], id_k);
+        if (!rp || rp->t != J_OBJ || !id || id->t != J_NUM) continue;
+        const struct jv *m = jv_get(rp, mgr_k);
+        if (m && m->t == J_BOOL && m->b) manager = (int)id->num;
+        if (!mine || (coord && coord->t == J_NUM && id->num == coord->num)) mine = rp;
+    }
+    const struct jv *zk = mine ? jv_get(mine, zk_k) : NULL, *r = mine ? jv_get(mine, r_k) : NULL,
+                    *ep = mine ? jv_get(mine, ep_k) : NULL,
+                    *parts = mine ? jv_get(mine, parts_k) : NULL;
+    if (!zk || zk->t != J_STR || !r || r->t != J_NUM || !ep || ep->t != J_NUM || !parts ||
+        parts->t != J_ARR)
+        return;
+    char mgr[32] = "none known";
+    if (manager >= 0) snprintf(mgr, sizeof mgr, "node %d", manager);
+    buf_printf(o, "\nreplicas %.0f, configuration epoch %.0f in ZooKeeper %s, manager %s\n",
+               r->num, ep->num, zk->s, mgr);
+    buf_printf(o, "%-10s %-8s %s\n", "PARTITION", "PRIMARY", "BACKUPS");
+    for (size_t i = 0; i < parts->n; i++) {
+        const struct jv *p = jv_get(&parts->items[i], part_k),
+                        *set = jv_get(&parts->items[i], r_k);
+        if (!p || p->t != J_NUM || !set || set->t != J_ARR) continue;
+        char prim[16] = "-", backs[128] = "";
+        size_t bl = 0;
+        for (size_t k = 0; k < set->n; k++) {
+            if (set->items[k].t != J_NUM) continue;
+            if (k == 0) snprintf(prim, sizeof prim, "%.0f", set->items[k].num);
+            else if (bl < sizeof backs)
+                bl += (size_t)snprintf(backs + bl, sizeof backs - bl, "%s%.0f", bl ? " " : "",
+                                       set->items[k].num);
+        }
+        buf_printf(o, "%-10.0f %-8s %s\n", p->num, prim, backs[0] ? backs : "-");
+    }
 }
 
 /* Fetches the status and prints it; returns the exit status (and rdkv's status in *st). */
