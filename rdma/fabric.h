@@ -308,6 +308,8 @@ void fab_rpc_reply(struct fab_rpc_req *req, int status, const void *data, size_t
  * caller's side enforces too). A handler whose answer grows with what it reads checks it while
  * building the answer, so that a small request cannot make it build a huge one. */
 size_t fab_rpc_reply_max(const struct fab_rpc_req *req);
+/* The largest RPC request this fabric sends or accepts (fab_opts.rpc_max_bytes). */
+size_t fab_rpc_max(const struct fabric *f);
 
 /* A growable byte buffer for RPC responses, reused across calls. */
 struct fab_buf {

@@ -265,6 +265,7 @@ uint64_t fab_rpc_src_incarnation(const struct fab_rpc_req *req) { return req->sr
 bool fab_rpc_from_client(const struct fab_rpc_req *req) { return req->client; }
 uint64_t fab_rpc_conn(const struct fab_rpc_req *req) { return req->conn->id; }
 size_t fab_rpc_reply_max(const struct fab_rpc_req *req) { return req->f->o.rpc_max_bytes; }
+size_t fab_rpc_max(const struct fabric *f) { return f->o.rpc_max_bytes; }
 
 void fab_on_conn_gone(struct fabric *f, fab_conn_gone_fn fn, void *arg)
 {

@@ -19,11 +19,6 @@
 #include <string.h>
 #include <xxhash.h>
 
-/* The replica count this build serves. Commits reach every backup's memory before they are
- * installed; a backup's log, failover and re-replication are not built yet, so a durable
- * cluster keeps replicas 1 (docs/replication.md, "What runs today"). */
-#define REPLICA_SERVED_MAX RCFG_MAX_REPLICAS
-
 /* KV_RPC_REPL: u64 epoch, u16 partition, u32 count, then count commits, each u64 txid, u32 len
  * and len bytes of writes (storage/wal.h's payload). A batch holds the commits that queued
  * while the previous one was on its way, up to REPL_BATCH_BYTES (one larger commit goes alone). */
@@ -48,6 +43,7 @@ struct replica {
     bool stopping;      /* replica_detach has begun: ships give up, REPLs are refused */
     struct ship_job *jobs;    /* ships queued for the shipper, oldest first ... */
     struct ship_job **jobs_tail; /* ... and where the next goes (valid while jobs) */
+    bool starved;             /* the dispatcher's: a batch found no memory (shipper thread only) */
     struct waiter dw;         /* the dispatcher's, while dw_armed */
     bool dw_armed;
     pthread_t shipper;        /* its thread (shipper_rc: 0 not started, 1 running, < 0 failed) */
@@ -144,13 +140,6 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
                  "node (replicas 1; docs/replication.md)", me);
         return 0;
     }
-    if (cc->replicas > REPLICA_SERVED_MAX) {
-        snprintf(err, errcap,
-                 "replicas %u: this build keeps its configuration in ZooKeeper but does not "
-                 "replicate commits yet (docs/replication.md, \"What runs today\"); use replicas 1",
-                 cc->replicas);
-        return RDKV_ENOTSUP;
-    }
     struct replica *r = calloc(1, sizeof *r);
     if (!r) return RDKV_ENOMEM;
     r->me = me;
@@ -200,6 +189,19 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
         rc = RDKV_ECONFIG;
         goto fail;
     }
+    if (c.replicas > 1 && (rc = zcfg_claim(r->z, me))) {
+        if (rc == RDKV_EEXIST)
+            snprintf(err, errcap,
+                     "node %u held copies of this replicated cluster before (ZooKeeper %s%s/joined/"
+                     "%u): they were in memory and are gone, so it cannot serve again as it was; "
+                     "a node cannot rejoin yet (re-replication is not built: "
+                     "docs/replication.md)", me, cc->zookeeper, root, me);
+        else
+            snprintf(err, errcap, "ZooKeeper %s: cannot record node %u as joined: %s",
+                     cc->zookeeper, me, rdkv_strerror(rc));
+        rc = rc == RDKV_EEXIST ? RDKV_ECONFIG : rc;
+        goto fail;
+    }
     log_info("node %u: replica configuration epoch %llu from ZooKeeper %s (%u partitions, "
              "replicas %u)", me, (unsigned long long)c.epoch, cc->zookeeper, c.partitions,
              c.replicas);
@@ -217,6 +219,12 @@ fail:
 static void *shipper_main(void *arg);
 
 /* ---- a backup's side ---------------------------------------------------------------------- */
+
+static int check_write(void *arg, const struct wal_write *w)
+{
+    struct store *st = arg;
+    return w->klen > store_key_max(st) || w->vlen > store_value_max(st) ? RDKV_EPROTO : 0;
+}
 
 static int apply_write(void *arg, const struct wal_write *w)
 {
@@ -258,6 +266,12 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
             }
         }
         if (!rc && off != len) rc = RDKV_EPROTO;
+        /* and every write of every commit, with the copy's limits, before any is applied */
+        for (size_t o2 = REPL_HDR, i = 0; !rc && i < count; i++) {
+            uint32_t il = pack_get_u32le(b + o2 + 8);
+            rc = wal_writes_unpack(b + o2 + REPL_ITEM_HDR, il, check_write, r->backup[p]);
+            o2 += REPL_ITEM_HDR + il;
+        }
     }
     /* (under mu: replica_detach closes the copies only once no apply is running) */
     for (size_t off = REPL_HDR, i = 0; !rc && i < count; i++) {
@@ -415,7 +429,7 @@ static void ship_task(void *arg)
 {
     struct ship_batch *sb = arg;
     struct replica *r = sb->r;
-    bool done[RCFG_MAX_REPLICAS] = {false};
+    uint64_t done = 0; /* nodes known to hold the writes (in any epoch: they were applied) */
     uint16_t to[RCFG_MAX_REPLICAS];
     int rc = 0;
     for (;;) {
@@ -434,11 +448,10 @@ static void ship_task(void *arg)
             break;
         }
         pack_put_u64le(sb->req, cfg.epoch);
-        /* the backups of this epoch not yet known to hold the writes (a new epoch asks every
-         * backup again: harmless, the writes are whole values) */
+        /* the backups of this epoch not yet known to hold the writes */
         unsigned n = 0;
         for (unsigned i = 1; i < cfg.nrep[r->me]; i++)
-            if (!done[i]) to[n++] = cfg.rep[r->me][i];
+            if (!(done >> cfg.rep[r->me][i] & 1)) to[n++] = cfg.rep[r->me][i];
         if (!n) break;
         struct fab_buf resp[RCFG_MAX_REPLICAS];
         int st[RCFG_MAX_REPLICAS];
@@ -466,17 +479,13 @@ static void ship_task(void *arg)
         bool all = true;
         for (unsigned k = 0; k < n; k++) {
             fab_buf_free(&resp[k]);
-            for (unsigned i = 1; i < cfg.nrep[r->me]; i++)
-                if (cfg.rep[r->me][i] == to[k] && st[k] == 0) done[i] = true;
-            if (st[k]) all = false;
+            if (st[k] == 0) done |= 1ull << to[k];
+            else all = false;
         }
         if (all) break;
-        /* a backup did not take it: ask again shortly (a new configuration may drop it) */
+        /* a backup did not take it: ask again shortly (a new configuration may drop it; the
+         * loop's top reads the configuration again) */
         task_sleep_ns(REPL_RETRY_NS);
-        pthread_mutex_lock(&r->mu);
-        uint64_t e_now = r->cur.epoch;
-        pthread_mutex_unlock(&r->mu);
-        if (e_now != cfg.epoch) memset(done, 0, sizeof done);
     }
     free(sb->req);
     for (struct ship_job *j = sb->jobs, *nx; j; j = nx) {
@@ -492,7 +501,8 @@ static void start_batch(struct replica *r, struct ship_job **jp)
     struct ship_job *first = *jp, *last = first;
     size_t bytes = REPL_HDR + REPL_ITEM_HDR + first->len;
     uint32_t count = 1;
-    while (last->next && bytes + REPL_ITEM_HDR + last->next->len <= REPL_BATCH_BYTES) {
+    size_t cap = fab_rpc_max(r->f) < REPL_BATCH_BYTES ? fab_rpc_max(r->f) : REPL_BATCH_BYTES;
+    while (last->next && bytes + REPL_ITEM_HDR + last->next->len <= cap) {
         last = last->next;
         bytes += REPL_ITEM_HDR + last->len;
         count++;
@@ -519,10 +529,14 @@ static void start_batch(struct replica *r, struct ship_job **jp)
         free(req);
     }
     free(sb);
-    for (struct ship_job *j = first, *nx; j; j = nx) {
-        nx = j->next;
-        job_end(j, RDKV_ENOMEM);
-    }
+    /* no memory now: the jobs go back to the queue's head and are tried again shortly (a
+     * commit past its decision must not fail for it: docs/replication.md, section 5) */
+    pthread_mutex_lock(&r->mu);
+    last->next = r->jobs;
+    if (!r->jobs) r->jobs_tail = &last->next;
+    r->jobs = first;
+    pthread_mutex_unlock(&r->mu);
+    r->starved = true;
 }
 
 /* The dispatcher: starts a ship task per batch of queued jobs; parks while there is none. */
@@ -540,7 +554,23 @@ static void dispatch_task(void *arg)
         }
         pthread_mutex_unlock(&r->mu);
         bool any = jobs != NULL;
-        while (jobs) start_batch(r, &jobs);
+        while (jobs) {
+            start_batch(r, &jobs);
+            if (r->starved) {
+                /* (what was not started went back to the queue with its batch) */
+                pthread_mutex_lock(&r->mu);
+                if (jobs) {
+                    struct ship_job **t = &r->jobs;
+                    while (*t) t = &(*t)->next;
+                    *t = jobs;
+                    for (r->jobs_tail = t; *r->jobs_tail; r->jobs_tail = &(*r->jobs_tail)->next) {}
+                }
+                pthread_mutex_unlock(&r->mu);
+                r->starved = false;
+                task_sleep_ns(REPL_RETRY_NS);
+                break;
+            }
+        }
         if (any) {
             task_yield(); /* (let the batch leave; what queues meanwhile makes the next one) */
             continue;
@@ -595,10 +625,16 @@ static int enqueue(struct replica *r, struct ship_job *j)
     return 0;
 }
 
+/* Whether a commit of len bytes of writes fits one REPL (the fabric's RPC limit). */
+static bool fits(struct replica *r, size_t len)
+{
+    return len <= fab_rpc_max(r->f) - REPL_HDR - REPL_ITEM_HDR && len <= UINT32_MAX;
+}
+
 static int ship(void *arg, uint64_t txid, const void *writes, size_t len)
 {
     struct replica *r = arg;
-    if (len > UINT32_MAX) return RDKV_ETOOBIG;
+    if (!fits(r, len)) return RDKV_ETOOBIG; /* (nothing sent) */
     struct ship_job j = {.txid = txid, .writes = writes, .len = len};
     waiter_init(&j.w);
     int rc = enqueue(r, &j);
@@ -611,7 +647,7 @@ static int ship_async(void *arg, uint64_t txid, const void *writes, size_t len,
                       void (*done)(void *ctx, int rc), void *ctx)
 {
     struct replica *r = arg;
-    if (len > UINT32_MAX) return RDKV_ETOOBIG;
+    if (!fits(r, len)) return RDKV_ETOOBIG; /* (nothing sent) */
     struct ship_job *j = calloc(1, sizeof *j);
     if (!j) return RDKV_ENOMEM;
     *j = (struct ship_job){.txid = txid, .writes = writes, .len = len, .done = done, .ctx = ctx};
@@ -638,6 +674,7 @@ int (*replica_ship_async_fn(struct replica *r))(void *, uint64_t, const void *, 
 void replica_detach(struct replica *r)
 {
     if (!r) return;
+    zcfg_halt(r->z);      /* (nobody waits on a reconnection from here on) */
     lease_stop(r->lease); /* (its threads; the handler answers "not the manager" from now) */
     pthread_mutex_lock(&r->mu);
     r->stopping = true;
@@ -716,8 +753,8 @@ void replica_stop(struct replica *r)
 {
     if (!r) return;
     replica_release(r);
+    zcfg_close(r->z); /* (its thread's callbacks use the lease: closed first) */
     lease_free(r->lease);
-    zcfg_close(r->z);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     free(r);

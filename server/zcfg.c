@@ -492,6 +492,32 @@ int zcfg_install(struct zcfg *z, int version, const struct rcfg *next, int *new_
     return log_reason(err, errcap, zstatus(zrc), "ZooKeeper %s: %s", z->hosts, zerror(zrc));
 }
 
+int zcfg_claim(struct zcfg *z, uint16_t node)
+{
+    char dir[PATH_CAP], path[PATH_CAP];
+    snprintf(dir, sizeof dir, "%s/joined", z->root);
+    snprintf(path, sizeof path, "%s/joined/%u", z->root, node);
+    pthread_rwlock_rdlock(&z->hl);
+    int rc = RDKV_EUNAVAILABLE;
+    if (z->zh) {
+        int zrc = zoo_create(z->zh, dir, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+        if (zrc == ZOK || zrc == ZNODEEXISTS)
+            zrc = zoo_create(z->zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+        rc = zrc == ZNODEEXISTS ? RDKV_EEXIST : zstatus(zrc);
+    }
+    pthread_rwlock_unlock(&z->hl);
+    return rc;
+}
+
+void zcfg_halt(struct zcfg *z)
+{
+    if (!z) return;
+    pthread_mutex_lock(&z->mu);
+    z->stop = true;
+    pthread_cond_broadcast(&z->cv);
+    pthread_mutex_unlock(&z->mu);
+}
+
 void zcfg_close(struct zcfg *z)
 {
     if (!z) return;

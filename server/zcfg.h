@@ -50,6 +50,11 @@ int zcfg_manager_node(struct zcfg *z);
  * answer. */
 int zcfg_install(struct zcfg *z, int version, const struct rcfg *next, int *new_version,
                  char *err, size_t errcap);
+/* Creates the persistent znode ROOT/joined/<node> that says this node has held copies: 0; or
+ * RDKV_EEXIST when an earlier process of the node made it (its in-memory copies are gone). */
+int zcfg_claim(struct zcfg *z, uint16_t node);
+/* The first step of a stop: zcfg's thread gives up reconnecting, so nobody waits on it. */
+void zcfg_halt(struct zcfg *z);
 /* Reads the stored configuration now. */
 int zcfg_read(struct zcfg *z, struct rcfg *cur, int *version, char *err, size_t errcap);
 /* Ends the session (the election znode goes with it) and the thread. */

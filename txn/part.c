@@ -267,7 +267,8 @@ static int ship_failed(struct txn_env *e, struct prepared *p, int rc)
               (unsigned long long)p->txid, rdkv_strerror(rc));
     if (!p->listed) {
         part_abort(e, p);
-        return RDKV_EUNKNOWN;
+        /* (too big for one REPL: refused before anything was sent) */
+        return rc == RDKV_ETOOBIG ? RDKV_ETOOBIG : RDKV_EUNKNOWN;
     }
     pthread_mutex_lock(&e->pmu);
     p->committing = false;
@@ -309,6 +310,11 @@ int part_commit(struct txn_env *e, struct prepared *p)
          * "Replicated commit") */
         size_t len;
         uint8_t *buf = pack_writes(p, 0, &len);
+        /* (no memory now: tried again, a commit past its decision must not fail for it) */
+        for (int tries = 0; !buf && len <= UINT32_MAX && tries < 10000; tries++) {
+            clock_sleep_ns(NS_PER_MS);
+            buf = pack_writes(p, 0, &len);
+        }
         int rc = buf ? e->cfg.ship(e->cfg.ship_arg, p->txid, buf, len) : RDKV_ENOMEM;
         free(buf);
         if (rc) {
