@@ -43,7 +43,6 @@ struct replica {
     bool stopping;      /* replica_detach has begun: ships give up, REPLs are refused */
     struct ship_job *jobs;    /* ships queued for the shipper, oldest first ... */
     struct ship_job **jobs_tail; /* ... and where the next goes (valid while jobs) */
-    bool starved;             /* the dispatcher's: a batch found no memory (shipper thread only) */
     struct waiter dw;         /* the dispatcher's, while dw_armed */
     bool dw_armed;
     pthread_t shipper;        /* its thread (shipper_rc: 0 not started, 1 running, < 0 failed) */
@@ -495,8 +494,9 @@ static void ship_task(void *arg)
     free(sb);
 }
 
-/* Starts a ship task for the jobs [*jp, ...) that fit one batch; advances *jp past them. */
-static void start_batch(struct replica *r, struct ship_job **jp)
+/* Starts a ship task for the jobs [*jp, ...) that fit one batch and advances *jp past them:
+ * true; false (the list untouched) when there is no memory for it. */
+static bool start_batch(struct replica *r, struct ship_job **jp)
 {
     struct ship_job *first = *jp, *last = first;
     size_t bytes = REPL_HDR + REPL_ITEM_HDR + first->len;
@@ -525,18 +525,22 @@ static void start_batch(struct replica *r, struct ship_job **jp)
             memcpy(req + off + REPL_ITEM_HDR, j->writes, j->len);
             off += REPL_ITEM_HDR + j->len;
         }
-        if (task_spawn(sched_self(), ship_task, sb, 64u << 10) == 0) return;
+        if (task_spawn(sched_self(), ship_task, sb, 64u << 10) == 0) return true;
         free(req);
     }
     free(sb);
-    /* no memory now: the jobs go back to the queue's head and are tried again shortly (a
-     * commit past its decision must not fail for it: docs/replication.md, section 5) */
-    pthread_mutex_lock(&r->mu);
-    last->next = r->jobs;
-    if (!r->jobs) r->jobs_tail = &last->next;
-    r->jobs = first;
-    pthread_mutex_unlock(&r->mu);
-    r->starved = true;
+    last->next = *jp; /* (no memory now: the list as it was, for the caller to queue again) */
+    *jp = first;
+    return false;
+}
+
+/* Wakes the dispatcher if it is parked (mu held). */
+static void dispatcher_wake_locked(struct replica *r)
+{
+    if (r->dw_armed) {
+        r->dw_armed = false;
+        waiter_wake(&r->dw);
+    }
 }
 
 /* The dispatcher: starts a ship task per batch of queued jobs; parks while there is none. */
@@ -554,22 +558,19 @@ static void dispatch_task(void *arg)
         }
         pthread_mutex_unlock(&r->mu);
         bool any = jobs != NULL;
-        while (jobs) {
-            start_batch(r, &jobs);
-            if (r->starved) {
-                /* (what was not started went back to the queue with its batch) */
-                pthread_mutex_lock(&r->mu);
-                if (jobs) {
-                    struct ship_job **t = &r->jobs;
-                    while (*t) t = &(*t)->next;
-                    *t = jobs;
-                    for (r->jobs_tail = t; *r->jobs_tail; r->jobs_tail = &(*r->jobs_tail)->next) {}
-                }
-                pthread_mutex_unlock(&r->mu);
-                r->starved = false;
-                task_sleep_ns(REPL_RETRY_NS);
-                break;
-            }
+        while (jobs && start_batch(r, &jobs)) {}
+        if (jobs) {
+            /* no memory: the jobs not started go back to the queue's head and are tried again
+             * shortly (a commit past its decision must not fail for it) */
+            struct ship_job *last = jobs;
+            while (last->next) last = last->next;
+            pthread_mutex_lock(&r->mu);
+            last->next = r->jobs;
+            if (!r->jobs) r->jobs_tail = &last->next;
+            r->jobs = jobs;
+            pthread_mutex_unlock(&r->mu);
+            task_sleep_ns(REPL_RETRY_NS);
+            continue;
         }
         if (any) {
             task_yield(); /* (let the batch leave; what queues meanwhile makes the next one) */
@@ -617,10 +618,7 @@ static int enqueue(struct replica *r, struct ship_job *j)
     if (!r->jobs) r->jobs_tail = &r->jobs;
     *r->jobs_tail = j;
     r->jobs_tail = &j->next;
-    if (r->dw_armed) {
-        r->dw_armed = false;
-        waiter_wake(&r->dw);
-    }
+    dispatcher_wake_locked(r);
     pthread_mutex_unlock(&r->mu);
     return 0;
 }
@@ -678,10 +676,7 @@ void replica_detach(struct replica *r)
     lease_stop(r->lease); /* (its threads; the handler answers "not the manager" from now) */
     pthread_mutex_lock(&r->mu);
     r->stopping = true;
-    if (r->dw_armed) {
-        r->dw_armed = false;
-        waiter_wake(&r->dw);
-    }
+    dispatcher_wake_locked(r);
     for (unsigned p = 0; p < RCFG_MAX_NODES; p++) {
         store_close(r->backup[p]);
         r->backup[p] = NULL;
@@ -740,10 +735,7 @@ void replica_release(struct replica *r)
     if (!r || r->shipper_rc <= 0) return;
     pthread_mutex_lock(&r->mu);
     r->stopping = true;
-    if (r->dw_armed) {
-        r->dw_armed = false;
-        waiter_wake(&r->dw);
-    }
+    dispatcher_wake_locked(r);
     pthread_mutex_unlock(&r->mu);
     pthread_join(r->shipper, NULL); /* (its ship tasks give up: stopping) */
     r->shipper_rc = 0;

@@ -500,10 +500,11 @@ int zcfg_claim(struct zcfg *z, uint16_t node)
     pthread_rwlock_rdlock(&z->hl);
     int rc = RDKV_EUNAVAILABLE;
     if (z->zh) {
-        int zrc = zoo_create(z->zh, dir, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-        if (zrc == ZOK || zrc == ZNODEEXISTS)
-            zrc = zoo_create(z->zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-        rc = zrc == ZNODEEXISTS ? RDKV_EEXIST : zstatus(zrc);
+        rc = ensure(z, dir);
+        if (!rc) {
+            int zrc = zoo_create(z->zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+            rc = zrc == ZNODEEXISTS ? RDKV_EEXIST : zstatus(zrc);
+        }
     }
     pthread_rwlock_unlock(&z->hl);
     return rc;
@@ -521,10 +522,7 @@ void zcfg_halt(struct zcfg *z)
 void zcfg_close(struct zcfg *z)
 {
     if (!z) return;
-    pthread_mutex_lock(&z->mu);
-    z->stop = true;
-    pthread_cond_broadcast(&z->cv);
-    pthread_mutex_unlock(&z->mu);
+    zcfg_halt(z);
     if (z->th_started) pthread_join(z->th, NULL);
     if (z->zh) zookeeper_close(z->zh);
     pthread_rwlock_destroy(&z->hl);
