@@ -917,6 +917,12 @@ static int txids_reserve(void *arg, uint64_t limit)
     return e ? (e == ENOSPC || e == EDQUOT ? RDKV_ENOSPC : RDKV_EIO) : 0;
 }
 
+/* replica_set_route's hook: the transaction layer's route of partition p. */
+static void route_txn(void *arg, unsigned p, uint16_t node, struct store *st, const char *name)
+{
+    txn_env_route(arg, p, node, st, name);
+}
+
 static int txids_start(struct node *n, char *err, size_t errcap)
 {
     uint64_t first;
@@ -1175,6 +1181,7 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         snprintf(err, errcap, "%s", why);
         goto fail;
     }
+    replica_set_route(n->repl, route_txn, n->txn); /* (partitions follow the configuration) */
     if (n->wal && (rc = txids_start(n, err, errcap))) goto fail;
     if (n->recov) {
         struct txn_recovery *tr = n->recov;

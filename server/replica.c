@@ -49,9 +49,66 @@ struct replica {
     int shipper_rc;
     struct fab_ctx *sc;       /* the shipper's context (its thread's) */
     struct lease *lease;      /* replicas > 1: this member's lease, and the manager's side */
+    /* the transaction layer's routes (replica_set_route), set under rmu: routed[p] is the node
+     * partition p was last routed to */
+    pthread_mutex_t rmu;
+    replica_route_fn route;
+    void *route_arg;
+    uint16_t routed[RCFG_MAX_NODES];
+    unsigned parts;           /* the configuration's partitions (fixed) */
     int64_t lease_ns;
     bool elected;             /* the office began before the lease side was there */
 };
+
+/* Routes every partition to its primary of the latest configuration (those that changed): a
+ * partition whose primary this node has become is served from its copy here, and only then
+ * published to peers (docs/replication.md, "Promotion"). */
+static void apply_routes(struct replica *r)
+{
+    pthread_mutex_lock(&r->rmu);
+    pthread_mutex_lock(&r->mu);
+    struct rcfg c = r->cur;
+    bool stop = r->stopping;
+    pthread_mutex_unlock(&r->mu);
+    for (unsigned p = 0; r->route && !stop && p < c.partitions; p++) {
+        if (!c.nrep[p]) continue;
+        uint16_t node = rcfg_primary(&c, p);
+        if (node == r->routed[p]) continue;
+        char name[STORE_NAME_MAX + 1];
+        snprintf(name, sizeof name, p == node ? "store" : "store.b%u", p % 10000u);
+        struct store *st = NULL;
+        if (node == r->me) {
+            pthread_mutex_lock(&r->mu);
+            st = p == r->me ? r->primary : r->backup[p];
+            stop = r->stopping;
+            pthread_mutex_unlock(&r->mu);
+            if (stop) break;
+            if (!st) {
+                log_error("node %u: named primary of partition %u in epoch %llu, but it holds "
+                          "no copy of it", r->me, p, (unsigned long long)c.epoch);
+                continue;
+            }
+        }
+        r->route(r->route_arg, p, node, st, name);
+        r->routed[p] = node;
+        if (node == r->me && p != r->me) {
+            store_publish(st);
+            log_warn("node %u: promoted: serves partition %u from its copy (epoch %llu)", r->me,
+                     p, (unsigned long long)c.epoch);
+        }
+    }
+    pthread_mutex_unlock(&r->rmu);
+}
+
+void replica_set_route(struct replica *r, replica_route_fn fn, void *arg)
+{
+    if (!r) return;
+    pthread_mutex_lock(&r->rmu);
+    r->route = fn;
+    r->route_arg = arg;
+    pthread_mutex_unlock(&r->rmu);
+    apply_routes(r);
+}
 
 static void on_config(void *arg, const struct rcfg *c, int version)
 {
@@ -65,6 +122,7 @@ static void on_config(void *arg, const struct rcfg *c, int version)
     pthread_mutex_unlock(&r->mu);
     if (newer) log_info("node %u: replica configuration epoch %llu", r->me,
                         (unsigned long long)c->epoch);
+    if (newer) apply_routes(r);
 }
 
 static void on_manager(void *arg, bool m)
@@ -120,11 +178,13 @@ static int hook_remove(void *arg, uint16_t node)
         log_warn("node %u: configuration epoch %llu installed without node %u", r->me,
                  (unsigned long long)next.epoch, node);
         pthread_mutex_lock(&r->mu);
-        if (next.epoch > r->cur.epoch) {
+        bool newer = next.epoch > r->cur.epoch;
+        if (newer) {
             r->cur = next;
             r->version = nv;
         }
         pthread_mutex_unlock(&r->mu);
+        if (newer) apply_routes(r);
     }
     return rc;
 }
@@ -144,7 +204,9 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
     r->me = me;
     r->lease_ns = lease_ns > 0 ? lease_ns : REPLICA_LEASE_DEFAULT_NS;
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->rmu, NULL);
     pthread_cond_init(&r->cv, NULL);
+    for (unsigned p = 0; p < RCFG_MAX_NODES; p++) r->routed[p] = (uint16_t)p;
     struct rcfg init;
     int rc = rcfg_initial(&init, cc->n, cc->replicas);
     if (rc) {
@@ -201,6 +263,7 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
         rc = rc == RDKV_EEXIST ? RDKV_ECONFIG : rc;
         goto fail;
     }
+    r->parts = c.partitions;
     log_info("node %u: replica configuration epoch %llu from ZooKeeper %s (%u partitions, "
              "replicas %u)", me, (unsigned long long)c.epoch, cc->zookeeper, c.partitions,
              c.replicas);
@@ -210,6 +273,7 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
 fail:
     zcfg_close(r->z);
     pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->rmu);
     pthread_mutex_destroy(&r->mu);
     free(r);
     return rc;
@@ -349,6 +413,7 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
         _Static_assert(RCFG_MAX_NODES <= 9999, "store.b<p> fits its name");
         snprintf(name, sizeof name, "store.b%u", p % 10000u);
         o.name = name;
+        o.hidden = true; /* (peers open it only once it is promoted: apply_routes) */
         char why[256];
         int rc = store_open(f, &o, &r->backup[p], why, sizeof why);
         if (rc)
@@ -369,7 +434,7 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
         if (rc) return log_reason(err, errcap, rc, "cannot start the leases");
         if (elected) lease_elected(l);
     }
-    if (c.nrep[r->me] > 1) {
+    if (c.replicas > 1) {
         if (pthread_create(&r->shipper, NULL, shipper_main, r))
             return log_reason(err, errcap, RDKV_ENOMEM, "cannot start the shipper thread");
         pthread_mutex_lock(&r->mu);
@@ -393,6 +458,7 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
  * waiter; the dispatcher task starts a ship task per job; a ship task posts to every backup,
  * waits, asks again after REPL_RETRY_NS those that did not take it, and wakes the callers. */
 struct ship_job {
+    unsigned part;      /* the partition the writes are of */
     uint64_t txid;
     const void *writes; /* the caller's, until it is woken or called back */
     size_t len;
@@ -419,6 +485,7 @@ static void job_end(struct ship_job *j, int rc)
 /* A batch: jobs[] to the partition's backups in one request. */
 struct ship_batch {
     struct replica *r;
+    unsigned part;
     struct ship_job *jobs; /* linked by next */
     uint8_t *req;
     size_t reqlen;
@@ -440,7 +507,9 @@ static void ship_task(void *arg)
             rc = RDKV_ESHUTDOWN;
             break;
         }
-        if (rcfg_primary(&cfg, r->me) != r->me || !(cfg.members >> r->me & 1)) {
+        unsigned p = sb->part;
+        if (p >= cfg.partitions || rcfg_primary(&cfg, p) != r->me ||
+            !(cfg.members >> r->me & 1)) {
             /* this node is no longer the partition's primary: the writes may be on a backup,
              * and none of them may be installed here (the zombie's fence, from its side) */
             rc = RDKV_EUNAVAILABLE;
@@ -449,8 +518,8 @@ static void ship_task(void *arg)
         pack_put_u64le(sb->req, cfg.epoch);
         /* the backups of this epoch not yet known to hold the writes */
         unsigned n = 0;
-        for (unsigned i = 1; i < cfg.nrep[r->me]; i++)
-            if (!(done >> cfg.rep[r->me][i] & 1)) to[n++] = cfg.rep[r->me][i];
+        for (unsigned i = 1; i < cfg.nrep[p]; i++)
+            if (!(done >> cfg.rep[p][i] & 1)) to[n++] = cfg.rep[p][i];
         if (!n) break;
         struct fab_buf resp[RCFG_MAX_REPLICAS];
         int st[RCFG_MAX_REPLICAS];
@@ -502,7 +571,9 @@ static bool start_batch(struct replica *r, struct ship_job **jp)
     size_t bytes = REPL_HDR + REPL_ITEM_HDR + first->len;
     uint32_t count = 1;
     size_t cap = fab_rpc_max(r->f) < REPL_BATCH_BYTES ? fab_rpc_max(r->f) : REPL_BATCH_BYTES;
-    while (last->next && bytes + REPL_ITEM_HDR + last->next->len <= cap) {
+    /* (the jobs of one partition in a row: a batch goes to one partition's backups) */
+    while (last->next && last->next->part == first->part &&
+           bytes + REPL_ITEM_HDR + last->next->len <= cap) {
         last = last->next;
         bytes += REPL_ITEM_HDR + last->len;
         count++;
@@ -513,10 +584,11 @@ static bool start_batch(struct replica *r, struct ship_job **jp)
     uint8_t *req = sb ? malloc(bytes) : NULL;
     if (req) {
         sb->r = r;
+        sb->part = first->part;
         sb->jobs = first;
         sb->req = req;
         sb->reqlen = bytes;
-        pack_put_u16le(req + 8, r->me);
+        pack_put_u16le(req + 8, (uint16_t)first->part);
         pack_put_u32le(req + 10, count);
         size_t off = REPL_HDR;
         for (struct ship_job *j = first; j; j = j->next) {
@@ -629,16 +701,116 @@ static bool fits(struct replica *r, size_t len)
     return len <= fab_rpc_max(r->f) - REPL_HDR - REPL_ITEM_HDR && len <= UINT32_MAX;
 }
 
+/* A commit's writes by partition (as the transaction layer places keys: store_place_hash mod
+ * the partitions): most commits write one; one that writes several at a node serving several
+ * (after a promotion) is shipped as one job per partition, each to its own backups. */
+struct split {
+    unsigned parts, n, p;
+    uint64_t mask;          /* the partitions written */
+    struct wal_write *ws;   /* pick_part: the writes of partition p */
+};
+
+static int mark_part(void *arg, const struct wal_write *w)
+{
+    struct split *s = arg;
+    s->mask |= 1ull << (store_place_hash(w->key, w->klen) % s->parts);
+    s->n++;
+    return 0;
+}
+
+static int pick_part(void *arg, const struct wal_write *w)
+{
+    struct split *s = arg;
+    if (store_place_hash(w->key, w->klen) % s->parts == s->p) s->ws[s->n++] = *w;
+    return 0;
+}
+
+/* Fills jobs[] (nj of them: one per partition written, writes pointing into `writes` for a
+ * single one, else into bufs[] that the caller frees) and *nj. 0, RDKV_EPROTO, RDKV_ENOMEM. */
+static int split_jobs(struct replica *r, uint64_t txid, const void *writes, size_t len,
+                      struct ship_job *jobs, uint8_t **bufs, unsigned *nj)
+{
+    struct split s = {.parts = r->parts};
+    *nj = 0;
+    if (wal_writes_unpack(writes, len, mark_part, &s)) return RDKV_EPROTO;
+    if (__builtin_popcountll(s.mask) <= 1) {
+        unsigned p = s.mask ? (unsigned)__builtin_ctzll(s.mask) : r->me;
+        jobs[0] = (struct ship_job){.part = p, .txid = txid, .writes = writes, .len = len};
+        bufs[0] = NULL;
+        *nj = 1;
+        return 0;
+    }
+    s.ws = malloc(s.n * sizeof *s.ws);
+    if (!s.ws) return RDKV_ENOMEM;
+    int rc = 0;
+    for (unsigned p = 0; p < s.parts && !rc; p++) {
+        if (!(s.mask >> p & 1)) continue;
+        s.p = p;
+        s.n = 0;
+        wal_writes_unpack(writes, len, pick_part, &s);
+        size_t bl = wal_writes_size(s.ws, s.n);
+        uint8_t *b = malloc(bl ? bl : 1);
+        if (!b) {
+            rc = RDKV_ENOMEM;
+            break;
+        }
+        wal_writes_pack(s.ws, s.n, b, bl);
+        bufs[*nj] = b;
+        jobs[*nj] = (struct ship_job){.part = p, .txid = txid, .writes = b, .len = bl};
+        (*nj)++;
+    }
+    free(s.ws);
+    if (rc)
+        for (unsigned i = 0; i < *nj; i++) free(bufs[i]);
+    return rc;
+}
+
 static int ship(void *arg, uint64_t txid, const void *writes, size_t len)
 {
     struct replica *r = arg;
     if (!fits(r, len)) return RDKV_ETOOBIG; /* (nothing sent) */
-    struct ship_job j = {.txid = txid, .writes = writes, .len = len};
-    waiter_init(&j.w);
-    int rc = enqueue(r, &j);
-    if (rc) return rc;
-    waiter_wait(&j.w, 0);
-    return j.rc;
+    struct ship_job *jobs = malloc(RCFG_MAX_NODES * sizeof *jobs);
+    uint8_t **bufs = malloc(RCFG_MAX_NODES * sizeof *bufs);
+    unsigned nj = 0;
+    int rc = jobs && bufs ? split_jobs(r, txid, writes, len, jobs, bufs, &nj) : RDKV_ENOMEM;
+    unsigned queued = 0;
+    for (unsigned i = 0; i < nj && !rc; i++) {
+        waiter_init(&jobs[i].w);
+        rc = enqueue(r, &jobs[i]);
+        if (!rc) queued++;
+    }
+    /* (every job queued is waited for: it points into writes) */
+    for (unsigned i = 0; i < queued; i++) {
+        waiter_wait(&jobs[i].w, 0);
+        if (!rc) rc = jobs[i].rc;
+    }
+    for (unsigned i = 0; i < nj; i++) free(bufs[i]);
+    free(jobs);
+    free(bufs);
+    return rc;
+}
+
+/* ship_async's jobs of one commit: the caller is called back once all have ended. */
+struct multi {
+    unsigned left;
+    int rc;
+    void (*done)(void *ctx, int rc);
+    void *ctx;
+    unsigned nb;
+    uint8_t *bufs[];
+};
+
+static void multi_done(void *ctx, int rc)
+{
+    struct multi *m = ctx;
+    if (rc) {
+        int zero = 0;
+        __atomic_compare_exchange_n(&m->rc, &zero, rc, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    }
+    if (__atomic_sub_fetch(&m->left, 1, __ATOMIC_ACQ_REL)) return;
+    m->done(m->ctx, __atomic_load_n(&m->rc, __ATOMIC_RELAXED));
+    for (unsigned i = 0; i < m->nb; i++) free(m->bufs[i]);
+    free(m);
 }
 
 static int ship_async(void *arg, uint64_t txid, const void *writes, size_t len,
@@ -646,19 +818,50 @@ static int ship_async(void *arg, uint64_t txid, const void *writes, size_t len,
 {
     struct replica *r = arg;
     if (!fits(r, len)) return RDKV_ETOOBIG; /* (nothing sent) */
-    struct ship_job *j = calloc(1, sizeof *j);
-    if (!j) return RDKV_ENOMEM;
-    *j = (struct ship_job){.txid = txid, .writes = writes, .len = len, .done = done, .ctx = ctx};
-    int rc = enqueue(r, j);
-    if (rc) free(j);
-    return rc;
+    struct ship_job *split = malloc(RCFG_MAX_NODES * sizeof *split);
+    struct multi *m = calloc(1, sizeof *m + RCFG_MAX_NODES * sizeof(uint8_t *));
+    int rc = split && m ? split_jobs(r, txid, writes, len, split, m->bufs, &m->nb) : RDKV_ENOMEM;
+    if (rc) {
+        free(split);
+        free(m);
+        return rc;
+    }
+    m->done = done;
+    m->ctx = ctx;
+    m->left = m->nb + 1; /* (one held until every job is queued) */
+    unsigned queued = 0;
+    for (unsigned i = 0; i < m->nb; i++) {
+        struct ship_job *j = malloc(sizeof *j);
+        if (j) {
+            *j = split[i];
+            j->done = multi_done;
+            j->ctx = m;
+        }
+        int jrc = j ? enqueue(r, j) : RDKV_ENOMEM;
+        if (!jrc) {
+            queued++;
+            continue;
+        }
+        free(j);
+        multi_done(m, jrc); /* (never the last: the hold is still there) */
+    }
+    free(split);
+    if (!queued) {
+        /* nothing left: the caller hears the refusal, not a callback */
+        rc = m->rc;
+        for (unsigned i = 0; i < m->nb; i++) free(m->bufs[i]);
+        free(m);
+        return rc;
+    }
+    multi_done(m, 0);
+    return 0;
 }
 
 int (*replica_ship_fn(struct replica *r))(void *, uint64_t, const void *, size_t)
 {
     if (!r) return NULL;
     pthread_mutex_lock(&r->mu);
-    bool backups = r->cur.nrep[r->me] > 1;
+    bool backups = r->cur.replicas > 1; /* (a node may become primary of another partition) */
     pthread_mutex_unlock(&r->mu);
     return backups ? ship : NULL;
 }
@@ -672,6 +875,9 @@ int (*replica_ship_async_fn(struct replica *r))(void *, uint64_t, const void *, 
 void replica_detach(struct replica *r)
 {
     if (!r) return;
+    pthread_mutex_lock(&r->rmu); /* (no route is changed from here on) */
+    r->route = NULL;
+    pthread_mutex_unlock(&r->rmu);
     zcfg_halt(r->z);      /* (nobody waits on a reconnection from here on) */
     lease_stop(r->lease); /* (its threads; the handler answers "not the manager" from now) */
     pthread_mutex_lock(&r->mu);
@@ -748,6 +954,7 @@ void replica_stop(struct replica *r)
     zcfg_close(r->z); /* (its thread's callbacks use the lease: closed first) */
     lease_free(r->lease);
     pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->rmu);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }

@@ -39,6 +39,15 @@ int (*replica_ship_fn(struct replica *r))(void *arg, uint64_t txid, const void *
 int (*replica_ship_async_fn(struct replica *r))(void *arg, uint64_t txid, const void *writes,
                                                 size_t len, void (*done)(void *ctx, int rc),
                                                 void *ctx);
+/* Where the node's transactions find partition p from now on: node, and there the store `name`
+ * (st: this node's store of it when node is this one, else NULL). */
+typedef void (*replica_route_fn)(void *arg, unsigned p, uint16_t node, struct store *st,
+                                 const char *name);
+/* Once the transaction layer is open: routes each partition to its primary now and after every
+ * configuration change. A partition whose primary this node becomes (a promotion) is routed
+ * here to its copy, and only then is the copy published to peers (store_publish). Nothing for
+ * a NULL r. */
+void replica_set_route(struct replica *r, replica_route_fn fn, void *arg);
 /* Rows and a checksum of a copy of partition p held here (the primary's or a backup's): equal
  * copies give equal sums. Meant for a quiescent cluster (tests, an operator's check): values
  * are read without their row locks. RDKV_ENOTFOUND when this node holds none. */

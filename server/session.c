@@ -725,7 +725,7 @@ static bool inline_fits(struct session_svc *s, const struct sop *o)
     if (o->flags != (SES_F_BEGIN | SES_F_COMMIT) || !s->inline_w) return false;
     if (!ses_op_is_key(o->op)) return false;
     struct txn_env *e = node_txn(s->n);
-    return txn_partition(e, o->k, o->kl) == node_id(s->n);
+    return txn_env_owner(e, txn_partition(e, o->k, o->kl)) == node_id(s->n);
 }
 
 /* Runs o inline and answers: true. false: it met a lock it could not take in time (nothing

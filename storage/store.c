@@ -770,7 +770,8 @@ int store_open(struct fabric *f, const struct store_opts *o, struct store **out,
     struct store_index_hdr ih = {
         .magic = 0, .nbuckets = nb, .key_max = key_max, .value_max = value_max};
     arena_put((uint8_t *)s->ihdr, (const uint8_t *)&ih, sizeof ih);
-    __atomic_store_n(&s->ihdr->magic, STORE_INDEX_MAGIC, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->ihdr->magic, o->hidden ? STORE_INDEX_MAGIC_HIDDEN : STORE_INDEX_MAGIC,
+                     __ATOMIC_RELEASE);
     __atomic_store_n(&s->meta[0], STORE_META_MAGIC, __ATOMIC_RELEASE);
     *out = s;
     return 0;
@@ -781,6 +782,13 @@ fail:
     pthread_mutex_destroy(&s->mu);
     free(s);
     return rc;
+}
+
+void store_publish(struct store *s)
+{
+    uint64_t hidden = STORE_INDEX_MAGIC_HIDDEN;
+    __atomic_compare_exchange_n(&s->ihdr->magic, &hidden, STORE_INDEX_MAGIC, false,
+                                __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
 void store_close(struct store *s)
@@ -800,17 +808,21 @@ void store_close(struct store *s)
 /* ---------------------------------------------------------------------------------------------
  * A peer's side */
 
-int store_remote_open(struct fab_ctx *c, uint16_t node, struct store_remote *out)
+int store_remote_open(struct fab_ctx *c, uint16_t node, const char *name,
+                      struct store_remote *out)
 {
-    if (!c || !out) return RDKV_EINVAL;
+    if (!c || !out || (name && strlen(name) > STORE_NAME_MAX)) return RDKV_EINVAL;
     memset(out, 0, sizeof *out);
+    char rindex[FAB_REGION_NAME_MAX + 1];
+    snprintf(rindex, sizeof rindex, "%s.index", name ? name : "store");
     rptr index;
     uint64_t size;
-    int rc = fab_region_lookup(c, node, "store.index", &index, &size);
+    int rc = fab_region_lookup(c, node, rindex, &index, &size);
     if (rc) return rc;
     struct store_index_hdr h;
     rc = fab_read(c, index, &h, sizeof h);
     if (rc) return rc;
+    if (h.magic == STORE_INDEX_MAGIC_HIDDEN) return RDKV_EUNAVAILABLE;
     if (h.magic != STORE_INDEX_MAGIC || h.nbuckets == 0 || (h.nbuckets & (h.nbuckets - 1)) ||
         size < sizeof h || h.nbuckets > (size - sizeof h) / 64 || h.key_max == 0 ||
         h.key_max > STORE_KEY_MAX_LIMIT || h.value_max == 0 ||

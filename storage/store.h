@@ -79,6 +79,9 @@ static inline uint64_t row_read_len(uint32_t klen, uint32_t vlen, bool inline_va
 #define STORE_SLOTS_PER_BUCKET 8u
 #define STORE_SLOT_TOMB 1ull
 #define STORE_INDEX_MAGIC 0x5844494b56444Bull
+/* The magic of a copy's index that is not served yet (store_opts.hidden): a peer's open of it is
+ * refused with RDKV_EUNAVAILABLE until store_publish. */
+#define STORE_INDEX_MAGIC_HIDDEN 0x4e4449484b56444Bull
 
 struct store_index_hdr {
     uint64_t magic;
@@ -114,6 +117,8 @@ struct store_opts {
     const char *name;       /* its regions' prefix: NULL is "store" (the node's primary
                                partition); a backup copy's is "store.b<partition>" (at most
                                STORE_NAME_MAX bytes) */
+    bool hidden;            /* peers cannot open it (store_remote_open: RDKV_EUNAVAILABLE) until
+                               store_publish: a backup copy, until it is promoted */
 };
 #define STORE_NAME_MAX 16
 void store_opts_init(struct store_opts *o);
@@ -125,6 +130,8 @@ struct store;
 int store_open(struct fabric *f, const struct store_opts *o, struct store **out, char *err,
                size_t errcap);
 void store_close(struct store *s);
+/* Lets peers open a store opened hidden (nothing for one already published). */
+void store_publish(struct store *s);
 uint32_t store_key_max(const struct store *s);
 uint32_t store_value_max(const struct store *s);
 
@@ -210,8 +217,10 @@ struct store_remote {
     uint32_t key_max, value_max;
 };
 
-/* Reads node's index header (fab_region_lookup + one READ). */
-int store_remote_open(struct fab_ctx *c, uint16_t node, struct store_remote *out);
+/* Reads the index header of node's store `name` (NULL: "store"; fab_region_lookup + one READ).
+ * RDKV_ENOTFOUND: node has no such store; RDKV_EUNAVAILABLE: it is hidden (not served yet). */
+int store_remote_open(struct fab_ctx *c, uint16_t node, const char *name,
+                      struct store_remote *out);
 /* Probes the index with one-sided READs (one per bucket visited) and returns up to max row
  * candidates whose tag matches, in probe order (the caller locks a candidate, then checks its
  * key). 0 candidates: the key was absent when its probe ran. Returns the count or a status:

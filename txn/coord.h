@@ -11,7 +11,8 @@
 struct tent {
     const uint8_t *key;
     uint32_t klen;
-    uint16_t part;
+    uint16_t part;   /* the node serving the key's partition when the entry was made */
+    uint16_t pid;    /* the key's partition */
     bool exists;     /* a live row was found under the lock */
     bool known;      /* exists has been settled under this transaction's locks */
     bool have_val;
@@ -57,7 +58,8 @@ struct txn_worker {
     struct lock_thread lt;
     struct store_remote *rem;
     uint8_t *rem_ok;
-    uint64_t *cinc; /* per node, the incarnation rem belongs to */
+    uint64_t *cinc; /* per partition, the incarnation of the node rem[p] was opened at ... */
+    uint16_t *rnode; /* ... and that node */
     struct txn tx;
     uint32_t wid, seq;
     int64_t lock_timeout;
@@ -138,7 +140,7 @@ bool txn_cache_get(const struct txn_env *e, uint64_t hash, uint64_t inc, rptr *r
 /* The node's location cache of rows of other nodes (struct txn_env's loc; free() it). */
 struct loc *txn_locs_create(void);
 /* The worker's view of node's index (opened at first use). */
-int txn_remote_of(struct txn *t, uint16_t node, const struct store_remote **out);
+int txn_remote_of(struct txn *t, uint16_t pid, uint16_t node, const struct store_remote **out);
 
 /* ------------------------------------------------------------------------------------------ */
 /* commit.c, fence.c */

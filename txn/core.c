@@ -142,8 +142,9 @@ static int worker_create(struct txn_env *e, struct fab_ctx *shared, struct txn_w
     w->rem = calloc(e->n, sizeof *w->rem);
     w->rem_ok = calloc(e->n, 1);
     w->cinc = calloc(e->n, sizeof *w->cinc);
+    w->rnode = calloc(e->n, sizeof *w->rnode);
     w->tx.pinc = calloc(e->n, sizeof *w->tx.pinc);
-    int rc = w->rem && w->rem_ok && w->cinc && w->tx.pinc ? 0 : RDKV_ENOMEM;
+    int rc = w->rem && w->rem_ok && w->cinc && w->rnode && w->tx.pinc ? 0 : RDKV_ENOMEM;
     w->own_ctx = !shared;
     if (!rc && shared) w->c = shared;
     else if (!rc) rc = fab_ctx_create(e->f, &w->c);
@@ -158,6 +159,7 @@ static int worker_create(struct txn_env *e, struct fab_ctx *shared, struct txn_w
         free(w->rem);
         free(w->rem_ok);
         free(w->cinc);
+        free(w->rnode);
         free(w->tx.pinc);
         free(w);
         return rc;
@@ -205,6 +207,7 @@ void txn_worker_destroy(struct txn_worker *w)
     free(w->rem);
     free(w->rem_ok);
     free(w->cinc);
+    free(w->rnode);
     free(t->pinc);
     free(w);
 }
@@ -283,7 +286,8 @@ static int ent_add(struct txn *t, const void *key, uint32_t klen, uint64_t hash)
     en->key = k;
     en->klen = klen;
     en->hash = hash;
-    en->part = txn_partition(e, k, klen);
+    en->pid = txn_partition(e, k, klen);
+    en->part = txn_owner(e, en->pid);
     uint32_t s = idx_slot(t, hash);
     while (t->idx[s]) s = (s + 1) & (t->idxcap - 1);
     t->idx[s] = t->nents + 1;

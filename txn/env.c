@@ -170,12 +170,15 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
      * abort most transactions that read many rows */
     e->lcfg.drtm_lease_ns = e->cfg.drtm_lease_ns > 0 ? e->cfg.drtm_lease_ns : 10 * NS_PER_MS;
     e->down = calloc(e->n, 1);
+    e->route = calloc(e->n, sizeof *e->route);
+    for (unsigned p = 0; e->route && p < e->n; p++) e->route[p].node = (uint16_t)p;
+    if (e->route) e->route[e->me].st = st;
     e->prep_by_coord = calloc(e->n, sizeof *e->prep_by_coord);
     e->loc = txn_locs_create();
     pthread_mutex_init(&e->pmu, NULL);
     pthread_mutex_init(&e->cmu, NULL);
     pthread_mutex_init(&e->txmu, NULL);
-    if (!e->down || !e->prep_by_coord || !e->loc) rc = RDKV_ENOMEM;
+    if (!e->down || !e->route || !e->prep_by_coord || !e->loc) rc = RDKV_ENOMEM;
     if (!rc && (rc = range_space_create(rs, TXN_RANGE_SPACE, NULL)))
         snprintf(err, errcap, "cannot create the key range space: %s", rdkv_strerror(rc));
     e->kwake = e->awake = INT64_MAX; /* (until they sleep, any PREPARE kept kicks them) */
@@ -213,6 +216,7 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
         pthread_cond_destroy(&e->acv);
         pthread_cond_destroy(&e->rcv);
         free(e->down);
+        free(e->route);
         free(e->prep_by_coord);
         free(e->loc);
         pthread_mutex_destroy(&e->pmu);
@@ -282,10 +286,27 @@ void txn_env_close(struct txn_env *e)
     free(e->tombs);
     free(e->outc);
     free(e->down);
+    free(e->route);
     free(e->prep_by_coord);
     free(e->loc);
     free(e);
 }
+
+void txn_env_route(struct txn_env *e, unsigned p, uint16_t node, struct store *st,
+                   const char *name)
+{
+    if (p >= e->n || node >= e->n) return;
+    struct txn_route *r = &e->route[p];
+    if (name && strlen(name) <= STORE_NAME_MAX && strcmp(r->name, name)) {
+        /* (a partition's store on other nodes has one name: set before it is first used) */
+        memset(r->name, 0, sizeof r->name);
+        memcpy(r->name, name, strlen(name));
+    }
+    __atomic_store_n(&r->st, node == e->me ? st : NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&r->node, node, __ATOMIC_RELEASE);
+}
+
+uint16_t txn_env_owner(struct txn_env *e, unsigned p) { return p < e->n ? txn_owner(e, p) : 0; }
 
 bool txn_env_is_down(struct txn_env *e, uint16_t node)
 {

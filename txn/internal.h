@@ -51,6 +51,7 @@ struct wop {
     uint32_t klen;
     const uint8_t *val; /* UPDATE / INSERT */
     uint32_t vlen;
+    struct store *st;   /* the participant's: the store of the key's partition (part_prepare) */
 };
 
 /* A transaction prepared at this node: its writes staged (memory taken) so that the commit
@@ -123,6 +124,17 @@ struct outcome {
 #define OUTC_ASK_NS (250 * NS_PER_MS)
 #define OUTC_AGAIN_NS NS_PER_S
 
+/* Where a partition is served (txn_env_route): its primary's node, and on that node the store
+ * holding it -- this node's st when the partition is served here (NULL otherwise), and the
+ * store's name for peers (empty: "store", the node's own partition). Written by the replication
+ * layer on a configuration change, read by every worker (node and st atomic: st is set before
+ * node names this node, and a partition is never moved to this node's other store). */
+struct txn_route {
+    uint16_t node;
+    struct store *st;
+    char name[STORE_NAME_MAX + 1];
+};
+
 struct lock_janitor;
 struct txn_env {
     struct fabric *f;
@@ -145,6 +157,7 @@ struct txn_env {
     pthread_mutex_t txmu; /* (one reservation at a time) */
     int fault; /* enum txn_fault: a test hook (RDKV_TEST_FAULT, read by txn_env_set_wal) */
     uint8_t *down; /* per node, atomic loads/stores */
+    struct txn_route *route; /* per partition (n of them) */
     uint32_t next_worker;
     struct loc *loc; /* the location cache of rows of other nodes (locate.c), shared lock-free */
     uint64_t ts_last;  /* the last start timestamp's clock part (8 us units, atomic) */
@@ -260,6 +273,17 @@ static inline bool txn_fault_take(struct txn_env *e, int fault)
 static inline bool txn_down(const struct txn_env *e, uint16_t node)
 {
     return node < e->n && __atomic_load_n(&e->down[node], __ATOMIC_ACQUIRE);
+}
+
+/* The node that serves partition p now, and the store holding it when that is this node (NULL
+ * when it is not, or no more). */
+static inline uint16_t txn_owner(const struct txn_env *e, unsigned p)
+{
+    return __atomic_load_n(&e->route[p].node, __ATOMIC_ACQUIRE);
+}
+static inline struct store *txn_pstore(const struct txn_env *e, unsigned p)
+{
+    return p < e->n ? __atomic_load_n(&e->route[p].st, __ATOMIC_ACQUIRE) : NULL;
 }
 
 /* The node that coordinates txid (its top 16 bits). */

@@ -38,15 +38,21 @@ struct loc *txn_locs_create(void)
     return calloc((size_t)LOC_SETS * LOC_WAYS, sizeof(struct loc));
 }
 
-int txn_remote_of(struct txn *t, uint16_t node, const struct store_remote **out)
+int txn_remote_of(struct txn *t, uint16_t pid, uint16_t node, const struct store_remote **out)
 {
     struct txn_worker *w = t->w;
-    if (!w->rem_ok[node]) {
-        int rc = store_remote_open(w->c, node, &w->rem[node]);
+    /* (one per partition: valid for the node and the incarnation it was opened at) */
+    if (!w->rem_ok[pid] || w->rnode[pid] != node || w->cinc[pid] != t->pinc[node]) {
+        w->rem_ok[pid] = 0;
+        const char *name = w->e->route[pid].name;
+        int rc = store_remote_open(w->c, node, name[0] ? name : NULL, &w->rem[pid]);
+        if (rc == RDKV_EUNAVAILABLE) return txn_fail(t, rc); /* (not served there yet) */
         if (rc) return txn_classify(t, rc, node);
-        w->rem_ok[node] = 1;
+        w->rem_ok[pid] = 1;
+        w->rnode[pid] = node;
+        w->cinc[pid] = t->pinc[node];
     }
-    *out = &w->rem[node];
+    *out = &w->rem[pid];
     return 0;
 }
 
@@ -63,10 +69,6 @@ int txn_touch(struct txn *t, uint16_t node)
     int rc = fab_peer_incarnation(w->c, node, true, &inc);
     if (rc) return txn_classify(t, rc, node);
     t->pinc[node] = inc;
-    if (w->cinc[node] != inc) {
-        w->rem_ok[node] = 0;
-        w->cinc[node] = inc;
-    }
     return 0;
 }
 
@@ -132,7 +134,9 @@ static int candidates(struct txn *t, struct tent *en, rptr *c, unsigned max, boo
     struct txn_env *e = w->e;
     *from_cache = false;
     if (en->part == e->me) {
-        int rc = store_lookup(e->st, en->key, en->klen, &c[0]);
+        struct store *st = txn_pstore(e, en->pid);
+        if (!st) return txn_fail(t, RDKV_EUNAVAILABLE); /* (served elsewhere now) */
+        int rc = store_lookup(st, en->key, en->klen, &c[0]);
         if (rc == RDKV_ENOTFOUND) return 0;
         return rc ? rc : 1;
     }
@@ -148,7 +152,7 @@ static int candidates(struct txn *t, struct tent *en, rptr *c, unsigned max, boo
     }
     w->stats.cache_misses++;
     const struct store_remote *r = NULL;
-    rc = txn_remote_of(t, en->part, &r);
+    rc = txn_remote_of(t, en->pid, en->part, &r);
     if (rc) return rc;
     rc = store_remote_probe(w->c, r, en->hash, c, max);
     return rc < 0 ? txn_classify(t, rc, en->part) : rc;
@@ -195,7 +199,7 @@ static int read_row_from(struct txn *t, struct tent *en, rptr row, bool want_val
     struct txn_env *e = w->e;
     struct row_view v;
     if (rptr_node(row) == e->me) {
-        int rc = store_row_view(e->st, row, &v);
+        int rc = store_row_view(txn_pstore(e, en->pid), row, &v);
         if (rc) return 0;
         if (!(v.flags & ROW_LIVE) || v.klen != en->klen || memcmp(v.key, en->key, en->klen))
             return 0;
@@ -206,7 +210,7 @@ static int read_row_from(struct txn *t, struct tent *en, rptr row, bool want_val
         return 1;
     }
     const struct store_remote *r = NULL;
-    int rc = txn_remote_of(t, rptr_node(row), &r);
+    int rc = txn_remote_of(t, en->pid, rptr_node(row), &r);
     if (rc) return rc;
     uint32_t readlen;
     rc = store_remote_read_row(w->c, r, en->key, en->klen, want_val,

@@ -43,15 +43,16 @@ static int snapshot_read(struct txn *t, const void *key, uint32_t klen, const vo
     struct txn_env *e = w->e;
     const struct lock_algo *a = e->row;
     if (!a->quiet || t->nents || txn_check_key(t, klen)) return 0;
-    uint16_t part = txn_partition(e, key, klen);
+    uint16_t pid = txn_partition(e, key, klen), part = txn_owner(e, pid);
     if (part == e->me || txn_down(e, part) || txn_touch(t, part)) return 0;
     rptr row;
     uint32_t readlen;
     if (!txn_cache_get(e, store_hash(key, klen), t->pinc[part], &row, &readlen) || !readlen)
         return 0;
-    if (!w->rem_ok[part]) return 0; /* (the locked read opens it) */
+    if (!w->rem_ok[pid] || w->rnode[pid] != part || w->cinc[pid] != t->pinc[part])
+        return 0; /* (the locked read opens it) */
     struct row_view v;
-    if (store_remote_read_quiet(w->c, &w->rem[part], key, klen, row, readlen, a->peek, a->quiet,
+    if (store_remote_read_quiet(w->c, &w->rem[pid], key, klen, row, readlen, a->peek, a->quiet,
                                 mem_of, t, &v) != 1)
         return 0;
     *val = v.val;

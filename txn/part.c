@@ -31,14 +31,14 @@ static int begin_locked(struct txn_env *e, uint64_t txid, struct inprog *ip);
 static int check_row(struct txn_env *e, const struct wop *o, struct row_view *v)
 {
     if (rptr_node(o->row) != e->me) return RDKV_EPROTO;
-    int rc = store_row_view(e->st, o->row, v);
+    int rc = store_row_view(o->st, o->row, v);
     if (rc) return rc;
     if (!(v->flags & ROW_LIVE) || v->klen != o->klen || memcmp(v->key, o->key, o->klen))
         return RDKV_EABORTED; /* the row changed under a lock the coordinator no longer has */
     /* ... and the very row the index holds for that key: bytes that only look like a row (a
      * value imitating a row header, at a pointer that is no row) are refused, never written */
     rptr cur;
-    if (store_lookup(e->st, o->key, o->klen, &cur) || cur != o->row) return RDKV_EABORTED;
+    if (store_lookup(o->st, o->key, o->klen, &cur) || cur != o->row) return RDKV_EABORTED;
     return 0;
 }
 
@@ -66,11 +66,11 @@ static int fence_all(struct txn_env *e, uint16_t coord, const struct wop *ops, u
     return 0;
 }
 
-static void unstage(struct txn_env *e, struct wop *ops, struct store_staged *st, uint32_t n)
+static void unstage(struct wop *ops, struct store_staged *st, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
-        if (ops[i].kind == WOP_UPDATE) store_value_unstage(e->st, &st[i]);
-        else if (ops[i].kind == WOP_INSERT && st[i].row) store_row_discard(e->st, st[i].row);
+        if (ops[i].kind == WOP_UPDATE) store_value_unstage(ops[i].st, &st[i]);
+        else if (ops[i].kind == WOP_INSERT && st[i].row) store_row_discard(ops[i].st, st[i].row);
     }
 }
 
@@ -93,6 +93,11 @@ int part_prepare(struct txn_env *e, uint64_t txid, uint16_t coord, struct wop *o
             if ((ops[a].kind != WOP_INSERT && ops[a].row == ops[b].row) ||
                 (ops[a].klen == ops[b].klen && !memcmp(ops[a].key, ops[b].key, ops[a].klen)))
                 rc = RDKV_EPROTO;
+    /* each key's partition must be served here (a coordinator on an old route is refused as
+     * by a conflict: it retries, on the new route) */
+    for (uint32_t a = 0; a < n && !rc; a++)
+        if (!(ops[a].st = txn_pstore(e, txn_partition(e, ops[a].key, ops[a].klen))))
+            rc = RDKV_EABORTED;
     if (rc) {
         free(st);
         free(p);
@@ -108,11 +113,11 @@ int part_prepare(struct txn_env *e, uint64_t txid, uint16_t coord, struct wop *o
         case WOP_UPDATE:
             rc = check_row(e, o, &v);
             if (!rc) rc = fence_all(e, coord, o, 1);
-            if (!rc) rc = store_value_stage(e->st, o->row, o->val, o->vlen, &st[i]);
+            if (!rc) rc = store_value_stage(o->st, o->row, o->val, o->vlen, &st[i]);
             break;
         case WOP_INSERT:
             rc = fence_all(e, coord, o, 1);
-            if (!rc) rc = store_row_alloc(e->st, o->key, o->klen, o->val, o->vlen, &st[i].row);
+            if (!rc) rc = store_row_alloc(o->st, o->key, o->klen, o->val, o->vlen, &st[i].row);
             break;
         case WOP_DELETE:
             rc = check_row(e, o, &v);
@@ -121,7 +126,7 @@ int part_prepare(struct txn_env *e, uint64_t txid, uint16_t coord, struct wop *o
         }
     }
     if (rc) {
-        unstage(e, ops, st, i - 1); /* op i-1 failed and staged nothing */
+        unstage(ops, st, i - 1); /* op i-1 failed and staged nothing */
         free(st);
         free(p);
         free(ops);
@@ -243,18 +248,18 @@ static void install(struct txn_env *e, struct prepared *p)
     for (uint32_t i = 0; i < p->n; i++) {
         struct wop *o = &p->ops[i];
         switch (o->kind) {
-        case WOP_UPDATE: store_value_install(e->st, &p->staged[i]); break;
+        case WOP_UPDATE: store_value_install(o->st, &p->staged[i]); break;
         case WOP_INSERT: {
-            int rc = store_row_publish(e->st, p->staged[i].row);
+            int rc = store_row_publish(o->st, p->staged[i].row);
             if (rc) {
                 /* the coordinator held [key, key] exclusively: nobody can have inserted it */
                 log_error("txn %llx: insert of a %u-byte key failed at commit: %s",
                           (unsigned long long)p->txid, o->klen, rdkv_strerror(rc));
-                store_row_discard(e->st, p->staged[i].row);
+                store_row_discard(o->st, p->staged[i].row);
             }
             break;
         }
-        case WOP_DELETE: store_row_delete(e->st, o->row); break;
+        case WOP_DELETE: store_row_delete(o->st, o->row); break;
         }
     }
 }
@@ -345,7 +350,7 @@ void part_abort(struct txn_env *e, struct prepared *p)
     /* presumed abort: the END is not waited for (lost, the PREPARE is asked about again and
      * its coordinator answers "unknown": abort) */
     if (p->logged && e->wal) txn_log_end(e, p->txid);
-    unstage(e, p->ops, p->staged, p->n);
+    unstage(p->ops, p->staged, p->n);
     prepared_free(e, p);
 }
 
@@ -1066,17 +1071,24 @@ static void on_scan(struct fab_rpc_req *req, void *arg)
     const uint8_t *after = pack_r_take(&r, alen);
     uint8_t has_after = unpack_u8(&r);
     uint32_t limit = unpack_u32(&r);
+    uint16_t pid = unpack_u16(&r);
     uint32_t kmax = store_key_max(e->st);
-    if (!unpack_done(&r) || has_end > 1 || has_after > 1 || blen > kmax || elen > kmax ||
+    if (!unpack_done(&r) || pid >= e->n || has_end > 1 || has_after > 1 || blen > kmax || elen > kmax ||
         alen > kmax || (!has_end && elen) || (!has_after && alen)) {
         fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
+        return;
+    }
+    struct store *st = txn_pstore(e, pid);
+    if (!st) {
+        /* not served here (any more, or yet): retried, on the coordinator's new route */
+        fab_rpc_reply(req, RDKV_EABORTED, NULL, 0);
         return;
     }
     struct scan_out o = {.limit = limit && limit < TXN_SCAN_PAGE ? limit : TXN_SCAN_PAGE};
     pack_w_init(&o.w);
     pack_u8(&o.w, 0);  /* more, filled in below */
     pack_u32(&o.w, 0); /* n */
-    long rc = store_scan(e->st, b, blen, has_end ? en : NULL, elen, has_after ? after : NULL,
+    long rc = store_scan(st, b, blen, has_end ? en : NULL, elen, has_after ? after : NULL,
                          alen, (uint64_t)o.limit + 1, scan_emit, &o);
     if (rc < 0 || o.w.err) {
         fab_rpc_reply(req, rc < 0 ? (int)rc : RDKV_ENOMEM, NULL, 0);

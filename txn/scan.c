@@ -10,7 +10,8 @@
 #include <string.h>
 
 struct pcur {
-    uint16_t part;
+    uint16_t part;    /* the node serving partition pid, as the scan began */
+    uint16_t pid;
     bool done;        /* no page after the current one */
     bool started;
     const uint8_t *after;
@@ -82,7 +83,9 @@ static int page_fill(struct txn_iter *it, struct pcur *cur)
     if (it->limit && it->limit - it->emitted < want) want = (uint32_t)(it->limit - it->emitted) + 1;
     if (cur->part == e->me) {
         struct local_page lp = {t, cur, 0};
-        long n = store_scan(e->st, it->b, it->blen, it->has_end ? it->e : NULL, it->elen,
+        struct store *st = txn_pstore(e, cur->pid);
+        if (!st) return RDKV_EUNAVAILABLE; /* (served elsewhere now) */
+        long n = store_scan(st, it->b, it->blen, it->has_end ? it->e : NULL, it->elen,
                             cur->started ? cur->after : NULL, cur->alen, want, local_emit, &lp);
         if (n < 0) return (int)n;
         if (lp.err) return lp.err;
@@ -106,6 +109,7 @@ static int page_fill(struct txn_iter *it, struct pcur *cur)
         if (p && alen) memcpy(p, cur->after, alen);
         pack_u8(&pw, cur->started);
         pack_u32(&pw, want);
+        pack_u16(&pw, cur->pid);
         if (pw.err) {
             pack_w_free(&pw);
             return RDKV_ENOMEM;
@@ -132,7 +136,7 @@ static int page_fill(struct txn_iter *it, struct pcur *cur)
             if ((prev && key_cmp(k, kl, prev, prevlen) <= 0) ||
                 key_cmp(k, kl, it->b, it->blen) < 0 ||
                 (it->has_end && key_cmp(k, kl, it->e, it->elen) >= 0) ||
-                rptr_node(row) != cur->part || txn_partition(e, k, kl) != cur->part) {
+                rptr_node(row) != cur->part || txn_partition(e, k, kl) != cur->pid) {
                 rc = RDKV_EPROTO;
                 break;
             }
@@ -184,9 +188,17 @@ static int scan_in(struct txn *t, const void *begin, uint32_t blen, const void *
         return txn_fail(t, RDKV_ENOMEM);
     }
     if (end && key_cmp(it->b, blen, it->e, elen) >= 0) return *out = it, 0; /* empty */
-    /* shared range locks on every partition: the keys [begin, end) */
+    /* shared range locks on every partition's node (one key space per node, whatever
+     * partitions it serves): the keys [begin, end) */
     int rc = 0;
-    for (uint16_t p = 0; p < e->n && !rc; p++) {
+    it->cur = calloc(e->n, sizeof *it->cur);
+    if (!it->cur) rc = txn_fail(t, RDKV_ENOMEM);
+    for (uint16_t q = 0; q < e->n && !rc; q++) {
+        uint16_t p = it->cur[q].part = txn_owner(e, q);
+        it->cur[q].pid = q;
+        bool seen = false;
+        for (uint16_t q2 = 0; q2 < q; q2++) seen |= it->cur[q2].part == p;
+        if (seen) continue;
         if (t->nscans == t->scancap) {
             uint32_t cap = t->scancap ? t->scancap * 2 : 8;
             struct range_handle **n = realloc(t->scans, cap * sizeof *n);
@@ -207,7 +219,6 @@ static int scan_in(struct txn *t, const void *begin, uint32_t blen, const void *
         if (h && h->mode) t->scans[t->nscans++] = h;
         else if (h) txn_rh_put(t->w, h);
     }
-    it->cur = calloc(e->n, sizeof *it->cur);
     it->ws = calloc(t->nents ? t->nents : 1, sizeof *it->ws);
     if (!rc && (!it->cur || !it->ws)) rc = txn_fail(t, RDKV_ENOMEM);
     if (rc) {
@@ -215,7 +226,6 @@ static int scan_in(struct txn *t, const void *begin, uint32_t blen, const void *
         return rc;
     }
     it->ncur = e->n;
-    for (uint16_t p = 0; p < e->n; p++) it->cur[p].part = p;
     for (uint32_t i = 0; i < t->nents; i++) {
         struct tent *en = &t->ents[i];
         if (!en->wop || key_cmp(en->key, en->klen, it->b, blen) < 0 ||

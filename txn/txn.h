@@ -196,8 +196,17 @@ struct txn_fence_stats {
 void txn_env_fence_stats(struct txn_env *e, struct txn_fence_stats *out);
 
 /* The partition of a key: XXH3(key) mod nodes, or XXH3(tag) mod nodes for a key that ends in
- * "{tag}" (store_key_tag). */
+ * "{tag}" (store_key_tag). Fixed when the cluster is made; which node serves it may change. */
 uint16_t txn_partition(const struct txn_env *e, const void *key, uint32_t klen);
+/* Partition p is served by `node` from now on (the replication layer's configuration): from st
+ * when node is this one (st stays open while it serves p), and peers find it as the store
+ * `name` there (NULL or "store": the node's own partition). At first each partition p is served
+ * by node p from its own store. Transactions that began on the old route fail at their commit
+ * (the old node refuses, or is gone) and are retried on the new one. */
+void txn_env_route(struct txn_env *e, unsigned p, uint16_t node, struct store *st,
+                   const char *name);
+/* The node that serves partition p now. */
+uint16_t txn_env_owner(struct txn_env *e, unsigned p);
 
 /* Counters of a worker (benchmarks and tests read them). */
 struct txn_stats {

@@ -219,20 +219,23 @@ static int restart_node(unsigned node, const char *lease, char *err, size_t errc
     return launch_restart(&L, &lo, node, err, errcap);
 }
 
-/* A key of partition p ("k<i>" for the first i that lands there). */
-static void key_on(unsigned p, char *k, size_t cap)
+/* The nth key of partition p ("k<i>" for the i that lands there after n others did). */
+static void key_on_nth(unsigned p, unsigned nth, char *k, size_t cap)
 {
     for (unsigned i = 0;; i++) {
         snprintf(k, cap, "k%u", i);
-        if (rdkv_key_partition(k, strlen(k), L.n) == p) return;
+        if (rdkv_key_partition(k, strlen(k), L.n) == p && nth-- == 0) return;
     }
 }
+
+static void key_on(unsigned p, char *k, size_t cap) { key_on_nth(p, 0, k, cap); }
 
 struct mover {
     char from[16], to[16];
     unsigned node;
     _Atomic unsigned acked, unknown;
-    _Atomic int64_t first_after; /* the first acknowledgement after `killed` (0: none yet) */
+    _Atomic int64_t first_after; /* the first acknowledgement of a transaction begun after
+                                    `killed` (0: none yet) */
     _Atomic int64_t killed;
     _Atomic bool stop;
 };
@@ -245,6 +248,7 @@ static void *mover_thread(void *arg)
     if (bank_connect(&L, m->node, &s)) return NULL;
     while (!atomic_load(&m->stop)) {
         rdkv_txn *t = NULL;
+        int64_t began = clock_now_ns();
         if (rdkv_txn_begin(s, &t)) break;
         long a = 0, b = 0;
         int rc = bank_read_int(t, m->from, &a);
@@ -257,7 +261,8 @@ static void *mover_thread(void *arg)
         if (rc == 0) {
             atomic_fetch_add(&m->acked, 1);
             int64_t k = atomic_load(&m->killed), none = 0;
-            if (k) atomic_compare_exchange_strong(&m->first_after, &none, clock_now_ns());
+            if (k && began > k)
+                atomic_compare_exchange_strong(&m->first_after, &none, clock_now_ns());
         } else if (rc == RDKV_EUNKNOWN) {
             atomic_fetch_add(&m->unknown, 1);
         } else if (rc != RDKV_EABORTED && rc != RDKV_EUNAVAILABLE) {
@@ -277,19 +282,25 @@ static unsigned non_manager(void)
     return 3;
 }
 
-/* A mover on node `node` between a key of partition pf and one of pt, both set to BANK_START
+/* A mover on node `node` between the nf-th key of partition pf and the nt-th of pt, both set to BANK_START
  * through the session *s it opens there: 0, or why not. */
-static int mover_init(struct mover *m, unsigned node, unsigned pf, unsigned pt, rdkv_session **s)
+static int mover_init_nth(struct mover *m, unsigned node, unsigned pf, unsigned nf, unsigned pt,
+                          unsigned nt, rdkv_session **s)
 {
     m->node = node;
-    key_on(pf, m->from, sizeof m->from);
-    key_on(pt, m->to, sizeof m->to);
+    key_on_nth(pf, nf, m->from, sizeof m->from);
+    key_on_nth(pt, nt, m->to, sizeof m->to);
     int rc = bank_connect(&L, node, s);
     char v[16];
     int vl = snprintf(v, sizeof v, "%d", BANK_START);
     if (!rc) rc = rdkv_put(*s, m->from, strlen(m->from), v, (size_t)vl);
     if (!rc) rc = rdkv_put(*s, m->to, strlen(m->to), v, (size_t)vl);
     return rc;
+}
+
+static int mover_init(struct mover *m, unsigned node, unsigned pf, unsigned pt, rdkv_session **s)
+{
+    return mover_init_nth(m, node, pf, 0, pt, 0, s);
 }
 
 /* The mover's two keys still sum to what they held, and the acknowledged moves are all there. */
@@ -308,44 +319,58 @@ static void mover_check(struct mover *m, rdkv_session *s)
     CHECK(moved <= atomic_load(&m->acked) + atomic_load(&m->unknown));
 }
 
-/* A node is killed for good: once its lease has run out the manager installs a
- * configuration without it, and the commits of the partitions whose primaries live go on, to
- * copies that stay equal; a removed node is refused when it starts again. */
+/* A node is killed for good: once its lease has run out the manager installs a configuration
+ * without it, its partition's first backup is promoted and serves it from its copy, and the
+ * commits of every partition go on -- the dead primary's included -- to copies that stay equal;
+ * a removed node is refused when it starts again. Two movers run throughout: one between keys
+ * of the two live partitions (two-phase commits), one between two keys of the victim's (one
+ * APPLY each: a commit in flight at the kill answers "unknown" at worst). */
 static void t_node_dies(void)
 {
     start_lease(3, 3, "2s");
     unsigned victim = non_manager();
     REQUIRE(victim < 3);
     unsigned x = (victim + 1) % 3, y = (victim + 2) % 3;
-    struct mover m = {0};
-    rdkv_session *s = NULL;
+    struct mover m = {0}, mv = {0};
+    rdkv_session *s = NULL, *sv = NULL;
     REQUIRE(mover_init(&m, x, x, y, &s) == 0);
-    pthread_t th;
+    REQUIRE(mover_init_nth(&mv, y, victim, 0, victim, 1, &sv) == 0);
+    pthread_t th, thv;
     REQUIRE(pthread_create(&th, NULL, mover_thread, &m) == 0);
-    while (atomic_load(&m.acked) < 50) rdkv_sleep_us(10000); /* (it runs) */
+    REQUIRE(pthread_create(&thv, NULL, mover_thread, &mv) == 0);
+    while (atomic_load(&m.acked) < 50 || atomic_load(&mv.acked) < 50) rdkv_sleep_us(10000);
     REQUIRE(launch_kill(&L, victim) == 0);
     int64_t killed = clock_now_ns();
     atomic_store(&m.killed, killed);
-    unsigned before = atomic_load(&m.acked);
+    atomic_store(&mv.killed, killed);
+    unsigned before = atomic_load(&m.acked), bv = atomic_load(&mv.acked);
     int64_t bound = killed + 30 * NS_PER_S;
-    while (atomic_load(&m.acked) < before + 50 && clock_now_ns() < bound) rdkv_sleep_us(10000);
+    while ((atomic_load(&m.acked) < before + 50 || atomic_load(&mv.acked) < bv + 50) &&
+           clock_now_ns() < bound)
+        rdkv_sleep_us(10000);
     atomic_store(&m.stop, true);
+    atomic_store(&mv.stop, true);
     pthread_join(th, NULL);
+    pthread_join(thv, NULL);
     CHECK(atomic_load(&m.acked) >= before + 50);
-    int64_t first = atomic_load(&m.first_after);
-    printf("  node %u killed: %u transfers before, %u after; the first commit after the kill "
-           "came %.0f ms later\n", victim, before, atomic_load(&m.acked) - before,
-           first ? (double)(first - killed) / 1e6 : -1.0);
+    CHECK(atomic_load(&mv.acked) >= bv + 50); /* (the dead primary's keys are served again) */
+    int64_t first = atomic_load(&m.first_after), fv = atomic_load(&mv.first_after);
+    printf("  node %u killed: %u + %u transfers before, %u + %u after; the first commit after "
+           "the kill came %.0f ms later on the live partitions, %.0f ms on the dead primary's "
+           "(%u unknown)\n", victim, before, bv, atomic_load(&m.acked) - before,
+           atomic_load(&mv.acked) - bv, first ? (double)(first - killed) / 1e6 : -1.0,
+           fv ? (double)(fv - killed) / 1e6 : -1.0, atomic_load(&mv.unknown));
     /* the survivors' configuration: one epoch on, without the victim */
     char member[32];
     snprintf(member, sizeof member, "\"epoch\":2");
     CHECK(status_says(x, member));
     CHECK(status_says(y, member));
     mover_check(&m, s);
+    mover_check(&mv, sv);
     rdkv_session_close(s);
-    /* the live partitions' two remaining copies are equal */
+    rdkv_session_close(sv);
+    /* every partition's two remaining copies are equal, the promoted one's included */
     for (unsigned p = 0; p < 3; p++) {
-        if (p == victim) continue;
         uint64_t r0, s0, r1, s1;
         REQUIRE(digest(x, p, &r0, &s0) == 0);
         REQUIRE(digest(y, p, &r1, &s1) == 0);
@@ -371,9 +396,9 @@ static bool status_becomes(unsigned node, const char *what)
     return true;
 }
 
-/* The zombie: a primary stopped (SIGSTOP) past its lease is removed; continued (SIGCONT), it
- * installs no write any more -- a write of its partition is answered with an error, and its
- * copy and the backups' stay as they were. */
+/* The zombie: a primary stopped (SIGSTOP) past its lease is removed and its partition
+ * promoted; continued (SIGCONT), it installs no write any more -- a write of its partition goes
+ * to the new primary and its backup, and the zombie's own copy stays as it was. */
 static void t_zombie(void)
 {
     start_lease(3, 3, "2s");
@@ -392,14 +417,15 @@ static void t_zombie(void)
     CHECK(status_becomes(v, "\"member\":false"));
     int rc = rdkv_put(s, k, strlen(k), "after", 5);
     printf("  a write of the zombie's partition: %s\n", rdkv_strerror(rc));
-    CHECK(rc != 0);
+    CHECK_EQ(rc, 0); /* (served by the promoted backup) */
     uint64_t rv, sv, rx, sx, ry, sy;
     REQUIRE(digest(v, v, &rv, &sv) == 0);
     REQUIRE(digest(x, v, &rx, &sx) == 0);
     REQUIRE(digest(y, v, &ry, &sy) == 0);
-    CHECK_EQ(rv, rx);
-    CHECK(sv == sx);
+    CHECK_EQ(rx, ry);
     CHECK(sx == sy);
+    CHECK_EQ(rv, rx);
+    CHECK(sv != sx); /* the zombie's copy still says "before" */
     rdkv_session_close(s);
     stop_ok(true);
 }

@@ -385,7 +385,7 @@ static bool status_ok(uint16_t type, int rc)
     case KV_RPC_STATUS: return rc == 0;
     case TXN_RPC_COMMIT: return rc == 0 || rc == RDKV_ENOTFOUND || rc == RDKV_EPROTO;
     case TXN_RPC_ABORT: return rc == 0 || rc == RDKV_EPROTO;
-    case TXN_RPC_SCAN: return rc == 0 || rc == RDKV_EPROTO;
+    case TXN_RPC_SCAN: return rc == 0 || rc == RDKV_EPROTO || rc == RDKV_EABORTED;
     case TXN_RPC_PREPARE:
     case TXN_RPC_APPLY:
         return rc == 0 || rc == RDKV_EPROTO || rc == RDKV_ETOOBIG || rc == RDKV_EABORTED ||
@@ -768,7 +768,7 @@ static void session_fields(struct state *st, struct frame *f, uint8_t op)
     }
 }
 
-static void make_scan(struct state *st, struct frame *f)
+static void make_scan(struct state *st, uint16_t node, struct frame *f)
 {
     uint64_t *r = &st->rng;
     uint8_t key[64];
@@ -781,6 +781,7 @@ static void make_scan(struct state *st, struct frame *f)
     f_str(f, key, ha && rng_below(r, 2) ? fuzz_key(st, key, sizeof key) : 0);
     f_u8(f, ha);
     f_u32(f, rng_below(r, 2) ? (uint32_t)rng_below(r, 300) : (uint32_t)rng_next(r));
+    f_u16(f, rng_below(r, 4) ? node : (uint16_t)rng_next(r)); /* the partition */
 }
 
 /* A well-formed-looking frame of the type. */
@@ -798,7 +799,7 @@ static void make_valid(struct state *st, uint16_t node, uint16_t type, struct fr
         f_u64(f, rng_below(r, 2) ? fake_txid(st)
                                  : (uint64_t)rng_below(r, NNODES) << 48 | rng_below(r, 1 << 20));
         break;
-    case TXN_RPC_SCAN: make_scan(st, f); break;
+    case TXN_RPC_SCAN: make_scan(st, node, f); break;
     case KV_RPC_STATUS: break;
     }
 }
@@ -893,6 +894,7 @@ static void learn_rows(struct state *st)
         f_str(&f, "", 0);
         f_u8(&f, 0);
         f_u32(&f, 256);
+        f_u16(&f, n);
         struct fab_buf resp = {0};
         int rc = fab_rpc_call(st->c, n, TXN_RPC_SCAN, f.b, f.len, &resp, RPC_DEADLINE_NS);
         CHECK_EQ(rc, 0);
@@ -1091,6 +1093,7 @@ static bool key_exists(struct state *st, uint16_t node, const void *key, uint32_
     f_str(&f, "", 0);
     f_u8(&f, 0);
     f_u32(&f, 4);
+    f_u16(&f, node); /* (node's own partition) */
     struct fab_buf resp = {0};
     int rc = fab_rpc_call(st->c, node, TXN_RPC_SCAN, f.b, f.len, &resp, RPC_DEADLINE_NS);
     CHECK_EQ(rc, 0);
@@ -1341,6 +1344,7 @@ static void crafted_frames(void)
             f_str(&f, "", 0);
             f_u8(&f, 0);
             f_u32(&f, 0);
+            f_u16(&f, node);
             struct fab_buf resp = {0};
             CHECK_EQ(call(&st, node, TXN_RPC_SCAN, f.b, f.len, &resp), 0);
             f.b[6] = 2; /* has_end */

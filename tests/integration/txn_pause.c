@@ -912,7 +912,7 @@ static void print_lock_line(const char *key)
         nc = store_lookup(txn_env_store(node_txn(n)), key, klen, &cand[0]) ? 0 : 1;
     } else {
         struct store_remote rem;
-        if (store_remote_open(ctx, (uint16_t)part, &rem) == 0)
+        if (store_remote_open(ctx, (uint16_t)part, NULL, &rem) == 0)
             nc = store_remote_probe(ctx, &rem, store_hash(key, klen), cand, 4);
     }
     const char *rl = getenv("RDKV_TEST_ROW_LOCK");

@@ -820,15 +820,15 @@ static void run_remote(uint64_t index_buckets, unsigned nkeys)
     REQUIRE(fab_ctx_create(e.f[1], &c1) == 0);
     REQUIRE(fab_ctx_create(e.f[0], &c0) == 0);
     struct store_remote r, rl, none;
-    REQUIRE(store_remote_open(c1, 0, &r) == 0);
+    REQUIRE(store_remote_open(c1, 0, NULL, &r) == 0);
     CHECK_EQ(r.node, 0);
     CHECK_EQ(r.key_max, store_key_max(s));
     CHECK_EQ(r.value_max, store_value_max(s));
     struct store_stats st;
     store_stats(s, &st);
     CHECK_EQ(r.nbuckets, st.index_buckets);
-    CHECK_EQ(store_remote_open(c1, 1, &none), RDKV_ENOTFOUND); /* node 1 has no store */
-    REQUIRE(store_remote_open(c0, 0, &rl) == 0);                /* the local node, by the fabric */
+    CHECK_EQ(store_remote_open(c1, 1, NULL, &none), RDKV_ENOTFOUND); /* node 1 has no store */
+    REQUIRE(store_remote_open(c0, 0, NULL, &rl) == 0);                /* the local node, by the fabric */
 
     struct mkey *m = make_keys(nkeys * 2, store_key_max(s));
     static uint8_t val[30000];
@@ -880,11 +880,26 @@ static void run_remote(uint64_t index_buckets, unsigned nkeys)
     REQUIRE(ih != NULL);
     uint64_t saved = __atomic_load_n(&ih[1], __ATOMIC_RELAXED);
     __atomic_store_n(&ih[1], saved + 1, __ATOMIC_RELAXED); /* not a power of two */
-    CHECK_EQ(store_remote_open(c1, 0, &none), RDKV_EPROTO);
+    CHECK_EQ(store_remote_open(c1, 0, NULL, &none), RDKV_EPROTO);
     __atomic_store_n(&ih[1], saved * 2, __ATOMIC_RELAXED); /* more than the region holds */
-    CHECK_EQ(store_remote_open(c1, 0, &none), RDKV_EPROTO);
+    CHECK_EQ(store_remote_open(c1, 0, NULL, &none), RDKV_EPROTO);
     __atomic_store_n(&ih[1], saved, __ATOMIC_RELAXED);
-    CHECK_EQ(store_remote_open(c1, 0, &none), 0);
+    CHECK_EQ(store_remote_open(c1, 0, NULL, &none), 0);
+
+    /* a hidden copy (a backup's) cannot be opened by a peer until it is published */
+    struct store_opts ho = o;
+    ho.name = "store.b1";
+    ho.hidden = true;
+    ho.heap_bytes = 8u << 20;
+    struct store *hs = NULL;
+    char herr[256];
+    REQUIRE(store_open(e.f[0], &ho, &hs, herr, sizeof herr) == 0);
+    CHECK_EQ(store_remote_open(c1, 0, "store.b1", &none), RDKV_EUNAVAILABLE);
+    CHECK_EQ(store_remote_open(c1, 0, "store.b2", &none), RDKV_ENOTFOUND);
+    store_publish(hs);
+    CHECK_EQ(store_remote_open(c1, 0, "store.b1", &none), 0);
+    CHECK(none.index != r.index);
+    store_close(hs);
 
     fab_ctx_destroy(c0);
     fab_ctx_destroy(c1);
@@ -1059,7 +1074,7 @@ static void *cc_remote(void *arg)
         return NULL;
     }
     struct store_remote r;
-    if (store_remote_open(c, 0, &r)) cc_fail(x, "remote open");
+    if (store_remote_open(c, 0, NULL, &r)) cc_fail(x, "remote open");
     uint64_t st = 1234;
     uint8_t val[20000];
     unsigned skipped = 0;

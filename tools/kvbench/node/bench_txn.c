@@ -114,7 +114,7 @@ static void read_rt(struct txn_worker *w, struct txn_env *e, const struct bench_
     if (n < 2) return;
     uint16_t peer = (uint16_t)((fab_node_id(f) + 1) % n);
     struct store_remote sr;
-    if (store_remote_open(txn_worker_ctx(w), peer, &sr)) return;
+    if (store_remote_open(txn_worker_ctx(w), peer, NULL, &sr)) return;
     const char *key = key_of(keys, q->keys_per_node, peer, 0);
     rptr cand[4];
     int nc = store_remote_probe(txn_worker_ctx(w), &sr, store_hash(key, (uint32_t)strlen(key)),
