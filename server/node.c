@@ -917,11 +917,28 @@ static int txids_reserve(void *arg, uint64_t limit)
     return e ? (e == ENOSPC || e == EDQUOT ? RDKV_ENOSPC : RDKV_EIO) : 0;
 }
 
-/* replica_set_route's hook: the transaction layer's route of partition p. */
-static void route_txn(void *arg, unsigned p, uint16_t node, struct store *st, const char *name)
+/* replica_set_route's hooks: the transaction layer's route of partition p, and a promotion's
+ * take-over of its two-phase commits in flight. */
+static void route_txn(void *arg, unsigned p, uint16_t node, struct store *st, const char *name,
+                      bool gate)
 {
-    txn_env_route(arg, p, node, st, name);
+    txn_env_route(arg, p, node, st, name, gate);
 }
+
+static int adopt_txn(void *arg, unsigned p, const struct replica_prep *preps, unsigned n,
+                     const uint64_t *decided, unsigned nd)
+{
+    struct txn_adopt_prep *tp = calloc(n ? n : 1, sizeof *tp);
+    if (!tp) return RDKV_ENOMEM;
+    for (unsigned i = 0; i < n; i++)
+        tp[i] = (struct txn_adopt_prep){preps[i].txid, preps[i].coord, preps[i].writes,
+                                        preps[i].len};
+    int rc = txn_env_adopt(arg, p, tp, n, decided, nd);
+    free(tp);
+    return rc;
+}
+
+static bool held_txn(void *arg, uint64_t txid) { return replica_holds_prepared(arg, txid); }
 
 static int txids_start(struct node *n, char *err, size_t errcap)
 {
@@ -1175,13 +1192,16 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
     }
     n->o.txn.ship = replica_ship_fn(n->repl); /* (NULL: no backups) */
     n->o.txn.ship_async = replica_ship_async_fn(n->repl);
+    n->o.txn.ship_rec = replica_ship_rec_fn(n->repl);
+    n->o.txn.held = n->repl && n->o.txn.ship_rec ? held_txn : NULL;
     n->o.txn.ship_arg = n->repl;
     n->o.txn.wal = n->wal; /* (NULL without --data-dir) */
     if ((rc = txn_env_open(n->f, n->st, n->rs, &n->o.txn, &n->txn, why, sizeof why))) {
         snprintf(err, errcap, "%s", why);
         goto fail;
     }
-    replica_set_route(n->repl, route_txn, n->txn); /* (partitions follow the configuration) */
+    /* (partitions follow the configuration) */
+    replica_set_route(n->repl, route_txn, adopt_txn, n->txn);
     if (n->wal && (rc = txids_start(n, err, errcap))) goto fail;
     if (n->recov) {
         struct txn_recovery *tr = n->recov;

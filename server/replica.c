@@ -19,15 +19,34 @@
 #include <string.h>
 #include <xxhash.h>
 
-/* KV_RPC_REPL: u64 epoch, u16 partition, u32 count, then count commits, each u64 txid, u32 len
- * and len bytes of writes (storage/wal.h's payload). A batch holds the commits that queued
- * while the previous one was on its way, up to REPL_BATCH_BYTES (one larger commit goes alone). */
+/* KV_RPC_REPL: u64 epoch, u16 partition, u32 count, then count items, each u64 txid, u8 kind
+ * (enum replica_kind), u32 len and len bytes: a commit's writes (storage/wal.h's payload), a
+ * PREPARE's (u16 coordinator, then the writes), a FORGET's (the writes of the PREPARE it
+ * forgets, or nothing for a DECIDE), a DECIDE's (nothing). A batch holds the items that queued
+ * while the previous one was on its way, up to REPL_BATCH_BYTES (one larger item goes alone). */
 #define REPL_HDR 14
-#define REPL_ITEM_HDR 12
+#define REPL_ITEM_HDR 13
+/* What a backup keeps besides its copy, in all: PREPAREs and DECIDEs not yet settled (beyond,
+ * a REPL that adds one is refused with RDKV_ENOSPC and asked again) */
+#define REPL_RECS_MAX 65536u
+#define REPL_RECS_BYTES (256ull << 20)
 #define REPL_BATCH_BYTES (256u << 10)
 #define REPL_TIMEOUT_NS NS_PER_S     /* one ship's wait for a backup */
 #define REPLICA_LEASE_DEFAULT_NS NS_PER_S
 #define REPL_RETRY_NS (10 * NS_PER_MS) /* then asked again after this */
+
+/* A two-phase commit's record on a backup (docs/replication.md, "Promotion"): a participant's
+ * PREPARE (its writes, not applied: the promoted copy locks their rows and asks the
+ * coordinator), or a coordinator's commit DECIDE (the promoted copy answers its participants'
+ * QUERYs with it). */
+struct rrec {
+    struct rrec *next;
+    uint64_t txid;
+    uint8_t kind;      /* REPLICA_PREPARE or REPLICA_DECIDE */
+    uint16_t coord;
+    uint32_t len;      /* the writes (PREPARE) */
+    uint8_t bytes[];
+};
 
 struct replica {
     struct zcfg *z;
@@ -56,9 +75,47 @@ struct replica {
     void *route_arg;
     uint16_t routed[RCFG_MAX_NODES];
     unsigned parts;           /* the configuration's partitions (fixed) */
+    replica_adopt_fn adopt;
+    /* per partition backed up here: its PREPAREs and DECIDEs not settled yet (under mu), and
+     * their count and bytes in all */
+    struct rrec *recs[RCFG_MAX_NODES];
+    unsigned nrecs;
+    uint64_t rec_bytes;
     int64_t lease_ns;
     bool elected;             /* the office began before the lease side was there */
 };
+
+static void recs_free_locked(struct replica *r, unsigned p);
+
+/* A promotion's adoption of partition p's records: handed to the transaction layer (which locks
+ * the PREPAREs' rows and answers for the DECIDEs), then dropped here. */
+static int take_over(struct replica *r, unsigned p, unsigned *np, unsigned *nd)
+{
+    pthread_mutex_lock(&r->mu);
+    unsigned n = 0, d = 0;
+    for (struct rrec *x = r->recs[p]; x; x = x->next) x->kind == REPLICA_PREPARE ? n++ : d++;
+    struct replica_prep *preps = calloc(n ? n : 1, sizeof *preps);
+    uint64_t *dec = calloc(d ? d : 1, sizeof *dec);
+    int rc = preps && dec ? 0 : RDKV_ENOMEM;
+    n = d = 0;
+    for (struct rrec *x = r->recs[p]; x && !rc; x = x->next) {
+        if (x->kind == REPLICA_DECIDE) dec[d++] = x->txid;
+        else preps[n++] = (struct replica_prep){x->txid, x->coord, x->bytes, x->len};
+    }
+    pthread_mutex_unlock(&r->mu);
+    /* (the records stay put meanwhile: REPLs of p are refused here now -- this node is its
+     * primary -- and only this thread drops them) */
+    if (!rc && r->adopt) rc = r->adopt(r->route_arg, p, preps, n, dec, d);
+    free(preps);
+    free(dec);
+    if (rc) return rc;
+    pthread_mutex_lock(&r->mu);
+    recs_free_locked(r, p);
+    pthread_mutex_unlock(&r->mu);
+    *np = n;
+    *nd = d;
+    return 0;
+}
 
 /* Routes every partition to its primary of the latest configuration (those that changed): a
  * partition whose primary this node has become is served from its copy here, and only then
@@ -89,22 +146,35 @@ static void apply_routes(struct replica *r)
                 continue;
             }
         }
-        r->route(r->route_arg, p, node, st, name);
+        bool promote = node == r->me && p != r->me;
+        r->route(r->route_arg, p, node, st, name, promote);
         r->routed[p] = node;
-        if (node == r->me && p != r->me) {
+        if (promote) {
+            int64_t t0 = clock_now_ns();
+            unsigned np = 0, nd = 0;
+            int rc = take_over(r, p, &np, &nd);
+            if (rc) {
+                log_error("node %u: cannot take over partition %u's two-phase commits in flight "
+                          "(%s): it stays unavailable", r->me, p, rdkv_strerror(rc));
+                continue;
+            }
+            r->route(r->route_arg, p, node, st, name, false);
             store_publish(st);
-            log_warn("node %u: promoted: serves partition %u from its copy (epoch %llu)", r->me,
-                     p, (unsigned long long)c.epoch);
+            log_warn("node %u: promoted: serves partition %u from its copy (epoch %llu; %u "
+                     "prepared and %u decided two-phase commits taken over in %.1f ms)", r->me,
+                     p, (unsigned long long)c.epoch, np, nd,
+                     (double)(clock_now_ns() - t0) / 1e6);
         }
     }
     pthread_mutex_unlock(&r->rmu);
 }
 
-void replica_set_route(struct replica *r, replica_route_fn fn, void *arg)
+void replica_set_route(struct replica *r, replica_route_fn fn, replica_adopt_fn afn, void *arg)
 {
     if (!r) return;
     pthread_mutex_lock(&r->rmu);
     r->route = fn;
+    r->adopt = afn;
     r->route_arg = arg;
     pthread_mutex_unlock(&r->rmu);
     apply_routes(r);
@@ -294,6 +364,52 @@ static int apply_write(void *arg, const struct wal_write *w)
     return store_apply(arg, w->op == WAL_OP_DEL, w->key, w->klen, w->val, w->vlen);
 }
 
+/* The node that coordinates txid (the transaction layer's txids: node:16 | sequence:48). */
+static uint16_t txn_node_of(uint64_t txid) { return (uint16_t)(txid >> 48); }
+
+/* Drops partition p's records of txid that an item of `kind` settles (mu held): APPLY and
+ * PREPARE a PREPARE, DECIDE a DECIDE, FORGET both. */
+static void recs_drop_locked(struct replica *r, unsigned p, uint64_t txid, uint8_t kind)
+{
+    for (struct rrec **pp = &r->recs[p]; *pp;) {
+        struct rrec *x = *pp;
+        bool drop = x->txid == txid &&
+                    (kind == REPLICA_FORGET ||
+                     (x->kind == REPLICA_PREPARE && kind != REPLICA_DECIDE) ||
+                     (x->kind == REPLICA_DECIDE && kind == REPLICA_DECIDE));
+        if (!drop) {
+            pp = &x->next;
+            continue;
+        }
+        *pp = x->next;
+        r->nrecs--;
+        r->rec_bytes -= sizeof *x + x->len;
+        free(x);
+    }
+}
+
+static void recs_free_locked(struct replica *r, unsigned p)
+{
+    while (r->recs[p]) {
+        struct rrec *x = r->recs[p];
+        r->recs[p] = x->next;
+        r->nrecs--;
+        r->rec_bytes -= sizeof *x + x->len;
+        free(x);
+    }
+}
+
+bool replica_holds_prepared(struct replica *r, uint64_t txid)
+{
+    bool held = false;
+    pthread_mutex_lock(&r->mu);
+    for (unsigned p = 0; p < RCFG_MAX_NODES && !held; p++)
+        for (struct rrec *x = r->recs[p]; x && !held; x = x->next)
+            held = x->kind == REPLICA_PREPARE && x->txid == txid;
+    pthread_mutex_unlock(&r->mu);
+    return held;
+}
+
 /* KV_RPC_REPL: a primary's commit, applied to this node's copy of its partition -- only from
  * the partition's primary of the configuration this node holds, and only in that epoch (an old
  * primary, a zombie, is refused by every backup that moved on: docs/replication.md). */
@@ -318,32 +434,72 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
         rc = RDKV_EPERM;
     uint32_t count = pack_get_u32le(b + 10);
     if (!rc) {
-        /* every commit's bounds first, so that a malformed batch applies nothing */
+        /* every item's bounds first, so that a malformed batch applies nothing */
         size_t off = REPL_HDR;
         for (uint32_t i = 0; i < count && !rc; i++) {
             if (len - off < REPL_ITEM_HDR) rc = RDKV_EPROTO;
             else {
-                uint32_t il = pack_get_u32le(b + off + 8);
-                if (len - off - REPL_ITEM_HDR < il) rc = RDKV_EPROTO;
+                uint8_t kind = b[off + 8];
+                uint32_t il = pack_get_u32le(b + off + 9);
+                if (len - off - REPL_ITEM_HDR < il || kind > REPLICA_DECIDE ||
+                    (kind == REPLICA_PREPARE && il < 2) || (kind == REPLICA_DECIDE && il))
+                    rc = RDKV_EPROTO;
                 else off += REPL_ITEM_HDR + il;
             }
         }
         if (!rc && off != len) rc = RDKV_EPROTO;
-        /* and every write of every commit, with the copy's limits, before any is applied */
+        /* and every write of every item, with the copy's limits, before any is applied; and
+         * room for the records it adds */
+        unsigned adds = 0;
+        uint64_t add_bytes = 0;
         for (size_t o2 = REPL_HDR, i = 0; !rc && i < count; i++) {
-            uint32_t il = pack_get_u32le(b + o2 + 8);
-            rc = wal_writes_unpack(b + o2 + REPL_ITEM_HDR, il, check_write, r->backup[p]);
+            uint8_t kind = b[o2 + 8];
+            uint32_t il = pack_get_u32le(b + o2 + 9);
+            const uint8_t *w = b + o2 + REPL_ITEM_HDR;
+            size_t skip = kind == REPLICA_PREPARE ? 2 : 0;
+            if (kind != REPLICA_DECIDE && !(kind == REPLICA_FORGET && !il))
+                rc = wal_writes_unpack(w + skip, il - skip, check_write, r->backup[p]);
+            if (kind == REPLICA_PREPARE || kind == REPLICA_DECIDE) {
+                adds++;
+                add_bytes += sizeof(struct rrec) + il;
+            }
             o2 += REPL_ITEM_HDR + il;
         }
+        if (!rc && (r->nrecs + adds > REPL_RECS_MAX || r->rec_bytes + add_bytes > REPL_RECS_BYTES))
+            rc = RDKV_ENOSPC;
     }
     /* (under mu: replica_detach closes the copies only once no apply is running) */
     for (size_t off = REPL_HDR, i = 0; !rc && i < count; i++) {
-        uint32_t il = pack_get_u32le(b + off + 8);
-        rc = wal_writes_unpack(b + off + REPL_ITEM_HDR, il, apply_write, r->backup[p]);
-        if (rc)
-            log_error("node %u: a commit of partition %u could not be applied to its copy "
-                      "here: %s", r->me, p, rdkv_strerror(rc));
+        uint64_t txid = pack_get_u64le(b + off);
+        uint8_t kind = b[off + 8];
+        uint32_t il = pack_get_u32le(b + off + 9);
+        const uint8_t *w = b + off + REPL_ITEM_HDR;
         off += REPL_ITEM_HDR + il;
+        if (kind == REPLICA_APPLY) {
+            rc = wal_writes_unpack(w, il, apply_write, r->backup[p]);
+            if (rc)
+                log_error("node %u: a commit of partition %u could not be applied to its copy "
+                          "here: %s", r->me, p, rdkv_strerror(rc));
+        }
+        /* a commit settles its PREPARE; a FORGET its PREPARE or DECIDE; a PREPARE or DECIDE
+         * asked again replaces itself */
+        recs_drop_locked(r, p, txid, kind);
+        if (kind == REPLICA_PREPARE || kind == REPLICA_DECIDE) {
+            struct rrec *x = malloc(sizeof *x + il);
+            if (!x) {
+                rc = RDKV_ENOMEM;
+                break;
+            }
+            x->txid = txid;
+            x->kind = kind;
+            x->coord = kind == REPLICA_PREPARE ? pack_get_u16le(w) : txn_node_of(txid);
+            x->len = kind == REPLICA_PREPARE ? il - 2 : 0;
+            if (x->len) memcpy(x->bytes, w + 2, x->len);
+            x->next = r->recs[p];
+            r->recs[p] = x;
+            r->nrecs++;
+            r->rec_bytes += sizeof *x + x->len;
+        }
     }
     pthread_mutex_unlock(&r->mu);
     if (rc == RDKV_EPERM)
@@ -459,6 +615,7 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
  * waits, asks again after REPL_RETRY_NS those that did not take it, and wakes the callers. */
 struct ship_job {
     unsigned part;      /* the partition the writes are of */
+    uint8_t kind;       /* enum replica_kind */
     uint64_t txid;
     const void *writes; /* the caller's, until it is woken or called back */
     size_t len;
@@ -593,7 +750,8 @@ static bool start_batch(struct replica *r, struct ship_job **jp)
         size_t off = REPL_HDR;
         for (struct ship_job *j = first; j; j = j->next) {
             pack_put_u64le(req + off, j->txid);
-            pack_put_u32le(req + off + 8, (uint32_t)j->len);
+            req[off + 8] = j->kind;
+            pack_put_u32le(req + off + 9, (uint32_t)j->len);
             memcpy(req + off + REPL_ITEM_HDR, j->writes, j->len);
             off += REPL_ITEM_HDR + j->len;
         }
@@ -725,17 +883,27 @@ static int pick_part(void *arg, const struct wal_write *w)
     return 0;
 }
 
-/* Fills jobs[] (nj of them: one per partition written, writes pointing into `writes` for a
- * single one, else into bufs[] that the caller frees) and *nj. 0, RDKV_EPROTO, RDKV_ENOMEM. */
-static int split_jobs(struct replica *r, uint64_t txid, const void *writes, size_t len,
-                      struct ship_job *jobs, uint8_t **bufs, unsigned *nj)
+/* Fills jobs[] (nj of them: one per partition written, payloads pointing into `payload` for a
+ * single one, else into bufs[] that the caller frees) and *nj. A PREPARE's payload is its
+ * coordinator (2 bytes) then the writes; a DECIDE, or a FORGET of one (no payload), goes to
+ * the coordinator's own partition. 0, RDKV_EPROTO, RDKV_ENOMEM. */
+static int split_jobs(struct replica *r, uint8_t kind, uint64_t txid, const void *payload,
+                      size_t len, struct ship_job *jobs, uint8_t **bufs, unsigned *nj)
 {
     struct split s = {.parts = r->parts};
     *nj = 0;
-    if (wal_writes_unpack(writes, len, mark_part, &s)) return RDKV_EPROTO;
+    size_t pre = kind == REPLICA_PREPARE ? 2 : 0;
+    const uint8_t *writes = (const uint8_t *)payload + pre;
+    if (len < pre || (kind == REPLICA_DECIDE && len)) return RDKV_EPROTO;
+    if (kind == REPLICA_DECIDE || (kind == REPLICA_FORGET && !len)) {
+        s.mask = 1ull << (txn_node_of(txid) % s.parts);
+    } else if (wal_writes_unpack(writes, len - pre, mark_part, &s)) {
+        return RDKV_EPROTO;
+    }
     if (__builtin_popcountll(s.mask) <= 1) {
         unsigned p = s.mask ? (unsigned)__builtin_ctzll(s.mask) : r->me;
-        jobs[0] = (struct ship_job){.part = p, .txid = txid, .writes = writes, .len = len};
+        jobs[0] = (struct ship_job){.part = p, .kind = kind, .txid = txid, .writes = payload,
+                                    .len = len};
         bufs[0] = NULL;
         *nj = 1;
         return 0;
@@ -747,16 +915,18 @@ static int split_jobs(struct replica *r, uint64_t txid, const void *writes, size
         if (!(s.mask >> p & 1)) continue;
         s.p = p;
         s.n = 0;
-        wal_writes_unpack(writes, len, pick_part, &s);
+        wal_writes_unpack(writes, len - pre, pick_part, &s);
         size_t bl = wal_writes_size(s.ws, s.n);
-        uint8_t *b = malloc(bl ? bl : 1);
+        uint8_t *b = malloc(pre + bl);
         if (!b) {
             rc = RDKV_ENOMEM;
             break;
         }
-        wal_writes_pack(s.ws, s.n, b, bl);
+        memcpy(b, payload, pre); /* (a PREPARE's coordinator) */
+        wal_writes_pack(s.ws, s.n, b + pre, bl);
         bufs[*nj] = b;
-        jobs[*nj] = (struct ship_job){.part = p, .txid = txid, .writes = b, .len = bl};
+        jobs[*nj] = (struct ship_job){.part = p, .kind = kind, .txid = txid, .writes = b,
+                                      .len = pre + bl};
         (*nj)++;
     }
     free(s.ws);
@@ -765,14 +935,15 @@ static int split_jobs(struct replica *r, uint64_t txid, const void *writes, size
     return rc;
 }
 
-static int ship(void *arg, uint64_t txid, const void *writes, size_t len)
+static int ship_kind(struct replica *r, uint8_t kind, uint64_t txid, const void *writes,
+                     size_t len)
 {
-    struct replica *r = arg;
     if (!fits(r, len)) return RDKV_ETOOBIG; /* (nothing sent) */
     struct ship_job *jobs = malloc(RCFG_MAX_NODES * sizeof *jobs);
     uint8_t **bufs = malloc(RCFG_MAX_NODES * sizeof *bufs);
     unsigned nj = 0;
-    int rc = jobs && bufs ? split_jobs(r, txid, writes, len, jobs, bufs, &nj) : RDKV_ENOMEM;
+    int rc = jobs && bufs ? split_jobs(r, kind, txid, writes, len, jobs, bufs, &nj)
+                          : RDKV_ENOMEM;
     unsigned queued = 0;
     for (unsigned i = 0; i < nj && !rc; i++) {
         waiter_init(&jobs[i].w);
@@ -788,6 +959,11 @@ static int ship(void *arg, uint64_t txid, const void *writes, size_t len)
     free(jobs);
     free(bufs);
     return rc;
+}
+
+static int ship(void *arg, uint64_t txid, const void *writes, size_t len)
+{
+    return ship_kind(arg, REPLICA_APPLY, txid, writes, len);
 }
 
 /* ship_async's jobs of one commit: the caller is called back once all have ended. */
@@ -813,14 +989,14 @@ static void multi_done(void *ctx, int rc)
     free(m);
 }
 
-static int ship_async(void *arg, uint64_t txid, const void *writes, size_t len,
-                      void (*done)(void *ctx, int rc), void *ctx)
+static int ship_kind_async(struct replica *r, uint8_t kind, uint64_t txid, const void *writes,
+                           size_t len, void (*done)(void *ctx, int rc), void *ctx)
 {
-    struct replica *r = arg;
     if (!fits(r, len)) return RDKV_ETOOBIG; /* (nothing sent) */
     struct ship_job *split = malloc(RCFG_MAX_NODES * sizeof *split);
     struct multi *m = calloc(1, sizeof *m + RCFG_MAX_NODES * sizeof(uint8_t *));
-    int rc = split && m ? split_jobs(r, txid, writes, len, split, m->bufs, &m->nb) : RDKV_ENOMEM;
+    int rc = split && m ? split_jobs(r, kind, txid, writes, len, split, m->bufs, &m->nb)
+                        : RDKV_ENOMEM;
     if (rc) {
         free(split);
         free(m);
@@ -857,6 +1033,36 @@ static int ship_async(void *arg, uint64_t txid, const void *writes, size_t len,
     return 0;
 }
 
+static int ship_async(void *arg, uint64_t txid, const void *writes, size_t len,
+                      void (*done)(void *ctx, int rc), void *ctx)
+{
+    return ship_kind_async(arg, REPLICA_APPLY, txid, writes, len, done, ctx);
+}
+
+/* A FORGET's end: its copy of the payload goes. */
+static void forget_done(void *ctx, int rc)
+{
+    (void)rc; /* (a FORGET lost leaves a record that the promotion would ask about: harmless) */
+    free(ctx);
+}
+
+static int ship_rec(void *arg, int kind, uint64_t txid, const void *payload, size_t len)
+{
+    struct replica *r = arg;
+    if (kind != REPLICA_FORGET) return ship_kind(r, (uint8_t)kind, txid, payload, len);
+    void *copy = malloc(len ? len : 1);
+    if (!copy) return RDKV_ENOMEM;
+    if (len) memcpy(copy, payload, len);
+    int rc = ship_kind_async(r, REPLICA_FORGET, txid, copy, len, forget_done, copy);
+    if (rc) free(copy);
+    return rc;
+}
+
+int (*replica_ship_rec_fn(struct replica *r))(void *, int, uint64_t, const void *, size_t)
+{
+    return replica_ship_fn(r) ? ship_rec : NULL;
+}
+
 int (*replica_ship_fn(struct replica *r))(void *, uint64_t, const void *, size_t)
 {
     if (!r) return NULL;
@@ -886,6 +1092,7 @@ void replica_detach(struct replica *r)
     for (unsigned p = 0; p < RCFG_MAX_NODES; p++) {
         store_close(r->backup[p]);
         r->backup[p] = NULL;
+        recs_free_locked(r, p);
     }
     pthread_mutex_unlock(&r->mu);
 }

@@ -6,6 +6,7 @@
 #define RDKV_SERVER_REPLICA_H
 
 #include "common/config.h"
+#include "txn/txn.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -39,15 +40,49 @@ int (*replica_ship_fn(struct replica *r))(void *arg, uint64_t txid, const void *
 int (*replica_ship_async_fn(struct replica *r))(void *arg, uint64_t txid, const void *writes,
                                                 size_t len, void (*done)(void *ctx, int rc),
                                                 void *ctx);
+/* What a ship carries to a partition's backups (KV_RPC_REPL's items). */
+enum replica_kind {
+    REPLICA_APPLY = 0,                /* a commit's writes: applied to the copy */
+    REPLICA_PREPARE = TXN_SHIP_PREPARE, /* a two-phase commit's writes prepared at the primary
+                                         (u16 coordinator, the writes): kept, not applied, until
+                                         its APPLY or FORGET */
+    REPLICA_FORGET = TXN_SHIP_FORGET, /* a PREPARE aborted (its writes, for their partitions),
+                                         or a DECIDE forgotten (nothing) */
+    REPLICA_DECIDE = TXN_SHIP_DECIDE, /* a coordinator's commit decision (nothing; to the backups
+                                         of the coordinator's own partition) */
+};
+
 /* Where the node's transactions find partition p from now on: node, and there the store `name`
- * (st: this node's store of it when node is this one, else NULL). */
+ * (st: this node's store of it when node is this one, else NULL); gate: served here, but only
+ * to the adoption (below) until it is routed again ungated. */
 typedef void (*replica_route_fn)(void *arg, unsigned p, uint16_t node, struct store *st,
-                                 const char *name);
+                                 const char *name, bool gate);
+/* A PREPARE a promoted copy found: its rows are to be locked and its coordinator asked. */
+struct replica_prep {
+    uint64_t txid;
+    uint16_t coord;
+    const void *writes;
+    uint32_t len;
+};
+/* The promotion's adoption of partition p's two-phase commits in flight (while p is gated):
+ * its PREPAREs and the commit DECIDEs of p's coordinator. 0, or the promotion is abandoned (the
+ * partition stays gated: unavailable) and logged. */
+typedef int (*replica_adopt_fn)(void *arg, unsigned p, const struct replica_prep *preps,
+                                unsigned n, const uint64_t *decided, unsigned nd);
 /* Once the transaction layer is open: routes each partition to its primary now and after every
  * configuration change. A partition whose primary this node becomes (a promotion) is routed
- * here to its copy, and only then is the copy published to peers (store_publish). Nothing for
- * a NULL r. */
-void replica_set_route(struct replica *r, replica_route_fn fn, void *arg);
+ * here to its copy gated, its two-phase commits in flight adopted, then routed ungated, and only
+ * then is the copy published to peers (store_publish). Nothing for a NULL r. */
+void replica_set_route(struct replica *r, replica_route_fn fn, replica_adopt_fn adopt,
+                       void *arg);
+/* The transaction layer's ship of a two-phase commit's record (txn_cfg.ship_rec): PREPARE and
+ * DECIDE wait until every backup holds it (0) or fail; FORGET is queued and returns at once.
+ * NULL when the cluster has one copy. */
+int (*replica_ship_rec_fn(struct replica *r))(void *arg, int kind, uint64_t txid,
+                                              const void *payload, size_t len);
+/* Whether a PREPARE of txid is held here as a backup (not adopted): a RESOLVE of it must wait
+ * for the promotion that adopts it (txn_cfg.held). */
+bool replica_holds_prepared(struct replica *r, uint64_t txid);
 /* Rows and a checksum of a copy of partition p held here (the primary's or a backup's): equal
  * copies give equal sums. Meant for a quiescent cluster (tests, an operator's check): values
  * are read without their row locks. RDKV_ENOTFOUND when this node holds none. */

@@ -8,6 +8,7 @@
 #include "common/log.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -230,6 +231,90 @@ static int log_decision(struct twopc *c)
     return rc;
 }
 
+/* Replicated, without a log: the commit decision on the backups of this node's partition before
+ * the first COMMIT leaves -- this node's own share as a PREPARE, then a DECIDE -- so that a
+ * promoted copy finishes the transaction if this node dies (docs/replication.md, "Promotion").
+ * 0; RDKV_EUNKNOWN when some backup may hold the DECIDE and not all do (the node is stopping or
+ * no longer its partition's primary): the decision is then the promoted copy's, and nothing is
+ * sent; or a failure before anything was sent (a clean abort). */
+static int ship_decision(struct twopc *c)
+{
+    struct txn_env *e = c->t->w->e;
+    uint64_t txid = c->t->txid;
+    int rc = c->mine ? part_ship_prepare(e, c->mine) : 0;
+    if (!rc) rc = e->cfg.ship_rec(e->cfg.ship_arg, TXN_SHIP_DECIDE, txid, NULL, 0);
+    if (!rc) {
+        coord_shipped(e, txid);
+        if (txn_fault_is(e, TXN_FAULT_EXIT_AFTER_DECISION)) {
+            log_warn("test hook: exiting after the DECIDE of txn %llx", (unsigned long long)txid);
+            _exit(9);
+        }
+        return 0;
+    }
+    if (rc == RDKV_ENOMEM || rc == RDKV_ETOOBIG || rc == RDKV_EPROTO) return rc;
+    log_error("txn %llx: its commit decision did not reach every backup (%s): its participants "
+              "stay prepared until the node serving this partition answers for it",
+              (unsigned long long)txid, rdkv_strerror(rc));
+    return RDKV_EUNKNOWN;
+}
+
+#define DELIVER_MOVED_NS (30 * NS_PER_S) /* how long deliver_moved tries */
+
+/* Replicated: a participant that did not confirm its COMMIT may have died. Its partitions are
+ * then promoted, and each promoted copy holds the transaction prepared -- its PREPARE was on
+ * every backup before the participant voted yes -- and takes it over (txn_env_adopt). The
+ * decision is delivered to whoever serves each of t's partitions at `node` now: RESOLVE_COMMIT
+ * until it answers 0 (busy while the copy is taken over, or while its commit is being
+ * installed; 0 also when the participant had installed it, and its APPLY reached the copy).
+ * Meanwhile t's locks at `node` are kept alive, for a participant that is only slow. 0 once
+ * every partition has it; RDKV_EUNKNOWN after DELIVER_MOVED_NS. */
+static int deliver_moved(struct txn *t, uint16_t node)
+{
+    struct txn_worker *w = t->w;
+    struct txn_env *e = w->e;
+    uint64_t pids = 0; /* (a replicated cluster has at most 64 partitions: rcfg) */
+    for (uint32_t i = 0; i < t->nents; i++)
+        if (t->ents[i].part == node && t->ents[i].wop && t->ents[i].pid < 64)
+            pids |= 1ull << t->ents[i].pid;
+    uint8_t req[9];
+    pack_put_u64le(req, t->txid);
+    req[8] = TXN_RESOLVE_COMMIT;
+    int64_t until = clock_now_ns() + DELIVER_MOVED_NS, refresh = 0;
+    bool said = false;
+    while (pids && clock_now_ns() < until) {
+        int64_t now = clock_now_ns();
+        if (now >= refresh && !txn_down(e, node)) {
+            for (uint32_t i = 0; i < t->nents; i++)
+                if (t->ents[i].lk.mode && rptr_node(t->ents[i].lk.line) == node)
+                    lock_refresh(&t->ents[i].lk);
+            refresh = now + e->cfg.lease_ns / 4;
+        }
+        unsigned p = (unsigned)__builtin_ctzll(pids);
+        uint16_t to = txn_owner(e, p);
+        if (to == node && txn_down(e, node)) { /* (not promoted yet) */
+            clock_sleep_ns(10 * NS_PER_MS);
+            continue;
+        }
+        if (to != node && !said) {
+            log_warn("txn %llx: node %u did not confirm its commit; delivering it to node %u, "
+                     "which serves partition %u now", (unsigned long long)t->txid, node, to, p);
+            said = true;
+        }
+        struct fab_buf resp = {0};
+        int rc = fab_rpc_call(w->c, to, TXN_RPC_RESOLVE, req, sizeof req, &resp,
+                              RESOLVE_RPC_TIMEOUT_NS);
+        fab_buf_free(&resp);
+        if (rc == 0) {
+            /* every partition served there has it now */
+            for (unsigned q = 0; q < 64; q++)
+                if ((pids >> q & 1) && txn_owner(e, q) == to) pids &= ~(1ull << q);
+            continue;
+        }
+        clock_sleep_ns(rc == RDKV_EBUSY ? NS_PER_MS : 10 * NS_PER_MS);
+    }
+    return pids ? RDKV_EUNKNOWN : 0;
+}
+
 /* Phase two, the decision being commit: COMMIT to every other participant in one round, this
  * node's own share installed while they travel. */
 static int commit_all(struct twopc *c)
@@ -263,6 +348,9 @@ static int commit_all(struct twopc *c)
          * the delivery of the decision sees to. So the transaction has committed, and only a
          * refusal by the fence -- which nothing can cause but a bug -- is news. */
         bool refused = c->st[i] == RDKV_EABORTED;
+        if (!refused && !e->wal && e->cfg.ship_rec && no_answer(c->st[i]) &&
+            deliver_moved(t, c->rnodes[i]) == 0)
+            continue; /* (delivered: to the participant, or to its partitions' new primaries) */
         if (refused || !e->wal) {
             log_warn("txn %llx: node %u did not confirm the commit: %s", (unsigned long long)txid,
                      c->rnodes[i], rdkv_strerror(c->st[i]));
@@ -312,7 +400,13 @@ static int commit_2pc(struct txn *t, uint32_t np, const uint16_t *parts, const u
         rc = log_decision(&c);
         if (rc) wal_unhold(e->wal, &hold);
     }
-    if (rc) {
+    if (!rc && !e->wal && e->cfg.ship_rec) rc = ship_decision(&c);
+    if (rc == RDKV_EUNKNOWN) {
+        /* neither commit nor abort may be told: the record stays "active" for the
+         * participants' questions (one reference kept), this node's share stays staged, and
+         * the locks are the participants' to keep until the decision's owner answers */
+        coord_update(e, t->txid, 0, 1);
+    } else if (rc) {
         abort_all(&c);
     } else {
         rc = commit_all(&c);

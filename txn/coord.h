@@ -60,6 +60,7 @@ struct txn_worker {
     uint8_t *rem_ok;
     uint64_t *cinc; /* per partition, the incarnation of the node rem[p] was opened at ... */
     uint16_t *rnode; /* ... and that node */
+    bool adopting;   /* a promotion's worker (txn_env_adopt): may use its gated partition */
     struct txn tx;
     uint32_t wid, seq;
     int64_t lock_timeout;

@@ -55,9 +55,35 @@ void coord_update(struct txn_env *e, uint64_t txid, uint8_t state, int refs)
     }
     pthread_mutex_unlock(&e->cmu);
     if (r && !r->refs) {
+        /* a replicated commit decision is forgotten on the backups too (queued, not waited) */
+        if (r->state == TXN_STATE_COMMITTED && r->shipped && e->cfg.ship_rec)
+            e->cfg.ship_rec(e->cfg.ship_arg, TXN_SHIP_FORGET, txid, NULL, 0);
         free(r->pend); /* (emptied by coord_delivered, not freed: the record owns it) */
         free(r);
     }
+}
+
+int coord_adopt(struct txn_env *e, uint64_t txid)
+{
+    pthread_mutex_lock(&e->cmu);
+    struct coord_rec *r = *crec_find(e, txid);
+    if (!r && (r = calloc(1, sizeof *r))) {
+        r->txid = txid;
+        r->refs = 1; /* (kept: its participants may ask at any time) */
+        r->next = e->crecs;
+        e->crecs = r;
+    }
+    if (r) r->state = TXN_STATE_COMMITTED;
+    pthread_mutex_unlock(&e->cmu);
+    return r ? 0 : RDKV_ENOMEM;
+}
+
+void coord_shipped(struct txn_env *e, uint64_t txid)
+{
+    pthread_mutex_lock(&e->cmu);
+    struct coord_rec *r = *crec_find(e, txid);
+    if (r) r->shipped = true;
+    pthread_mutex_unlock(&e->cmu);
 }
 
 /* Whether r's END is durable (so every participant has confirmed, and the record is forgotten
@@ -65,6 +91,16 @@ void coord_update(struct txn_env *e, uint64_t txid, uint8_t state, int refs)
 static bool ended(const struct coord_rec *r, uint64_t durable)
 {
     return r->end_lsn && r->end_lsn <= durable;
+}
+
+uint8_t coord_answer(struct txn_env *e, uint64_t txid)
+{
+    /* a removed coordinator's transaction, while the promotion of its partition here has not
+     * taken its decisions over yet: not "unknown" (that would be an abort), but "wait" */
+    uint16_t c = txn_txid_node(txid);
+    if (c != e->me && c < e->n && __atomic_load_n(&e->route[c].gate, __ATOMIC_ACQUIRE))
+        return TXN_STATE_ACTIVE;
+    return coord_state(e, txid);
 }
 
 uint8_t coord_state(struct txn_env *e, uint64_t txid)

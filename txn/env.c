@@ -68,9 +68,15 @@ static void fault_parse(struct txn_env *e)
     const char *f = getenv("RDKV_TEST_FAULT");
     const char *at = f ? strchr(f, '@') : NULL;
     if (!at || strtol(at + 1, NULL, 10) != e->me) return;
-    for (unsigned i = 0; i < sizeof hooks / sizeof hooks[0]; i++)
-        if (!strncmp(f, hooks[i].name, strlen(hooks[i].name)) && (e->wal || !hooks[i].logged))
+    for (unsigned i = 0; i < sizeof hooks / sizeof hooks[0]; i++) {
+        /* (the exits also in a replicated cluster: the backups hold what the log would) */
+        bool exit_hook = hooks[i].fault == TXN_FAULT_EXIT_AFTER_DECISION ||
+                         hooks[i].fault == TXN_FAULT_EXIT_AFTER_PREPARE ||
+                         hooks[i].fault == TXN_FAULT_EXIT_AT_COMMIT;
+        if (!strncmp(f, hooks[i].name, strlen(hooks[i].name)) &&
+            (e->wal || !hooks[i].logged || (exit_hook && e->cfg.ship_rec)))
             __atomic_store_n(&e->fault, hooks[i].fault, __ATOMIC_RELAXED);
+    }
 }
 
 static void indoubt_stop(struct txn_env *e)
@@ -293,17 +299,49 @@ void txn_env_close(struct txn_env *e)
 }
 
 void txn_env_route(struct txn_env *e, unsigned p, uint16_t node, struct store *st,
-                   const char *name)
+                   const char *name, bool gate)
 {
     if (p >= e->n || node >= e->n) return;
     struct txn_route *r = &e->route[p];
+    bool moved = __atomic_load_n(&r->node, __ATOMIC_RELAXED) != node;
     if (name && strlen(name) <= STORE_NAME_MAX && strcmp(r->name, name)) {
         /* (a partition's store on other nodes has one name: set before it is first used) */
         memset(r->name, 0, sizeof r->name);
         memcpy(r->name, name, strlen(name));
     }
+    __atomic_store_n(&r->gate, node == e->me && gate, __ATOMIC_RELEASE);
     __atomic_store_n(&r->st, node == e->me ? st : NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&r->node, node, __ATOMIC_RELEASE);
+    /* (the asker asks at once about PREPAREs whose coordinator's partition moved: its new
+     * primary answers for it) */
+    if (moved) txn_indoubt_kick(e);
+}
+
+int txn_env_adopt(struct txn_env *e, unsigned p, const struct txn_adopt_prep *preps, unsigned n,
+                  const uint64_t *decided, unsigned nd)
+{
+    for (unsigned i = 0; i < nd; i++) {
+        int rc = coord_adopt(e, decided[i]);
+        if (rc) return rc;
+    }
+    if (!n) return 0;
+    struct txn_recovery *r = NULL;
+    int rc = txn_recovery_create(e->me, &r);
+    if (rc) return rc;
+    r->adopt = true;
+    for (unsigned i = 0; i < n && !rc; i++) {
+        rc = txn_recovery_add_prep(r, preps[i].txid, preps[i].coord, preps[i].writes,
+                                   preps[i].len);
+        if (!rc)
+            log_warn("txn %llx: prepared at partition %u's old primary for node %u: its rows "
+                     "locked here until its coordinator answers", (unsigned long long)preps[i].txid,
+                     p, preps[i].coord);
+    }
+    if (rc) {
+        txn_recovery_free(r);
+        return rc;
+    }
+    return txn_recovery_hand(e, r);
 }
 
 uint16_t txn_env_owner(struct txn_env *e, unsigned p) { return p < e->n ? txn_owner(e, p) : 0; }

@@ -24,8 +24,10 @@
 #define FORGET_BATCH 1024  /* outcome memory entries asked about in one round */
 
 /* The answers of one round of QUERYs, grouped by coordinator: for each txid tx[i] (of
- * coordinator txn_txid_node), its state st[i] (0: no answer). */
-static void query_round(struct fab_ctx *c, const uint64_t *tx, unsigned n, uint8_t *st)
+ * coordinator txn_txid_node, or of the node serving its partition once it was removed:
+ * txn_coord_node -- this node itself answers from memory), its state st[i] (0: no answer). */
+static void query_round(struct txn_env *e, struct fab_ctx *c, const uint64_t *tx, unsigned n,
+                        uint8_t *st)
 {
     uint16_t nodes[n ? n : 1];
     uint8_t *reqs[n ? n : 1];
@@ -38,7 +40,11 @@ static void query_round(struct fab_ctx *c, const uint64_t *tx, unsigned n, uint8
     memset(lens, 0, sizeof lens);
     /* one request per coordinator, its txids in order */
     for (unsigned i = 0; i < n; i++) {
-        uint16_t node = txn_txid_node(tx[i]);
+        uint16_t node = txn_coord_node(e, tx[i]);
+        if (node == e->me) {
+            st[i] = coord_answer(e, tx[i]); /* (a removed coordinator's, taken over here) */
+            continue;
+        }
         unsigned k = 0;
         while (k < nn && nodes[k] != node) k++;
         if (k < nn) continue;
@@ -47,7 +53,7 @@ static void query_round(struct fab_ctx *c, const uint64_t *tx, unsigned n, uint8
         lens[nn] = 0;
         if (!reqs[nn]) continue;
         for (unsigned j = i; j < n; j++)
-            if (txn_txid_node(tx[j]) == node) {
+            if (txn_coord_node(e, tx[j]) == node) {
                 pack_put_u64le(reqs[nn] + lens[nn], tx[j]);
                 lens[nn] += 8;
             }
@@ -64,7 +70,8 @@ static void query_round(struct fab_ctx *c, const uint64_t *tx, unsigned n, uint8
         /* an answer of another length is no answer */
         if (!rs[k] && resp[k].len == lens[k] / 8)
             for (unsigned j = 0, m = 0; j < n; j++)
-                if (txn_txid_node(tx[j]) == nodes[k]) st[j] = ((const uint8_t *)resp[k].data)[m++];
+                if (txn_coord_node(e, tx[j]) == nodes[k])
+                    st[j] = ((const uint8_t *)resp[k].data)[m++];
         fab_buf_free(&resp[k]);
         free(reqs[k]);
     }
@@ -117,7 +124,8 @@ static void settle(struct txn_env *e, struct fab_ctx *c, uint64_t txid, uint16_t
 /* The in-doubt PREPAREs due to be asked about (each one kept indoubt_ns, then every quarter of
  * that; one re-established from the log at once, then as often as its locks' leases are kept).
  * A coordinator declared down is not asked: txn_env_peer_lost aborts its PREPAREs, or it answers
- * once it is up again. */
+ * once it is up again. One whose partition moved to another node (replicas: promotion) is asked
+ * there at once, then every quarter of a lease. */
 static int64_t ask_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
 {
     uint64_t ask[ASK_BATCH] = {0};
@@ -128,15 +136,18 @@ static int64_t ask_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
     pthread_mutex_lock(&e->pmu);
     for (struct prepared *p = e->prep; p; p = p->next) {
         if ((!p->charge && !p->rt) || p->committing) continue; /* (being settled right now) */
+        /* (due, or its coordinator was removed: the node serving its partition answers now) */
+        bool moved = txn_coord_node(e, p->txid) != txn_txid_node(p->txid);
+        if (moved && p->next_ask > now + rec_again) p->next_ask = now;
         if (p->next_ask <= now && n < ASK_BATCH) {
-            if (!txn_down(e, p->coord)) ask[n++] = p->txid;
-            p->next_ask = now + (p->rt ? rec_again : again);
+            if (!txn_down(e, txn_coord_node(e, p->txid))) ask[n++] = p->txid;
+            p->next_ask = now + (p->rt || moved ? rec_again : again);
         }
         if (p->next_ask < next) next = p->next_ask;
     }
     pthread_mutex_unlock(&e->pmu);
     uint8_t st[ASK_BATCH];
-    query_round(c, ask, n, st);
+    query_round(e, c, ask, n, st);
     for (unsigned i = 0; i < n; i++)
         if (st[i] == TXN_STATE_COMMITTED || st[i] == TXN_STATE_UNKNOWN)
             settle(e, c, ask[i], txn_txid_node(ask[i]), st[i] == TXN_STATE_COMMITTED);
@@ -153,8 +164,8 @@ static int64_t forget_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
     /* (a coordinator declared down is asked once it is up again) */
     unsigned k = 0;
     for (unsigned i = 0; i < n; i++)
-        if (!txn_down(e, txn_txid_node(tx[i]))) tx[k++] = tx[i];
-    query_round(c, tx, k, st);
+        if (!txn_down(e, txn_coord_node(e, tx[i]))) tx[k++] = tx[i];
+    query_round(e, c, tx, k, st);
     for (unsigned i = 0; i < k; i++)
         if (st[i] == TXN_STATE_UNKNOWN) part_outcome_forget(e, tx[i]);
     return n == FORGET_BATCH ? now : next;

@@ -70,6 +70,7 @@ struct prepared {
     uint64_t coord_inc; /* the coordinator's incarnation that sent the PREPARE (fab_rpc_src_
                            incarnation): the process whose locks hold its rows here */
     bool logged;      /* its PREPARE record is in the redo log: an abort logs END */
+    bool shipped;     /* its PREPARE was sent to the backups: an abort sends FORGET */
     bool listed;      /* in the prepared list (part_record), under pmu */
     bool committing;  /* claimed for its outcome (part_take_begin): still listed, so that a
                          checkpoint finds it until its COMMIT is installed, and "busy" to a
@@ -132,6 +133,7 @@ struct outcome {
 struct txn_route {
     uint16_t node;
     struct store *st;
+    bool gate; /* (atomic) served here, but only to the adoption's workers (txn_env_adopt) */
     char name[STORE_NAME_MAX + 1];
 };
 
@@ -283,7 +285,22 @@ static inline uint16_t txn_owner(const struct txn_env *e, unsigned p)
 }
 static inline struct store *txn_pstore(const struct txn_env *e, unsigned p)
 {
-    return p < e->n ? __atomic_load_n(&e->route[p].st, __ATOMIC_ACQUIRE) : NULL;
+    if (p >= e->n || __atomic_load_n(&e->route[p].gate, __ATOMIC_ACQUIRE)) return NULL;
+    return __atomic_load_n(&e->route[p].st, __ATOMIC_ACQUIRE);
+}
+/* The same for a worker of the adoption (adopting: it may use a gated partition). */
+static inline struct store *txn_pstore_as(const struct txn_env *e, unsigned p, bool adopting)
+{
+    if (p >= e->n) return NULL;
+    if (!adopting) return txn_pstore(e, p);
+    return __atomic_load_n(&e->route[p].st, __ATOMIC_ACQUIRE);
+}
+/* The node that answers for txid's coordinator: the coordinator itself, or the node serving its
+ * own partition once it was removed (the promoted copy holds its replicated decisions). */
+static inline uint16_t txn_coord_node(const struct txn_env *e, uint64_t txid)
+{
+    uint16_t c = (uint16_t)(txid >> 48);
+    return c < e->n ? txn_owner(e, c) : c;
 }
 
 /* The node that coordinates txid (its top 16 bits). */
@@ -317,6 +334,9 @@ void part_abort(struct txn_env *e, struct prepared *p);
  * u16 coordinator, then the writes (storage/wal.h's payload). part_log_prepare appends it (and
  * waits when wait) and marks p logged. */
 int part_log_prepare(struct txn_env *e, struct prepared *p, bool wait);
+/* Sends p's PREPARE to its partitions' backups (txn_cfg.ship_rec) and waits: 0, or why not
+ * (p is marked shipped either way: its abort sends FORGET). */
+int part_ship_prepare(struct txn_env *e, struct prepared *p);
 /* Records p as prepared here (the list the in-doubt thread and the decisions look at). */
 void part_record(struct txn_env *e, struct prepared *p);
 /* Takes the listed transaction txid (not one being committed) out of the list (NULL if
@@ -387,6 +407,7 @@ struct coord_rec {
     unsigned npend;
     int64_t next_try;
     uint64_t end_lsn;
+    bool shipped; /* its commit decision is on the backups of this node's partition (DECIDE) */
 };
 /* A record, from before the PREPAREs go out: 0 or RDKV_ENOMEM. */
 int coord_begin(struct txn_env *e, uint64_t txid);
@@ -395,6 +416,14 @@ int coord_begin(struct txn_env *e, uint64_t txid);
 void coord_update(struct txn_env *e, uint64_t txid, uint8_t state, int refs);
 /* What the coordinator knows of txid (enum txn_state): unknown once its END is durable. */
 uint8_t coord_state(struct txn_env *e, uint64_t txid);
+/* coord_state as TXN_RPC_QUERY answers it: "active" for a removed coordinator's transaction
+ * while its partition's promotion here is still taking its decisions over. */
+uint8_t coord_answer(struct txn_env *e, uint64_t txid);
+/* A promotion took over txid's commit decision from its removed coordinator (txn_env_adopt):
+ * answered committed from now on. */
+int coord_adopt(struct txn_env *e, uint64_t txid);
+/* txid's commit decision is on the backups (a DECIDE): forgotten there when the record goes. */
+void coord_shipped(struct txn_env *e, uint64_t txid);
 /* Before a logged commit decision: the memory it needs until every participant has it, taken
  * now, so that nothing can fail after the DECISION is durable. 0 or RDKV_ENOMEM (abort). */
 int coord_decide(struct txn_env *e, uint64_t txid, const uint16_t *nodes, unsigned nr);
@@ -440,11 +469,19 @@ struct rdec {
 };
 struct txn_recovery {
     uint16_t me;
+    bool adopt; /* a promotion's (txn_env_adopt): this node's own PREPAREs are locked too, and
+                   its workers may use the gated partition */
     struct rprep *preps; /* PREPAREs with no COMMIT or END after them */
     struct rdec *decs;   /* commit DECISIONs with no END after them */
     uint64_t *outs;      /* commits this node took part in (for the outcome memory) */
     size_t nouts, capouts;
 };
+
+/* Records a PREPARE (its writes copied) in r, replacing one of the same txid. */
+int txn_recovery_add_prep(struct txn_recovery *r, uint64_t txid, uint16_t coord,
+                          const uint8_t *writes, uint32_t len);
+/* Hands r's in-doubt PREPAREs to the keeper, which locks their rows, and waits (r is freed). */
+int txn_recovery_hand(struct txn_env *e, struct txn_recovery *r);
 
 /* The keeper's and the asker's bodies (env.c starts them). */
 void *txn_keeper_main(void *arg);

@@ -134,8 +134,8 @@ static int candidates(struct txn *t, struct tent *en, rptr *c, unsigned max, boo
     struct txn_env *e = w->e;
     *from_cache = false;
     if (en->part == e->me) {
-        struct store *st = txn_pstore(e, en->pid);
-        if (!st) return txn_fail(t, RDKV_EUNAVAILABLE); /* (served elsewhere now) */
+        struct store *st = txn_pstore_as(e, en->pid, w->adopting);
+        if (!st) return txn_fail(t, RDKV_EUNAVAILABLE); /* (served elsewhere now, or not yet) */
         int rc = store_lookup(st, en->key, en->klen, &c[0]);
         if (rc == RDKV_ENOTFOUND) return 0;
         return rc ? rc : 1;
@@ -199,7 +199,7 @@ static int read_row_from(struct txn *t, struct tent *en, rptr row, bool want_val
     struct txn_env *e = w->e;
     struct row_view v;
     if (rptr_node(row) == e->me) {
-        int rc = store_row_view(txn_pstore(e, en->pid), row, &v);
+        int rc = store_row_view(txn_pstore_as(e, en->pid, w->adopting), row, &v);
         if (rc) return 0;
         if (!(v.flags & ROW_LIVE) || v.klen != en->klen || memcmp(v.key, en->key, en->klen))
             return 0;

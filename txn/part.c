@@ -340,8 +340,27 @@ int part_commit(struct txn_env *e, struct prepared *p)
     return 0;
 }
 
+int part_ship_prepare(struct txn_env *e, struct prepared *p)
+{
+    size_t len;
+    uint8_t *buf = part_prepare_payload(p, &len);
+    if (!buf) return RDKV_ENOMEM;
+    p->shipped = true;
+    int rc = e->cfg.ship_rec(e->cfg.ship_arg, TXN_SHIP_PREPARE, p->txid, buf, len);
+    free(buf);
+    return rc;
+}
+
 void part_abort(struct txn_env *e, struct prepared *p)
 {
+    if (p->shipped && e->cfg.ship_rec) {
+        /* the backups forget its PREPARE (not waited for: one left behind is asked about by a
+         * promotion, and its coordinator answers "unknown") */
+        size_t len;
+        uint8_t *buf = pack_writes(p, 0, &len);
+        if (buf) e->cfg.ship_rec(e->cfg.ship_arg, TXN_SHIP_FORGET, p->txid, buf, len);
+        free(buf);
+    }
     if (p->listed) {
         pthread_mutex_lock(&e->pmu);
         unlink_locked(e, p);
@@ -605,8 +624,10 @@ void txn_env_peer_lost(struct txn_env *e, uint16_t node)
 {
     /* With a redo log, its decision is durable at the coordinator before any COMMIT leaves:
      * a prepared transaction is kept and asked about until the coordinator is back
-     * (docs/transactions.md, "The logged commit"). */
-    if (e->wal) return;
+     * (docs/transactions.md, "The logged commit"). With replicas, its decision is on its
+     * partition's backups before any COMMIT leaves: the node promoted for that partition
+     * answers for it (docs/replication.md, section 6). */
+    if (e->wal || e->cfg.ship_rec) return;
     for (;;) {
         struct prepared *found = take_first(e, true, node);
         if (!found) return;
@@ -801,6 +822,13 @@ static void on_prepare(struct fab_rpc_req *req, void *arg)
             wal_unhold(e->wal, &hold);
         }
     }
+    /* replicated: the vote is yes only once every backup holds the PREPARE, so that a promoted
+     * copy finishes the transaction (docs/replication.md, "Promotion") */
+    if (!rc && e->cfg.ship_rec && (rc = part_ship_prepare(e, p))) {
+        log_warn("txn %llx: its PREPARE did not reach every backup (%s): voting no",
+                 (unsigned long long)p->txid, rdkv_strerror(rc));
+        part_abort(e, p);
+    }
     if (!rc && txn_fault_is(e, TXN_FAULT_EXIT_AFTER_PREPARE)) {
         log_warn("test hook: exiting after the PREPARE of txn %llx", (unsigned long long)p->txid);
         _exit(9);
@@ -973,6 +1001,11 @@ static void on_resolve(struct fab_rpc_req *req, void *arg)
         fab_rpc_reply(req, not_coordinator("RESOLVE", fab_rpc_src(req), txid), NULL, 0);
         return;
     }
+    /* prepared on a backup copy here whose promotion has not taken it over yet: busy */
+    if (e->cfg.held && e->cfg.held(e->cfg.ship_arg, txid)) {
+        fab_rpc_reply(req, RDKV_EBUSY, NULL, 0);
+        return;
+    }
     pthread_mutex_lock(&e->pmu);
     if (in_progress(e, txid) || part_recovered_locked(e, txid)) {
         pthread_mutex_unlock(&e->pmu);
@@ -1016,14 +1049,16 @@ static void on_query(struct fab_rpc_req *req, void *arg)
     const uint8_t *p = fab_rpc_data(req);
     uint16_t src = fab_rpc_src(req);
     bool ok = len % 8 == 0 && n >= 1 && n <= TXN_QUERY_MAX && src != FAB_NODE_CLIENT && src < e->n;
-    for (size_t i = 0; ok && i < n; i++) ok = txn_txid_node(pack_get_u64le(p + 8 * i)) == e->me;
+    /* (its own txids, or those of a removed coordinator whose partition is served here) */
+    for (size_t i = 0; ok && i < n; i++)
+        ok = txn_coord_node(e, pack_get_u64le(p + 8 * i)) == e->me;
     if (!ok) {
         fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
         return;
     }
     if (txn_fault_is(e, TXN_FAULT_QUERY_SLOW)) clock_sleep_ns(600 * NS_PER_MS); /* (an RPC thread) */
     uint8_t st[TXN_QUERY_MAX];
-    for (size_t i = 0; i < n; i++) st[i] = coord_state(e, pack_get_u64le(p + 8 * i));
+    for (size_t i = 0; i < n; i++) st[i] = coord_answer(e, pack_get_u64le(p + 8 * i));
     fab_rpc_reply(req, 0, st, n);
 }
 
@@ -1125,6 +1160,7 @@ int part_register(struct txn_env *e)
                                  t == TXN_RPC_APPLY || t == TXN_RPC_RESOLVE)) ||
                      (e->cfg.ship && (t == TXN_RPC_COMMIT || t == TXN_RPC_RESOLVE ||
                                       (t == TXN_RPC_APPLY && !e->cfg.ship_async))) ||
+                     (e->cfg.ship_rec && t == TXN_RPC_PREPARE) ||
                      (t == TXN_RPC_QUERY && txn_fault_is(e, TXN_FAULT_QUERY_SLOW));
         int rc = fab_rpc_register(e->f, t, guarded, &e->guards[i], waits ? 0 : FAB_RPC_FAST);
         if (rc) return rc;

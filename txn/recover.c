@@ -38,7 +38,7 @@ static int lock_write(void *arg, const struct wal_write *w)
 static int recover_lock(struct txn_env *e, struct fab_ctx *c, struct txn_recovery *r)
 {
     for (struct rprep *rp = r->preps; rp; rp = rp->next) {
-        if (rp->coord == e->me) continue; /* (own ones: txn_recovery_own) */
+        if (rp->coord == e->me && !r->adopt) continue; /* (own ones: txn_recovery_own) */
         if (rp->coord >= e->n) {
             log_error("txn %llx: in doubt, but its coordinator, node %u, is not in this cluster "
                       "(%u nodes): its PREPARE is left in the log", (unsigned long long)rp->txid,
@@ -50,6 +50,7 @@ static int recover_lock(struct txn_env *e, struct fab_ctx *c, struct txn_recover
         struct prepared *p = calloc(1, sizeof *p);
         int rc = p ? txn_worker_create_on(e, c, &w) : RDKV_ENOMEM;
         if (!rc) txn_worker_set_lock_timeout(w, 5 * NS_PER_S); /* (nobody else runs yet) */
+        if (!rc) w->adopting = r->adopt;
         if (!rc) rc = txn_begin(w, &t);
         if (!rc) rc = wal_writes_unpack(rp->w, rp->len, lock_write, t);
         if (rc) {
@@ -114,6 +115,9 @@ static void recovered_finish(struct txn_env *e, struct prepared *p, bool commit)
     } else {
         txn_abort(t);
         if (e->wal) txn_log_end(e, p->txid);
+        /* taken over by a promotion: the other backups forget its PREPARE too */
+        if (e->cfg.ship_rec)
+            e->cfg.ship_rec(e->cfg.ship_arg, TXN_SHIP_FORGET, p->txid, p->bytes, p->wlen);
     }
     pthread_mutex_lock(&e->pmu);
     part_settle_locked(e, p, commit && !rc);
@@ -295,6 +299,14 @@ int txn_env_recover(struct txn_env *e, struct txn_recovery *r, char *err, size_t
     for (size_t i = 0; i < r->nouts; i++) outc_add_locked(e, r->outs[i], due);
     pthread_mutex_unlock(&e->pmu);
     /* the in-doubt ones: their rows locked by the keeper, then asked about by the asker */
+    int rc = txn_recovery_hand(e, r);
+    if (rc) snprintf(err, errcap, "cannot lock the rows of the in-doubt transactions found in the "
+                     "log: %s", rdkv_strerror(rc));
+    return rc;
+}
+
+int txn_recovery_hand(struct txn_env *e, struct txn_recovery *r)
+{
     pthread_mutex_lock(&e->imu);
     e->recov = r;
     e->recov_rc = 0;
@@ -307,8 +319,6 @@ int txn_env_recover(struct txn_env *e, struct txn_recovery *r, char *err, size_t
     }
     int rc = e->recov_rc == 1 ? 0 : e->recov_rc ? e->recov_rc : RDKV_ETIMEDOUT;
     pthread_mutex_unlock(&e->imu);
-    if (rc) snprintf(err, errcap, "cannot lock the rows of the in-doubt transactions found in the "
-                     "log: %s", rdkv_strerror(rc));
     return rc;
 }
 
@@ -339,6 +349,33 @@ static void rprep_free(struct rprep *p)
 {
     free(p->w);
     free(p);
+}
+
+int txn_recovery_add_prep(struct txn_recovery *r, uint64_t txid, uint16_t coord,
+                          const uint8_t *writes, uint32_t len)
+{
+    int rc = wal_writes_unpack(writes, len, ignore_write, NULL);
+    if (rc) return rc;
+    struct rprep *p = calloc(1, sizeof *p);
+    if (!p || !(p->w = malloc(len ? len : 1))) {
+        free(p);
+        return RDKV_ENOMEM;
+    }
+    p->txid = txid;
+    p->coord = coord;
+    p->len = len;
+    memcpy(p->w, writes, len);
+    /* (a txid is prepared once: the same PREPARE in a checkpoint and the log after it) */
+    for (struct rprep **pp = &r->preps; *pp; pp = &(*pp)->next)
+        if ((*pp)->txid == txid) {
+            struct rprep *old = *pp;
+            *pp = old->next;
+            rprep_free(old);
+            break;
+        }
+    p->next = r->preps;
+    r->preps = p;
+    return 0;
 }
 
 static void rdec_free(struct rdec *d)
@@ -396,31 +433,10 @@ int txn_recovery_rec(struct txn_recovery *r, const struct wal_rec *rec)
     switch (rec->type) {
     case WAL_COMMIT:
     case WAL_END: return recovery_close(r, rec->txid, rec->type);
-    case WAL_PREPARE: {
+    case WAL_PREPARE:
         if (rec->len < 2 || !rec->txid) return RDKV_EPROTO;
-        int rc = wal_writes_unpack(rec->payload + 2, rec->len - 2, ignore_write, NULL);
-        if (rc) return rc;
-        struct rprep *p = calloc(1, sizeof *p);
-        if (!p || !(p->w = malloc(rec->len - 2 ? rec->len - 2 : 1))) {
-            free(p);
-            return RDKV_ENOMEM;
-        }
-        p->txid = rec->txid;
-        p->coord = pack_get_u16le(rec->payload);
-        p->len = rec->len - 2;
-        memcpy(p->w, rec->payload + 2, p->len);
-        /* (a txid is prepared once: the same PREPARE in a checkpoint and the log after it) */
-        for (struct rprep **pp = &r->preps; *pp; pp = &(*pp)->next)
-            if ((*pp)->txid == rec->txid) {
-                struct rprep *old = *pp;
-                *pp = old->next;
-                rprep_free(old);
-                break;
-            }
-        p->next = r->preps;
-        r->preps = p;
-        return 0;
-    }
+        return txn_recovery_add_prep(r, rec->txid, pack_get_u16le(rec->payload),
+                                     rec->payload + 2, rec->len - 2);
     case WAL_DECISION: {
         /* u8 decision, u16 count, u16 nodes[count]: only commits are logged */
         if (rec->len < 3 || !rec->txid) return RDKV_EPROTO;

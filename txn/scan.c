@@ -83,7 +83,7 @@ static int page_fill(struct txn_iter *it, struct pcur *cur)
     if (it->limit && it->limit - it->emitted < want) want = (uint32_t)(it->limit - it->emitted) + 1;
     if (cur->part == e->me) {
         struct local_page lp = {t, cur, 0};
-        struct store *st = txn_pstore(e, cur->pid);
+        struct store *st = txn_pstore_as(e, cur->pid, w->adopting);
         if (!st) return RDKV_EUNAVAILABLE; /* (served elsewhere now) */
         long n = store_scan(st, it->b, it->blen, it->has_end ? it->e : NULL, it->elen,
                             cur->started ? cur->after : NULL, cur->alen, want, local_emit, &lp);

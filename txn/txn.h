@@ -88,8 +88,19 @@ struct txn_cfg {
      * and no call. NULL: APPLY waits on an RPC thread too. */
     int (*ship_async)(void *arg, uint64_t txid, const void *writes, size_t len,
                       void (*done)(void *ctx, int rc), void *ctx);
+    /* A two-phase commit's records on the backups (enum txn_ship_kind; docs/replication.md,
+     * "Promotion"): a participant's PREPARE before it votes yes (u16 coordinator, the writes),
+     * its FORGET when it aborts (the writes), the coordinator's DECIDE before its first COMMIT
+     * and its FORGET (nothing) when it forgets the decision. PREPARE and DECIDE wait (0: every
+     * backup holds it); FORGET does not. NULL: none. */
+    int (*ship_rec)(void *arg, int kind, uint64_t txid, const void *payload, size_t len);
+    /* Whether txid is prepared on a backup copy held here and not taken over yet: a RESOLVE of
+     * it is answered "busy" until the promotion takes it over (NULL: never). */
+    bool (*held)(void *arg, uint64_t txid);
     void *ship_arg;
 };
+/* What ship_rec carries (the replication layer's KV_RPC_REPL item kinds, server/replica.h). */
+enum txn_ship_kind { TXN_SHIP_PREPARE = 1, TXN_SHIP_FORGET = 2, TXN_SHIP_DECIDE = 3 };
 /* timeout: wait-die and no-wait commit ~7x more on a few hot keys, but away from them they
  * abort short conflicts that timeout waits out, and wait-die pays two round trips more per
  * remote lock (0.6-1.1x timeout's rate; docs/benchmarks.md, "Conflict policies on hot keys") */
@@ -204,7 +215,20 @@ uint16_t txn_partition(const struct txn_env *e, const void *key, uint32_t klen);
  * by node p from its own store. Transactions that began on the old route fail at their commit
  * (the old node refuses, or is gone) and are retried on the new one. */
 void txn_env_route(struct txn_env *e, unsigned p, uint16_t node, struct store *st,
-                   const char *name);
+                   const char *name, bool gate);
+/* A promotion's take-over of partition p's two-phase commits in flight, while p is routed here
+ * gated (gate: only this call's workers may use it): each PREPARE found on the copy has its
+ * rows locked exclusively by a local transaction and is asked about at once (its coordinator,
+ * or the node now serving the coordinator's own partition, answers), and each commit DECIDE of
+ * p's coordinator is answered to its participants' QUERYs from now on. 0, or why not. */
+struct txn_adopt_prep {
+    uint64_t txid;
+    uint16_t coord;
+    const uint8_t *writes; /* storage/wal.h's payload */
+    uint32_t len;
+};
+int txn_env_adopt(struct txn_env *e, unsigned p, const struct txn_adopt_prep *preps, unsigned n,
+                  const uint64_t *decided, unsigned nd);
 /* The node that serves partition p now. */
 uint16_t txn_env_owner(struct txn_env *e, unsigned p);
 

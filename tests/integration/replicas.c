@@ -29,6 +29,8 @@ static struct bank_xfer ledger[THREADS][XFERS];
 
 /* lease: the members' --replica-lease (a test that kills no node takes a long one, so that a
  * loaded machine's scheduling never makes a false suspicion) */
+static const char *row_lease; /* the nodes' --lease, when set (their row locks' lease) */
+
 static void start_lease(unsigned nodes, unsigned replicas, const char *lease)
 {
     struct launch_opts lo;
@@ -42,7 +44,9 @@ static void start_lease(unsigned nodes, unsigned replicas, const char *lease)
     lo.dir = dir; /* (kept when a check fails: the nodes' logs) */
     lo.extra[0] = "--replica-lease";
     lo.extra[1] = lease;
-    lo.extra[2] = NULL;
+    lo.extra[2] = row_lease ? "--lease" : NULL;
+    lo.extra[3] = row_lease;
+    lo.extra[4] = NULL;
     char err[512] = "";
     int rc = launch_start(&L, &lo, err, sizeof err);
     if (rc) fprintf(stderr, "  launch: %s\n", err);
@@ -430,6 +434,104 @@ static void t_zombie(void)
     stop_ok(true);
 }
 
+/* One transfer between key a (partition pa) and key b (partition pb), coordinated by node c,
+ * with the test hook `hook` armed in the cluster (2 s leases): the hook kills a node in the
+ * middle of the two-phase commit. Then, within a bound, the keys are readable from node `via`
+ * and hold either both sides of the transfer or neither; `want_moved` (>= 0) says which. */
+static void hooked_transfer(const char *hook, unsigned c, unsigned pa, unsigned pb, unsigned via,
+                            int want_moved, int *commit_rc)
+{
+    setenv("RDKV_TEST_FAULT", hook, 1);
+    row_lease = "2s"; /* a dead coordinator's row locks are taken back by their leases */
+    start_lease(3, 3, "2s");
+    row_lease = NULL;
+    unsetenv("RDKV_TEST_FAULT");
+    char a[16], b[16];
+    key_on(pa, a, sizeof a);
+    key_on(pb, b, sizeof b);
+    rdkv_session *s = NULL, *r = NULL;
+    REQUIRE(bank_connect(&L, c, &s) == 0);
+    char v[16];
+    int vl = snprintf(v, sizeof v, "%d", BANK_START);
+    REQUIRE(rdkv_put(s, a, strlen(a), v, (size_t)vl) == 0); /* (one APPLY each: no hook) */
+    REQUIRE(rdkv_put(s, b, strlen(b), v, (size_t)vl) == 0);
+    int64_t t0 = clock_now_ns();
+    rdkv_txn *t = NULL;
+    REQUIRE(rdkv_txn_begin(s, &t) == 0);
+    long x = 0, y = 0;
+    int rc = bank_read_int(t, a, &x);
+    if (!rc) rc = bank_read_int(t, b, &y);
+    if (!rc) rc = bank_put_int(t, a, x - 1);
+    if (!rc) rc = bank_put_int(t, b, y + 1);
+    if (!rc) rc = rdkv_txn_commit(t);
+    else rdkv_txn_abort(t);
+    rdkv_txn_free(t);
+    *commit_rc = rc;
+    printf("  the transfer's commit: %s after %.0f ms\n", rdkv_strerror(rc),
+           (double)(clock_now_ns() - t0) / 1e6);
+    /* both keys readable again (their rows unlocked) within the bound, and all or nothing */
+    REQUIRE(bank_connect(&L, via, &r) == 0);
+    int64_t until = clock_now_ns() + 40 * NS_PER_S;
+    int rrc;
+    do {
+        REQUIRE(rdkv_txn_begin(r, &t) == 0);
+        rrc = bank_read_int(t, a, &x);
+        if (!rrc) rrc = bank_read_int(t, b, &y);
+        rdkv_txn_abort(t);
+        rdkv_txn_free(t);
+        if (rrc) rdkv_sleep_us(50000);
+    } while (rrc && clock_now_ns() < until);
+    CHECK_EQ(rrc, 0);
+    printf("  readable again %.0f ms after the commit began: %s = %ld, %s = %ld\n",
+           (double)(clock_now_ns() - t0) / 1e6, a, x, b, y);
+    CHECK_EQ(x + y, 2 * BANK_START);
+    CHECK(x == BANK_START || x == BANK_START - 1);
+    if (want_moved >= 0) CHECK_EQ(x, BANK_START - want_moved);
+    /* every partition's live copies are equal */
+    for (unsigned p = 0; p < 3; p++) {
+        uint64_t rows[3] = {0}, sums[3] = {0};
+        int got[3];
+        for (unsigned n = 0; n < 3; n++) got[n] = digest(n, p, &rows[n], &sums[n]);
+        for (unsigned n = 0; n < 3; n++)
+            for (unsigned m = n + 1; m < 3; m++)
+                if (!got[n] && !got[m]) {
+                    CHECK_EQ(rows[n], rows[m]);
+                    CHECK(sums[n] == sums[m]);
+                }
+    }
+    rdkv_session_close(r);
+    rdkv_session_close(s);
+    stop_ok(true);
+}
+
+/* A participant dies at its COMMIT (before installing): its partition's promoted copy holds the
+ * transaction prepared, takes it over, and the coordinator delivers the decision there -- the
+ * commit is acknowledged, and both sides are there. */
+static void t_participant_dies(void)
+{
+    int rc = -1;
+    hooked_transfer("commit-exit@2", 1, 2, 0, 1, 1, &rc);
+    CHECK_EQ(rc, 0);
+}
+
+/* The coordinator dies right after its decision reached its backups, before any COMMIT: the
+ * participants hold the transaction prepared and ask the node now serving the coordinator's
+ * partition, which answers from the replicated decision -- both sides commit. */
+static void t_coordinator_dies(void)
+{
+    int rc = -1;
+    hooked_transfer("decision-exit@2", 2, 0, 1, 0, 1, &rc);
+    CHECK(rc != 0); /* (the client saw its coordinator go) */
+}
+
+/* A participant dies after voting yes: the coordinator aborts (a PREPARE unanswered) or
+ * commits -- either way the promoted copy finishes it the same way as the live participant. */
+static void t_prepared_dies(void)
+{
+    int rc = -1;
+    hooked_transfer("prepare-exit@2", 1, 2, 0, 1, -1, &rc);
+}
+
 /* A node killed and started again before its lease ran out (30 s leases): still a member, but
  * its in-memory copies are gone, so it must not serve or acknowledge as one -- its start is
  * refused. */
@@ -497,6 +599,9 @@ int main(int argc, char **argv)
         {"zombie", t_zombie},
         {"quick_restart", t_quick_restart},
         {"zookeeper_away", t_zookeeper_away},
+        {"participant_dies", t_participant_dies},
+        {"coordinator_dies", t_coordinator_dies},
+        {"prepared_dies", t_prepared_dies},
     };
     return tenv_main(argc, argv, "replicas", cases, sizeof cases / sizeof *cases);
 }
