@@ -532,6 +532,79 @@ static void t_prepared_dies(void)
     hooked_transfer("prepare-exit@2", 1, 2, 0, 1, -1, &rc);
 }
 
+/* A remote client that names every node follows the configuration on its own: its session's
+ * node (the first endpoint) is killed for good, and its one-shot operations -- on keys of every
+ * partition, the dead node's included -- and then an interactive transfer go on through the
+ * other endpoints, within the failover bound; no operation gives a wrong answer. */
+static void t_client_follows(void)
+{
+    start_lease(3, 3, "2s");
+    unsigned v = non_manager();
+    REQUIRE(v < 3);
+    char ep[160], secret[PATH_MAX + 40];
+    snprintf(ep, sizeof ep, "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u", L.cc.nodes[v].port,
+             L.cc.nodes[(v + 1) % 3].port, L.cc.nodes[(v + 2) % 3].port);
+    snprintf(secret, sizeof secret, "%s/%s", L.dir, LAUNCH_CLIENT_SECRET);
+    setenv("RDKV_SECRET_FILE", secret, 1);
+    rdkv_session *s = NULL;
+    REQUIRE(rdkv_connect(ep, NULL, &s) == 0);
+    char k[3][16];
+    for (unsigned p = 0; p < 3; p++) {
+        key_on(p, k[p], sizeof k[p]);
+        REQUIRE(rdkv_put(s, k[p], strlen(k[p]), "1000", 4) == 0);
+    }
+    REQUIRE(launch_kill(&L, v) == 0);
+    int64_t killed = clock_now_ns(), bound = killed + 30 * NS_PER_S;
+    unsigned wrong = 0;
+    for (unsigned p = 0; p < 3; p++) {
+        int rc;
+        const void *val = NULL;
+        size_t vl = 0;
+        do {
+            rc = rdkv_get(s, k[p], strlen(k[p]), &val, &vl);
+            if (rc) rdkv_sleep_us(20000);
+        } while (rc && clock_now_ns() < bound);
+        CHECK_EQ(rc, 0);
+        if (!rc && (vl != 4 || memcmp(val, "1000", 4))) wrong++;
+        printf("  partition %u%s: read %s %.0f ms after the kill\n", p, p == v ? " (dead)" : "",
+               rdkv_strerror(rc), (double)(clock_now_ns() - killed) / 1e6);
+    }
+    CHECK_EQ(wrong, 0u);
+    int64_t t0 = clock_now_ns();
+    for (unsigned i = 0; i < 50; i++) {
+        const void *val = NULL;
+        size_t vl = 0;
+        CHECK_EQ(rdkv_get(s, k[v], strlen(k[v]), &val, &vl), 0);
+    }
+    printf("  then 50 reads of the dead node's key: %.2f ms each\n",
+           (double)(clock_now_ns() - t0) / 50e6);
+    /* an interactive transfer from the dead node's partition to the next one */
+    int rc;
+    long x = 0, y = 0;
+    unsigned w = (v + 1) % 3;
+    do {
+        rdkv_txn *t = NULL;
+        rc = rdkv_txn_begin(s, &t);
+        if (!rc) rc = bank_read_int(t, k[v], &x);
+        if (!rc) rc = bank_read_int(t, k[w], &y);
+        if (!rc) rc = bank_put_int(t, k[v], x - 1);
+        if (!rc) rc = bank_put_int(t, k[w], y + 1);
+        if (!rc) rc = rdkv_txn_commit(t);
+        else if (t) rdkv_txn_abort(t);
+        rdkv_txn_free(t);
+        if (rc) rdkv_sleep_us(20000);
+    } while (rc && rc != RDKV_EUNKNOWN && clock_now_ns() < bound);
+    printf("  a transfer from the dead node's partition: %s %.0f ms after the kill\n",
+           rdkv_strerror(rc), (double)(clock_now_ns() - killed) / 1e6);
+    CHECK_EQ(rc, 0);
+    const void *val = NULL;
+    size_t vl = 0;
+    CHECK_EQ(rdkv_get(s, k[v], strlen(k[v]), &val, &vl), 0);
+    CHECK(vl == 3 && !memcmp(val, "999", 3));
+    rdkv_session_close(s);
+    stop_ok(true);
+}
+
 /* A node killed and started again before its lease ran out (30 s leases): still a member, but
  * its in-memory copies are gone, so it must not serve or acknowledge as one -- its start is
  * refused. */
@@ -602,6 +675,7 @@ int main(int argc, char **argv)
         {"participant_dies", t_participant_dies},
         {"coordinator_dies", t_coordinator_dies},
         {"prepared_dies", t_prepared_dies},
+        {"client_follows", t_client_follows},
     };
     return tenv_main(argc, argv, "replicas", cases, sizeof cases / sizeof *cases);
 }
