@@ -17,15 +17,30 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <xxhash.h>
 
-/* KV_RPC_REPL: u64 epoch, u16 partition, u32 count, then count items, each u64 txid, u8 kind
- * (enum replica_kind), u32 len and len bytes: a commit's writes (storage/wal.h's payload), a
- * PREPARE's (u16 coordinator, then the writes), a FORGET's (the writes of the PREPARE it
- * forgets, or nothing for a DECIDE), a DECIDE's (nothing). A batch holds the items that queued
- * while the previous one was on its way, up to REPL_BATCH_BYTES (one larger item goes alone). */
-#define REPL_HDR 14
-#define REPL_ITEM_HDR 13
+/* KV_RPC_REPL: u64 epoch, u16 partition, u32 count, u64 stable, then count items, each u64
+ * txid, u8 kind (enum replica_kind), u32 len, u64 seq and len bytes: a commit's writes
+ * (storage/wal.h's payload), a PREPARE's (u16 coordinator, then the writes), a FORGET's (the
+ * writes of the PREPARE it forgets, or nothing for a DECIDE), a DECIDE's (nothing). A batch
+ * holds the items that queued while the previous one was on its way, up to REPL_BATCH_BYTES
+ * (one larger item goes alone).
+ * seq numbers a commit (an APPLY; 0 for the other kinds) in its partition's stream, rising, and
+ * stable says that every APPLY of the partition up to it is on every backup of the epoch. A
+ * backup keeps the APPLYs after stable (its tail): a promoted primary gathers the tails of the
+ * partition's copies and re-sends them, so that a commit in flight at a dead primary ends up on
+ * every copy or none (docs/replication.md, section 6, step 5). */
+#define REPL_HDR 22
+#define REPL_ITEM_HDR 21
+/* A backup's tails in all (beyond, a REPL that adds to them is refused with RDKV_ENOSPC and
+ * asked again: the primary's stable moves on as its commits complete) */
+#define REPL_TAIL_MAX 65536u
+#define REPL_TAIL_BYTES (256ull << 20)
+/* KV_RPC_REPL_TAIL: u64 epoch, u16 partition, u64 after -> u32 count, u8 more, then count
+ * items (u64 seq, u64 txid, u32 len, len bytes) in seq order, after `after`, as many as fit one
+ * response */
+#define REPL_TAIL_REQ 18
 /* What a backup keeps besides its copy, in all: PREPAREs and DECIDEs not yet settled (beyond,
  * a REPL that adds one is refused with RDKV_ENOSPC and asked again) */
 #define REPL_RECS_MAX 65536u
@@ -47,6 +62,16 @@ struct rrec {
     uint32_t len;      /* the writes (PREPARE) */
     uint8_t bytes[];
 };
+
+/* An APPLY a backup holds that may not be on every copy yet (its partition's tail). */
+struct rtail {
+    struct rtail *next;
+    uint64_t seq, txid;
+    uint32_t len;
+    uint8_t bytes[];
+};
+
+struct ship_job;
 
 struct replica {
     struct zcfg *z;
@@ -83,14 +108,33 @@ struct replica {
     uint64_t rec_bytes;
     int64_t lease_ns;
     bool elected;             /* the office began before the lease side was there */
+    /* a backup's side, per partition (under mu): the tail, and the stable mark heard last */
+    struct rtail *tail[RCFG_MAX_NODES];
+    uint64_t tstable[RCFG_MAX_NODES];
+    unsigned ntail;
+    uint64_t tail_bytes;
+    /* a primary's side, per partition (under mu): the last seq given, and the APPLYs not yet on
+     * every backup, oldest first (their seqs rise along the list) */
+    uint64_t pseq[RCFG_MAX_NODES];
+    struct ship_job *open[RCFG_MAX_NODES], *open_last[RCFG_MAX_NODES];
+    /* a test hook (RDKV_TEST_FAULT=repl-partial@<node>): the third APPLY of this node's own
+     * partition goes to its last backup only, and the node exits once that one holds it */
+    bool fault_partial;
+    unsigned fault_count;
 };
 
 static void recs_free_locked(struct replica *r, unsigned p);
+static int resync(struct replica *r, unsigned p, const struct rcfg *c, unsigned *pulled,
+                  unsigned *pushed);
 
 /* A promotion's adoption of partition p's records: handed to the transaction layer (which locks
  * the PREPAREs' rows and answers for the DECIDEs), then dropped here. */
-static int take_over(struct replica *r, unsigned p, unsigned *np, unsigned *nd)
+static int take_over(struct replica *r, unsigned p, const struct rcfg *c, unsigned *np,
+                     unsigned *nd, unsigned *pulled, unsigned *pushed)
 {
+    /* the commits in flight at the dead primary first: on every copy, or on none */
+    int src = resync(r, p, c, pulled, pushed);
+    if (src) return src;
     pthread_mutex_lock(&r->mu);
     unsigned n = 0, d = 0;
     for (struct rrec *x = r->recs[p]; x; x = x->next) x->kind == REPLICA_PREPARE ? n++ : d++;
@@ -151,8 +195,8 @@ static void apply_routes(struct replica *r)
         r->routed[p] = node;
         if (promote) {
             int64_t t0 = clock_now_ns();
-            unsigned np = 0, nd = 0;
-            int rc = take_over(r, p, &np, &nd);
+            unsigned np = 0, nd = 0, pulled = 0, pushed = 0;
+            int rc = take_over(r, p, &c, &np, &nd, &pulled, &pushed);
             if (rc) {
                 log_error("node %u: cannot take over partition %u's two-phase commits in flight "
                           "(%s): it stays unavailable", r->me, p, rdkv_strerror(rc));
@@ -161,8 +205,9 @@ static void apply_routes(struct replica *r)
             r->route(r->route_arg, p, node, st, name, false);
             store_publish(st);
             log_warn("node %u: promoted: serves partition %u from its copy (epoch %llu; %u "
-                     "prepared and %u decided two-phase commits taken over in %.1f ms)", r->me,
-                     p, (unsigned long long)c.epoch, np, nd,
+                     "commits in flight taken from the other copies and %u sent to them, %u "
+                     "prepared and %u decided two-phase commits taken over, in %.1f ms)", r->me,
+                     p, (unsigned long long)c.epoch, pulled, pushed, np, nd,
                      (double)(clock_now_ns() - t0) / 1e6);
         }
     }
@@ -399,6 +444,77 @@ static void recs_free_locked(struct replica *r, unsigned p)
     }
 }
 
+/* Whether partition p's copy here holds the APPLY numbered seq (mu held): at or below the
+ * stable mark, or in the tail. */
+static bool tail_has_locked(const struct replica *r, unsigned p, uint64_t seq)
+{
+    if (seq <= r->tstable[p]) return true;
+    for (const struct rtail *x = r->tail[p]; x; x = x->next)
+        if (x->seq == seq) return true;
+    return false;
+}
+
+static int tail_add_locked(struct replica *r, unsigned p, uint64_t seq, uint64_t txid,
+                           const void *w, uint32_t len)
+{
+    struct rtail *x = malloc(sizeof *x + len);
+    if (!x) return RDKV_ENOMEM;
+    x->seq = seq;
+    x->txid = txid;
+    x->len = len;
+    if (len) memcpy(x->bytes, w, len);
+    x->next = r->tail[p];
+    r->tail[p] = x;
+    r->ntail++;
+    r->tail_bytes += sizeof *x + len;
+    return 0;
+}
+
+/* Raises p's stable mark to `stable` and drops the tail's APPLYs at or below it (mu held);
+ * UINT64_MAX drops them all. */
+static void tail_trim_locked(struct replica *r, unsigned p, uint64_t stable)
+{
+    if (stable > r->tstable[p]) r->tstable[p] = stable;
+    for (struct rtail **pp = &r->tail[p]; *pp;) {
+        struct rtail *x = *pp;
+        if (x->seq > r->tstable[p]) {
+            pp = &x->next;
+            continue;
+        }
+        *pp = x->next;
+        r->ntail--;
+        r->tail_bytes -= sizeof *x + x->len;
+        free(x);
+    }
+}
+
+static int seq_cmp(const void *a, const void *b)
+{
+    uint64_t x = (*(struct rtail *const *)a)->seq, y = (*(struct rtail *const *)b)->seq;
+    return x < y ? -1 : x > y;
+}
+
+/* p's tail after `after`, in seq order (mu held): a malloc'd array of *n entries (NULL and 0
+ * when empty or short of memory: *err says which). */
+static struct rtail **tail_sorted_locked(struct replica *r, unsigned p, uint64_t after,
+                                         size_t *n, int *err)
+{
+    size_t k = 0;
+    for (struct rtail *x = r->tail[p]; x; x = x->next) k += x->seq > after;
+    *n = 0;
+    *err = 0;
+    if (!k) return NULL;
+    struct rtail **v = malloc(k * sizeof *v);
+    if (!v) {
+        *err = RDKV_ENOMEM;
+        return NULL;
+    }
+    for (struct rtail *x = r->tail[p]; x; x = x->next)
+        if (x->seq > after) v[(*n)++] = x;
+    qsort(v, *n, sizeof *v, seq_cmp);
+    return v;
+}
+
 bool replica_holds_prepared(struct replica *r, uint64_t txid)
 {
     bool held = false;
@@ -433,6 +549,7 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
              rcfg_primary(&r->cur, p) != fab_rpc_src(req))
         rc = RDKV_EPERM;
     uint32_t count = pack_get_u32le(b + 10);
+    uint64_t stable = pack_get_u64le(b + 14);
     if (!rc) {
         /* every item's bounds first, so that a malformed batch applies nothing */
         size_t off = REPL_HDR;
@@ -450,22 +567,31 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
         if (!rc && off != len) rc = RDKV_EPROTO;
         /* and every write of every item, with the copy's limits, before any is applied; and
          * room for the records it adds */
-        unsigned adds = 0;
-        uint64_t add_bytes = 0;
+        unsigned adds = 0, tadds = 0;
+        uint64_t add_bytes = 0, tadd_bytes = 0;
         for (size_t o2 = REPL_HDR, i = 0; !rc && i < count; i++) {
             uint8_t kind = b[o2 + 8];
             uint32_t il = pack_get_u32le(b + o2 + 9);
+            uint64_t seq = pack_get_u64le(b + o2 + 13);
             const uint8_t *w = b + o2 + REPL_ITEM_HDR;
             size_t skip = kind == REPLICA_PREPARE ? 2 : 0;
             if (kind != REPLICA_DECIDE && !(kind == REPLICA_FORGET && !il))
                 rc = wal_writes_unpack(w + skip, il - skip, check_write, r->backup[p]);
+            if (seq && kind != REPLICA_APPLY) rc = RDKV_EPROTO;
             if (kind == REPLICA_PREPARE || kind == REPLICA_DECIDE) {
                 adds++;
                 add_bytes += sizeof(struct rrec) + il;
             }
+            if (seq && !tail_has_locked(r, p, seq)) {
+                tadds++;
+                tadd_bytes += sizeof(struct rtail) + il;
+            }
             o2 += REPL_ITEM_HDR + il;
         }
         if (!rc && (r->nrecs + adds > REPL_RECS_MAX || r->rec_bytes + add_bytes > REPL_RECS_BYTES))
+            rc = RDKV_ENOSPC;
+        if (!rc && (r->ntail + tadds > REPL_TAIL_MAX ||
+                    r->tail_bytes + tadd_bytes > REPL_TAIL_BYTES))
             rc = RDKV_ENOSPC;
     }
     /* (under mu: replica_detach closes the copies only once no apply is running) */
@@ -473,13 +599,17 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
         uint64_t txid = pack_get_u64le(b + off);
         uint8_t kind = b[off + 8];
         uint32_t il = pack_get_u32le(b + off + 9);
+        uint64_t seq = pack_get_u64le(b + off + 13);
         const uint8_t *w = b + off + REPL_ITEM_HDR;
         off += REPL_ITEM_HDR + il;
-        if (kind == REPLICA_APPLY) {
+        /* (an APPLY held already -- asked again, or re-sent by a promotion -- is not applied
+         * again: a later commit of its rows may be here) */
+        if (kind == REPLICA_APPLY && !(seq && tail_has_locked(r, p, seq))) {
             rc = wal_writes_unpack(w, il, apply_write, r->backup[p]);
             if (rc)
                 log_error("node %u: a commit of partition %u could not be applied to its copy "
                           "here: %s", r->me, p, rdkv_strerror(rc));
+            if (!rc && seq) rc = tail_add_locked(r, p, seq, txid, w, il);
         }
         /* a commit settles its PREPARE; a FORGET its PREPARE or DECIDE; a PREPARE or DECIDE
          * asked again replaces itself */
@@ -501,12 +631,235 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
             r->rec_bytes += sizeof *x + x->len;
         }
     }
+    /* (after the items: a promotion's re-send raises stable past what it carries) */
+    if (!rc) tail_trim_locked(r, p, stable);
     pthread_mutex_unlock(&r->mu);
     if (rc == RDKV_EPERM)
         log_warn("node %u: refused a commit of partition %u from node %u in epoch %llu (this "
                  "node is in epoch %llu)", r->me, p, fab_rpc_src(req), (unsigned long long)epoch,
                  (unsigned long long)mine);
     fab_rpc_reply(req, rc, NULL, 0);
+}
+
+/* KV_RPC_REPL_TAIL: partition p's tail here, for its primary of this node's epoch (a promoted
+ * one gathering the copies' tails: resync). */
+static void on_tail(struct fab_rpc_req *req, void *arg)
+{
+    struct replica *r = arg;
+    const uint8_t *b = fab_rpc_data(req);
+    if (fab_rpc_len(req) != REPL_TAIL_REQ) {
+        fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
+        return;
+    }
+    uint64_t epoch = pack_get_u64le(b), after = pack_get_u64le(b + 10);
+    unsigned p = pack_get_u16le(b + 8);
+    size_t cap = fab_rpc_reply_max(req); /* (an item fits: the primary ships none larger) */
+    pthread_mutex_lock(&r->mu);
+    int rc = 0;
+    if (r->stopping) rc = RDKV_ESHUTDOWN;
+    else if (epoch != r->cur.epoch || p >= r->cur.partitions || !r->backup[p] ||
+             !rcfg_holds(&r->cur, p, r->me) || rcfg_primary(&r->cur, p) != fab_rpc_src(req))
+        rc = RDKV_EPERM;
+    size_t n = 0, k = 0, len = 5;
+    struct rtail **v = rc ? NULL : tail_sorted_locked(r, p, after, &n, &rc);
+    for (; k < n && len + 20 + v[k]->len <= cap; k++) len += 20 + v[k]->len;
+    uint8_t *out = rc ? NULL : malloc(len);
+    if (!rc && !out) rc = RDKV_ENOMEM;
+    if (!rc && n && !k) rc = RDKV_ETOOBIG; /* (an item over a page: not sent by the primary) */
+    if (!rc) {
+        pack_put_u32le(out, (uint32_t)k);
+        out[4] = k < n;
+        size_t off = 5;
+        for (size_t i = 0; i < k; i++) {
+            pack_put_u64le(out + off, v[i]->seq);
+            pack_put_u64le(out + off + 8, v[i]->txid);
+            pack_put_u32le(out + off + 16, v[i]->len);
+            memcpy(out + off + 20, v[i]->bytes, v[i]->len);
+            off += 20 + v[i]->len;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    free(v);
+    fab_rpc_reply(req, rc, out, rc ? 0 : len);
+    free(out);
+}
+
+/* ---- a promotion's resync ------------------------------------------------------------------ */
+
+/* How long a promotion waits for another copy's answer: a copy silent that long is dead, and the
+ * next configuration drops it. */
+static int64_t resync_wait_ns(const struct replica *r) { return 2 * r->lease_ns; }
+
+/* Node's tail of partition p, prepended to *got (the caller frees the list): 0, or why not. */
+static int pull_tail(struct replica *r, struct fab_ctx *fc, uint16_t node, unsigned p,
+                     const struct rcfg *c, struct rtail **got)
+{
+    int64_t deadline = clock_now_ns() + resync_wait_ns(r);
+    uint64_t after = 0;
+    struct fab_buf resp = {0};
+    int rc;
+    for (;;) {
+        uint8_t q[REPL_TAIL_REQ];
+        pack_put_u64le(q, c->epoch);
+        pack_put_u16le(q + 8, (uint16_t)p);
+        pack_put_u64le(q + 10, after);
+        rc = fab_rpc_call(fc, node, KV_RPC_REPL_TAIL, q, sizeof q, &resp, REPL_TIMEOUT_NS);
+        if (rc) {
+            /* (not in this epoch yet, or not answering: asked again until the bound) */
+            if (clock_now_ns() >= deadline) break;
+            clock_sleep_ns(REPL_RETRY_NS);
+            continue;
+        }
+        const uint8_t *d = resp.data;
+        size_t len = resp.len, off = 5;
+        if (len < 5) {
+            rc = RDKV_EPROTO;
+            break;
+        }
+        uint32_t k = pack_get_u32le(d);
+        for (uint32_t i = 0; i < k && !rc; i++) {
+            uint32_t il = len - off >= 20 ? pack_get_u32le(d + off + 16) : 0;
+            if (len - off < 20 || len - off - 20 < il) {
+                rc = RDKV_EPROTO;
+                break;
+            }
+            uint64_t seq = pack_get_u64le(d + off);
+            struct rtail *x = seq > after ? malloc(sizeof *x + il) : NULL;
+            if (!x) {
+                rc = seq > after ? RDKV_ENOMEM : RDKV_EPROTO;
+                break;
+            }
+            x->seq = after = seq;
+            x->txid = pack_get_u64le(d + off + 8);
+            x->len = il;
+            memcpy(x->bytes, d + off + 20, il);
+            x->next = *got;
+            *got = x;
+            off += 20 + il;
+        }
+        if (rc || !d[4]) break;
+    }
+    fab_buf_free(&resp);
+    return rc;
+}
+
+/* Sends the APPLYs v[0..n) (seq order) to node as REPLs of partition p, the last one raising
+ * its stable mark to `stable`: 0, or why not. */
+static int push_tail(struct replica *r, struct fab_ctx *fc, uint16_t node, unsigned p,
+                     const struct rcfg *c, struct rtail **v, size_t n, uint64_t stable)
+{
+    int64_t deadline = clock_now_ns() + resync_wait_ns(r);
+    size_t cap = fab_rpc_max(r->f);
+    struct fab_buf resp = {0};
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc;) {
+        size_t k = 0, len = REPL_HDR;
+        while (i + k < n && (k == 0 || len + REPL_ITEM_HDR + v[i + k]->len <= cap))
+            len += REPL_ITEM_HDR + v[i + k++]->len;
+        uint8_t *b = malloc(len);
+        if (!b) {
+            rc = RDKV_ENOMEM;
+            break;
+        }
+        pack_put_u64le(b, c->epoch);
+        pack_put_u16le(b + 8, (uint16_t)p);
+        pack_put_u32le(b + 10, (uint32_t)k);
+        pack_put_u64le(b + 14, i + k == n ? stable : 0);
+        size_t off = REPL_HDR;
+        for (size_t j = i; j < i + k; j++) {
+            pack_put_u64le(b + off, v[j]->txid);
+            b[off + 8] = REPLICA_APPLY;
+            pack_put_u32le(b + off + 9, v[j]->len);
+            pack_put_u64le(b + off + 13, v[j]->seq);
+            memcpy(b + off + REPL_ITEM_HDR, v[j]->bytes, v[j]->len);
+            off += REPL_ITEM_HDR + v[j]->len;
+        }
+        for (;;) {
+            rc = fab_rpc_call(fc, node, KV_RPC_REPL, b, len, &resp, REPL_TIMEOUT_NS);
+            if (!rc || clock_now_ns() >= deadline) break;
+            clock_sleep_ns(REPL_RETRY_NS);
+        }
+        free(b);
+        i += k;
+    }
+    fab_buf_free(&resp);
+    return rc;
+}
+
+/* Step 5 of a promotion to primary of partition p in configuration c: the APPLYs that the other
+ * copies hold and this one lacks are applied here, and the union of the tails goes to every
+ * other copy, which applies those it lacks -- so that each commit in flight at the dead primary
+ * (its client told "unknown") ends up on every copy. Rolling forward is right for each: an
+ * APPLY is shipped only after its commit was decided. A copy that does not answer within two
+ * leases is taken for dead (logged). 0, or RDKV_ENOMEM. */
+static int resync(struct replica *r, unsigned p, const struct rcfg *c, unsigned *pulled,
+                  unsigned *pushed)
+{
+    *pulled = *pushed = 0;
+    if (c->nrep[p] < 2) return 0;
+    struct fab_ctx *fc = NULL;
+    if (fab_ctx_create(r->f, &fc)) return RDKV_ENOMEM;
+    fab_ctx_set_spin(fc, 0);
+    struct rtail *got = NULL;
+    int rc = 0;
+    for (unsigned i = 0; i < c->nrep[p] && !rc; i++) {
+        uint16_t node = c->rep[p][i];
+        if (node == r->me) continue;
+        int prc = pull_tail(r, fc, node, p, c, &got);
+        if (prc == RDKV_ENOMEM) rc = prc;
+        else if (prc)
+            log_warn("node %u: partition %u's copy at node %u did not give its commits in "
+                     "flight (%s): taken for dead", r->me, p, node, rdkv_strerror(prc));
+    }
+    /* what this copy lacks, applied in seq order (deduplicated: tail_has) */
+    pthread_mutex_lock(&r->mu);
+    size_t n = 0;
+    for (struct rtail *x = got; x; x = x->next) n++;
+    struct rtail **v = n ? malloc(n * sizeof *v) : NULL;
+    if (n && !v) rc = RDKV_ENOMEM;
+    n = 0;
+    for (struct rtail *x = got; x && !rc; x = x->next) v[n++] = x;
+    if (n) qsort(v, n, sizeof *v, seq_cmp);
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (tail_has_locked(r, p, v[i]->seq)) continue;
+        rc = wal_writes_unpack(v[i]->bytes, v[i]->len, check_write, r->backup[p]);
+        if (!rc) rc = tail_add_locked(r, p, v[i]->seq, v[i]->txid, v[i]->bytes, v[i]->len);
+        if (!rc) rc = wal_writes_unpack(v[i]->bytes, v[i]->len, apply_write, r->backup[p]);
+        if (!rc) ++*pulled;
+    }
+    int err = 0;
+    size_t m = 0;
+    struct rtail **all = rc ? NULL : tail_sorted_locked(r, p, 0, &m, &err);
+    if (!rc) rc = err;
+    uint64_t stable = m ? all[m - 1]->seq : r->tstable[p];
+    pthread_mutex_unlock(&r->mu);
+    /* the union to every other copy (the tail's entries stay put: only this thread trims p's
+     * tail now -- no REPL of p is taken here, this node being its primary) */
+    for (unsigned i = 0; i < c->nrep[p] && !rc && m; i++) {
+        uint16_t node = c->rep[p][i];
+        if (node == r->me) continue;
+        int prc = push_tail(r, fc, node, p, c, all, m, stable);
+        if (prc)
+            log_warn("node %u: partition %u's copy at node %u did not take the commits in "
+                     "flight (%s): taken for dead", r->me, p, node, rdkv_strerror(prc));
+        else *pushed = (unsigned)m;
+    }
+    free(all);
+    free(v);
+    while (got) {
+        struct rtail *x = got;
+        got = x->next;
+        free(x);
+    }
+    pthread_mutex_lock(&r->mu);
+    tail_trim_locked(r, p, stable); /* (a primary keeps no tail of its own partition) */
+    if (r->pseq[p] < stable) r->pseq[p] = stable;
+    pthread_mutex_unlock(&r->mu);
+    fab_ctx_destroy(fc);
+    if (rc)
+        log_error("node %u: partition %u's commits in flight could not be made whole: %s", r->me,
+                  p, rdkv_strerror(rc));
+    return rc;
 }
 
 struct digest {
@@ -559,6 +912,10 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
     if (!r) return 0;
     r->f = f;
     r->primary = primary;
+    const char *hook = getenv("RDKV_TEST_FAULT");
+    char mine[32];
+    snprintf(mine, sizeof mine, "repl-partial@%u", r->me);
+    r->fault_partial = hook && !strcmp(hook, mine);
     pthread_mutex_lock(&r->mu);
     struct rcfg c = r->cur;
     pthread_mutex_unlock(&r->mu);
@@ -578,6 +935,7 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
     }
     int rc = fab_rpc_register(f, KV_RPC_REPL, on_repl, r, FAB_RPC_FAST);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_DIGEST, on_digest, r, 0);
+    if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_TAIL, on_tail, r, 0);
     if (rc) return log_reason(err, errcap, rc, "cannot serve the replication RPCs");
     if (c.replicas > 1) {
         struct lease_hooks h = {hook_is_manager, hook_manager_node, hook_config, hook_remove, r};
@@ -624,7 +982,27 @@ struct ship_job {
     void *ctx;
     int rc;
     struct ship_job *next;
+    uint64_t seq;                     /* an APPLY's (enqueue), in its partition's open list: */
+    struct ship_job *oprev, *onext;
 };
+
+/* The stable mark of partition p (mu held): every APPLY up to it is on every backup. */
+static uint64_t stable_locked(const struct replica *r, unsigned p)
+{
+    return r->open[p] ? r->open[p]->seq - 1 : r->pseq[p];
+}
+
+/* Takes j out of its partition's open list (mu held). */
+static void open_unlink_locked(struct replica *r, struct ship_job *j)
+{
+    if (!j->seq) return;
+    unsigned p = j->part;
+    if (j->oprev) j->oprev->onext = j->onext;
+    else r->open[p] = j->onext;
+    if (j->onext) j->onext->oprev = j->oprev;
+    else r->open_last[p] = j->oprev;
+    j->seq = 0;
+}
 
 /* Tells a job's caller its outcome: a waiting one is woken (the job is its, and not touched
  * after); an asynchronous one is called back and its job freed. */
@@ -643,6 +1021,7 @@ static void job_end(struct ship_job *j, int rc)
 struct ship_batch {
     struct replica *r;
     unsigned part;
+    bool partial; /* (the test hook fires on it) */
     struct ship_job *jobs; /* linked by next */
     uint8_t *req;
     size_t reqlen;
@@ -673,11 +1052,18 @@ static void ship_task(void *arg)
             break;
         }
         pack_put_u64le(sb->req, cfg.epoch);
+        pthread_mutex_lock(&r->mu);
+        pack_put_u64le(sb->req + 14, stable_locked(r, p));
+        pthread_mutex_unlock(&r->mu);
         /* the backups of this epoch not yet known to hold the writes */
         unsigned n = 0;
         for (unsigned i = 1; i < cfg.nrep[p]; i++)
             if (!(done >> cfg.rep[p][i] & 1)) to[n++] = cfg.rep[p][i];
         if (!n) break;
+        if (sb->partial && n > 1) {
+            to[0] = to[n - 1]; /* (the test hook: the last backup only) */
+            n = 1;
+        }
         struct fab_buf resp[RCFG_MAX_REPLICAS];
         int st[RCFG_MAX_REPLICAS];
         unsigned pending = 0;
@@ -707,12 +1093,20 @@ static void ship_task(void *arg)
             if (st[k] == 0) done |= 1ull << to[k];
             else all = false;
         }
+        if (sb->partial && all) {
+            log_warn("test hook: exiting after a commit of partition %u reached node %u only",
+                     p, to[0]);
+            _exit(1);
+        }
         if (all) break;
         /* a backup did not take it: ask again shortly (a new configuration may drop it; the
          * loop's top reads the configuration again) */
         task_sleep_ns(REPL_RETRY_NS);
     }
     free(sb->req);
+    pthread_mutex_lock(&r->mu);
+    for (struct ship_job *j = sb->jobs; j; j = j->next) open_unlink_locked(r, j);
+    pthread_mutex_unlock(&r->mu);
     for (struct ship_job *j = sb->jobs, *nx; j; j = nx) {
         nx = j->next;
         job_end(j, rc);
@@ -745,6 +1139,8 @@ static bool start_batch(struct replica *r, struct ship_job **jp)
         sb->jobs = first;
         sb->req = req;
         sb->reqlen = bytes;
+        sb->partial = r->fault_partial && first->part == r->me && first->kind == REPLICA_APPLY &&
+                      ++r->fault_count == 3;
         pack_put_u16le(req + 8, (uint16_t)first->part);
         pack_put_u32le(req + 10, count);
         size_t off = REPL_HDR;
@@ -752,6 +1148,7 @@ static bool start_batch(struct replica *r, struct ship_job **jp)
             pack_put_u64le(req + off, j->txid);
             req[off + 8] = j->kind;
             pack_put_u32le(req + off + 9, (uint32_t)j->len);
+            pack_put_u64le(req + off + 13, j->seq);
             memcpy(req + off + REPL_ITEM_HDR, j->writes, j->len);
             off += REPL_ITEM_HDR + j->len;
         }
@@ -844,6 +1241,19 @@ static int enqueue(struct replica *r, struct ship_job *j)
         pthread_mutex_unlock(&r->mu);
         return RDKV_ESHUTDOWN;
     }
+    /* an APPLY takes the next seq of its partition (above every seq of an earlier epoch's
+     * primary: the epoch is its high bits) and joins the open list until every backup has it */
+    j->seq = 0;
+    j->oprev = j->onext = NULL;
+    if (j->kind == REPLICA_APPLY && j->part < RCFG_MAX_NODES) {
+        uint64_t base = r->cur.epoch << 40;
+        j->seq = r->pseq[j->part] + 1 > base ? r->pseq[j->part] + 1 : base;
+        r->pseq[j->part] = j->seq;
+        j->oprev = r->open_last[j->part];
+        if (j->oprev) j->oprev->onext = j;
+        else r->open[j->part] = j;
+        r->open_last[j->part] = j;
+    }
     /* (appended: batches keep the order commits queued in) */
     if (!r->jobs) r->jobs_tail = &r->jobs;
     *r->jobs_tail = j;
@@ -935,15 +1345,25 @@ static int split_jobs(struct replica *r, uint8_t kind, uint64_t txid, const void
     return rc;
 }
 
+/* Ships one item (split by partition) and waits. A DECIDE's `writes` are the coordinator's own
+ * share as a PREPARE's payload (or nothing): its jobs and the DECIDE's queue together, so that
+ * they mostly leave in one batch -- one round trip for both. */
 static int ship_kind(struct replica *r, uint8_t kind, uint64_t txid, const void *writes,
                      size_t len)
 {
     if (!fits(r, len)) return RDKV_ETOOBIG; /* (nothing sent) */
-    struct ship_job *jobs = malloc(RCFG_MAX_NODES * sizeof *jobs);
-    uint8_t **bufs = malloc(RCFG_MAX_NODES * sizeof *bufs);
+    struct ship_job *jobs = malloc((RCFG_MAX_NODES + 1) * sizeof *jobs);
+    uint8_t **bufs = malloc((RCFG_MAX_NODES + 1) * sizeof *bufs);
     unsigned nj = 0;
-    int rc = jobs && bufs ? split_jobs(r, kind, txid, writes, len, jobs, bufs, &nj)
-                          : RDKV_ENOMEM;
+    bool decide = kind == REPLICA_DECIDE;
+    int rc = !jobs || !bufs ? RDKV_ENOMEM
+             : decide && !len ? 0
+             : split_jobs(r, decide ? REPLICA_PREPARE : kind, txid, writes, len, jobs, bufs, &nj);
+    if (!rc && decide) {
+        jobs[nj] = (struct ship_job){.part = txn_node_of(txid) % r->parts, .kind = REPLICA_DECIDE,
+                                     .txid = txid};
+        bufs[nj++] = NULL;
+    }
     unsigned queued = 0;
     for (unsigned i = 0; i < nj && !rc; i++) {
         waiter_init(&jobs[i].w);
@@ -1093,6 +1513,7 @@ void replica_detach(struct replica *r)
         store_close(r->backup[p]);
         r->backup[p] = NULL;
         recs_free_locked(r, p);
+        tail_trim_locked(r, p, UINT64_MAX);
     }
     pthread_mutex_unlock(&r->mu);
 }

@@ -232,8 +232,9 @@ static int log_decision(struct twopc *c)
 }
 
 /* Replicated, without a log: the commit decision on the backups of this node's partition before
- * the first COMMIT leaves -- this node's own share as a PREPARE, then a DECIDE -- so that a
- * promoted copy finishes the transaction if this node dies (docs/replication.md, "Promotion").
+ * the first COMMIT leaves -- this node's own share as a PREPARE and a DECIDE, in one ship -- so
+ * that a promoted copy finishes the transaction if this node dies (docs/replication.md,
+ * "Promotion").
  * 0; RDKV_EUNKNOWN when some backup may hold the DECIDE and not all do (the node is stopping or
  * no longer its partition's primary): the decision is then the promoted copy's, and nothing is
  * sent; or a failure before anything was sent (a clean abort). */
@@ -241,8 +242,12 @@ static int ship_decision(struct twopc *c)
 {
     struct txn_env *e = c->t->w->e;
     uint64_t txid = c->t->txid;
-    int rc = c->mine ? part_ship_prepare(e, c->mine) : 0;
-    if (!rc) rc = e->cfg.ship_rec(e->cfg.ship_arg, TXN_SHIP_DECIDE, txid, NULL, 0);
+    size_t len = 0;
+    uint8_t *own = c->mine ? part_prepare_payload(c->mine, &len) : NULL;
+    if (c->mine && !own) return RDKV_ENOMEM;
+    if (c->mine) c->mine->shipped = true;
+    int rc = e->cfg.ship_rec(e->cfg.ship_arg, TXN_SHIP_DECIDE, txid, own, len);
+    free(own);
     if (!rc) {
         coord_shipped(e, txid);
         if (txn_fault_is(e, TXN_FAULT_EXIT_AFTER_DECISION)) {

@@ -91,8 +91,9 @@ struct txn_cfg {
     /* A two-phase commit's records on the backups (enum txn_ship_kind; docs/replication.md,
      * "Promotion"): a participant's PREPARE before it votes yes (u16 coordinator, the writes),
      * its FORGET when it aborts (the writes), the coordinator's DECIDE before its first COMMIT
-     * and its FORGET (nothing) when it forgets the decision. PREPARE and DECIDE wait (0: every
-     * backup holds it); FORGET does not. NULL: none. */
+     * (with its own share's PREPARE payload, or nothing: both ship at once) and its FORGET
+     * (nothing) when it forgets the decision. PREPARE and DECIDE wait (0: every backup holds
+     * it); FORGET does not. NULL: none. */
     int (*ship_rec)(void *arg, int kind, uint64_t txid, const void *payload, size_t len);
     /* Whether txid is prepared on a backup copy held here and not taken over yet: a RESOLVE of
      * it is answered "busy" until the promotion takes it over (NULL: never). */
