@@ -96,7 +96,8 @@ static void settle(struct txn_env *e, struct fab_ctx *c, uint64_t txid, uint16_t
         if (d) {
             __atomic_add_fetch(commit ? &e->indoubt_committed : &e->indoubt_dropped, 1,
                                __ATOMIC_RELAXED);
-            log_warn("txn %llx: in doubt since the restart; its coordinator, node %u, says %s",
+            log_warn("txn %llx: in doubt since the restart or a promotion; its coordinator "
+                     "(node %u, or the node serving its partition now) says %s",
                      (unsigned long long)txid, coord, commit ? "committed" : "unknown");
             txn_indoubt_kick(e);
         }

@@ -532,6 +532,44 @@ static void t_prepared_dies(void)
     hooked_transfer("prepare-exit@2", 1, 2, 0, 1, -1, &rc);
 }
 
+/* R - 1 = 2 of 3 nodes killed at once, the manager left: the survivor is promoted for both dead
+ * partitions (the second promotion once the first removal is in) and serves all three; a mover
+ * on it between keys of the two dead nodes' partitions goes on, with every acknowledged move
+ * there. */
+static void t_two_die(void)
+{
+    start_lease(3, 3, "2s");
+    unsigned m0 = 3;
+    for (unsigned n = 0; n < 3 && m0 == 3; n++)
+        if (status_says(n, "\"manager\":true")) m0 = n;
+    REQUIRE(m0 < 3);
+    unsigned x = (m0 + 1) % 3, y = (m0 + 2) % 3;
+    struct mover m = {0};
+    rdkv_session *s = NULL;
+    REQUIRE(mover_init(&m, m0, x, y, &s) == 0);
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, mover_thread, &m) == 0);
+    while (atomic_load(&m.acked) < 30) rdkv_sleep_us(10000);
+    REQUIRE(launch_kill(&L, x) == 0);
+    REQUIRE(launch_kill(&L, y) == 0);
+    int64_t killed = clock_now_ns();
+    atomic_store(&m.killed, killed);
+    unsigned before = atomic_load(&m.acked);
+    int64_t bound = killed + 30 * NS_PER_S;
+    while (atomic_load(&m.acked) < before + 30 && clock_now_ns() < bound) rdkv_sleep_us(10000);
+    atomic_store(&m.stop, true);
+    pthread_join(th, NULL);
+    int64_t first = atomic_load(&m.first_after);
+    printf("  nodes %u and %u killed: %u transfers before, %u after; the first commit after the "
+           "kill came %.0f ms later (%u unknown)\n", x, y, before, atomic_load(&m.acked) - before,
+           first ? (double)(first - killed) / 1e6 : -1.0, atomic_load(&m.unknown));
+    CHECK(atomic_load(&m.acked) >= before + 30);
+    CHECK(status_says(m0, "\"epoch\":3,"));
+    mover_check(&m, s);
+    rdkv_session_close(s);
+    stop_ok(true);
+}
+
 /* A commit in flight at a dead primary that reached one backup only (the test hook: node 2's
  * third commit goes to its last backup, then node 2 exits; its client hears "unknown"): the
  * promoted copy, which lacked it, takes it from the other copy before it serves (step 5) -- the
@@ -719,6 +757,7 @@ int main(int argc, char **argv)
         {"prepared_dies", t_prepared_dies},
         {"client_follows", t_client_follows},
         {"commit_in_flight", t_commit_in_flight},
+        {"two_die", t_two_die},
     };
     return tenv_main(argc, argv, "replicas", cases, sizeof cases / sizeof *cases);
 }
