@@ -40,7 +40,7 @@ for c in get put del scan txn shell status; do
     "$bin/kvctl" "$c" --help >>"$work/kvctl.help" 2>&1 || bad "kvctl $c --help failed"
 done
 "$bin/kvbench" --help >"$work/kvbench.help" 2>&1 || bad "kvbench --help failed"
-for c in fabric lock range txn ycsb tpcc sessions wal; do
+for c in fabric lock range txn ycsb tpcc sessions wal failover; do
     "$bin/kvbench" "$c" --help >>"$work/kvbench.help" 2>&1 || bad "kvbench $c --help failed"
 done
 cat "$work"/*.help >"$work/all.help"

@@ -13,6 +13,7 @@ int cmd_ycsb(int argc, char **argv);
 int cmd_tpcc(int argc, char **argv);
 int cmd_sessions(int argc, char **argv);
 int cmd_wal(int argc, char **argv);
+int cmd_failover(int argc, char **argv);
 
 static const char usage[] =
     "usage: kvbench COMMAND [options]\n"
@@ -30,6 +31,8 @@ static const char usage[] =
     "  sessions  what idle remote sessions cost a node, and a read meanwhile\n"
     "  wal       the redo log on this disk: fdatasync latency, commits/s and commit latency\n"
     "            under --durability off, group and sync (no cluster)\n"
+    "  failover  kill -9 of a primary in fresh replicated local clusters: the time to the first\n"
+    "            commit on its keys, false suspicions, and that nothing acknowledged is lost\n"
     "\n"
     "Run 'kvbench COMMAND --help' for a command's options. Results go to stdout as YCSB-style\n"
     "'[SERIES], Metric, value' lines followed by a summary table; --json FILE writes JSON too.\n"
@@ -56,6 +59,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "tpcc")) return cmd_tpcc(argc - 1, argv + 1);
     if (!strcmp(argv[1], "sessions")) return cmd_sessions(argc - 1, argv + 1);
     if (!strcmp(argv[1], "wal")) return cmd_wal(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "failover")) return cmd_failover(argc - 1, argv + 1);
     fprintf(stderr, "kvbench: unknown command '%s'\nTry 'kvbench --help'.\n", argv[1]);
     return 2;
 }
