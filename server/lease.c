@@ -184,7 +184,7 @@ static void *renewer_main(void *arg)
             if (ans != LEASE_GRANTED) mgr = -1; /* (ask ZooKeeper who it is, next round) */
         }
         pthread_mutex_lock(&l->mu);
-        if (ans == LEASE_GRANTED) l->until = sent + l->len_ns;
+        if (ans == LEASE_GRANTED) __atomic_store_n(&l->until, sent + l->len_ns, __ATOMIC_RELEASE);
         bool valid = l->until > now_ns();
         pthread_mutex_unlock(&l->mu);
         if (ans == LEASE_REFUSED && !warned) {
@@ -192,7 +192,7 @@ static void *renewer_main(void *arg)
                      "removed from the configuration", l->me);
             warned = true;
         } else if (!valid && l->until && !warned) {
-            log_warn("node %u: lease ran out: no longer serving its partitions' writes", l->me);
+            log_warn("node %u: lease ran out: serving nothing until it is renewed", l->me);
             warned = true;
         }
         if (ans == LEASE_GRANTED) warned = false;
@@ -205,10 +205,7 @@ static void *renewer_main(void *arg)
 
 bool lease_valid(struct lease *l)
 {
-    pthread_mutex_lock(&l->mu);
-    bool v = l->until > now_ns();
-    pthread_mutex_unlock(&l->mu);
-    return v;
+    return __atomic_load_n(&l->until, __ATOMIC_ACQUIRE) > now_ns(); /* (every operation asks) */
 }
 
 unsigned lease_removed(struct lease *l) { return __atomic_load_n(&l->removed, __ATOMIC_RELAXED); }

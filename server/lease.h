@@ -30,7 +30,8 @@ struct lease;
  * registered *out is set, also when a thread then fails to start (lease_free it). */
 int lease_start(struct fabric *f, uint16_t me, int64_t lease_ns, const struct lease_hooks *h,
                 struct lease **out);
-/* Whether this member's lease is valid now (by its own clock). */
+/* Whether this member's lease is valid now (by its own clock; no lock: cheap enough to ask on
+ * every operation). */
 bool lease_valid(struct lease *l);
 /* The manager's office began now: every member's lease counts as renewed now. */
 void lease_elected(struct lease *l);

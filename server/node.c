@@ -939,6 +939,7 @@ static int adopt_txn(void *arg, unsigned p, const struct replica_prep *preps, un
 }
 
 static bool held_txn(void *arg, uint64_t txid) { return replica_holds_prepared(arg, txid); }
+static bool serving_txn(void *arg) { return replica_serving(arg); }
 
 static int txids_start(struct node *n, char *err, size_t errcap)
 {
@@ -1194,6 +1195,7 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
     n->o.txn.ship_async = replica_ship_async_fn(n->repl);
     n->o.txn.ship_rec = replica_ship_rec_fn(n->repl);
     n->o.txn.held = n->repl && n->o.txn.ship_rec ? held_txn : NULL;
+    n->o.txn.serving = n->repl && n->o.txn.ship_rec ? serving_txn : NULL;
     n->o.txn.ship_arg = n->repl;
     n->o.txn.wal = n->wal; /* (NULL without --data-dir) */
     if ((rc = txn_env_open(n->f, n->st, n->rs, &n->o.txn, &n->txn, why, sizeof why))) {

@@ -121,6 +121,9 @@ struct replica {
      * partition goes to its last backup only, and the node exits once that one holds it */
     bool fault_partial;
     unsigned fault_count;
+    /* replica_serving's, read without mu: leases are on (replicas > 1 and lease_start done),
+     * and this node is a member of the configuration held */
+    bool leased, member;
 };
 
 static void recs_free_locked(struct replica *r, unsigned p);
@@ -233,6 +236,7 @@ static void on_config(void *arg, const struct rcfg *c, int version)
     if (newer || version > r->version) {
         r->cur = *c;
         r->version = version;
+        __atomic_store_n(&r->member, (c->members >> r->me & 1) != 0, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&r->mu);
     if (newer) log_info("node %u: replica configuration epoch %llu", r->me,
@@ -297,6 +301,7 @@ static int hook_remove(void *arg, uint16_t node)
         if (newer) {
             r->cur = next;
             r->version = nv;
+            __atomic_store_n(&r->member, (next.members >> r->me & 1) != 0, __ATOMIC_RELEASE);
         }
         pthread_mutex_unlock(&r->mu);
         if (newer) apply_routes(r);
@@ -345,6 +350,7 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
     if (rc) goto fail;
     pthread_mutex_lock(&r->mu);
     if (init.epoch >= r->cur.epoch) r->cur = init;
+    __atomic_store_n(&r->member, (r->cur.members >> r->me & 1) != 0, __ATOMIC_RELEASE);
     struct rcfg c = r->cur;
     pthread_mutex_unlock(&r->mu);
     if (c.nodes != cc->n || c.replicas != cc->replicas) {
@@ -513,6 +519,12 @@ static struct rtail **tail_sorted_locked(struct replica *r, unsigned p, uint64_t
         if (x->seq > after) v[(*n)++] = x;
     qsort(v, *n, sizeof *v, seq_cmp);
     return v;
+}
+
+bool replica_serving(struct replica *r)
+{
+    if (!r || !__atomic_load_n(&r->leased, __ATOMIC_ACQUIRE)) return true;
+    return __atomic_load_n(&r->member, __ATOMIC_ACQUIRE) && lease_valid(r->lease);
 }
 
 bool replica_holds_prepared(struct replica *r, uint64_t txid)
@@ -947,6 +959,14 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
         pthread_mutex_unlock(&r->mu);
         if (rc) return log_reason(err, errcap, rc, "cannot start the leases");
         if (elected) lease_elected(l);
+        /* from here on the node serves only while it holds its lease: the first one is waited
+         * for (the manager may still be starting), within a bound */
+        __atomic_store_n(&r->leased, true, __ATOMIC_RELEASE);
+        int64_t until = clock_now_ns() + 10 * NS_PER_S;
+        while (!lease_valid(l) && clock_now_ns() < until) clock_sleep_ns(5 * NS_PER_MS);
+        if (!lease_valid(l))
+            log_warn("node %u: no lease from the configuration manager yet: serving nothing "
+                     "until one is granted", r->me);
     }
     if (c.replicas > 1) {
         if (pthread_create(&r->shipper, NULL, shipper_main, r))

@@ -83,6 +83,11 @@ int (*replica_ship_rec_fn(struct replica *r))(void *arg, int kind, uint64_t txid
 /* Whether a PREPARE of txid is held here as a backup (not adopted): a RESOLVE of it must wait
  * for the promotion that adopts it (txn_cfg.held). */
 bool replica_holds_prepared(struct replica *r, uint64_t txid);
+/* Whether this node may serve now: always with one copy (NULL r or replicas 1); with replicas,
+ * only while it is a member of the configuration it holds and its lease is valid -- so that a
+ * node cut off (a zombie) stops before the manager, which waits a lease and a tenth, may move
+ * its partitions (docs/replication.md, section 4). */
+bool replica_serving(struct replica *r);
 /* Rows and a checksum of a copy of partition p held here (the primary's or a backup's): equal
  * copies give equal sums. Meant for a quiescent cluster (tests, an operator's check): values
  * are read without their row locks. RDKV_ENOTFOUND when this node holds none. */

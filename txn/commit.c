@@ -478,6 +478,7 @@ static int commit_in(struct txn *t)
     if (!t->active) return RDKV_EINVAL;
     struct txn_worker *w = t->w;
     int rc = t->failed;
+    if (!rc && !txn_serving(w->e)) rc = RDKV_EUNAVAILABLE; /* (its reads may be stale now) */
     if (!rc) {
         uint32_t nw = 0;
         for (uint32_t i = 0; i < t->nents; i++)

@@ -80,6 +80,11 @@ const uint8_t *txn_copy(struct txn *t, const void *p, uint32_t n);
 /* The first failure sticks: every later call returns it, and commit aborts; the transaction
  * gives back every lock at once. Returns rc. */
 int txn_fail(struct txn *t, int rc);
+/* txn_cfg.serving: whether this node may serve now (no hook: always). */
+static inline bool txn_serving(const struct txn_env *e)
+{
+    return !e->cfg.serving || e->cfg.serving(e->cfg.ship_arg);
+}
 /* What a lock or fabric failure at node means for the transaction. */
 int txn_classify(struct txn *t, int rc, uint16_t node);
 /* Wait-die's age for a row lock request is usable (the policy, and the row lock tells ages). */

@@ -432,6 +432,7 @@ int txn_check_key(struct txn *t, uint32_t klen)
 int txn_charge_op(struct txn *t, uint64_t bytes)
 {
     const struct txn_cfg *cfg = &t->w->e->cfg;
+    if (!txn_serving(t->w->e)) return txn_fail(t, RDKV_EUNAVAILABLE);
     t->nops++;
     t->nbytes += bytes;
     if (t->nops <= cfg->max_ops && t->nbytes <= cfg->max_bytes) return 0;

@@ -26,6 +26,8 @@ static int get_in(struct txn *t, const void *key, uint32_t klen, bool for_update
     if (en->wop == W_DEL) return RDKV_ENOTFOUND;
     rc = txn_locate(t, en, for_update ? LOCK_EXCLUSIVE : LOCK_SHARED, true);
     if (rc) return rc;
+    /* (again after the read: a lock wait may have outlasted the lease) */
+    if (!txn_serving(t->w->e)) return txn_fail(t, RDKV_EUNAVAILABLE);
     if (!en->exists) return RDKV_ENOTFOUND;
     *val = en->val;
     *vlen = en->vlen;

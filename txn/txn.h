@@ -98,6 +98,11 @@ struct txn_cfg {
     /* Whether txid is prepared on a backup copy held here and not taken over yet: a RESOLVE of
      * it is answered "busy" until the promotion takes it over (NULL: never). */
     bool (*held)(void *arg, uint64_t txid);
+    /* Whether this node may serve now (replicas: while it holds its lease; NULL: always). A
+     * transaction's operations and its commit fail with RDKV_EUNAVAILABLE when not: a node cut
+     * off from the configuration manager stops before its partitions may move (the zombie's
+     * reads; docs/replication.md, section 4). */
+    bool (*serving)(void *arg);
     void *ship_arg;
 };
 /* What ship_rec carries (the replication layer's KV_RPC_REPL item kinds, server/replica.h). */

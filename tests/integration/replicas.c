@@ -434,6 +434,53 @@ static void t_zombie(void)
     stop_ok(true);
 }
 
+/* The zombie's reads: a primary stopped past its lease (SIGSTOP) is replaced, its key written
+ * through the promoted copy, and then it is continued (SIGCONT) with a client's session on it:
+ * a read there must never answer the value the promoted copy overwrote. The zombie knows by its
+ * own clock that its lease ran out, so it serves nothing -- from before it learns the new
+ * configuration (a few ms after it wakes) and, removed, after. */
+static void t_zombie_reads(void)
+{
+    start_lease(3, 3, "2s");
+    unsigned v = non_manager();
+    REQUIRE(v < 3);
+    unsigned x = (v + 1) % 3;
+    char k[16];
+    key_on(v, k, sizeof k);
+    rdkv_session *sx = NULL, *sv = NULL;
+    REQUIRE(bank_connect(&L, x, &sx) == 0);
+    REQUIRE(bank_connect(&L, v, &sv) == 0);
+    REQUIRE(rdkv_put(sx, k, strlen(k), "before", 6) == 0);
+    const void *val = NULL;
+    size_t vl = 0;
+    REQUIRE(rdkv_get(sv, k, strlen(k), &val, &vl) == 0); /* (the session is up, at v) */
+    REQUIRE(launch_pause(&L, v, true) == 0);
+    CHECK(status_becomes(x, "\"epoch\":2,"));
+    int rc;
+    int64_t until = clock_now_ns() + 20 * NS_PER_S;
+    do {
+        rc = rdkv_put(sx, k, strlen(k), "after", 5);
+        if (rc) rdkv_sleep_us(20000);
+    } while (rc && clock_now_ns() < until);
+    CHECK_EQ(rc, 0); /* (through the promoted copy) */
+    REQUIRE(launch_pause(&L, v, false) == 0);
+    unsigned stale = 0, fresh = 0, refused = 0;
+    int64_t end = clock_now_ns() + NS_PER_S;
+    while (clock_now_ns() < end) {
+        rc = rdkv_get(sv, k, strlen(k), &val, &vl);
+        if (!rc && vl == 6 && !memcmp(val, "before", 6)) stale++;
+        else if (!rc) fresh++;
+        else refused++;
+    }
+    printf("  reads at the zombie after it woke: %u stale, %u fresh, %u refused\n", stale, fresh,
+           refused);
+    CHECK_EQ(stale, 0u);
+    CHECK(refused > 0); /* (removed: it serves nothing) */
+    rdkv_session_close(sv);
+    rdkv_session_close(sx);
+    stop_ok(true);
+}
+
 /* One transfer between key a (partition pa) and key b (partition pb), coordinated by node c,
  * with the test hook `hook` armed in the cluster (2 s leases): the hook kills a node in the
  * middle of the two-phase commit. Then, within a bound, the keys are readable from node `via`
@@ -750,6 +797,7 @@ int main(int argc, char **argv)
         {"two_of_three", t_two_of_three},
         {"node_dies", t_node_dies},
         {"zombie", t_zombie},
+        {"zombie_reads", t_zombie_reads},
         {"quick_restart", t_quick_restart},
         {"zookeeper_away", t_zookeeper_away},
         {"participant_dies", t_participant_dies},
