@@ -78,8 +78,13 @@ static int dslr_acquire_l(struct lock_handle *h, enum lock_mode mode, int64_t de
     calibrate(t);
     struct tk_req r;
     req_of(h, l, cls, &r);
-    int rc = tk_take(t, &r, deadline);
-    if (rc == 0) {
+    int rc;
+    if (tk_reclaim(t, &r)) {
+        /* a ticket this thread gave up here earlier still waits for its turn: wait on it again
+         * rather than queue another behind it (docs/locks.md, "Deadlines") */
+        rc = tk_wait(t, &r, deadline);
+        if (rc == RDKV_ETIMEDOUT) tk_abandon(t, &r);
+    } else if ((rc = tk_take(t, &r, deadline)) == 0) {
         /* The word before our FA often grants us already: then no READ at all. */
         rc = tk_granted(&r, r.prev) ? 0 : tk_wait(t, &r, deadline);
         if (rc == RDKV_ETIMEDOUT) tk_abandon(t, &r);

@@ -533,7 +533,18 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
     }
     bool ticketed = false, granted = false; /* we hold an outstanding ticket; it is our turn */
     bool chain_granted = false, rd = false; /* ... as the fast path's chain showed; its READ */
-    if (s->remote) {
+    if (tk_reclaim(t, &r)) {
+        /* a ticket this thread gave up here earlier, still waiting for its turn: wait on it
+         * again (no chain: not raised, nothing read) instead of queueing another behind it */
+        ticketed = true;
+        if (m.age) {
+            if (!s->remote) mage = __atomic_load_n(&s->lp[RW_LAGE / 8], __ATOMIC_SEQ_CST);
+            else if ((rc = fab_read(t->c, rptr_add(s->line, RW_RAGE), &mage, 8))) {
+                tk_abandon(t, &r); /* (still given up: the poll passes it on) */
+                return rc;
+            }
+        }
+    } else if (s->remote) {
         /* The fast path: ticket, optimistic raise and a look at the line, as one chain -- and
          * the caller's READ (h->rd_len), which executes after the look: when the look shows the
          * lock ours, no conflicting member was inside then or can enter before our release, so
@@ -798,7 +809,7 @@ static int rw_keep_x(struct lock_thread *t, rptr line, uint16_t holder, uint64_t
 }
 
 /* ... and releasing it as the holder's rw_release would (R2, R3: lower the X mark, serve the X
- * ticket, in one chain through this node's NIC; then the COUNT_MAX reset if the ticket crossed).
+ * ticket with a CAS, through this node's NIC; then the COUNT_MAX reset if the ticket crossed).
  * Safe only while the hold is ours to release: it is still there (no judge took it -- the keeps
  * keep rules 3 and 4 off it, and rule 6 leaves an X mark alone while its X ticket is out) and
  * its holder will never touch it again (the caller's word). R1's hand-over of TURN and wait-die's
@@ -817,10 +828,12 @@ static int rw_release_x(struct lock_thread *t, rptr line, uint16_t holder, uint6
                        .allow_reset = true,
                        .alive_mask = CW_REFRESHES};
     tk_took(t, &r, token, clock_now_ns());
-    struct fab_op ops[2] = {fab_op_faa(rptr_add(line, RW_RC), CW_ACTO - CW_X),
-                            fab_op_faa(r.word, 1ull << tk_dslr4.n_sh[TK_X])};
-    int rc = fab_exec(t->c, ops, 2);
-    return rc ? rc : tk_overflow_reset(t, &r);
+    int rc = fab_faa(t->c, rptr_add(line, RW_RC), CW_ACTO - CW_X, NULL);
+    /* The ticket is served with a CAS from a value that shows it still ours (tk_pass_on), never
+     * with a blind FAA: a keeper that the machine stalled past two leases between its check and
+     * here may find a rule-3 reset has served it already, and a second serve would count a
+     * ticket nobody holds -- served past next, and the row wedged for good. */
+    return rc ? rc : tk_pass_on(t, &r);
 }
 
 const struct lock_algo lock_rwlock = {

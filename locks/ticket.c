@@ -418,7 +418,10 @@ static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64
          * deadline. */
         uint64_t k = ahead < r->max_k ? ahead : r->max_k;
         int64_t patience = 2 * lease_of(t) * (int64_t)(k > 1 ? k : 1);
-        if (r->allow_reset && now - last > patience) {
+        /* Still from `last` to the READ posted at seen_at -- not to now: a waiter the machine
+         * stalled after its READ has seen nothing since, and the holder's refreshes may have
+         * come in meanwhile (the CAS below checks the ticket word, not the liveness bits). */
+        if (r->allow_reset && seen_at - last > patience) {
             uint64_t rv = reset_value(r, v, consume), got;
             int rc = r->ops->cas(t, r->word, v, rv, &got);
             if (rc) return rc;
@@ -579,6 +582,36 @@ void tk_abandon(struct lock_thread *t, const struct tk_req *r)
     a->since = clock_now_ns();
     a->next = t->abandoned;
     t->abandoned = a;
+}
+
+bool tk_reclaim(struct lock_thread *t, struct tk_req *r)
+{
+    for (struct lock_abandoned **pp = &t->abandoned; *pp; pp = &(*pp)->next) {
+        struct lock_abandoned *a = *pp;
+        if (a->r.word != r->word || a->r.lay != r->lay || a->r.ops != r->ops ||
+            a->r.cls != r->cls || a->r.k != r->k)
+            continue;
+        if (a->inc != word_inc(t, r->word)) return false; /* (the poll sorts that one out) */
+        uint64_t v;
+        int64_t seen_at = clock_now_ns();
+        if (a->r.ops->read(t, a->r.word, &v)) return false;
+        if (ticket_gone(&a->r, v) || tk_granted(&a->r, v)) {
+            /* taken by a reset, or its turn came: pass it on as the poll would, and take a
+             * fresh ticket */
+            if (!ticket_gone(&a->r, v)) pass_on_from(t, &a->r, v);
+            *pp = a->next;
+            free(a);
+            return false;
+        }
+        /* still waiting for its turn: ours again, granted no earlier than that READ */
+        r->prev = a->r.prev;
+        r->reset_from = a->r.reset_from;
+        r->since = seen_at;
+        *pp = a->next;
+        free(a);
+        return true;
+    }
+    return false;
 }
 
 /* Pins t's posts to a's word's node to the incarnation a was taken in (*pinned, and the pin it

@@ -109,6 +109,14 @@ int tk_overflow_reset(struct lock_thread *t, const struct tk_req *r);
 bool tk_pending_reset(const struct tk_layout *l, uint64_t v);
 /* A ticket given up at its deadline: the thread releases it when its turn comes (polled). */
 void tk_abandon(struct lock_thread *t, const struct tk_req *r);
+/* A new request of the thread on a word where it gave up a ticket of the same class (r: the
+ * request, word, class and k set) takes that ticket back instead of taking another, if it still
+ * waits for its turn: sets prev, since and reset_from, and true. A given-up ticket whose turn has
+ * come is passed on (a reset that took one is left alone); false: take a fresh ticket. Retries
+ * that each took a new ticket behind their given-up ones queued faster than the poll passed
+ * those on, and nobody reached the head within a deadline (docs/locks.md, "Deadlines"). Returns
+ * false on any doubt (fabric error, another incarnation). */
+bool tk_reclaim(struct lock_thread *t, struct tk_req *r);
 /* Frees the abandoned tickets without releasing them (thread exit: leases recover them). */
 void lock_thread_drop_abandoned(struct lock_thread *t);
 /* Sleeps for a truncated binary exponential back-off after `failures` consecutive failures. */
