@@ -18,7 +18,7 @@ enum fab_rpc_builtin {
 /* FAB_RPC_USER_BASE + 0 .. + 31: the node and its transactions. The node's own types are
  * server/node.h's (KV_RPC_STATUS) and server/session.h's (KV_RPC_SESSION, the one type clients
  * may call; payloads in server/proto.h); the transaction layer has + 8 .. + 15 (txn/txn.h;
- * coordinator in txn/txn.c, participant in txn/part.c). Free: + 5 .. + 7, + 15, + 17 .. + 31. */
+ * coordinator in txn/txn.c, participant in txn/part.c). Free: + 6, + 7, + 15, + 17 .. + 31. */
 enum kv_rpc {
     KV_RPC_STATUS = FAB_RPC_USER_BASE + 0,   /* empty -> this node's status, JSON
                                                 (node_status_json) */
@@ -31,6 +31,8 @@ enum kv_rpc {
     KV_RPC_REPL_TAIL = FAB_RPC_USER_BASE + 4, /* a promoted primary asks a backup for the
                                                  commits it holds that may not be on every
                                                  copy (server/replica.c) */
+    KV_RPC_REPL_EPOCH = FAB_RPC_USER_BASE + 5, /* empty -> u64: the epoch whose routes the
+                                                  node has taken (server/replica.c) */
     KV_RPC_SESSION = FAB_RPC_USER_BASE + 16, /* remote sessions of rdkv.h (server/proto.h) */
 };
 enum txn_rpc {

@@ -124,6 +124,9 @@ struct replica {
     /* replica_serving's, read without mu: leases are on (replicas > 1 and lease_start done),
      * and this node is a member of the configuration held */
     bool leased, member;
+    uint64_t routed_epoch; /* the epoch whose routes are taken here (KV_RPC_REPL_EPOCH) */
+    bool fault_lag; /* test hook (RDKV_TEST_FAULT=config-lag): a node neither manager nor
+                       promoted takes a new epoch's routes 3 s late */
 };
 
 static void recs_free_locked(struct replica *r, unsigned p);
@@ -164,9 +167,51 @@ static int take_over(struct replica *r, unsigned p, const struct rcfg *c, unsign
     return 0;
 }
 
-/* Routes every partition to its primary of the latest configuration (those that changed): a
- * partition whose primary this node has become is served from its copy here, and only then
- * published to peers (docs/replication.md, "Promotion"). */
+static bool hook_is_manager(void *arg);
+
+/* KV_RPC_REPL_EPOCH: the epoch whose routes this node has taken. */
+static void on_epoch(struct fab_rpc_req *req, void *arg)
+{
+    struct replica *r = arg;
+    uint8_t b[8];
+    pack_put_u64le(b, __atomic_load_n(&r->routed_epoch, __ATOMIC_ACQUIRE));
+    fab_rpc_reply(req, 0, b, sizeof b);
+}
+
+/* Step 4's acknowledgement, before a promoted primary serves: every other member of c has taken
+ * c's routes -- none sends its transactions, one-sided READs included, to the old primary any
+ * more. A member that does not say so within two leases is taken for cut off: without the
+ * configuration manager it has no lease, and serves nothing (section 4). */
+static void await_members(struct replica *r, const struct rcfg *c)
+{
+    struct fab_ctx *fc = NULL;
+    if (fab_ctx_create(r->f, &fc)) return;
+    fab_ctx_set_spin(fc, 0);
+    int64_t t0 = clock_now_ns(), deadline = t0 + 2 * r->lease_ns;
+    struct fab_buf resp = {0};
+    for (unsigned m = 0; m < c->nodes; m++) {
+        if (m == r->me || !(c->members >> m & 1)) continue;
+        for (;;) {
+            int rc = fab_rpc_call(fc, (uint16_t)m, KV_RPC_REPL_EPOCH, NULL, 0, &resp,
+                                  REPL_TIMEOUT_NS);
+            if (!rc && resp.len == 8 && pack_get_u64le(resp.data) >= c->epoch) break;
+            if (clock_now_ns() >= deadline) {
+                log_warn("node %u: node %u has not taken epoch %llu's routes after %.0f ms: "
+                         "taken for cut off", r->me, m, (unsigned long long)c->epoch,
+                         (double)(clock_now_ns() - t0) / 1e6);
+                break;
+            }
+            clock_sleep_ns(2 * NS_PER_MS);
+        }
+    }
+    fab_buf_free(&resp);
+    fab_ctx_destroy(fc);
+}
+
+/* Routes every partition to its primary of the latest configuration (those that changed), then
+ * takes over the partitions whose primary this node has become: each is served from its copy
+ * here, and only then published to peers (docs/replication.md, "Promotion"). Runs on zcfg's
+ * thread (on_config), never on the lease threads: a takeover may wait for other nodes. */
 static void apply_routes(struct replica *r)
 {
     pthread_mutex_lock(&r->rmu);
@@ -174,6 +219,17 @@ static void apply_routes(struct replica *r)
     struct rcfg c = r->cur;
     bool stop = r->stopping;
     pthread_mutex_unlock(&r->mu);
+    unsigned promo[RCFG_MAX_NODES], npromo = 0;
+    bool moved = false;
+    for (unsigned p = 0; r->route && p < c.partitions; p++)
+        if (c.nrep[p] && rcfg_primary(&c, p) != r->routed[p]) {
+            moved = true;
+            if (rcfg_primary(&c, p) == r->me && p != r->me) promo[npromo++] = p;
+        }
+    if (r->fault_lag && moved && !npromo && !hook_is_manager(r)) {
+        log_warn("test hook: taking epoch %llu's routes 3 s late", (unsigned long long)c.epoch);
+        clock_sleep_ns(3 * NS_PER_S);
+    }
     for (unsigned p = 0; r->route && !stop && p < c.partitions; p++) {
         if (!c.nrep[p]) continue;
         uint16_t node = rcfg_primary(&c, p);
@@ -194,9 +250,23 @@ static void apply_routes(struct replica *r)
             }
         }
         bool promote = node == r->me && p != r->me;
-        r->route(r->route_arg, p, node, st, name, promote);
+        r->route(r->route_arg, p, node, st, name, promote); /* (gated until taken over) */
         r->routed[p] = node;
-        if (promote) {
+    }
+    if (r->route && !stop && c.epoch > __atomic_load_n(&r->routed_epoch, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&r->routed_epoch, c.epoch, __ATOMIC_RELEASE);
+    if (npromo && r->route && !stop) await_members(r, &c);
+    for (unsigned i = 0; i < npromo && r->route && !stop; i++) {
+        unsigned p = promo[i];
+        uint16_t node = r->me;
+        pthread_mutex_lock(&r->mu);
+        struct store *st = r->backup[p];
+        stop = r->stopping;
+        pthread_mutex_unlock(&r->mu);
+        if (stop || !st || r->routed[p] != r->me) continue;
+        char name[STORE_NAME_MAX + 1];
+        snprintf(name, sizeof name, "store.b%u", p % 10000u);
+        {
             int64_t t0 = clock_now_ns();
             unsigned np = 0, nd = 0, pulled = 0, pushed = 0;
             int rc = take_over(r, p, &c, &np, &nd, &pulled, &pushed);
@@ -241,7 +311,8 @@ static void on_config(void *arg, const struct rcfg *c, int version)
     pthread_mutex_unlock(&r->mu);
     if (newer) log_info("node %u: replica configuration epoch %llu", r->me,
                         (unsigned long long)c->epoch);
-    if (newer) apply_routes(r);
+    /* (also when hook_remove installed it here and poked: its routes are not taken yet) */
+    if (newer || c->epoch > __atomic_load_n(&r->routed_epoch, __ATOMIC_ACQUIRE)) apply_routes(r);
 }
 
 static void on_manager(void *arg, bool m)
@@ -304,7 +375,9 @@ static int hook_remove(void *arg, uint16_t node)
             __atomic_store_n(&r->member, (next.members >> r->me & 1) != 0, __ATOMIC_RELEASE);
         }
         pthread_mutex_unlock(&r->mu);
-        if (newer) apply_routes(r);
+        /* the routes are taken on zcfg's thread (a takeover may wait for other nodes; this is
+         * the lease monitor's) */
+        if (newer) zcfg_poke(r->z);
     }
     return rc;
 }
@@ -928,6 +1001,7 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
     char mine[32];
     snprintf(mine, sizeof mine, "repl-partial@%u", r->me);
     r->fault_partial = hook && !strcmp(hook, mine);
+    r->fault_lag = hook && !strcmp(hook, "config-lag");
     pthread_mutex_lock(&r->mu);
     struct rcfg c = r->cur;
     pthread_mutex_unlock(&r->mu);
@@ -948,6 +1022,7 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
     int rc = fab_rpc_register(f, KV_RPC_REPL, on_repl, r, FAB_RPC_FAST);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_DIGEST, on_digest, r, 0);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_TAIL, on_tail, r, 0);
+    if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_EPOCH, on_epoch, r, FAB_RPC_FAST);
     if (rc) return log_reason(err, errcap, rc, "cannot serve the replication RPCs");
     if (c.replicas > 1) {
         struct lease_hooks h = {hook_is_manager, hook_manager_node, hook_config, hook_remove, r};

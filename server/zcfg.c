@@ -404,6 +404,8 @@ bool zcfg_is_manager(struct zcfg *z)
     return m;
 }
 
+void zcfg_poke(struct zcfg *z) { wake(z, &z->ev_config); }
+
 bool zcfg_connected(struct zcfg *z)
 {
     pthread_mutex_lock(&z->mu);

@@ -38,6 +38,8 @@ int zcfg_open(const struct zcfg_opts *o, const struct rcfg *initial, struct zcfg
 /* Joins the election (once): on_manager(true) when this node's znode is the lowest. */
 int zcfg_run_for_manager(struct zcfg *z);
 bool zcfg_is_manager(struct zcfg *z);
+/* Has the configuration read again and handed to on_config (from zcfg's thread). */
+void zcfg_poke(struct zcfg *z);
 /* Whether the session is connected now (a manager grants leases only then). */
 bool zcfg_connected(struct zcfg *z);
 /* The manager's node id as ZooKeeper says now (the lowest election znode's data), or < 0 when

@@ -134,9 +134,16 @@ static int64_t ask_step(struct txn_env *e, struct fab_ctx *c, int64_t now)
     int64_t next = INT64_MAX, again = e->cfg.indoubt_ns / 4 > NS_PER_MS ? e->cfg.indoubt_ns / 4
                                                                         : NS_PER_MS;
     int64_t rec_again = e->cfg.lease_ns / 4 < again ? e->cfg.lease_ns / 4 : again;
+    bool gated = txn_any_gated(e);
     pthread_mutex_lock(&e->pmu);
     for (struct prepared *p = e->prep; p; p = p->next) {
         if ((!p->charge && !p->rt) || p->committing) continue; /* (being settled right now) */
+        /* a transaction taken over is settled only once the takeover is done: its commit goes
+         * through the partition's ordinary paths, which a gated partition refuses */
+        if (p->rt && gated) {
+            if (now + NS_PER_MS < next) next = now + NS_PER_MS;
+            continue;
+        }
         /* (due, or its coordinator was removed: the node serving its partition answers now) */
         bool moved = txn_coord_node(e, p->txid) != txn_txid_node(p->txid);
         if (moved && p->next_ask > now + rec_again) p->next_ask = now;

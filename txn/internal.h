@@ -288,6 +288,13 @@ static inline struct store *txn_pstore(const struct txn_env *e, unsigned p)
     if (p >= e->n || __atomic_load_n(&e->route[p].gate, __ATOMIC_ACQUIRE)) return NULL;
     return __atomic_load_n(&e->route[p].st, __ATOMIC_ACQUIRE);
 }
+/* Whether some partition is gated now (a promotion is taking it over). */
+static inline bool txn_any_gated(const struct txn_env *e)
+{
+    for (unsigned p = 0; p < e->n; p++)
+        if (__atomic_load_n(&e->route[p].gate, __ATOMIC_ACQUIRE)) return true;
+    return false;
+}
 /* The same for a worker of the adoption (adopting: it may use a gated partition). */
 static inline struct store *txn_pstore_as(const struct txn_env *e, unsigned p, bool adopting)
 {
