@@ -488,8 +488,6 @@ static int apply_write(void *arg, const struct wal_write *w)
     return store_apply(arg, w->op == WAL_OP_DEL, w->key, w->klen, w->val, w->vlen);
 }
 
-/* The node that coordinates txid (the transaction layer's txids: node:16 | sequence:48). */
-static uint16_t txn_node_of(uint64_t txid) { return (uint16_t)(txid >> 48); }
 
 /* Drops partition p's records of txid that an item of `kind` settles (mu held): APPLY and
  * PREPARE a PREPARE, DECIDE a DECIDE, FORGET both. */
@@ -707,7 +705,7 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
             }
             x->txid = txid;
             x->kind = kind;
-            x->coord = kind == REPLICA_PREPARE ? pack_get_u16le(w) : txn_node_of(txid);
+            x->coord = kind == REPLICA_PREPARE ? pack_get_u16le(w) : txn_txid_node(txid);
             x->len = kind == REPLICA_PREPARE ? il - 2 : 0;
             if (x->len) memcpy(x->bytes, w + 2, x->len);
             x->next = r->recs[p];
@@ -1401,7 +1399,7 @@ static int split_jobs(struct replica *r, uint8_t kind, uint64_t txid, const void
     const uint8_t *writes = (const uint8_t *)payload + pre;
     if (len < pre || (kind == REPLICA_DECIDE && len)) return RDKV_EPROTO;
     if (kind == REPLICA_DECIDE || (kind == REPLICA_FORGET && !len)) {
-        s.mask = 1ull << (txn_node_of(txid) % s.parts);
+        s.mask = 1ull << (txn_txid_node(txid) % s.parts);
     } else if (wal_writes_unpack(writes, len - pre, mark_part, &s)) {
         return RDKV_EPROTO;
     }
@@ -1455,7 +1453,7 @@ static int ship_kind(struct replica *r, uint8_t kind, uint64_t txid, const void 
              : decide && !len ? 0
              : split_jobs(r, decide ? REPLICA_PREPARE : kind, txid, writes, len, jobs, bufs, &nj);
     if (!rc && decide) {
-        jobs[nj] = (struct ship_job){.part = txn_node_of(txid) % r->parts, .kind = REPLICA_DECIDE,
+        jobs[nj] = (struct ship_job){.part = txn_txid_node(txid) % r->parts, .kind = REPLICA_DECIDE,
                                      .txid = txid};
         bufs[nj++] = NULL;
     }

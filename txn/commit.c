@@ -242,12 +242,8 @@ static int ship_decision(struct twopc *c)
 {
     struct txn_env *e = c->t->w->e;
     uint64_t txid = c->t->txid;
-    size_t len = 0;
-    uint8_t *own = c->mine ? part_prepare_payload(c->mine, &len) : NULL;
-    if (c->mine && !own) return RDKV_ENOMEM;
-    if (c->mine) c->mine->shipped = true;
-    int rc = e->cfg.ship_rec(e->cfg.ship_arg, TXN_SHIP_DECIDE, txid, own, len);
-    free(own);
+    int rc = c->mine ? part_ship_prepare(e, c->mine, TXN_SHIP_DECIDE)
+                     : e->cfg.ship_rec(e->cfg.ship_arg, TXN_SHIP_DECIDE, txid, NULL, 0);
     if (!rc) {
         coord_shipped(e, txid);
         if (txn_fault_is(e, TXN_FAULT_EXIT_AFTER_DECISION)) {

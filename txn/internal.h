@@ -310,9 +310,6 @@ static inline uint16_t txn_coord_node(const struct txn_env *e, uint64_t txid)
     return c < e->n ? txn_owner(e, c) : c;
 }
 
-/* The node that coordinates txid (its top 16 bits). */
-static inline uint16_t txn_txid_node(uint64_t txid) { return (uint16_t)(txid >> 48); }
-
 /* ------------------------------------------------------------------------------------------ */
 /* The participant (part.c). */
 
@@ -341,9 +338,10 @@ void part_abort(struct txn_env *e, struct prepared *p);
  * u16 coordinator, then the writes (storage/wal.h's payload). part_log_prepare appends it (and
  * waits when wait) and marks p logged. */
 int part_log_prepare(struct txn_env *e, struct prepared *p, bool wait);
-/* Sends p's PREPARE to its partitions' backups (txn_cfg.ship_rec) and waits: 0, or why not
+/* Sends p's PREPARE to its partitions' backups (txn_cfg.ship_rec, as `kind`: TXN_SHIP_PREPARE,
+ * or TXN_SHIP_DECIDE for a coordinator's own share with its decision) and waits: 0, or why not
  * (p is marked shipped either way: its abort sends FORGET). */
-int part_ship_prepare(struct txn_env *e, struct prepared *p);
+int part_ship_prepare(struct txn_env *e, struct prepared *p, int kind);
 /* Records p as prepared here (the list the in-doubt thread and the decisions look at). */
 void part_record(struct txn_env *e, struct prepared *p);
 /* Takes the listed transaction txid (not one being committed) out of the list (NULL if

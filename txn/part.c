@@ -340,13 +340,13 @@ int part_commit(struct txn_env *e, struct prepared *p)
     return 0;
 }
 
-int part_ship_prepare(struct txn_env *e, struct prepared *p)
+int part_ship_prepare(struct txn_env *e, struct prepared *p, int kind)
 {
     size_t len;
     uint8_t *buf = part_prepare_payload(p, &len);
     if (!buf) return RDKV_ENOMEM;
     p->shipped = true;
-    int rc = e->cfg.ship_rec(e->cfg.ship_arg, TXN_SHIP_PREPARE, p->txid, buf, len);
+    int rc = e->cfg.ship_rec(e->cfg.ship_arg, kind, p->txid, buf, len);
     free(buf);
     return rc;
 }
@@ -824,7 +824,7 @@ static void on_prepare(struct fab_rpc_req *req, void *arg)
     }
     /* replicated: the vote is yes only once every backup holds the PREPARE, so that a promoted
      * copy finishes the transaction (docs/replication.md, "Promotion") */
-    if (!rc && e->cfg.ship_rec && (rc = part_ship_prepare(e, p))) {
+    if (!rc && e->cfg.ship_rec && (rc = part_ship_prepare(e, p, TXN_SHIP_PREPARE))) {
         log_warn("txn %llx: its PREPARE did not reach every backup (%s): voting no",
                  (unsigned long long)p->txid, rdkv_strerror(rc));
         part_abort(e, p);

@@ -107,6 +107,9 @@ struct txn_cfg {
 };
 /* What ship_rec carries (the replication layer's KV_RPC_REPL item kinds, server/replica.h). */
 enum txn_ship_kind { TXN_SHIP_PREPARE = 1, TXN_SHIP_FORGET = 2, TXN_SHIP_DECIDE = 3 };
+/* The node that coordinates txid (a txid is node:16 | sequence:48): its DECIDE goes to the
+ * backups of that node's partition. */
+static inline uint16_t txn_txid_node(uint64_t txid) { return (uint16_t)(txid >> 48); }
 /* timeout: wait-die and no-wait commit ~7x more on a few hot keys, but away from them they
  * abort short conflicts that timeout waits out, and wait-die pays two round trips more per
  * remote lock (0.6-1.1x timeout's rate; docs/benchmarks.md, "Conflict policies on hot keys") */

@@ -286,6 +286,22 @@ static unsigned non_manager(void)
     return 3;
 }
 
+/* The manager, or 3 when none says so. */
+static unsigned manager(void)
+{
+    for (unsigned n = 0; n < 3; n++)
+        if (status_says(n, "\"manager\":true")) return n;
+    return 3;
+}
+
+/* start_lease(3, 3, "2s") with the test hook `hook` armed in the nodes (RDKV_TEST_FAULT). */
+static void start_hooked(const char *hook)
+{
+    setenv("RDKV_TEST_FAULT", hook, 1);
+    start_lease(3, 3, "2s");
+    unsetenv("RDKV_TEST_FAULT");
+}
+
 /* A mover on node `node` between the nf-th key of partition pf and the nt-th of pt, both set to BANK_START
  * through the session *s it opens there: 0, or why not. */
 static int mover_init_nth(struct mover *m, unsigned node, unsigned pf, unsigned nf, unsigned pt,
@@ -511,12 +527,8 @@ static void t_zombie_reads(void)
  * acknowledgement): the third node never reads the overwritten value. */
 static void t_lagging_reader(void)
 {
-    setenv("RDKV_TEST_FAULT", "config-lag", 1);
-    start_lease(3, 3, "2s");
-    unsetenv("RDKV_TEST_FAULT");
-    unsigned m = 3;
-    for (unsigned i = 0; i < 3 && m == 3; i++)
-        if (status_says(i, "\"manager\":true")) m = i;
+    start_hooked("config-lag");
+    unsigned m = manager();
     REQUIRE(m < 3);
     unsigned v = 3;
     for (unsigned i = 0; i < 3 && v == 3; i++) {
@@ -551,11 +563,9 @@ static void t_lagging_reader(void)
 static void hooked_transfer(const char *hook, unsigned c, unsigned pa, unsigned pb, unsigned via,
                             int want_moved, int *commit_rc)
 {
-    setenv("RDKV_TEST_FAULT", hook, 1);
     row_lease = "2s"; /* a dead coordinator's row locks are taken back by their leases */
-    start_lease(3, 3, "2s");
+    start_hooked(hook);
     row_lease = NULL;
-    unsetenv("RDKV_TEST_FAULT");
     char a[16], b[16];
     key_on(pa, a, sizeof a);
     key_on(pb, b, sizeof b);
@@ -649,9 +659,7 @@ static void t_prepared_dies(void)
 static void t_two_die(void)
 {
     start_lease(3, 3, "2s");
-    unsigned m0 = 3;
-    for (unsigned n = 0; n < 3 && m0 == 3; n++)
-        if (status_says(n, "\"manager\":true")) m0 = n;
+    unsigned m0 = manager();
     REQUIRE(m0 < 3);
     unsigned x = (m0 + 1) % 3, y = (m0 + 2) % 3;
     struct mover m = {0};
@@ -686,9 +694,7 @@ static void t_two_die(void)
  * commit is on both remaining copies, and they are equal. */
 static void t_commit_in_flight(void)
 {
-    setenv("RDKV_TEST_FAULT", "repl-partial@2", 1);
-    start_lease(3, 3, "2s");
-    unsetenv("RDKV_TEST_FAULT");
+    start_hooked("repl-partial@2");
     char a[16], b[16];
     key_on_nth(2, 0, a, sizeof a);
     key_on_nth(2, 1, b, sizeof b);
