@@ -81,6 +81,7 @@ struct range_server_stats {
     uint64_t batches; /* combiner: batches its thread applied */
     uint64_t direct;  /* combiner: requests applied by their handler (tables free, queue empty) */
     uint64_t refused; /* lock requests turned away with RDKV_EBUSY: the owner's bounds were full */
+    uint64_t in_tables; /* now, not a count: requests holding or waiting (releases applied) */
 };
 
 /* Byte-string bounds (the server-side designs). A request may carry, besides its coordinates,
