@@ -18,7 +18,7 @@ enum fab_rpc_builtin {
 /* FAB_RPC_USER_BASE + 0 .. + 31: the node and its transactions. The node's own types are
  * server/node.h's (KV_RPC_STATUS) and server/session.h's (KV_RPC_SESSION, the one type clients
  * may call; payloads in server/proto.h); the transaction layer has + 8 .. + 15 (txn/txn.h;
- * coordinator in txn/txn.c, participant in txn/part.c). Free: + 6, + 7, + 15, + 17 .. + 31. */
+ * coordinator in txn/txn.c, participant in txn/part.c). Free: + 15, + 18 .. + 31. */
 enum kv_rpc {
     KV_RPC_STATUS = FAB_RPC_USER_BASE + 0,   /* empty -> this node's status, JSON
                                                 (node_status_json) */
@@ -33,7 +33,13 @@ enum kv_rpc {
                                                  copy (server/replica.c) */
     KV_RPC_REPL_EPOCH = FAB_RPC_USER_BASE + 5, /* empty -> u64: the epoch whose routes the
                                                   node has taken (server/replica.c) */
+    KV_RPC_REPL_JOIN = FAB_RPC_USER_BASE + 6, /* empty: a node back with an empty memory asks
+                                                 the manager for copies to fill -> status */
+    KV_RPC_REPL_COPY = FAB_RPC_USER_BASE + 7, /* a primary's rows to a copy being filled
+                                                 (server/replica.c) -> status */
     KV_RPC_SESSION = FAB_RPC_USER_BASE + 16, /* remote sessions of rdkv.h (server/proto.h) */
+    KV_RPC_REPL_FILLED = FAB_RPC_USER_BASE + 17, /* a primary tells the manager that copies of
+                                                    its partition are filled -> status */
 };
 enum txn_rpc {
     TXN_RPC_PREPARE = FAB_RPC_USER_BASE + 8,  /* u64 txid, ops -> status */

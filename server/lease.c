@@ -93,6 +93,15 @@ void lease_elected(struct lease *l)
     pthread_mutex_unlock(&l->mu);
 }
 
+void lease_admit(struct lease *l, uint16_t node)
+{
+    if (!l || node >= RCFG_MAX_NODES) return;
+    pthread_mutex_lock(&l->mu);
+    l->suspected[node] = false;
+    l->heard[node] = now_ns();
+    pthread_mutex_unlock(&l->mu);
+}
+
 /* The monitor: while this node is the manager, suspects a member not heard from for a lease and
  * the guard, and asks for a configuration without it. */
 static void *monitor_main(void *arg)

@@ -35,6 +35,10 @@ int lease_start(struct fabric *f, uint16_t me, int64_t lease_ns, const struct le
 bool lease_valid(struct lease *l);
 /* The manager's office began now: every member's lease counts as renewed now. */
 void lease_elected(struct lease *l);
+/* The manager admits `node` again (it joins with an empty memory: docs/replication.md,
+ * "Re-replication"): no longer suspected, and heard from now. Call before the configuration
+ * that makes it a member is installed, so the monitor never judges it by its old silence. */
+void lease_admit(struct lease *l, uint16_t node);
 /* Members suspected and removed by this node as manager (status). */
 unsigned lease_removed(struct lease *l);
 /* Stops the threads (before the fabric closes); KV_RPC_LEASE is answered "not the manager"

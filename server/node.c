@@ -1203,6 +1203,8 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         goto fail;
     }
     /* (partitions follow the configuration) */
+    replica_set_rows(n->repl, lock_algo_find(txn_env_cfg(n->txn)->row_lock),
+                     txn_env_lock_cfg(n->txn));
     replica_set_route(n->repl, route_txn, adopt_txn, n->txn);
     if (n->wal && (rc = txids_start(n, err, errcap))) goto fail;
     if (n->recov) {
@@ -1234,6 +1236,7 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         n->watching = true;
     }
     fab_serve(n->f);
+    replica_serve(n->repl); /* (a node back with an empty memory asks to join) */
     *out = n;
     return 0;
 fail:

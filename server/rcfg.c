@@ -55,6 +55,8 @@ bool rcfg_check(const struct rcfg *c, char *err, size_t errcap)
         if (!c->nrep[p] || c->nrep[p] > c->replicas)
             return REFUSE("partition %u has %u replicas (1..%u)", p, c->nrep[p],
                        c->replicas);
+        if (c->nlearn[p] >= c->nrep[p])
+            return REFUSE("partition %u has no full replica (%u being filled)", p, c->nlearn[p]);
         for (unsigned r = 0; r < c->nrep[p]; r++) {
             unsigned n = c->rep[p][r];
             if (!member(c, n))
@@ -74,11 +76,18 @@ bool rcfg_holds(const struct rcfg *c, unsigned p, uint16_t node)
     return false;
 }
 
+bool rcfg_learning(const struct rcfg *c, unsigned p, uint16_t node)
+{
+    for (unsigned r = rcfg_full(c, p); r < c->nrep[p]; r++)
+        if (c->rep[p][r] == node) return true;
+    return false;
+}
+
 int rcfg_without(const struct rcfg *c, uint16_t node, struct rcfg *out)
 {
     if (!member(c, node)) return RDKV_EINVAL;
     for (unsigned p = 0; p < c->partitions; p++)
-        if (c->nrep[p] == 1 && c->rep[p][0] == node) return RDKV_EUNAVAILABLE;
+        if (rcfg_full(c, p) == 1 && c->rep[p][0] == node) return RDKV_EUNAVAILABLE;
     struct rcfg n = *c;
     n.epoch = c->epoch + 1;
     n.members &= ~(1ull << node);
@@ -88,7 +97,42 @@ int rcfg_without(const struct rcfg *c, uint16_t node, struct rcfg *out)
             if (c->rep[p][r] != node) n.rep[p][k++] = c->rep[p][r];
         for (unsigned r = k; r < RCFG_MAX_REPLICAS; r++) n.rep[p][r] = 0;
         n.nrep[p] = (uint8_t)k;
+        if (rcfg_learning(c, p, node)) n.nlearn[p]--;
     }
+    *out = n;
+    return 0;
+}
+
+int rcfg_join(const struct rcfg *c, uint16_t node, struct rcfg *out)
+{
+    if (node >= c->nodes) return RDKV_EINVAL;
+    if (member(c, node)) return RDKV_EEXIST;
+    struct rcfg n = *c;
+    n.epoch = c->epoch + 1;
+    n.members |= 1ull << node;
+    unsigned added = 0;
+    for (unsigned p = 0; p < n.partitions; p++) {
+        if (n.nrep[p] >= n.replicas) continue;
+        n.rep[p][n.nrep[p]++] = node; /* (last: with the others being filled) */
+        n.nlearn[p]++;
+        added++;
+    }
+    if (!added) return RDKV_ENOTFOUND;
+    *out = n;
+    return 0;
+}
+
+int rcfg_filled(const struct rcfg *c, unsigned p, uint16_t node, struct rcfg *out)
+{
+    if (p >= c->partitions || !rcfg_learning(c, p, node)) return RDKV_EINVAL;
+    struct rcfg n = *c;
+    n.epoch = c->epoch + 1;
+    /* it moves to the end of the full ones: swapped with the first being filled */
+    unsigned first = rcfg_full(c, p), at = first;
+    while (n.rep[p][at] != node) at++;
+    n.rep[p][at] = n.rep[p][first];
+    n.rep[p][first] = node;
+    n.nlearn[p]--;
     *out = n;
     return 0;
 }
@@ -110,7 +154,8 @@ int rcfg_encode(const struct rcfg *c, char *buf, size_t cap)
     PUT("\n");
     for (unsigned p = 0; p < c->partitions; p++) {
         PUT("part %u", p);
-        for (unsigned r = 0; r < c->nrep[p]; r++) PUT(" %u", c->rep[p][r]);
+        for (unsigned r = 0; r < c->nrep[p]; r++)
+            PUT(" %u%s", c->rep[p][r], r >= rcfg_full(c, p) ? "+" : "");
         PUT("\n");
     }
 #undef PUT
@@ -201,10 +246,19 @@ int rcfg_decode(const char *text, size_t len, struct rcfg *out, char *err, size_
             unsigned p = (unsigned)v;
             if (partseen[p]) BAD("line %u: partition %u twice", line, p);
             partseen[p] = true;
-            for (const char *t = s; word(&t, eol, w, sizeof w) != 0; t = s) {
-                if (!NUM(0, c.nodes - 1)) BAD("line %u: bad replica of partition %u", line, p);
+            /* a replica being filled is written "<node>+", after the full ones */
+            for (int k2; (k2 = word(&s, eol, w, sizeof w)) != 0;) {
+                if (k2 < 0) BAD("line %u: bad replica of partition %u", line, p);
+                size_t wl = strlen(w);
+                bool learn = wl > 1 && w[wl - 1] == '+';
+                if (learn) w[wl - 1] = 0;
+                if (parse_uint_range(w, 0, c.nodes - 1, &v))
+                    BAD("line %u: bad replica of partition %u", line, p);
                 if (c.nrep[p] == RCFG_MAX_REPLICAS) BAD("line %u: too many replicas", line);
+                if (!learn && c.nlearn[p])
+                    BAD("line %u: partition %u: a full replica after one being filled", line, p);
                 c.rep[p][c.nrep[p]++] = (uint16_t)v;
+                if (learn) c.nlearn[p]++;
             }
         } else {
             BAD("line %u: unknown keyword '%s'", line, kw);

@@ -21,6 +21,9 @@ struct rcfg {
     uint64_t members;                 /* bit i: node i is a member (serves, holds a lease) */
     uint8_t nrep[RCFG_MAX_NODES];     /* partition p's live replicas: rep[p][0..nrep[p]) */
     uint16_t rep[RCFG_MAX_NODES][RCFG_MAX_REPLICAS]; /* [0] is the primary */
+    /* the last nlearn[p] of partition p's replicas are new copies still being filled (section
+     * 8, "Re-replication"): they take every commit but are never promoted until made full */
+    uint8_t nlearn[RCFG_MAX_NODES];
 };
 
 /* The first configuration of a cluster of `nodes` nodes with R replicas: epoch 1, every node a
@@ -33,13 +36,30 @@ int rcfg_initial(struct rcfg *c, unsigned nodes, unsigned replicas);
 bool rcfg_check(const struct rcfg *c, char *err, size_t errcap);
 /* The primary of partition p. */
 static inline uint16_t rcfg_primary(const struct rcfg *c, unsigned p) { return c->rep[p][0]; }
-/* Whether node holds a replica of partition p. */
+/* Whether node holds a replica of partition p (a full one or one being filled). */
 bool rcfg_holds(const struct rcfg *c, unsigned p, uint16_t node);
+/* Whether node's replica of partition p is still being filled. */
+bool rcfg_learning(const struct rcfg *c, unsigned p, uint16_t node);
+/* Partition p's full replicas: rep[p][0..rcfg_full(c, p)). */
+static inline unsigned rcfg_full(const struct rcfg *c, unsigned p)
+{
+    return (unsigned)c->nrep[p] - c->nlearn[p];
+}
 
 /* The configuration after `node` left: epoch + 1, node no member, dropped from every set; a
  * partition whose primary it was gets its first backup as primary. RDKV_EUNAVAILABLE (out left
- * unchanged) when a partition would have no replica left, RDKV_EINVAL when node is no member. */
+ * unchanged) when a partition would have no full replica left, RDKV_EINVAL when node is no
+ * member. */
 int rcfg_without(const struct rcfg *c, uint16_t node, struct rcfg *out);
+
+/* The configuration after `node` (no member) joined with an empty memory: epoch + 1, node a
+ * member, and a replica being filled of every partition short of R copies. RDKV_EEXIST when it
+ * is a member, RDKV_EINVAL when node is out of range, RDKV_ENOTFOUND when no partition lacks a
+ * copy (it would hold nothing). */
+int rcfg_join(const struct rcfg *c, uint16_t node, struct rcfg *out);
+/* The configuration after node's replica of partition p was filled: epoch + 1, that replica
+ * full. RDKV_EINVAL when it is not one being filled. */
+int rcfg_filled(const struct rcfg *c, unsigned p, uint16_t node, struct rcfg *out);
 
 /* Encodes c as text lines (docs/replication.md, section 3); returns the length (< cap) or
  * RDKV_ETOOBIG. */

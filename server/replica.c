@@ -11,6 +11,7 @@
 #include "server/lease.h"
 #include "server/rcfg.h"
 #include "server/zcfg.h"
+#include "storage/ckpt.h"
 #include "storage/store.h"
 #include "storage/wal.h"
 
@@ -49,6 +50,17 @@
 #define REPL_TIMEOUT_NS NS_PER_S     /* one ship's wait for a backup */
 #define REPLICA_LEASE_DEFAULT_NS NS_PER_S
 #define REPL_RETRY_NS (10 * NS_PER_MS) /* then asked again after this */
+/* KV_RPC_REPL_COPY: u64 epoch, u16 partition, u64 stream, u8 first, u32 rows, then the rows
+ * (storage/ckpt.h's batch format), REPL_COPY_BATCH bytes or about */
+#define REPL_COPY_HDR 23
+#define REPL_COPY_BATCH (256u << 10)
+/* What a copy being filled remembers of the keys that commits deleted meanwhile, per partition
+ * (beyond, the copy's stream is broken and started again: section 8) */
+#define REPL_DEL_MAX (1u << 20)
+#define REPL_DEL_BYTES (64ull << 20)
+#define REPL_DEL_BUCKETS 65536u
+/* KV_RPC_REPL_FILLED: u64 epoch, u16 partition, u8 count, count u16 nodes */
+#define REPL_FILLED_HDR 11
 
 /* A two-phase commit's record on a backup (docs/replication.md, "Promotion"): a participant's
  * PREPARE (its writes, not applied: the promoted copy locks their rows and asks the
@@ -69,6 +81,17 @@ struct rtail {
     uint64_t seq, txid;
     uint32_t len;
     uint8_t bytes[];
+};
+
+/* A key that a commit deleted while this node's copy of its partition was being filled. */
+struct dkey {
+    struct dkey *next;
+    uint32_t klen;
+    uint8_t k[];
+};
+struct delset {
+    size_t n, bytes;
+    struct dkey *b[REPL_DEL_BUCKETS];
 };
 
 struct ship_job;
@@ -127,9 +150,40 @@ struct replica {
     uint64_t routed_epoch; /* the epoch whose routes are taken here (KV_RPC_REPL_EPOCH) */
     bool fault_lag; /* test hook (RDKV_TEST_FAULT=config-lag): a node neither manager nor
                        promoted takes a new epoch's routes 3 s late */
+    /* re-replication (docs/replication.md, section 8) */
+    struct store_opts so;           /* the copies' options (replica_attach's) */
+    const struct lock_algo *row;    /* the cluster's row lock, and its tunables */
+    const struct lock_cfg *lcfg;    /* (replica_set_rows; the copier reads rows under them) */
+    bool joining;                   /* started as no member: asks the manager for copies */
+    bool joiner_on, copier_on;
+    pthread_t joiner, copier;
+    pthread_cond_t ccv;             /* the copier's: a configuration came, or the stop */
+    /* a copy being filled here, per partition (under mu): the keys deleted since its stream
+     * began, the stream, and whether the set overflowed (the stream then starts again) */
+    struct delset *del[RCFG_MAX_NODES];
+    uint64_t stream[RCFG_MAX_NODES];
+    bool broken[RCFG_MAX_NODES];
+    /* a primary's filling of new copies, per partition (under mu; status shows it) */
+    struct fill {
+        uint64_t epoch;             /* the configuration it began in (0: none running) */
+        uint64_t rows, of;          /* rows sent to the copies, of the rows there were */
+        uint64_t done_epoch;        /* the manager was told the copies are filled, in this one */
+        uint16_t to[RCFG_MAX_REPLICAS];
+        unsigned nto;
+    } fill[RCFG_MAX_NODES];
 };
 
+/* This node's copy of partition p: its own store for its own partition, else the copy opened
+ * for it (NULL: none). mu held. */
+static struct store *copy_locked(const struct replica *r, unsigned p)
+{
+    return p == r->me ? r->primary : p < RCFG_MAX_NODES ? r->backup[p] : NULL;
+}
+
 static void recs_free_locked(struct replica *r, unsigned p);
+static void delset_free_locked(struct replica *r, unsigned p);
+static int open_copies(struct replica *r, const struct rcfg *c, char *err, size_t errcap);
+static void *copier_main(void *arg);
 static int resync(struct replica *r, unsigned p, const struct rcfg *c, unsigned *pulled,
                   unsigned *pushed);
 
@@ -224,7 +278,8 @@ static void apply_routes(struct replica *r)
     for (unsigned p = 0; r->route && p < c.partitions; p++)
         if (c.nrep[p] && rcfg_primary(&c, p) != r->routed[p]) {
             moved = true;
-            if (rcfg_primary(&c, p) == r->me && p != r->me) promo[npromo++] = p;
+            /* (its own partition too, when this node came back and filled its copy of it) */
+            if (rcfg_primary(&c, p) == r->me) promo[npromo++] = p;
         }
     if (r->fault_lag && moved && !npromo && !hook_is_manager(r)) {
         log_warn("test hook: taking epoch %llu's routes 3 s late", (unsigned long long)c.epoch);
@@ -239,7 +294,7 @@ static void apply_routes(struct replica *r)
         struct store *st = NULL;
         if (node == r->me) {
             pthread_mutex_lock(&r->mu);
-            st = p == r->me ? r->primary : r->backup[p];
+            st = copy_locked(r, p);
             stop = r->stopping;
             pthread_mutex_unlock(&r->mu);
             if (stop) break;
@@ -249,7 +304,7 @@ static void apply_routes(struct replica *r)
                 continue;
             }
         }
-        bool promote = node == r->me && p != r->me;
+        bool promote = node == r->me; /* (it was routed elsewhere: a promotion) */
         r->route(r->route_arg, p, node, st, name, promote); /* (gated until taken over) */
         r->routed[p] = node;
     }
@@ -260,12 +315,12 @@ static void apply_routes(struct replica *r)
         unsigned p = promo[i];
         uint16_t node = r->me;
         pthread_mutex_lock(&r->mu);
-        struct store *st = r->backup[p];
+        struct store *st = copy_locked(r, p);
         stop = r->stopping;
         pthread_mutex_unlock(&r->mu);
         if (stop || !st || r->routed[p] != r->me) continue;
         char name[STORE_NAME_MAX + 1];
-        snprintf(name, sizeof name, "store.b%u", p % 10000u);
+        snprintf(name, sizeof name, p == r->me ? "store" : "store.b%u", p % 10000u);
         {
             int64_t t0 = clock_now_ns();
             unsigned np = 0, nd = 0, pulled = 0, pushed = 0;
@@ -301,16 +356,26 @@ void replica_set_route(struct replica *r, replica_route_fn fn, replica_adopt_fn 
 static void on_config(void *arg, const struct rcfg *c, int version)
 {
     struct replica *r = arg;
+    /* copies this configuration gives this node first: a commit to one that is not open yet is
+     * refused, and asked again */
+    char why[320];
+    if (open_copies(r, c, why, sizeof why)) log_error("node %u: %s", r->me, why);
     pthread_mutex_lock(&r->mu);
     bool newer = c->epoch > r->cur.epoch;
     if (newer || version > r->version) {
         r->cur = *c;
         r->version = version;
         __atomic_store_n(&r->member, (c->members >> r->me & 1) != 0, __ATOMIC_RELEASE);
+        /* a copy filled (or gone) forgets what it remembered while it was being filled */
+        for (unsigned p = 0; p < RCFG_MAX_NODES; p++)
+            if (r->del[p] && (p >= c->partitions || !rcfg_learning(c, p, r->me)))
+                delset_free_locked(r, p);
+        pthread_cond_broadcast(&r->ccv);
     }
     pthread_mutex_unlock(&r->mu);
     if (newer) log_info("node %u: replica configuration epoch %llu", r->me,
                         (unsigned long long)c->epoch);
+
     /* (also when hook_remove installed it here and poked: its routes are not taken yet) */
     if (newer || c->epoch > __atomic_load_n(&r->routed_epoch, __ATOMIC_ACQUIRE)) apply_routes(r);
 }
@@ -344,11 +409,13 @@ static void hook_config(void *arg, struct rcfg *out)
     pthread_mutex_unlock(&r->mu);
 }
 
-/* The manager's removal of a member: the stored configuration without it, installed over the
- * version read (read again when another change won). */
-static int hook_remove(void *arg, uint16_t node)
+/* The manager's change of the configuration: make() computes the next one from the one stored
+ * (RCFG_SAME: nothing to change), installed over the version read -- read again when another
+ * change won, up to three times -- and taken here at once. */
+#define RCFG_SAME 1
+typedef int (*make_fn)(const struct rcfg *cur, const void *ctx, struct rcfg *next);
+static int change_config(struct replica *r, make_fn make, const void *ctx, const char *what)
 {
-    struct replica *r = arg;
     int rc = RDKV_EABORTED;
     for (int tries = 0; tries < 3 && (rc == RDKV_EABORTED || rc == RDKV_EUNKNOWN); tries++) {
         struct rcfg cur, next;
@@ -358,30 +425,128 @@ static int hook_remove(void *arg, uint16_t node)
             log_warn("%s", err);
             continue;
         }
-        if (!(cur.members >> node & 1)) return 0; /* (already gone) */
-        if ((rc = rcfg_without(&cur, node, &next))) return rc;
+        if ((rc = make(&cur, ctx, &next))) return rc == RCFG_SAME ? 0 : rc;
         rc = zcfg_install(r->z, version, &next, &nv, err, sizeof err);
         if (rc) {
             log_warn("%s", err);
             continue;
         }
-        log_warn("node %u: configuration epoch %llu installed without node %u", r->me,
-                 (unsigned long long)next.epoch, node);
+        log_warn("node %u: configuration epoch %llu installed: %s", r->me,
+                 (unsigned long long)next.epoch, what);
         pthread_mutex_lock(&r->mu);
         bool newer = next.epoch > r->cur.epoch;
         if (newer) {
             r->cur = next;
             r->version = nv;
             __atomic_store_n(&r->member, (next.members >> r->me & 1) != 0, __ATOMIC_RELEASE);
+            pthread_cond_broadcast(&r->ccv);
         }
         pthread_mutex_unlock(&r->mu);
-        /* the routes are taken on zcfg's thread (a takeover may wait for other nodes; this is
-         * the lease monitor's) */
+        /* the routes are taken on zcfg's thread (a takeover may wait for other nodes; callers
+         * are the lease monitor and RPC threads) */
         if (newer) zcfg_poke(r->z);
     }
     return rc;
 }
 
+static int make_without(const struct rcfg *cur, const void *ctx, struct rcfg *next)
+{
+    uint16_t node = *(const uint16_t *)ctx;
+    if (!(cur->members >> node & 1)) return RCFG_SAME; /* (already gone) */
+    return rcfg_without(cur, node, next);
+}
+
+/* The manager's removal of a member (the lease monitor's hook). */
+static int hook_remove(void *arg, uint16_t node)
+{
+    char what[48];
+    snprintf(what, sizeof what, "without node %u", node);
+    return change_config(arg, make_without, &node, what);
+}
+
+static int make_join(const struct rcfg *cur, const void *ctx, struct rcfg *next)
+{
+    uint16_t node = *(const uint16_t *)ctx;
+    if (node < cur->nodes && (cur->members >> node & 1)) return RCFG_SAME; /* (asked again) */
+    return rcfg_join(cur, node, next);
+}
+
+/* The manager takes node back as a member that fills a copy of every partition short of R
+ * copies (section 8). Its lease is fresh from now: its old silence is no suspicion. */
+static int do_join(struct replica *r, uint16_t node)
+{
+    if (!hook_is_manager(r)) return RDKV_EPERM;
+    lease_admit(r->lease, node);
+    char what[64];
+    snprintf(what, sizeof what, "node %u back, filling copies", node);
+    return change_config(r, make_join, &node, what);
+}
+
+/* KV_RPC_REPL_JOIN: empty, from the node that joins. */
+static void on_join(struct fab_rpc_req *req, void *arg)
+{
+    struct replica *r = arg;
+    int rc = fab_rpc_len(req) ? RDKV_EPROTO : do_join(r, fab_rpc_src(req));
+    fab_rpc_reply(req, rc, NULL, 0);
+}
+
+struct filled {
+    unsigned p;
+    uint16_t src, n, nodes[RCFG_MAX_REPLICAS];
+};
+
+static int make_filled(const struct rcfg *cur, const void *ctx, struct rcfg *next)
+{
+    const struct filled *f = ctx;
+    if (f->p >= cur->partitions || rcfg_primary(cur, f->p) != f->src) return RDKV_EPERM;
+    struct rcfg t = *cur, u;
+    bool changed = false;
+    for (unsigned i = 0; i < f->n; i++) {
+        if (!rcfg_learning(&t, f->p, f->nodes[i])) {
+            if (!rcfg_holds(&t, f->p, f->nodes[i])) return RDKV_EPERM; /* (gone meanwhile) */
+            continue;
+        }
+        if (rcfg_filled(&t, f->p, f->nodes[i], &u)) return RDKV_EINVAL;
+        t = u;
+        changed = true;
+    }
+    if (!changed) return RCFG_SAME;
+    t.epoch = cur->epoch + 1;
+    *next = t;
+    return 0;
+}
+
+/* The primary of partition f->p says its copies at f->nodes are filled: every row sent in one
+ * stream each took, and every commit since the stream began shipped to them too. */
+static int do_filled(struct replica *r, const struct filled *f)
+{
+    if (!hook_is_manager(r)) return RDKV_EPERM;
+    char what[96];
+    int o = snprintf(what, sizeof what, "partition %u's copies filled at node", f->p);
+    for (unsigned i = 0; i < f->n && o > 0 && (size_t)o < sizeof what; i++)
+        o += snprintf(what + o, sizeof what - (size_t)o, " %u", f->nodes[i]);
+    return change_config(r, make_filled, f, what);
+}
+
+/* KV_RPC_REPL_FILLED: u64 epoch (unused: the stored configuration decides), u16 partition, u8
+ * count, count u16 nodes. */
+static void on_filled(struct fab_rpc_req *req, void *arg)
+{
+    const uint8_t *b = fab_rpc_data(req);
+    size_t len = fab_rpc_len(req);
+    struct filled f = {.src = fab_rpc_src(req)};
+    int rc = 0;
+    if (len < REPL_FILLED_HDR || b[10] > RCFG_MAX_REPLICAS ||
+        len != REPL_FILLED_HDR + 2u * b[10])
+        rc = RDKV_EPROTO;
+    if (!rc) {
+        f.p = pack_get_u16le(b + 8);
+        f.n = b[10];
+        for (unsigned i = 0; i < f.n; i++) f.nodes[i] = pack_get_u16le(b + REPL_FILLED_HDR + 2 * i);
+        rc = do_filled(arg, &f);
+    }
+    fab_rpc_reply(req, rc, NULL, 0);
+}
 
 int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_ns,
                   int64_t lease_ns, struct replica **out, char *err, size_t errcap)
@@ -399,6 +564,11 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->rmu, NULL);
     pthread_cond_init(&r->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->ccv, &ca);
+    pthread_condattr_destroy(&ca);
     for (unsigned p = 0; p < RCFG_MAX_NODES; p++) r->routed[p] = (uint16_t)p;
     struct rcfg init;
     int rc = rcfg_initial(&init, cc->n, cc->replicas);
@@ -435,28 +605,50 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
         rc = RDKV_ECONFIG;
         goto fail;
     }
-    if (!(c.members >> me & 1)) {
-        snprintf(err, errcap,
-                 "node %u is no member of the replica configuration (epoch %llu in ZooKeeper "
-                 "%s%s): it was removed when its lease ran out, and a removed node cannot "
-                 "rejoin yet (re-replication is not built: docs/replication.md)",
-                 me, (unsigned long long)c.epoch, cc->zookeeper, root);
+    if (c.replicas == 1 && !(c.members >> me & 1)) {
+        snprintf(err, errcap, "node %u is no member of the replica configuration (epoch %llu in "
+                 "ZooKeeper %s%s)", me, (unsigned long long)c.epoch, cc->zookeeper, root);
         rc = RDKV_ECONFIG;
         goto fail;
     }
-    if (c.replicas > 1 && (rc = zcfg_claim(r->z, me))) {
-        if (rc == RDKV_EEXIST)
-            snprintf(err, errcap,
-                     "node %u held copies of this replicated cluster before (ZooKeeper %s%s/joined/"
-                     "%u): they were in memory and are gone, so it cannot serve again as it was; "
-                     "a node cannot rejoin yet (re-replication is not built: "
-                     "docs/replication.md)", me, cc->zookeeper, root, me);
-        else
-            snprintf(err, errcap, "ZooKeeper %s: cannot record node %u as joined: %s",
-                     cc->zookeeper, me, rdkv_strerror(rc));
-        rc = rc == RDKV_EEXIST ? RDKV_ECONFIG : rc;
+    if (c.replicas > 1 && (rc = zcfg_claim(r->z, me)) && rc != RDKV_EEXIST) {
+        snprintf(err, errcap, "ZooKeeper %s: cannot record node %u as joined: %s",
+                 cc->zookeeper, me, rdkv_strerror(rc));
         goto fail;
     }
+    if (rc == RDKV_EEXIST && (c.members >> me & 1)) {
+        /* An earlier process of this node held copies, and the configuration still counts it:
+         * they were in memory and are gone, so this one must neither serve them nor take
+         * commits as a copy. Nothing renews its lease now (this process serves nothing yet):
+         * the manager removes it within a lease and a tenth -- plus ZooKeeper's session, when
+         * it was the manager -- and then it joins as a node with an empty memory. */
+        log_warn("node %u held copies of this replicated cluster before (ZooKeeper %s%s/joined/"
+                 "%u): waiting for the manager to remove its old membership, then joining "
+                 "empty (docs/replication.md, section 8)", me, cc->zookeeper, root, me);
+        int64_t t0 = clock_now_ns(), until = t0 + 10 * NS_PER_S + 4 * r->lease_ns;
+        while ((c.members >> me & 1) && clock_now_ns() < until) {
+            clock_sleep_ns(20 * NS_PER_MS);
+            pthread_mutex_lock(&r->mu);
+            c = r->cur;
+            pthread_mutex_unlock(&r->mu);
+        }
+        if (c.members >> me & 1) {
+            snprintf(err, errcap,
+                     "node %u held copies of this replicated cluster before (ZooKeeper %s%s/"
+                     "joined/%u), and after %.1f s the configuration (epoch %llu) still counts "
+                     "it a member: is an earlier process of it still running, or is there no "
+                     "configuration manager?", me, cc->zookeeper, root, me,
+                     (double)(clock_now_ns() - t0) / 1e9, (unsigned long long)c.epoch);
+            rc = RDKV_ECONFIG;
+            goto fail;
+        }
+    }
+    rc = 0;
+    r->joining = !(c.members >> me & 1);
+    if (r->joining)
+        log_warn("node %u is no member of the replica configuration (epoch %llu): it joins with "
+                 "an empty memory and fills a copy of every partition short of %u copies",
+                 me, (unsigned long long)c.epoch, c.replicas);
     r->parts = c.partitions;
     log_info("node %u: replica configuration epoch %llu from ZooKeeper %s (%u partitions, "
              "replicas %u)", me, (unsigned long long)c.epoch, cc->zookeeper, c.partitions,
@@ -466,6 +658,7 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
     return 0;
 fail:
     zcfg_close(r->z);
+    pthread_cond_destroy(&r->ccv);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->rmu);
     pthread_mutex_destroy(&r->mu);
@@ -486,6 +679,129 @@ static int check_write(void *arg, const struct wal_write *w)
 static int apply_write(void *arg, const struct wal_write *w)
 {
     return store_apply(arg, w->op == WAL_OP_DEL, w->key, w->klen, w->val, w->vlen);
+}
+
+/* ---- a copy being filled (section 8) ------------------------------------------------------ */
+
+static void delset_free_locked(struct replica *r, unsigned p)
+{
+    struct delset *d = r->del[p];
+    if (!d) return;
+    for (unsigned i = 0; i < REPL_DEL_BUCKETS; i++)
+        for (struct dkey *k = d->b[i], *nx; k; k = nx) {
+            nx = k->next;
+            free(k);
+        }
+    free(d);
+    r->del[p] = NULL;
+}
+
+static bool delset_has(const struct delset *d, const void *key, uint32_t klen)
+{
+    if (!d) return false;
+    for (const struct dkey *k = d->b[XXH3_64bits(key, klen) % REPL_DEL_BUCKETS]; k; k = k->next)
+        if (k->klen == klen && !memcmp(k->k, key, klen)) return true;
+    return false;
+}
+
+/* Records that a commit deleted key from p's copy being filled; past the set's bounds (or
+ * without memory) the stream is marked broken instead: its rows may no longer be applied, and
+ * the primary starts it again. */
+static void delset_add_locked(struct replica *r, unsigned p, const void *key, uint32_t klen)
+{
+    if (r->broken[p]) return;
+    struct delset *d = r->del[p];
+    if (!d) d = r->del[p] = calloc(1, sizeof *d);
+    if (d && delset_has(d, key, klen)) return;
+    struct dkey *k = d && d->n < REPL_DEL_MAX && d->bytes + sizeof *k + klen <= REPL_DEL_BYTES
+                         ? malloc(sizeof *k + klen)
+                         : NULL;
+    if (!k) {
+        delset_free_locked(r, p);
+        r->broken[p] = true;
+        return;
+    }
+    k->klen = klen;
+    if (klen) memcpy(k->k, key, klen);
+    unsigned b = (unsigned)(XXH3_64bits(key, klen) % REPL_DEL_BUCKETS);
+    k->next = d->b[b];
+    d->b[b] = k;
+    d->n++;
+    d->bytes += sizeof *k + klen;
+}
+
+struct learn {
+    struct replica *r;
+    unsigned p;
+    struct store *st;
+};
+
+/* A commit's write to a copy being filled: applied, and a delete remembered (mu held). */
+static int apply_learn(void *arg, const struct wal_write *w)
+{
+    struct learn *l = arg;
+    if (w->op == WAL_OP_DEL) delset_add_locked(l->r, l->p, w->key, w->klen);
+    return apply_write(l->st, w);
+}
+
+/* A row of the primary's stream: applied only where no commit has written the key since the
+ * stream began -- a key present was put by one (or by this stream, which never repeats a key),
+ * a key in the set was deleted by one -- so a row read before a later commit never overwrites
+ * it (mu held, as commits are applied). */
+static int copy_row(void *arg, const void *key, uint32_t klen, const void *val, uint32_t vlen)
+{
+    struct learn *l = arg;
+    rptr row;
+    if (store_lookup(l->st, key, klen, &row) == 0) return 0;
+    if (delset_has(l->r->del[l->p], key, klen)) return 0;
+    return store_apply(l->st, false, key, klen, val, vlen);
+}
+
+/* KV_RPC_REPL_COPY: a batch of the primary's rows for this node's copy being filled; only from
+ * the partition's primary of the configuration held here, and only within one stream begun
+ * with its first batch. */
+static void on_copy(struct fab_rpc_req *req, void *arg)
+{
+    struct replica *r = arg;
+    const uint8_t *b = fab_rpc_data(req);
+    size_t len = fab_rpc_len(req);
+    if (len < REPL_COPY_HDR) {
+        fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
+        return;
+    }
+    uint64_t epoch = pack_get_u64le(b), stream = pack_get_u64le(b + 10);
+    unsigned p = pack_get_u16le(b + 8);
+    bool first = b[18] != 0;
+    uint32_t nrows = pack_get_u32le(b + 19);
+    char why[160] = "";
+    pthread_mutex_lock(&r->mu);
+    int rc = 0;
+    struct store *st = p < r->cur.partitions ? copy_locked(r, p) : NULL;
+    if (r->stopping) rc = RDKV_ESHUTDOWN;
+    else if (epoch > r->cur.epoch) rc = RDKV_EBUSY; /* (its configuration is not here yet) */
+    else if (!st || !rcfg_learning(&r->cur, p, r->me) ||
+             rcfg_primary(&r->cur, p) != fab_rpc_src(req))
+        rc = RDKV_EPERM;
+    else if (first) {
+        delset_free_locked(r, p);
+        r->broken[p] = false;
+        r->stream[p] = stream;
+    } else if (r->stream[p] != stream || r->broken[p]) {
+        rc = RDKV_EABORTED; /* (a stream this process did not see begin, or broken: again) */
+    }
+    if (!rc) {
+        struct learn lc = {r, p, st};
+        rc = ckpt_rows_decode(b + REPL_COPY_HDR, len - REPL_COPY_HDR, nrows, store_key_max(st),
+                              store_value_max(st), copy_row, &lc, why, sizeof why);
+        if (rc && rc != RDKV_ENOSPC && rc != RDKV_ENOMEM) rc = RDKV_EPROTO;
+        if (rc) {
+            r->broken[p] = true; /* (rows before the bad one are in: the stream starts again) */
+            log_warn("node %u: a copy batch of partition %u from node %u refused: %s", r->me, p,
+                     fab_rpc_src(req), why[0] ? why : rdkv_strerror(rc));
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    fab_rpc_reply(req, rc, NULL, 0);
 }
 
 
@@ -628,9 +944,11 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
     uint64_t mine = r->cur.epoch;
     if (r->stopping) rc = RDKV_ESHUTDOWN;
     else if (epoch != r->cur.epoch) rc = RDKV_EPERM;
-    else if (p >= r->cur.partitions || !r->backup[p] || !rcfg_holds(&r->cur, p, r->me) ||
-             rcfg_primary(&r->cur, p) != fab_rpc_src(req))
+    else if (p >= r->cur.partitions || !copy_locked(r, p))
+        rc = RDKV_EPERM; /* (its own partition as a copy: after it came back empty, section 8) */
+    else if (!rcfg_holds(&r->cur, p, r->me) || rcfg_primary(&r->cur, p) != fab_rpc_src(req))
         rc = RDKV_EPERM;
+    struct store *cp = rc ? NULL : copy_locked(r, p);
     uint32_t count = pack_get_u32le(b + 10);
     uint64_t stable = pack_get_u64le(b + 14);
     if (!rc) {
@@ -659,7 +977,7 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
             const uint8_t *w = b + o2 + REPL_ITEM_HDR;
             size_t skip = kind == REPLICA_PREPARE ? 2 : 0;
             if (kind != REPLICA_DECIDE && !(kind == REPLICA_FORGET && !il))
-                rc = wal_writes_unpack(w + skip, il - skip, check_write, r->backup[p]);
+                rc = wal_writes_unpack(w + skip, il - skip, check_write, cp);
             if (seq && kind != REPLICA_APPLY) rc = RDKV_EPROTO;
             if (kind == REPLICA_PREPARE || kind == REPLICA_DECIDE) {
                 adds++;
@@ -688,7 +1006,9 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
         /* (an APPLY held already -- asked again, or re-sent by a promotion -- is not applied
          * again: a later commit of its rows may be here) */
         if (kind == REPLICA_APPLY && !(seq && tail_has_locked(r, p, seq))) {
-            rc = wal_writes_unpack(w, il, apply_write, r->backup[p]);
+            struct learn lc = {r, p, cp};
+            rc = rcfg_learning(&r->cur, p, r->me) ? wal_writes_unpack(w, il, apply_learn, &lc)
+                                                  : wal_writes_unpack(w, il, apply_write, cp);
             if (rc)
                 log_error("node %u: a commit of partition %u could not be applied to its copy "
                           "here: %s", r->me, p, rdkv_strerror(rc));
@@ -740,7 +1060,7 @@ static void on_tail(struct fab_rpc_req *req, void *arg)
     pthread_mutex_lock(&r->mu);
     int rc = 0;
     if (r->stopping) rc = RDKV_ESHUTDOWN;
-    else if (epoch != r->cur.epoch || p >= r->cur.partitions || !r->backup[p] ||
+    else if (epoch != r->cur.epoch || p >= r->cur.partitions || !copy_locked(r, p) ||
              !rcfg_holds(&r->cur, p, r->me) || rcfg_primary(&r->cur, p) != fab_rpc_src(req))
         rc = RDKV_EPERM;
     size_t n = 0, k = 0, len = 5;
@@ -905,9 +1225,9 @@ static int resync(struct replica *r, unsigned p, const struct rcfg *c, unsigned 
     if (n) qsort(v, n, sizeof *v, seq_cmp);
     for (size_t i = 0; i < n && !rc; i++) {
         if (tail_has_locked(r, p, v[i]->seq)) continue;
-        rc = wal_writes_unpack(v[i]->bytes, v[i]->len, check_write, r->backup[p]);
+        rc = wal_writes_unpack(v[i]->bytes, v[i]->len, check_write, copy_locked(r, p));
         if (!rc) rc = tail_add_locked(r, p, v[i]->seq, v[i]->txid, v[i]->bytes, v[i]->len);
-        if (!rc) rc = wal_writes_unpack(v[i]->bytes, v[i]->len, apply_write, r->backup[p]);
+        if (!rc) rc = wal_writes_unpack(v[i]->bytes, v[i]->len, apply_write, copy_locked(r, p));
         if (!rc) ++*pulled;
     }
     int err = 0;
@@ -963,7 +1283,7 @@ int replica_digest(struct replica *r, unsigned p, uint64_t *rows, uint64_t *sum)
 {
     struct store *s = NULL;
     pthread_mutex_lock(&r->mu);
-    if (p < r->cur.partitions && !r->stopping) s = p == r->me ? r->primary : r->backup[p];
+    if (p < r->cur.partitions && !r->stopping) s = copy_locked(r, p);
     struct digest d = {0, 0, s};
     long n = s ? store_scan(s, "", 0, NULL, 0, NULL, 0, 0, digest_row, &d) : RDKV_ENOTFOUND;
     pthread_mutex_unlock(&r->mu);
@@ -989,6 +1309,229 @@ static void on_digest(struct fab_rpc_req *req, void *arg)
     fab_rpc_reply(req, rc, rc ? NULL : out, rc ? 0 : sizeof out);
 }
 
+/* Opens a copy (a hidden store "store.b<p>") of every partition configuration cfg gives this
+ * node and it does not hold yet. Runs at attach and on zcfg's thread (before cfg is taken, so
+ * that its first commits find the copies open), under rmu. */
+static int open_copies(struct replica *r, const struct rcfg *cfg, char *err, size_t errcap)
+{
+    int rc = 0;
+    pthread_mutex_lock(&r->rmu);
+    pthread_mutex_lock(&r->mu);
+    struct rcfg c = *cfg;
+    struct fabric *f = r->f;
+    bool stop = r->stopping;
+    pthread_mutex_unlock(&r->mu);
+    for (unsigned p = 0; f && !stop && !rc && p < c.partitions; p++) {
+        if (p == r->me || !rcfg_holds(&c, p, r->me)) continue;
+        pthread_mutex_lock(&r->mu);
+        bool have = r->backup[p] != NULL;
+        pthread_mutex_unlock(&r->mu);
+        if (have) continue;
+        struct store_opts o = r->so;
+        char name[STORE_NAME_MAX + 1];
+        _Static_assert(RCFG_MAX_NODES <= 9999, "store.b<p> fits its name");
+        snprintf(name, sizeof name, "store.b%u", p % 10000u);
+        o.name = name;
+        o.hidden = true; /* (peers open it only once it is promoted: apply_routes) */
+        char why[256];
+        struct store *st = NULL;
+        rc = store_open(f, &o, &st, why, sizeof why);
+        if (rc) {
+            log_reason(err, errcap, rc, "the copy of partition %u: %s (a node with replicas R "
+                       "needs R stores' room: --arena)", p, why);
+            break;
+        }
+        pthread_mutex_lock(&r->mu);
+        if ((stop = r->stopping)) store_close(st);
+        else r->backup[p] = st;
+        pthread_mutex_unlock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->rmu);
+    return rc;
+}
+
+/* ---- filling a new copy: the primary's side (section 8) ----------------------------------- */
+
+struct fillctx {
+    struct replica *r;
+    struct fab_ctx *fc;
+    unsigned p;
+    uint64_t epoch, stream;
+    bool first;
+    uint16_t to[RCFG_MAX_REPLICAS];
+    unsigned nto;
+    uint8_t *msg;
+    size_t cap;
+};
+
+/* One batch of the stream to every copy being filled: each must take it (a copy whose
+ * configuration is not there yet is asked again, within two leases). */
+static int fill_sink(void *arg, const uint8_t *rows, size_t len, uint32_t nrows)
+{
+    struct fillctx *x = arg;
+    struct replica *r = x->r;
+    pthread_mutex_lock(&r->mu);
+    int rc = r->stopping ? RDKV_ESHUTDOWN : 0;
+    if (!rc && (rcfg_primary(&r->cur, x->p) != r->me || !(r->cur.members >> r->me & 1)))
+        rc = RDKV_EABORTED; /* (no longer its primary) */
+    for (unsigned i = 0; i < x->nto && !rc; i++)
+        if (!rcfg_learning(&r->cur, x->p, x->to[i])) rc = RDKV_EABORTED; /* (gone, or filled) */
+    pthread_mutex_unlock(&r->mu);
+    if (rc) return rc;
+    if (x->cap < REPL_COPY_HDR + len) {
+        uint8_t *m = realloc(x->msg, REPL_COPY_HDR + len);
+        if (!m) return RDKV_ENOMEM;
+        x->msg = m;
+        x->cap = REPL_COPY_HDR + len;
+    }
+    pack_put_u64le(x->msg, x->epoch);
+    pack_put_u16le(x->msg + 8, (uint16_t)x->p);
+    pack_put_u64le(x->msg + 10, x->stream);
+    x->msg[18] = x->first;
+    pack_put_u32le(x->msg + 19, nrows);
+    if (len) memcpy(x->msg + REPL_COPY_HDR, rows, len);
+    struct fab_buf resp = {0};
+    for (unsigned i = 0; i < x->nto && !rc; i++) {
+        int64_t until = clock_now_ns() + 2 * r->lease_ns;
+        while ((rc = fab_rpc_call(x->fc, x->to[i], KV_RPC_REPL_COPY, x->msg, REPL_COPY_HDR + len,
+                                  &resp, REPL_TIMEOUT_NS)) == RDKV_EBUSY &&
+               clock_now_ns() < until)
+            clock_sleep_ns(REPL_RETRY_NS);
+    }
+    fab_buf_free(&resp);
+    if (rc) return rc;
+    x->first = false;
+    pthread_mutex_lock(&r->mu);
+    r->fill[x->p].rows += nrows;
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
+/* Fills partition p's copies being filled in configuration c: every row of this node's copy,
+ * each read under its row lock, in one stream (then an empty batch that closes it, so each copy
+ * says it took the stream whole); then the manager is told. Commits meanwhile ship to those
+ * copies as to every backup (ship_task reads the configuration), so a copy holds every row
+ * once the stream ends: rows not written since come from the stream, rows written since from
+ * their commits (on_copy never lets a row of the stream overwrite one). */
+static int fill_partition(struct replica *r, struct fab_ctx *fc, struct lock_thread *lt,
+                          unsigned p, const struct rcfg *c)
+{
+    struct fillctx x = {.r = r, .fc = fc, .p = p, .epoch = c->epoch, .first = true};
+    for (unsigned i = rcfg_full(c, p); i < c->nrep[p]; i++) x.to[x.nto++] = c->rep[p][i];
+    x.stream = clock_wall_us() ^ ((uint64_t)r->me << 48) ^ ((uint64_t)p << 32);
+    pthread_mutex_lock(&r->mu);
+    struct store *st = copy_locked(r, p);
+    struct store_stats ss = {0};
+    if (st) store_stats(st, &ss);
+    r->fill[p] = (struct fill){.epoch = c->epoch, .of = ss.rows, .nto = x.nto};
+    memcpy(r->fill[p].to, x.to, sizeof x.to);
+    pthread_mutex_unlock(&r->mu);
+    if (!st) return RDKV_ENOTFOUND;
+    log_warn("node %u: filling partition %u's new copies at %u node(s), first node %u: %llu rows "
+             "(epoch %llu)", r->me, p, x.nto, x.to[0], (unsigned long long)ss.rows,
+             (unsigned long long)c->epoch);
+    int64_t t0 = clock_now_ns();
+    struct ckpt_write_opts o;
+    ckpt_write_opts_init(&o);
+    o.row_lock = r->row;
+    o.lt = lt;
+    o.row_give_up_ns = 5 * NS_PER_S; /* (a copy that cannot read a row tries again later) */
+    struct ckpt_info info;
+    int rc = ckpt_stream(st, &o, REPL_COPY_BATCH, fill_sink, &x, &info);
+    if (!rc) rc = fill_sink(&x, NULL, 0, 0); /* (the end: every copy took the stream whole) */
+    free(x.msg);
+    if (!rc) {
+        struct filled f = {.p = p, .src = r->me, .n = (uint16_t)x.nto};
+        memcpy(f.nodes, x.to, sizeof x.to);
+        int m = zcfg_manager_node(r->z);
+        if (m == r->me) rc = do_filled(r, &f);
+        else if (m < 0) rc = RDKV_EUNAVAILABLE;
+        else {
+            uint8_t b[REPL_FILLED_HDR + 2 * RCFG_MAX_REPLICAS];
+            pack_put_u64le(b, c->epoch);
+            pack_put_u16le(b + 8, (uint16_t)p);
+            b[10] = (uint8_t)x.nto;
+            for (unsigned i = 0; i < x.nto; i++) pack_put_u16le(b + REPL_FILLED_HDR + 2 * i, x.to[i]);
+            struct fab_buf resp = {0};
+            rc = fab_rpc_call(fc, (uint16_t)m, KV_RPC_REPL_FILLED, b,
+                              REPL_FILLED_HDR + 2 * x.nto, &resp, 10 * NS_PER_S);
+            fab_buf_free(&resp);
+        }
+    }
+    pthread_mutex_lock(&r->mu);
+    if (!rc) r->fill[p].done_epoch = c->epoch;
+    r->fill[p].epoch = 0;
+    /* the manager's configuration with them filled comes by ZooKeeper's watch: waited for
+     * (bounded), so that a configuration between the two does not start the copy again */
+    int64_t until = clock_now_ns() + 2 * NS_PER_S;
+    for (unsigned i = 0; !rc && !r->stopping && i < x.nto && clock_now_ns() < until;) {
+        if (!rcfg_learning(&r->cur, p, x.to[i]) || rcfg_primary(&r->cur, p) != r->me) {
+            i++;
+            continue;
+        }
+        struct timespec ts = clock_ts(clock_now_ns() + 50 * NS_PER_MS);
+        pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (rc)
+        log_warn("node %u: filling partition %u's new copies stopped after %llu rows: %s (tried "
+                 "again)", r->me, p, (unsigned long long)info.rows, rdkv_strerror(rc));
+    else
+        log_warn("node %u: partition %u's new copies filled: %llu rows, %.1f MB in %.2f s "
+                 "(longest row-lock hold %lld us)", r->me, p, (unsigned long long)info.rows,
+                 (double)info.bytes / 1e6, (double)(clock_now_ns() - t0) / 1e9,
+                 (long long)(info.max_hold_ns / 1000));
+    return rc;
+}
+
+/* The copier: fills, one partition at a time, the copies being filled of the partitions whose
+ * primary this node is, once their routes are taken here. */
+static void *copier_main(void *arg)
+{
+    struct replica *r = arg;
+    struct fab_ctx *fc = NULL;
+    struct lock_thread lt;
+    bool lt_on = false;
+    pthread_mutex_lock(&r->mu);
+    while (!r->stopping) {
+        struct rcfg c = r->cur;
+        int pick = -1;
+        bool routed = __atomic_load_n(&r->routed_epoch, __ATOMIC_ACQUIRE) >= c.epoch;
+        for (unsigned p = 0; r->row && routed && (c.members >> r->me & 1) && pick < 0 &&
+                             p < c.partitions; p++)
+            if (c.nlearn[p] && rcfg_primary(&c, p) == r->me && r->fill[p].done_epoch != c.epoch)
+                pick = (int)p;
+        if (pick < 0) {
+            struct timespec ts = clock_ts(clock_now_ns() + 100 * NS_PER_MS);
+            pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
+            continue;
+        }
+        pthread_mutex_unlock(&r->mu);
+        int rc = 0;
+        if (!lt_on) {
+            rc = fab_ctx_create(r->f, &fc);
+            if (!rc) fab_ctx_set_spin(fc, 0);
+            if (!rc && (rc = lock_thread_init(&lt, fc, r->lcfg))) {
+                fab_ctx_destroy(fc);
+                fc = NULL;
+            }
+            lt_on = !rc;
+        }
+        if (!rc) rc = fill_partition(r, fc, &lt, (unsigned)pick, &c);
+        pthread_mutex_lock(&r->mu);
+        if (rc && !r->stopping) {
+            struct timespec ts = clock_ts(clock_now_ns() + 500 * NS_PER_MS);
+            pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (lt_on) {
+        lock_thread_fini(&lt);
+        fab_ctx_destroy(fc);
+    }
+    return NULL;
+}
+
 int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
                    const struct store_opts *so, char *err, size_t errcap)
 {
@@ -1000,27 +1543,19 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
     snprintf(mine, sizeof mine, "repl-partial@%u", r->me);
     r->fault_partial = hook && !strcmp(hook, mine);
     r->fault_lag = hook && !strcmp(hook, "config-lag");
+    r->so = *so;
     pthread_mutex_lock(&r->mu);
     struct rcfg c = r->cur;
     pthread_mutex_unlock(&r->mu);
-    for (unsigned p = 0; p < c.partitions; p++) {
-        if (p == r->me || !rcfg_holds(&c, p, r->me)) continue;
-        struct store_opts o = *so;
-        char name[STORE_NAME_MAX + 1];
-        _Static_assert(RCFG_MAX_NODES <= 9999, "store.b<p> fits its name");
-        snprintf(name, sizeof name, "store.b%u", p % 10000u);
-        o.name = name;
-        o.hidden = true; /* (peers open it only once it is promoted: apply_routes) */
-        char why[256];
-        int rc = store_open(f, &o, &r->backup[p], why, sizeof why);
-        if (rc)
-            return log_reason(err, errcap, rc, "the copy of partition %u: %s (a node with "
-                              "replicas R needs R stores' room: --arena)", p, why);
-    }
-    int rc = fab_rpc_register(f, KV_RPC_REPL, on_repl, r, FAB_RPC_FAST);
+    int rc = open_copies(r, &c, err, errcap);
+    if (rc) return rc;
+    rc = fab_rpc_register(f, KV_RPC_REPL, on_repl, r, FAB_RPC_FAST);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_DIGEST, on_digest, r, 0);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_TAIL, on_tail, r, 0);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_EPOCH, on_epoch, r, FAB_RPC_FAST);
+    if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_COPY, on_copy, r, 0);
+    if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_JOIN, on_join, r, 0);
+    if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_FILLED, on_filled, r, 0);
     if (rc) return log_reason(err, errcap, rc, "cannot serve the replication RPCs");
     if (c.replicas > 1) {
         struct lease_hooks h = {hook_is_manager, hook_manager_node, hook_config, hook_remove, r};
@@ -1036,8 +1571,9 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
          * for (the manager may still be starting), within a bound */
         __atomic_store_n(&r->leased, true, __ATOMIC_RELEASE);
         int64_t until = clock_now_ns() + 10 * NS_PER_S;
-        while (!lease_valid(l) && clock_now_ns() < until) clock_sleep_ns(5 * NS_PER_MS);
-        if (!lease_valid(l))
+        while (!r->joining && !lease_valid(l) && clock_now_ns() < until)
+            clock_sleep_ns(5 * NS_PER_MS);
+        if (!r->joining && !lease_valid(l))
             log_warn("node %u: no lease from the configuration manager yet: serving nothing "
                      "until one is granted", r->me);
     }
@@ -1053,8 +1589,67 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
             r->shipper_rc = 0;
             return log_reason(err, errcap, rc, "cannot start the shipper: %s", rdkv_strerror(rc));
         }
+        if (pthread_create(&r->copier, NULL, copier_main, r))
+            return log_reason(err, errcap, RDKV_ENOMEM, "cannot start the copier thread");
+        r->copier_on = true;
     }
     return 0;
+}
+
+void replica_set_rows(struct replica *r, const struct lock_algo *row, const struct lock_cfg *lcfg)
+{
+    if (!r) return;
+    pthread_mutex_lock(&r->mu);
+    r->row = row;
+    r->lcfg = lcfg;
+    pthread_cond_broadcast(&r->ccv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* The joiner: asks the manager, until it is a member again, to take this node back (section
+ * 8). A joining node serves nothing of its own meanwhile: it is no member. */
+static void *joiner_main(void *arg)
+{
+    struct replica *r = arg;
+    struct fab_ctx *fc = NULL;
+    if (fab_ctx_create(r->f, &fc)) {
+        log_error("node %u: no fabric context to join with: it stays no member", r->me);
+        return NULL;
+    }
+    fab_ctx_set_spin(fc, 0);
+    struct fab_buf resp = {0};
+    int64_t said = clock_now_ns();
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        bool stop = r->stopping, in = (r->cur.members >> r->me & 1) != 0;
+        uint64_t epoch = r->cur.epoch;
+        pthread_mutex_unlock(&r->mu);
+        if (stop) break;
+        if (in) {
+            log_warn("node %u: a member again (epoch %llu): filling its copies", r->me,
+                     (unsigned long long)epoch);
+            break;
+        }
+        int m = zcfg_manager_node(r->z), rc;
+        if (m < 0) rc = RDKV_EUNAVAILABLE;
+        else if (m == r->me) rc = do_join(r, r->me);
+        else rc = fab_rpc_call(fc, (uint16_t)m, KV_RPC_REPL_JOIN, NULL, 0, &resp, REPL_TIMEOUT_NS);
+        if (rc && clock_now_ns() - said > 5 * NS_PER_S) {
+            log_warn("node %u: not taken back yet (manager %d): %s", r->me, m, rdkv_strerror(rc));
+            said = clock_now_ns();
+        }
+        clock_sleep_ns(rc ? 100 * NS_PER_MS : 10 * NS_PER_MS); /* (then the watch brings it) */
+    }
+    fab_buf_free(&resp);
+    fab_ctx_destroy(fc);
+    return NULL;
+}
+
+void replica_serve(struct replica *r)
+{
+    if (!r || !r->joining || r->joiner_on) return;
+    r->joiner_on = pthread_create(&r->joiner, NULL, joiner_main, r) == 0;
+    if (!r->joiner_on) log_error("node %u: no thread to join with: it stays no member", r->me);
 }
 
 /* ---- a primary's side --------------------------------------------------------------------- */
@@ -1602,11 +2197,19 @@ void replica_detach(struct replica *r)
     pthread_mutex_lock(&r->mu);
     r->stopping = true;
     dispatcher_wake_locked(r);
+    pthread_cond_broadcast(&r->ccv);
+    pthread_mutex_unlock(&r->mu);
+    /* (the copier reads the copies, and both use contexts and the row lock's tunables) */
+    if (r->copier_on) pthread_join(r->copier, NULL);
+    if (r->joiner_on) pthread_join(r->joiner, NULL);
+    r->copier_on = r->joiner_on = false;
+    pthread_mutex_lock(&r->mu);
     for (unsigned p = 0; p < RCFG_MAX_NODES; p++) {
         store_close(r->backup[p]);
         r->backup[p] = NULL;
         recs_free_locked(r, p);
         tail_trim_locked(r, p, UINT64_MAX);
+        delset_free_locked(r, p);
     }
     pthread_mutex_unlock(&r->mu);
 }
@@ -1640,6 +2243,8 @@ void replica_status_json(struct replica *r, const struct cluster_config *cc, FIL
     pthread_mutex_lock(&r->mu);
     struct rcfg c = r->cur;
     bool mgr = r->manager;
+    struct fill fill[RCFG_MAX_NODES];
+    memcpy(fill, r->fill, sizeof fill);
     pthread_mutex_unlock(&r->mu);
     /* (the hosts string was checked as host:port[,host:port][/chroot] when the config was read:
      * no character that JSON must escape) */
@@ -1652,7 +2257,15 @@ void replica_status_json(struct replica *r, const struct cluster_config *cc, FIL
     for (unsigned p = 0; p < c.partitions; p++) {
         fprintf(m, "%s{\"partition\":%u,\"replicas\":[", p ? "," : "", p);
         for (unsigned i = 0; i < c.nrep[p]; i++) fprintf(m, "%s%u", i ? "," : "", c.rep[p][i]);
-        fprintf(m, "]}");
+        fprintf(m, "],\"filling\":[");
+        for (unsigned i = rcfg_full(&c, p); i < c.nrep[p]; i++)
+            fprintf(m, "%s%u", i > rcfg_full(&c, p) ? "," : "", c.rep[p][i]);
+        fprintf(m, "]");
+        /* this node's stream to them, when it is the primary filling them */
+        if (fill[p].epoch)
+            fprintf(m, ",\"fill\":{\"rows\":%llu,\"of\":%llu}",
+                    (unsigned long long)fill[p].rows, (unsigned long long)fill[p].of);
+        fprintf(m, "}");
     }
     fprintf(m, "]}");
 }
@@ -1674,6 +2287,7 @@ void replica_stop(struct replica *r)
     replica_release(r);
     zcfg_close(r->z); /* (its thread's callbacks use the lease: closed first) */
     lease_free(r->lease);
+    pthread_cond_destroy(&r->ccv);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->rmu);
     pthread_mutex_destroy(&r->mu);

@@ -30,6 +30,14 @@ struct store_opts;
  * KV_RPC_REPL, by which primaries ship commits to them. Nothing for a NULL r or replicas 1. */
 int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
                    const struct store_opts *so, char *err, size_t errcap);
+struct lock_algo;
+struct lock_cfg;
+/* The cluster's row lock and its tunables (the transaction layer's), with which a primary reads
+ * its rows to fill a new copy (docs/replication.md, section 8). Before replica_set_route. */
+void replica_set_rows(struct replica *r, const struct lock_algo *row, const struct lock_cfg *lcfg);
+/* Once the node serves: a node that started as no member of the configuration (its memory
+ * empty) asks the manager, from a thread of its own, to take it back to fill copies. */
+void replica_serve(struct replica *r);
 /* The transaction layer's ship hook (txn_cfg.ship) for this node's partition, or NULL when it
  * has no backups: sends the writes to every backup of the current configuration and waits until
  * each holds them, asking again (they are whole values, idempotent) while one does not answer,

@@ -34,6 +34,49 @@ static uint64_t block_seed(const uint8_t *bh, uint64_t fseed)
 
 #define ANY_LSN UINT64_MAX
 
+/* The nrows rows of a block's payload (or a stream's batch), keys rising from *prev on: checks
+ * each (and, with fn, calls it). RDKV_EPROTO with err empty when they do not fill plen. */
+static int walk_rows(const uint8_t *p, size_t plen, uint32_t nrows, uint32_t key_max,
+                     uint32_t value_max, uint64_t first, const uint8_t **prev, uint32_t *prevlen,
+                     ckpt_row_fn fn, void *arg, char *err, size_t errcap)
+{
+    if (errcap) err[0] = 0;
+    struct pack_r r;
+    pack_r_init(&r, p, plen);
+    for (uint32_t i = 0; i < nrows; i++) {
+        uint32_t klen = unpack_u32(&r), vlen = unpack_u32(&r);
+        if (r.err) break;
+        if (klen > key_max || vlen > value_max)
+            return log_reason(err, errcap, RDKV_ETOOBIG, "row %" PRIu64 ": key of %u or value of "
+                        "%u bytes past the store's limits (%u, %u)", first + i, klen, vlen,
+                        key_max, value_max);
+        const uint8_t *k = pack_r_take(&r, klen), *v = pack_r_take(&r, vlen);
+        if (r.err) break;
+        if (*prev && key_cmp(*prev, *prevlen, k, klen) >= 0)
+            return log_reason(err, errcap, RDKV_EPROTO, "row %" PRIu64 ": keys out of order",
+                        first + i);
+        *prev = k;
+        *prevlen = klen;
+        if (fn) {
+            int rc = fn(arg, k, klen, v, vlen);
+            if (rc) return rc;
+        }
+    }
+    return r.err || r.at != plen ? RDKV_EPROTO : 0;
+}
+
+int ckpt_rows_decode(const uint8_t *buf, size_t len, uint32_t nrows, uint32_t key_max,
+                     uint32_t value_max, ckpt_row_fn fn, void *arg, char *err, size_t errcap)
+{
+    const uint8_t *prev = NULL;
+    uint32_t prevlen = 0;
+    int rc = walk_rows(buf, len, nrows, key_max, value_max, 0, &prev, &prevlen, fn, arg, err,
+                       errcap);
+    if (rc == RDKV_EPROTO && !err[0])
+        return log_reason(err, errcap, RDKV_EPROTO, "%u rows do not fill %zu bytes", nrows, len);
+    return rc;
+}
+
 /* Walks the blocks from off: checks each (and, with fn, calls it for each row). */
 static int walk_blocks(const uint8_t *buf, size_t len, uint64_t fseed, uint32_t key_max,
                        uint32_t value_max, ckpt_row_fn fn, void *arg, size_t *end,
@@ -66,30 +109,12 @@ static int walk_blocks(const uint8_t *buf, size_t len, uint64_t fseed, uint32_t 
                         blocks, off);
         if (nrows == 0)
             return log_reason(err, errcap, RDKV_EPROTO, "block %" PRIu64 " holds no rows", blocks);
-        struct pack_r r;
-        pack_r_init(&r, p, plen);
-        for (uint32_t i = 0; i < nrows; i++) {
-            uint32_t klen = unpack_u32(&r), vlen = unpack_u32(&r);
-            if (r.err) break;
-            if (klen > key_max || vlen > value_max)
-                return log_reason(err, errcap, RDKV_ETOOBIG, "row %" PRIu64 ": key of %u or value of "
-                            "%u bytes past the store's limits (%u, %u)", rows + i, klen, vlen,
-                            key_max, value_max);
-            const uint8_t *k = pack_r_take(&r, klen), *v = pack_r_take(&r, vlen);
-            if (r.err) break;
-            if (prev && key_cmp(prev, prevlen, k, klen) >= 0)
-                return log_reason(err, errcap, RDKV_EPROTO, "row %" PRIu64 ": keys out of order",
-                            rows + i);
-            prev = k;
-            prevlen = klen;
-            if (fn) {
-                int rc = fn(arg, k, klen, v, vlen);
-                if (rc) return rc;
-            }
-        }
-        if (r.err || r.at != plen)
+        int rc = walk_rows(p, plen, nrows, key_max, value_max, rows, &prev, &prevlen, fn, arg,
+                           err, errcap);
+        if (rc == RDKV_EPROTO && !err[0])
             return log_reason(err, errcap, RDKV_EPROTO, "block %" PRIu64 ": rows do not fill its "
                         "payload", blocks);
+        if (rc) return rc;
         blocks++;
         rows += nrows;
         payload += plen;
@@ -387,6 +412,9 @@ struct wctx {
     size_t klenall, kcap;
     bool nomem;
     int io_errno; /* a failed write's errno */
+    ckpt_sink_fn sink; /* ckpt_stream's: takes each batch instead of the file */
+    void *sink_arg;
+    size_t target;     /* a block (batch) is flushed once its payload passes this */
 };
 
 static bool grow(uint8_t **p, size_t *cap, size_t need)
@@ -399,6 +427,49 @@ static bool grow(uint8_t **p, size_t *cap, size_t need)
     *p = np;
     *cap = c;
     return true;
+}
+
+/* 0, or RDKV_ENOMEM (w is then still safe to wctx_free). */
+static int wctx_init(struct wctx *w, struct store *s, const struct ckpt_write_opts *o,
+                     size_t target)
+{
+    memset(w, 0, sizeof *w);
+    w->s = s;
+    w->o = o;
+    w->fd = -1;
+    w->blen = CKPT_BLOCK_HDR;
+    w->target = target;
+    w->mode = (o->row_lock->modes & (1u << LOCK_SHARED)) ? LOCK_SHARED : LOCK_EXCLUSIVE;
+    w->cand = malloc(o->batch * sizeof *w->cand);
+    w->koff = malloc(o->batch * sizeof *w->koff);
+    w->klen = malloc(o->batch * sizeof *w->klen);
+    if (!w->cand || !w->koff || !w->klen || !grow(&w->blk, &w->bcap, target + 4096))
+        return RDKV_ENOMEM;
+    /* touched once now, so that copies under row locks take no page faults on it */
+    memset(w->blk, 0, w->bcap);
+    return 0;
+}
+
+/* What the writer did, for ckpt_info (bytes: the file's, or a stream's rows'). */
+static void wctx_info(const struct wctx *w, uint64_t bytes, struct ckpt_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->rows = w->rows;
+    info->blocks = w->blocks;
+    info->bytes = bytes;
+    info->lock_retries = w->retries;
+    info->max_hold_ns = w->max_hold;
+    info->hold_ns = w->hold_total;
+    info->holds = w->holds;
+}
+
+static void wctx_free(struct wctx *w)
+{
+    free(w->cand);
+    free(w->koff);
+    free(w->klen);
+    free(w->keys);
+    free(w->blk);
 }
 
 static bool collect_fn(void *arg, rptr row, const struct row_view *v)
@@ -421,11 +492,16 @@ static int flush_block(struct wctx *w)
 {
     if (!w->brows) return 0;
     uint32_t plen = (uint32_t)(w->blen - CKPT_BLOCK_HDR);
-    block_seal(w->blk, w->brows, plen, w->blocks, w->fseed);
-    int rc = write_all(w->fd, w->blk, w->blen);
-    if (rc) {
-        w->io_errno = -rc;
-        return RDKV_EIO;
+    if (w->sink) {
+        int rc = w->sink(w->sink_arg, w->blk + CKPT_BLOCK_HDR, plen, w->brows);
+        if (rc) return rc;
+    } else {
+        block_seal(w->blk, w->brows, plen, w->blocks, w->fseed);
+        int rc = write_all(w->fd, w->blk, w->blen);
+        if (rc) {
+            w->io_errno = -rc;
+            return RDKV_EIO;
+        }
     }
     w->blocks++;
     w->rows += w->brows;
@@ -525,7 +601,7 @@ static int write_rows(struct wctx *w)
         alen = w->klen[last];
         for (uint32_t i = 0; i < w->ncand && !rc; i++) {
             rc = copy_row(w, i);
-            if (!rc && w->blen - CKPT_BLOCK_HDR >= CKPT_BLOCK_TARGET) rc = flush_block(w);
+            if (!rc && w->blen - CKPT_BLOCK_HDR >= w->target) rc = flush_block(w);
         }
         if (rc) break;
     }
@@ -592,19 +668,13 @@ int ckpt_write(struct store *s, const char *dir, uint16_t node, uint64_t fp, uin
         return log_reason(err, errcap, RDKV_EINVAL, "directory name too long");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
 
-    struct wctx w = {.s = s, .o = o, .fd = -1, .blen = CKPT_BLOCK_HDR};
-    w.mode = (o->row_lock->modes & (1u << LOCK_SHARED)) ? LOCK_SHARED : LOCK_EXCLUSIVE;
-    w.cand = malloc(o->batch * sizeof *w.cand);
-    w.koff = malloc(o->batch * sizeof *w.koff);
-    w.klen = malloc(o->batch * sizeof *w.klen);
+    struct wctx w;
     int rc = 0;
     bool renamed = false;
-    if (!w.cand || !w.koff || !w.klen || !grow(&w.blk, &w.bcap, CKPT_BLOCK_TARGET + 4096)) {
+    if (wctx_init(&w, s, o, CKPT_BLOCK_TARGET)) {
         rc = log_reason(err, errcap, RDKV_ENOMEM, "no memory for the checkpoint's buffers");
         goto out;
     }
-    /* touched once now, so that copies under row locks take no page faults on it */
-    memset(w.blk, 0, w.bcap);
     w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (w.fd < 0) {
         rc = io_fail(err, errcap, "open", tmp, errno);
@@ -678,27 +748,34 @@ int ckpt_write(struct store *s, const char *dir, uint16_t node, uint64_t fp, uin
     close(dfd);
     prune(dir);
     if (info) {
-        memset(info, 0, sizeof *info);
+        wctx_info(&w, w.bytes, info);
         info->node = node;
         info->fp = fp;
         info->replay_lsn = replay_lsn;
-        info->rows = w.rows;
-        info->blocks = w.blocks;
-        info->bytes = w.bytes;
-        info->lock_retries = w.retries;
-        info->max_hold_ns = w.max_hold;
-        info->hold_ns = w.hold_total;
-        info->holds = w.holds;
         snprintf(info->path, sizeof info->path, "%s", path);
     }
 out:
     if (w.fd >= 0) close(w.fd);
     if (rc && !renamed) (void)unlink(tmp);
-    free(w.cand);
-    free(w.koff);
-    free(w.klen);
-    free(w.keys);
-    free(w.blk);
+    wctx_free(&w);
+    return rc;
+}
+
+int ckpt_stream(struct store *s, const struct ckpt_write_opts *o, size_t batch_bytes,
+                ckpt_sink_fn sink, void *arg, struct ckpt_info *info)
+{
+    if (!s || !o || !o->row_lock || !o->lt || !o->batch || o->row_wait_ns <= 0 || !sink ||
+        !batch_bytes)
+        return RDKV_EINVAL;
+    struct wctx w;
+    int rc = wctx_init(&w, s, o, batch_bytes);
+    if (!rc) {
+        w.sink = sink;
+        w.sink_arg = arg;
+        rc = write_rows(&w);
+    }
+    if (info) wctx_info(&w, w.payload, info);
+    wctx_free(&w);
     return rc;
 }
 

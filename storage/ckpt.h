@@ -105,6 +105,23 @@ void ckpt_write_opts_init(struct ckpt_write_opts *o);
 int ckpt_write(struct store *s, const char *dir, uint16_t node, uint64_t fp, uint64_t replay_lsn,
                const struct ckpt_write_opts *o, struct ckpt_info *info, char *err, size_t errcap);
 
+/* A batch of rows from ckpt_stream: nrows rows of (u32 klen, u32 vlen, key, value), keys
+ * rising, in len bytes (decode with ckpt_rows_decode). 0 to go on, else the stream stops with
+ * that status. */
+typedef int (*ckpt_sink_fn)(void *arg, const uint8_t *rows, size_t len, uint32_t nrows);
+/* The rows of a checkpoint without its file: s's live rows in key order, each read under its
+ * shared row lock as ckpt_write reads them, handed to sink in batches of about batch_bytes (a
+ * new replica's copy: docs/replication.md, "Re-replication"). info (may be NULL) gets the
+ * counts (bytes: the rows' bytes). 0, sink's status, RDKV_ETIMEDOUT, RDKV_ENOMEM, a lock's
+ * error; RDKV_EINVAL for missing arguments. */
+int ckpt_stream(struct store *s, const struct ckpt_write_opts *o, size_t batch_bytes,
+                ckpt_sink_fn sink, void *arg, struct ckpt_info *info);
+/* Checks the nrows rows of a batch of len bytes (keys rising, within key_max and value_max)
+ * and calls fn (may be NULL) for each as it goes. 0, RDKV_EPROTO or RDKV_ETOOBIG with the
+ * reason in err, or fn's status. */
+int ckpt_rows_decode(const uint8_t *buf, size_t len, uint32_t nrows, uint32_t key_max,
+                     uint32_t value_max, ckpt_row_fn fn, void *arg, char *err, size_t errcap);
+
 /* Loads the newest valid checkpoint of dir into s, which must hold no rows (RDKV_EINVAL
  * otherwise). A damaged newest file is refused whole (why: in err, also after a 0 return; the
  * count in info->skipped) and the older one is tried; a file is verified whole before its first

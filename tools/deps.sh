@@ -13,13 +13,14 @@ RDKV_PKGS_TEST="$RDKV_PKGS_BUILD qemu-system-x86 kmod cpio busybox-static iprout
 libclang-rt-14-dev spin $RDKV_PKGS_PEERS redis-server redis-tools postgresql gnuplot-nox
 zookeeper"
 
-# rdkv_ensure_packages build|test
+# rdkv_ensure_packages build|quickstart|test
 rdkv_ensure_packages() {
     local want missing=()
     case "$1" in
     build) want=$RDKV_PKGS_BUILD ;;
+    quickstart) want="$RDKV_PKGS_BUILD zookeeper" ;; # (its replicated cluster's ZooKeeper)
     test) want=$RDKV_PKGS_TEST ;;
-    *) echo "rdkv_ensure_packages: build or test" >&2; return 2 ;;
+    *) echo "rdkv_ensure_packages: build, quickstart or test" >&2; return 2 ;;
     esac
     for p in $want; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

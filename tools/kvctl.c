@@ -1898,6 +1898,28 @@ static int print_status(const char *js, struct buf *o, struct buf *errs, int *do
     return 0;
 }
 
+/* Node `node`'s stream of partition `part` to its new copies, from its own status (NULL when
+ * it fills none). */
+static const struct jv *fill_progress(const struct jv *nodes, double node, double part)
+{
+    static const char *const status_k[] = {"status", NULL}, *const repl_k[] = {"replication", NULL},
+                             *const parts_k[] = {"partitions", NULL},
+                             *const part_k[] = {"partition", NULL}, *const id_k[] = {"node", NULL},
+                             *const fill_k[] = {"fill", NULL};
+    for (size_t i = 0; i < nodes->n; i++) {
+        const struct jv *id = jv_get(&nodes->items[i], id_k),
+                        *st = jv_get(&nodes->items[i], status_k);
+        const struct jv *rp = st ? jv_get(st, repl_k) : NULL;
+        const struct jv *ps = rp ? jv_get(rp, parts_k) : NULL;
+        if (!id || id->t != J_NUM || id->num != node || !ps || ps->t != J_ARR) continue;
+        for (size_t k = 0; k < ps->n; k++) {
+            const struct jv *p = jv_get(&ps->items[k], part_k);
+            if (p && p->t == J_NUM && p->num == part) return jv_get(&ps->items[k], fill_k);
+        }
+    }
+    return NULL;
+}
+
 /* A replicated cluster's configuration as the answering node holds it (docs/replication.md):
  * its replica count, epoch and manager, and each partition's primary and backups. Nothing for a
  * cluster without ZooKeeper. */
@@ -1907,7 +1929,9 @@ static void print_replication(const struct jv *nodes, const struct jv *coord, st
                              *const zk_k[] = {"zookeeper", NULL}, *const r_k[] = {"replicas", NULL},
                              *const ep_k[] = {"epoch", NULL}, *const mgr_k[] = {"manager", NULL},
                              *const parts_k[] = {"partitions", NULL},
-                             *const part_k[] = {"partition", NULL}, *const id_k[] = {"node", NULL};
+                             *const part_k[] = {"partition", NULL}, *const id_k[] = {"node", NULL},
+                             *const fill_k[] = {"filling", NULL}, *const rows_k[] = {"rows", NULL},
+                             *const of_k[] = {"of", NULL};
     const struct jv *mine = NULL;
     int manager = -1;
     for (size_t i = 0; i < nodes->n; i++) {
@@ -1934,16 +1958,38 @@ static void print_replication(const struct jv *nodes, const struct jv *coord, st
         const struct jv *p = jv_get(&parts->items[i], part_k),
                         *set = jv_get(&parts->items[i], r_k);
         if (!p || p->t != J_NUM || !set || set->t != J_ARR) continue;
+        const struct jv *filling = jv_get(&parts->items[i], fill_k);
         char prim[16] = "-", backs[128] = "";
         size_t bl = 0;
         for (size_t k = 0; k < set->n; k++) {
             if (set->items[k].t != J_NUM) continue;
+            bool being = false; /* a copy still being filled: "+" */
+            for (size_t f = 0; filling && filling->t == J_ARR && f < filling->n; f++)
+                being |= filling->items[f].t == J_NUM && filling->items[f].num == set->items[k].num;
             if (k == 0) snprintf(prim, sizeof prim, "%.0f", set->items[k].num);
             else if (bl < sizeof backs)
-                bl += (size_t)snprintf(backs + bl, sizeof backs - bl, "%s%.0f", bl ? " " : "",
-                                       set->items[k].num);
+                bl += (size_t)snprintf(backs + bl, sizeof backs - bl, "%s%.0f%s", bl ? " " : "",
+                                       set->items[k].num, being ? "+" : "");
         }
-        buf_printf(o, "%-10.0f %-8s %s\n", p->num, prim, backs[0] ? backs : "-");
+        buf_printf(o, "%-10.0f %-8s %s", p->num, prim, backs[0] ? backs : "-");
+        /* the primary's own status says how far its stream to the new copies has got */
+        const struct jv *prog = set->n && set->items[0].t == J_NUM
+                                    ? fill_progress(nodes, set->items[0].num, p->num)
+                                    : NULL;
+        const struct jv *rows = prog ? jv_get(prog, rows_k) : NULL,
+                        *of = prog ? jv_get(prog, of_k) : NULL;
+        if (rows && rows->t == J_NUM && of && of->t == J_NUM) {
+            double frac = of->num > 0 ? rows->num / of->num : 1;
+            if (frac > 1) frac = 1;
+            char bar[21];
+            for (int b = 0; b < 20; b++) bar[b] = b < (int)(frac * 20 + 0.5) ? '#' : '.';
+            bar[20] = 0;
+            buf_printf(o, "   filling [%s] %3.0f%%, %.0f of %.0f rows", bar, frac * 100, rows->num,
+                       of->num);
+        } else if (filling && filling->t == J_ARR && filling->n) {
+            buf_printf(o, "   (+: being filled)");
+        }
+        buf_printf(o, "\n");
     }
 }
 

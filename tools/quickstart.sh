@@ -2,12 +2,14 @@
 # The main job: build rdkv, start a 3-node durable local cluster (soft transport) with
 # tools/cluster.sh, load some keys, show kvctl's get/put/del/scan/txn/shell/status against it, run
 # a short transactional workload with kvbench and print its throughput and latency, kill a node
-# with kill -9 and restart it with its data, and stop every node it started (also on Ctrl-C or
-# an error). Installs missing Debian packages when run as root.
+# with kill -9 and restart it with its data; then a replicated cluster (3 copies of every
+# partition in memory, the configuration in a local ZooKeeper) that loses a node for good and
+# carries on with its data, and fills the node's replacement; stop every node it started (also
+# on Ctrl-C or an error). Installs missing Debian packages when run as root.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$root/tools/deps.sh"
-rdkv_ensure_packages build
+rdkv_ensure_packages quickstart
 build=${RDKV_BUILD_DIR:-$root/build}
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)"
@@ -15,7 +17,9 @@ bin=$build/bin
 export RDKV_BIN=$bin
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rdkv-quickstart-XXXXXX")
+rdir=$dir/replicated
 stop_cluster() {
+    "$root/tools/cluster.sh" stop "$rdir" >/dev/null 2>&1 || true
     "$root/tools/cluster.sh" stop "$dir" >/dev/null 2>&1 || true
     rm -rf "$dir"
 }
@@ -104,3 +108,32 @@ run kvctl scan user:000 user:006
 
 say "stopping the cluster"
 "$root/tools/cluster.sh" stop "$dir"
+
+say "replicas: 3 copies of every partition in memory, the configuration in ZooKeeper"
+eval "$("$root/tools/cluster.sh" start 3 "$rdir" --transport soft --replicas 3)"
+for i in 1 2 3 4 5 6; do "$kvctl" put "k$i" "v$i" >/dev/null; done
+echo "(k1 .. k6 written)"
+pid=$(cat "$rdir/node-1.pid")
+say "node 1 killed for good: its lease (1 s) runs out, the manager removes it, a backup is promoted"
+echo "\$ kill -9 $pid   # node 1, not restarted"
+kill -9 "$pid"
+# (a read of every key, until the promotion has happened: bounded)
+for _ in $(seq 100); do
+    ok=1
+    for i in 1 2 3 4 5 6; do "$kvctl" get "k$i" >/dev/null 2>&1 || ok=0; done
+    [ $ok = 1 ] && break
+    sleep 0.1
+done
+for i in 1 2 3 4 5 6; do run kvctl get "k$i"; done
+run kvctl put k2 after
+run kvctl status || true
+say "node 1's replacement: started empty, it joins and the primaries fill its copies"
+echo "\$ tools/cluster.sh restart $rdir 1"
+"$root/tools/cluster.sh" restart "$rdir" 1 >/dev/null
+for _ in $(seq 300); do
+    "$kvctl" status 2>/dev/null | grep -q '^[0-9].*+' || break
+    sleep 0.1
+done
+run kvctl status
+run kvctl get k2
+"$root/tools/cluster.sh" stop "$rdir"

@@ -56,6 +56,79 @@ static void t_without(void)
     CHECK_EQ(rcfg_without(&c, 0, &n), RDKV_EUNAVAILABLE);
 }
 
+/* A node back with an empty memory: a copy being filled of every partition short of R, never
+ * promoted while it is one, and full once filled. */
+static void t_join(void)
+{
+    struct rcfg c, n, j, f, w;
+    char err[160], buf[4096];
+    CHECK_EQ(rcfg_initial(&c, 3, 3), 0);
+    CHECK_EQ(rcfg_join(&c, 1, &j), RDKV_EEXIST);      /* a member */
+    CHECK_EQ(rcfg_join(&c, 3, &j), RDKV_EINVAL);      /* no such node */
+    CHECK_EQ(rcfg_without(&c, 0, &n), 0);             /* p0: 1 2 */
+    CHECK_EQ(rcfg_join(&n, 0, &j), 0);
+    CHECK_EQ(j.epoch, 3);
+    CHECK_EQ(j.members, 7);
+    for (unsigned p = 0; p < 3; p++) {
+        CHECK_EQ(j.nrep[p], 3);
+        CHECK_EQ(j.nlearn[p], 1);
+        CHECK(rcfg_learning(&j, p, 0));
+        CHECK(!rcfg_learning(&j, p, rcfg_primary(&j, p)));
+        CHECK_EQ(rcfg_full(&j, p), 2);
+    }
+    CHECK(rcfg_check(&j, err, sizeof err));
+    /* the encoding marks it, and reads back the same */
+    int len = rcfg_encode(&j, buf, sizeof buf);
+    REQUIRE(len > 0);
+    CHECK(strstr(buf, "part 0 1 2 0+\n") != NULL);
+    struct rcfg d;
+    CHECK_EQ(rcfg_decode(buf, (size_t)len, &d, err, sizeof err), 0);
+    CHECK(!memcmp(&d, &j, sizeof d));
+    /* a copy being filled is never promoted: p0's primary and its full backup leave, and the
+     * last is refused (only node 0's unfilled copy would be left) */
+    CHECK_EQ(rcfg_without(&j, 1, &w), 0);
+    CHECK_EQ(rcfg_primary(&w, 0), 2);
+    CHECK_EQ(w.nlearn[0], 1);
+    CHECK_EQ(rcfg_without(&w, 2, &f), RDKV_EUNAVAILABLE);
+    /* filled: full, after the full ones, and then promotable */
+    CHECK_EQ(rcfg_filled(&j, 0, 1, &f), RDKV_EINVAL); /* not one being filled */
+    CHECK_EQ(rcfg_filled(&j, 0, 0, &f), 0);
+    CHECK_EQ(f.epoch, 4);
+    CHECK_EQ(f.nlearn[0], 0);
+    CHECK(!rcfg_learning(&f, 0, 0));
+    CHECK(rcfg_holds(&f, 0, 0));
+    CHECK_EQ(f.nlearn[1], 1);
+    CHECK(rcfg_check(&f, err, sizeof err));
+    CHECK_EQ(rcfg_without(&f, 1, &w), 0);
+    CHECK_EQ(rcfg_without(&w, 2, &n), RDKV_EUNAVAILABLE); /* p1, p2: unfilled copies only */
+    CHECK_EQ(rcfg_filled(&w, 1, 0, &n), 0);
+    CHECK_EQ(rcfg_filled(&n, 2, 0, &w), 0);
+    CHECK_EQ(rcfg_without(&w, 2, &n), 0);
+    for (unsigned p = 0; p < 3; p++) CHECK_EQ(rcfg_primary(&n, p), 0); /* the filled copies */
+    /* nothing short of R: nothing to hold */
+    CHECK_EQ(rcfg_initial(&c, 3, 2), 0);
+    c.members &= ~1ull;
+    for (unsigned p = 0; p < 3; p++) {
+        unsigned k = 0;
+        for (unsigned r = 0; r < c.nrep[p]; r++)
+            if (c.rep[p][r]) c.rep[p][k++] = c.rep[p][r];
+        if (!k) c.rep[p][k++] = 1;
+        c.nrep[p] = (uint8_t)k;
+    }
+    c.rep[0][1] = 2, c.nrep[0] = 2; /* p0 on 1 2, p1 on 1 2, p2 on 2 1 */
+    c.rep[2][1] = 1, c.nrep[2] = 2;
+    CHECK(rcfg_check(&c, err, sizeof err));
+    CHECK_EQ(rcfg_join(&c, 0, &j), RDKV_ENOTFOUND);
+    /* decoding refuses a full replica after one being filled, and a partition without a full
+     * one */
+    const char *bad1 = "rdkv-config 1\nepoch 1\nnodes 2\npartitions 2\nreplicas 2\n"
+                       "members 0 1\npart 0 0 1+\npart 1 1+ 0\n";
+    const char *bad2 = "rdkv-config 1\nepoch 1\nnodes 2\npartitions 2\nreplicas 2\n"
+                       "members 0 1\npart 0 0 1+\npart 1 1+\n";
+    CHECK_EQ(rcfg_decode(bad1, strlen(bad1), &d, err, sizeof err), RDKV_EPROTO);
+    CHECK_EQ(rcfg_decode(bad2, strlen(bad2), &d, err, sizeof err), RDKV_EPROTO);
+}
+
 static void t_roundtrip(void)
 {
     struct rcfg c, d, n;
@@ -149,7 +222,7 @@ static void t_decode_mutations(void)
 int main(int argc, char **argv)
 {
     static const struct test_case cases[] = {
-        {"initial", t_initial},           {"without", t_without},
+        {"initial", t_initial},           {"without", t_without},         {"join", t_join},
         {"roundtrip", t_roundtrip},       {"decode_bad", t_decode_bad},
         {"decode_mutations", t_decode_mutations},
     };
