@@ -1138,8 +1138,11 @@ int session_svc_start(struct node *n, const struct session_cfg *cfg, struct sess
         pthread_mutex_unlock(&s->mu);
     }
     /* the inline worker: made here, used only by the service thread (for local work only: it
-     * never posts on its context) */
-    if (!rc && !(rc = fab_ctx_create(node_fabric(n), &s->inline_c))) {
+     * never posts on its context). Not where commits ship to backups (replicas > 1): a commit
+     * then waits for the backups' answers, which this very thread receives -- inline, it would
+     * stop the node's fabric until the ship gave up, and the ship is asked again for ever */
+    if (!rc && !txn_env_cfg(node_txn(n))->ship &&
+        !(rc = fab_ctx_create(node_fabric(n), &s->inline_c))) {
         rc = txn_worker_create_on(node_txn(n), s->inline_c, &s->inline_w);
         if (!rc) txn_worker_set_lock_timeout(s->inline_w, INLINE_LOCK_NS);
     }
