@@ -54,6 +54,6 @@ grep -h "new copies filled\|filling partition" "$dir"/node-*.log | sed 's/^/  /'
 wait "$ycsb" || true
 echo "YCSB A, ops/s each second (kill at ~10 s):"
 grep -oE '^[0-9-]+ [0-9:]+ [0-9]+ sec: [0-9]+ operations; [0-9.]+ current ops/sec' "$dir/ycsb.status" |
-    awk '{print $3, $8}' | tr '\n' ' '
+    awk '{print $3 "s:" $7}' | tr '\n' ' '
 echo
 grep -E 'OVERALL|Return' "$dir/ycsb.out"
