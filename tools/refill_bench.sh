@@ -30,7 +30,8 @@ echo "load took $(echo "$(date +%s.%N) - $t0" | bc) s"
 ycsb=$!
 sleep 10
 pid=$(cat "$dir/node-2.pid")
-echo "kill -9 node 2 (pid $pid) at $(date +%T.%N | cut -c1-12)"
+mgr=$("$bin/kvctl" status 2>/dev/null | grep -o 'manager node [0-9]*' || echo "manager unknown")
+echo "kill -9 node 2 (pid $pid; $mgr) at $(date +%T.%N | cut -c1-12)"
 kill -9 "$pid"
 # (its removal: the epoch moves on; bounded)
 for _ in $(seq 100); do "$bin/kvctl" status 2>/dev/null | grep -q 'epoch [2-9]' && break; sleep 0.1; done

@@ -3,22 +3,23 @@
  * rules the model showed it needs (marked "added" below). docs/refill-model.md explains the
  * model, what it leaves out and the trace that catches each bad variant.
  *
- * One partition, NK keys (key 0 holds 1 at first, the others nothing), its primary P and the
- * copy being filled, L (the learner), empty at first. The old backups are left out: they take
- * every commit and play no part in the fill. A value is a byte, 0 meaning absent; the writer's
- * n-th commit writes n + 2 (or deletes), so every value names its commit.
+ * One partition of NK keys, each holding 1 at first at its primary P; the copy being filled,
+ * L (the learner), empty at first. The old backups are left out: they take every commit and
+ * play no part in the fill. A value is a byte, 0 meaning absent; every commit writes a value
+ * of its own (or deletes), so a value names the commit that wrote it.
  *
  * Epochs. P holds E1 (L no replica) at first, and adopts E2 (L a copy being filled) at any
  * moment (Config). The manager's E3, the copy full, is the ghost `filled`.
  *
  * Steps. Every step is one atomic transition; the real code holds a mutex (L's mu) or a row
- * lock over each. Messages: REPL (a commit) P -> L and its answer; COPY (a batch of the
+ * lock over each. Messages: REPL (a commit) P -> L, answered by a flag; COPY (a batch of the
  * stream) P -> L and its answer. Each is a FIFO channel of its own, so a batch and a REPL
  * reach L in either order, as two RPCs do.
- *   - W, the writer: NC commits, one at a time, each a put of a fresh value or a delete of a
- *     key it chooses. A commit takes the key's exclusive lock; ships (ship_task reads the
- *     configuration when it sends: under E2 a REPL to L, and the commit waits for L's answer;
- *     under E1 nothing to L); installs at P and releases the lock in one step.
+ *   - W, the writers (NW of them): NC commits each, one after another, each a put of a fresh
+ *     value or a delete of a key it chooses. A commit takes the key's exclusive lock; ships
+ *     (ship_task reads the configuration when it sends: under E2 a REPL to L, and the commit
+ *     waits for L's answer; under E1 nothing to L); installs at P and releases the lock in
+ *     one step.
  *   - C, the copier (copier_main / fill_partition / ckpt_stream): starts once P holds E2 and
  *     (added) no commit shipped under E1 is still to install at P. It first sends an empty
  *     batch that begins the stream, and waits for its answer (added). Then, key by key in
@@ -34,8 +35,8 @@
  *     empties the set (on_copy).
  *
  * Checked (safety):
- *   - full: once the copy is marked full, L holds P's value of every key not written by a
- *     commit in flight (shipped to L and not yet installed at P) -- in every state;
+ *   - full: once the copy is marked full, L holds P's value of every key that no commit in
+ *     flight writes (shipped to L and not yet installed at P) -- in every state;
  *   - the end: once W and C are done, L equals P;
  *   - not stuck (pan's invalid end states): W and C always finish.
  *
@@ -45,24 +46,20 @@
  *   -DCOPY_BEFORE_EPOCH  C starts without waiting for P to hold E2;
  *   -DFULL_EARLY         the copy is marked full when its last batch is sent, before L
  *                        answered it;
+ *   -DNO_ROW_LOCK        C reads a row without its shared lock;
  *   -DLATE_RESET         (the code today) no empty batch begins the stream: the first batch of
- *                        rows empties the deleted set, and its rows were read before it
- *                        (a delete in between is forgotten);
+ *                        rows empties the deleted set, and its rows were read before it, so a
+ *                        delete committed in between is forgotten and its row comes back;
  *   -DNO_DRAIN           (the code today) C does not wait for commits shipped under E1: an
  *                        insert still in flight is absent at the index pass, and never
  *                        reaches L.
- * Not caught, and so not in the ctest (docs/refill-model.md, section 3):
- *   -DNO_ROW_LOCK        C reads the row without its shared lock. With the added wait for
- *                        E1's commits, every commit that can race the read ships to L, and L's
- *                        rules make the stale row harmless; the lock still matters for the
- *                        bytes of a row (not modelled), and, without that wait, for E1's
- *                        updates and deletes (-DNO_DRAIN -DNO_ROW_LOCK -DUPDATES_ONLY).
- * -DUPDATES_ONLY (a configuration, not a variant): W writes only keys present at P, so that
- * the section 8 argument, which covers those, can be checked on its own.
+ * -DUPDATES_ONLY (a configuration, not a variant): a commit never inserts (a put of an absent
+ * key becomes a delete), so that section 8's argument, which covers only those commits, can
+ * be checked on its own: -DUPDATES_ONLY -DNO_DRAIN finds no error.
  */
 
 #ifndef NK
-#define NK 2            /* keys */
+#define NK 2            /* keys (at most 3) */
 #endif
 #ifndef NC
 #define NC 2            /* commits of each writer */
@@ -97,8 +94,8 @@ chan repl = [NW] of { byte, byte };     /* P -> L: key, value (0: a delete) */
 chan copy = [1] of { byte };            /* P -> L: a batch (its rows in bv) */
 chan cack = [1] of { bit };
 
-/* W: NC commits one after another (-DNW=2: two such writers, commits of both in flight at
- * once). pids 0..NW-1 (declared first): writer w's n-th commit writes 2 + n * NW + w. */
+/* W: NC commits one after another; NW writers, so commits of different keys are in flight at
+ * once. pids 0..NW-1 (declared first): writer w's n-th commit writes 2 + n * NW + w. */
 active [NW] proctype W() {
     byte n, k, v;
     do
@@ -171,9 +168,11 @@ active proctype C() {
     do
     :: k < NK ->
         if
-        :: atomic { pv[k] != 0 ->           /* the index pass sees the key */
+        /* the index pass sees the key; then (a step of its own if it must wait) the read
+         * under the shared lock: a row only if the key is still live */
+        :: atomic { pv[k] != 0 ->
             SHARED_OK(k) -> bv[k] = pv[k]; nb = nb | (bv[k] != 0) }
-        :: atomic { pv[k] == 0 -> skip }
+        :: atomic { pv[k] == 0 -> skip }   /* absent at the index pass: never visited */
         fi;
         if
         :: nb -> copy ! ROWS; cack ? _; nb = 0
