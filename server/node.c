@@ -1193,6 +1193,7 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
     }
     n->o.txn.ship = replica_ship_fn(n->repl); /* (NULL: no backups) */
     n->o.txn.ship_async = replica_ship_async_fn(n->repl);
+    n->o.txn.installed = replica_installed_fn(n->repl);
     n->o.txn.ship_rec = replica_ship_rec_fn(n->repl);
     n->o.txn.held = n->repl && n->o.txn.ship_rec ? held_txn : NULL;
     n->o.txn.serving = n->repl && n->o.txn.ship_rec ? serving_txn : NULL;
@@ -1257,6 +1258,9 @@ int node_wait_peers(struct node *n, int64_t wait_ns, bool (*stop)(void *), void 
     int rc = 0;
     for (unsigned p = 0; p < n->cc.n && rc == 0; p++) {
         if (p == fab_node_id(n->f)) continue;
+        /* a replicated cluster serves without its removed members: one dead for good must not
+         * keep another from starting (docs/replication.md, section 8) */
+        if (n->repl && !replica_is_member(n->repl, (uint16_t)p)) continue;
         /* a host name that exists nowhere will not start answering: say so now */
         char why[CLUSTER_HOST_MAX + 80];
         if (fab_host_check(n->cc.nodes[p].host, why, sizeof why) == RDKV_ENOHOST) {

@@ -94,6 +94,12 @@ struct delset {
     struct dkey *b[REPL_DEL_BUCKETS];
 };
 
+struct gent {
+    struct gent *next;
+    uint64_t txid;
+    unsigned gen;
+};
+
 struct ship_job;
 
 struct replica {
@@ -163,6 +169,12 @@ struct replica {
     struct delset *del[RCFG_MAX_NODES];
     uint64_t stream[RCFG_MAX_NODES];
     bool broken[RCFG_MAX_NODES];
+    /* commits shipped and not yet installed, by generation (under mu): the copier flips gen
+     * and waits until the old one has none, so no commit it cannot see -- an insert not
+     * indexed yet, shipped before the copy was named -- is installed behind its scan
+     * (docs/refill-model.md, NO_DRAIN) */
+    unsigned gen, live[2];
+    struct gent *gmap[64]; /* the sync ships' txid -> generation, until installed */
     /* a primary's filling of new copies, per partition (under mu; status shows it) */
     struct fill {
         uint64_t epoch;             /* the configuration it began in (0: none running) */
@@ -1436,8 +1448,12 @@ static int fill_partition(struct replica *r, struct fab_ctx *fc, struct lock_thr
     o.row_lock = r->row;
     o.lt = lt;
     o.row_give_up_ns = 5 * NS_PER_S; /* (a copy that cannot read a row tries again later) */
-    struct ckpt_info info;
-    int rc = ckpt_stream(st, &o, REPL_COPY_BATCH, fill_sink, &x, &info);
+    struct ckpt_info info = {0};
+    /* The stream begins with an empty batch, answered before any row is read: the copy forgets
+     * the deletes it remembered only then, so no delete committed after a row's read can be
+     * forgotten before that row arrives (docs/refill-model.md, LATE_RESET) */
+    int rc = fill_sink(&x, NULL, 0, 0);
+    if (!rc) rc = ckpt_stream(st, &o, REPL_COPY_BATCH, fill_sink, &x, &info);
     if (!rc) rc = fill_sink(&x, NULL, 0, 0); /* (the end: every copy took the stream whole) */
     free(x.msg);
     if (!rc) {
@@ -1484,6 +1500,29 @@ static int fill_partition(struct replica *r, struct fab_ctx *fc, struct lock_thr
     return rc;
 }
 
+/* Before a stream: a new generation of commits, and every commit of the old one installed
+ * (they may have shipped before this node named the new copy, and an insert among them is not
+ * in the index the stream scans until it is). 0, or RDKV_ETIMEDOUT after 30 s (tried again
+ * later), RDKV_ESHUTDOWN. */
+static int drain_old(struct replica *r)
+{
+    int64_t until = clock_now_ns() + 30 * NS_PER_S;
+    pthread_mutex_lock(&r->mu);
+    unsigned old = r->gen;
+    r->gen ^= 1;
+    int rc = 0;
+    while (r->live[old] && !rc) {
+        if (r->stopping) rc = RDKV_ESHUTDOWN;
+        else if (clock_now_ns() > until) rc = RDKV_ETIMEDOUT;
+        else {
+            struct timespec ts = clock_ts(clock_now_ns() + 10 * NS_PER_MS);
+            pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
 /* The copier: fills, one partition at a time, the copies being filled of the partitions whose
  * primary this node is, once their routes are taken here. */
 static void *copier_main(void *arg)
@@ -1517,6 +1556,7 @@ static void *copier_main(void *arg)
             }
             lt_on = !rc;
         }
+        if (!rc) rc = drain_old(r);
         if (!rc) rc = fill_partition(r, fc, &lt, (unsigned)pick, &c);
         pthread_mutex_lock(&r->mu);
         if (rc && !r->stopping) {
@@ -2069,14 +2109,54 @@ static int ship_kind(struct replica *r, uint8_t kind, uint64_t txid, const void 
     return rc;
 }
 
+/* A commit about to ship, counted in the current generation until it is installed: 0, or
+ * RDKV_ENOMEM (nothing counted). */
+static int gen_enter(struct replica *r, uint64_t txid)
+{
+    struct gent *g = malloc(sizeof *g);
+    if (!g) return RDKV_ENOMEM;
+    pthread_mutex_lock(&r->mu);
+    g->txid = txid;
+    g->gen = r->gen;
+    unsigned b = (unsigned)(txid % 64);
+    g->next = r->gmap[b];
+    r->gmap[b] = g;
+    r->live[g->gen]++;
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
+/* ... installed, or never to be: it leaves its generation. */
+static void gen_leave(struct replica *r, uint64_t txid)
+{
+    pthread_mutex_lock(&r->mu);
+    for (struct gent **pp = &r->gmap[txid % 64]; *pp; pp = &(*pp)->next)
+        if ((*pp)->txid == txid) {
+            struct gent *g = *pp;
+            *pp = g->next;
+            if (!--r->live[g->gen]) pthread_cond_broadcast(&r->ccv);
+            free(g);
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
+}
+
 static int ship(void *arg, uint64_t txid, const void *writes, size_t len)
 {
-    return ship_kind(arg, REPLICA_APPLY, txid, writes, len);
+    struct replica *r = arg;
+    int rc = gen_enter(r, txid);
+    if (!rc) rc = ship_kind(r, REPLICA_APPLY, txid, writes, len);
+    if (rc) gen_leave(r, txid); /* (nothing will be installed) */
+    return rc;
 }
+
+static void installed(void *arg, uint64_t txid) { gen_leave(arg, txid); }
 
 /* ship_async's jobs of one commit: the caller is called back once all have ended. */
 struct multi {
-    unsigned left;
+    struct replica *r;
+    unsigned left, gen; /* gen: the generation of an APPLY, counted until done returned */
+    bool counted;
     int rc;
     void (*done)(void *ctx, int rc);
     void *ctx;
@@ -2092,7 +2172,12 @@ static void multi_done(void *ctx, int rc)
         __atomic_compare_exchange_n(&m->rc, &zero, rc, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     }
     if (__atomic_sub_fetch(&m->left, 1, __ATOMIC_ACQ_REL)) return;
-    m->done(m->ctx, __atomic_load_n(&m->rc, __ATOMIC_RELAXED));
+    m->done(m->ctx, __atomic_load_n(&m->rc, __ATOMIC_RELAXED)); /* (installs) */
+    if (m->counted) {
+        pthread_mutex_lock(&m->r->mu);
+        if (!--m->r->live[m->gen]) pthread_cond_broadcast(&m->r->ccv);
+        pthread_mutex_unlock(&m->r->mu);
+    }
     for (unsigned i = 0; i < m->nb; i++) free(m->bufs[i]);
     free(m);
 }
@@ -2112,7 +2197,15 @@ static int ship_kind_async(struct replica *r, uint8_t kind, uint64_t txid, const
     }
     m->done = done;
     m->ctx = ctx;
+    m->r = r;
     m->left = m->nb + 1; /* (one held until every job is queued) */
+    if (kind == REPLICA_APPLY) {
+        pthread_mutex_lock(&r->mu);
+        m->gen = r->gen;
+        r->live[m->gen]++;
+        m->counted = true;
+        pthread_mutex_unlock(&r->mu);
+    }
     unsigned queued = 0;
     for (unsigned i = 0; i < m->nb; i++) {
         struct ship_job *j = malloc(sizeof *j);
@@ -2133,6 +2226,11 @@ static int ship_kind_async(struct replica *r, uint8_t kind, uint64_t txid, const
     if (!queued) {
         /* nothing left: the caller hears the refusal, not a callback */
         rc = m->rc;
+        if (m->counted) {
+            pthread_mutex_lock(&r->mu);
+            if (!--r->live[m->gen]) pthread_cond_broadcast(&r->ccv);
+            pthread_mutex_unlock(&r->mu);
+        }
         for (unsigned i = 0; i < m->nb; i++) free(m->bufs[i]);
         free(m);
         return rc;
@@ -2164,6 +2262,11 @@ static int ship_rec(void *arg, int kind, uint64_t txid, const void *payload, siz
     int rc = ship_kind_async(r, REPLICA_FORGET, txid, copy, len, forget_done, copy);
     if (rc) free(copy);
     return rc;
+}
+
+void (*replica_installed_fn(struct replica *r))(void *, uint64_t)
+{
+    return r && r->cur.replicas > 1 ? installed : NULL;
 }
 
 int (*replica_ship_rec_fn(struct replica *r))(void *, int, uint64_t, const void *, size_t)
@@ -2212,6 +2315,15 @@ void replica_detach(struct replica *r)
         delset_free_locked(r, p);
     }
     pthread_mutex_unlock(&r->mu);
+}
+
+bool replica_is_member(struct replica *r, uint16_t node)
+{
+    if (!r) return true;
+    pthread_mutex_lock(&r->mu);
+    bool in = node < r->cur.nodes && (r->cur.members >> node & 1);
+    pthread_mutex_unlock(&r->mu);
+    return in;
 }
 
 uint64_t replica_epoch(struct replica *r)

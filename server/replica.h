@@ -35,6 +35,8 @@ struct lock_cfg;
 /* The cluster's row lock and its tunables (the transaction layer's), with which a primary reads
  * its rows to fill a new copy (docs/replication.md, section 8). Before replica_set_route. */
 void replica_set_rows(struct replica *r, const struct lock_algo *row, const struct lock_cfg *lcfg);
+/* Whether node is a member of the configuration held here (true without replicas). */
+bool replica_is_member(struct replica *r, uint16_t node);
 /* Once the node serves: a node that started as no member of the configuration (its memory
  * empty) asks the manager, from a thread of its own, to take it back to fill copies. */
 void replica_serve(struct replica *r);
@@ -44,6 +46,8 @@ void replica_serve(struct replica *r);
  * until the node stops (RDKV_ESHUTDOWN). */
 int (*replica_ship_fn(struct replica *r))(void *arg, uint64_t txid, const void *writes,
                                           size_t len);
+/* The hook told that a ship's writes are installed (txn_cfg.installed), or NULL. */
+void (*replica_installed_fn(struct replica *r))(void *arg, uint64_t txid);
 /* The same, not waiting (txn_cfg.ship_async): the callback runs on the shipper's thread. */
 int (*replica_ship_async_fn(struct replica *r))(void *arg, uint64_t txid, const void *writes,
                                                 size_t len, void (*done)(void *ctx, int rc),

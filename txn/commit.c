@@ -385,7 +385,12 @@ static int commit_2pc(struct txn *t, uint32_t np, const uint16_t *parts, const u
     pack_put_u64le(c.idb, t->txid);
     /* from before the PREPAREs until every participant has answered, a participant that holds
      * it prepared and asks is told it is active (coord_state) */
-    int rc = coord_begin(e, t->txid);
+    /* Replicated, without a log, the decision goes to the copies of this node's own partition,
+     * and only their primary ships to them: a node that came back empty serves its partition
+     * as a copy, so it coordinates no two-phase commit (a clean, retryable refusal) until it
+     * is that partition's primary again (docs/replication.md, section 8) */
+    int rc = !e->wal && e->cfg.ship_rec && txn_owner(e, e->me) != e->me ? RDKV_EUNAVAILABLE
+                                                                        : coord_begin(e, t->txid);
     bool rec = !rc;
     if (rc) {
         for (uint32_t p = 0; p < np; p++) pack_w_init(&pw[p]);

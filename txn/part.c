@@ -328,6 +328,7 @@ int part_commit(struct txn_env *e, struct prepared *p)
         }
     }
     install(e, p);
+    if (e->cfg.ship && e->cfg.installed) e->cfg.installed(e->cfg.ship_arg, p->txid);
     if (p->listed) {
         /* a participant's share of a two-phase commit: remembered as committed here until its
          * coordinator has forgotten it (the COMMIT it may send again is answered 0) */

@@ -83,6 +83,10 @@ struct txn_cfg {
      * installed (the commit's outcome is unknown: the writes may be on a backup). The handlers
      * that commit then run on the RPC threads. */
     int (*ship)(void *arg, uint64_t txid, const void *writes, size_t len);
+    /* Called after the writes that ship answered 0 for are installed (NULL: not told): a
+     * primary filling a new copy waits for the commits shipped before it named the copy
+     * (docs/replication.md, section 8). ship_async's done installs before it returns. */
+    void (*installed)(void *arg, uint64_t txid);
     /* The same, not waiting: 0 and done(ctx, status) later, on another thread, with the
      * status ship would have answered (writes stay the caller's until then); or a status now
      * and no call. NULL: APPLY waits on an RPC thread too. */

@@ -6,6 +6,7 @@
 #include "tests/bank.h"
 #include "tests/harness.h"
 #include "tests/testenv.h"
+#include "tests/txnwork.h"
 
 #include "common/clock.h"
 #include "common/pack.h"
@@ -220,6 +221,9 @@ static int restart_node(unsigned node, const char *lease, char *err, size_t errc
     lo.arena_size = 128ull << 20;
     lo.extra[0] = "--replica-lease";
     lo.extra[1] = lease;
+    lo.extra[2] = row_lease ? "--lease" : NULL; /* (as the cluster was started) */
+    lo.extra[3] = row_lease;
+    lo.extra[4] = NULL;
     return launch_restart(&L, &lo, node, err, errcap);
 }
 
@@ -388,9 +392,24 @@ static void copies_equal(unsigned a, unsigned b, unsigned c)
     for (unsigned p = 0; p < 3; p++) {
         uint64_t r[3], sum[3];
         unsigned who[3] = {a, b, c};
-        for (unsigned i = 0; i < 3; i++) REQUIRE(digest(who[i], p, &r[i], &sum[i]) == 0);
+        /* (equal once quiet: a commit whose client gave up -- "unknown" -- may still be on its
+         * way to some copy; bounded) */
+        int64_t until = clock_now_ns() + 10 * NS_PER_S;
+        for (;;) {
+            for (unsigned i = 0; i < 3; i++) REQUIRE(digest(who[i], p, &r[i], &sum[i]) == 0);
+            bool same = r[0] == r[1] && r[1] == r[2] && sum[0] == sum[1] && sum[1] == sum[2];
+            if (same || clock_now_ns() > until) break;
+            rdkv_sleep_us(100000);
+        }
+        if (r[0] != r[1] || r[1] != r[2] || sum[0] != sum[1] || sum[1] != sum[2])
+            fprintf(stderr, "  partition %u differs: node %u %llu rows %016llx, node %u %llu rows "
+                    "%016llx, node %u %llu rows %016llx\n", p, a, (unsigned long long)r[0],
+                    (unsigned long long)sum[0], b, (unsigned long long)r[1],
+                    (unsigned long long)sum[1], c, (unsigned long long)r[2],
+                    (unsigned long long)sum[2]);
         printf("  partition %u: %llu rows on each of nodes %u %u %u\n", p,
                (unsigned long long)r[0], a, b, c);
+        fflush(stdout);
         CHECK(r[0] > 0);
         CHECK(r[0] == r[1] && r[1] == r[2]);
         CHECK(sum[0] == sum[1] && sum[1] == sum[2]);
@@ -1022,6 +1041,319 @@ static void t_one_shots(void)
     stop();
 }
 
+/* ---- the nemesis: a bank and registers through every kind of failure, checked after each -- */
+
+#define NX_BANKW 2         /* bank threads (transfers with a ledger) */
+#define NX_REGW 2          /* register threads (histories for histcheck) */
+#define NX_ROUNDS 5
+#define NX_PER_ROUND 1000  /* transfers (or register attempts) one thread may start in a round */
+#define NX_XFERS (NX_BANKW * NX_PER_ROUND * NX_ROUNDS)
+
+static struct bank_xfer nx_xs[NX_XFERS];
+static _Atomic unsigned nx_n; /* ledger entries taken */
+static _Atomic bool nx_stop;
+static struct {
+    struct tw_hist h;
+    uint64_t seed, counter, attempts;
+} nx_reg[NX_REGW];
+static _Atomic unsigned nx_acked, nx_unknown, nx_failed, nx_reg_commits, nx_reg_unknown;
+static _Atomic unsigned nx_spent; /* bank threads that used their round's whole quota */
+
+/* A remote session naming every node, `first` first: it follows every failover on its own. */
+static int nx_connect(unsigned first, rdkv_session **s)
+{
+    char ep[256] = "", secret[PATH_MAX + 40];
+    size_t o = 0;
+    for (unsigned i = 0; i < L.n; i++)
+        o += (size_t)snprintf(ep + o, sizeof ep - o, "%s127.0.0.1:%u", i ? "," : "",
+                              L.cc.nodes[(first + i) % L.n].port);
+    snprintf(secret, sizeof secret, "%s/%s", L.dir, LAUNCH_CLIENT_SECRET);
+    setenv("RDKV_SECRET_FILE", secret, 1);
+    return rdkv_connect(ep, NULL, s);
+}
+
+static void *nx_bank(void *arg)
+{
+    unsigned w = (unsigned)(uintptr_t)arg;
+    rdkv_session *s = NULL;
+    if (nx_connect(w % L.n, &s)) return NULL;
+    uint64_t x = 0x9e3779b97f4a7c15ull * (w + 1) ^ (uint64_t)atomic_load(&nx_n);
+    for (unsigned k = 0; k < NX_PER_ROUND && !atomic_load(&nx_stop); k++) {
+        unsigned i = atomic_fetch_add(&nx_n, 1);
+        if (i >= NX_XFERS) break;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        struct bank_xfer *t = &nx_xs[i];
+        t->from = (unsigned)(x % BANK_ACCTS);
+        t->to = (unsigned)((x >> 20) % BANK_ACCTS);
+        if (t->to == t->from) t->to = (t->to + 1) % BANK_ACCTS;
+        t->amt = 1 + (unsigned)((x >> 40) % 50);
+        bank_transfer(s, i, t);
+        if (k + 1 == NX_PER_ROUND) atomic_fetch_add(&nx_spent, 1);
+        atomic_fetch_add(t->state == BANK_ACKED     ? &nx_acked
+                         : t->state == BANK_UNKNOWN ? &nx_unknown
+                                                    : &nx_failed,
+                         1);
+    }
+    rdkv_session_close(s);
+    return NULL;
+}
+
+static void *nx_regs(void *arg)
+{
+    unsigned w = (unsigned)(uintptr_t)arg;
+    rdkv_session *s = NULL;
+    if (nx_connect((w + 1) % L.n, &s)) return NULL;
+    for (unsigned k = 0; k < NX_PER_ROUND && !atomic_load(&nx_stop); k++) {
+        rdkv_txn *t = NULL;
+        if (rdkv_txn_begin(s, &t)) {
+            rdkv_sleep_us(20000);
+            continue;
+        }
+        struct hist_op ops[TW_MAXOPS];
+        uint32_t nops = 0;
+        struct tw_reg_did did;
+        int rc = tw_reg_attempt(t, (int)w, &nx_reg[w].seed, &nx_reg[w].counter, ops, &nops,
+                                &did);
+        rdkv_txn_abort(t); /* (after a failure before the commit; nothing on an ended one) */
+        rdkv_txn_free(t);
+        uint8_t st = rc == 0 ? HIST_COMMITTED : rc == RDKV_EUNKNOWN ? HIST_UNKNOWN : HIST_ABORTED;
+        if (!tw_hist_add(&nx_reg[w].h, tw_uid((int)w, ++nx_reg[w].attempts), st, ops, nops))
+            break;
+        if (rc == 0) atomic_fetch_add(&nx_reg_commits, 1);
+        if (rc == RDKV_EUNKNOWN) atomic_fetch_add(&nx_reg_unknown, 1);
+        if (rc && rc != RDKV_EABORTED) rdkv_sleep_us(20000); /* (a failover: not a spin) */
+    }
+    rdkv_session_close(s);
+    return NULL;
+}
+
+static pthread_t nx_th[NX_BANKW + NX_REGW];
+
+static void nx_start(void)
+{
+    atomic_store(&nx_stop, false);
+    atomic_store(&nx_spent, 0);
+    for (unsigned i = 0; i < NX_BANKW; i++)
+        REQUIRE(pthread_create(&nx_th[i], NULL, nx_bank, (void *)(uintptr_t)i) == 0);
+    for (unsigned i = 0; i < NX_REGW; i++)
+        REQUIRE(pthread_create(&nx_th[NX_BANKW + i], NULL, nx_regs, (void *)(uintptr_t)i) == 0);
+}
+
+static void nx_join(void)
+{
+    atomic_store(&nx_stop, true);
+    for (unsigned i = 0; i < NX_BANKW + NX_REGW; i++) pthread_join(nx_th[i], NULL);
+}
+
+/* After a round: the bank holds the ledger (every acknowledged transfer there, no cleanly
+ * failed one, no transfer partly applied, the total), histcheck finds every register
+ * transaction so far and a final read strictly serializable, and every copy of every
+ * partition is equal on all three nodes. */
+static void nx_check(unsigned round, const char *what)
+{
+    rdkv_session *s = NULL;
+    REQUIRE(nx_connect(round % L.n, &s) == 0);
+    unsigned n = atomic_load(&nx_n);
+    if (n > NX_XFERS) n = NX_XFERS;
+    unsigned unknown_in = 0, committed = bank_check(&bank, s, nx_xs, n, &unknown_in);
+    size_t nh = 1;
+    for (unsigned i = 0; i < NX_REGW; i++) nh += nx_reg[i].h.n;
+    struct hist_txn *all = calloc(nh, sizeof *all);
+    REQUIRE(all);
+    size_t k = 0;
+    for (unsigned i = 0; i < NX_REGW; i++) k += tw_hist_append(all + k, &nx_reg[i].h);
+    struct hist_op fin[TW_NREG];
+    int rc = -1;
+    int64_t deadline = clock_now_ns() + 30 * NS_PER_S;
+    for (int attempt = 0; rc && clock_now_ns() < deadline; attempt++) {
+        rdkv_txn *t = NULL;
+        if (attempt) rdkv_sleep_us(50000);
+        if (rdkv_txn_begin(s, &t)) continue;
+        rc = tw_reg_read_all(t, fin);
+        if (!rc) rc = rdkv_txn_commit(t);
+        else rdkv_txn_abort(t);
+        rdkv_txn_free(t);
+    }
+    CHECK_EQ(rc, 0);
+    if (!rc) {
+        all[k++] = (struct hist_txn){UINT64_MAX, HIST_COMMITTED, TW_NREG, fin};
+        struct histcheck_report rep;
+        memset(&rep, 0, sizeof rep);
+        rc = histcheck_run(all, k, TW_NREG, &rep);
+        if (rc) tw_report_print("  histcheck", rc, &rep);
+        CHECK_EQ(rc, 0);
+        CHECK_EQ(tw_report_anomalies(&rep), 0u);
+    }
+    free(all);
+    rdkv_session_close(s);
+    printf("  round %u (%s): %u transfers so far (%u acknowledged, %u unknown of which %u "
+           "committed, %u failed cleanly; %u committed in all), %zu register txns (%u "
+           "committed, %u unknown): histcheck %s\n", round, what, n, atomic_load(&nx_acked),
+           atomic_load(&nx_unknown), unknown_in, atomic_load(&nx_failed), committed, k,
+           atomic_load(&nx_reg_commits), atomic_load(&nx_reg_unknown),
+           rc ? "FAILED" : "serializable");
+    fflush(stdout);
+    CHECK(committed >= atomic_load(&nx_acked));
+    copies_equal(0, 1, 2);
+}
+
+/* Starts the nodes back[0..nback) again, one after the other (a replicated node waits at
+ * start only for the members: not for one removed), lets the workers go on until every copy is
+ * filled and 20 more transfers are acknowledged, then stops them and checks. (Not from threads:
+ * a node started by a thread that ends gets SIGTERM, launcher.c's PR_SET_PDEATHSIG.) */
+static void nx_settle(unsigned round, const char *what, const unsigned *back, unsigned nback)
+{
+    for (unsigned i = 0; i < nback; i++) {
+        char err[512] = "";
+        int rc = restart_node(back[i], "2s", err, sizeof err);
+        if (rc) printf("  restart of node %u: %s\n", back[i], err);
+        REQUIRE(rc == 0);
+    }
+    CHECK(filled_everywhere(0, 1, 2));
+    /* served again: 20 more transfers acknowledged (unless the workers had done their round) */
+    unsigned a0 = atomic_load(&nx_acked);
+    int64_t bound = clock_now_ns() + 20 * NS_PER_S;
+    while (atomic_load(&nx_acked) < a0 + 20 && atomic_load(&nx_spent) < NX_BANKW &&
+           clock_now_ns() < bound)
+        rdkv_sleep_us(10000);
+    CHECK(atomic_load(&nx_acked) >= a0 + 20 || atomic_load(&nx_spent) == NX_BANKW);
+    nx_join();
+    nx_check(round, what);
+}
+
+static void nx_warm(void)
+{
+    nx_start();
+    unsigned a0 = atomic_load(&nx_acked);
+    int64_t bound = clock_now_ns() + 20 * NS_PER_S;
+    while (atomic_load(&nx_acked) < a0 + 20 && clock_now_ns() < bound) rdkv_sleep_us(10000);
+}
+
+/* Whether a status's replica sets ("replicas":[...] of each partition) name node v. */
+static bool sets_name(const char *js, unsigned v)
+{
+    for (const char *p = js; (p = strstr(p, "\"replicas\":[")); ) {
+        p += strlen("\"replicas\":[");
+        for (;;) {
+            char *end;
+            unsigned long n = strtoul(p, &end, 10);
+            if (end == p) break;
+            if (n == v) return true;
+            p = end;
+            if (*p != ',') break;
+            p++;
+        }
+    }
+    return false;
+}
+
+/* Waits (bounded: 30 s) until nodes a and b hold a configuration without node v. */
+static void nx_removed(unsigned v, unsigned a, unsigned b)
+{
+    int64_t until = clock_now_ns() + 30 * NS_PER_S;
+    for (;;) {
+        bool gone = true;
+        unsigned who[2] = {a, b};
+        for (unsigned i = 0; i < 2 && gone; i++) {
+            struct fab_buf resp = {0};
+            char *js = op_call(who[i], KV_RPC_STATUS, NULL, 0, &resp) == 0
+                           ? strndup((const char *)resp.data, resp.len)
+                           : NULL;
+            gone = js && strstr(js, "\"replicas\":[") && !sets_name(js, v);
+            free(js);
+            fab_buf_free(&resp);
+        }
+        if (gone) return;
+        if (clock_now_ns() > until) break;
+        rdkv_sleep_us(50000);
+    }
+    printf("  node %u not removed within 30 s\n", v);
+    CHECK(false);
+}
+
+/* The issue's nemesis rounds, one cluster through all of them (2 s leases), with bank and
+ * register workloads through every node's endpoint running throughout each: kill -9 of a node
+ * (then started again empty and refilled), of the manager, a zombie (SIGSTOP past its lease,
+ * removed, SIGCONT: it must serve nothing; then killed and replaced), ZooKeeper stopped for two
+ * seconds (no change, work goes on), and R - 1 = 2 nodes killed at once (both replaced and
+ * refilled at once). After every round: the ledger, histcheck and every copy equal. */
+static void t_nemesis(void)
+{
+    /* (a dead coordinator's row locks are taken back by their leases: 2 s, not the default) */
+    row_lease = "2s";
+    start_lease(3, 3, "2s");
+    bank_init(&bank, L.n);
+    rdkv_session *s = NULL;
+    REQUIRE(nx_connect(0, &s) == 0);
+    REQUIRE(bank_load(s) == 0);
+    for (unsigned r = 0; r < TW_NREG; r++) {
+        char k[16];
+        uint8_t zero[8] = {0};
+        tw_reg_key(k, r);
+        REQUIRE(rdkv_put(s, k, strlen(k), zero, 8) == 0);
+    }
+    rdkv_session_close(s);
+    memset(nx_reg, 0, sizeof nx_reg);
+    for (unsigned i = 0; i < NX_REGW; i++) nx_reg[i].seed = 0x51ed270b + i;
+    atomic_store(&nx_n, 0);
+
+    /* 1: a node killed, then started again empty */
+    unsigned v = non_manager();
+    REQUIRE(v < 3);
+    nx_warm();
+    REQUIRE(launch_kill(&L, v) == 0);
+    nx_removed(v, (v + 1) % 3, (v + 2) % 3);
+    nx_settle(1, "kill -9, restart empty", &v, 1);
+
+    /* 2: the manager killed (a new one once its ZooKeeper session expires) */
+    unsigned m = manager();
+    REQUIRE(m < 3);
+    nx_warm();
+    REQUIRE(launch_kill(&L, m) == 0);
+    nx_removed(m, (m + 1) % 3, (m + 2) % 3);
+    nx_settle(2, "the manager killed, restart empty", &m, 1);
+
+    /* 3: the zombie */
+    v = non_manager();
+    REQUIRE(v < 3);
+    nx_warm();
+    REQUIRE(launch_pause(&L, v, true) == 0);
+    nx_removed(v, (v + 1) % 3, (v + 2) % 3);
+    REQUIRE(launch_pause(&L, v, false) == 0);
+    CHECK(status_becomes(v, "\"member\":false"));
+    rdkv_sleep_us(300000); /* (the zombie awake among the workers: it must serve nothing) */
+    REQUIRE(launch_kill(&L, v) == 0);
+    nx_settle(3, "SIGSTOP past the lease, SIGCONT, replaced", &v, 1);
+
+    /* 4: ZooKeeper away for two seconds: no change, and transactions go on */
+    nx_warm();
+    launch_zk_stop(L.dir);
+    unsigned a0 = atomic_load(&nx_acked);
+    int64_t until = clock_now_ns() + 2 * NS_PER_S;
+    while (clock_now_ns() < until) rdkv_sleep_us(50000);
+    unsigned during = atomic_load(&nx_acked) - a0;
+    char hosts[64], err[256];
+    REQUIRE(launch_zk_start(L.dir, hosts, sizeof hosts, err, sizeof err) == 0);
+    printf("  %u transfers while ZooKeeper was away\n", during);
+    CHECK(during > 0);
+    nx_settle(4, "ZooKeeper away 2 s", NULL, 0);
+
+    /* 5: R - 1 nodes at once, both replaced */
+    m = manager();
+    REQUIRE(m < 3);
+    unsigned two[2] = {(m + 1) % 3, (m + 2) % 3};
+    nx_warm();
+    REQUIRE(launch_kill(&L, two[0]) == 0);
+    REQUIRE(launch_kill(&L, two[1]) == 0);
+    nx_removed(two[0], m, m);
+    nx_removed(two[1], m, m);
+    nx_settle(5, "two of three killed, both restarted empty", two, 2);
+
+    for (unsigned i = 0; i < NX_REGW; i++) tw_hist_free(&nx_reg[i].h);
+    stop_ok(true);
+    row_lease = NULL;
+}
+
 int main(int argc, char **argv)
 {
     if (access("/usr/share/java/zookeeper.jar", R_OK)) {
@@ -1044,6 +1376,7 @@ int main(int argc, char **argv)
         {"commit_in_flight", t_commit_in_flight},
         {"two_die", t_two_die},
         {"one_shots", t_one_shots},
+        {"nemesis", t_nemesis},
     };
     return tenv_main(argc, argv, "replicas", cases, sizeof cases / sizeof *cases);
 }
