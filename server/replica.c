@@ -180,8 +180,6 @@ struct replica {
         uint64_t epoch;             /* the configuration it began in (0: none running) */
         uint64_t rows, of;          /* rows sent to the copies, of the rows there were */
         uint64_t done_epoch;        /* the manager was told the copies are filled, in this one */
-        uint16_t to[RCFG_MAX_REPLICAS];
-        unsigned nto;
     } fill[RCFG_MAX_NODES];
 };
 
@@ -387,7 +385,6 @@ static void on_config(void *arg, const struct rcfg *c, int version)
     pthread_mutex_unlock(&r->mu);
     if (newer) log_info("node %u: replica configuration epoch %llu", r->me,
                         (unsigned long long)c->epoch);
-
     /* (also when hook_remove installed it here and poked: its routes are not taken yet) */
     if (newer || c->epoch > __atomic_load_n(&r->routed_epoch, __ATOMIC_ACQUIRE)) apply_routes(r);
 }
@@ -638,12 +635,13 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
                  "%u): waiting for the manager to remove its old membership, then joining "
                  "empty (docs/replication.md, section 8)", me, cc->zookeeper, root, me);
         int64_t t0 = clock_now_ns(), until = t0 + 10 * NS_PER_S + 4 * r->lease_ns;
-        while ((c.members >> me & 1) && clock_now_ns() < until) {
-            clock_sleep_ns(20 * NS_PER_MS);
-            pthread_mutex_lock(&r->mu);
-            c = r->cur;
-            pthread_mutex_unlock(&r->mu);
+        pthread_mutex_lock(&r->mu); /* (on_config broadcasts ccv with each configuration) */
+        while ((r->cur.members >> me & 1) && clock_now_ns() < until) {
+            struct timespec ts = clock_ts(until);
+            pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
         }
+        c = r->cur;
+        pthread_mutex_unlock(&r->mu);
         if (c.members >> me & 1) {
             snprintf(err, errcap,
                      "node %u held copies of this replicated cluster before (ZooKeeper %s%s/"
@@ -1435,8 +1433,7 @@ static int fill_partition(struct replica *r, struct fab_ctx *fc, struct lock_thr
     struct store *st = copy_locked(r, p);
     struct store_stats ss = {0};
     if (st) store_stats(st, &ss);
-    r->fill[p] = (struct fill){.epoch = c->epoch, .of = ss.rows, .nto = x.nto};
-    memcpy(r->fill[p].to, x.to, sizeof x.to);
+    r->fill[p] = (struct fill){.epoch = c->epoch, .of = ss.rows};
     pthread_mutex_unlock(&r->mu);
     if (!st) return RDKV_ENOTFOUND;
     log_warn("node %u: filling partition %u's new copies at %u node(s), first node %u: %llu rows "
@@ -2109,6 +2106,13 @@ static int ship_kind(struct replica *r, uint8_t kind, uint64_t txid, const void 
     return rc;
 }
 
+/* A commit of generation g installed, or never to be (mu held): the copier may be waiting for
+ * g to empty (drain_old). */
+static void gen_drop_locked(struct replica *r, unsigned g)
+{
+    if (!--r->live[g]) pthread_cond_broadcast(&r->ccv);
+}
+
 /* A commit about to ship, counted in the current generation until it is installed: 0, or
  * RDKV_ENOMEM (nothing counted). */
 static int gen_enter(struct replica *r, uint64_t txid)
@@ -2134,7 +2138,7 @@ static void gen_leave(struct replica *r, uint64_t txid)
         if ((*pp)->txid == txid) {
             struct gent *g = *pp;
             *pp = g->next;
-            if (!--r->live[g->gen]) pthread_cond_broadcast(&r->ccv);
+            gen_drop_locked(r, g->gen);
             free(g);
             break;
         }
@@ -2175,7 +2179,7 @@ static void multi_done(void *ctx, int rc)
     m->done(m->ctx, __atomic_load_n(&m->rc, __ATOMIC_RELAXED)); /* (installs) */
     if (m->counted) {
         pthread_mutex_lock(&m->r->mu);
-        if (!--m->r->live[m->gen]) pthread_cond_broadcast(&m->r->ccv);
+        gen_drop_locked(m->r, m->gen);
         pthread_mutex_unlock(&m->r->mu);
     }
     for (unsigned i = 0; i < m->nb; i++) free(m->bufs[i]);
@@ -2228,7 +2232,7 @@ static int ship_kind_async(struct replica *r, uint8_t kind, uint64_t txid, const
         rc = m->rc;
         if (m->counted) {
             pthread_mutex_lock(&r->mu);
-            if (!--r->live[m->gen]) pthread_cond_broadcast(&r->ccv);
+            gen_drop_locked(r, m->gen);
             pthread_mutex_unlock(&r->mu);
         }
         for (unsigned i = 0; i < m->nb; i++) free(m->bufs[i]);
