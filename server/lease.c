@@ -28,6 +28,7 @@ struct lease {
     int64_t heard[RCFG_MAX_NODES];     /* when each member's last granted request arrived */
     bool suspected[RCFG_MAX_NODES];    /* never granted again by this manager */
     int64_t office_since;              /* 0: not the manager (as far as this node knows) */
+    int64_t minority_since;            /* the manager has heard from a minority since (0: not) */
     unsigned removed;
     pthread_t renewer, monitor;
     bool renewer_on, monitor_on;
@@ -89,6 +90,7 @@ void lease_elected(struct lease *l)
         l->suspected[i] = false;
     }
     l->office_since = t;
+    l->minority_since = 0;
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
 }
@@ -127,33 +129,81 @@ static void *monitor_main(void *arg)
         struct rcfg c;
         l->h.config(l->h.arg, &c);
         int64_t t = now_ns();
-        int gone = -1;
-        int64_t silent = 0;
+        /* the members heard from within a lease and the guard (this one included), and the
+         * silent ones not yet suspected */
+        unsigned total = 0, fresh = 0;
+        uint64_t silent = 0;
         pthread_mutex_lock(&l->mu);
-        if (l->office_since)
-            for (unsigned m = 0; m < c.nodes && gone < 0; m++)
-                if (m != l->me && (c.members >> m & 1) && !l->suspected[m] &&
-                    t - l->heard[m] > l->len_ns + l->guard_ns) {
-                    l->suspected[m] = true; /* (no grant from here on: same lock as on_lease) */
-                    gone = (int)m;
-                    silent = t - l->heard[m];
-                }
+        for (unsigned m = 0; m < c.nodes; m++) {
+            if (!(c.members >> m & 1)) continue;
+            total++;
+            if (m == l->me || t - l->heard[m] <= l->len_ns + l->guard_ns) fresh++;
+            else if (!l->suspected[m]) silent |= 1ull << m;
+        }
+        bool majority = 2 * fresh > total;
+        if (majority || !silent) l->minority_since = 0;
+        else if (!l->minority_since) l->minority_since = t;
+        int64_t minority_for = l->minority_since ? t - l->minority_since : 0;
         pthread_mutex_unlock(&l->mu);
-        if (gone < 0) continue;
-        log_warn("node %u (configuration manager): node %d not heard from for %lld ms (lease "
-                 "%lld ms); removing it from the configuration", l->me, gone,
-                 (long long)(silent / NS_PER_MS), (long long)(l->len_ns / NS_PER_MS));
-        int rc = l->h.remove(l->h.arg, (uint16_t)gone);
-        if (rc) {
-            log_warn("node %u: node %d stays in the configuration: %s", l->me, gone,
+        if (!silent) continue;
+        if (!majority) {
+            /* Either the silent members are dead, or this manager is the one cut off from
+             * them. ZooKeeper tells which: a dead node's session ends within the session
+             * timeout; one cut off from this node only keeps its session. */
+            uint64_t live = 0;
+            int64_t session_ns = 0;
+            if (l->h.live(l->h.arg, &live, &session_ns)) continue; /* (no witness: wait) */
+            if ((silent & live) && minority_for > session_ns + l->guard_ns) {
+                log_warn("node %u (configuration manager) has heard from %u of %u members for "
+                         "%lld ms while the others keep their ZooKeeper sessions: this node is "
+                         "the one cut off, and steps down", l->me, fresh, total,
+                         (long long)(minority_for / NS_PER_MS));
+                pthread_mutex_lock(&l->mu);
+                l->office_since = 0;
+                l->minority_since = 0;
+                pthread_mutex_unlock(&l->mu);
+                l->h.resign(l->h.arg);
+                continue;
+            }
+            silent &= ~live; /* (those whose sessions are gone: dead, or cut off from all) */
+        }
+        /* suspected under the lock that grants, so no grant slips in after the judgement; all
+         * removed in one change (two dead at once: no promotion waits on the second) */
+        uint64_t gone = 0;
+        pthread_mutex_lock(&l->mu);
+        t = now_ns();
+        for (unsigned m = 0; m < RCFG_MAX_NODES && l->office_since; m++)
+            if ((silent >> m & 1) && !l->suspected[m] && t - l->heard[m] > l->len_ns + l->guard_ns) {
+                l->suspected[m] = true;
+                gone |= 1ull << m;
+                log_warn("node %u (configuration manager): node %u not heard from for %lld ms "
+                         "(lease %lld ms); removing it from the configuration", l->me, m,
+                         (long long)((t - l->heard[m]) / NS_PER_MS),
+                         (long long)(l->len_ns / NS_PER_MS));
+            }
+        pthread_mutex_unlock(&l->mu);
+        if (!gone) continue;
+        int rc = l->h.remove(l->h.arg, gone);
+        if (!rc) {
+            __atomic_add_fetch(&l->removed, (unsigned)__builtin_popcountll(gone), __ATOMIC_RELAXED);
+            continue;
+        }
+        /* one at a time, then: one that cannot go (its partition's last copy) keeps no other
+         * from going */
+        for (unsigned m = 0; m < RCFG_MAX_NODES; m++) {
+            if (!(gone >> m & 1)) continue;
+            if (gone & (gone - 1)) rc = l->h.remove(l->h.arg, 1ull << m);
+            if (!rc) {
+                __atomic_add_fetch(&l->removed, 1, __ATOMIC_RELAXED);
+                continue;
+            }
+            log_warn("node %u: node %u stays in the configuration: %s", l->me, m,
                      rdkv_strerror(rc));
             /* (asked again after a lease: it may be back, or the install may work then) */
             pthread_mutex_lock(&l->mu);
-            l->suspected[gone] = rc == RDKV_EUNAVAILABLE; /* its partition has no other copy */
-            l->heard[gone] = now_ns();
+            l->suspected[m] = rc == RDKV_EUNAVAILABLE; /* its partition has no other copy */
+            l->heard[m] = now_ns();
             pthread_mutex_unlock(&l->mu);
-        } else {
-            __atomic_add_fetch(&l->removed, 1, __ATOMIC_RELAXED);
         }
     }
 }

@@ -4,7 +4,12 @@
  * the request that was granted. The manager grants only while it holds the office, never to a
  * member it suspects, treats every lease as running for a full lease (plus a guard) after its
  * election, and suspects a member it has not heard from for a lease plus the guard: then it
- * asks for a configuration without it (hooks.remove), which it installs in ZooKeeper. */
+ * asks for a configuration without it (hooks.remove), which it installs in ZooKeeper -- at once
+ * while it hears from a majority of the members, itself included; else only once the silent
+ * member's ZooKeeper session is gone too (a dead node's ends within the session timeout). A
+ * manager that hears from a minority for longer than that while the silent members keep their
+ * sessions is the one cut off: it steps down (hooks.resign), and a member that reaches the
+ * others is elected instead. */
 #ifndef RDKV_SERVER_LEASE_H
 #define RDKV_SERVER_LEASE_H
 
@@ -19,7 +24,12 @@ struct lease_hooks {
     bool (*is_manager)(void *arg);
     int (*manager_node)(void *arg);                   /* the manager's node id, or < 0 */
     void (*config)(void *arg, struct rcfg *out);      /* the configuration held now */
-    int (*remove)(void *arg, uint16_t node);          /* the manager: install one without node */
+    int (*remove)(void *arg, uint64_t nodes);         /* the manager: install one without these
+                                                         nodes (bit per node) */
+    /* the nodes holding a ZooKeeper session (bit per node) and the session timeout: 0, or a
+     * status when ZooKeeper does not answer */
+    int (*live)(void *arg, uint64_t *mask, int64_t *session_ns);
+    void (*resign)(void *arg);                        /* the manager: give up the office */
     void *arg;
 };
 

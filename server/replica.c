@@ -410,6 +410,13 @@ static bool hook_is_manager(void *arg)
 
 static int hook_manager_node(void *arg) { return zcfg_manager_node(((struct replica *)arg)->z); }
 
+static int hook_live(void *arg, uint64_t *mask, int64_t *session_ns)
+{
+    return zcfg_live(((struct replica *)arg)->z, mask, session_ns);
+}
+
+static void hook_resign(void *arg) { zcfg_resign(((struct replica *)arg)->z); }
+
 static void hook_config(void *arg, struct rcfg *out)
 {
     struct replica *r = arg;
@@ -460,17 +467,31 @@ static int change_config(struct replica *r, make_fn make, const void *ctx, const
 
 static int make_without(const struct rcfg *cur, const void *ctx, struct rcfg *next)
 {
-    uint16_t node = *(const uint16_t *)ctx;
-    if (!(cur->members >> node & 1)) return RCFG_SAME; /* (already gone) */
-    return rcfg_without(cur, node, next);
+    uint64_t nodes = *(const uint64_t *)ctx;
+    struct rcfg t = *cur;
+    bool changed = false;
+    for (unsigned m = 0; m < cur->nodes; m++) {
+        if (!(nodes >> m & 1) || !(t.members >> m & 1)) continue; /* (already gone) */
+        struct rcfg u;
+        int rc = rcfg_without(&t, (uint16_t)m, &u);
+        if (rc) return rc;
+        t = u;
+        changed = true;
+    }
+    if (!changed) return RCFG_SAME;
+    *next = t;
+    return 0;
 }
 
-/* The manager's removal of a member (the lease monitor's hook). */
-static int hook_remove(void *arg, uint16_t node)
+/* The manager's removal of members (the lease monitor's hook): one change for all of them. */
+static int hook_remove(void *arg, uint64_t nodes)
 {
-    char what[48];
-    snprintf(what, sizeof what, "without node %u", node);
-    return change_config(arg, make_without, &node, what);
+    char what[RCFG_MAX_NODES * 4 + 32];
+    size_t o = (size_t)snprintf(what, sizeof what, "without node%s",
+                                (nodes & (nodes - 1)) ? "s" : "");
+    for (unsigned m = 0; m < RCFG_MAX_NODES && o < sizeof what; m++)
+        if (nodes >> m & 1) o += (size_t)snprintf(what + o, sizeof what - o, " %u", m);
+    return change_config(arg, make_without, &nodes, what);
 }
 
 static int make_join(const struct rcfg *cur, const void *ctx, struct rcfg *next)
@@ -1595,7 +1616,8 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_FILLED, on_filled, r, 0);
     if (rc) return log_reason(err, errcap, rc, "cannot serve the replication RPCs");
     if (c.replicas > 1) {
-        struct lease_hooks h = {hook_is_manager, hook_manager_node, hook_config, hook_remove, r};
+        struct lease_hooks h = {hook_is_manager, hook_manager_node, hook_config, hook_remove,
+                                hook_live,       hook_resign,       r};
         struct lease *l = NULL;
         rc = lease_start(f, r->me, r->lease_ns, &h, &l);
         pthread_mutex_lock(&r->mu);

@@ -29,7 +29,8 @@ struct zcfg {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool connected, expired, stop, running, manager;
-    unsigned ev_config, ev_elect; /* events not handled yet */
+    bool resigned; /* zcfg_resign dropped the office: resign() says so and calls on_manager */
+    unsigned ev_config, ev_elect, ev_resign; /* events not handled yet */
     pthread_t th;
     bool th_started;
 };
@@ -241,7 +242,7 @@ static int join(struct zcfg *z)
     return 0;
 }
 
-static void lost_office(struct zcfg *z)
+static void lost_office(struct zcfg *z, const char *why)
 {
     bool was;
     pthread_mutex_lock(&z->mu);
@@ -250,9 +251,34 @@ static void lost_office(struct zcfg *z)
     pthread_mutex_unlock(&z->mu);
     z->mine[0] = 0;
     if (was) {
-        log_warn("node %u is no longer the configuration manager: its ZooKeeper session ended",
-                 z->o.node);
+        log_warn("node %u is no longer the configuration manager: %s", z->o.node, why);
         if (z->o.on_manager) z->o.on_manager(z->o.arg, false);
+    }
+}
+
+/* zcfg_resign, on zcfg's thread: the office is given up (no grant, no install from here on)
+ * before the election znode goes, so that no successor is elected while this node still acts;
+ * then the node joins the election again, at its end. */
+static void resign(struct zcfg *z)
+{
+    char mine[PATH_CAP];
+    snprintf(mine, sizeof mine, "%s", z->mine);
+    pthread_mutex_lock(&z->mu);
+    bool was = z->resigned || z->manager;
+    z->resigned = z->manager = false;
+    pthread_mutex_unlock(&z->mu);
+    z->mine[0] = 0;
+    if (was) {
+        log_warn("node %u is no longer the configuration manager: it stepped down", z->o.node);
+        if (z->o.on_manager) z->o.on_manager(z->o.arg, false);
+    }
+    if (mine[0]) {
+        pthread_rwlock_rdlock(&z->hl);
+        int zrc = z->zh ? zoo_delete(z->zh, mine, -1) : ZINVALIDSTATE;
+        pthread_rwlock_unlock(&z->hl);
+        if (zrc != ZOK && zrc != ZNONODE)
+            log_warn("ZooKeeper %s: cannot leave the election (%s): its session's end will do it",
+                     z->hosts, zerror(zrc));
     }
 }
 
@@ -266,7 +292,7 @@ static void *zcfg_main(void *arg)
         if (z->expired) {
             z->expired = false;
             pthread_mutex_unlock(&z->mu);
-            lost_office(z);
+            lost_office(z, "its ZooKeeper session ended");
             log_warn("ZooKeeper %s: session expired; opening a new one", z->hosts);
             pthread_rwlock_wrlock(&z->hl);
             zookeeper_close(z->zh);
@@ -297,6 +323,14 @@ static void *zcfg_main(void *arg)
                 log_warn("%s", err);
             }
             pthread_mutex_lock(&z->mu);
+            continue;
+        }
+        if (z->ev_resign) {
+            z->ev_resign = 0;
+            pthread_mutex_unlock(&z->mu);
+            resign(z);
+            pthread_mutex_lock(&z->mu);
+            if (z->running) z->ev_elect++;
             continue;
         }
         if (z->ev_elect) {
@@ -405,6 +439,45 @@ bool zcfg_is_manager(struct zcfg *z)
 }
 
 void zcfg_poke(struct zcfg *z) { wake(z, &z->ev_config); }
+
+void zcfg_resign(struct zcfg *z)
+{
+    pthread_mutex_lock(&z->mu);
+    z->resigned = z->manager; /* (no grant and no install from this moment) */
+    z->manager = false;
+    z->ev_resign++;
+    pthread_cond_broadcast(&z->cv);
+    pthread_mutex_unlock(&z->mu);
+}
+
+int zcfg_live(struct zcfg *z, uint64_t *live, int64_t *session_ns)
+{
+    pthread_rwlock_rdlock(&z->hl);
+    int rc = RDKV_EUNAVAILABLE;
+    struct String_vector kids = {0, NULL};
+    *live = 0;
+    if (z->zh && (rc = zstatus(zoo_get_children(z->zh, z->electdir, 0, &kids))) == 0) {
+        for (int i = 0; i < kids.count && !rc; i++) {
+            if (seqno(kids.data[i]) < 0) continue;
+            char path[PATH_CAP], buf[16];
+            snprintf(path, sizeof path, "%s/%.31s", z->electdir, kids.data[i]);
+            int len = sizeof buf - 1;
+            struct Stat st;
+            int zrc = zoo_get(z->zh, path, 0, buf, &len, &st);
+            if (zrc == ZNONODE) continue; /* (its session ended meanwhile) */
+            if ((rc = zstatus(zrc))) break;
+            if (len <= 0) continue;
+            buf[len] = 0;
+            char *end;
+            long v = strtol(buf, &end, 10);
+            if (!*end && v >= 0 && v < 64) *live |= 1ull << v;
+        }
+        deallocate_String_vector(&kids);
+        *session_ns = (int64_t)zoo_recv_timeout(z->zh) * NS_PER_MS;
+    }
+    pthread_rwlock_unlock(&z->hl);
+    return rc;
+}
 
 bool zcfg_connected(struct zcfg *z)
 {

@@ -40,6 +40,14 @@ int zcfg_run_for_manager(struct zcfg *z);
 bool zcfg_is_manager(struct zcfg *z);
 /* Has the configuration read again and handed to on_config (from zcfg's thread). */
 void zcfg_poke(struct zcfg *z);
+/* Gives up the manager's office (zcfg's thread, soon): the office is dropped before the election
+ * znode is deleted, and the node then joins the election again at its end. For a manager that
+ * finds itself cut off from the members (docs/replication.md, section 4). */
+void zcfg_resign(struct zcfg *z);
+/* The nodes that hold a ZooKeeper session now (an election znode: bit i for node i < 64), and
+ * the session timeout ZooKeeper granted this node: 0, or RDKV_EUNAVAILABLE when ZooKeeper did
+ * not answer. A few reads: for the manager's judgement of a silent member, not the data path. */
+int zcfg_live(struct zcfg *z, uint64_t *live, int64_t *session_ns);
 /* Whether the session is connected now (a manager grants leases only then). */
 bool zcfg_connected(struct zcfg *z);
 /* The manager's node id as ZooKeeper says now (the lowest election znode's data), or < 0 when

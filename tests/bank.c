@@ -179,8 +179,8 @@ unsigned bank_check(const struct bank *bk, rdkv_session *s, const struct bank_xf
 
 int bank_connect(struct launch *L, unsigned node, rdkv_session **s)
 {
-    char ep[64], secret[PATH_MAX + 40];
-    snprintf(ep, sizeof ep, "127.0.0.1:%u", L->cc.nodes[node].port);
+    char ep[300], secret[PATH_MAX + 40];
+    snprintf(ep, sizeof ep, "%s:%u", L->cc.nodes[node].host, L->cc.nodes[node].port);
     snprintf(secret, sizeof secret, "%s/%s", L->dir, LAUNCH_CLIENT_SECRET);
     setenv("RDKV_SECRET_FILE", secret, 1);
     return rdkv_connect(ep, NULL, s);

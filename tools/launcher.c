@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -129,6 +130,35 @@ static int wait_exit(struct launch *L, unsigned i, int64_t deadline)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+/* Binds a listening socket on host (port 0: the kernel's pick) inside network namespace ns
+ * ("" : this thread's own), for a node that will run there; the calling thread comes back to
+ * its own namespace before it returns. */
+static int listen_in(const char *ns, const char *host, uint16_t port, int *fd, uint16_t *got,
+                     char *err, size_t errcap)
+{
+    if (!ns[0]) return fab_listen(host, port, fd, got, err, errcap);
+    char path[128];
+    snprintf(path, sizeof path, "/run/netns/%s", ns);
+    int back = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    int to = open(path, O_RDONLY | O_CLOEXEC);
+    if (back < 0 || to < 0 || setns(to, CLONE_NEWNET)) {
+        snprintf(err, errcap, "cannot enter network namespace %s: %s", ns, strerror(errno));
+        if (back >= 0) close(back);
+        if (to >= 0) close(to);
+        return RDKV_EIO;
+    }
+    close(to);
+    int rc = fab_listen(host, port, fd, got, err, errcap);
+    if (setns(back, CLONE_NEWNET)) {
+        /* (cannot happen: our own namespace; but never go on in the wrong one) */
+        fprintf(stderr, "launcher: cannot return to this thread's network namespace: %s\n",
+                strerror(errno));
+        abort();
+    }
+    close(back);
+    return rc;
+}
+
 /* The kvserver to run (launch_kvserver_path), or 1 with the reason in err. */
 static int find_kvserver(const struct launch_opts *o, char out[PATH_MAX], char *err, size_t errcap)
 {
@@ -169,6 +199,17 @@ static int spawn_node(struct launch *L, const struct launch_opts *o, const char 
         /* fds 3 and 4 become the listening socket and the ready pipe */
         int lfd = fcntl(lfd_in, F_DUPFD, 10), rfd = fcntl(pfd[1], F_DUPFD, 10);
         if (log < 0 || devnull < 0 || lfd < 0 || rfd < 0) _exit(127);
+        if (L->netns[i][0]) {
+            char nsp[128];
+            snprintf(nsp, sizeof nsp, "/run/netns/%s", L->netns[i]);
+            int nfd = open(nsp, O_RDONLY);
+            if (nfd < 0 || setns(nfd, CLONE_NEWNET)) {
+                dprintf(log, "launcher: cannot enter network namespace %s: %s\n", L->netns[i],
+                        strerror(errno));
+                _exit(127);
+            }
+            close(nfd);
+        }
         dup2(devnull, 0);
         dup2(log, 1);
         dup2(log, 2);
@@ -288,8 +329,9 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
     uint16_t ports[LAUNCH_MAX];
     const char *hosts[LAUNCH_MAX];
     for (unsigned i = 0; i < all; i++) {
-        hosts[i] = o->host;
-        int rc = fab_listen(o->host, 0, &fds[i], &ports[i], err, errcap);
+        hosts[i] = o->node_host[i] ? o->node_host[i] : o->host;
+        snprintf(L->netns[i], sizeof L->netns[i], "%s", o->node_netns[i] ? o->node_netns[i] : "");
+        int rc = listen_in(L->netns[i], hosts[i], 0, &fds[i], &ports[i], err, errcap);
         if (rc) {
             while (i--) close(fds[i]);
             return rc;
@@ -302,7 +344,8 @@ int launch_start(struct launch *L, const struct launch_opts *o, char *err, size_
     if (o->zookeeper) {
         snprintf(L->cc.zookeeper, sizeof L->cc.zookeeper, "%s", o->zookeeper);
     } else if (L->cc.replicas > 1) {
-        int rc = launch_zk_start(L->dir, L->cc.zookeeper, sizeof L->cc.zookeeper, err, errcap);
+        int rc = launch_zk_start_at(L->dir, o->zk_host, L->cc.zookeeper, sizeof L->cc.zookeeper,
+                                    err, errcap);
         if (rc) {
             for (unsigned i = 0; i < all; i++) close(fds[i]);
             return rc;
@@ -435,8 +478,8 @@ int launch_restart(struct launch *L, const struct launch_opts *o, unsigned node,
      * torn down by the kernel after the process is gone. So the port is tried again, bounded. */
     int64_t until = clock_now_ns() + 10 * NS_PER_S;
     int rc;
-    while ((rc = fab_listen(L->cc.nodes[node].host, L->cc.nodes[node].port, &lfd, &port, err,
-                            errcap)) &&
+    while ((rc = listen_in(L->netns[node], L->cc.nodes[node].host, L->cc.nodes[node].port, &lfd,
+                           &port, err, errcap)) &&
            clock_now_ns() < until)
         clock_sleep_ns(20 * NS_PER_MS);
     if (rc) return rc;
@@ -516,19 +559,18 @@ int launch_stop(struct launch *L, int64_t timeout_ns)
 
 #define ZK_JAR "/usr/share/java/zookeeper.jar"
 
-/* Whether a ZooKeeper answers "imok" on 127.0.0.1:port (one try, up to a second). */
-static bool zk_ruok(uint16_t port)
+/* Whether a ZooKeeper answers "imok" on addr:port (one try, up to a second). */
+static bool zk_ruok(const char *addr, uint16_t port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return false;
     struct timeval tv = {1, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
     char buf[8] = {0};
     bool ok = false;
-    if (!connect(fd, (struct sockaddr *)&a, sizeof a) && write(fd, "ruok", 4) == 4) {
+    if (inet_pton(AF_INET, addr, &a.sin_addr) == 1 && !connect(fd, (struct sockaddr *)&a, sizeof a) && write(fd, "ruok", 4) == 4) {
         ssize_t got = 0, k;
         while (got < 4 && (k = read(fd, buf + got, (size_t)(4 - got))) > 0) got += k;
         ok = got == 4 && !memcmp(buf, "imok", 4);
@@ -550,19 +592,29 @@ static int zk_pid(const char *dir)
     return pid > 0 && kill(pid, 0) == 0 ? pid : 0;
 }
 
-static uint16_t zk_port_of(const char *dir)
+/* The port and address that DIR's ZooKeeper config names (0 and "" when it has none). */
+static uint16_t zk_port_of(const char *dir, char addr[64])
 {
     char cp[PATH_MAX + 32], line[256];
     snprintf(cp, sizeof cp, "%s/zk/zoo.cfg", dir);
     FILE *f = fopen(cp, "r");
     unsigned port = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "clientPort=%u", &port) == 1) break;
+    addr[0] = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "clientPort=%u", &port) == 1) continue;
+        if (sscanf(line, "clientPortAddress=%63s", addr) == 1) continue;
+    }
     if (f) fclose(f);
     return port <= 65535 ? (uint16_t)port : 0;
 }
 
 int launch_zk_start(const char *dir, char *hosts, size_t cap, char *err, size_t errcap)
+{
+    return launch_zk_start_at(dir, NULL, hosts, cap, err, errcap);
+}
+
+int launch_zk_start_at(const char *dir, const char *want, char *hosts, size_t cap, char *err,
+                       size_t errcap)
 {
     if (access(ZK_JAR, R_OK))
         return log_reason(err, errcap, RDKV_ENOTSUP, "ZooKeeper is not installed (%s missing: "
@@ -574,9 +626,16 @@ int launch_zk_start(const char *dir, char *hosts, size_t cap, char *err, size_t 
     snprintf(cfg, sizeof cfg, "%s/zk/zoo.cfg", dir);
     snprintf(logp, sizeof logp, "%s/zk/zk.log", dir);
     snprintf(pidp, sizeof pidp, "%s/zk/zk.pid", dir);
-    uint16_t port = zk_port_of(dir);
-    if (zk_pid(dir) && port && zk_ruok(port)) {
-        snprintf(hosts, cap, "127.0.0.1:%u", port);
+    char addr[64];
+    uint16_t port = zk_port_of(dir, addr);
+    if (want) {
+        if (addr[0] && strcmp(addr, want)) port = 0; /* (another address: a new port there) */
+        snprintf(addr, sizeof addr, "%s", want);
+    } else if (!addr[0]) {
+        snprintf(addr, sizeof addr, "127.0.0.1");
+    }
+    if (zk_pid(dir) && port && zk_ruok(addr, port)) {
+        snprintf(hosts, cap, "%s:%u", addr, port);
         return 0;
     }
     if ((mkdir(zdir, 0700) && errno != EEXIST) || (mkdir(ddir, 0700) && errno != EEXIST))
@@ -585,15 +644,15 @@ int launch_zk_start(const char *dir, char *hosts, size_t cap, char *err, size_t 
      * kernel's pick, bound and let go (ZooKeeper binds it itself) */
     if (!port) {
         int fd;
-        if (fab_listen("127.0.0.1", 0, &fd, &port, err, errcap)) return RDKV_EIO;
+        if (fab_listen(addr, 0, &fd, &port, err, errcap)) return RDKV_EIO;
         close(fd);
     }
     FILE *f = fopen(cfg, "w");
     if (!f) return log_reason(err, errcap, RDKV_EIO, "cannot write %s", cfg);
     /* tickTime 500 ms: sessions of 1-10 s (rdkv asks for 4) */
-    fprintf(f, "tickTime=500\ndataDir=%s\nclientPort=%u\nclientPortAddress=127.0.0.1\n"
+    fprintf(f, "tickTime=500\ndataDir=%s\nclientPort=%u\nclientPortAddress=%s\n"
                "maxClientCnxns=200\nadmin.enableServer=false\n4lw.commands.whitelist=ruok,srvr\n",
-            ddir, port);
+            ddir, port, addr);
     if (fclose(f)) return log_reason(err, errcap, RDKV_EIO, "cannot write %s", cfg);
     pid_t pid = fork();
     if (pid < 0) return log_reason(err, errcap, RDKV_EIO, "fork: %s", strerror(errno));
@@ -617,7 +676,7 @@ int launch_zk_start(const char *dir, char *hosts, size_t cap, char *err, size_t 
     }
     int64_t deadline = clock_now_ns() + 60 * NS_PER_S; /* a JVM's start on a loaded machine */
     for (;;) {
-        if (zk_ruok(port)) break;
+        if (zk_ruok(addr, port)) break;
         int st;
         if (waitpid(pid, &st, WNOHANG) == pid)
             return log_reason(err, errcap, RDKV_EIO, "ZooKeeper exited at start (%s has its log)",
@@ -629,7 +688,7 @@ int launch_zk_start(const char *dir, char *hosts, size_t cap, char *err, size_t 
         }
         clock_sleep_ns(100 * NS_PER_MS); /* (polling another process's readiness) */
     }
-    snprintf(hosts, cap, "127.0.0.1:%u", port);
+    snprintf(hosts, cap, "%s:%u", addr, port);
     return 0;
 }
 

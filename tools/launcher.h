@@ -54,6 +54,13 @@ struct launch_opts {
     const char *zookeeper;         /* ZooKeeper's hosts for the config's `zookeeper` line; NULL
                                       with replicas over 1: a standalone one is started in
                                       DIR/zk (launch_zk_start) and stopped with the nodes */
+    const char *zk_host;           /* the address that standalone ZooKeeper listens on (NULL:
+                                      127.0.0.1) */
+    /* Per node (NULL: as above): its address (else host), and the network namespace it runs in
+     * (a name of `ip netns`, /run/netns/NAME): its listening socket is bound there and the
+     * process enters it before exec, so that a test can cut its links (needs CAP_SYS_ADMIN). */
+    const char *node_host[LAUNCH_MAX];
+    const char *node_netns[LAUNCH_MAX];
 };
 
 #define LAUNCH_SECRET "cluster.secret"
@@ -71,15 +78,19 @@ struct launch {
     bool own_zk;                   /* launch_start started DIR/zk's ZooKeeper: stopped with us */
     int ext_fd[LAUNCH_MAX];        /* during start_external: the external nodes' listening
                                       sockets */
+    char netns[LAUNCH_MAX][64];    /* launch_opts.node_netns, kept for restarts ("": none) */
 };
 
 void launch_opts_init(struct launch_opts *o);
 /* A standalone local ZooKeeper (Debian's zookeeper package, on Java) with its config, data and
- * log in DIR/zk, on a port the kernel picked (or, when DIR had one before, on its port, with its
- * data): started (detached from this process) and waited for until it answers "imok" (up to
- * 60 s); hosts gets "127.0.0.1:PORT". A ZooKeeper of DIR that already answers is used as it
- * is. */
+ * log in DIR/zk, on a port the kernel picked (or, when DIR had one before, on its port and
+ * address, with its data): started (detached from this process) and waited for until it answers
+ * "imok" (up to 60 s); hosts gets "ADDR:PORT". A ZooKeeper of DIR that already answers is used
+ * as it is. launch_zk_start_at listens on addr (an IPv4 address of this host; NULL: the one DIR's
+ * config had, else 127.0.0.1); launch_zk_start is it with NULL. */
 int launch_zk_start(const char *dir, char *hosts, size_t cap, char *err, size_t errcap);
+int launch_zk_start_at(const char *dir, const char *addr, char *hosts, size_t cap, char *err,
+                       size_t errcap);
 /* Stops DIR's ZooKeeper (SIGTERM, then SIGKILL after 10 s); nothing when there is none. */
 void launch_zk_stop(const char *dir);
 /* Starts the nodes and waits for all to be ready; on failure stops the ones it started and says

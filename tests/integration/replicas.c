@@ -5,6 +5,7 @@
  * replica of a partition holds none of it. */
 #include "tests/bank.h"
 #include "tests/harness.h"
+#include "tests/netlab.h"
 #include "tests/testenv.h"
 #include "tests/txnwork.h"
 
@@ -31,6 +32,7 @@ static struct bank_xfer ledger[THREADS][XFERS];
 /* lease: the members' --replica-lease (a test that kills no node takes a long one, so that a
  * loaded machine's scheduling never makes a false suspicion) */
 static const char *row_lease; /* the nodes' --lease, when set (their row locks' lease) */
+static struct netlab lab;     /* replicas --netns: each node in a namespace of its own */
 
 static void start_lease(unsigned nodes, unsigned replicas, const char *lease)
 {
@@ -48,6 +50,13 @@ static void start_lease(unsigned nodes, unsigned replicas, const char *lease)
     lo.extra[2] = row_lease ? "--lease" : NULL;
     lo.extra[3] = row_lease;
     lo.extra[4] = NULL;
+    if (lab.up) {
+        lo.zk_host = lab.gw[NETLAB_ZK];
+        for (unsigned i = 0; i < nodes; i++) {
+            lo.node_host[i] = lab.host[NETLAB_DATA][i];
+            lo.node_netns[i] = lab.ns[i];
+        }
+    }
     char err[512] = "";
     int rc = launch_start(&L, &lo, err, sizeof err);
     if (rc) fprintf(stderr, "  launch: %s\n", err);
@@ -864,9 +873,10 @@ static void t_client_follows(void)
     start_lease(3, 3, "2s");
     unsigned v = non_manager();
     REQUIRE(v < 3);
-    char ep[160], secret[PATH_MAX + 40];
-    snprintf(ep, sizeof ep, "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u", L.cc.nodes[v].port,
-             L.cc.nodes[(v + 1) % 3].port, L.cc.nodes[(v + 2) % 3].port);
+    char ep[3 * 272], secret[PATH_MAX + 40];
+    snprintf(ep, sizeof ep, "%s:%u,%s:%u,%s:%u", L.cc.nodes[v].host, L.cc.nodes[v].port,
+             L.cc.nodes[(v + 1) % 3].host, L.cc.nodes[(v + 1) % 3].port,
+             L.cc.nodes[(v + 2) % 3].host, L.cc.nodes[(v + 2) % 3].port);
     snprintf(secret, sizeof secret, "%s/%s", L.dir, LAUNCH_CLIENT_SECRET);
     setenv("RDKV_SECRET_FILE", secret, 1);
     rdkv_session *s = NULL;
@@ -1062,10 +1072,11 @@ static _Atomic unsigned nx_spent; /* bank threads that used their round's whole 
 /* A remote session naming every node, `first` first: it follows every failover on its own. */
 static int nx_connect(unsigned first, rdkv_session **s)
 {
-    char ep[256] = "", secret[PATH_MAX + 40];
+    char ep[3 * 272] = "", secret[PATH_MAX + 40];
     size_t o = 0;
     for (unsigned i = 0; i < L.n; i++)
-        o += (size_t)snprintf(ep + o, sizeof ep - o, "%s127.0.0.1:%u", i ? "," : "",
+        o += (size_t)snprintf(ep + o, sizeof ep - o, "%s%s:%u", i ? "," : "",
+                              L.cc.nodes[(first + i) % L.n].host,
                               L.cc.nodes[(first + i) % L.n].port);
     snprintf(secret, sizeof secret, "%s/%s", L.dir, LAUNCH_CLIENT_SECRET);
     setenv("RDKV_SECRET_FILE", secret, 1);
@@ -1277,7 +1288,7 @@ static void nx_removed(unsigned v, unsigned a, unsigned b)
  * removed, SIGCONT: it must serve nothing; then killed and replaced), ZooKeeper stopped for two
  * seconds (no change, work goes on), and R - 1 = 2 nodes killed at once (both replaced and
  * refilled at once). After every round: the ledger, histcheck and every copy equal. */
-static void t_nemesis(void)
+static void nx_setup(void)
 {
     /* (a dead coordinator's row locks are taken back by their leases: 2 s, not the default) */
     row_lease = "2s";
@@ -1296,6 +1307,23 @@ static void t_nemesis(void)
     memset(nx_reg, 0, sizeof nx_reg);
     for (unsigned i = 0; i < NX_REGW; i++) nx_reg[i].seed = 0x51ed270b + i;
     atomic_store(&nx_n, 0);
+    atomic_store(&nx_acked, 0);
+    atomic_store(&nx_unknown, 0);
+    atomic_store(&nx_failed, 0);
+    atomic_store(&nx_reg_commits, 0);
+    atomic_store(&nx_reg_unknown, 0);
+}
+
+static void nx_teardown(void)
+{
+    for (unsigned i = 0; i < NX_REGW; i++) tw_hist_free(&nx_reg[i].h);
+    stop_ok(true);
+    row_lease = NULL;
+}
+
+static void t_nemesis(void)
+{
+    nx_setup();
 
     /* 1: a node killed, then started again empty */
     unsigned v = non_manager();
@@ -1348,10 +1376,90 @@ static void t_nemesis(void)
     nx_removed(two[0], m, m);
     nx_removed(two[1], m, m);
     nx_settle(5, "two of three killed, both restarted empty", two, 2);
+    nx_teardown();
+}
 
-    for (unsigned i = 0; i < NX_REGW; i++) tw_hist_free(&nx_reg[i].h);
-    stop_ok(true);
-    row_lease = NULL;
+/* The epoch the status of node n names (0 when it cannot be read). */
+static unsigned long epoch_of(unsigned n)
+{
+    struct fab_buf resp = {0};
+    unsigned long e = 0;
+    if (op_call(n, KV_RPC_STATUS, NULL, 0, &resp) == 0) {
+        char *js = strndup((const char *)resp.data, resp.len);
+        const char *p = js ? strstr(js, "\"epoch\":") : NULL;
+        if (p) e = strtoul(p + strlen("\"epoch\":"), NULL, 10);
+        free(js);
+    }
+    fab_buf_free(&resp);
+    return e;
+}
+
+/* Node v's links cut (data, ZooKeeper or both) until the others hold a configuration without
+ * it, then healed: it must serve nothing (it is no member, and says so), and is replaced by an
+ * empty one that is filled. */
+static void nx_cut_until_removed(unsigned round, const char *what, unsigned v, bool data, bool zk)
+{
+    nx_warm();
+    if (data) REQUIRE(netlab_link(&lab, v, NETLAB_DATA, false) == 0);
+    if (zk) REQUIRE(netlab_link(&lab, v, NETLAB_ZK, false) == 0);
+    int64_t cut = clock_now_ns();
+    nx_removed(v, (v + 1) % 3, (v + 2) % 3);
+    printf("  node %u removed %.2f s after the cut\n", v,
+           (double)(clock_now_ns() - cut) / NS_PER_S);
+    if (data) REQUIRE(netlab_link(&lab, v, NETLAB_DATA, true) == 0);
+    if (zk) REQUIRE(netlab_link(&lab, v, NETLAB_ZK, true) == 0);
+    CHECK(status_becomes(v, "\"member\":false"));
+    rdkv_sleep_us(300000); /* (healed among the workers: it must serve nothing) */
+    REQUIRE(launch_kill(&L, v) == 0);
+    nx_settle(round, what, &v, 1);
+}
+
+/* replicas --netns: the nemesis's network partitions. Each node runs in a network namespace of
+ * its own with one link to its peers and clients and one to ZooKeeper (tests/netlab.h); links
+ * are cut and healed under the bank and register workloads, and every round ends with the
+ * nemesis's checks (the ledger, histcheck, every copy equal). */
+static void t_partitions(void)
+{
+    nx_setup();
+
+    /* 1: a member cut off from its peers and clients (ZooKeeper still reachable) */
+    unsigned v = non_manager();
+    REQUIRE(v < 3);
+    nx_cut_until_removed(1, "a member cut from its peers, healed, replaced", v, true, false);
+
+    /* 2: a member cut off from ZooKeeper only: its lease is with the manager, over the fabric,
+     * so nothing changes and the work goes on */
+    v = non_manager();
+    REQUIRE(v < 3);
+    nx_warm();
+    unsigned long e0 = epoch_of((v + 1) % 3);
+    REQUIRE(netlab_link(&lab, v, NETLAB_ZK, false) == 0);
+    unsigned a0 = atomic_load(&nx_acked);
+    int64_t until = clock_now_ns() + 6 * NS_PER_S; /* (past its ZooKeeper session's 4 s) */
+    while (clock_now_ns() < until) rdkv_sleep_us(50000);
+    unsigned during = atomic_load(&nx_acked) - a0;
+    REQUIRE(netlab_link(&lab, v, NETLAB_ZK, true) == 0);
+    printf("  %u transfers while node %u was cut from ZooKeeper\n", during, v);
+    CHECK(during > 0);
+    CHECK_EQ(epoch_of((v + 1) % 3), e0);
+    nx_settle(2, "a member cut from ZooKeeper 6 s", NULL, 0);
+
+    /* 3: the manager cut off from ZooKeeper: it grants no lease while its session is away; once
+     * ZooKeeper expires the session another node is elected and removes it */
+    unsigned m = manager();
+    REQUIRE(m < 3);
+    nx_cut_until_removed(3, "the manager cut from ZooKeeper, healed, replaced", m, false, true);
+
+    /* 4: the manager cut off from its peers (ZooKeeper still reachable) */
+    m = manager();
+    REQUIRE(m < 3);
+    nx_cut_until_removed(4, "the manager cut from its peers, healed, replaced", m, true, false);
+
+    /* 5: a member cut off from everything */
+    v = non_manager();
+    REQUIRE(v < 3);
+    nx_cut_until_removed(5, "a member cut from everything, healed, replaced", v, true, true);
+    nx_teardown();
 }
 
 int main(int argc, char **argv)
@@ -1359,6 +1467,18 @@ int main(int argc, char **argv)
     if (access("/usr/share/java/zookeeper.jar", R_OK)) {
         printf("SKIPPED: ZooKeeper is not installed (apt-get install zookeeper)\n");
         return 77;
+    }
+    if (argc > 1 && !strcmp(argv[argc - 1], "--netns")) {
+        /* the network partitions, on a lab of namespaces (root only) */
+        char err[256];
+        if (netlab_up(&lab, 3, err, sizeof err)) {
+            printf("SKIPPED: %s\n", err);
+            return 77;
+        }
+        static const struct test_case net[] = {{"partitions", t_partitions}};
+        int rc = tenv_main(argc - 1, argv, "replicas (network partitions)", net, 1);
+        netlab_down(&lab);
+        return rc;
     }
     static const struct test_case cases[] = {
         {"three_copies", t_three_copies},

@@ -227,6 +227,56 @@ static void t_elect_install(void)
     zcfg_close(b);
 }
 
+/* zcfg_live names the nodes that hold a session; a manager that resigns drops the office at
+ * once (it may install nothing more), the next node is elected, and the resigned one stays in
+ * the election, at its end: elected again once the other's session ends. */
+static void t_resign_live(void)
+{
+    REQUIRE(zk_start());
+    const char *root = "/rdkv/test-resign";
+    struct rcfg init, cur, next;
+    REQUIRE(rcfg_initial(&init, 3, 2) == 0);
+    struct seen sa, sb;
+    seen_init(&sa);
+    seen_init(&sb);
+    struct zcfg *a = NULL, *b = NULL;
+    int va, vb, nv;
+    char err[256];
+    REQUIRE(open_node(0, root, &sa, &init, &a, &cur, &va, err, sizeof err) == 0);
+    REQUIRE(open_node(2, root, &sb, &init, &b, &cur, &vb, err, sizeof err) == 0);
+    CHECK_EQ(zcfg_run_for_manager(a), 0);
+    CHECK(wait_for(&sa, &sa.manager, 1, NULL, 0));
+    CHECK_EQ(zcfg_run_for_manager(b), 0);
+    uint64_t live = 0;
+    int64_t session_ns = 0;
+    /* (b's znode appears once its thread joined: bounded wait) */
+    for (int i = 0; i < 200 && live != 0x5; i++) {
+        CHECK_EQ(zcfg_live(a, &live, &session_ns), 0);
+        if (live != 0x5) clock_sleep_ns(20 * NS_PER_MS);
+    }
+    CHECK_EQ(live, 0x5ull);
+    CHECK(session_ns >= NS_PER_S && session_ns <= 10 * NS_PER_S); /* (asked 2 s; bounded by
+                                                                     ZooKeeper's tickTime) */
+    zcfg_resign(a);
+    CHECK(!zcfg_is_manager(a)); /* at once */
+    REQUIRE(rcfg_without(&cur, 1, &next) == 0);
+    CHECK_EQ(zcfg_install(a, va, &next, &nv, err, sizeof err), RDKV_EPERM);
+    CHECK(wait_for(&sa, &sa.manager, 0, NULL, 0));
+    CHECK(wait_for(&sb, &sb.manager, 1, NULL, 0));
+    CHECK_EQ(zcfg_install(b, vb, &next, &nv, err, sizeof err), 0);
+    for (int i = 0; i < 200 && live != 0x5; i++) {
+        CHECK_EQ(zcfg_live(b, &live, &session_ns), 0);
+        if (live != 0x5) clock_sleep_ns(20 * NS_PER_MS);
+    }
+    CHECK_EQ(live, 0x5ull); /* a back in the election */
+    CHECK(!zcfg_is_manager(a));
+    zcfg_close(b);
+    CHECK(wait_for(&sa, &sa.manager, 1, NULL, 0));
+    CHECK_EQ(zcfg_live(a, &live, &session_ns), 0);
+    CHECK_EQ(live, 0x1ull);
+    zcfg_close(a);
+}
+
 /* What is stored is not a configuration: refused, with a reason naming the znode. */
 static void t_garbage(void)
 {
@@ -291,6 +341,7 @@ int main(int argc, char **argv)
     static const struct test_case cases[] = {
         {"create_race", t_create_race},
         {"elect_install", t_elect_install},
+        {"resign_live", t_resign_live},
         {"garbage", t_garbage},
         {"no_zookeeper", t_no_zookeeper},
     };
