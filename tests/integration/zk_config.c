@@ -172,25 +172,42 @@ static void t_create_race(void)
     for (int i = 0; i < 2; i++) zcfg_close(r[i].z);
 }
 
+/* Two nodes (ids ia, ib) on one configuration under root, from 3 nodes and 2 replicas: 0, or
+ * a status (with why printed). */
+struct pair {
+    struct rcfg init, cur;
+    struct seen sa, sb;
+    struct zcfg *a, *b;
+    int va, vb;
+};
+
+static int open_pair(struct pair *p, const char *root, uint16_t ia, uint16_t ib)
+{
+    memset(p, 0, sizeof *p);
+    char err[256] = "";
+    int rc = rcfg_initial(&p->init, 3, 2);
+    seen_init(&p->sa);
+    seen_init(&p->sb);
+    if (!rc) rc = open_node(ia, root, &p->sa, &p->init, &p->a, &p->cur, &p->va, err, sizeof err);
+    if (!rc) rc = open_node(ib, root, &p->sb, &p->init, &p->b, &p->cur, &p->vb, err, sizeof err);
+    if (rc) fprintf(stderr, "  open_pair: %s %s\n", rdkv_strerror(rc), err);
+    return rc;
+}
+
 static void t_elect_install(void)
 {
     REQUIRE(zk_start());
-    const char *root = "/rdkv/test-elect";
-    struct rcfg init, cur, next;
-    REQUIRE(rcfg_initial(&init, 3, 2) == 0);
-    struct seen sa, sb;
-    seen_init(&sa);
-    seen_init(&sb);
-    struct zcfg *a = NULL, *b = NULL;
-    int va, vb, nv;
+    static struct pair P;
+    REQUIRE(open_pair(&P, "/rdkv/test-elect", 0, 1) == 0);
+    struct rcfg init = P.init, cur = P.cur, next;
+    struct zcfg *a = P.a, *b = P.b;
+    int va = P.va, vb = P.vb, nv;
     char err[256];
-    REQUIRE(open_node(0, root, &sa, &init, &a, &cur, &va, err, sizeof err) == 0);
-    REQUIRE(open_node(1, root, &sb, &init, &b, &cur, &vb, err, sizeof err) == 0);
     CHECK_EQ(cur.epoch, 1);
     CHECK_EQ(zcfg_install(a, va, &init, &nv, err, sizeof err), RDKV_EPERM); /* not running yet */
 
     CHECK_EQ(zcfg_run_for_manager(a), 0);
-    CHECK(wait_for(&sa, &sa.manager, 1, NULL, 0));
+    CHECK(wait_for(&P.sa, &P.sa.manager, 1, NULL, 0));
     CHECK_EQ(zcfg_run_for_manager(b), 0);
     CHECK(zcfg_is_manager(a));
 
@@ -198,8 +215,8 @@ static void t_elect_install(void)
     REQUIRE(rcfg_without(&cur, 2, &next) == 0);
     CHECK_EQ(zcfg_install(a, va, &next, &nv, err, sizeof err), 0);
     CHECK(nv > va);
-    CHECK(wait_for(&sb, NULL, 0, &sb.epoch, 2));
-    CHECK_EQ(sb.version, nv);
+    CHECK(wait_for(&P.sb, NULL, 0, &P.sb.epoch, 2));
+    CHECK_EQ(P.sb.version, nv);
     /* A second install over the old version fails its check. */
     struct rcfg again = next;
     again.epoch = 3;
@@ -214,7 +231,7 @@ static void t_elect_install(void)
 
     /* The manager's session ends: the other node is elected and installs over what it reads. */
     zcfg_close(a);
-    CHECK(wait_for(&sb, &sb.manager, 1, NULL, 0));
+    CHECK(wait_for(&P.sb, &P.sb.manager, 1, NULL, 0));
     int v;
     REQUIRE(zcfg_read(b, &cur, &v, err, sizeof err) == 0);
     CHECK_EQ(cur.epoch, 2);
@@ -233,19 +250,14 @@ static void t_elect_install(void)
 static void t_resign_live(void)
 {
     REQUIRE(zk_start());
-    const char *root = "/rdkv/test-resign";
-    struct rcfg init, cur, next;
-    REQUIRE(rcfg_initial(&init, 3, 2) == 0);
-    struct seen sa, sb;
-    seen_init(&sa);
-    seen_init(&sb);
-    struct zcfg *a = NULL, *b = NULL;
-    int va, vb, nv;
+    static struct pair P;
+    REQUIRE(open_pair(&P, "/rdkv/test-resign", 0, 2) == 0);
+    struct rcfg cur = P.cur, next;
+    struct zcfg *a = P.a, *b = P.b;
+    int va = P.va, vb = P.vb, nv;
     char err[256];
-    REQUIRE(open_node(0, root, &sa, &init, &a, &cur, &va, err, sizeof err) == 0);
-    REQUIRE(open_node(2, root, &sb, &init, &b, &cur, &vb, err, sizeof err) == 0);
     CHECK_EQ(zcfg_run_for_manager(a), 0);
-    CHECK(wait_for(&sa, &sa.manager, 1, NULL, 0));
+    CHECK(wait_for(&P.sa, &P.sa.manager, 1, NULL, 0));
     CHECK_EQ(zcfg_run_for_manager(b), 0);
     uint64_t live = 0;
     int64_t session_ns = 0;
@@ -261,8 +273,8 @@ static void t_resign_live(void)
     CHECK(!zcfg_is_manager(a)); /* at once */
     REQUIRE(rcfg_without(&cur, 1, &next) == 0);
     CHECK_EQ(zcfg_install(a, va, &next, &nv, err, sizeof err), RDKV_EPERM);
-    CHECK(wait_for(&sa, &sa.manager, 0, NULL, 0));
-    CHECK(wait_for(&sb, &sb.manager, 1, NULL, 0));
+    CHECK(wait_for(&P.sa, &P.sa.manager, 0, NULL, 0));
+    CHECK(wait_for(&P.sb, &P.sb.manager, 1, NULL, 0));
     CHECK_EQ(zcfg_install(b, vb, &next, &nv, err, sizeof err), 0);
     for (int i = 0; i < 200 && live != 0x5; i++) {
         CHECK_EQ(zcfg_live(b, &live, &session_ns), 0);
@@ -271,7 +283,7 @@ static void t_resign_live(void)
     CHECK_EQ(live, 0x5ull); /* a back in the election */
     CHECK(!zcfg_is_manager(a));
     zcfg_close(b);
-    CHECK(wait_for(&sa, &sa.manager, 1, NULL, 0));
+    CHECK(wait_for(&P.sa, &P.sa.manager, 1, NULL, 0));
     CHECK_EQ(zcfg_live(a, &live, &session_ns), 0);
     CHECK_EQ(live, 0x1ull);
     zcfg_close(a);
