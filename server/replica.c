@@ -98,6 +98,8 @@ struct gent {
     struct gent *next;
     uint64_t txid;
     unsigned gen;
+    uint8_t kind; /* REPLICA_APPLY (a sync ship until installed), REPLICA_PREPARE or
+                     REPLICA_DECIDE (a record until settled) */
 };
 
 struct ship_job;
@@ -169,12 +171,14 @@ struct replica {
     struct delset *del[RCFG_MAX_NODES];
     uint64_t stream[RCFG_MAX_NODES];
     bool broken[RCFG_MAX_NODES];
-    /* commits shipped and not yet installed, by generation (under mu): the copier flips gen
-     * and waits until the old one has none, so no commit it cannot see -- an insert not
-     * indexed yet, shipped before the copy was named -- is installed behind its scan
-     * (docs/refill-model.md, NO_DRAIN) */
+    /* commits shipped and not yet installed, and two-phase commit records shipped and not yet
+     * settled, by generation (under mu): the copier flips gen and waits until the old one has
+     * none, so no commit it cannot see -- an insert not indexed yet, shipped before the copy
+     * was named -- is installed behind its scan (docs/refill-model.md, NO_DRAIN), and no
+     * PREPARE or DECIDE the new copy never received is still open when it is marked full
+     * (NO_PREP_DRAIN: promoted, it would not know the transaction) */
     unsigned gen, live[2];
-    struct gent *gmap[64]; /* the sync ships' txid -> generation, until installed */
+    struct gent *gmap[64]; /* txid and kind -> generation, until installed or settled */
     /* a primary's filling of new copies, per partition (under mu; status shows it) */
     struct fill {
         uint64_t epoch;             /* the configuration it began in (0: none running) */
@@ -1520,7 +1524,8 @@ static int fill_partition(struct replica *r, struct fab_ctx *fc, struct lock_thr
 
 /* Before a stream: a new generation of commits, and every commit of the old one installed
  * (they may have shipped before this node named the new copy, and an insert among them is not
- * in the index the stream scans until it is). 0, or RDKV_ETIMEDOUT after 30 s (tried again
+ * in the index the stream scans until it is), and every PREPARE and DECIDE of the old one
+ * settled (the new copy never received them). 0, or RDKV_ETIMEDOUT after 30 s (tried again
  * later), RDKV_ESHUTDOWN. */
 static int drain_old(struct replica *r)
 {
@@ -1536,6 +1541,24 @@ static int drain_old(struct replica *r)
             struct timespec ts = clock_ts(clock_now_ns() + 10 * NS_PER_MS);
             pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
         }
+    }
+    if (rc == RDKV_ETIMEDOUT) {
+        /* say what it waits for: a commit or a two-phase commit still open after 30 s */
+        char what[160] = "";
+        size_t o = 0;
+        unsigned shown = 0;
+        for (unsigned b = 0; b < 64 && shown < 4; b++)
+            for (struct gent *x = r->gmap[b]; x && shown < 4; x = x->next)
+                if (x->gen == old && o < sizeof what) {
+                    o += (size_t)snprintf(what + o, sizeof what - o, " %s of txn %llx",
+                                          x->kind == REPLICA_APPLY     ? "commit"
+                                          : x->kind == REPLICA_PREPARE ? "PREPARE"
+                                                                       : "DECIDE",
+                                          (unsigned long long)x->txid);
+                    shown++;
+                }
+        log_warn("node %u: a new copy's fill waits for %u commits or two-phase records begun "
+                 "before it was named:%s", r->me, r->live[old], what);
     }
     pthread_mutex_unlock(&r->mu);
     return rc;
@@ -2135,16 +2158,25 @@ static void gen_drop_locked(struct replica *r, unsigned g)
     if (!--r->live[g]) pthread_cond_broadcast(&r->ccv);
 }
 
-/* A commit about to ship, counted in the current generation until it is installed: 0, or
- * RDKV_ENOMEM (nothing counted). */
-static int gen_enter(struct replica *r, uint64_t txid)
+/* A commit (kind REPLICA_APPLY) about to ship, counted in the current generation until it is
+ * installed; or a PREPARE or DECIDE record, until it is settled: 0, or RDKV_ENOMEM (nothing
+ * counted). */
+static int gen_enter(struct replica *r, uint64_t txid, uint8_t kind)
 {
     struct gent *g = malloc(sizeof *g);
     if (!g) return RDKV_ENOMEM;
     pthread_mutex_lock(&r->mu);
-    g->txid = txid;
-    g->gen = r->gen;
     unsigned b = (unsigned)(txid % 64);
+    for (struct gent *x = r->gmap[b]; x; x = x->next)
+        if (x->txid == txid && x->kind == kind) {
+            /* (counted already: one entry, which one settlement ends) */
+            pthread_mutex_unlock(&r->mu);
+            free(g);
+            return 0;
+        }
+    g->txid = txid;
+    g->kind = kind;
+    g->gen = r->gen;
     g->next = r->gmap[b];
     r->gmap[b] = g;
     r->live[g->gen]++;
@@ -2152,12 +2184,13 @@ static int gen_enter(struct replica *r, uint64_t txid)
     return 0;
 }
 
-/* ... installed, or never to be: it leaves its generation. */
-static void gen_leave(struct replica *r, uint64_t txid)
+/* ... installed or settled, or never to be: it leaves its generation (nothing when it was not
+ * counted). */
+static void gen_leave(struct replica *r, uint64_t txid, uint8_t kind)
 {
     pthread_mutex_lock(&r->mu);
     for (struct gent **pp = &r->gmap[txid % 64]; *pp; pp = &(*pp)->next)
-        if ((*pp)->txid == txid) {
+        if ((*pp)->txid == txid && (*pp)->kind == kind) {
             struct gent *g = *pp;
             *pp = g->next;
             gen_drop_locked(r, g->gen);
@@ -2170,13 +2203,18 @@ static void gen_leave(struct replica *r, uint64_t txid)
 static int ship(void *arg, uint64_t txid, const void *writes, size_t len)
 {
     struct replica *r = arg;
-    int rc = gen_enter(r, txid);
+    int rc = gen_enter(r, txid, REPLICA_APPLY);
     if (!rc) rc = ship_kind(r, REPLICA_APPLY, txid, writes, len);
-    if (rc) gen_leave(r, txid); /* (nothing will be installed) */
+    if (rc) gen_leave(r, txid, REPLICA_APPLY); /* (nothing will be installed) */
     return rc;
 }
 
-static void installed(void *arg, uint64_t txid) { gen_leave(arg, txid); }
+/* A commit installed at this primary: its APPLY done, and the PREPARE it settles (if any). */
+static void installed(void *arg, uint64_t txid)
+{
+    gen_leave(arg, txid, REPLICA_APPLY);
+    gen_leave(arg, txid, REPLICA_PREPARE);
+}
 
 /* ship_async's jobs of one commit: the caller is called back once all have ended. */
 struct multi {
@@ -2278,10 +2316,28 @@ static void forget_done(void *ctx, int rc)
     free(ctx);
 }
 
+/* A two-phase commit's record to the backups. A PREPARE (or a DECIDE carrying the
+ * coordinator's own share, which is one) is counted in its generation until its commit is
+ * installed here or a FORGET with its writes drops it; a DECIDE until the FORGET without
+ * writes that ends the decision -- so that a copy named meanwhile is not marked full while a
+ * record shipped before it was named is still open (drain_old). */
 static int ship_rec(void *arg, int kind, uint64_t txid, const void *payload, size_t len)
 {
     struct replica *r = arg;
-    if (kind != REPLICA_FORGET) return ship_kind(r, (uint8_t)kind, txid, payload, len);
+    if (kind != REPLICA_FORGET) {
+        bool prep = kind == REPLICA_PREPARE || len, dec = kind == REPLICA_DECIDE;
+        int rc = prep ? gen_enter(r, txid, REPLICA_PREPARE) : 0;
+        if (!rc && dec) rc = gen_enter(r, txid, REPLICA_DECIDE);
+        if (!rc) rc = ship_kind(r, (uint8_t)kind, txid, payload, len);
+        if (rc) {
+            /* (not sent, or not to every backup: the transaction does not go on, its record
+             * is not waited for) */
+            if (prep) gen_leave(r, txid, REPLICA_PREPARE);
+            if (dec) gen_leave(r, txid, REPLICA_DECIDE);
+        }
+        return rc;
+    }
+    gen_leave(r, txid, len ? REPLICA_PREPARE : REPLICA_DECIDE);
     void *copy = malloc(len ? len : 1);
     if (!copy) return RDKV_ENOMEM;
     if (len) memcpy(copy, payload, len);
