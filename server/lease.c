@@ -26,6 +26,9 @@ struct lease {
     int64_t until;                     /* the member's lease ends here (0: never granted) */
     /* the manager's side */
     int64_t heard[RCFG_MAX_NODES];     /* when each member's last granted request arrived */
+    int64_t seen[RCFG_MAX_NODES];      /* when any request of each node last arrived, granted or
+                                          not (a removed node that lives still asks): who this
+                                          manager reaches, for its majority */
     bool suspected[RCFG_MAX_NODES];    /* never granted again by this manager */
     int64_t office_since;              /* 0: not the manager (as far as this node knows) */
     int64_t minority_since;            /* the manager has heard from a minority since (0: not) */
@@ -69,6 +72,7 @@ static void on_lease(struct fab_rpc_req *req, void *arg)
         ans = LEASE_NOT_MANAGER;
     else {
         pthread_mutex_lock(&l->mu);
+        if (src < RCFG_MAX_NODES) l->seen[src] = now_ns();
         if (!l->office_since) ans = LEASE_NOT_MANAGER; /* (elected, not yet told: soon) */
         else if (src >= RCFG_MAX_NODES || l->suspected[src]) ans = LEASE_REFUSED;
         else {
@@ -86,7 +90,7 @@ void lease_elected(struct lease *l)
     int64_t t = now_ns();
     /* a predecessor may have granted a lease a moment ago: each runs for a full lease from now */
     for (unsigned i = 0; i < RCFG_MAX_NODES; i++) {
-        l->heard[i] = t;
+        l->heard[i] = l->seen[i] = t;
         l->suspected[i] = false;
     }
     l->office_since = t;
@@ -129,16 +133,21 @@ static void *monitor_main(void *arg)
         struct rcfg c;
         l->h.config(l->h.arg, &c);
         int64_t t = now_ns();
-        /* the members heard from within a lease and the guard (this one included), and the
-         * silent ones not yet suspected */
-        unsigned total = 0, fresh = 0;
+        /* The nodes of the cluster that reach this manager: seen within 0.7 of a lease (they
+         * ask every fifth), members or not -- a removed node that lives still asks. Not the
+         * members heard within a lease: a manager cut off from all of them finds them silent
+         * one after the other (their last renewals were up to a fifth of a lease apart), and
+         * the first, silent for 1.1 leases, would be judged while the others still looked
+         * alive; they have been silent for 0.9 of a lease by then, past the window. And the
+         * members silent for a lease and the guard, not yet suspected. */
+        unsigned total = c.nodes, fresh = 0;
         uint64_t silent = 0;
         pthread_mutex_lock(&l->mu);
         for (unsigned m = 0; m < c.nodes; m++) {
-            if (!(c.members >> m & 1)) continue;
-            total++;
-            if (m == l->me || t - l->heard[m] <= l->len_ns + l->guard_ns) fresh++;
-            else if (!l->suspected[m]) silent |= 1ull << m;
+            if (m == l->me || t - l->seen[m] <= l->len_ns / 10 * 7) fresh++;
+            if (m != l->me && (c.members >> m & 1) && !l->suspected[m] &&
+                t - l->heard[m] > l->len_ns + l->guard_ns)
+                silent |= 1ull << m;
         }
         bool majority = 2 * fresh > total;
         if (majority || !silent) l->minority_since = 0;
@@ -154,10 +163,10 @@ static void *monitor_main(void *arg)
             int64_t session_ns = 0;
             if (l->h.live(l->h.arg, &live, &session_ns)) continue; /* (no witness: wait) */
             if ((silent & live) && minority_for > session_ns + l->guard_ns) {
-                log_warn("node %u (configuration manager) has heard from %u of %u members for "
-                         "%lld ms while the others keep their ZooKeeper sessions: this node is "
-                         "the one cut off, and steps down", l->me, fresh, total,
-                         (long long)(minority_for / NS_PER_MS));
+                log_warn("node %u (configuration manager) has reached %u of the cluster's %u "
+                         "nodes for %lld ms while the silent members keep their ZooKeeper "
+                         "sessions: this node is the one cut off, and steps down", l->me, fresh,
+                         total, (long long)(minority_for / NS_PER_MS));
                 pthread_mutex_lock(&l->mu);
                 l->office_since = 0;
                 l->minority_since = 0;
