@@ -229,12 +229,17 @@ static void *renewer_main(void *arg)
         return NULL;
     }
     fab_ctx_set_spin(c, 0);
-    int mgr = -1;
+    int mgr = -1, last = -1; /* last: the manager that granted the last lease */
     struct fab_buf resp = {0};
     bool warned = false;
     for (;;) {
         int64_t sent = now_ns();
-        if (mgr < 0) mgr = l->h.manager_node(l->h.arg);
+        /* ZooKeeper names the manager; while this node's client cannot ask it (ZooKeeper away,
+         * or reconnecting after it came back), the last one that granted is asked: it is
+         * likely the manager still, and grants again as soon as its own session is back --
+         * else this node would find no manager to ask until its client reconnected, and be
+         * removed for a silence that was ZooKeeper's */
+        if (mgr < 0 && (mgr = l->h.manager_node(l->h.arg)) < 0) mgr = last;
         int ans = 0;
         if (mgr == l->me) {
             /* the manager's own lease: granted by itself, through the same judgement */
@@ -251,6 +256,7 @@ static void *renewer_main(void *arg)
             if (!rc && resp.len == 1) ans = ((uint8_t *)resp.data)[0];
             if (ans != LEASE_GRANTED) mgr = -1; /* (ask ZooKeeper who it is, next round) */
         }
+        if (ans == LEASE_GRANTED) last = mgr;
         pthread_mutex_lock(&l->mu);
         if (ans == LEASE_GRANTED) __atomic_store_n(&l->until, sent + l->len_ns, __ATOMIC_RELEASE);
         bool valid = l->until > now_ns();
