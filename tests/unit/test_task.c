@@ -58,14 +58,16 @@ struct sleeper {
     int64_t woke;
     int *rank;
     int my_rank;
+    int64_t base; /* the wake time is base + ns: one base for all, so that their order does
+                     not depend on when each task first ran (a preempted test thread: a loaded
+                     sanitizer run once saw 3 ms sleepers wake before 1 ms ones) */
 };
 
 static void sleep_task(void *p)
 {
     struct sleeper *z = p;
-    int64_t t0 = clock_now_ns();
-    task_sleep_ns(z->ns);
-    z->woke = clock_now_ns() - t0;
+    task_sleep_until(z->base + z->ns);
+    z->woke = clock_now_ns() - z->base;
     z->my_rank = (*z->rank)++;
 }
 
@@ -76,8 +78,11 @@ static void t_timers(void)
     struct sched *s;
     REQUIRE(sched_create(&s) == 0);
     int rank = 0;
-    struct sleeper z[4] = {{3 * NS_PER_MS, 0, &rank, 0}, {1 * NS_PER_MS, 0, &rank, 0},
-                           {4 * NS_PER_MS, 0, &rank, 0}, {2 * NS_PER_MS, 0, &rank, 0}};
+    /* (20 ms ahead: a test thread preempted while it starts the four still finds every wake
+     * time ahead, so each goes through the timers, not a yield) */
+    int64_t base = clock_now_ns() + 20 * NS_PER_MS;
+    struct sleeper z[4] = {{3 * NS_PER_MS, 0, &rank, 0, base}, {1 * NS_PER_MS, 0, &rank, 0, base},
+                           {4 * NS_PER_MS, 0, &rank, 0, base}, {2 * NS_PER_MS, 0, &rank, 0, base}};
     for (int i = 0; i < 4; i++) REQUIRE(task_spawn(s, sleep_task, &z[i], 0) == 0);
     sched_run(s);
     for (int i = 0; i < 4; i++) CHECK(z[i].woke >= z[i].ns);
