@@ -26,8 +26,11 @@ char tsan_wire_sync, tsan_ring_sync;
 
 void uring_exit(struct io_uring *ring)
 {
-    io_uring_queue_exit(ring);
+    /* (released before the ring is unmapped: after, another thread could map a new ring at the
+     * same address and acquire before this release, and TSan would see this thread's last
+     * writes race with its first) */
     TSAN_RING_GONE();
+    io_uring_queue_exit(ring);
 }
 
 int uring_setup(struct io_uring *ring, unsigned entries, char *err, size_t errcap)
