@@ -29,7 +29,7 @@ struct zcfg {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool connected, expired, stop, running, manager;
-    bool resigned; /* zcfg_resign dropped the office: resign() says so and calls on_manager */
+    bool resigned; /* zcfg_resign dropped the office: lost_office says so and calls on_manager */
     unsigned ev_config, ev_elect, ev_resign; /* events not handled yet */
     pthread_t th;
     bool th_started;
@@ -171,6 +171,24 @@ static long long seqno(const char *name)
     return *end ? -1 : v;
 }
 
+/* The node id in election znode `name` (its data): ZOK and *node (-1 when the data is not one),
+ * or ZooKeeper's error (ZNONODE: its session ended). hl held by the caller. */
+static int elect_node(struct zcfg *z, const char *name, int *node)
+{
+    char path[PATH_CAP], buf[16];
+    snprintf(path, sizeof path, "%s/%.31s", z->electdir, name);
+    int len = sizeof buf - 1;
+    struct Stat st;
+    *node = -1;
+    int zrc = zoo_get(z->zh, path, 0, buf, &len, &st);
+    if (zrc != ZOK || len <= 0) return zrc;
+    buf[len] = 0;
+    char *end;
+    long v = strtol(buf, &end, 10);
+    if (!*end && v >= 0 && v < 65535) *node = (int)v;
+    return ZOK;
+}
+
 /* The election's step: the manager when this node's znode is the lowest, else a watch on the
  * one just below it (looping when that one went away meanwhile). Runs on zcfg's thread. */
 static void elect_step(struct zcfg *z)
@@ -246,8 +264,8 @@ static void lost_office(struct zcfg *z, const char *why)
 {
     bool was;
     pthread_mutex_lock(&z->mu);
-    was = z->manager;
-    z->manager = false;
+    was = z->manager || z->resigned; /* (zcfg_resign dropped the office already) */
+    z->manager = z->resigned = false;
     pthread_mutex_unlock(&z->mu);
     z->mine[0] = 0;
     if (was) {
@@ -263,15 +281,7 @@ static void resign(struct zcfg *z)
 {
     char mine[PATH_CAP];
     snprintf(mine, sizeof mine, "%s", z->mine);
-    pthread_mutex_lock(&z->mu);
-    bool was = z->resigned || z->manager;
-    z->resigned = z->manager = false;
-    pthread_mutex_unlock(&z->mu);
-    z->mine[0] = 0;
-    if (was) {
-        log_warn("node %u is no longer the configuration manager: it stepped down", z->o.node);
-        if (z->o.on_manager) z->o.on_manager(z->o.arg, false);
-    }
+    lost_office(z, "it stepped down");
     if (mine[0]) {
         pthread_rwlock_rdlock(&z->hl);
         int zrc = z->zh ? zoo_delete(z->zh, mine, -1) : ZINVALIDSTATE;
@@ -459,18 +469,10 @@ int zcfg_live(struct zcfg *z, uint64_t *live, int64_t *session_ns)
     if (z->zh && (rc = zstatus(zoo_get_children(z->zh, z->electdir, 0, &kids))) == 0) {
         for (int i = 0; i < kids.count && !rc; i++) {
             if (seqno(kids.data[i]) < 0) continue;
-            char path[PATH_CAP], buf[16];
-            snprintf(path, sizeof path, "%s/%.31s", z->electdir, kids.data[i]);
-            int len = sizeof buf - 1;
-            struct Stat st;
-            int zrc = zoo_get(z->zh, path, 0, buf, &len, &st);
+            int v, zrc = elect_node(z, kids.data[i], &v);
             if (zrc == ZNONODE) continue; /* (its session ended meanwhile) */
             if ((rc = zstatus(zrc))) break;
-            if (len <= 0) continue;
-            buf[len] = 0;
-            char *end;
-            long v = strtol(buf, &end, 10);
-            if (!*end && v >= 0 && v < 64) *live |= 1ull << v;
+            if (v >= 0 && v < 64) *live |= 1ull << v;
         }
         deallocate_String_vector(&kids);
         *session_ns = (int64_t)zoo_recv_timeout(z->zh) * NS_PER_MS;
@@ -502,18 +504,7 @@ int zcfg_manager_node(struct zcfg *z)
                 name = kids.data[i];
             }
         }
-        if (name) {
-            char path[PATH_CAP], buf[16];
-            snprintf(path, sizeof path, "%s/%.31s", z->electdir, name);
-            int len = sizeof buf - 1;
-            struct Stat st;
-            if (zoo_get(z->zh, path, 0, buf, &len, &st) == ZOK && len > 0) {
-                buf[len] = 0;
-                char *end;
-                long v = strtol(buf, &end, 10);
-                if (!*end && v >= 0 && v < 65535) node = (int)v;
-            }
-        }
+        if (name && elect_node(z, name, &node)) node = -1;
         deallocate_String_vector(&kids);
     }
     pthread_rwlock_unlock(&z->hl);
