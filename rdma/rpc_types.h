@@ -25,7 +25,8 @@ enum kv_rpc {
     KV_RPC_REPL = FAB_RPC_USER_BASE + 1,     /* a primary's commit to a backup
                                                 (server/replica.c) -> status */
     KV_RPC_REPL_DIGEST = FAB_RPC_USER_BASE + 2, /* u16 partition -> u64 rows, u64 checksum of
-                                                   the copy held (tests compare replicas) */
+                                                   the copy held, u64 records, u64 their
+                                                   checksum (tests compare replicas) */
     KV_RPC_LEASE = FAB_RPC_USER_BASE + 3,    /* a member's lease renewal at the configuration
                                                 manager (server/lease.c) -> u8 answer */
     KV_RPC_REPL_TAIL = FAB_RPC_USER_BASE + 4, /* a promoted primary asks a backup for the

@@ -179,6 +179,11 @@ struct replica {
      * (NO_PREP_DRAIN: promoted, it would not know the transaction) */
     unsigned gen, live[2];
     struct gent *gmap[64]; /* txid and kind -> generation, until installed or settled */
+    /* per partition, the commit decisions a promotion here took over (under mu): the
+     * transaction layer answers for them as long as it runs and no FORGET ever ends them, so
+     * every copy named later is sent them before it is marked full (fill_partition) */
+    uint64_t *kept[RCFG_MAX_NODES];
+    unsigned nkept[RCFG_MAX_NODES];
     /* a primary's filling of new copies, per partition (under mu; status shows it) */
     struct fill {
         uint64_t epoch;             /* the configuration it began in (0: none running) */
@@ -201,8 +206,31 @@ static void *copier_main(void *arg);
 static int resync(struct replica *r, unsigned p, const struct rcfg *c, unsigned *pulled,
                   unsigned *pushed);
 
+static int gen_enter(struct replica *r, uint64_t txid, uint8_t kind);
+static void gen_leave(struct replica *r, uint64_t txid, uint8_t kind);
+
+/* The DECIDEs taken over (txids of dec[0..n)) kept for partition p's later copies: 0 or
+ * RDKV_ENOMEM. */
+static int keep_decided(struct replica *r, unsigned p, const uint64_t *dec, unsigned n)
+{
+    if (!n) return 0;
+    pthread_mutex_lock(&r->mu);
+    uint64_t *k = realloc(r->kept[p], (r->nkept[p] + n) * sizeof *k);
+    if (k) {
+        memcpy(k + r->nkept[p], dec, n * sizeof *k);
+        r->kept[p] = k;
+        r->nkept[p] += n;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return k ? 0 : RDKV_ENOMEM;
+}
+
 /* A promotion's adoption of partition p's records: handed to the transaction layer (which locks
- * the PREPAREs' rows and answers for the DECIDEs), then dropped here. */
+ * the PREPAREs' rows and answers for the DECIDEs), then dropped here. A copy named later must
+ * not miss them (docs/replication.md, section 8): each PREPARE is counted in the drain's
+ * generation until the transaction layer settles it (its commit installed, or its FORGET), as
+ * the PREPAREs this node ships as a primary are, and the DECIDEs -- never settled -- are kept
+ * to be sent to every such copy. */
 static int take_over(struct replica *r, unsigned p, const struct rcfg *c, unsigned *np,
                      unsigned *nd, unsigned *pulled, unsigned *pushed)
 {
@@ -223,7 +251,15 @@ static int take_over(struct replica *r, unsigned p, const struct rcfg *c, unsign
     pthread_mutex_unlock(&r->mu);
     /* (the records stay put meanwhile: REPLs of p are refused here now -- this node is its
      * primary -- and only this thread drops them) */
+    unsigned counted = 0;
+    while (!rc && counted < n)
+        if (!(rc = gen_enter(r, preps[counted].txid, REPLICA_PREPARE))) counted++;
     if (!rc && r->adopt) rc = r->adopt(r->route_arg, p, preps, n, dec, d);
+    if (rc) /* (not taken over: the partition stays unavailable, nothing is settled) */
+        for (unsigned i = 0; i < counted; i++) gen_leave(r, preps[i].txid, REPLICA_PREPARE);
+    if (!rc && keep_decided(r, p, dec, d))
+        log_error("node %u: no memory to keep partition %u's %u decisions taken over: a copy "
+                  "filled later will not hold them", r->me, p, d);
     free(preps);
     free(dec);
     if (rc) return rc;
@@ -1328,7 +1364,9 @@ int replica_digest(struct replica *r, unsigned p, uint64_t *rows, uint64_t *sum)
     return 0;
 }
 
-/* KV_RPC_REPL_DIGEST: u16 partition -> u64 rows, u64 checksum of this node's copy. */
+/* KV_RPC_REPL_DIGEST: u16 partition -> u64 rows, u64 checksum of this node's copy, u64 count
+ * and u64 checksum of the two-phase commit records it holds as a copy of it (a primary's are
+ * its transaction layer's: 0). */
 static void on_digest(struct fab_rpc_req *req, void *arg)
 {
     struct replica *r = arg;
@@ -1336,11 +1374,20 @@ static void on_digest(struct fab_rpc_req *req, void *arg)
         fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
         return;
     }
-    uint64_t rows = 0, sum = 0;
-    int rc = replica_digest(r, pack_get_u16le(fab_rpc_data(req)), &rows, &sum);
-    uint8_t out[16];
+    unsigned p = pack_get_u16le(fab_rpc_data(req));
+    uint64_t rows = 0, sum = 0, nrec = 0, rsum = 0;
+    int rc = replica_digest(r, p, &rows, &sum);
+    pthread_mutex_lock(&r->mu);
+    for (struct rrec *x = p < RCFG_MAX_NODES ? r->recs[p] : NULL; x; x = x->next) {
+        nrec++;
+        rsum += XXH3_64bits_withSeed(x->bytes, x->len, x->txid ^ (uint64_t)x->kind << 56);
+    }
+    pthread_mutex_unlock(&r->mu);
+    uint8_t out[32];
     pack_put_u64le(out, rows);
     pack_put_u64le(out + 8, sum);
+    pack_put_u64le(out + 16, nrec);
+    pack_put_u64le(out + 24, rsum);
     fab_rpc_reply(req, rc, rc ? NULL : out, rc ? 0 : sizeof out);
 }
 
@@ -1442,6 +1489,29 @@ static int fill_sink(void *arg, const uint8_t *rows, size_t len, uint32_t nrows)
     return 0;
 }
 
+static int ship_kind(struct replica *r, uint8_t kind, uint64_t txid, const void *writes,
+                     size_t len);
+
+/* The commit decisions of partition p taken over by a promotion here, to every copy of p (the
+ * ones being filled among them; the others hold them already, and a DECIDE asked again
+ * replaces itself): 0, or the first ship's failure. */
+static int send_kept(struct replica *r, unsigned p)
+{
+    pthread_mutex_lock(&r->mu);
+    unsigned n = r->nkept[p];
+    uint64_t *k = n ? malloc(n * sizeof *k) : NULL;
+    if (k) memcpy(k, r->kept[p], n * sizeof *k);
+    pthread_mutex_unlock(&r->mu);
+    if (n && !k) return RDKV_ENOMEM;
+    int rc = 0;
+    for (unsigned i = 0; i < n && !rc; i++) rc = ship_kind(r, REPLICA_DECIDE, k[i], NULL, 0);
+    free(k);
+    if (!rc && n)
+        log_info("node %u: partition %u's %u decisions taken over sent to its new copies", r->me,
+                 p, n);
+    return rc;
+}
+
 /* Fills partition p's copies being filled in configuration c: every row of this node's copy,
  * each read under its row lock, in one stream (then an empty batch that closes it, so each copy
  * says it took the stream whole); then the manager is told. Commits meanwhile ship to those
@@ -1478,6 +1548,7 @@ static int fill_partition(struct replica *r, struct fab_ctx *fc, struct lock_thr
     if (!rc) rc = ckpt_stream(st, &o, REPL_COPY_BATCH, fill_sink, &x, &info);
     if (!rc) rc = fill_sink(&x, NULL, 0, 0); /* (the end: every copy took the stream whole) */
     free(x.msg);
+    if (!rc) rc = send_kept(r, p);
     if (!rc) {
         struct filled f = {.p = p, .src = r->me, .n = (uint16_t)x.nto};
         memcpy(f.nodes, x.to, sizeof x.to);
@@ -2481,6 +2552,7 @@ void replica_stop(struct replica *r)
     replica_release(r);
     zcfg_close(r->z); /* (its thread's callbacks use the lease: closed first) */
     lease_free(r->lease);
+    for (unsigned p = 0; p < RCFG_MAX_NODES; p++) free(r->kept[p]);
     pthread_cond_destroy(&r->ccv);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->rmu);

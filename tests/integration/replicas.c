@@ -112,20 +112,30 @@ static int op_call(unsigned node, uint16_t type, const void *req, size_t len, st
     return rc;
 }
 
-/* Node's copy of partition p: 0 and its rows and checksum, or the node's status. */
-static int digest(unsigned node, unsigned p, uint64_t *rows, uint64_t *sum)
+/* Node's copy of partition p: 0 and its rows and checksum, and the count and checksum of the
+ * two-phase commit records it holds as a copy (recs, rsum: may be NULL), or the node's status. */
+static int digest_recs(unsigned node, unsigned p, uint64_t *rows, uint64_t *sum, uint64_t *recs,
+                       uint64_t *rsum)
 {
     uint8_t req[2];
     pack_put_u16le(req, (uint16_t)p);
     struct fab_buf resp = {0};
     int rc = op_call(node, KV_RPC_REPL_DIGEST, req, sizeof req, &resp);
-    if (!rc && resp.len != 16) rc = RDKV_EPROTO;
+    if (!rc && resp.len != 32) rc = RDKV_EPROTO;
     if (!rc) {
-        *rows = pack_get_u64le(resp.data);
-        *sum = pack_get_u64le((const uint8_t *)resp.data + 8);
+        const uint8_t *b = resp.data;
+        *rows = pack_get_u64le(b);
+        *sum = pack_get_u64le(b + 8);
+        if (recs) *recs = pack_get_u64le(b + 16);
+        if (rsum) *rsum = pack_get_u64le(b + 24);
     }
     fab_buf_free(&resp);
     return rc;
+}
+
+static int digest(unsigned node, unsigned p, uint64_t *rows, uint64_t *sum)
+{
+    return digest_recs(node, p, rows, sum, NULL, NULL);
 }
 
 static void run_bank(void)
@@ -757,7 +767,6 @@ static void hooked_transfer(const char *hook, unsigned c, unsigned pa, unsigned 
     }
     rdkv_session_close(r);
     rdkv_session_close(s);
-    stop_ok(true);
 }
 
 /* A participant dies at its COMMIT (before installing): its partition's promoted copy holds the
@@ -768,16 +777,38 @@ static void t_participant_dies(void)
     int rc = -1;
     hooked_transfer("commit-exit@2", 1, 2, 0, 1, 1, &rc);
     CHECK_EQ(rc, 0);
+    stop_ok(true);
 }
 
 /* The coordinator dies right after its decision reached its backups, before any COMMIT: the
  * participants hold the transaction prepared and ask the node now serving the coordinator's
- * partition, which answers from the replicated decision -- both sides commit. */
+ * partition, which answers from the replicated decision -- both sides commit. Then the dead
+ * node is started again, empty, and refilled: its new copy of its partition holds the decision
+ * the promotion took over, as the other backup does -- promoted in turn, it must answer for it
+ * too. */
 static void t_coordinator_dies(void)
 {
     int rc = -1;
     hooked_transfer("decision-exit@2", 2, 0, 1, 0, 1, &rc);
     CHECK(rc != 0); /* (the client saw its coordinator go) */
+    char err[512] = "";
+    REQUIRE(launch_kill(&L, 2) == 0); /* (it exited at the hook: reaped) */
+    row_lease = "2s"; /* (as the cluster was started) */
+    int src = restart_node(2, "2s", err, sizeof err);
+    row_lease = NULL;
+    if (src) printf("  restart: %s\n", err);
+    REQUIRE(src == 0);
+    CHECK(filled_everywhere(2, 0, 1));
+    uint64_t rows, sum, n[3] = {0}, rs[3] = {0};
+    for (unsigned i = 0; i < 3; i++) REQUIRE(digest_recs(i, 2, &rows, &sum, &n[i], &rs[i]) == 0);
+    unsigned y = n[0] >= n[1] ? 0 : 1; /* (the backup that was not promoted: the other's records
+                                          went to its transaction layer) */
+    printf("  partition 2's two-phase records: node %u (the old backup) %llu, node 2 (refilled) "
+           "%llu\n", y, (unsigned long long)n[y], (unsigned long long)n[2]);
+    CHECK(n[y] >= 1);
+    CHECK_EQ(n[2], n[y]);
+    CHECK(rs[2] == rs[y]);
+    stop_ok(true);
 }
 
 /* A participant dies after voting yes: the coordinator aborts (a PREPARE unanswered) or
@@ -786,6 +817,7 @@ static void t_prepared_dies(void)
 {
     int rc = -1;
     hooked_transfer("prepare-exit@2", 1, 2, 0, 1, -1, &rc);
+    stop_ok(true);
 }
 
 /* R - 1 = 2 of 3 nodes killed at once, the manager left: the survivor is promoted for both dead
