@@ -108,6 +108,13 @@ void lease_admit(struct lease *l, uint16_t node)
     pthread_mutex_unlock(&l->mu);
 }
 
+/* How long a manager's office waits for members that never started (monitor_main): ten
+ * leases, and at least 30 s -- a loaded machine starts a process in seconds. */
+static int64_t start_grace(const struct lease *l)
+{
+    return l->len_ns * 10 > 30 * NS_PER_S ? l->len_ns * 10 : 30 * NS_PER_S;
+}
+
 /* The monitor: while this node is the manager, suspects a member not heard from for a lease and
  * the guard, and asks for a configuration without it. */
 static void *monitor_main(void *arg)
@@ -153,8 +160,20 @@ static void *monitor_main(void *arg)
         if (majority || !silent) l->minority_since = 0;
         else if (!l->minority_since) l->minority_since = t;
         int64_t minority_for = l->minority_since ? t - l->minority_since : 0;
+        int64_t office_for = t - l->office_since;
         pthread_mutex_unlock(&l->mu);
         if (!silent) continue;
+        if (office_for < start_grace(l)) {
+            /* At a cluster's start its nodes come up when they do: one that has never started
+             * (it never connected to ZooKeeper) is not judged for the start's grace -- it
+             * serves nothing without a lease, so waiting for it is safe; removing it would
+             * begin the cluster with a promotion and a refill. One that started and went
+             * silent is judged as always. */
+            uint64_t started = 0;
+            if (l->h.started(l->h.arg, &started)) continue; /* (no witness: wait) */
+            silent &= started;
+            if (!silent) continue;
+        }
         if (!majority) {
             /* Either the silent members are dead, or this manager is the one cut off from
              * them. ZooKeeper tells which: a dead node's session ends within the session

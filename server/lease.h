@@ -30,6 +30,9 @@ struct lease_hooks {
      * status when ZooKeeper does not answer */
     int (*live)(void *arg, uint64_t *mask, int64_t *session_ns);
     void (*resign)(void *arg);                        /* the manager: give up the office */
+    /* the nodes that ever started in this cluster (bit per node): 0, or a status when
+     * ZooKeeper does not answer */
+    int (*started)(void *arg, uint64_t *mask);
     void *arg;
 };
 

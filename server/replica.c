@@ -455,6 +455,11 @@ static int hook_live(void *arg, uint64_t *mask, int64_t *session_ns)
     return zcfg_live(((struct replica *)arg)->z, mask, session_ns);
 }
 
+static int hook_started(void *arg, uint64_t *mask)
+{
+    return zcfg_claimed(((struct replica *)arg)->z, mask);
+}
+
 static void hook_resign(void *arg) { zcfg_resign(((struct replica *)arg)->z); }
 
 static void hook_config(void *arg, struct rcfg *out)
@@ -658,6 +663,16 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
     o.on_config = on_config;
     o.on_manager = on_manager;
     o.arg = r;
+    /* a test hook (RDKV_TEST_FAULT=start-late@<node>): this node reaches ZooKeeper two leases
+     * and a second late, as a slow machine's node at a cluster's start */
+    const char *hook = getenv("RDKV_TEST_FAULT");
+    char late[32];
+    snprintf(late, sizeof late, "start-late@%u", me);
+    if (hook && !strcmp(hook, late)) {
+        log_warn("test hook: reaching ZooKeeper %.1f s late",
+                 (double)(2 * r->lease_ns + NS_PER_S) / 1e9);
+        clock_sleep_ns(2 * r->lease_ns + NS_PER_S);
+    }
     /* The first callbacks may come before zcfg_open returns: cur starts at epoch 0. */
     rc = zcfg_open(&o, &init, &r->z, &init, &r->version, err, errcap);
     if (rc) goto fail;
@@ -1711,7 +1726,7 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
     if (rc) return log_reason(err, errcap, rc, "cannot serve the replication RPCs");
     if (c.replicas > 1) {
         struct lease_hooks h = {hook_is_manager, hook_manager_node, hook_config, hook_remove,
-                                hook_live,       hook_resign,       r};
+                                hook_live,       hook_resign,       hook_started, r};
         struct lease *l = NULL;
         rc = lease_start(f, r->me, r->lease_ns, &h, &l);
         pthread_mutex_lock(&r->mu);

@@ -576,6 +576,28 @@ int zcfg_claim(struct zcfg *z, uint16_t node)
     return rc;
 }
 
+int zcfg_claimed(struct zcfg *z, uint64_t *mask)
+{
+    char dir[PATH_CAP];
+    snprintf(dir, sizeof dir, "%s/joined", z->root);
+    *mask = 0;
+    pthread_rwlock_rdlock(&z->hl);
+    int rc = RDKV_EUNAVAILABLE;
+    struct String_vector kids = {0, NULL};
+    int zrc = z->zh ? zoo_get_children(z->zh, dir, 0, &kids) : ZINVALIDSTATE;
+    if (zrc == ZNONODE) rc = 0; /* (nobody has started yet) */
+    else if (!(rc = zstatus(zrc))) {
+        for (int i = 0; i < kids.count; i++) {
+            char *end = NULL;
+            unsigned long v = strtoul(kids.data[i], &end, 10);
+            if (end != kids.data[i] && !*end && v < 64) *mask |= 1ull << v;
+        }
+        deallocate_String_vector(&kids);
+    }
+    pthread_rwlock_unlock(&z->hl);
+    return rc;
+}
+
 void zcfg_halt(struct zcfg *z)
 {
     if (!z) return;

@@ -990,6 +990,27 @@ static void t_quick_restart(void)
     stop_ok(true);
 }
 
+/* A cluster whose third node starts late (the test hook: it reaches ZooKeeper 5 s after its
+ * start, past a lease and a tenth of the others' manager): the manager does not judge a node
+ * that never started (docs/replication.md, section 4) -- the cluster begins in epoch 1 with
+ * all three members, and a transfer across all three partitions commits. */
+static void t_late_start(void)
+{
+    setenv("RDKV_TEST_FAULT", "start-late@2", 1);
+    start_lease(3, 3, "2s");
+    unsetenv("RDKV_TEST_FAULT");
+    CHECK(bank_log_says(&L, 2, "late"));
+    for (unsigned n = 0; n < 3; n++) {
+        CHECK(status_says(n, "\"epoch\":1,"));
+        CHECK(status_says(n, "\"member\":true"));
+    }
+    struct mover m = {0};
+    rdkv_session *s = NULL;
+    REQUIRE(mover_init(&m, 2, 0, 1, &s) == 0);
+    rdkv_session_close(s);
+    stop_ok(true);
+}
+
 /* ZooKeeper stopped for longer than a lease (3 s, 2 s leases): no configuration change (no
  * member removed, the epoch stays), transactions go on meanwhile and after it is back, and
  * every lease is granted again. */
@@ -1523,6 +1544,7 @@ int main(int argc, char **argv)
         {"zookeeper_away", t_zookeeper_away},
         {"participant_dies", t_participant_dies},
         {"coordinator_dies", t_coordinator_dies},
+        {"late_start", t_late_start},
         {"prepared_dies", t_prepared_dies},
         {"client_follows", t_client_follows},
         {"commit_in_flight", t_commit_in_flight},
