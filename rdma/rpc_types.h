@@ -18,7 +18,7 @@ enum fab_rpc_builtin {
 /* FAB_RPC_USER_BASE + 0 .. + 31: the node and its transactions. The node's own types are
  * server/node.h's (KV_RPC_STATUS) and server/session.h's (KV_RPC_SESSION, the one type clients
  * may call; payloads in server/proto.h); the transaction layer has + 8 .. + 15 (txn/txn.h;
- * coordinator in txn/txn.c, participant in txn/part.c). Free: + 15, + 18 .. + 31. */
+ * coordinator in txn/txn.c, participant in txn/part.c). Free: + 15, + 19 .. + 31. */
 enum kv_rpc {
     KV_RPC_STATUS = FAB_RPC_USER_BASE + 0,   /* empty -> this node's status, JSON
                                                 (node_status_json) */
@@ -41,6 +41,9 @@ enum kv_rpc {
     KV_RPC_SESSION = FAB_RPC_USER_BASE + 16, /* remote sessions of rdkv.h (server/proto.h) */
     KV_RPC_REPL_FILLED = FAB_RPC_USER_BASE + 17, /* a primary tells the manager that copies of
                                                     its partition are filled -> status */
+    KV_RPC_REPL_DROP = FAB_RPC_USER_BASE + 18, /* a primary asks the manager to drop a copy of
+                                                  its partition that keeps refusing its
+                                                  commits -> status */
 };
 enum txn_rpc {
     TXN_RPC_PREPARE = FAB_RPC_USER_BASE + 8,  /* u64 txid, ops -> status */

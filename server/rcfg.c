@@ -137,6 +137,22 @@ int rcfg_filled(const struct rcfg *c, unsigned p, uint16_t node, struct rcfg *ou
     return 0;
 }
 
+int rcfg_drop(const struct rcfg *c, unsigned p, uint16_t node, struct rcfg *out)
+{
+    if (p >= c->partitions || !rcfg_holds(c, p, node) || rcfg_primary(c, p) == node)
+        return RDKV_EINVAL;
+    struct rcfg n = *c;
+    n.epoch = c->epoch + 1;
+    unsigned k = 0;
+    for (unsigned r = 0; r < c->nrep[p]; r++)
+        if (c->rep[p][r] != node) n.rep[p][k++] = c->rep[p][r];
+    n.rep[p][k] = 0;
+    n.nrep[p] = (uint8_t)k;
+    if (rcfg_learning(c, p, node)) n.nlearn[p]--;
+    *out = n;
+    return 0;
+}
+
 int rcfg_encode(const struct rcfg *c, char *buf, size_t cap)
 {
     size_t off = 0;

@@ -61,6 +61,11 @@ int rcfg_join(const struct rcfg *c, uint16_t node, struct rcfg *out);
  * full. RDKV_EINVAL when it is not one being filled. */
 int rcfg_filled(const struct rcfg *c, unsigned p, uint16_t node, struct rcfg *out);
 
+/* The configuration after node's copy of partition p was dropped (it could not take commits for a
+ * lasting reason, section 7): epoch + 1, node out of p's set, a member still. RDKV_EINVAL when
+ * node holds no copy of p or is its primary. */
+int rcfg_drop(const struct rcfg *c, unsigned p, uint16_t node, struct rcfg *out);
+
 /* Encodes c as text lines (docs/replication.md, section 3); returns the length (< cap) or
  * RDKV_ETOOBIG. */
 int rcfg_encode(const struct rcfg *c, char *buf, size_t cap);

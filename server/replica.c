@@ -184,6 +184,7 @@ struct replica {
      * every copy named later is sent them before it is marked full (fill_partition) */
     uint64_t *kept[RCFG_MAX_NODES];
     unsigned nkept[RCFG_MAX_NODES];
+    int64_t apply_said[RCFG_MAX_NODES]; /* when a commit's apply here last failed, said (mu) */
     /* a primary's filling of new copies, per partition (under mu; status shows it) */
     struct fill {
         uint64_t epoch;             /* the configuration it began in (0: none running) */
@@ -601,6 +602,42 @@ static int do_filled(struct replica *r, const struct filled *f)
     for (unsigned i = 0; i < f->n && o > 0 && (size_t)o < sizeof what; i++)
         o += snprintf(what + o, sizeof what - (size_t)o, " %u", f->nodes[i]);
     return change_config(r, make_filled, f, what);
+}
+
+struct drop {
+    unsigned p;
+    uint16_t src, node;
+};
+
+static int make_drop(const struct rcfg *cur, const void *ctx, struct rcfg *next)
+{
+    const struct drop *d = ctx;
+    if (d->p >= cur->partitions || rcfg_primary(cur, d->p) != d->src) return RDKV_EPERM;
+    if (!rcfg_holds(cur, d->p, d->node)) return RCFG_SAME; /* (dropped, or gone, meanwhile) */
+    return rcfg_drop(cur, d->p, d->node, next);
+}
+
+/* The primary of partition d->p says its copy at d->node has refused its commits for a lasting
+ * reason (section 7): that copy leaves the partition's set; the node stays a member. */
+static int do_drop(struct replica *r, const struct drop *d)
+{
+    if (!hook_is_manager(r)) return RDKV_EPERM;
+    char what[96];
+    snprintf(what, sizeof what, "partition %u's copy at node %u dropped (it refuses commits)",
+             d->p, d->node);
+    return change_config(r, make_drop, d, what);
+}
+
+/* KV_RPC_REPL_DROP: u16 partition, u16 node. */
+static void on_drop(struct fab_rpc_req *req, void *arg)
+{
+    const uint8_t *b = fab_rpc_data(req);
+    int rc = RDKV_EPROTO;
+    if (fab_rpc_len(req) == 4) {
+        struct drop d = {pack_get_u16le(b), fab_rpc_src(req), pack_get_u16le(b + 2)};
+        rc = do_drop(arg, &d);
+    }
+    fab_rpc_reply(req, rc, NULL, 0);
 }
 
 /* KV_RPC_REPL_FILLED: u64 epoch (unused: the stored configuration decides), u16 partition, u8
@@ -1095,9 +1132,12 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
             struct learn lc = {r, p, cp};
             rc = rcfg_learning(&r->cur, p, r->me) ? wal_writes_unpack(w, il, apply_learn, &lc)
                                                   : wal_writes_unpack(w, il, apply_write, cp);
-            if (rc)
+            /* (said once a second at most: the primary asks again every few ms) */
+            if (rc && clock_now_ns() - r->apply_said[p] > NS_PER_S) {
+                r->apply_said[p] = clock_now_ns();
                 log_error("node %u: a commit of partition %u could not be applied to its copy "
                           "here: %s", r->me, p, rdkv_strerror(rc));
+            }
             if (!rc && seq) rc = tail_add_locked(r, p, seq, txid, w, il);
         }
         /* a commit settles its PREPARE; a FORGET its PREPARE or DECIDE; a PREPARE or DECIDE
@@ -1723,6 +1763,7 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_COPY, on_copy, r, 0);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_JOIN, on_join, r, 0);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_FILLED, on_filled, r, 0);
+    if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_DROP, on_drop, r, 0);
     if (rc) return log_reason(err, errcap, rc, "cannot serve the replication RPCs");
     if (c.replicas > 1) {
         struct lease_hooks h = {hook_is_manager, hook_manager_node, hook_config, hook_remove,
@@ -1883,11 +1924,47 @@ struct ship_batch {
     size_t reqlen;
 };
 
+/* How long a copy may refuse a primary's commits for want of room before the primary asks for
+ * it to be dropped: two leases, at least 2 s (section 7). */
+static int64_t drop_after(const struct replica *r)
+{
+    return 2 * r->lease_ns > 2 * NS_PER_S ? 2 * r->lease_ns : 2 * NS_PER_S;
+}
+
+/* Asks the manager to drop node's copy of partition p, which has refused this primary's commits
+ * with `why` for `for_ns`: the commits waiting for it then complete on the other copies. Runs in
+ * a ship task (rare: the manager's change is a few ZooKeeper round trips). */
+static void ask_drop(struct replica *r, unsigned p, uint16_t node, int why, int64_t for_ns)
+{
+    log_warn("node %u: node %u has refused partition %u's commits for %.1f s (%s): asking the "
+             "manager to drop that copy", r->me, node, p, (double)for_ns / 1e9,
+             rdkv_strerror(why));
+    struct drop d = {p, r->me, node};
+    int m = zcfg_manager_node(r->z), rc;
+    if (m == r->me) {
+        rc = do_drop(r, &d);
+    } else if (m < 0) {
+        rc = RDKV_EUNAVAILABLE;
+    } else {
+        uint8_t b[4];
+        pack_put_u16le(b, (uint16_t)p);
+        pack_put_u16le(b + 2, node);
+        struct fab_buf resp = {0};
+        rc = fab_rpc_call(r->sc, (uint16_t)m, KV_RPC_REPL_DROP, b, sizeof b, &resp,
+                          10 * NS_PER_S);
+        fab_buf_free(&resp);
+    }
+    if (rc)
+        log_warn("node %u: node %u's copy of partition %u not dropped: %s (asked again)", r->me,
+                 node, p, rdkv_strerror(rc));
+}
+
 static void ship_task(void *arg)
 {
     struct ship_batch *sb = arg;
     struct replica *r = sb->r;
     uint64_t done = 0; /* nodes known to hold the writes (in any epoch: they were applied) */
+    int64_t short_since[RCFG_MAX_NODES] = {0}; /* a copy refusing for want of room, since */
     uint16_t to[RCFG_MAX_REPLICAS];
     int rc = 0;
     for (;;) {
@@ -1944,10 +2021,22 @@ static void ship_task(void *arg)
                     }
         }
         bool all = true;
+        int64_t now = clock_now_ns();
         for (unsigned k = 0; k < n; k++) {
             fab_buf_free(&resp[k]);
             if (st[k] == 0) done |= 1ull << to[k];
             else all = false;
+            /* A copy out of room (its heap, or its records or tail at their caps) refuses until
+             * something frees room, which may be never: asked until drop_after, then dropped,
+             * so that the commit -- whose rows stay locked meanwhile -- completes on the
+             * others. Any other answer is a failure the lease or the epoch settles. */
+            int64_t *since = &short_since[to[k]];
+            if (st[k] != RDKV_ENOSPC && st[k] != RDKV_ENOMEM) *since = 0;
+            else if (!*since) *since = now;
+            else if (now - *since > drop_after(r)) {
+                ask_drop(r, p, to[k], st[k], now - *since);
+                *since = clock_now_ns(); /* (asked again after as long, if it still refuses) */
+            }
         }
         if (sb->partial && all) {
             log_warn("test hook: exiting after a commit of partition %u reached node %u only",

@@ -231,19 +231,34 @@ static bool status_says(unsigned node, const char *what)
     return says;
 }
 
-/* Starts node again as the launcher started it (leases of `lease`): 0, or why not in err. */
-static int restart_node(unsigned node, const char *lease, char *err, size_t errcap)
+/* Starts node again as the launcher started it (leases of `lease`), with kvserver's --arena
+ * `arena` when not NULL: 0, or why not in err. */
+static int restart_node_arena(unsigned node, const char *lease, const char *arena, char *err,
+                              size_t errcap)
 {
     struct launch_opts lo;
     launch_opts_init(&lo);
     lo.transport = tenv_transport;
     lo.arena_size = 128ull << 20;
-    lo.extra[0] = "--replica-lease";
-    lo.extra[1] = lease;
-    lo.extra[2] = row_lease ? "--lease" : NULL; /* (as the cluster was started) */
-    lo.extra[3] = row_lease;
-    lo.extra[4] = NULL;
+    unsigned a = 0;
+    lo.extra[a++] = "--replica-lease";
+    lo.extra[a++] = lease;
+    if (row_lease) { /* (as the cluster was started) */
+        lo.extra[a++] = "--lease";
+        lo.extra[a++] = row_lease;
+    }
+    if (arena) {
+        lo.extra[a++] = "--arena";
+        lo.extra[a++] = arena;
+    }
+    lo.extra[a] = NULL;
     return launch_restart(&L, &lo, node, err, errcap);
+}
+
+/* ... as the launcher started it. */
+static int restart_node(unsigned node, const char *lease, char *err, size_t errcap)
+{
+    return restart_node_arena(node, lease, NULL, err, errcap);
 }
 
 /* The nth key of partition p ("k<i>" for the i that lands there after n others did). */
@@ -1011,6 +1026,58 @@ static void t_late_start(void)
     stop_ok(true);
 }
 
+/* A copy that cannot take commits for a lasting reason is dropped from its partition's replica
+ * set rather than asked forever with the commits' rows locked: node v, killed and started again
+ * with a quarter of the others' arena (so its copies have a quarter of their heap), is refilled;
+ * then 12 MiB of values are written to partition x, whose copy at v holds 8 MiB. Every write
+ * is acknowledged, x asks the manager y (over the fabric: neither v nor x is the manager) to
+ * drop v's copy, the manager installs partition x's set without it, v stays a member, and x's
+ * two remaining copies are equal. */
+static void t_copy_full(void)
+{
+    start_lease(3, 3, "2s");
+    unsigned y = manager();
+    REQUIRE(y < 3);
+    unsigned v = (y + 1) % 3, x = (y + 2) % 3;
+    REQUIRE(launch_kill(&L, v) == 0);
+    CHECK(status_becomes(x, "\"epoch\":2,"));
+    char err[512] = "";
+    int rc = restart_node_arena(v, "2s", "48M", err, sizeof err);
+    if (rc) printf("  restart: %s\n", err);
+    REQUIRE(rc == 0);
+    REQUIRE(filled_everywhere(v, x, y));
+    rdkv_session *s = NULL;
+    REQUIRE(bank_connect(&L, x, &s) == 0);
+    static char val[64 << 10];
+    memset(val, 'v', sizeof val);
+    unsigned ok = 0, n = 192;
+    int64_t t0 = clock_now_ns();
+    for (unsigned i = 0; i < n; i++) {
+        char k[16];
+        key_on_nth(x, i, k, sizeof k);
+        if ((rc = rdkv_put(s, k, strlen(k), val, sizeof val))) break;
+        ok++;
+    }
+    printf("  %u of %u writes of 64 KiB to partition %u acknowledged in %.1f s (%s)\n", ok, n, x,
+           (double)(clock_now_ns() - t0) / 1e9, rdkv_strerror(rc));
+    CHECK_EQ(ok, n);
+    CHECK(bank_log_says(&L, v, "could not be applied"));
+    CHECK(bank_log_says(&L, x, "asking the manager to drop"));
+    CHECK(bank_log_says(&L, y, "dropped (it refuses commits)"));
+    char want[64];
+    snprintf(want, sizeof want, "{\"partition\":%u,\"replicas\":[%u,%u]", x, x, y);
+    CHECK(status_becomes(x, want));
+    CHECK(status_says(v, "\"member\":true"));
+    uint64_t rx, sx, ry, sy;
+    REQUIRE(digest(x, x, &rx, &sx) == 0);
+    REQUIRE(digest(y, x, &ry, &sy) == 0);
+    CHECK_EQ(rx, ry);
+    CHECK(sx == sy);
+    CHECK(rx >= n);
+    rdkv_session_close(s);
+    stop_ok(true);
+}
+
 /* ZooKeeper stopped for longer than a lease (3 s, 2 s leases): no configuration change (no
  * member removed, the epoch stays), transactions go on meanwhile and after it is back, and
  * every lease is granted again. */
@@ -1545,6 +1612,7 @@ int main(int argc, char **argv)
         {"participant_dies", t_participant_dies},
         {"coordinator_dies", t_coordinator_dies},
         {"late_start", t_late_start},
+        {"copy_full", t_copy_full},
         {"prepared_dies", t_prepared_dies},
         {"client_follows", t_client_follows},
         {"commit_in_flight", t_commit_in_flight},

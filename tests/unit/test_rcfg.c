@@ -105,6 +105,21 @@ static void t_join(void)
     CHECK_EQ(rcfg_filled(&n, 2, 0, &w), 0);
     CHECK_EQ(rcfg_without(&w, 2, &n), 0);
     for (unsigned p = 0; p < 3; p++) CHECK_EQ(rcfg_primary(&n, p), 0); /* the filled copies */
+    /* a copy dropped (full or being filled): out of its set only, the node still a member; never
+     * the primary, never one it does not hold */
+    CHECK_EQ(rcfg_drop(&j, 0, 1, &n), RDKV_EINVAL); /* p0's primary */
+    CHECK_EQ(rcfg_drop(&j, 0, 3, &n), RDKV_EINVAL);
+    CHECK_EQ(rcfg_drop(&j, 9, 2, &n), RDKV_EINVAL);
+    CHECK_EQ(rcfg_drop(&j, 0, 0, &n), 0); /* being filled */
+    CHECK_EQ(n.epoch, j.epoch + 1);
+    CHECK_EQ(n.nlearn[0], 0);
+    CHECK_EQ(n.nrep[0], j.nrep[0] - 1);
+    CHECK(!rcfg_holds(&n, 0, 0) && rcfg_holds(&n, 1, 0) && (n.members & 1));
+    CHECK(rcfg_check(&n, err, sizeof err));
+    CHECK_EQ(rcfg_drop(&j, 0, 2, &n), 0); /* full */
+    CHECK_EQ(n.nlearn[0], 1);
+    CHECK(!rcfg_holds(&n, 0, 2) && rcfg_learning(&n, 0, 0) && rcfg_primary(&n, 0) == 1);
+    CHECK(rcfg_check(&n, err, sizeof err));
     /* nothing short of R: nothing to hold */
     CHECK_EQ(rcfg_initial(&c, 3, 2), 0);
     c.members &= ~1ull;
