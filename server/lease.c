@@ -172,7 +172,15 @@ static void *monitor_main(void *arg)
             uint64_t started = 0;
             if (l->h.started(l->h.arg, &started)) continue; /* (no witness: wait) */
             silent &= started;
-            if (!silent) continue;
+            if (!silent) {
+                /* (nor does it count towards a step-down: the minority's clock starts when a
+                 * started member is silent, not at the election -- else the manager of a
+                 * cluster whose other nodes came up late would step down as they connect) */
+                pthread_mutex_lock(&l->mu);
+                l->minority_since = 0;
+                pthread_mutex_unlock(&l->mu);
+                continue;
+            }
         }
         if (!majority) {
             /* Either the silent members are dead, or this manager is the one cut off from

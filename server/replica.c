@@ -700,12 +700,19 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
     o.on_config = on_config;
     o.on_manager = on_manager;
     o.arg = r;
-    /* a test hook (RDKV_TEST_FAULT=start-late@<node>): this node reaches ZooKeeper two leases
-     * and a second late, as a slow machine's node at a cluster's start */
+    /* a test hook (RDKV_TEST_FAULT=start-late@<node>[,<node>...]): these nodes reach ZooKeeper
+     * two leases and a second late, as a slow machine's at a cluster's start */
     const char *hook = getenv("RDKV_TEST_FAULT");
-    char late[32];
-    snprintf(late, sizeof late, "start-late@%u", me);
-    if (hook && !strcmp(hook, late)) {
+    bool late = false;
+    if (hook && !strncmp(hook, "start-late@", 11))
+        for (const char *s = hook + 11; *s && !late;) {
+            char *end = NULL;
+            unsigned long v = strtoul(s, &end, 10);
+            if (end == s) break;
+            late = v == me;
+            s = *end == ',' ? end + 1 : end;
+        }
+    if (late) {
         log_warn("test hook: reaching ZooKeeper %.1f s late",
                  (double)(2 * r->lease_ns + NS_PER_S) / 1e9);
         clock_sleep_ns(2 * r->lease_ns + NS_PER_S);
