@@ -1989,6 +1989,10 @@ static void print_replication(const struct jv *nodes, const struct jv *coord, st
         } else if (filling && filling->t == J_ARR && filling->n) {
             buf_printf(o, "   (+: being filled)");
         }
+        /* fewer copies than R: a failure not yet made good, or a copy dropped for want of
+         * room (docs/replication.md, section 7) -- until a node joins */
+        if ((double)set->n < r->num)
+            buf_printf(o, "   only %zu of %.0f copies", set->n, r->num);
         buf_printf(o, "\n");
     }
 }
