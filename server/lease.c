@@ -148,9 +148,10 @@ static void *monitor_main(void *arg)
          * alive; they have been silent for 0.9 of a lease by then, past the window. And the
          * members silent for a lease and the guard, not yet suspected. */
         unsigned total = c.nodes, fresh = 0;
-        uint64_t silent = 0;
+        uint64_t silent = 0, unseen = 0; /* unseen: no request of it since the office began */
         pthread_mutex_lock(&l->mu);
         for (unsigned m = 0; m < c.nodes; m++) {
+            if (l->seen[m] < l->office_since) unseen |= 1ull << m;
             if (m == l->me || t - l->seen[m] <= l->len_ns / 10 * 7) fresh++;
             if (m != l->me && (c.members >> m & 1) && !l->suspected[m] &&
                 t - l->heard[m] > l->len_ns + l->guard_ns)
@@ -165,13 +166,17 @@ static void *monitor_main(void *arg)
         if (!silent) continue;
         if (office_for < start_grace(l)) {
             /* At a cluster's start its nodes come up when they do: one that has never started
-             * (it never connected to ZooKeeper) is not judged for the start's grace -- it
-             * serves nothing without a lease, so waiting for it is safe; removing it would
-             * begin the cluster with a promotion and a refill. One that started and went
-             * silent is judged as always. */
-            uint64_t started = 0;
-            if (l->h.started(l->h.arg, &started)) continue; /* (no witness: wait) */
-            silent &= started;
+             * (it never connected to ZooKeeper), or that has connected and holds its session
+             * but has not asked this manager for a lease yet (it opens its fabric and store in
+             * between), is not judged for the start's grace -- it serves nothing without a
+             * lease, so waiting for it is safe; removing it would begin the cluster with a
+             * promotion and a refill. One that started and went silent, or whose session is
+             * gone, is judged as always. */
+            uint64_t started = 0, live = 0;
+            int64_t session_ns = 0;
+            if (l->h.started(l->h.arg, &started) || l->h.live(l->h.arg, &live, &session_ns))
+                continue; /* (no witness: wait) */
+            silent &= started & ~(live & unseen);
             if (!silent) {
                 /* (nor does it count towards a step-down: the minority's clock starts when a
                  * started member is silent, not at the election -- else the manager of a

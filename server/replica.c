@@ -185,6 +185,9 @@ struct replica {
     uint64_t *kept[RCFG_MAX_NODES];
     unsigned nkept[RCFG_MAX_NODES];
     int64_t apply_said[RCFG_MAX_NODES]; /* when a commit's apply here last failed, said (mu) */
+    /* a promotion here is taking partition p over (mu): its copies are not filled meanwhile --
+     * the drain must count the PREPAREs it takes over, and the fill send the DECIDEs */
+    bool taking[RCFG_MAX_NODES];
     /* a primary's filling of new copies, per partition (under mu; status shows it) */
     struct fill {
         uint64_t epoch;             /* the configuration it began in (0: none running) */
@@ -201,6 +204,7 @@ static struct store *copy_locked(const struct replica *r, unsigned p)
 }
 
 static void recs_free_locked(struct replica *r, unsigned p);
+static void tail_trim_locked(struct replica *r, unsigned p, uint64_t stable);
 static void delset_free_locked(struct replica *r, unsigned p);
 static int open_copies(struct replica *r, const struct rcfg *c, char *err, size_t errcap);
 static void *copier_main(void *arg);
@@ -332,6 +336,10 @@ static void apply_routes(struct replica *r)
             /* (its own partition too, when this node came back and filled its copy of it) */
             if (rcfg_primary(&c, p) == r->me) promo[npromo++] = p;
         }
+    /* (before the routes are published: the copier reads routed_epoch, then these) */
+    pthread_mutex_lock(&r->mu);
+    for (unsigned i = 0; i < npromo; i++) r->taking[promo[i]] = true;
+    pthread_mutex_unlock(&r->mu);
     if (r->fault_lag && moved && !npromo && !hook_is_manager(r)) {
         log_warn("test hook: taking epoch %llu's routes 3 s late", (unsigned long long)c.epoch);
         clock_sleep_ns(3 * NS_PER_S);
@@ -383,6 +391,9 @@ static void apply_routes(struct replica *r)
             }
             r->route(r->route_arg, p, node, st, name, false);
             store_publish(st);
+            pthread_mutex_lock(&r->mu);
+            r->taking[p] = false; /* (left set when the takeover failed: nothing to fill from) */
+            pthread_mutex_unlock(&r->mu);
             log_warn("node %u: promoted: serves partition %u from its copy (epoch %llu; %u "
                      "commits in flight taken from the other copies and %u sent to them, %u "
                      "prepared and %u decided two-phase commits taken over, in %.1f ms)", r->me,
@@ -417,10 +428,19 @@ static void on_config(void *arg, const struct rcfg *c, int version)
         r->cur = *c;
         r->version = version;
         __atomic_store_n(&r->member, (c->members >> r->me & 1) != 0, __ATOMIC_RELEASE);
-        /* a copy filled (or gone) forgets what it remembered while it was being filled */
-        for (unsigned p = 0; p < RCFG_MAX_NODES; p++)
+        /* a copy filled (or gone) forgets what it remembered while it was being filled; a copy
+         * gone (dropped, or this node removed) its records and tail too -- they count against
+         * the node's caps, and a PREPARE kept would make a RESOLVE here wait for a promotion
+         * that never comes (this process never holds that partition again: only a new one
+         * joins) */
+        for (unsigned p = 0; p < RCFG_MAX_NODES; p++) {
             if (r->del[p] && (p >= c->partitions || !rcfg_learning(c, p, r->me)))
                 delset_free_locked(r, p);
+            if ((r->recs[p] || r->tail[p]) && (p >= c->partitions || !rcfg_holds(c, p, r->me))) {
+                recs_free_locked(r, p);
+                tail_trim_locked(r, p, UINT64_MAX);
+            }
+        }
         pthread_cond_broadcast(&r->ccv);
     }
     pthread_mutex_unlock(&r->mu);
@@ -1712,7 +1732,8 @@ static void *copier_main(void *arg)
         bool routed = __atomic_load_n(&r->routed_epoch, __ATOMIC_ACQUIRE) >= c.epoch;
         for (unsigned p = 0; r->row && routed && (c.members >> r->me & 1) && pick < 0 &&
                              p < c.partitions; p++)
-            if (c.nlearn[p] && rcfg_primary(&c, p) == r->me && r->fill[p].done_epoch != c.epoch)
+            if (c.nlearn[p] && rcfg_primary(&c, p) == r->me && !r->taking[p] &&
+                r->fill[p].done_epoch != c.epoch)
                 pick = (int)p;
         if (pick < 0) {
             struct timespec ts = clock_ts(clock_now_ns() + 100 * NS_PER_MS);
@@ -2033,12 +2054,13 @@ static void ship_task(void *arg)
             fab_buf_free(&resp[k]);
             if (st[k] == 0) done |= 1ull << to[k];
             else all = false;
-            /* A copy out of room (its heap, or its records or tail at their caps) refuses until
-             * something frees room, which may be never: asked until drop_after, then dropped,
-             * so that the commit -- whose rows stay locked meanwhile -- completes on the
-             * others. Any other answer is a failure the lease or the epoch settles. */
+            /* A copy out of room (its heap, or its records or tail at their caps) refuses with
+             * RDKV_ENOSPC until something frees room, which may be never: asked until
+             * drop_after, then dropped, so that the commit -- whose rows stay locked meanwhile
+             * -- completes on the others. Any other answer is a failure the lease or the epoch
+             * settles (RDKV_ENOMEM too: it may be this node's own transport's). */
             int64_t *since = &short_since[to[k]];
-            if (st[k] != RDKV_ENOSPC && st[k] != RDKV_ENOMEM) *since = 0;
+            if (st[k] != RDKV_ENOSPC) *since = 0;
             else if (!*since) *since = now;
             else if (now - *since > drop_after(r)) {
                 ask_drop(r, p, to[k], st[k], now - *since);
