@@ -164,7 +164,14 @@ static void *monitor_main(void *arg)
         int64_t office_for = t - l->office_since;
         pthread_mutex_unlock(&l->mu);
         if (!silent) continue;
-        if (office_for < start_grace(l)) {
+        /* ZooKeeper's word on who holds a session, read once: the start's grace and the
+         * minority's judgement below both need it */
+        bool grace = office_for < start_grace(l);
+        uint64_t live = 0;
+        int64_t session_ns = 0;
+        if ((grace || !majority) && l->h.live(l->h.arg, &live, &session_ns))
+            continue; /* (no witness: wait) */
+        if (grace) {
             /* At a cluster's start its nodes come up when they do: one that has never started
              * (it never connected to ZooKeeper), or that has connected and holds its session
              * but has not asked this manager for a lease yet (it opens its fabric and store in
@@ -172,10 +179,8 @@ static void *monitor_main(void *arg)
              * lease, so waiting for it is safe; removing it would begin the cluster with a
              * promotion and a refill. One that started and went silent, or whose session is
              * gone, is judged as always. */
-            uint64_t started = 0, live = 0;
-            int64_t session_ns = 0;
-            if (l->h.started(l->h.arg, &started) || l->h.live(l->h.arg, &live, &session_ns))
-                continue; /* (no witness: wait) */
+            uint64_t started = 0;
+            if (l->h.started(l->h.arg, &started)) continue; /* (no witness: wait) */
             silent &= started & ~(live & unseen);
             if (!silent) {
                 /* (nor does it count towards a step-down: the minority's clock starts when a
@@ -191,9 +196,6 @@ static void *monitor_main(void *arg)
             /* Either the silent members are dead, or this manager is the one cut off from
              * them. ZooKeeper tells which: a dead node's session ends within the session
              * timeout; one cut off from this node only keeps its session. */
-            uint64_t live = 0;
-            int64_t session_ns = 0;
-            if (l->h.live(l->h.arg, &live, &session_ns)) continue; /* (no witness: wait) */
             if ((silent & live) && minority_for > session_ns + l->guard_ns) {
                 log_warn("node %u (configuration manager) has reached %u of the cluster's %u "
                          "nodes for %lld ms while the silent members keep their ZooKeeper "

@@ -614,8 +614,9 @@ static int make_filled(const struct rcfg *cur, const void *ctx, struct rcfg *nex
 
 /* The primary of partition f->p says its copies at f->nodes are filled: every row sent in one
  * stream each took, and every commit since the stream began shipped to them too. */
-static int do_filled(struct replica *r, const struct filled *f)
+static int do_filled(struct replica *r, const void *ctx)
 {
+    const struct filled *f = ctx;
     if (!hook_is_manager(r)) return RDKV_EPERM;
     char what[96];
     int o = snprintf(what, sizeof what, "partition %u's copies filled at node", f->p);
@@ -639,8 +640,9 @@ static int make_drop(const struct rcfg *cur, const void *ctx, struct rcfg *next)
 
 /* The primary of partition d->p says its copy at d->node has refused its commits for a lasting
  * reason (section 7): that copy leaves the partition's set; the node stays a member. */
-static int do_drop(struct replica *r, const struct drop *d)
+static int do_drop(struct replica *r, const void *ctx)
 {
+    const struct drop *d = ctx;
     if (!hook_is_manager(r)) return RDKV_EPERM;
     char what[96];
     snprintf(what, sizeof what, "partition %u's copy at node %u dropped (it refuses commits)",
@@ -678,6 +680,31 @@ static void on_filled(struct fab_rpc_req *req, void *arg)
         rc = do_filled(arg, &f);
     }
     fab_rpc_reply(req, rc, NULL, 0);
+}
+
+/* A request to the configuration manager, as ZooKeeper names it: handled here by local(r, ctx)
+ * when this node holds the office, else sent to it as the RPC `type` carrying b[0..len) (its
+ * answer's status); RDKV_EUNAVAILABLE when none is named. *mgr (may be NULL): the node asked. */
+static int ask_manager(struct replica *r, struct fab_ctx *fc, uint16_t type, const void *b,
+                       size_t len, int64_t timeout_ns,
+                       int (*local)(struct replica *r, const void *ctx), const void *ctx,
+                       int *mgr)
+{
+    int m = zcfg_manager_node(r->z);
+    if (mgr) *mgr = m;
+    if (m < 0) return RDKV_EUNAVAILABLE;
+    if (m == r->me) return local(r, ctx);
+    struct fab_buf resp = {0};
+    int rc = fab_rpc_call(fc, (uint16_t)m, type, b, len, &resp, timeout_ns);
+    fab_buf_free(&resp);
+    return rc;
+}
+
+/* The joiner's request, when this node is the manager itself. */
+static int join_self(struct replica *r, const void *ctx)
+{
+    (void)ctx;
+    return do_join(r, r->me);
 }
 
 int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_ns,
@@ -1634,20 +1661,13 @@ static int fill_partition(struct replica *r, struct fab_ctx *fc, struct lock_thr
     if (!rc) {
         struct filled f = {.p = p, .src = r->me, .n = (uint16_t)x.nto};
         memcpy(f.nodes, x.to, sizeof x.to);
-        int m = zcfg_manager_node(r->z);
-        if (m == r->me) rc = do_filled(r, &f);
-        else if (m < 0) rc = RDKV_EUNAVAILABLE;
-        else {
-            uint8_t b[REPL_FILLED_HDR + 2 * RCFG_MAX_REPLICAS];
-            pack_put_u64le(b, c->epoch);
-            pack_put_u16le(b + 8, (uint16_t)p);
-            b[10] = (uint8_t)x.nto;
-            for (unsigned i = 0; i < x.nto; i++) pack_put_u16le(b + REPL_FILLED_HDR + 2 * i, x.to[i]);
-            struct fab_buf resp = {0};
-            rc = fab_rpc_call(fc, (uint16_t)m, KV_RPC_REPL_FILLED, b,
-                              REPL_FILLED_HDR + 2 * x.nto, &resp, 10 * NS_PER_S);
-            fab_buf_free(&resp);
-        }
+        uint8_t b[REPL_FILLED_HDR + 2 * RCFG_MAX_REPLICAS];
+        pack_put_u64le(b, c->epoch);
+        pack_put_u16le(b + 8, (uint16_t)p);
+        b[10] = (uint8_t)x.nto;
+        for (unsigned i = 0; i < x.nto; i++) pack_put_u16le(b + REPL_FILLED_HDR + 2 * i, x.to[i]);
+        rc = ask_manager(r, fc, KV_RPC_REPL_FILLED, b, REPL_FILLED_HDR + 2 * x.nto,
+                         10 * NS_PER_S, do_filled, &f, NULL);
     }
     pthread_mutex_lock(&r->mu);
     if (!rc) r->fill[p].done_epoch = c->epoch;
@@ -1854,7 +1874,6 @@ static void *joiner_main(void *arg)
         return NULL;
     }
     fab_ctx_set_spin(fc, 0);
-    struct fab_buf resp = {0};
     int64_t said = clock_now_ns();
     for (;;) {
         pthread_mutex_lock(&r->mu);
@@ -1867,17 +1886,15 @@ static void *joiner_main(void *arg)
                      (unsigned long long)epoch);
             break;
         }
-        int m = zcfg_manager_node(r->z), rc;
-        if (m < 0) rc = RDKV_EUNAVAILABLE;
-        else if (m == r->me) rc = do_join(r, r->me);
-        else rc = fab_rpc_call(fc, (uint16_t)m, KV_RPC_REPL_JOIN, NULL, 0, &resp, REPL_TIMEOUT_NS);
+        int m;
+        int rc = ask_manager(r, fc, KV_RPC_REPL_JOIN, NULL, 0, REPL_TIMEOUT_NS, join_self, NULL,
+                             &m);
         if (rc && clock_now_ns() - said > 5 * NS_PER_S) {
             log_warn("node %u: not taken back yet (manager %d): %s", r->me, m, rdkv_strerror(rc));
             said = clock_now_ns();
         }
         clock_sleep_ns(rc ? 100 * NS_PER_MS : 10 * NS_PER_MS); /* (then the watch brings it) */
     }
-    fab_buf_free(&resp);
     fab_ctx_destroy(fc);
     return NULL;
 }
@@ -1968,20 +1985,11 @@ static void ask_drop(struct replica *r, unsigned p, uint16_t node, int why, int6
              "manager to drop that copy", r->me, node, p, (double)for_ns / 1e9,
              rdkv_strerror(why));
     struct drop d = {p, r->me, node};
-    int m = zcfg_manager_node(r->z), rc;
-    if (m == r->me) {
-        rc = do_drop(r, &d);
-    } else if (m < 0) {
-        rc = RDKV_EUNAVAILABLE;
-    } else {
-        uint8_t b[4];
-        pack_put_u16le(b, (uint16_t)p);
-        pack_put_u16le(b + 2, node);
-        struct fab_buf resp = {0};
-        rc = fab_rpc_call(r->sc, (uint16_t)m, KV_RPC_REPL_DROP, b, sizeof b, &resp,
-                          10 * NS_PER_S);
-        fab_buf_free(&resp);
-    }
+    uint8_t b[4];
+    pack_put_u16le(b, (uint16_t)p);
+    pack_put_u16le(b + 2, node);
+    int rc = ask_manager(r, r->sc, KV_RPC_REPL_DROP, b, sizeof b, 10 * NS_PER_S, do_drop, &d,
+                         NULL);
     if (rc)
         log_warn("node %u: node %u's copy of partition %u not dropped: %s (asked again)", r->me,
                  node, p, rdkv_strerror(rc));

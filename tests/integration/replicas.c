@@ -231,10 +231,9 @@ static bool status_says(unsigned node, const char *what)
     return says;
 }
 
-/* Starts node again as the launcher started it (leases of `lease`), with kvserver's --arena
- * `arena` when not NULL: 0, or why not in err. */
-static int restart_node_arena(unsigned node, const char *lease, const char *arena, char *err,
-                              size_t errcap)
+/* Starts node again as the launcher started it (2 s replica leases), with kvserver's --arena
+ * `arena` when not NULL: true, or false with the launcher's reason printed. */
+static bool restarted(unsigned node, const char *arena)
 {
     struct launch_opts lo;
     launch_opts_init(&lo);
@@ -242,7 +241,7 @@ static int restart_node_arena(unsigned node, const char *lease, const char *aren
     lo.arena_size = 128ull << 20;
     unsigned a = 0;
     lo.extra[a++] = "--replica-lease";
-    lo.extra[a++] = lease;
+    lo.extra[a++] = "2s";
     if (row_lease) { /* (as the cluster was started) */
         lo.extra[a++] = "--lease";
         lo.extra[a++] = row_lease;
@@ -252,13 +251,10 @@ static int restart_node_arena(unsigned node, const char *lease, const char *aren
         lo.extra[a++] = arena;
     }
     lo.extra[a] = NULL;
-    return launch_restart(&L, &lo, node, err, errcap);
-}
-
-/* ... as the launcher started it. */
-static int restart_node(unsigned node, const char *lease, char *err, size_t errcap)
-{
-    return restart_node_arena(node, lease, NULL, err, errcap);
+    char err[512] = "";
+    int rc = launch_restart(&L, &lo, node, err, sizeof err);
+    if (rc) printf("  restart of node %u: %s\n", node, err);
+    return rc == 0;
 }
 
 /* The nth key of partition p ("k<i>" for the i that lands there after n others did). */
@@ -457,9 +453,8 @@ static void copies_equal(unsigned a, unsigned b, unsigned c)
  * what it served, with every acknowledged move there. */
 static void rejoin_and_fill(unsigned back, unsigned x, unsigned y, bool restart_first)
 {
-    char err[512] = "";
     int64_t t0 = clock_now_ns();
-    int rc = restart_first ? restart_node(back, "2s", err, sizeof err) : 0;
+    bool up = restart_first ? restarted(back, NULL) : true;
     struct mover m = {0}, mv = {0};
     rdkv_session *s = NULL, *sv = NULL;
     REQUIRE(mover_init_nth(&m, x, x, 2, y, 2, &s) == 0);
@@ -467,9 +462,8 @@ static void rejoin_and_fill(unsigned back, unsigned x, unsigned y, bool restart_
     pthread_t th, thv;
     REQUIRE(pthread_create(&th, NULL, mover_thread, &m) == 0);
     REQUIRE(pthread_create(&thv, NULL, mover_thread, &mv) == 0);
-    if (!restart_first) rc = restart_node(back, "2s", err, sizeof err);
-    if (rc) printf("  restart: %s\n", err);
-    REQUIRE(rc == 0);
+    if (!restart_first) up = restarted(back, NULL);
+    REQUIRE(up);
     bool filled = filled_everywhere(back, x, y);
     unsigned during = atomic_load(&m.acked) + atomic_load(&mv.acked);
     printf("  node %u back: a member with every copy filled %.1f s after its start (%u moves "
@@ -806,13 +800,11 @@ static void t_coordinator_dies(void)
     int rc = -1;
     hooked_transfer("decision-exit@2", 2, 0, 1, 0, 1, &rc);
     CHECK(rc != 0); /* (the client saw its coordinator go) */
-    char err[512] = "";
     REQUIRE(launch_kill(&L, 2) == 0); /* (it exited at the hook: reaped) */
     row_lease = "2s"; /* (as the cluster was started) */
-    int src = restart_node(2, "2s", err, sizeof err);
+    bool up = restarted(2, NULL);
     row_lease = NULL;
-    if (src) printf("  restart: %s\n", err);
-    REQUIRE(src == 0);
+    REQUIRE(up);
     CHECK(filled_everywhere(2, 0, 1));
     uint64_t rows, sum, n[3] = {0}, rs[3] = {0};
     for (unsigned i = 0; i < 3; i++) REQUIRE(digest_recs(i, 2, &rows, &sum, &n[i], &rs[i]) == 0);
@@ -1045,16 +1037,14 @@ static void t_copy_full(void)
     unsigned v = (y + 1) % 3, x = (y + 2) % 3;
     REQUIRE(launch_kill(&L, v) == 0);
     CHECK(status_becomes(x, "\"epoch\":2,"));
-    char err[512] = "";
-    int rc = restart_node_arena(v, "2s", "48M", err, sizeof err);
-    if (rc) printf("  restart: %s\n", err);
-    REQUIRE(rc == 0);
+    REQUIRE(restarted(v, "48M"));
     REQUIRE(filled_everywhere(v, x, y));
     rdkv_session *s = NULL;
     REQUIRE(bank_connect(&L, x, &s) == 0);
     static char val[64 << 10];
     memset(val, 'v', sizeof val);
     unsigned ok = 0, n = 192;
+    int rc = 0;
     int64_t t0 = clock_now_ns();
     for (unsigned i = 0; i < n; i++) {
         char k[16];
@@ -1343,12 +1333,7 @@ static void nx_check(unsigned round, const char *what)
  * a node started by a thread that ends gets SIGTERM, launcher.c's PR_SET_PDEATHSIG.) */
 static void nx_settle(unsigned round, const char *what, const unsigned *back, unsigned nback)
 {
-    for (unsigned i = 0; i < nback; i++) {
-        char err[512] = "";
-        int rc = restart_node(back[i], "2s", err, sizeof err);
-        if (rc) printf("  restart of node %u: %s\n", back[i], err);
-        REQUIRE(rc == 0);
-    }
+    for (unsigned i = 0; i < nback; i++) REQUIRE(restarted(back[i], NULL));
     CHECK(filled_everywhere(0, 1, 2));
     /* served again: 20 more transfers acknowledged (unless the workers had done their round) */
     unsigned a0 = atomic_load(&nx_acked);
