@@ -18,7 +18,7 @@ enum fab_rpc_builtin {
 /* FAB_RPC_USER_BASE + 0 .. + 31: the node and its transactions. The node's own types are
  * server/node.h's (KV_RPC_STATUS) and server/session.h's (KV_RPC_SESSION, the one type clients
  * may call; payloads in server/proto.h); the transaction layer has + 8 .. + 15 (txn/txn.h;
- * coordinator in txn/txn.c, participant in txn/part.c). Free: + 15, + 19 .. + 31. */
+ * coordinator in txn/txn.c, participant in txn/part.c). Free: + 15, + 20 .. + 31. */
 enum kv_rpc {
     KV_RPC_STATUS = FAB_RPC_USER_BASE + 0,   /* empty -> this node's status, JSON
                                                 (node_status_json) */
@@ -44,6 +44,9 @@ enum kv_rpc {
     KV_RPC_REPL_DROP = FAB_RPC_USER_BASE + 18, /* a primary asks the manager to drop a copy of
                                                   its partition that keeps refusing its
                                                   commits -> status */
+    KV_RPC_REPL_HANDBACK = FAB_RPC_USER_BASE + 19, /* a primary that serves a partition in its
+                                                      home node's stead, drained, asks the
+                                                      manager to hand it back -> status */
 };
 enum txn_rpc {
     TXN_RPC_PREPARE = FAB_RPC_USER_BASE + 8,  /* u64 txid, ops -> status */

@@ -153,6 +153,21 @@ int rcfg_drop(const struct rcfg *c, unsigned p, uint16_t node, struct rcfg *out)
     return 0;
 }
 
+int rcfg_handback(const struct rcfg *c, unsigned p, uint16_t node, struct rcfg *out)
+{
+    if (p >= c->partitions || !member(c, node) || !rcfg_holds(c, p, node) ||
+        rcfg_learning(c, p, node) || rcfg_primary(c, p) == node)
+        return RDKV_EINVAL;
+    struct rcfg n = *c;
+    n.epoch = c->epoch + 1;
+    n.rep[p][0] = node;
+    unsigned k = 1;
+    for (unsigned r = 0; r < c->nrep[p]; r++)
+        if (c->rep[p][r] != node) n.rep[p][k++] = c->rep[p][r];
+    *out = n;
+    return 0;
+}
+
 int rcfg_encode(const struct rcfg *c, char *buf, size_t cap)
 {
     size_t off = 0;

@@ -66,6 +66,11 @@ int rcfg_filled(const struct rcfg *c, unsigned p, uint16_t node, struct rcfg *ou
  * node holds no copy of p or is its primary. */
 int rcfg_drop(const struct rcfg *c, unsigned p, uint16_t node, struct rcfg *out);
 
+/* The configuration after partition p was handed to node, a full replica of it (its home, back
+ * and filled: section 8, "Handing a partition back"): epoch + 1, node its primary, the old
+ * primary its first backup, the others in their order. RDKV_EINVAL when node is no member,
+ * holds no full replica of p, or is its primary already. */
+int rcfg_handback(const struct rcfg *c, unsigned p, uint16_t node, struct rcfg *out);
 /* Encodes c as text lines (docs/replication.md, section 3); returns the length (< cap) or
  * RDKV_ETOOBIG. */
 int rcfg_encode(const struct rcfg *c, char *buf, size_t cap);

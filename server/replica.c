@@ -188,6 +188,13 @@ struct replica {
     /* a promotion here is taking partition p over (mu): its copies are not filled meanwhile --
      * the drain must count the PREPAREs it takes over, and the fill send the DECIDEs */
     bool taking[RCFG_MAX_NODES];
+    /* a partition this primary is handing back to its home node (section 8, "Handing a
+     * partition back"; under mu, read by frozen_refuse): its new commits and PREPAREs are
+     * refused (RDKV_EBUSY, nothing sent) while the ones begun before drain. nfrozen (atomic):
+     * how many, so that a ship pays nothing when none is; next_handback: not tried before */
+    bool frozen[RCFG_MAX_NODES];
+    unsigned nfrozen;
+    int64_t next_handback[RCFG_MAX_NODES];
     /* a primary's filling of new copies, per partition (under mu; status shows it) */
     struct fill {
         uint64_t epoch;             /* the configuration it began in (0: none running) */
@@ -365,6 +372,14 @@ static void apply_routes(struct replica *r)
         }
         bool promote = node == r->me; /* (it was routed elsewhere: a promotion) */
         r->route(r->route_arg, p, node, st, name, promote); /* (gated until taken over) */
+        if (r->routed[p] == r->me && node != r->me) {
+            /* served here no more (handed back, or this node removed): peers that open the
+             * partition from now on go to its new primary */
+            pthread_mutex_lock(&r->mu);
+            struct store *was = copy_locked(r, p);
+            pthread_mutex_unlock(&r->mu);
+            if (was) store_hide(was);
+        }
         r->routed[p] = node;
     }
     if (r->route && !stop && c.epoch > __atomic_load_n(&r->routed_epoch, __ATOMIC_ACQUIRE))
@@ -658,6 +673,42 @@ static void on_drop(struct fab_rpc_req *req, void *arg)
     if (fab_rpc_len(req) == 4) {
         struct drop d = {pack_get_u16le(b), fab_rpc_src(req), pack_get_u16le(b + 2)};
         rc = do_drop(arg, &d);
+    }
+    fab_rpc_reply(req, rc, NULL, 0);
+}
+
+struct handback {
+    unsigned p;
+    uint16_t src;
+};
+
+static int make_handback(const struct rcfg *cur, const void *ctx, struct rcfg *next)
+{
+    const struct handback *h = ctx;
+    if (h->p >= cur->partitions || rcfg_primary(cur, h->p) != h->src) return RDKV_EPERM;
+    return rcfg_handback(cur, h->p, (uint16_t)h->p, next);
+}
+
+/* The primary of partition h->p, which serves it since a failover, has drained it and hands it
+ * back to its home node, a full copy again (section 8). */
+static int do_handback(struct replica *r, const void *ctx)
+{
+    const struct handback *h = ctx;
+    if (!hook_is_manager(r)) return RDKV_EPERM;
+    char what[96];
+    snprintf(what, sizeof what, "partition %u handed back to node %u by node %u", h->p, h->p,
+             h->src);
+    return change_config(r, make_handback, h, what);
+}
+
+/* KV_RPC_REPL_HANDBACK: u16 partition. */
+static void on_handback(struct fab_rpc_req *req, void *arg)
+{
+    const uint8_t *b = fab_rpc_data(req);
+    int rc = RDKV_EPROTO;
+    if (fab_rpc_len(req) == 2) {
+        struct handback h = {pack_get_u16le(b), fab_rpc_src(req)};
+        rc = do_handback(arg, &h);
     }
     fab_rpc_reply(req, rc, NULL, 0);
 }
@@ -1698,11 +1749,12 @@ static int fill_partition(struct replica *r, struct fab_ctx *fc, struct lock_thr
 /* Before a stream: a new generation of commits, and every commit of the old one installed
  * (they may have shipped before this node named the new copy, and an insert among them is not
  * in the index the stream scans until it is), and every PREPARE and DECIDE of the old one
- * settled (the new copy never received them). 0, or RDKV_ETIMEDOUT after 30 s (tried again
- * later), RDKV_ESHUTDOWN. */
-static int drain_old(struct replica *r)
+ * settled (the new copy never received them). Before a hand-back the same, once the partition
+ * is frozen. 0, or RDKV_ETIMEDOUT after limit_ns (said, for what_for; tried again later),
+ * RDKV_ESHUTDOWN. Only the copier calls it: one drain at a time. */
+static int drain_old(struct replica *r, int64_t limit_ns, const char *what_for)
 {
-    int64_t until = clock_now_ns() + 30 * NS_PER_S;
+    int64_t until = clock_now_ns() + limit_ns;
     pthread_mutex_lock(&r->mu);
     unsigned old = r->gen;
     r->gen ^= 1;
@@ -1730,11 +1782,89 @@ static int drain_old(struct replica *r)
                                           (unsigned long long)x->txid);
                     shown++;
                 }
-        log_warn("node %u: a new copy's fill waits for %u commits or two-phase records begun "
-                 "before it was named:%s", r->me, r->live[old], what);
+        log_warn("node %u: %s waits for %u commits or two-phase records begun before it:%s",
+                 r->me, what_for, r->live[old], what);
     }
     pthread_mutex_unlock(&r->mu);
     return rc;
+}
+
+/* The copier's fabric context, made at its first use: 0, or what creating it said. */
+static int copier_ctx(struct replica *r, struct fab_ctx **fc)
+{
+    if (*fc) return 0;
+    int rc = fab_ctx_create(r->f, fc);
+    if (!rc) fab_ctx_set_spin(*fc, 0);
+    else *fc = NULL;
+    return rc;
+}
+
+/* Whether partition p of configuration c (the latest, its routes taken here) is to be handed
+ * back to its home node (section 8, "Handing a partition back"): this node serves it in the
+ * home's stead since a failover, and the home is a member again whose copy is full. Fills come
+ * first: a partition with a copy being filled waits. mu held. */
+static bool handback_due(const struct replica *r, const struct rcfg *c, unsigned p)
+{
+    return p != r->me && p < c->nodes && rcfg_primary(c, p) == r->me && (c->members >> r->me & 1) &&
+           !c->nlearn[p] && !r->taking[p] && rcfg_holds(c, p, (uint16_t)p) &&
+           !rcfg_learning(c, p, (uint16_t)p) && clock_now_ns() >= r->next_handback[p];
+}
+
+/* How long a hand-back waits for the commits and two-phase records begun before it (its
+ * partition refuses new ones meanwhile) before it gives up and is tried again later. */
+#define HANDBACK_DRAIN_NS (3 * NS_PER_S)
+
+static int do_handback(struct replica *r, const void *ctx);
+
+/* Hands partition p back to its home node: p's new commits and PREPAREs are refused here
+ * (retryable, nothing sent) while the ones begun before drain -- installed, settled -- and then
+ * the manager installs rcfg_handback: the home node is p's primary, this node its first backup.
+ * The home node takes p over as a promotion does (apply_routes), from a copy that holds every
+ * commit and record of p, since nothing of p is open here. 0, or why not (p is served here as
+ * before, and this is tried again later). */
+static int hand_back(struct replica *r, struct fab_ctx *fc, unsigned p, const struct rcfg *c)
+{
+    int64_t t0 = clock_now_ns();
+    pthread_mutex_lock(&r->mu);
+    r->frozen[p] = true;
+    __atomic_add_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&r->mu);
+    char what[64];
+    snprintf(what, sizeof what, "handing partition %u back to node %u", p, p);
+    int rc = drain_old(r, HANDBACK_DRAIN_NS, what);
+    int64_t drained = clock_now_ns();
+    bool asked = !rc;
+    if (asked) {
+        struct handback h = {p, r->me};
+        uint8_t b[2];
+        pack_put_u16le(b, (uint16_t)p);
+        rc = ask_manager(r, fc, KV_RPC_REPL_HANDBACK, b, sizeof b, 10 * NS_PER_S, do_handback,
+                         &h, NULL);
+    }
+    /* p stays refused here until this node has taken the new routes (its commits of p are
+     * refused by them from then on), or the change is known not to have happened: a refusal,
+     * or none within two leases */
+    bool maybe = asked && rc != RDKV_EPERM && rc != RDKV_EINVAL && rc != RDKV_EPROTO;
+    pthread_mutex_lock(&r->mu);
+    int64_t until = clock_now_ns() + 2 * r->lease_ns;
+    while (maybe && !r->stopping && clock_now_ns() < until &&
+           (r->cur.epoch <= c->epoch ||
+            __atomic_load_n(&r->routed_epoch, __ATOMIC_ACQUIRE) < r->cur.epoch)) {
+        struct timespec ts = clock_ts(clock_now_ns() + 10 * NS_PER_MS);
+        pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
+    }
+    bool moved = rcfg_primary(&r->cur, p) != r->me;
+    r->frozen[p] = false;
+    __atomic_sub_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&r->mu);
+    if (moved)
+        log_warn("node %u: handed partition %u back to node %u (drained in %.1f ms, in %.1f ms "
+                 "in all)", r->me, p, p, (double)(drained - t0) / 1e6,
+                 (double)(clock_now_ns() - t0) / 1e6);
+    else
+        log_warn("node %u: partition %u not handed back to node %u: %s (tried again later)",
+                 r->me, p, p, rc ? rdkv_strerror(rc) : "the configuration did not change");
+    return moved ? 0 : rc ? rc : RDKV_EABORTED;
 }
 
 /* The copier: fills, one partition at a time, the copies being filled of the partitions whose
@@ -1755,23 +1885,28 @@ static void *copier_main(void *arg)
             if (c.nlearn[p] && rcfg_primary(&c, p) == r->me && !r->taking[p] &&
                 r->fill[p].done_epoch != c.epoch)
                 pick = (int)p;
+        /* no copy to fill: a partition to hand back to its home node, filled again */
+        int back = -1;
+        for (unsigned p = 0; routed && pick < 0 && back < 0 && p < c.partitions; p++)
+            if (handback_due(r, &c, p)) back = (int)p;
+        if (back >= 0) {
+            pthread_mutex_unlock(&r->mu);
+            int rc = copier_ctx(r, &fc);
+            if (!rc) rc = hand_back(r, fc, (unsigned)back, &c);
+            pthread_mutex_lock(&r->mu);
+            /* (tried again later if it did not happen: the home node may be slow to answer) */
+            r->next_handback[back] = clock_now_ns() + (rc ? 10 * NS_PER_S : 0);
+            continue;
+        }
         if (pick < 0) {
             struct timespec ts = clock_ts(clock_now_ns() + 100 * NS_PER_MS);
             pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
             continue;
         }
         pthread_mutex_unlock(&r->mu);
-        int rc = 0;
-        if (!lt_on) {
-            rc = fab_ctx_create(r->f, &fc);
-            if (!rc) fab_ctx_set_spin(fc, 0);
-            if (!rc && (rc = lock_thread_init(&lt, fc, r->lcfg))) {
-                fab_ctx_destroy(fc);
-                fc = NULL;
-            }
-            lt_on = !rc;
-        }
-        if (!rc) rc = drain_old(r);
+        int rc = copier_ctx(r, &fc);
+        if (!rc && !lt_on) lt_on = !(rc = lock_thread_init(&lt, fc, r->lcfg));
+        if (!rc) rc = drain_old(r, 30 * NS_PER_S, "a new copy's fill");
         if (!rc) rc = fill_partition(r, fc, &lt, (unsigned)pick, &c);
         pthread_mutex_lock(&r->mu);
         if (rc && !r->stopping) {
@@ -1780,10 +1915,8 @@ static void *copier_main(void *arg)
         }
     }
     pthread_mutex_unlock(&r->mu);
-    if (lt_on) {
-        lock_thread_fini(&lt);
-        fab_ctx_destroy(fc);
-    }
+    if (lt_on) lock_thread_fini(&lt);
+    if (fc) fab_ctx_destroy(fc);
     return NULL;
 }
 
@@ -1812,6 +1945,7 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_JOIN, on_join, r, 0);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_FILLED, on_filled, r, 0);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_DROP, on_drop, r, 0);
+    if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_HANDBACK, on_handback, r, 0);
     if (rc) return log_reason(err, errcap, rc, "cannot serve the replication RPCs");
     if (c.replicas > 1) {
         struct lease_hooks h = {hook_is_manager, hook_manager_node, hook_config, hook_remove,
@@ -2412,10 +2546,38 @@ static void gen_leave(struct replica *r, uint64_t txid, uint8_t kind)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* Whether a ship of `kind` for txid, with payload[0..len), writes a partition being handed back
+ * (hand_back): RDKV_EBUSY (refused, nothing sent: the caller installs nothing and its client
+ * may retry) for a commit or a PREPARE that begins now; 0 for the rest -- the commit of a
+ * transaction prepared here, a DECIDE without writes, a FORGET -- which the drain waits for.
+ * Called after the item was counted in its generation: a ship counted in the generation that
+ * the hand-back's drain waits for is let through, and one counted after the flip sees the
+ * freeze. */
+static int frozen_refuse(struct replica *r, uint8_t kind, uint64_t txid, const void *payload,
+                         size_t len)
+{
+    if (!__atomic_load_n(&r->nfrozen, __ATOMIC_SEQ_CST) || kind == REPLICA_FORGET || !len)
+        return 0;
+    size_t pre = kind == REPLICA_APPLY ? 0 : 2; /* (a PREPARE's, or a DECIDE's own share) */
+    struct split sp = {.parts = r->parts};
+    if (len < pre || wal_writes_unpack((const uint8_t *)payload + pre, len - pre, mark_part, &sp))
+        return 0; /* (split_jobs refuses it) */
+    int rc = 0;
+    pthread_mutex_lock(&r->mu);
+    for (unsigned p = 0; p < r->parts && p < RCFG_MAX_NODES && !rc; p++)
+        if (sp.mask >> p & 1 && r->frozen[p]) rc = RDKV_EBUSY;
+    if (rc && kind == REPLICA_APPLY) /* (a transaction prepared here commits) */
+        for (struct gent *x = r->gmap[txid % 64]; x; x = x->next)
+            if (x->txid == txid && x->kind == REPLICA_PREPARE) rc = 0;
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
 static int ship(void *arg, uint64_t txid, const void *writes, size_t len)
 {
     struct replica *r = arg;
     int rc = gen_enter(r, txid, REPLICA_APPLY);
+    if (!rc) rc = frozen_refuse(r, REPLICA_APPLY, txid, writes, len);
     if (!rc) rc = ship_kind(r, REPLICA_APPLY, txid, writes, len);
     if (rc) gen_leave(r, txid, REPLICA_APPLY); /* (nothing will be installed) */
     return rc;
@@ -2482,8 +2644,9 @@ static int ship_kind_async(struct replica *r, uint8_t kind, uint64_t txid, const
         m->counted = true;
         pthread_mutex_unlock(&r->mu);
     }
+    int frozen = frozen_refuse(r, kind, txid, writes, len);
     unsigned queued = 0;
-    for (unsigned i = 0; i < m->nb; i++) {
+    for (unsigned i = 0; i < m->nb && !frozen; i++) {
         struct ship_job *j = malloc(sizeof *j);
         if (j) {
             *j = split[i];
@@ -2501,7 +2664,7 @@ static int ship_kind_async(struct replica *r, uint8_t kind, uint64_t txid, const
     free(split);
     if (!queued) {
         /* nothing left: the caller hears the refusal, not a callback */
-        rc = m->rc;
+        rc = frozen ? frozen : m->rc;
         if (m->counted) {
             pthread_mutex_lock(&r->mu);
             gen_drop_locked(r, m->gen);
@@ -2540,6 +2703,7 @@ static int ship_rec(void *arg, int kind, uint64_t txid, const void *payload, siz
         bool prep = kind == REPLICA_PREPARE || len, dec = kind == REPLICA_DECIDE;
         int rc = prep ? gen_enter(r, txid, REPLICA_PREPARE) : 0;
         if (!rc && dec) rc = gen_enter(r, txid, REPLICA_DECIDE);
+        if (!rc) rc = frozen_refuse(r, (uint8_t)kind, txid, payload, len);
         if (!rc) rc = ship_kind(r, (uint8_t)kind, txid, payload, len);
         if (rc) {
             /* (not sent, or not to every backup: the transaction does not go on, its record

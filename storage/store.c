@@ -791,6 +791,13 @@ void store_publish(struct store *s)
                                 __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
+void store_hide(struct store *s)
+{
+    uint64_t shown = STORE_INDEX_MAGIC;
+    __atomic_compare_exchange_n(&s->ihdr->magic, &shown, STORE_INDEX_MAGIC_HIDDEN, false,
+                                __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
 void store_close(struct store *s)
 {
     if (!s) return;

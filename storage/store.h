@@ -132,6 +132,10 @@ int store_open(struct fabric *f, const struct store_opts *o, struct store **out,
 void store_close(struct store *s);
 /* Lets peers open a store opened hidden (nothing for one already published). */
 void store_publish(struct store *s);
+/* Hides a published store again (a primary handing its partition back becomes a backup): peers
+ * that open it from now on are refused; those that opened it before keep their handles (their
+ * transactions fail at commit: their routes moved). */
+void store_hide(struct store *s);
 uint32_t store_key_max(const struct store *s);
 uint32_t store_value_max(const struct store *s);
 

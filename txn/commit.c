@@ -252,7 +252,9 @@ static int ship_decision(struct twopc *c)
         }
         return 0;
     }
-    if (rc == RDKV_ENOMEM || rc == RDKV_ETOOBIG || rc == RDKV_EPROTO) return rc;
+    /* (RDKV_EBUSY: its own share writes a partition being handed back; nothing sent) */
+    if (rc == RDKV_ENOMEM || rc == RDKV_ETOOBIG || rc == RDKV_EPROTO || rc == RDKV_EBUSY)
+        return rc;
     log_error("txn %llx: its commit decision did not reach every backup (%s): its participants "
               "stay prepared until the node serving this partition answers for it",
               (unsigned long long)txid, rdkv_strerror(rc));

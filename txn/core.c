@@ -448,7 +448,8 @@ int txn_charge_op(struct txn *t, uint64_t bytes)
  * answers as the incarnation it did (a restart took its locks there with the old process's
  * memory, shared ones too). The participants of its writes check the latter themselves
  * (TXN_RPC_PREPARE, APPLY); for the nodes it only read, this is the check, as of the context's
- * connection now (docs/transactions.md, "Incarnations"). */
+ * connection now (docs/transactions.md, "Incarnations"). And every key's partition is still
+ * served by the node it was locked at (docs/replication.md, "Handing a partition back"). */
 bool txn_leases_ok(struct txn *t)
 {
     struct txn_env *e = t->w->e;
@@ -460,6 +461,9 @@ bool txn_leases_ok(struct txn *t)
     }
     for (uint32_t i = 0; i < t->nents; i++) {
         struct tent *en = &t->ents[i];
+        /* (its partition moved since -- a promotion, or a hand-back: the new primary may have
+         * taken writes that our locks at the old one do not hold off) */
+        if (en->part != txn_owner(e, en->pid)) return false;
         if (en->lk.mode && !lock_lease_ok(&en->lk)) return false;
         if (en->rh && en->rh->mode && !range_hold_ok(en->rh)) return false;
     }

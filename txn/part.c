@@ -268,12 +268,16 @@ static void install(struct txn_env *e, struct prepared *p)
  * outcome is unknown (the writes may be on a backup). A listed transaction stays prepared. */
 static int ship_failed(struct txn_env *e, struct prepared *p, int rc)
 {
-    log_error("txn %llx: its writes did not reach every backup: %s; not installed",
-              (unsigned long long)p->txid, rdkv_strerror(rc));
+    /* (RDKV_EBUSY: its partition is being handed back, docs/replication.md section 8 -- refused
+     * before anything was sent, and its client retries) */
+    if (rc != RDKV_EBUSY)
+        log_error("txn %llx: its writes did not reach every backup: %s; not installed",
+                  (unsigned long long)p->txid, rdkv_strerror(rc));
     if (!p->listed) {
         part_abort(e, p);
-        /* (too big for one REPL: refused before anything was sent) */
-        return rc == RDKV_ETOOBIG ? RDKV_ETOOBIG : RDKV_EUNKNOWN;
+        /* (too big for one REPL, or its partition being handed back: refused before anything
+         * was sent) */
+        return rc == RDKV_ETOOBIG || rc == RDKV_EBUSY ? rc : RDKV_EUNKNOWN;
     }
     pthread_mutex_lock(&e->pmu);
     p->committing = false;
@@ -826,8 +830,9 @@ static void on_prepare(struct fab_rpc_req *req, void *arg)
     /* replicated: the vote is yes only once every backup holds the PREPARE, so that a promoted
      * copy finishes the transaction (docs/replication.md, "Promotion") */
     if (!rc && e->cfg.ship_rec && (rc = part_ship_prepare(e, p, TXN_SHIP_PREPARE))) {
-        log_warn("txn %llx: its PREPARE did not reach every backup (%s): voting no",
-                 (unsigned long long)p->txid, rdkv_strerror(rc));
+        if (rc != RDKV_EBUSY) /* (its partition being handed back: nothing sent) */
+            log_warn("txn %llx: its PREPARE did not reach every backup (%s): voting no",
+                     (unsigned long long)p->txid, rdkv_strerror(rc));
         part_abort(e, p);
     }
     if (!rc && txn_fault_is(e, TXN_FAULT_EXIT_AFTER_PREPARE)) {

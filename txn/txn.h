@@ -226,7 +226,8 @@ uint16_t txn_partition(const struct txn_env *e, const void *key, uint32_t klen);
  * when node is this one (st stays open while it serves p), and peers find it as the store
  * `name` there (NULL or "store": the node's own partition). At first each partition p is served
  * by node p from its own store. Transactions that began on the old route fail at their commit
- * (the old node refuses, or is gone) and are retried on the new one. */
+ * (the old node refuses, or is gone; one that only read there finds the route moved) and are
+ * retried on the new one. */
 void txn_env_route(struct txn_env *e, unsigned p, uint16_t node, struct store *st,
                    const char *name, bool gate);
 /* A promotion's take-over of partition p's two-phase commits in flight, while p is routed here

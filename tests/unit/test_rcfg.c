@@ -120,6 +120,19 @@ static void t_join(void)
     CHECK_EQ(n.nlearn[0], 1);
     CHECK(!rcfg_holds(&n, 0, 2) && rcfg_learning(&n, 0, 0) && rcfg_primary(&n, 0) == 1);
     CHECK(rcfg_check(&n, err, sizeof err));
+    /* handed back: only to a full copy that is not the primary; the old primary first backup,
+     * the copy being filled still last */
+    CHECK_EQ(rcfg_handback(&j, 0, 0, &n), RDKV_EINVAL); /* being filled */
+    CHECK_EQ(rcfg_handback(&j, 0, 1, &n), RDKV_EINVAL); /* the primary */
+    CHECK_EQ(rcfg_handback(&j, 0, 3, &n), RDKV_EINVAL); /* no copy */
+    CHECK_EQ(rcfg_handback(&j, 9, 2, &n), RDKV_EINVAL);
+    CHECK_EQ(rcfg_handback(&j, 0, 2, &n), 0);
+    CHECK_EQ(n.epoch, j.epoch + 1);
+    CHECK_EQ(n.nrep[0], j.nrep[0]);
+    CHECK_EQ(n.nlearn[0], j.nlearn[0]);
+    CHECK(n.rep[0][0] == 2 && n.rep[0][1] == 1 && n.rep[0][2] == 0);
+    CHECK(!memcmp(n.rep[1], j.rep[1], sizeof n.rep[1]));
+    CHECK(rcfg_check(&n, err, sizeof err));
     /* nothing short of R: nothing to hold */
     CHECK_EQ(rcfg_initial(&c, 3, 2), 0);
     c.members &= ~1ull;
