@@ -1756,19 +1756,29 @@ static int drain_old(struct replica *r, int64_t limit_ns, const char *what_for)
 {
     int64_t until = clock_now_ns() + limit_ns;
     pthread_mutex_lock(&r->mu);
-    unsigned old = r->gen;
-    r->gen ^= 1;
+    /* What an earlier drain that gave up left in the other generation began before this drain
+     * too: it is waited for before the flip, which would otherwise mix it with what begins
+     * after (and the drain would not wait for it). */
+    unsigned old = r->gen ^ 1;
+    bool flipped = false;
     int rc = 0;
-    while (r->live[old] && !rc) {
+    for (;;) {
+        if (!flipped && !r->live[old]) {
+            old = r->gen;
+            r->gen ^= 1;
+            flipped = true;
+        }
+        if (flipped && !r->live[old]) break;
         if (r->stopping) rc = RDKV_ESHUTDOWN;
         else if (clock_now_ns() > until) rc = RDKV_ETIMEDOUT;
         else {
             struct timespec ts = clock_ts(clock_now_ns() + 10 * NS_PER_MS);
             pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
         }
+        if (rc) break;
     }
     if (rc == RDKV_ETIMEDOUT) {
-        /* say what it waits for: a commit or a two-phase commit still open after 30 s */
+        /* say what it waits for: a commit or a two-phase commit still open after limit_ns */
         char what[160] = "";
         size_t o = 0;
         unsigned shown = 0;
