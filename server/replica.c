@@ -163,8 +163,14 @@ struct replica {
     const struct lock_algo *row;    /* the cluster's row lock, and its tunables */
     const struct lock_cfg *lcfg;    /* (replica_set_rows; the copier reads rows under them) */
     bool joining;                   /* started as no member: asks the manager for copies */
-    bool joiner_on, copier_on;
-    pthread_t joiner, copier;
+    bool joiner_on, copier_on, asker_on;
+    pthread_t joiner, copier, asker;
+    /* a copy a ship task wants dropped, per partition (under mu): its node + 1 (0: none), why,
+     * and for how long it refused; the asker thread asks the manager, so that no ship task
+     * blocks the shipper's thread on ZooKeeper or the manager's answer (section 7) */
+    uint16_t drop_want[RCFG_MAX_NODES];
+    int drop_why[RCFG_MAX_NODES];
+    int64_t drop_for[RCFG_MAX_NODES];
     pthread_cond_t ccv;             /* the copier's: a configuration came, or the stop */
     /* a copy being filled here, per partition (under mu): the keys deleted since its stream
      * began, the stream, and whether the set overflowed (the stream then starts again) */
@@ -895,6 +901,7 @@ fail:
 }
 
 static void *shipper_main(void *arg);
+static void *asker_main(void *arg);
 
 /* ---- a backup's side ---------------------------------------------------------------------- */
 
@@ -1993,6 +2000,9 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
         if (pthread_create(&r->copier, NULL, copier_main, r))
             return log_reason(err, errcap, RDKV_ENOMEM, "cannot start the copier thread");
         r->copier_on = true;
+        if (pthread_create(&r->asker, NULL, asker_main, r))
+            return log_reason(err, errcap, RDKV_ENOMEM, "cannot start the asker thread");
+        r->asker_on = true;
     }
     return 0;
 }
@@ -2121,9 +2131,10 @@ static int64_t drop_after(const struct replica *r)
 }
 
 /* Asks the manager to drop node's copy of partition p, which has refused this primary's commits
- * with `why` for `for_ns`: the commits waiting for it then complete on the other copies. Runs in
- * a ship task (rare: the manager's change is a few ZooKeeper round trips). */
-static void ask_drop(struct replica *r, unsigned p, uint16_t node, int why, int64_t for_ns)
+ * with `why` for `for_ns`: the commits waiting for it then complete on the other copies. Runs on
+ * the asker thread (asker_main), with its context fc. */
+static void ask_drop(struct replica *r, struct fab_ctx *fc, unsigned p, uint16_t node, int why,
+                     int64_t for_ns)
 {
     log_warn("node %u: node %u has refused partition %u's commits for %.1f s (%s): asking the "
              "manager to drop that copy", r->me, node, p, (double)for_ns / 1e9,
@@ -2132,11 +2143,44 @@ static void ask_drop(struct replica *r, unsigned p, uint16_t node, int why, int6
     uint8_t b[4];
     pack_put_u16le(b, (uint16_t)p);
     pack_put_u16le(b + 2, node);
-    int rc = ask_manager(r, r->sc, KV_RPC_REPL_DROP, b, sizeof b, 10 * NS_PER_S, do_drop, &d,
-                         NULL);
+    int rc = ask_manager(r, fc, KV_RPC_REPL_DROP, b, sizeof b, 10 * NS_PER_S, do_drop, &d, NULL);
     if (rc)
         log_warn("node %u: node %u's copy of partition %u not dropped: %s (asked again)", r->me,
                  node, p, rdkv_strerror(rc));
+}
+
+/* The asker: takes the drops that ship tasks want to the manager, one at a time. */
+static void *asker_main(void *arg)
+{
+    struct replica *r = arg;
+    struct fab_ctx *fc = NULL;
+    pthread_mutex_lock(&r->mu);
+    while (!r->stopping) {
+        int pick = -1;
+        for (unsigned p = 0; p < RCFG_MAX_NODES && pick < 0; p++)
+            if (r->drop_want[p]) pick = (int)p;
+        if (pick < 0) {
+            struct timespec ts = clock_ts(clock_now_ns() + 100 * NS_PER_MS);
+            pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
+            continue;
+        }
+        uint16_t node = (uint16_t)(r->drop_want[pick] - 1);
+        int why = r->drop_why[pick];
+        int64_t for_ns = r->drop_for[pick];
+        r->drop_want[pick] = 0;
+        pthread_mutex_unlock(&r->mu);
+        if (!fc && fab_ctx_create(r->f, &fc)) fc = NULL;
+        if (fc) {
+            fab_ctx_set_spin(fc, 0);
+            ask_drop(r, fc, (unsigned)pick, node, why, for_ns);
+        } else {
+            log_warn("node %u: no fabric context to ask for a copy's drop (asked again)", r->me);
+        }
+        pthread_mutex_lock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (fc) fab_ctx_destroy(fc);
+    return NULL;
 }
 
 static void ship_task(void *arg)
@@ -2215,8 +2259,13 @@ static void ship_task(void *arg)
             if (st[k] != RDKV_ENOSPC) *since = 0;
             else if (!*since) *since = now;
             else if (now - *since > drop_after(r)) {
-                ask_drop(r, p, to[k], st[k], now - *since);
-                *since = clock_now_ns(); /* (asked again after as long, if it still refuses) */
+                pthread_mutex_lock(&r->mu); /* (the asker thread asks: section 7) */
+                r->drop_want[p] = (uint16_t)(to[k] + 1);
+                r->drop_why[p] = st[k];
+                r->drop_for[p] = now - *since;
+                pthread_cond_broadcast(&r->ccv);
+                pthread_mutex_unlock(&r->mu);
+                *since = now; /* (asked again after as long, if it still refuses) */
             }
         }
         if (sb->partial && all) {
@@ -2773,7 +2822,8 @@ void replica_detach(struct replica *r)
     /* (the copier reads the copies, and both use contexts and the row lock's tunables) */
     if (r->copier_on) pthread_join(r->copier, NULL);
     if (r->joiner_on) pthread_join(r->joiner, NULL);
-    r->copier_on = r->joiner_on = false;
+    if (r->asker_on) pthread_join(r->asker, NULL);
+    r->copier_on = r->joiner_on = r->asker_on = false;
     pthread_mutex_lock(&r->mu);
     for (unsigned p = 0; p < RCFG_MAX_NODES; p++) {
         store_close(r->backup[p]);
