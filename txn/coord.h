@@ -49,6 +49,9 @@ struct txn {
      * posts are pinned to it (rdma/fabric.h fab_pin), its locks there were taken in it, and a
      * PREPARE or APPLY names it (docs/transactions.md, "Incarnations") */
     uint64_t *pinc;
+    /* per partition, the node + 1 that its scans found serving it (0: not scanned): checked at
+     * the commit as the entries' nodes are (txn_leases_ok) */
+    uint16_t *sroute;
 };
 
 struct txn_worker {

@@ -144,7 +144,10 @@ static int worker_create(struct txn_env *e, struct fab_ctx *shared, struct txn_w
     w->cinc = calloc(e->n, sizeof *w->cinc);
     w->rnode = calloc(e->n, sizeof *w->rnode);
     w->tx.pinc = calloc(e->n, sizeof *w->tx.pinc);
-    int rc = w->rem && w->rem_ok && w->cinc && w->rnode && w->tx.pinc ? 0 : RDKV_ENOMEM;
+    w->tx.sroute = calloc(e->n, sizeof *w->tx.sroute);
+    int rc = w->rem && w->rem_ok && w->cinc && w->rnode && w->tx.pinc && w->tx.sroute
+                 ? 0
+                 : RDKV_ENOMEM;
     w->own_ctx = !shared;
     if (!rc && shared) w->c = shared;
     else if (!rc) rc = fab_ctx_create(e->f, &w->c);
@@ -161,6 +164,7 @@ static int worker_create(struct txn_env *e, struct fab_ctx *shared, struct txn_w
         free(w->cinc);
         free(w->rnode);
         free(w->tx.pinc);
+        free(w->tx.sroute);
         free(w);
         return rc;
     }
@@ -209,6 +213,7 @@ void txn_worker_destroy(struct txn_worker *w)
     free(w->cinc);
     free(w->rnode);
     free(t->pinc);
+    free(t->sroute);
     free(w);
 }
 
@@ -408,6 +413,7 @@ int txn_begin(struct txn_worker *w, struct txn **out)
     t->log_txid = 0;
     t->ts = ts_fresh(w->e);
     memset(t->pinc, 0, w->e->n * sizeof *t->pinc);
+    memset(t->sroute, 0, w->e->n * sizeof *t->sroute);
     *out = t;
     return 0;
 }
@@ -469,6 +475,8 @@ bool txn_leases_ok(struct txn *t)
     }
     for (uint32_t i = 0; i < t->nscans; i++)
         if (t->scans[i]->mode && !range_hold_ok(t->scans[i])) return false;
+    for (unsigned p = 0; p < e->n; p++)
+        if (t->sroute[p] && t->sroute[p] != txn_owner(e, p) + 1u) return false;
     return true;
 }
 

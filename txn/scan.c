@@ -196,6 +196,7 @@ static int scan_in(struct txn *t, const void *begin, uint32_t blen, const void *
     for (uint16_t q = 0; q < e->n && !rc; q++) {
         uint16_t p = it->cur[q].part = txn_owner(e, q);
         it->cur[q].pid = q;
+        if (!t->sroute[q]) t->sroute[q] = (uint16_t)(p + 1);
         bool seen = false;
         for (uint16_t q2 = 0; q2 < q; q2++) seen |= it->cur[q2].part == p;
         if (seen) continue;

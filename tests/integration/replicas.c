@@ -1042,6 +1042,69 @@ static void t_quick_restart(void)
     stop_ok(true);
 }
 
+/* Reads key k's number in t under a shared lock (bank_read_int takes it for update). */
+static int read_shared(rdkv_txn *t, const char *k, long *out)
+{
+    const void *v;
+    size_t vl;
+    int rc = rdkv_txn_get(t, k, strlen(k), &v, &vl);
+    char b[16] = "";
+    if (!rc && vl < sizeof b) memcpy(b, v, vl);
+    if (!rc) *out = vl && vl < sizeof b ? strtol(b, NULL, 10) : -1;
+    return rc;
+}
+
+/* A transaction that read a partition at the node serving it in its home node's stead, and
+ * commits after the partition was handed back, is aborted (RDKV_EABORTED): its shared lock at
+ * the old primary does not hold off a write at the new one, so what it read may be stale
+ * (docs/replication.md, section 8). One begun after the hand-back commits. */
+static void t_handback_reader(void)
+{
+    row_lease = "60s"; /* (the reader's locks outlive the hand-back: only its route can fail it) */
+    start_lease(3, 3, "2s");
+    unsigned victim = non_manager();
+    REQUIRE(victim < 3);
+    unsigned x = (victim + 1) % 3, y = (victim + 2) % 3;
+    char k[16], k2[16];
+    key_on_nth(victim, 7, k, sizeof k);
+    key_on_nth(x, 7, k2, sizeof k2);
+    rdkv_session *s = NULL;
+    REQUIRE(bank_connect(&L, x, &s) == 0);
+    REQUIRE(rdkv_put(s, k, strlen(k), "1", 1) == 0);
+    REQUIRE(rdkv_put(s, k2, strlen(k2), "2", 1) == 0);
+    REQUIRE(launch_kill(&L, victim) == 0);
+    /* the victim's partition promoted: read there, in a transaction kept open */
+    CHECK(status_becomes(x, "\"epoch\":2,"));
+    rdkv_txn *t = NULL;
+    long v = 0;
+    int rc = -1;
+    for (int64_t until = clock_now_ns() + 30 * NS_PER_S; rc && clock_now_ns() < until;) {
+        REQUIRE(rdkv_txn_begin(s, &t) == 0);
+        if ((rc = read_shared(t, k, &v))) {
+            rdkv_txn_abort(t);
+            rdkv_txn_free(t);
+            rdkv_sleep_us(20000);
+        }
+    }
+    REQUIRE(rc == 0);
+    REQUIRE(restarted(victim, NULL));
+    CHECK(filled_everywhere(victim, x, y));
+    CHECK(handed_back(victim, x, y));
+    CHECK_EQ(read_shared(t, k2, &v), 0); /* (a partition that did not move) */
+    rc = rdkv_txn_commit(t);
+    rdkv_txn_free(t);
+    printf("  a reader of partition %u across its hand-back: %s\n", victim, rdkv_strerror(rc));
+    CHECK_EQ(rc, RDKV_EABORTED);
+    REQUIRE(rdkv_txn_begin(s, &t) == 0);
+    CHECK_EQ(read_shared(t, k, &v), 0);
+    CHECK_EQ(v, 1);
+    CHECK_EQ(rdkv_txn_commit(t), 0);
+    rdkv_txn_free(t);
+    rdkv_session_close(s);
+    row_lease = NULL;
+    stop_ok(true);
+}
+
 /* A cluster whose nodes 1 and 2 start late (the test hook: they reach ZooKeeper 5 s after their
  * start, past a lease and a tenth of node 0's election): the manager does not judge a node that
  * never started (docs/replication.md, section 4), nor counts the time before they started as
@@ -1647,6 +1710,7 @@ int main(int argc, char **argv)
         {"zombie_reads", t_zombie_reads},
         {"lagging_reader", t_lagging_reader},
         {"quick_restart", t_quick_restart},
+        {"handback_reader", t_handback_reader},
         {"zookeeper_away", t_zookeeper_away},
         {"participant_dies", t_participant_dies},
         {"coordinator_dies", t_coordinator_dies},
