@@ -1839,7 +1839,7 @@ static int do_handback(struct replica *r, const void *ctx);
  * The home node takes p over as a promotion does (apply_routes), from a copy that holds every
  * commit and record of p, since nothing of p is open here. 0, or why not (p is served here as
  * before, and this is tried again later). */
-static int hand_back(struct replica *r, struct fab_ctx *fc, unsigned p, const struct rcfg *c)
+static int hand_back(struct replica *r, struct fab_ctx *fc, unsigned p)
 {
     int64_t t0 = clock_now_ns();
     pthread_mutex_lock(&r->mu);
@@ -1858,14 +1858,17 @@ static int hand_back(struct replica *r, struct fab_ctx *fc, unsigned p, const st
         rc = ask_manager(r, fc, KV_RPC_REPL_HANDBACK, b, sizeof b, 10 * NS_PER_S, do_handback,
                          &h, NULL);
     }
-    /* p stays refused here until this node has taken the new routes (its commits of p are
-     * refused by them from then on), or the change is known not to have happened: a refusal,
-     * or none within two leases */
+    /* p stays refused here until this node holds a configuration that names another primary
+     * of p and has taken its routes (its commits of p are refused by them from then on), or
+     * the change is known not to have happened: a refusal, or none within two leases. (Not
+     * "a newer epoch than c": c may be older than what this node holds, and the epoch after
+     * it some other change -- found by the hand-back's own log, a partition unfrozen while
+     * still named here, its ships then refused by the backups' epoch check.) */
     bool maybe = asked && rc != RDKV_EPERM && rc != RDKV_EINVAL && rc != RDKV_EPROTO;
     pthread_mutex_lock(&r->mu);
     int64_t until = clock_now_ns() + 2 * r->lease_ns;
     while (maybe && !r->stopping && clock_now_ns() < until &&
-           (r->cur.epoch <= c->epoch ||
+           (rcfg_primary(&r->cur, p) == r->me ||
             __atomic_load_n(&r->routed_epoch, __ATOMIC_ACQUIRE) < r->cur.epoch)) {
         struct timespec ts = clock_ts(clock_now_ns() + 10 * NS_PER_MS);
         pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
@@ -1909,7 +1912,7 @@ static void *copier_main(void *arg)
         if (back >= 0) {
             pthread_mutex_unlock(&r->mu);
             int rc = copier_ctx(r, &fc);
-            if (!rc) rc = hand_back(r, fc, (unsigned)back, &c);
+            if (!rc) rc = hand_back(r, fc, (unsigned)back);
             pthread_mutex_lock(&r->mu);
             /* (tried again later if it did not happen: the home node may be slow to answer) */
             r->next_handback[back] = clock_now_ns() + (rc ? 10 * NS_PER_S : 0);
