@@ -691,6 +691,8 @@ struct handback {
 static int make_handback(const struct rcfg *cur, const void *ctx, struct rcfg *next)
 {
     const struct handback *h = ctx;
+    /* (handed back already: this request again, or a write whose answer was lost) */
+    if (h->p < cur->partitions && rcfg_primary(cur, h->p) == h->p) return RCFG_SAME;
     if (h->p >= cur->partitions || rcfg_primary(cur, h->p) != h->src) return RDKV_EPERM;
     return rcfg_handback(cur, h->p, (uint16_t)h->p, next);
 }
@@ -1842,34 +1844,60 @@ static int do_handback(struct replica *r, const void *ctx);
 static int hand_back(struct replica *r, struct fab_ctx *fc, unsigned p)
 {
     int64_t t0 = clock_now_ns();
+    /* what an earlier drain left behind first, before anything is refused (drain_old would
+     * wait for it while the partition is frozen) */
     pthread_mutex_lock(&r->mu);
-    r->frozen[p] = true;
-    __atomic_add_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
+    while (r->live[r->gen ^ 1] && !r->stopping && clock_now_ns() - t0 < HANDBACK_DRAIN_NS) {
+        struct timespec ts = clock_ts(clock_now_ns() + 10 * NS_PER_MS);
+        pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
+    }
+    bool clear = !r->live[r->gen ^ 1] && !r->stopping;
+    if (clear) {
+        r->frozen[p] = true;
+        __atomic_add_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
+    }
     pthread_mutex_unlock(&r->mu);
+    if (!clear) return RDKV_ETIMEDOUT; /* (a record of an earlier generation still open) */
+    int64_t frozen = clock_now_ns();
     char what[64];
     snprintf(what, sizeof what, "handing partition %u back to node %u", p, p);
     int rc = drain_old(r, HANDBACK_DRAIN_NS, what);
     int64_t drained = clock_now_ns();
-    bool asked = !rc;
-    if (asked) {
+    bool drained_ok = !rc;
+    int mgr = -1;
+    if (!rc) {
         struct handback h = {p, r->me};
         uint8_t b[2];
         pack_put_u16le(b, (uint16_t)p);
         rc = ask_manager(r, fc, KV_RPC_REPL_HANDBACK, b, sizeof b, 10 * NS_PER_S, do_handback,
-                         &h, NULL);
+                         &h, &mgr);
     }
     /* p stays refused here until this node holds a configuration that names another primary
-     * of p and has taken its routes (its commits of p are refused by them from then on), or
-     * the change is known not to have happened: a refusal, or none within two leases. (Not
-     * "a newer epoch than c": c may be older than what this node holds, and the epoch after
-     * it some other change -- found by the hand-back's own log, a partition unfrozen while
-     * still named here, its ships then refused by the backups' epoch check.) */
+     * of p and has taken its routes -- its commits of p are refused by them from then on --
+     * or the change is known not to have happened: never asked (the drain gave up, no
+     * manager known), refused, or -- read in ZooKeeper every two leases while it waits --
+     * the stored configuration names this node p's primary. A change installed (or perhaps
+     * installed) keeps the partition frozen however late this node's watch is: unfrozen
+     * while still named here, its commits would only be refused by the backups' epoch check
+     * and answered "unknown". */
+    bool asked = mgr >= 0; /* (the drain ended, and a manager was named) */
     bool maybe = asked && rc != RDKV_EPERM && rc != RDKV_EINVAL && rc != RDKV_EPROTO;
     pthread_mutex_lock(&r->mu);
-    int64_t until = clock_now_ns() + 2 * r->lease_ns;
-    while (maybe && !r->stopping && clock_now_ns() < until &&
+    int64_t look = clock_now_ns() + 2 * r->lease_ns;
+    while (maybe && !r->stopping &&
            (rcfg_primary(&r->cur, p) == r->me ||
             __atomic_load_n(&r->routed_epoch, __ATOMIC_ACQUIRE) < r->cur.epoch)) {
+        if (clock_now_ns() >= look && rcfg_primary(&r->cur, p) == r->me) {
+            pthread_mutex_unlock(&r->mu);
+            struct rcfg stored;
+            int version;
+            char err[160];
+            bool mine = !zcfg_read(r->z, &stored, &version, err, sizeof err) &&
+                        p < stored.partitions && rcfg_primary(&stored, p) == r->me;
+            pthread_mutex_lock(&r->mu);
+            if (mine) break; /* (not handed back, or handed back here again since) */
+            look = clock_now_ns() + 2 * r->lease_ns;
+        }
         struct timespec ts = clock_ts(clock_now_ns() + 10 * NS_PER_MS);
         pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
     }
@@ -1878,12 +1906,15 @@ static int hand_back(struct replica *r, struct fab_ctx *fc, unsigned p)
     __atomic_sub_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&r->mu);
     if (moved)
-        log_warn("node %u: handed partition %u back to node %u (drained in %.1f ms, in %.1f ms "
-                 "in all)", r->me, p, p, (double)(drained - t0) / 1e6,
-                 (double)(clock_now_ns() - t0) / 1e6);
+        log_warn("node %u: handed partition %u back to node %u (drained in %.1f ms, frozen "
+                 "%.1f ms in all)", r->me, p, p, (double)(drained - frozen) / 1e6,
+                 (double)(clock_now_ns() - frozen) / 1e6);
     else
         log_warn("node %u: partition %u not handed back to node %u: %s (tried again later)",
-                 r->me, p, p, rc ? rdkv_strerror(rc) : "the configuration did not change");
+                 r->me, p, p,
+                 drained_ok && !asked ? "no configuration manager known"
+                 : rc                 ? rdkv_strerror(rc)
+                                      : "the configuration did not change");
     return moved ? 0 : rc ? rc : RDKV_EABORTED;
 }
 
@@ -2761,6 +2792,13 @@ static void forget_done(void *ctx, int rc)
 static int ship_rec(void *arg, int kind, uint64_t txid, const void *payload, size_t len)
 {
     struct replica *r = arg;
+    if (kind == TXN_SHIP_KEEP) {
+        /* a decision its coordinator keeps for good: never FORGET, so no drain waits for it,
+         * and every copy of its partition filled later is sent it, as a taken-over one */
+        gen_leave(r, txid, REPLICA_DECIDE);
+        uint64_t t = txid;
+        return keep_decided(r, txn_txid_node(txid) % r->parts, &t, 1);
+    }
     if (kind != REPLICA_FORGET) {
         bool prep = kind == REPLICA_PREPARE || len, dec = kind == REPLICA_DECIDE;
         int rc = prep ? gen_enter(r, txid, REPLICA_PREPARE) : 0;

@@ -4,8 +4,8 @@
 # a short transactional workload with kvbench and print its throughput and latency, kill a node
 # with kill -9 and restart it with its data; then a replicated cluster (3 copies of every
 # partition in memory, the configuration in a local ZooKeeper) that loses a node for good and
-# carries on with its data, and fills the node's replacement; stop every node it started (also
-# on Ctrl-C or an error). Installs missing Debian packages when run as root.
+# carries on with its data, fills the node's replacement and hands its partition back; stop every
+# node it started (also on Ctrl-C or an error). Installs missing Debian packages when run as root.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$root/tools/deps.sh"
@@ -127,11 +127,15 @@ done
 for i in 1 2 3 4 5 6; do run kvctl get "k$i"; done
 run kvctl put k2 after
 run kvctl status || true
-say "node 1's replacement: started empty, it joins and the primaries fill its copies"
+say "node 1's replacement: started empty, it joins, the primaries fill its copies, and its partition is handed back to it"
 echo "\$ tools/cluster.sh restart $rdir 1"
 "$root/tools/cluster.sh" restart "$rdir" 1 >/dev/null
+# (until no copy is being filled and partition 1's primary is node 1 again: bounded)
 for _ in $(seq 300); do
-    "$kvctl" status 2>/dev/null | grep -q '^[0-9].*+' || break
+    st=$("$kvctl" status 2>/dev/null)
+    if ! printf '%s\n' "$st" | grep -q '^[0-9].*+' && printf '%s\n' "$st" | grep -Eq '^1 +1 '; then
+        break
+    fi
     sleep 0.1
 done
 run kvctl status

@@ -351,13 +351,30 @@ static int commit_all(struct twopc *c)
          * the delivery of the decision sees to. So the transaction has committed, and only a
          * refusal by the fence -- which nothing can cause but a bug -- is news. */
         bool refused = c->st[i] == RDKV_EABORTED;
-        if (!refused && !e->wal && e->cfg.ship_rec && no_answer(c->st[i]) &&
+        /* Busy is no answer either: the participant holds the transaction prepared and has not
+         * installed it (another path is settling it, or its ship to its backups failed: a
+         * zombie primary). The decision must outlive that: delivered again, and until then the
+         * record kept by a fence -- forgotten, it would answer "unknown" to the participant's
+         * (or its promoted copy's) question, an abort of a committed transaction (found by
+         * replicas_partitions: a member cut from its peers answered its COMMIT busy, the
+         * promoted copy asked, and a transfer was left half-applied). */
+        bool again = no_answer(c->st[i]) || c->st[i] == RDKV_EBUSY;
+        if (!refused && !e->wal && e->cfg.ship_rec && again &&
             deliver_moved(t, c->rnodes[i]) == 0)
             continue; /* (delivered: to the participant, or to its partitions' new primaries) */
         if (refused || !e->wal) {
             log_warn("txn %llx: node %u did not confirm the commit: %s", (unsigned long long)txid,
                      c->rnodes[i], rdkv_strerror(c->st[i]));
             rc = RDKV_EUNKNOWN;
+        }
+        if (!refused && !e->wal && e->cfg.ship_rec && again) {
+            /* not delivered within DELIVER_MOVED_NS: whoever holds it prepared asks us (or the
+             * node serving our partition, whose copy holds the DECIDE) -- the answer must stay
+             * "committed" for as long as this process runs, as a decision taken over is kept */
+            coord_update(e, txid, 0, 1);
+            e->cfg.ship_rec(e->cfg.ship_arg, TXN_SHIP_KEEP, txid, NULL, 0);
+            log_warn("txn %llx: its commit decision is kept here for node %u's question",
+                     (unsigned long long)txid, c->rnodes[i]);
         }
         if (refused && e->wal)
             log_error("txn %llx: node %u refused its COMMIT after the decision was durable: the "
@@ -366,7 +383,7 @@ static int commit_all(struct twopc *c)
          * there stay until it says nothing of the transaction will be installed any more (with
          * a log, RESOLVE commits it first), or a late install could land under the next
          * holder, or a reader see the row from before a transaction acknowledged. */
-        if (e->wal || no_answer(c->st[i])) txn_fence_keep(t, c->rnodes[i], TXN_RESOLVE_COMMIT);
+        if (e->wal || again) txn_fence_keep(t, c->rnodes[i], TXN_RESOLVE_COMMIT);
     }
     return rc;
 }

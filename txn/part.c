@@ -353,6 +353,7 @@ int part_ship_prepare(struct txn_env *e, struct prepared *p, int kind)
     p->shipped = true;
     int rc = e->cfg.ship_rec(e->cfg.ship_arg, kind, p->txid, buf, len);
     free(buf);
+    if (rc == RDKV_EBUSY) p->shipped = false; /* (refused before anything was sent) */
     return rc;
 }
 
@@ -363,7 +364,17 @@ void part_abort(struct txn_env *e, struct prepared *p)
          * promotion, and its coordinator answers "unknown") */
         size_t len;
         uint8_t *buf = pack_writes(p, 0, &len);
+        /* (no memory now: tried again for a while -- until its FORGET is queued the PREPARE
+         * counts as open, and a new copy's fill or a hand-back waits for it) */
+        for (int tries = 0; !buf && len <= UINT32_MAX && tries < 1000; tries++) {
+            clock_sleep_ns(NS_PER_MS);
+            buf = pack_writes(p, 0, &len);
+        }
         if (buf) e->cfg.ship_rec(e->cfg.ship_arg, TXN_SHIP_FORGET, p->txid, buf, len);
+        else
+            log_error("txn %llx: no memory for the FORGET of its PREPARE: the backups keep it "
+                      "(a promotion asks its coordinator about it)",
+                      (unsigned long long)p->txid);
         free(buf);
     }
     if (p->listed) {

@@ -110,7 +110,15 @@ struct txn_cfg {
     void *ship_arg;
 };
 /* What ship_rec carries (the replication layer's KV_RPC_REPL item kinds, server/replica.h). */
-enum txn_ship_kind { TXN_SHIP_PREPARE = 1, TXN_SHIP_FORGET = 2, TXN_SHIP_DECIDE = 3 };
+/* (TXN_SHIP_KEEP is no record: the coordinator keeps a DECIDE for as long as it runs -- a
+ * participant never confirmed the commit -- so no FORGET will end it; the replication layer
+ * stops waiting for one and gives the decision to every copy filled later.) */
+enum txn_ship_kind {
+    TXN_SHIP_PREPARE = 1,
+    TXN_SHIP_FORGET = 2,
+    TXN_SHIP_DECIDE = 3,
+    TXN_SHIP_KEEP = 4,
+};
 /* The node that coordinates txid (a txid is node:16 | sequence:48): its DECIDE goes to the
  * backups of that node's partition. */
 static inline uint16_t txn_txid_node(uint64_t txid) { return (uint16_t)(txid >> 48); }
