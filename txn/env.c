@@ -46,7 +46,9 @@ const char *txn_conflict_name(int policy)
  * COMMIT record: its write fails); coord-oom makes the coordinator's memory for a logged decision still to deliver run
  * out; install-slow makes every commit install its writes 50 ms after its COMMIT record is
  * durable (a slow disk's window, widened). In any cluster: query-slow makes the node answer
- * TXN_RPC_QUERY 600 ms late (past the asker's timeout), from its RPC threads. */
+ * TXN_RPC_QUERY 600 ms late (past the asker's timeout), from its RPC threads. Replicated:
+ * ship-busy makes the next COMMIT of a transaction prepared here fail its ship to the backups
+ * once (nothing installed, still prepared, answered busy), as a zombie primary's does. */
 static void fault_parse(struct txn_env *e)
 {
     static const struct {
@@ -64,6 +66,7 @@ static void fault_parse(struct txn_env *e)
         {"coord-oom@", TXN_FAULT_COORD_OOM, true},
         {"query-slow@", TXN_FAULT_QUERY_SLOW, false},
         {"install-slow@", TXN_FAULT_INSTALL_SLOW, true},
+        {"ship-busy@", TXN_FAULT_SHIP_BUSY, false},
     };
     const char *f = getenv("RDKV_TEST_FAULT");
     const char *at = f ? strchr(f, '@') : NULL;

@@ -37,6 +37,9 @@ enum txn_fault {
     TXN_FAULT_QUERY_SLOW,          /* query-slow@N: TXN_RPC_QUERY answered 600 ms late */
     TXN_FAULT_INSTALL_SLOW,        /* install-slow@N: every commit installs 50 ms after its
                                       COMMIT record is durable */
+    TXN_FAULT_SHIP_BUSY,           /* ship-busy@N: replicated, a participant's next COMMIT of
+                                      a prepared transaction finds its ship failed once, as a
+                                      zombie primary's does (it stays prepared, answers busy) */
 };
 
 /* One write of a commit, as the coordinator sends it to the key's owner. */

@@ -324,7 +324,9 @@ int part_commit(struct txn_env *e, struct prepared *p)
             clock_sleep_ns(NS_PER_MS);
             buf = pack_writes(p, 0, &len);
         }
-        int rc = buf ? e->cfg.ship(e->cfg.ship_arg, p->txid, buf, len) : RDKV_ENOMEM;
+        int rc = !buf                                                   ? RDKV_ENOMEM
+                 : p->listed && txn_fault_take(e, TXN_FAULT_SHIP_BUSY) ? RDKV_EUNAVAILABLE
+                 : e->cfg.ship(e->cfg.ship_arg, p->txid, buf, len);
         free(buf);
         if (rc) {
             if (e->wal) wal_unhold(e->wal, &hold);

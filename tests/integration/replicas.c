@@ -830,6 +830,19 @@ static void t_participant_dies(void)
     stop_ok(true);
 }
 
+/* A participant answers its COMMIT busy: its ship to its backups failed once (the test hook;
+ * a zombie primary's ship fails so), so it installed nothing and keeps the transaction
+ * prepared. The coordinator must neither forget its decision nor take busy for a refusal: it
+ * delivers the commit again and the transfer is acknowledged, both sides there. (Before, the
+ * decision was forgotten, the participant asked and heard "unknown", and aborted its share.) */
+static void t_busy_commit(void)
+{
+    int rc = -1;
+    hooked_transfer("ship-busy@2", 1, 2, 0, 1, 1, &rc);
+    CHECK_EQ(rc, 0);
+    stop_ok(true);
+}
+
 /* The coordinator dies right after its decision reached its backups, before any COMMIT: the
  * participants hold the transaction prepared and ask the node now serving the coordinator's
  * partition, which answers from the replicated decision -- both sides commit. Then the dead
@@ -1714,6 +1727,7 @@ int main(int argc, char **argv)
         {"zookeeper_away", t_zookeeper_away},
         {"participant_dies", t_participant_dies},
         {"coordinator_dies", t_coordinator_dies},
+        {"busy_commit", t_busy_commit},
         {"late_start", t_late_start},
         {"copy_full", t_copy_full},
         {"prepared_dies", t_prepared_dies},
