@@ -13,6 +13,7 @@ struct tent {
     uint32_t klen;
     uint16_t part;   /* the node serving the key's partition when the entry was made */
     uint16_t pid;    /* the key's partition */
+    uint32_t moves;  /* its route's move count when the entry was made (read before part) */
     bool exists;     /* a live row was found under the lock */
     bool known;      /* exists has been settled under this transaction's locks */
     bool have_val;
@@ -49,9 +50,9 @@ struct txn {
      * posts are pinned to it (rdma/fabric.h fab_pin), its locks there were taken in it, and a
      * PREPARE or APPLY names it (docs/transactions.md, "Incarnations") */
     uint64_t *pinc;
-    /* per partition, the node + 1 that its scans found serving it (0: not scanned): checked at
-     * the commit as the entries' nodes are (txn_leases_ok) */
-    uint16_t *sroute;
+    /* per partition, its route's move count + 1 when a scan first took it (0: not scanned):
+     * checked at the commit as the entries' are (txn_leases_ok) */
+    uint32_t *sroute;
 };
 
 struct txn_worker {

@@ -292,6 +292,7 @@ static int ent_add(struct txn *t, const void *key, uint32_t klen, uint64_t hash)
     en->klen = klen;
     en->hash = hash;
     en->pid = txn_partition(e, k, klen);
+    en->moves = txn_route_moves(e, en->pid);
     en->part = txn_owner(e, en->pid);
     uint32_t s = idx_slot(t, hash);
     while (t->idx[s]) s = (s + 1) & (t->idxcap - 1);
@@ -454,8 +455,8 @@ int txn_charge_op(struct txn *t, uint64_t bytes)
  * answers as the incarnation it did (a restart took its locks there with the old process's
  * memory, shared ones too). The participants of its writes check the latter themselves
  * (TXN_RPC_PREPARE, APPLY); for the nodes it only read, this is the check, as of the context's
- * connection now (docs/transactions.md, "Incarnations"). And every key's partition is still
- * served by the node it was locked at (docs/replication.md, "Handing a partition back"). */
+ * connection now (docs/transactions.md, "Incarnations"). And no key's or scan's partition has
+ * moved since it was locked (docs/replication.md, "Handing a partition back"). */
 bool txn_leases_ok(struct txn *t)
 {
     struct txn_env *e = t->w->e;
@@ -469,14 +470,15 @@ bool txn_leases_ok(struct txn *t)
         struct tent *en = &t->ents[i];
         /* (its partition moved since -- a promotion, or a hand-back: the new primary may have
          * taken writes that our locks at the old one do not hold off) */
-        if (en->part != txn_owner(e, en->pid)) return false;
+        if (en->moves != txn_route_moves(e, en->pid) || en->part != txn_owner(e, en->pid))
+            return false;
         if (en->lk.mode && !lock_lease_ok(&en->lk)) return false;
         if (en->rh && en->rh->mode && !range_hold_ok(en->rh)) return false;
     }
     for (uint32_t i = 0; i < t->nscans; i++)
         if (t->scans[i]->mode && !range_hold_ok(t->scans[i])) return false;
     for (unsigned p = 0; p < e->n; p++)
-        if (t->sroute[p] && t->sroute[p] != txn_owner(e, p) + 1u) return false;
+        if (t->sroute[p] && t->sroute[p] != txn_route_moves(e, p) + 1u) return false;
     return true;
 }
 

@@ -315,6 +315,9 @@ void txn_env_route(struct txn_env *e, unsigned p, uint16_t node, struct store *s
     __atomic_store_n(&r->gate, node == e->me && gate, __ATOMIC_RELEASE);
     __atomic_store_n(&r->st, node == e->me ? st : NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&r->node, node, __ATOMIC_RELEASE);
+    /* (after node: readers read the count first, so a count they see is never newer than the
+     * node they read after it) */
+    if (moved) __atomic_add_fetch(&r->moves, 1, __ATOMIC_RELEASE);
     /* (the asker asks at once about PREPAREs whose coordinator's partition moved: its new
      * primary answers for it) */
     if (moved) txn_indoubt_kick(e);

@@ -135,6 +135,9 @@ struct outcome {
  * node names this node, and a partition is never moved to this node's other store). */
 struct txn_route {
     uint16_t node;
+    uint32_t moves; /* (atomic) how often node changed: a transaction that saw another count
+                       locked or scanned at a route since moved (txn_leases_ok), even if it
+                       moved back since */
     struct store *st;
     bool gate; /* (atomic) served here, but only to the adoption's workers (txn_env_adopt) */
     char name[STORE_NAME_MAX + 1];
@@ -285,6 +288,12 @@ static inline bool txn_down(const struct txn_env *e, uint16_t node)
 static inline uint16_t txn_owner(const struct txn_env *e, unsigned p)
 {
     return __atomic_load_n(&e->route[p].node, __ATOMIC_ACQUIRE);
+}
+/* Partition p's route's move count (struct txn_route.moves). Read before txn_owner, it is
+ * never newer than the node read after it. */
+static inline uint32_t txn_route_moves(const struct txn_env *e, unsigned p)
+{
+    return __atomic_load_n(&e->route[p].moves, __ATOMIC_ACQUIRE);
 }
 static inline struct store *txn_pstore(const struct txn_env *e, unsigned p)
 {

@@ -194,9 +194,10 @@ static int scan_in(struct txn *t, const void *begin, uint32_t blen, const void *
     it->cur = calloc(e->n, sizeof *it->cur);
     if (!it->cur) rc = txn_fail(t, RDKV_ENOMEM);
     for (uint16_t q = 0; q < e->n && !rc; q++) {
+        uint32_t moves = txn_route_moves(e, q);
         uint16_t p = it->cur[q].part = txn_owner(e, q);
         it->cur[q].pid = q;
-        if (!t->sroute[q]) t->sroute[q] = (uint16_t)(p + 1);
+        if (!t->sroute[q]) t->sroute[q] = moves + 1;
         bool seen = false;
         for (uint16_t q2 = 0; q2 < q; q2++) seen |= it->cur[q2].part == p;
         if (seen) continue;
