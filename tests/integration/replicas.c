@@ -512,7 +512,7 @@ static void rejoin_and_fill(unsigned back, unsigned x, unsigned y, bool restart_
     struct mover mh = {0};
     rdkv_session *sh = NULL;
     REQUIRE(mover_init_nth(&mh, back, x, 5, y, 5, &sh) == 0);
-    mover_run(&mh, 20, 20);
+    mover_run(&mh, 20, 30);
     printf("  node %u serves its partition again %.1f s after its copies were filled; %u "
            "two-phase moves coordinated there\n", back, (double)(clock_now_ns() - t1) / 1e9,
            atomic_load(&mh.acked));
@@ -872,6 +872,9 @@ static void t_coordinator_dies(void)
     char said[80];
     snprintf(said, sizeof said, "0 prepared and %llu decided two-phase commits taken over",
              (unsigned long long)n);
+    /* (the configuration names it primary before its takeover ends and says so: bounded) */
+    int64_t until = clock_now_ns() + 30 * NS_PER_S;
+    while (!bank_log_says(&L, 2, said) && clock_now_ns() < until) rdkv_sleep_us(50000);
     CHECK(bank_log_says(&L, 2, said));
     stop_ok(true);
 }
