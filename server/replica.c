@@ -1761,6 +1761,19 @@ static int fill_partition(struct replica *r, struct fab_ctx *fc, struct lock_thr
  * settled (the new copy never received them). Before a hand-back the same, once the partition
  * is frozen. 0, or RDKV_ETIMEDOUT after limit_ns (said, for what_for; tried again later),
  * RDKV_ESHUTDOWN. Only the copier calls it: one drain at a time. */
+/* Waits (mu held) until generation g has nothing counted: 0, RDKV_ETIMEDOUT at `until`, or
+ * RDKV_ESHUTDOWN. */
+static int gen_wait_locked(struct replica *r, unsigned g, int64_t until)
+{
+    while (r->live[g]) {
+        if (r->stopping) return RDKV_ESHUTDOWN;
+        if (clock_now_ns() > until) return RDKV_ETIMEDOUT;
+        struct timespec ts = clock_ts(clock_now_ns() + 10 * NS_PER_MS);
+        pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
+    }
+    return r->stopping ? RDKV_ESHUTDOWN : 0;
+}
+
 static int drain_old(struct replica *r, int64_t limit_ns, const char *what_for)
 {
     int64_t until = clock_now_ns() + limit_ns;
@@ -1769,22 +1782,11 @@ static int drain_old(struct replica *r, int64_t limit_ns, const char *what_for)
      * too: it is waited for before the flip, which would otherwise mix it with what begins
      * after (and the drain would not wait for it). */
     unsigned old = r->gen ^ 1;
-    bool flipped = false;
-    int rc = 0;
-    for (;;) {
-        if (!flipped && !r->live[old]) {
-            old = r->gen;
-            r->gen ^= 1;
-            flipped = true;
-        }
-        if (flipped && !r->live[old]) break;
-        if (r->stopping) rc = RDKV_ESHUTDOWN;
-        else if (clock_now_ns() > until) rc = RDKV_ETIMEDOUT;
-        else {
-            struct timespec ts = clock_ts(clock_now_ns() + 10 * NS_PER_MS);
-            pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
-        }
-        if (rc) break;
+    int rc = gen_wait_locked(r, old, until);
+    if (!rc) {
+        old = r->gen;
+        r->gen ^= 1;
+        rc = gen_wait_locked(r, old, until);
     }
     if (rc == RDKV_ETIMEDOUT) {
         /* say what it waits for: a commit or a two-phase commit still open after limit_ns */
@@ -1808,8 +1810,9 @@ static int drain_old(struct replica *r, int64_t limit_ns, const char *what_for)
     return rc;
 }
 
-/* The copier's fabric context, made at its first use: 0, or what creating it said. */
-static int copier_ctx(struct replica *r, struct fab_ctx **fc)
+/* A thread's fabric context (the copier's, the asker's), made at its first use: 0, or what
+ * creating it said. */
+static int ctx_once(struct replica *r, struct fab_ctx **fc)
 {
     if (*fc) return 0;
     int rc = fab_ctx_create(r->f, fc);
@@ -1847,11 +1850,7 @@ static int hand_back(struct replica *r, struct fab_ctx *fc, unsigned p)
     /* what an earlier drain left behind first, before anything is refused (drain_old would
      * wait for it while the partition is frozen) */
     pthread_mutex_lock(&r->mu);
-    while (r->live[r->gen ^ 1] && !r->stopping && clock_now_ns() - t0 < HANDBACK_DRAIN_NS) {
-        struct timespec ts = clock_ts(clock_now_ns() + 10 * NS_PER_MS);
-        pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
-    }
-    bool clear = !r->live[r->gen ^ 1] && !r->stopping;
+    bool clear = !gen_wait_locked(r, r->gen ^ 1, t0 + HANDBACK_DRAIN_NS);
     if (clear) {
         r->frozen[p] = true;
         __atomic_add_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
@@ -1942,7 +1941,7 @@ static void *copier_main(void *arg)
             if (handback_due(r, &c, p)) back = (int)p;
         if (back >= 0) {
             pthread_mutex_unlock(&r->mu);
-            int rc = copier_ctx(r, &fc);
+            int rc = ctx_once(r, &fc);
             if (!rc) rc = hand_back(r, fc, (unsigned)back);
             pthread_mutex_lock(&r->mu);
             /* (tried again later if it did not happen: the home node may be slow to answer) */
@@ -1955,7 +1954,7 @@ static void *copier_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&r->mu);
-        int rc = copier_ctx(r, &fc);
+        int rc = ctx_once(r, &fc);
         if (!rc && !lt_on) lt_on = !(rc = lock_thread_init(&lt, fc, r->lcfg));
         if (!rc) rc = drain_old(r, 30 * NS_PER_S, "a new copy's fill");
         if (!rc) rc = fill_partition(r, fc, &lt, (unsigned)pick, &c);
@@ -2203,9 +2202,7 @@ static void *asker_main(void *arg)
         int64_t for_ns = r->drop_for[pick];
         r->drop_want[pick] = 0;
         pthread_mutex_unlock(&r->mu);
-        if (!fc && fab_ctx_create(r->f, &fc)) fc = NULL;
-        if (fc) {
-            fab_ctx_set_spin(fc, 0);
+        if (!ctx_once(r, &fc)) {
             ask_drop(r, fc, (unsigned)pick, node, why, for_ns);
         } else {
             log_warn("node %u: no fabric context to ask for a copy's drop (asked again)", r->me);
@@ -2600,19 +2597,26 @@ static void gen_drop_locked(struct replica *r, unsigned g)
 /* A commit (kind REPLICA_APPLY) about to ship, counted in the current generation until it is
  * installed; or a PREPARE or DECIDE record, until it is settled: 0, or RDKV_ENOMEM (nothing
  * counted). */
+/* txid's entry of kind `kind` in the generation map, or where it would be linked (mu held). */
+static struct gent **gent_find_locked(struct replica *r, uint64_t txid, uint8_t kind)
+{
+    struct gent **pp = &r->gmap[txid % 64];
+    while (*pp && !((*pp)->txid == txid && (*pp)->kind == kind)) pp = &(*pp)->next;
+    return pp;
+}
+
 static int gen_enter(struct replica *r, uint64_t txid, uint8_t kind)
 {
     struct gent *g = malloc(sizeof *g);
     if (!g) return RDKV_ENOMEM;
     pthread_mutex_lock(&r->mu);
     unsigned b = (unsigned)(txid % 64);
-    for (struct gent *x = r->gmap[b]; x; x = x->next)
-        if (x->txid == txid && x->kind == kind) {
-            /* (counted already: one entry, which one settlement ends) */
-            pthread_mutex_unlock(&r->mu);
-            free(g);
-            return 0;
-        }
+    if (*gent_find_locked(r, txid, kind)) {
+        /* (counted already: one entry, which one settlement ends) */
+        pthread_mutex_unlock(&r->mu);
+        free(g);
+        return 0;
+    }
     g->txid = txid;
     g->kind = kind;
     g->gen = r->gen;
@@ -2628,14 +2632,12 @@ static int gen_enter(struct replica *r, uint64_t txid, uint8_t kind)
 static void gen_leave(struct replica *r, uint64_t txid, uint8_t kind)
 {
     pthread_mutex_lock(&r->mu);
-    for (struct gent **pp = &r->gmap[txid % 64]; *pp; pp = &(*pp)->next)
-        if ((*pp)->txid == txid && (*pp)->kind == kind) {
-            struct gent *g = *pp;
-            *pp = g->next;
-            gen_drop_locked(r, g->gen);
-            free(g);
-            break;
-        }
+    struct gent **pp = gent_find_locked(r, txid, kind), *g = *pp;
+    if (g) {
+        *pp = g->next;
+        gen_drop_locked(r, g->gen);
+        free(g);
+    }
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -2659,9 +2661,8 @@ static int frozen_refuse(struct replica *r, uint8_t kind, uint64_t txid, const v
     pthread_mutex_lock(&r->mu);
     for (unsigned p = 0; p < r->parts && p < RCFG_MAX_NODES && !rc; p++)
         if (sp.mask >> p & 1 && r->frozen[p]) rc = RDKV_EBUSY;
-    if (rc && kind == REPLICA_APPLY) /* (a transaction prepared here commits) */
-        for (struct gent *x = r->gmap[txid % 64]; x; x = x->next)
-            if (x->txid == txid && x->kind == REPLICA_PREPARE) rc = 0;
+    if (rc && kind == REPLICA_APPLY && *gent_find_locked(r, txid, REPLICA_PREPARE))
+        rc = 0; /* (a transaction prepared here commits) */
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
