@@ -359,15 +359,15 @@ static int commit_all(struct twopc *c)
          * replicas_partitions: a member cut from its peers answered its COMMIT busy, the
          * promoted copy asked, and a transfer was left half-applied). */
         bool again = no_answer(c->st[i]) || c->st[i] == RDKV_EBUSY;
-        if (!refused && !e->wal && e->cfg.ship_rec && again &&
-            deliver_moved(t, c->rnodes[i]) == 0)
+        bool redeliver = !refused && !e->wal && e->cfg.ship_rec && again;
+        if (redeliver && deliver_moved(t, c->rnodes[i]) == 0)
             continue; /* (delivered: to the participant, or to its partitions' new primaries) */
         if (refused || !e->wal) {
             log_warn("txn %llx: node %u did not confirm the commit: %s", (unsigned long long)txid,
                      c->rnodes[i], rdkv_strerror(c->st[i]));
             rc = RDKV_EUNKNOWN;
         }
-        if (!refused && !e->wal && e->cfg.ship_rec && again) {
+        if (redeliver) {
             /* not delivered within DELIVER_MOVED_NS: whoever holds it prepared asks us (or the
              * node serving our partition, whose copy holds the DECIDE) -- the answer must stay
              * "committed" for as long as this process runs, as a decision taken over is kept */

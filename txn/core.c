@@ -470,8 +470,7 @@ bool txn_leases_ok(struct txn *t)
         struct tent *en = &t->ents[i];
         /* (its partition moved since -- a promotion, or a hand-back: the new primary may have
          * taken writes that our locks at the old one do not hold off) */
-        if (en->moves != txn_route_moves(e, en->pid) || en->part != txn_owner(e, en->pid))
-            return false;
+        if (en->moves != txn_route_moves(e, en->pid)) return false; /* (so its node is too) */
         if (en->lk.mode && !lock_lease_ok(&en->lk)) return false;
         if (en->rh && en->rh->mode && !range_hold_ok(en->rh)) return false;
     }
