@@ -151,7 +151,8 @@ static void *monitor_main(void *arg)
         uint64_t silent = 0, unseen = 0; /* unseen: no request of it since the office began */
         pthread_mutex_lock(&l->mu);
         for (unsigned m = 0; m < c.nodes; m++) {
-            if (l->seen[m] < l->office_since) unseen |= 1ull << m;
+            /* (lease_elected set seen to office_since: no request since then is unseen) */
+            if (l->seen[m] <= l->office_since) unseen |= 1ull << m;
             if (m == l->me || t - l->seen[m] <= l->len_ns / 10 * 7) fresh++;
             if (m != l->me && (c.members >> m & 1) && !l->suspected[m] &&
                 t - l->heard[m] > l->len_ns + l->guard_ns)
@@ -167,8 +168,12 @@ static void *monitor_main(void *arg)
         /* ZooKeeper's word on who holds a session, read once: the start's grace and the
          * minority's judgement below both need it */
         bool grace = office_for < start_grace(l);
-        uint64_t live = 0;
+        uint64_t live = 0, started = 0;
         int64_t session_ns = 0;
+        /* (who started, read before who is live: a node's claim and its candidacy are one
+         * multi (zcfg_claim), so one that starts between the two reads is live in the second
+         * and not judged; read the other way round, it would be started and not yet live) */
+        if (grace && l->h.started(l->h.arg, &started)) continue; /* (no witness: wait) */
         if ((grace || !majority) && l->h.live(l->h.arg, &live, &session_ns))
             continue; /* (no witness: wait) */
         if (grace) {
@@ -179,8 +184,6 @@ static void *monitor_main(void *arg)
              * lease, so waiting for it is safe; removing it would begin the cluster with a
              * promotion and a refill. One that started and went silent, or whose session is
              * gone, is judged as always. */
-            uint64_t started = 0;
-            if (l->h.started(l->h.arg, &started)) continue; /* (no witness: wait) */
             silent &= started & ~(live & unseen);
             if (!silent) {
                 /* (nor does it count towards a step-down: the minority's clock starts when a

@@ -244,20 +244,41 @@ static void elect_step(struct zcfg *z)
     }
 }
 
+/* The election znode's create (ephemeral, sequential, the node's id as data), for join and for
+ * zcfg_claim's multi; adopt() then records the name made as z->mine. */
+struct candidacy {
+    char prefix[PATH_CAP], data[16], made[PATH_CAP];
+    int dl;
+};
+
+static void candidacy_op(struct zcfg *z, struct candidacy *cd, zoo_op_t *op)
+{
+    snprintf(cd->prefix, sizeof cd->prefix, "%s/n_", z->electdir);
+    cd->dl = snprintf(cd->data, sizeof cd->data, "%u", z->o.node);
+    zoo_create_op_init(op, cd->prefix, cd->data, cd->dl, &ZOO_OPEN_ACL_UNSAFE,
+                       ZOO_EPHEMERAL_SEQUENTIAL, cd->made, sizeof cd->made);
+}
+
+static int adopt(struct zcfg *z, const struct candidacy *cd)
+{
+    /* The chroot, if any, is not in the name returned: make the path ours again. */
+    const char *leaf = strrchr(cd->made, '/');
+    leaf = leaf ? leaf + 1 : cd->made;
+    if (strlen(leaf) > 31) return RDKV_EPROTO;
+    pthread_mutex_lock(&z->mu);
+    snprintf(z->mine, sizeof z->mine, "%s/%.31s", z->electdir, leaf);
+    pthread_mutex_unlock(&z->mu);
+    return 0;
+}
+
 static int join(struct zcfg *z)
 {
-    char prefix[PATH_CAP], data[16], made[PATH_CAP];
-    snprintf(prefix, sizeof prefix, "%s/n_", z->electdir);
-    int dl = snprintf(data, sizeof data, "%u", z->o.node);
-    int zrc = zoo_create(z->zh, prefix, data, dl, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
-                         made, sizeof made);
-    if (zrc != ZOK) return zstatus(zrc);
-    /* The chroot, if any, is not in the name returned: make the path ours again. */
-    const char *leaf = strrchr(made, '/');
-    leaf = leaf ? leaf + 1 : made;
-    if (strlen(leaf) > 31) return RDKV_EPROTO;
-    snprintf(z->mine, sizeof z->mine, "%s/%.31s", z->electdir, leaf);
-    return 0;
+    struct candidacy cd;
+    zoo_op_t op;
+    zoo_op_result_t res;
+    candidacy_op(z, &cd, &op);
+    int zrc = zoo_multi(z->zh, 1, &op, &res);
+    return zrc == ZOK ? adopt(z, &cd) : zstatus(zrc);
 }
 
 static void lost_office(struct zcfg *z, const char *why)
@@ -266,8 +287,8 @@ static void lost_office(struct zcfg *z, const char *why)
     pthread_mutex_lock(&z->mu);
     was = z->manager || z->resigned; /* (zcfg_resign dropped the office already) */
     z->manager = z->resigned = false;
-    pthread_mutex_unlock(&z->mu);
     z->mine[0] = 0;
+    pthread_mutex_unlock(&z->mu);
     if (was) {
         log_warn("node %u is no longer the configuration manager: %s", z->o.node, why);
         if (z->o.on_manager) z->o.on_manager(z->o.arg, false);
@@ -307,6 +328,9 @@ static void *zcfg_main(void *arg)
             pthread_rwlock_wrlock(&z->hl);
             zookeeper_close(z->zh);
             z->zh = NULL;
+            pthread_mutex_lock(&z->mu);
+            z->mine[0] = 0; /* (a candidacy zcfg_claim made in the old session went with it) */
+            pthread_mutex_unlock(&z->mu);
             int orc;
             while ((orc = session_open(z, NS_PER_S))) {
                 pthread_mutex_lock(&z->mu);
@@ -563,13 +587,21 @@ int zcfg_claim(struct zcfg *z, uint16_t node)
     char dir[PATH_CAP], path[PATH_CAP];
     snprintf(dir, sizeof dir, "%s/joined", z->root);
     snprintf(path, sizeof path, "%s/joined/%u", z->root, node);
-    pthread_rwlock_rdlock(&z->hl);
+    pthread_rwlock_rdlock(&z->hl); /* (held across adopt: a new session clears mine after it) */
     int rc = RDKV_EUNAVAILABLE;
     if (z->zh) {
         rc = ensure(z, dir);
         if (!rc) {
-            int zrc = zoo_create(z->zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-            rc = zrc == ZNODEEXISTS ? RDKV_EEXIST : zstatus(zrc);
+            /* the claim and the candidacy in one multi: a node ZooKeeper calls started is live
+             * from that moment (the manager's grace at a cluster's start, lease.c) */
+            zoo_op_t ops[2];
+            zoo_op_result_t res[2];
+            struct candidacy cd;
+            zoo_create_op_init(&ops[0], path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+            candidacy_op(z, &cd, &ops[1]);
+            int zrc = zoo_multi(z->zh, 2, ops, res);
+            if (zrc == ZOK) rc = adopt(z, &cd);
+            else rc = zrc == ZNODEEXISTS || res[0].err == ZNODEEXISTS ? RDKV_EEXIST : zstatus(zrc);
         }
     }
     pthread_rwlock_unlock(&z->hl);
