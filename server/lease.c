@@ -168,23 +168,25 @@ static void *monitor_main(void *arg)
         /* ZooKeeper's word on who holds a session, read once: the start's grace and the
          * minority's judgement below both need it */
         bool grace = office_for < start_grace(l);
-        uint64_t live = 0, started = 0;
+        uint64_t live = 0, started = 0, young = 0;
         int64_t session_ns = 0;
         /* (who started, read before who is live: a node's claim and its candidacy are one
          * multi (zcfg_claim), so one that starts between the two reads is live in the second
          * and not judged; read the other way round, it would be started and not yet live) */
-        if (grace && l->h.started(l->h.arg, &started)) continue; /* (no witness: wait) */
+        if (grace && l->h.started(l->h.arg, &started, &young)) continue; /* (no witness: wait) */
         if ((grace || !majority) && l->h.live(l->h.arg, &live, &session_ns))
             continue; /* (no witness: wait) */
         if (grace) {
             /* At a cluster's start its nodes come up when they do: one that has never started
              * (it never connected to ZooKeeper), or that has connected and holds its session
              * but has not asked this manager for a lease yet (it opens its fabric and store in
-             * between), is not judged for the start's grace -- it serves nothing without a
-             * lease, so waiting for it is safe; removing it would begin the cluster with a
-             * promotion and a refill. One that started and went silent, or whose session is
-             * gone, is judged as always. */
-            silent &= started & ~(live & unseen);
+             * between) and first started during this office, is not judged for the start's
+             * grace -- it serves nothing without a lease, so waiting for it is safe; removing
+             * it would begin the cluster with a promotion and a refill. One that started and
+             * went silent, or whose session is gone, is judged as always; so is one that
+             * started before this office, which may have served under the last manager: cut
+             * off from this one, it too holds its session and never asks. */
+            silent &= started & ~(live & unseen & young);
             if (!silent) {
                 /* (nor does it count towards a step-down: the minority's clock starts when a
                  * started member is silent, not at the election -- else the manager of a

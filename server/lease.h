@@ -30,9 +30,10 @@ struct lease_hooks {
      * status when ZooKeeper does not answer */
     int (*live)(void *arg, uint64_t *mask, int64_t *session_ns);
     void (*resign)(void *arg);                        /* the manager: give up the office */
-    /* the nodes that ever started in this cluster (bit per node): 0, or a status when
-     * ZooKeeper does not answer */
-    int (*started)(void *arg, uint64_t *mask);
+    /* the nodes that ever started in this cluster (bit per node), and those of them that
+     * first started during this manager's office: 0, or a status when ZooKeeper does not
+     * answer */
+    int (*started)(void *arg, uint64_t *mask, uint64_t *fresh);
     void *arg;
 };
 

@@ -497,9 +497,9 @@ static int hook_live(void *arg, uint64_t *mask, int64_t *session_ns)
     return zcfg_live(((struct replica *)arg)->z, mask, session_ns);
 }
 
-static int hook_started(void *arg, uint64_t *mask)
+static int hook_started(void *arg, uint64_t *mask, uint64_t *fresh)
 {
-    return zcfg_claimed(((struct replica *)arg)->z, mask);
+    return zcfg_claimed(((struct replica *)arg)->z, mask, fresh);
 }
 
 static void hook_resign(void *arg) { zcfg_resign(((struct replica *)arg)->z); }

@@ -30,6 +30,8 @@ struct zcfg {
     pthread_cond_t cv;
     bool connected, expired, stop, running, manager;
     bool resigned; /* zcfg_resign dropped the office: lost_office says so and calls on_manager */
+    int64_t office_zxid; /* the election's last change when this node found itself the lowest:
+                            a node claimed after it started during this office (zcfg_claimed) */
     unsigned ev_config, ev_elect, ev_resign; /* events not handled yet */
     pthread_t th;
     bool th_started;
@@ -198,7 +200,8 @@ static void elect_step(struct zcfg *z)
         const char *me = strrchr(z->mine, '/') + 1;
         long long myseq = seqno(me);
         struct String_vector kids = {0, NULL};
-        int zrc = zoo_get_children(z->zh, z->electdir, 0, &kids);
+        struct Stat dst;
+        int zrc = zoo_get_children2(z->zh, z->electdir, 0, &kids, &dst);
         if (zrc != ZOK) {
             log_warn("ZooKeeper %s: election: %s", z->hosts, zerror(zrc));
             return; /* the session's events bring us back */
@@ -224,6 +227,7 @@ static void elect_step(struct zcfg *z)
             pthread_mutex_lock(&z->mu);
             was = z->manager;
             z->manager = true;
+            if (!was) z->office_zxid = dst.pzxid;
             pthread_mutex_unlock(&z->mu);
             if (!was) {
                 log_info("node %u is the configuration manager (ZooKeeper %s)", z->o.node,
@@ -608,21 +612,31 @@ int zcfg_claim(struct zcfg *z, uint16_t node)
     return rc;
 }
 
-int zcfg_claimed(struct zcfg *z, uint64_t *mask)
+int zcfg_claimed(struct zcfg *z, uint64_t *mask, uint64_t *fresh)
 {
-    char dir[PATH_CAP];
+    char dir[PATH_CAP], path[PATH_CAP];
     snprintf(dir, sizeof dir, "%s/joined", z->root);
-    *mask = 0;
+    *mask = *fresh = 0;
+    pthread_mutex_lock(&z->mu);
+    int64_t office = z->manager ? z->office_zxid : INT64_MAX;
+    pthread_mutex_unlock(&z->mu);
     pthread_rwlock_rdlock(&z->hl);
     int rc = RDKV_EUNAVAILABLE;
     struct String_vector kids = {0, NULL};
     int zrc = z->zh ? zoo_get_children(z->zh, dir, 0, &kids) : ZINVALIDSTATE;
     if (zrc == ZNONODE) rc = 0; /* (nobody has started yet) */
     else if (!(rc = zstatus(zrc))) {
-        for (int i = 0; i < kids.count; i++) {
+        for (int i = 0; i < kids.count && !rc; i++) {
             char *end = NULL;
             unsigned long v = strtoul(kids.data[i], &end, 10);
-            if (end != kids.data[i] && !*end && v < 64) *mask |= 1ull << v;
+            if (end == kids.data[i] || *end || v >= 64) continue;
+            *mask |= 1ull << v;
+            /* (zxids order ZooKeeper's changes: no clock is compared) */
+            struct Stat st;
+            snprintf(path, sizeof path, "%s/joined/%lu", z->root, v);
+            zrc = zoo_exists(z->zh, path, 0, &st);
+            if (zrc == ZOK && st.czxid > office) *fresh |= 1ull << v;
+            else if (zrc != ZOK) rc = zstatus(zrc);
         }
         deallocate_String_vector(&kids);
     }

@@ -64,9 +64,11 @@ int zcfg_install(struct zcfg *z, int version, const struct rcfg *next, int *new_
  * RDKV_EEXIST when an earlier process of the node made it (its in-memory copies are gone). */
 int zcfg_claim(struct zcfg *z, uint16_t node);
 /* The nodes that ever started in this cluster: those with a ROOT/joined znode (bit i for node
- * i < 64; none yet: 0). 0, or RDKV_EUNAVAILABLE when ZooKeeper did not answer. For the
- * manager's judgement of a silent member at the cluster's start, not the data path. */
-int zcfg_claimed(struct zcfg *z, uint64_t *mask);
+ * i < 64; none yet: 0), and in *fresh those of them that first started after this node became
+ * the manager (their znode is younger than the office, by ZooKeeper's order). 0, or
+ * RDKV_EUNAVAILABLE / RDKV_EIO when ZooKeeper did not answer. For the manager's judgement of a
+ * silent member at the cluster's start, not the data path. */
+int zcfg_claimed(struct zcfg *z, uint64_t *mask, uint64_t *fresh);
 /* The first step of a stop: zcfg's thread gives up reconnecting, so nobody waits on it. */
 void zcfg_halt(struct zcfg *z);
 /* Reads the stored configuration now. */
