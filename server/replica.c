@@ -25,8 +25,8 @@
  * txid, u8 kind (enum replica_kind), u32 len, u64 seq and len bytes: a commit's writes
  * (storage/wal.h's payload), a PREPARE's (u16 coordinator, then the writes), a FORGET's (the
  * writes of the PREPARE it forgets, or nothing for a DECIDE), a DECIDE's (nothing). A batch
- * holds the items that queued while the previous one was on its way, up to REPL_BATCH_BYTES
- * (one larger item goes alone).
+ * holds the items that queued while the previous one was on its way (REPL_FLYING batches of a
+ * partition at a time), up to REPL_BATCH_BYTES (one larger item goes alone).
  * seq numbers a commit (an APPLY; 0 for the other kinds) in its partition's stream, rising, and
  * stable says that every APPLY of the partition up to it is on every backup of the epoch. A
  * backup keeps the APPLYs after stable (its tail): a promoted primary gathers the tails of the
@@ -47,6 +47,7 @@
 #define REPL_RECS_MAX 65536u
 #define REPL_RECS_BYTES (256ull << 20)
 #define REPL_BATCH_BYTES (256u << 10)
+#define REPL_FLYING 1 /* batches of one partition on their way at once (more queue meanwhile) */
 #define REPL_TIMEOUT_NS NS_PER_S     /* one ship's wait for a backup */
 #define REPLICA_LEASE_DEFAULT_NS NS_PER_S
 #define REPL_RETRY_NS (10 * NS_PER_MS) /* then asked again after this */
@@ -120,6 +121,7 @@ struct replica {
     struct ship_job **jobs_tail; /* ... and where the next goes (valid while jobs) */
     struct waiter dw;         /* the dispatcher's, while dw_armed */
     bool dw_armed;
+    unsigned flying[RCFG_MAX_NODES]; /* each partition's batches on their way (ship tasks) */
     pthread_t shipper;        /* its thread (shipper_rc: 0 not started, 1 running, < 0 failed) */
     int shipper_rc;
     struct fab_ctx *sc;       /* the shipper's context (its thread's) */
@@ -2214,6 +2216,8 @@ static void *asker_main(void *arg)
     return NULL;
 }
 
+static void dispatcher_wake_locked(struct replica *r);
+
 static void ship_task(void *arg)
 {
     struct ship_batch *sb = arg;
@@ -2312,6 +2316,8 @@ static void ship_task(void *arg)
     free(sb->req);
     pthread_mutex_lock(&r->mu);
     for (struct ship_job *j = sb->jobs; j; j = j->next) open_unlink_locked(r, j);
+    r->flying[sb->part]--;
+    if (r->jobs) dispatcher_wake_locked(r); /* (what queued meanwhile: the next batch) */
     pthread_mutex_unlock(&r->mu);
     for (struct ship_job *j = sb->jobs, *nx; j; j = nx) {
         nx = j->next;
@@ -2358,7 +2364,13 @@ static bool start_batch(struct replica *r, struct ship_job **jp)
             memcpy(req + off + REPL_ITEM_HDR, j->writes, j->len);
             off += REPL_ITEM_HDR + j->len;
         }
+        pthread_mutex_lock(&r->mu);
+        r->flying[sb->part]++;
+        pthread_mutex_unlock(&r->mu);
         if (task_spawn(sched_self(), ship_task, sb, 64u << 10) == 0) return true;
+        pthread_mutex_lock(&r->mu);
+        r->flying[sb->part]--;
+        pthread_mutex_unlock(&r->mu);
         free(req);
     }
     free(sb);
@@ -2382,9 +2394,33 @@ static void dispatch_task(void *arg)
     struct replica *r = arg;
     for (;;) {
         pthread_mutex_lock(&r->mu);
-        struct ship_job *jobs = r->jobs;
+        struct ship_job *all = r->jobs, *jobs = NULL, **jt = &jobs, *held = NULL, **ht = &held;
         r->jobs = NULL;
         bool stop = r->stopping;
+        /* the jobs of the partitions with fewer than REPL_FLYING batches on their way, gathered
+         * by partition (each partition's in the order they queued: its backups apply them so);
+         * the others wait, in order, for a batch of theirs to come back */
+        while (all) {
+            unsigned p = all->part;
+            struct ship_job **pp = &all;
+            bool go = stop || p >= RCFG_MAX_NODES || r->flying[p] < REPL_FLYING;
+            while (*pp) {
+                struct ship_job *j = *pp;
+                if (j->part != p) {
+                    pp = &j->next;
+                    continue;
+                }
+                *pp = j->next;
+                j->next = NULL;
+                if (go) *jt = j, jt = &j->next;
+                else *ht = j, ht = &j->next;
+            }
+        }
+        if (held) {
+            *ht = r->jobs;
+            if (!r->jobs) r->jobs_tail = ht;
+            r->jobs = held;
+        }
         if (!jobs && !stop) {
             waiter_init(&r->dw);
             r->dw_armed = true;
@@ -2464,7 +2500,9 @@ static int enqueue(struct replica *r, struct ship_job *j)
     if (!r->jobs) r->jobs_tail = &r->jobs;
     *r->jobs_tail = j;
     r->jobs_tail = &j->next;
-    dispatcher_wake_locked(r);
+    /* (a partition with a batch on its way: its return wakes the dispatcher, and this job
+     * joins the next batch) */
+    if (j->part >= RCFG_MAX_NODES || r->flying[j->part] < REPL_FLYING) dispatcher_wake_locked(r);
     pthread_mutex_unlock(&r->mu);
     return 0;
 }
