@@ -2367,7 +2367,7 @@ static bool start_batch(struct replica *r, struct ship_job **jp)
         pthread_mutex_lock(&r->mu);
         r->flying[sb->part]++;
         pthread_mutex_unlock(&r->mu);
-        if (task_spawn(sched_self(), ship_task, sb, 64u << 10) == 0) return true;
+        if (task_spawn(sched_self(), ship_task, sb, 0) == 0) return true; /* (a cached stack) */
         pthread_mutex_lock(&r->mu);
         r->flying[sb->part]--;
         pthread_mutex_unlock(&r->mu);
