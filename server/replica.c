@@ -2364,13 +2364,13 @@ static bool start_batch(struct replica *r, struct ship_job **jp)
             memcpy(req + off + REPL_ITEM_HDR, j->writes, j->len);
             off += REPL_ITEM_HDR + j->len;
         }
-        pthread_mutex_lock(&r->mu);
-        r->flying[sb->part]++;
-        pthread_mutex_unlock(&r->mu);
-        if (task_spawn(sched_self(), ship_task, sb, 0) == 0) return true; /* (a cached stack) */
-        pthread_mutex_lock(&r->mu);
-        r->flying[sb->part]--;
-        pthread_mutex_unlock(&r->mu);
+        /* (counted once spawned: the task runs only when this one yields) */
+        if (task_spawn(sched_self(), ship_task, sb, 0) == 0) { /* (a cached stack) */
+            pthread_mutex_lock(&r->mu);
+            r->flying[sb->part]++;
+            pthread_mutex_unlock(&r->mu);
+            return true;
+        }
         free(req);
     }
     free(sb);
@@ -2403,7 +2403,7 @@ static void dispatch_task(void *arg)
         while (all) {
             unsigned p = all->part;
             struct ship_job **pp = &all;
-            bool go = stop || p >= RCFG_MAX_NODES || r->flying[p] < REPL_FLYING;
+            bool go = stop || r->flying[p] < REPL_FLYING;
             while (*pp) {
                 struct ship_job *j = *pp;
                 if (j->part != p) {
@@ -2502,7 +2502,7 @@ static int enqueue(struct replica *r, struct ship_job *j)
     r->jobs_tail = &j->next;
     /* (a partition with a batch on its way: its return wakes the dispatcher, and this job
      * joins the next batch) */
-    if (j->part >= RCFG_MAX_NODES || r->flying[j->part] < REPL_FLYING) dispatcher_wake_locked(r);
+    if (r->flying[j->part] < REPL_FLYING) dispatcher_wake_locked(r);
     pthread_mutex_unlock(&r->mu);
     return 0;
 }
