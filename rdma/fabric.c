@@ -222,6 +222,7 @@ int fab_open(const struct fab_opts *o, struct fabric **out, char *err, size_t er
     pthread_mutex_init(&f->region_lock, NULL);
     int listen_fd = o->listen_fd;
     int rc = open_credential(f, err, errcap);
+    if (!rc && !(f->fence_upto = calloc(f->nnodes, sizeof *f->fence_upto))) rc = RDKV_ENOMEM;
     if (rc) goto fail;
 
     f->transport = o->transport;
@@ -288,6 +289,7 @@ fail:
     pthread_mutex_destroy(&f->region_lock);
     auth_wipe(&f->keys);
     free(f->addrs);
+    free((void *)f->fence_upto);
     free(f);
     return rc;
 }
@@ -301,7 +303,27 @@ void fab_close(struct fabric *f)
     pthread_mutex_destroy(&f->region_lock);
     auth_wipe(&f->keys);
     free(f->addrs);
+    free((void *)f->fence_upto);
     free(f);
+}
+
+bool fab_fenced(const struct fabric *f, uint16_t node, uint64_t inc)
+{
+    if (node >= f->nnodes || !f->fence_upto) return false;
+    uint64_t upto = atomic_load(&f->fence_upto[node]);
+    return upto && inc <= upto;
+}
+
+int fab_fence(struct fabric *f, uint16_t node, uint64_t upto)
+{
+    if (node >= f->nnodes || node == f->node || !f->fence_upto) return RDKV_EINVAL;
+    if (atomic_exchange(&f->fence_upto[node], upto) == upto) return 0;
+    if (upto) log_info("fenced node %u's processes up to incarnation %llu", node,
+                       (unsigned long long)upto);
+    else log_info("node %u is no longer fenced", node);
+    if (f->be->fence) f->be->fence(f, node, upto);
+    svc_sync(f);
+    return 0;
 }
 
 uint16_t fab_node_id(const struct fabric *f) { return f->node; }

@@ -276,6 +276,9 @@ typedef void (*fab_rpc_handler)(struct fab_rpc_req *req, void *arg);
 /* Clients may call it: a connection authenticated with the client key reaches only handlers
  * registered with this flag (the session protocol); every other type answers RDKV_EPERM there. */
 #define FAB_RPC_CLIENT 4u
+/* A fenced process (fab_fence) reaches it too: the way back in for a node that was removed (its
+ * new process asks to join). Every other type answers RDKV_EPERM there. */
+#define FAB_RPC_FENCED 8u
 /* Whether host (a name or an address) resolves: 0; RDKV_ENOHOST when the name does not exist;
  * RDKV_EUNAVAILABLE when the resolver did not answer. The reason goes into err. */
 int fab_host_check(const char *host, char *err, size_t errcap);
@@ -398,5 +401,17 @@ uint64_t *fab_pin(struct fab_ctx *c, uint64_t *incs);
 uint64_t fab_pinned(struct fab_ctx *c, uint16_t node);
 /* In an RPC handler: the caller's incarnation, from its handshake. */
 uint64_t fab_rpc_src_incarnation(const struct fab_rpc_req *req);
+
+/* Fencing (docs/fabric.md, "Fencing"): from now on, node's processes whose incarnation is at
+ * most upto are fenced here (upto 0: none; a later call replaces the bound, lower or higher).
+ * A fenced process's connections reach only FAB_RPC_FENCED handlers (every other RPC answers
+ * RDKV_EPERM) and its one-sided operations fail with RDKV_EPERM: on the soft transport each is
+ * refused as it arrives; on verbs its queue pairs here are destroyed and no new one is set up.
+ * Returns once the service thread has taken the bound: no operation of a fenced process that
+ * arrives after that begins here (an RPC handler already running finishes). Not on the service
+ * thread (an inline handler). RDKV_EINVAL for a node out of range or this node's own id. */
+int fab_fence(struct fabric *f, uint16_t node, uint64_t upto);
+/* Whether node's process `inc` is fenced here now. */
+bool fab_fenced(const struct fabric *f, uint16_t node, uint64_t inc);
 
 #endif

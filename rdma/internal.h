@@ -146,6 +146,7 @@ struct fabric {
     struct verbs_node *vn;        /* verbs backend: the node's device state */
     int64_t start_ns;
     uint64_t incarnation;         /* this process's (fab_incarnation) */
+    _Atomic uint64_t *fence_upto; /* fab_fence: per node, the highest incarnation fenced (0) */
     /* authentication */
     struct auth_keys keys;        /* what the secret file held (none: insecure, or a client
                                      without a credential) */
@@ -283,6 +284,9 @@ void ctx_kick(struct fab_ctx *c, struct conn *cn, bool defer);
  * runs on the service thread), and feeds RPCs to the RPC threads. */
 int svc_start(struct fabric *f, int listen_fd, char *err, size_t errcap);
 void svc_stop(struct fabric *f);
+/* Returns once the service thread has passed the start of a new batch of events: a frame it
+ * handles after that sees every store made before the call (fab_fence). */
+void svc_sync(struct fabric *f);
 /* ---------------------------------------------------------------------------------------------
  * Backends: how one-sided operations reach the target. The shared code (fabric.c, ctx.c,
  * service.c) owns everything else on both transports -- the TCP connection to each peer, RPC,
@@ -320,6 +324,9 @@ struct fab_backend {
     /* On the service thread: service connection conn_id is gone (fab_rpc_conn); drop what
      * was created for it. */
     void (*conn_gone)(struct fabric *f, uint64_t conn_id);
+    /* fab_fence took a new bound for node (already in f->fence_upto): the backend drops what
+     * serves a fenced process (its queue pairs) and refuses to make more. */
+    void (*fence)(struct fabric *f, uint16_t node, uint64_t upto);
 };
 
 extern const struct fab_backend fab_soft_backend;  /* rdma/soft/initiator.c */
@@ -334,11 +341,12 @@ bool verbs_available(void);
  *   connection).
  * - soft_nic_exec (rdma/soft/nic.c), on the service thread: the soft NIC executes one WIRE_OP_REQ
  *   that arrived on cn and appends its response to cn's output. *qp_error is the connection's
- *   error state (set by an access error, cleared by WIRE_OP_RESET); cn is closed (through ring)
- *   when the frame is malformed or memory runs out. */
+ *   error state (set by an access error, cleared by WIRE_OP_RESET); refuse, when not 0, is the
+ *   status it answers without executing (a fenced process's: fab_fence); cn is closed (through
+ *   ring) when the frame is malformed or memory runs out. */
 int soft_on_op_resp(struct fab_ctx *c, uint16_t node, const struct wire_hdr *h,
                     const uint8_t *body);
 void soft_nic_exec(struct fabric *f, struct io_uring *ring, struct conn *cn, bool *qp_error,
-                   const struct wire_hdr *h, const uint8_t *body);
+                   int refuse, const struct wire_hdr *h, const uint8_t *body);
 
 #endif

@@ -60,6 +60,7 @@ struct sconn {
     struct wire_hello hello;              /* while auth_wait: the claims being proven */
     uint8_t nonce[WIRE_NONCE_SIZE];       /* while auth_wait: our challenge */
     bool qp_error;    /* the soft NIC's error state: flush everything until WIRE_OP_RESET */
+    bool fence_said;  /* the log said that this connection's process is fenced */
     bool echo;        /* hand the socket to an echo thread once the recv is cancelled */
     bool echo_pending; /* counted in svc.echo_pending until its thread starts or it goes */
     _Atomic int reqs; /* RPC requests that still owe a reply on this connection */
@@ -126,9 +127,10 @@ struct svc {
     struct sconn *conns;
     uint64_t next_conn_id;
     bool accept_armed;
-    /* start-up handshake */
+    /* start-up handshake; and svc_sync's (sync_req asked, sync_seen passed) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    uint64_t sync_req, sync_seen;
     int start_rc;
     bool started;
     char start_err[256];
@@ -376,6 +378,19 @@ static void *worker_main(void *arg)
     }
 }
 
+/* Whether the connection's process is fenced here (fab_fence); says so once per connection. */
+static bool sconn_fenced(struct svc *s, struct sconn *sc)
+{
+    if (sc->role == WIRE_ROLE_CLIENT || !fab_fenced(s->f, sc->peer, sc->peer_inc)) return false;
+    if (!sc->fence_said) {
+        sc->fence_said = true;
+        log_warn("connection %llu: node %u's process (incarnation %llu) is fenced: it reaches "
+                 "only the way back in", (unsigned long long)sc->id, sc->peer,
+                 (unsigned long long)sc->peer_inc);
+    }
+    return true;
+}
+
 static void dispatch_rpc(struct svc *s, struct sconn *sc, const struct wire_hdr *h,
                          const uint8_t *body)
 {
@@ -412,6 +427,10 @@ static void dispatch_rpc(struct svc *s, struct sconn *sc, const struct wire_hdr 
     }
     if (r->client && !(fn && (flags & FAB_RPC_CLIENT))) {
         /* Roles: a client connection reaches only the handlers registered for clients. */
+        fab_rpc_reply(r, RDKV_EPERM, NULL, 0);
+        return;
+    }
+    if (!(flags & FAB_RPC_FENCED) && sconn_fenced(s, sc)) {
         fab_rpc_reply(r, RDKV_EPERM, NULL, 0);
         return;
     }
@@ -785,7 +804,10 @@ static int on_frame(void *arg, const struct wire_hdr *h, const uint8_t *body)
         return RDKV_EPERM;
     }
     switch (h->type) {
-    case WIRE_OP_REQ: soft_nic_exec(s->f, &s->ring, &sc->c, &sc->qp_error, h, body); break;
+    case WIRE_OP_REQ:
+        soft_nic_exec(s->f, &s->ring, &sc->c, &sc->qp_error,
+                      sconn_fenced(s, sc) ? RDKV_EPERM : 0, h, body);
+        break;
     case WIRE_OP_RESET: sc->qp_error = false; break;
     case WIRE_RPC_REQ: dispatch_rpc(s, sc, h, body); break;
     default: return RDKV_EPROTO;
@@ -1076,6 +1098,12 @@ static void handle_cqe(struct svc *s, struct io_uring_cqe *cqe)
         break;
     }
     case EV_WAKE:
+        pthread_mutex_lock(&s->mu);
+        if (s->sync_seen != s->sync_req) {
+            s->sync_seen = s->sync_req;
+            pthread_cond_broadcast(&s->cv);
+        }
+        pthread_mutex_unlock(&s->mu);
         drain_replies(s);
         if (!atomic_load(&s->stop)) arm_wake(s);
         break;
@@ -1175,6 +1203,31 @@ static void *svc_main(void *arg)
     s->conns = NULL;
     munmap(s->br.br, s->br.map_size);
     return NULL;
+}
+
+void svc_sync(struct fabric *f)
+{
+    struct svc *s = f->svc;
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    uint64_t want = ++s->sync_req;
+    pthread_mutex_unlock(&s->mu);
+    uint64_t one = 1;
+    ssize_t w = write(s->wake_fd, &one, sizeof one);
+    (void)w;
+    pthread_mutex_lock(&s->mu);
+    /* (bounded: a loop that stopped answers nothing more anyway) */
+    while (s->sync_seen < want && !atomic_load(&s->stop)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    }
+    pthread_mutex_unlock(&s->mu);
 }
 
 void fab_serve(struct fabric *f)

@@ -64,7 +64,7 @@ static void nic_respond(struct io_uring *ring, struct conn *cn, int status, uint
 }
 
 void soft_nic_exec(struct fabric *f, struct io_uring *ring, struct conn *cn, bool *qp_error,
-                   const struct wire_hdr *h, const uint8_t *body)
+                   int refuse, const struct wire_hdr *h, const uint8_t *body)
 {
     struct wire_op_req rq;
     const uint8_t *payload;
@@ -74,6 +74,10 @@ void soft_nic_exec(struct fabric *f, struct io_uring *ring, struct conn *cn, boo
     }
     if (f->transport != FAB_SOFT || !f->arena) {
         nic_respond(ring, cn, RDKV_ENOTSUP, 0, NULL, 0);
+        return;
+    }
+    if (refuse) {
+        nic_respond(ring, cn, refuse, 0, NULL, 0);
         return;
     }
     if (*qp_error) {

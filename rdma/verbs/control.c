@@ -41,6 +41,9 @@ struct passive {
     uint64_t conn_id;         /* the service connection that asked (OOB), or PASSIVE_CM */
     struct ibv_qp *qp;        /* OOB */
     struct rdma_cm_id *cm_id; /* rdma_cm */
+    uint16_t node;            /* the process it serves (FAB_NODE_CLIENT: unknown, an
+                                 --insecure node's rdma_cm connect), for fab_fence */
+    uint64_t inc;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -264,6 +267,8 @@ static void vn_on_connect(struct fab_rpc_req *req, void *arg)
     }
     p->conn_id = fab_rpc_conn(req);
     p->qp = qp;
+    p->node = fab_rpc_src(req);
+    p->inc = fab_rpc_src_incarnation(req);
     struct passive *old = NULL;
     pthread_mutex_lock(&vn->mu);
     for (struct passive **pp = &vn->passive; *pp;) {
@@ -283,6 +288,12 @@ static void vn_on_connect(struct fab_rpc_req *req, void *arg)
         struct passive *n = old->next;
         passive_destroy(old);
         old = n;
+    }
+    /* (fenced while this ran: the fence's reap may have come before the link above) */
+    if (fab_fenced(f, p->node, p->inc)) {
+        verbs_fence(f, p->node, 0);
+        fab_rpc_reply(req, RDKV_EPERM, NULL, 0);
+        return;
     }
     struct xch me;
     xch_local(vn, &me, qp->qp_num, psn, dest);
@@ -310,13 +321,17 @@ static void vn_on_ticket(struct fab_rpc_req *req, void *arg)
     pthread_mutex_lock(&vn->mu);
     struct cm_ticket *k = &vn->tickets[vn->ticket_next++ % VN_TICKETS];
     memcpy(k->t, t, sizeof t);
+    k->node = fab_rpc_src(req);
+    k->inc = fab_rpc_src_incarnation(req);
     k->expires = clock_now_ns() + VN_TICKET_NS;
     pthread_mutex_unlock(&vn->mu);
     fab_rpc_reply(req, 0, t, sizeof t);
 }
 
-/* Whether a connect request's private data carries a live ticket; uses it up. */
-static bool ticket_take(struct verbs_node *vn, const uint8_t *pd, size_t len)
+/* Whether a connect request's private data carries a live ticket; uses it up, and says whose it
+ * was in *node and *inc. */
+static bool ticket_take(struct verbs_node *vn, const uint8_t *pd, size_t len, uint16_t *node,
+                        uint64_t *inc)
 {
     if (len < XCH_CM_REQ_SIZE) return false;
     bool ok = false;
@@ -326,6 +341,8 @@ static bool ticket_take(struct verbs_node *vn, const uint8_t *pd, size_t len)
         struct cm_ticket *k = &vn->tickets[i];
         if (k->expires > now && auth_mac_equal(k->t, pd + 4)) {
             k->expires = 0;
+            *node = k->node;
+            *inc = k->inc;
             ok = true;
         }
     }
@@ -350,6 +367,31 @@ static void passive_reap(struct verbs_node *vn, uint64_t conn_id)
         }
     }
     pthread_mutex_unlock(&vn->mu);
+    while (gone) {
+        struct passive *n = gone->next;
+        passive_destroy(gone);
+        gone = n;
+    }
+}
+
+void verbs_fence(struct fabric *f, uint16_t node, uint64_t upto)
+{
+    struct verbs_node *vn = f->vn;
+    if (!vn) return;
+    struct passive *gone = NULL;
+    pthread_mutex_lock(&vn->mu);
+    for (struct passive **pp = &vn->passive; *pp;) {
+        struct passive *x = *pp;
+        if (x->node == node && fab_fenced(f, x->node, x->inc)) {
+            *pp = x->next;
+            x->next = gone;
+            gone = x;
+        } else {
+            pp = &x->next;
+        }
+    }
+    pthread_mutex_unlock(&vn->mu);
+    (void)upto; /* (f->fence_upto holds it already) */
     while (gone) {
         struct passive *n = gone->next;
         passive_destroy(gone);
@@ -389,8 +431,15 @@ static bool cm_on_request(struct verbs_node *vn, struct fabric *f, struct rdma_c
     const uint8_t *pd = ev->param.conn.private_data;
     bool ours = pd && ev->param.conn.private_data_len >= 4 && pack_get_u32le(pd) == XCH_MAGIC;
     /* Authentication: the accept hands out the rkey, so only a ticket holder gets one. */
-    if (ours && !f->o.insecure && !ticket_take(vn, pd, ev->param.conn.private_data_len)) {
+    uint16_t node = FAB_NODE_CLIENT;
+    uint64_t inc = 0;
+    if (ours && !f->o.insecure &&
+        !ticket_take(vn, pd, ev->param.conn.private_data_len, &node, &inc)) {
         log_warn("verbs: refused an rdma_cm connect request without a valid ticket");
+        ours = false;
+    }
+    if (ours && fab_fenced(f, node, inc)) {
+        log_warn("verbs: refused an rdma_cm connect request of node %u's fenced process", node);
         ours = false;
     }
     struct passive *p = ours && id->verbs == vn->ctx ? calloc(1, sizeof *p) : NULL;
@@ -429,6 +478,8 @@ static bool cm_on_request(struct verbs_node *vn, struct fabric *f, struct rdma_c
     p->conn_id = PASSIVE_CM;
     p->cm_id = id;
     p->qp = id->qp;
+    p->node = node;
+    p->inc = inc;
     if (rdma_accept(id, &cp)) {
         log_debug("verbs: rdma_accept: %s", strerror(errno));
         rdma_destroy_qp(id);

@@ -818,4 +818,5 @@ const struct fab_backend fab_verbs_backend = {
     .on_channel = verbs_on_channel,
     .peer_down = verbs_peer_down,
     .conn_gone = verbs_conn_gone,
+    .fence = verbs_fence,
 };

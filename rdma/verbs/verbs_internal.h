@@ -49,6 +49,8 @@ struct verbs_node {
     struct cm_ticket {
         uint8_t t[WIRE_NONCE_SIZE];
         int64_t expires; /* 0: free or used */
+        uint16_t node;   /* who asked for it (fab_fence reaps its queue pair) */
+        uint64_t inc;
     } tickets[VN_TICKETS];
     unsigned ticket_next;
     /* rdma_cm listener */
@@ -136,5 +138,7 @@ void verbs_node_close(struct fabric *f);
 /* The service closed connection conn_id: drop the passive queue pairs created for it. Called on
  * the service thread. */
 void verbs_conn_gone(struct fabric *f, uint64_t conn_id);
+/* fab_fence's hook: destroys the passive queue pairs of node's fenced processes. */
+void verbs_fence(struct fabric *f, uint16_t node, uint64_t upto);
 
 #endif

@@ -920,6 +920,72 @@ static void t_incarnations(void)
     launch_stop(&L, 5 * NS_PER_S);
 }
 
+/* Fencing (docs/fabric.md): a node's fenced process reaches only the handlers registered
+ * FAB_RPC_FENCED there, and none of its one-sided operations executes, while the other direction
+ * and every other process go on; lifting the bound below the process lets it back in. */
+#define T_WAYBACK (FAB_RPC_USER_BASE + 6)
+/* An RPC's answer once the endpoint is up again (on verbs a failed queue pair fails its peer's
+ * endpoint, which reconnects after its back-off): bounded at 3 s. */
+static int call_settled(struct fab_ctx *c, uint16_t node, uint16_t type, const char *d,
+                        struct fab_buf *resp)
+{
+    int rc = RDKV_EUNAVAILABLE;
+    for (int attempt = 0; attempt < 150 && rc == RDKV_EUNAVAILABLE; attempt++) {
+        rc = fab_rpc_call(c, node, type, d, strlen(d), resp, 0);
+        if (rc == RDKV_EUNAVAILABLE) clock_sleep_ns(20 * NS_PER_MS);
+    }
+    return rc;
+}
+
+static void t_fence(void)
+{
+    struct tenv e;
+    REQUIRE(tenv_start(&e, 2, ARENA, NULL) == 0);
+    reg_handlers(e.f[0]);
+    fab_rpc_register(e.f[0], T_WAYBACK, h_sum, NULL, FAB_RPC_FENCED);
+    struct fab_ctx *c1, *c0;
+    REQUIRE(fab_ctx_create(e.f[1], &c1) == 0);
+    REQUIRE(fab_ctx_create(e.f[0], &c0) == 0);
+    uint64_t v = 0, inc1 = fab_incarnation(e.f[1]), *word = (uint64_t *)(void *)target(&e, 0, DATA);
+    struct fab_buf resp = {0};
+    CHECK_EQ(fab_faa(c1, rptr_make(0, DATA), 1, &v), 0);
+    CHECK_EQ(__atomic_load_n(word, __ATOMIC_ACQUIRE), 1u);
+    CHECK_EQ(fab_fence(e.f[0], 0, inc1), RDKV_EINVAL); /* (its own id) */
+    CHECK_EQ(fab_fence(e.f[0], 2, inc1), RDKV_EINVAL); /* (no such node) */
+    CHECK_EQ(fab_fence(e.f[0], 1, inc1), 0);
+    CHECK(fab_fenced(e.f[0], 1, inc1));
+    CHECK(!fab_fenced(e.f[0], 1, inc1 + 1)); /* (a later process of the node) */
+    CHECK(!fab_fenced(e.f[1], 0, fab_incarnation(e.f[0])));
+    /* one-sided: refused as it arrives (soft), or its queue pair is gone (verbs) */
+    int rc = fab_faa(c1, rptr_make(0, DATA), 1, &v);
+    CHECK(rc != 0);
+    if (tenv_transport == FAB_SOFT) CHECK_EQ(rc, RDKV_EPERM);
+    CHECK_EQ(__atomic_load_n(word, __ATOMIC_ACQUIRE), 1u); /* nothing executed */
+    CHECK_EQ(call_settled(c1, 0, T_SUM, "ab", &resp), RDKV_EPERM);
+    CHECK_EQ(call_settled(c1, 0, FAB_RPC_ECHO, "x", &resp), RDKV_EPERM);
+    CHECK_EQ(call_settled(c1, 0, T_WAYBACK, "ab", &resp), 0); /* the way back in */
+    CHECK(resp.len == 8);
+    CHECK(fab_faa(c1, rptr_make(0, DATA), 1, &v) != 0); /* (still, after a reconnect) */
+    CHECK_EQ(__atomic_load_n(word, __ATOMIC_ACQUIRE), 1u);
+    /* the fencing node still reaches the fenced one */
+    CHECK_EQ(fab_faa(c0, rptr_make(1, DATA), 5, &v), 0);
+    CHECK_EQ(call_settled(c0, 1, FAB_RPC_ECHO, "x", &resp), 0);
+    /* let back in: the bound below this process (a verbs context reconnects first) */
+    CHECK_EQ(fab_fence(e.f[0], 1, inc1 - 1), 0);
+    rc = -1;
+    for (int attempt = 0; attempt < 100 && rc; attempt++) {
+        rc = fab_faa(c1, rptr_make(0, DATA), 1, &v);
+        if (rc) clock_sleep_ns(20 * NS_PER_MS); /* (bounded: 2 s) */
+    }
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(v, 1u);
+    CHECK_EQ(call_settled(c1, 0, T_SUM, "ab", &resp), 0);
+    fab_buf_free(&resp);
+    fab_ctx_destroy(c1);
+    fab_ctx_destroy(c0);
+    tenv_stop(&e);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Bad bytes from the network never hurt a node. */
 
@@ -1228,6 +1294,7 @@ static const struct test_case cases[] = {
     {"dead_peer_process", t_dead_peer_process},
     {"hung_peer_process", t_hung_peer_process},
     {"incarnations", t_incarnations},
+    {"fence", t_fence},
     {"bad_input", t_bad_input},
     {"regions_local", t_regions_local},
     {"many_inflight", t_many_inflight},
