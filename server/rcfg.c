@@ -51,6 +51,11 @@ bool rcfg_check(const struct rcfg *c, char *err, size_t errcap)
                    RCFG_MAX_REPLICAS);
     if (c->nodes < 64 && c->members >> c->nodes)
         return REFUSE("a member past node %u", c->nodes - 1);
+    for (unsigned i = c->nodes; i < RCFG_MAX_NODES; i++)
+        if (c->fenced[i]) return REFUSE("node %u fenced, past node %u", i, c->nodes - 1);
+    for (unsigned i = 0; i < c->nodes; i++)
+        if (member(c, i) && c->fenced[i] == UINT64_MAX)
+            return REFUSE("node %u is a member with every process of it fenced", i);
     for (unsigned p = 0; p < c->partitions; p++) {
         if (!c->nrep[p] || c->nrep[p] > c->replicas)
             return REFUSE("partition %u has %u replicas (1..%u)", p, c->nrep[p],
@@ -91,6 +96,7 @@ int rcfg_without(const struct rcfg *c, uint16_t node, struct rcfg *out)
     struct rcfg n = *c;
     n.epoch = c->epoch + 1;
     n.members &= ~(1ull << node);
+    n.fenced[node] = UINT64_MAX;
     for (unsigned p = 0; p < n.partitions; p++) {
         unsigned k = 0;
         for (unsigned r = 0; r < c->nrep[p]; r++)
@@ -103,13 +109,14 @@ int rcfg_without(const struct rcfg *c, uint16_t node, struct rcfg *out)
     return 0;
 }
 
-int rcfg_join(const struct rcfg *c, uint16_t node, struct rcfg *out)
+int rcfg_join(const struct rcfg *c, uint16_t node, uint64_t inc, struct rcfg *out)
 {
-    if (node >= c->nodes) return RDKV_EINVAL;
+    if (node >= c->nodes || !inc) return RDKV_EINVAL;
     if (member(c, node)) return RDKV_EEXIST;
     struct rcfg n = *c;
     n.epoch = c->epoch + 1;
     n.members |= 1ull << node;
+    n.fenced[node] = inc - 1;
     unsigned added = 0;
     for (unsigned p = 0; p < n.partitions; p++) {
         if (n.nrep[p] >= n.replicas) continue;
@@ -189,6 +196,8 @@ int rcfg_encode(const struct rcfg *c, char *buf, size_t cap)
             PUT(" %u%s", c->rep[p][r], r >= rcfg_full(c, p) ? "+" : "");
         PUT("\n");
     }
+    for (unsigned i = 0; i < c->nodes; i++)
+        if (c->fenced[i]) PUT("fenced %u %llu\n", i, (unsigned long long)c->fenced[i]);
 #undef PUT
     return (int)off;
 }
@@ -291,6 +300,13 @@ int rcfg_decode(const char *text, size_t len, struct rcfg *out, char *err, size_
                 c.rep[p][c.nrep[p]++] = (uint16_t)v;
                 if (learn) c.nlearn[p]++;
             }
+        } else if (!strcmp(kw, "fenced")) {
+            if (!(seen & S_NODES)) BAD("line %u: fenced before nodes", line);
+            if (!NUM(0, c.nodes - 1)) BAD("line %u: bad fenced node", line);
+            unsigned n = (unsigned)v;
+            if (c.fenced[n]) BAD("line %u: node %u fenced twice", line, n);
+            if (!NUM(1, UINT64_MAX)) BAD("line %u: bad fenced incarnation", line);
+            c.fenced[n] = v;
         } else {
             BAD("line %u: unknown keyword '%s'", line, kw);
         }

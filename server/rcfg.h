@@ -24,6 +24,11 @@ struct rcfg {
     /* the last nlearn[p] of partition p's replicas are new copies still being filled (section
      * 8, "Re-replication"): they take every commit but are never promoted until made full */
     uint8_t nlearn[RCFG_MAX_NODES];
+    /* fencing (section 6, step 4): node i's processes with incarnations up to fenced[i] are
+     * refused by every member (rdma/fabric.h, fab_fence); 0: none. A removal fences every
+     * process of the node (UINT64_MAX); the join of a new process lowers it to just below that
+     * process's incarnation, so the old one -- a zombie -- stays out for good. */
+    uint64_t fenced[RCFG_MAX_NODES];
 };
 
 /* The first configuration of a cluster of `nodes` nodes with R replicas: epoch 1, every node a
@@ -46,17 +51,19 @@ static inline unsigned rcfg_full(const struct rcfg *c, unsigned p)
     return (unsigned)c->nrep[p] - c->nlearn[p];
 }
 
-/* The configuration after `node` left: epoch + 1, node no member, dropped from every set; a
- * partition whose primary it was gets its first backup as primary. RDKV_EUNAVAILABLE (out left
+/* The configuration after `node` left: epoch + 1, node no member and every process of it fenced,
+ * dropped from every set; a partition whose primary it was gets its first backup as primary.
+ * RDKV_EUNAVAILABLE (out left
  * unchanged) when a partition would have no full replica left, RDKV_EINVAL when node is no
  * member. */
 int rcfg_without(const struct rcfg *c, uint16_t node, struct rcfg *out);
 
-/* The configuration after `node` (no member) joined with an empty memory: epoch + 1, node a
- * member, and a replica being filled of every partition short of R copies. RDKV_EEXIST when it
- * is a member, RDKV_EINVAL when node is out of range, RDKV_ENOTFOUND when no partition lacks a
+/* The configuration after `node` (no member) joined with an empty memory, as its process of
+ * incarnation inc: epoch + 1, node a member, its processes before inc fenced, and a replica
+ * being filled of every partition short of R copies. RDKV_EEXIST when it is a member,
+ * RDKV_EINVAL when node is out of range or inc is 0, RDKV_ENOTFOUND when no partition lacks a
  * copy (it would hold nothing). */
-int rcfg_join(const struct rcfg *c, uint16_t node, struct rcfg *out);
+int rcfg_join(const struct rcfg *c, uint16_t node, uint64_t inc, struct rcfg *out);
 /* The configuration after node's replica of partition p was filled: epoch + 1, that replica
  * full. RDKV_EINVAL when it is not one being filled. */
 int rcfg_filled(const struct rcfg *c, unsigned p, uint16_t node, struct rcfg *out);

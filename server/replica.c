@@ -160,6 +160,11 @@ struct replica {
     uint64_t routed_epoch; /* the epoch whose routes are taken here (KV_RPC_REPL_EPOCH) */
     bool fault_lag; /* test hook (RDKV_TEST_FAULT=config-lag): a node neither manager nor
                        promoted takes a new epoch's routes 3 s late */
+    /* test hook (RDKV_TEST_FAULT=zombie-probe): a node that learns it is no member any more
+     * tries a one-sided READ and an RPC at every other node, and its status counts how many
+     * were refused (fencing, section 6) */
+    bool fault_probe;
+    unsigned probe_refused, probe_of; /* (under mu) */
     /* re-replication (docs/replication.md, section 8) */
     struct store_opts so;           /* the copies' options (replica_attach's) */
     const struct lock_algo *row;    /* the cluster's row lock, and its tunables */
@@ -332,6 +337,18 @@ static void await_members(struct replica *r, const struct rcfg *c)
     fab_ctx_destroy(fc);
 }
 
+/* Fences every process the configuration c fences (section 6, step 4: nothing of a removed node's
+ * process acts here any more, not even its one-sided operations; a new process taken back is
+ * let in). rmu held, so that the latest configuration's bounds are the ones that stay. Before
+ * the routes' epoch is published: a member that says it took c's routes has fenced. */
+static void apply_fences_locked(struct replica *r, const struct rcfg *c)
+{
+    struct fabric *f = __atomic_load_n(&r->f, __ATOMIC_ACQUIRE);
+    if (!f || c->replicas < 2) return;
+    for (unsigned i = 0; i < c->nodes; i++)
+        if (i != r->me) fab_fence(f, (uint16_t)i, c->fenced[i]);
+}
+
 /* Routes every partition to its primary of the latest configuration (those that changed), then
  * takes over the partitions whose primary this node has become: each is served from its copy
  * here, and only then published to peers (docs/replication.md, "Promotion"). Runs on zcfg's
@@ -343,6 +360,7 @@ static void apply_routes(struct replica *r)
     struct rcfg c = r->cur;
     bool stop = r->stopping;
     pthread_mutex_unlock(&r->mu);
+    if (!stop) apply_fences_locked(r, &c);
     unsigned promo[RCFG_MAX_NODES], npromo = 0;
     bool moved = false;
     for (unsigned p = 0; r->route && p < c.partitions; p++)
@@ -438,9 +456,36 @@ void replica_set_route(struct replica *r, replica_route_fn fn, replica_adopt_fn 
     apply_routes(r);
 }
 
+/* The zombie-probe test hook: what a removed node's process can still do at the other nodes. */
+static void zombie_probe(struct replica *r, const struct rcfg *c)
+{
+    struct fab_ctx *fc = NULL;
+    if (fab_ctx_create(r->f, &fc)) return;
+    fab_ctx_set_spin(fc, 0);
+    unsigned refused = 0, of = 0;
+    struct fab_buf resp = {0};
+    for (unsigned m = 0; m < c->nodes; m++) {
+        if (m == r->me) continue;
+        uint64_t word = 0;
+        int a = fab_read(fc, rptr_make((uint16_t)m, 0), &word, sizeof word);
+        int b = fab_rpc_call(fc, (uint16_t)m, KV_RPC_REPL_EPOCH, NULL, 0, &resp, REPL_TIMEOUT_NS);
+        log_warn("test hook: node %u, no member, at node %u: a READ %s, an RPC %s", r->me, m,
+                 rdkv_strerror(a), rdkv_strerror(b));
+        refused += (a != 0) + (b != 0);
+        of += 2;
+    }
+    fab_buf_free(&resp);
+    fab_ctx_destroy(fc);
+    pthread_mutex_lock(&r->mu);
+    r->probe_refused = refused;
+    r->probe_of = of;
+    pthread_mutex_unlock(&r->mu);
+}
+
 static void on_config(void *arg, const struct rcfg *c, int version)
 {
     struct replica *r = arg;
+    bool probe = false;
     /* copies this configuration gives this node first: a commit to one that is not open yet is
      * refused, and asked again */
     char why[320];
@@ -448,6 +493,8 @@ static void on_config(void *arg, const struct rcfg *c, int version)
     pthread_mutex_lock(&r->mu);
     bool newer = c->epoch > r->cur.epoch;
     if (newer || version > r->version) {
+        probe = r->fault_probe && (r->cur.members >> r->me & 1) && !(c->members >> r->me & 1) &&
+                __atomic_load_n(&r->f, __ATOMIC_ACQUIRE);
         r->cur = *c;
         r->version = version;
         __atomic_store_n(&r->member, (c->members >> r->me & 1) != 0, __ATOMIC_RELEASE);
@@ -471,6 +518,7 @@ static void on_config(void *arg, const struct rcfg *c, int version)
                         (unsigned long long)c->epoch);
     /* (also when hook_remove installed it here and poked: its routes are not taken yet) */
     if (newer || c->epoch > __atomic_load_n(&r->routed_epoch, __ATOMIC_ACQUIRE)) apply_routes(r);
+    if (probe) zombie_probe(r, c);
 }
 
 static void on_manager(void *arg, bool m)
@@ -583,29 +631,42 @@ static int hook_remove(void *arg, uint64_t nodes)
     return change_config(arg, make_without, &nodes, what);
 }
 
+struct joiner {
+    uint16_t node;
+    uint64_t inc; /* its process's incarnation */
+};
+
 static int make_join(const struct rcfg *cur, const void *ctx, struct rcfg *next)
 {
-    uint16_t node = *(const uint16_t *)ctx;
-    if (node < cur->nodes && (cur->members >> node & 1)) return RCFG_SAME; /* (asked again) */
-    return rcfg_join(cur, node, next);
+    const struct joiner *j = ctx;
+    if (j->node < cur->nodes && (cur->members >> j->node & 1)) {
+        /* asked again by the process taken back; any other process of a member is refused (a
+         * process older than the one taken back is fenced, and cannot ask) */
+        return cur->fenced[j->node] == j->inc - 1 ? RCFG_SAME : RDKV_EEXIST;
+    }
+    return rcfg_join(cur, j->node, j->inc, next);
 }
 
-/* The manager takes node back as a member that fills a copy of every partition short of R
- * copies (section 8). Its lease is fresh from now: its old silence is no suspicion. */
-static int do_join(struct replica *r, uint16_t node)
+/* The manager takes node's process inc back as a member that fills a copy of every partition
+ * short of R copies (section 8), fencing its earlier processes. Its lease is fresh from now: its
+ * old silence is no suspicion. */
+static int do_join(struct replica *r, uint16_t node, uint64_t inc)
 {
     if (!hook_is_manager(r)) return RDKV_EPERM;
     lease_admit(r->lease, node);
     char what[64];
     snprintf(what, sizeof what, "node %u back, filling copies", node);
-    return change_config(r, make_join, &node, what);
+    struct joiner j = {node, inc};
+    return change_config(r, make_join, &j, what);
 }
 
-/* KV_RPC_REPL_JOIN: empty, from the node that joins. */
+/* KV_RPC_REPL_JOIN: empty, from the node that joins (FAB_RPC_FENCED: the one way in for a new
+ * process of a removed node, which every member fences until it is taken back). */
 static void on_join(struct fab_rpc_req *req, void *arg)
 {
     struct replica *r = arg;
-    int rc = fab_rpc_len(req) ? RDKV_EPROTO : do_join(r, fab_rpc_src(req));
+    int rc = fab_rpc_len(req) ? RDKV_EPROTO
+                              : do_join(r, fab_rpc_src(req), fab_rpc_src_incarnation(req));
     fab_rpc_reply(req, rc, NULL, 0);
 }
 
@@ -765,7 +826,7 @@ static int ask_manager(struct replica *r, struct fab_ctx *fc, uint16_t type, con
 static int join_self(struct replica *r, const void *ctx)
 {
     (void)ctx;
-    return do_join(r, r->me);
+    return do_join(r, r->me, fab_incarnation(r->f));
 }
 
 int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_ns,
@@ -1976,13 +2037,14 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
                    const struct store_opts *so, char *err, size_t errcap)
 {
     if (!r) return 0;
-    r->f = f;
+    __atomic_store_n(&r->f, f, __ATOMIC_RELEASE);
     r->primary = primary;
     const char *hook = getenv("RDKV_TEST_FAULT");
     char mine[32];
     snprintf(mine, sizeof mine, "repl-partial@%u", r->me);
     r->fault_partial = hook && !strcmp(hook, mine);
     r->fault_lag = hook && !strcmp(hook, "config-lag");
+    r->fault_probe = hook && !strcmp(hook, "zombie-probe");
     r->so = *so;
     pthread_mutex_lock(&r->mu);
     struct rcfg c = r->cur;
@@ -1994,11 +2056,17 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_TAIL, on_tail, r, 0);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_EPOCH, on_epoch, r, FAB_RPC_FAST);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_COPY, on_copy, r, 0);
-    if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_JOIN, on_join, r, 0);
+    if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_JOIN, on_join, r, FAB_RPC_FENCED);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_FILLED, on_filled, r, 0);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_DROP, on_drop, r, 0);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_HANDBACK, on_handback, r, 0);
     if (rc) return log_reason(err, errcap, rc, "cannot serve the replication RPCs");
+    pthread_mutex_lock(&r->rmu);
+    pthread_mutex_lock(&r->mu);
+    c = r->cur;
+    pthread_mutex_unlock(&r->mu);
+    apply_fences_locked(r, &c);
+    pthread_mutex_unlock(&r->rmu);
     if (c.replicas > 1) {
         struct lease_hooks h = {hook_is_manager, hook_manager_node, hook_config, hook_remove,
                                 hook_live,       hook_resign,       hook_started, r};
@@ -2955,6 +3023,7 @@ void replica_status_json(struct replica *r, const struct cluster_config *cc, FIL
     bool mgr = r->manager;
     struct fill fill[RCFG_MAX_NODES];
     memcpy(fill, r->fill, sizeof fill);
+    unsigned probe_refused = r->probe_refused, probe_of = r->probe_of;
     pthread_mutex_unlock(&r->mu);
     /* (the hosts string was checked as host:port[,host:port][/chroot] when the config was read:
      * no character that JSON must escape) */
@@ -2977,7 +3046,14 @@ void replica_status_json(struct replica *r, const struct cluster_config *cc, FIL
                     (unsigned long long)fill[p].rows, (unsigned long long)fill[p].of);
         fprintf(m, "}");
     }
-    fprintf(m, "]}");
+    /* the nodes whose old processes every member fences (section 6, step 4) */
+    fprintf(m, "],\"fenced\":[");
+    for (unsigned i = 0, k = 0; i < c.nodes; i++)
+        if (c.fenced[i]) fprintf(m, "%s%u", k++ ? "," : "", i);
+    fprintf(m, "]");
+    if (r->fault_probe)
+        fprintf(m, ",\"probe\":{\"refused\":%u,\"of\":%u}", probe_refused, probe_of);
+    fprintf(m, "}");
 }
 
 void replica_release(struct replica *r)

@@ -614,10 +614,11 @@ static bool status_becomes(unsigned node, const char *what)
 
 /* The zombie: a primary stopped (SIGSTOP) past its lease is removed and its partition
  * promoted; continued (SIGCONT), it installs no write any more -- a write of its partition goes
- * to the new primary and its backup, and the zombie's own copy stays as it was. */
+ * to the new primary and its backup, and the zombie's own copy stays as it was -- and every
+ * other node fences it: its one-sided operations and RPCs there are refused. */
 static void t_zombie(void)
 {
-    start_lease(3, 3, "2s");
+    start_hooked("zombie-probe");
     unsigned v = non_manager();
     REQUIRE(v < 3);
     unsigned x = (v + 1) % 3, y = (v + 2) % 3;
@@ -629,8 +630,14 @@ static void t_zombie(void)
     REQUIRE(launch_pause(&L, v, true) == 0);
     CHECK(status_becomes(x, "\"epoch\":2,"));
     CHECK(status_becomes(y, "\"epoch\":2,"));
+    char fenced[32];
+    snprintf(fenced, sizeof fenced, "\"fenced\":[%u]", v);
+    CHECK(status_says(x, fenced));
     REQUIRE(launch_pause(&L, v, false) == 0);
     CHECK(status_becomes(v, "\"member\":false"));
+    /* fenced (section 6, step 4): the zombie's one-sided READs and RPCs at both other nodes
+     * are refused (the test hook tries them once it learns it is no member) */
+    CHECK(status_becomes(v, "\"probe\":{\"refused\":4,\"of\":4}"));
     int rc = rdkv_put(s, k, strlen(k), "after", 5);
     printf("  a write of the zombie's partition: %s\n", rdkv_strerror(rc));
     CHECK_EQ(rc, 0); /* (served by the promoted backup) */

@@ -63,10 +63,15 @@ static void t_join(void)
     struct rcfg c, n, j, f, w;
     char err[160], buf[4096];
     CHECK_EQ(rcfg_initial(&c, 3, 3), 0);
-    CHECK_EQ(rcfg_join(&c, 1, &j), RDKV_EEXIST);      /* a member */
-    CHECK_EQ(rcfg_join(&c, 3, &j), RDKV_EINVAL);      /* no such node */
+    CHECK_EQ(rcfg_join(&c, 1, 77, &j), RDKV_EEXIST);  /* a member */
+    CHECK_EQ(rcfg_join(&c, 3, 77, &j), RDKV_EINVAL);  /* no such node */
     CHECK_EQ(rcfg_without(&c, 0, &n), 0);             /* p0: 1 2 */
-    CHECK_EQ(rcfg_join(&n, 0, &j), 0);
+    CHECK_EQ(n.fenced[0], UINT64_MAX);                /* every process of the one removed */
+    CHECK_EQ(n.fenced[1], 0u);
+    CHECK(rcfg_check(&n, err, sizeof err));
+    CHECK_EQ(rcfg_join(&n, 0, 0, &j), RDKV_EINVAL);   /* no incarnation */
+    CHECK_EQ(rcfg_join(&n, 0, 77, &j), 0);
+    CHECK_EQ(j.fenced[0], 76u);                       /* its processes before this one */
     CHECK_EQ(j.epoch, 3);
     CHECK_EQ(j.members, 7);
     for (unsigned p = 0; p < 3; p++) {
@@ -81,9 +86,15 @@ static void t_join(void)
     int len = rcfg_encode(&j, buf, sizeof buf);
     REQUIRE(len > 0);
     CHECK(strstr(buf, "part 0 1 2 0+\n") != NULL);
+    CHECK(strstr(buf, "fenced 0 76\n") != NULL);
     struct rcfg d;
     CHECK_EQ(rcfg_decode(buf, (size_t)len, &d, err, sizeof err), 0);
     CHECK(!memcmp(&d, &j, sizeof d));
+    len = rcfg_encode(&n, buf, sizeof buf);
+    REQUIRE(len > 0);
+    CHECK(strstr(buf, "fenced 0 18446744073709551615\n") != NULL);
+    CHECK_EQ(rcfg_decode(buf, (size_t)len, &d, err, sizeof err), 0);
+    CHECK(!memcmp(&d, &n, sizeof d));
     /* a copy being filled is never promoted: p0's primary and its full backup leave, and the
      * last is refused (only node 0's unfilled copy would be left) */
     CHECK_EQ(rcfg_without(&j, 1, &w), 0);
@@ -146,7 +157,7 @@ static void t_join(void)
     c.rep[0][1] = 2, c.nrep[0] = 2; /* p0 on 1 2, p1 on 1 2, p2 on 2 1 */
     c.rep[2][1] = 1, c.nrep[2] = 2;
     CHECK(rcfg_check(&c, err, sizeof err));
-    CHECK_EQ(rcfg_join(&c, 0, &j), RDKV_ENOTFOUND);
+    CHECK_EQ(rcfg_join(&c, 0, 5, &j), RDKV_ENOTFOUND);
     /* decoding refuses a full replica after one being filled, and a partition without a full
      * one */
     const char *bad1 = "rdkv-config 1\nepoch 1\nnodes 2\npartitions 2\nreplicas 2\n"
@@ -155,6 +166,20 @@ static void t_join(void)
                        "members 0 1\npart 0 0 1+\npart 1 1+\n";
     CHECK_EQ(rcfg_decode(bad1, strlen(bad1), &d, err, sizeof err), RDKV_EPROTO);
     CHECK_EQ(rcfg_decode(bad2, strlen(bad2), &d, err, sizeof err), RDKV_EPROTO);
+    /* fencing lines: a node in range, once, an incarnation above 0, and never every process of
+     * a member */
+    const char *head = "rdkv-config 1\nepoch 2\nnodes 2\npartitions 2\nreplicas 1\n"
+                       "members 0 1\npart 0 0\npart 1 1\n";
+    const char *tails[] = {"fenced 2 5\n", "fenced 1 0\n", "fenced 1 5\nfenced 1 6\n",
+                           "fenced 1 18446744073709551615\n", "fenced 1\n", "fenced 1 5 6\n",
+                           "fenced x 5\n"};
+    for (unsigned i = 0; i < sizeof tails / sizeof *tails; i++) {
+        snprintf(buf, sizeof buf, "%s%s", head, tails[i]);
+        CHECK_EQ(rcfg_decode(buf, strlen(buf), &d, err, sizeof err), RDKV_EPROTO);
+    }
+    snprintf(buf, sizeof buf, "%sfenced 1 5\n", head);
+    CHECK_EQ(rcfg_decode(buf, strlen(buf), &d, err, sizeof err), 0);
+    CHECK_EQ(d.fenced[1], 5u);
 }
 
 static void t_roundtrip(void)
