@@ -127,7 +127,7 @@ static size_t rec_parse(const uint8_t *p, size_t n, uint64_t expect_lsn, uint32_
     if (WAL_REC_HDR + (size_t)len > n) return *why = "short record", 0;
     if (pack_get_u32le(p + 4) != rec_check(p, len)) return *why = "bad checksum", 0;
     uint8_t type = p[24], flags = p[25];
-    if (type < WAL_COMMIT || type > WAL_END) return *why = "unknown record type", 0;
+    if (type < WAL_COMMIT || type > WAL_TYPE_MAX) return *why = "unknown record type", 0;
     if ((flags & ~WAL_F_GROUP) || !pack_is_zero(p + 26, 6)) return *why = "reserved bits set", 0;
     uint64_t lsn = pack_get_u64le(p + 8);
     if (expect_lsn && lsn != expect_lsn) return *why = "LSN gap", 0;
@@ -160,7 +160,7 @@ static bool group_after(const uint8_t *buf, size_t len, size_t from, uint64_t mi
     for (size_t off = from; off + WAL_REC_HDR <= len; off++) {
         const uint8_t *p = buf + off;
         if (p[3] != WAL_REC_MAGIC || p[25] != WAL_F_GROUP || p[24] < WAL_COMMIT ||
-            p[24] > WAL_END || !pack_is_zero(p + 26, 6))
+            p[24] > WAL_TYPE_MAX || !pack_is_zero(p + 26, 6))
             continue;
         /* a later record's LSN is at most one per header's worth of bytes on: checked before
          * the checksum, so garbage that looks like headers costs little */
@@ -989,7 +989,7 @@ int wal_open(const struct wal_opts *o, wal_rec_fn fn, void *arg, struct wal_scan
 int wal_append(struct wal *w, uint8_t type, uint64_t txid, const void *payload, uint32_t len,
                uint64_t *lsn)
 {
-    if (type < WAL_COMMIT || type > WAL_END || (len && !payload)) return RDKV_EINVAL;
+    if (type < WAL_COMMIT || type > WAL_TYPE_MAX || (len && !payload)) return RDKV_EINVAL;
     if (len > w->o.record_max) return RDKV_ETOOBIG;
     size_t sz = WAL_REC_HDR + (size_t)len;
     pthread_mutex_lock(&w->mu);

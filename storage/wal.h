@@ -42,13 +42,22 @@ enum wal_type {
     WAL_PREPARE = 2,  /* a 2PC participant's staged writes (u16 coordinator, wal_writes) */
     WAL_DECISION = 3, /* a 2PC coordinator's decision (u8 WAL_DECIDE_*, u16 count, u16 nodes[]) */
     WAL_END = 4,      /* a 2PC transaction is finished here: its records are no longer needed */
-    /* 5..15 are reserved for later record types (checkpoint begin and end, partition ownership,
-     * operator overrides); a reader refuses them as corruption until it knows them. Other
-     * values are corruption. */
+    /* a replicated node's log (server/replica.c; docs/replication.md, "Backups' logs"): */
+    WAL_REPL = 5,     /* a KV_RPC_REPL payload, as applied to the copy of its partition here */
+    WAL_FILL = 6,     /* a KV_RPC_REPL_COPY payload: rows of a copy being filled */
+    WAL_MARK = 7,     /* a copy's history: u8 WAL_MARK_*, u16 partition, u64 epoch */
+    WAL_TYPE_MAX = 7,
+    /* 8..15 are reserved for later record types (checkpoint begin and end, operator
+     * overrides); a reader refuses them as corruption until it knows them. Other values are
+     * corruption. */
     WAL_TYPE_RESERVED_MAX = 15,
 };
 #define WAL_DECIDE_COMMIT 1u
 #define WAL_DECIDE_ABORT 2u
+#define WAL_MARK_CREATE 1u /* the copy starts empty and full here (the cluster's creation) */
+#define WAL_MARK_BEGIN 2u  /* the copy starts empty, to be filled (a join) */
+#define WAL_MARK_FULL 3u   /* the configuration made the copy full */
+#define WAL_MARK_GONE 4u   /* the copy is no longer held here */
 
 /* flags: the record is the first of the bytes the writer handed to one write (a group). The
  * writer starts a group only after the previous group's fdatasync returned, so a valid group
@@ -178,7 +187,7 @@ int wal_open(const struct wal_opts *o, wal_rec_fn fn, void *arg, struct wal_scan
  * thread's other tasks run, or blocks a plain thread on a futex (common/task.h): never a spin.
  *
  * Queues a record (any thread or task); *lsn gets its LSN. Waits while the queue is full. The
- * payload is copied. RDKV_ETOOBIG past record_max, RDKV_EINVAL for a type outside 1..4, RDKV_EIO
+ * payload is copied. RDKV_ETOOBIG past record_max, RDKV_EINVAL for a type outside 1..WAL_TYPE_MAX, RDKV_EIO
  * or RDKV_ENOSPC once the log has failed (see wal_error), RDKV_ESHUTDOWN after wal_close began. */
 int wal_append(struct wal *w, uint8_t type, uint64_t txid, const void *payload, uint32_t len,
                uint64_t *lsn);

@@ -460,7 +460,8 @@ int txn_recovery_rec(struct txn_recovery *r, const struct wal_rec *rec)
         r->decs = d;
         return 0;
     }
-    default: return 0;
+    /* (a replicated node's records: never in the transaction layer's own log) */
+    default: return RDKV_EPROTO;
     }
 }
 

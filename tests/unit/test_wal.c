@@ -1188,7 +1188,7 @@ static void test_limits(void)
     static uint8_t big[2000];
     CHECK_EQ(wal_append(w, WAL_COMMIT, 1, big, 1001, NULL), RDKV_ETOOBIG);
     CHECK_EQ(wal_append(w, 0, 1, big, 10, NULL), RDKV_EINVAL);
-    CHECK_EQ(wal_append(w, 5, 1, big, 10, NULL), RDKV_EINVAL);
+    CHECK_EQ(wal_append(w, WAL_TYPE_MAX + 1, 1, big, 10, NULL), RDKV_EINVAL);
     CHECK_EQ(wal_append(w, WAL_COMMIT, 1, NULL, 10, NULL), RDKV_EINVAL);
     uint64_t lsn = 0;
     CHECK_EQ(wal_commit(w, WAL_PREPARE, 1, big, 1000, &lsn), 0);
