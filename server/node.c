@@ -1112,16 +1112,17 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
     }
     /* The replica configuration before anything serves: a node that cannot learn it stays
      * down rather than serve a partition it may no longer own. */
-    rc = replica_start(&n->cc, (uint16_t)o->node, o->peer_wait_ns, o->replica_lease_ns, &n->repl,
-                       why, sizeof why);
-    if (!rc && n->cc.replicas > 1 && o->data_dir) {
-        snprintf(why, sizeof why, "replicas %u with --data-dir: backups do not keep a log yet "
-                 "(docs/replication.md, \"What runs today\"); a replicated cluster runs in memory",
-                 n->cc.replicas);
-        replica_stop(n->repl);
-        n->repl = NULL;
-        rc = RDKV_ENOTSUP;
-    }
+    /* replicated with a data directory: the copies keep the log (the transaction layer none) */
+    struct wal_opts lo;
+    wal_opts_init(&lo);
+    lo.dir = o->data_dir;
+    lo.durability = (enum wal_durability)o->durability;
+    lo.segment_bytes = o->log_segment;
+    lo.on_fail = log_failed;
+    lo.on_fail_arg = n;
+    rc = replica_start(&n->cc, (uint16_t)o->node, o->peer_wait_ns, o->replica_lease_ns,
+                       o->data_dir && n->cc.replicas > 1 ? &lo : NULL, &n->repl, why,
+                       sizeof why);
     if (rc) {
         snprintf(err, errcap, "%s", why);
         cluster_config_free(&n->cc);
@@ -1142,7 +1143,8 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         rc = RDKV_ENOMEM;
         goto fail;
     }
-    if (o->data_dir && !o->init && !holds_data(o->data_dir)) {
+    /* (replicated, a node whose data is not there joins empty and is filled from the others) */
+    if (o->data_dir && n->cc.replicas == 1 && !o->init && !holds_data(o->data_dir)) {
         /* A partition's data missing must never read as its keys being absent. */
         snprintf(err, errcap,
                  "--data-dir %s holds no redo log or checkpoint: node %ld's data is not there. "
@@ -1176,8 +1178,8 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         snprintf(err, errcap, "cannot open the store: %s", why);
         goto fail;
     }
-    if (o->data_dir && (rc = wal_start(n, err, errcap))) goto fail;
-    if (o->fault_wal)
+    if (o->data_dir && n->cc.replicas == 1 && (rc = wal_start(n, err, errcap))) goto fail;
+    if (o->fault_wal && n->wal)
         wal_fault_inject(n->wal,
                          o->fault_wal == 1   ? WAL_FAULT_WRITE
                          : o->fault_wal == 2 ? WAL_FAULT_SYNC
@@ -1207,7 +1209,7 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
     replica_set_rows(n->repl, lock_algo_find(txn_env_cfg(n->txn)->row_lock),
                      txn_env_lock_cfg(n->txn));
     replica_set_route(n->repl, route_txn, adopt_txn, n->txn);
-    if (n->wal && (rc = txids_start(n, err, errcap))) goto fail;
+    if (o->data_dir && (rc = txids_start(n, err, errcap))) goto fail;
     if (n->recov) {
         struct txn_recovery *tr = n->recov;
         n->recov = NULL;

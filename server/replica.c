@@ -15,7 +15,10 @@
 #include "storage/store.h"
 #include "storage/wal.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -129,9 +132,11 @@ struct replica {
     /* the transaction layer's routes (replica_set_route), set under rmu: routed[p] is the node
      * partition p was last routed to */
     pthread_mutex_t rmu;
+    pthread_mutex_t fmu; /* apply_fences: the fabric's bounds follow the latest configuration */
     replica_route_fn route;
     void *route_arg;
     uint16_t routed[RCFG_MAX_NODES];
+    bool routes_again; /* (atomic) apply_routes was asked while rmu was held: go again */
     unsigned parts;           /* the configuration's partitions (fixed) */
     replica_adopt_fn adopt;
     /* per partition backed up here: its PREPAREs and DECIDEs not settled yet (under mu), and
@@ -198,6 +203,14 @@ struct replica {
     uint64_t *kept[RCFG_MAX_NODES];
     unsigned nkept[RCFG_MAX_NODES];
     int64_t apply_said[RCFG_MAX_NODES]; /* when a commit's apply here last failed, said (mu) */
+    /* the copies' log, with a data directory (section 7, "Backups' logs"): every REPL and COPY
+     * payload applied to a copy here -- this node's own ships included -- and each copy's
+     * history marks, in the order applied (under mu) */
+    struct wal_opts logo;           /* (logo.dir: DIR/repl; NULL: no log) */
+    char logdir[512];
+    struct wal *log;
+    bool comeback;                  /* this process came back as the member it was, from it */
+    uint8_t hist[RCFG_MAX_NODES];   /* each partition's copy history in the log (HIST_*) */
     /* a promotion here is taking partition p over (mu): its copies are not filled meanwhile --
      * the drain must count the PREPAREs it takes over, and the fill send the DECIDEs */
     bool taking[RCFG_MAX_NODES];
@@ -222,6 +235,93 @@ static struct store *copy_locked(const struct replica *r, unsigned p)
 {
     return p == r->me ? r->primary : p < RCFG_MAX_NODES ? r->backup[p] : NULL;
 }
+
+/* ---- the copies' log (docs/replication.md, section 7, "Backups' logs") --------------------- */
+
+/* A copy's history in the log, from its marks. */
+enum { HIST_NONE, HIST_LEARNING, HIST_FULL, HIST_GONE, HIST_BAD };
+#define MARK_LEN 11 /* u8 WAL_MARK_*, u16 partition, u64 epoch */
+
+/* The history after one mark: a copy begins once (at the cluster's creation, full; or at a
+ * join, being filled), is made full once, and is given up once -- a process never takes a
+ * partition back, and one that joins begins a new log. */
+static uint8_t hist_after(uint8_t h, uint8_t mark)
+{
+    switch (mark) {
+    case WAL_MARK_CREATE: return h == HIST_NONE ? HIST_FULL : HIST_BAD;
+    case WAL_MARK_BEGIN: return h == HIST_NONE ? HIST_LEARNING : HIST_BAD;
+    case WAL_MARK_FULL: return h == HIST_LEARNING || h == HIST_FULL ? HIST_FULL : HIST_BAD;
+    case WAL_MARK_GONE: return h == HIST_BAD ? HIST_BAD : HIST_GONE;
+    default: return HIST_BAD;
+    }
+}
+
+/* A mark's partition and kind, or false for bytes that are not one. */
+static bool mark_get(const uint8_t *b, uint32_t len, uint8_t *kind, unsigned *p)
+{
+    if (len != MARK_LEN || b[0] < WAL_MARK_CREATE || b[0] > WAL_MARK_GONE) return false;
+    *kind = b[0];
+    *p = pack_get_u16le(b + 1);
+    return *p < RCFG_MAX_NODES;
+}
+
+/* Appends a record of the copies' log (mu held, so that its order is the order applied): 0 and
+ * *lsn (0 without a log); a record that cannot be appended stops the node (the copy here
+ * already shows it: a restart decides from the log). */
+static int log_append_locked(struct replica *r, uint8_t type, const void *b, size_t len,
+                             uint64_t *lsn)
+{
+    *lsn = 0;
+    if (!r->log) return 0;
+    int rc = len > WAL_REC_LIMIT ? RDKV_ETOOBIG
+                                 : wal_append(r->log, type, 0, b, (uint32_t)len, lsn);
+    if (rc) {
+        char why[96];
+        snprintf(why, sizeof why, "a record of the copies' log could not be appended: %s",
+                 rdkv_strerror(rc));
+        wal_fail_stop(r->log, why);
+    }
+    return 0;
+}
+
+/* Waits until the copies' log holds lsn durably; a log that failed stops the node. */
+static void log_wait(struct replica *r, uint64_t lsn, const char *what)
+{
+    if (!wal_wait(r->log, lsn)) return;
+    char why[96];
+    snprintf(why, sizeof why, "a %s of the copies' log is not known durable", what);
+    wal_fail_stop(r->log, why);
+}
+
+/* Logs a copy's mark (mu held; not waited for: a REPL or COPY after it is, and durability is in
+ * order). */
+static void log_mark_locked(struct replica *r, uint8_t kind, unsigned p, uint64_t epoch)
+{
+    if (!r->log) return;
+    uint8_t b[MARK_LEN];
+    b[0] = kind;
+    pack_put_u16le(b + 1, (uint16_t)p);
+    pack_put_u64le(b + 3, epoch);
+    uint64_t lsn;
+    log_append_locked(r, WAL_MARK, b, sizeof b, &lsn);
+    r->hist[p] = hist_after(r->hist[p], kind);
+}
+
+/* The marks a new configuration c calls for, against the one held (mu held, before cur
+ * changes): a copy being filled begins, one filled is full, one no longer held is gone. */
+static void log_marks_locked(struct replica *r, const struct rcfg *c)
+{
+    for (unsigned p = 0; r->log && p < c->partitions; p++) {
+        bool held = rcfg_holds(c, p, r->me), learning = held && rcfg_learning(c, p, r->me);
+        uint8_t h = r->hist[p];
+        if (held && learning && h == HIST_NONE) log_mark_locked(r, WAL_MARK_BEGIN, p, c->epoch);
+        else if (held && !learning && h == HIST_LEARNING)
+            log_mark_locked(r, WAL_MARK_FULL, p, c->epoch);
+        else if (!held && (h == HIST_LEARNING || h == HIST_FULL))
+            log_mark_locked(r, WAL_MARK_GONE, p, c->epoch);
+    }
+}
+
 
 static void recs_free_locked(struct replica *r, unsigned p);
 static void tail_trim_locked(struct replica *r, unsigned p, uint64_t stable);
@@ -337,30 +437,35 @@ static void await_members(struct replica *r, const struct rcfg *c)
     fab_ctx_destroy(fc);
 }
 
-/* Fences every process the configuration c fences (section 6, step 4: nothing of a removed node's
- * process acts here any more, not even its one-sided operations; a new process taken back is
- * let in). rmu held, so that the latest configuration's bounds are the ones that stay. Before
- * the routes' epoch is published: a member that says it took c's routes has fenced. */
-static void apply_fences_locked(struct replica *r, const struct rcfg *c)
+/* Fences every process the latest configuration fences (section 6, step 4: nothing of a
+ * removed node's process acts here any more, not even its one-sided operations; a new process
+ * taken back is let in). From on_config at once, and again before the routes' epoch is
+ * published, so that a member that says it took an epoch's routes has fenced -- never waiting
+ * for a takeover that holds rmu (a process taken back would be refused meanwhile). */
+static void apply_fences(struct replica *r)
 {
     struct fabric *f = __atomic_load_n(&r->f, __ATOMIC_ACQUIRE);
-    if (!f || c->replicas < 2) return;
-    for (unsigned i = 0; i < c->nodes; i++)
-        if (i != r->me) fab_fence(f, (uint16_t)i, c->fenced[i]);
+    if (!f) return;
+    pthread_mutex_lock(&r->fmu);
+    pthread_mutex_lock(&r->mu);
+    struct rcfg c = r->cur;
+    pthread_mutex_unlock(&r->mu);
+    for (unsigned i = 0; c.replicas > 1 && i < c.nodes; i++)
+        if (i != r->me) fab_fence(f, (uint16_t)i, c.fenced[i]);
+    pthread_mutex_unlock(&r->fmu);
 }
 
 /* Routes every partition to its primary of the latest configuration (those that changed), then
  * takes over the partitions whose primary this node has become: each is served from its copy
  * here, and only then published to peers (docs/replication.md, "Promotion"). Runs on zcfg's
  * thread (on_config), never on the lease threads: a takeover may wait for other nodes. */
-static void apply_routes(struct replica *r)
+static void apply_routes_locked(struct replica *r)
 {
-    pthread_mutex_lock(&r->rmu);
     pthread_mutex_lock(&r->mu);
     struct rcfg c = r->cur;
     bool stop = r->stopping;
     pthread_mutex_unlock(&r->mu);
-    if (!stop) apply_fences_locked(r, &c);
+    if (!stop) apply_fences(r);
     unsigned promo[RCFG_MAX_NODES], npromo = 0;
     bool moved = false;
     for (unsigned p = 0; r->route && p < c.partitions; p++)
@@ -442,7 +547,31 @@ static void apply_routes(struct replica *r)
                      (double)(clock_now_ns() - t0) / 1e6);
         }
     }
+}
+
+/* Applies the latest configuration's routes (apply_routes_locked), never waiting for rmu: when
+ * a thread holds it -- a takeover, which may wait for other nodes that wait for this node's
+ * epoch -- it is asked to go again, and does once it is through. So the configuration watch's
+ * thread never waits for a takeover, and this node's epoch moves on meanwhile. */
+static void apply_routes(struct replica *r)
+{
+    __atomic_store_n(&r->routes_again, true, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&r->routes_again, __ATOMIC_SEQ_CST) &&
+           pthread_mutex_trylock(&r->rmu) == 0) {
+        __atomic_store_n(&r->routes_again, false, __ATOMIC_SEQ_CST);
+        apply_routes_locked(r);
+        pthread_mutex_unlock(&r->rmu);
+    }
+}
+
+/* The same, waiting for rmu: the node's start, whose routes must be set before it serves. */
+static void apply_routes_wait(struct replica *r)
+{
+    pthread_mutex_lock(&r->rmu);
+    __atomic_store_n(&r->routes_again, false, __ATOMIC_SEQ_CST);
+    apply_routes_locked(r);
     pthread_mutex_unlock(&r->rmu);
+    if (__atomic_load_n(&r->routes_again, __ATOMIC_SEQ_CST)) apply_routes(r);
 }
 
 void replica_set_route(struct replica *r, replica_route_fn fn, replica_adopt_fn afn, void *arg)
@@ -452,8 +581,28 @@ void replica_set_route(struct replica *r, replica_route_fn fn, replica_adopt_fn 
     r->route = fn;
     r->adopt = afn;
     r->route_arg = arg;
+    if (r->comeback) {
+        /* Back from its log: its partitions are taken over as promotions are, which asks the
+         * other copies -- themselves maybe coming back, and serving only once their own start
+         * is through. So not here, before this node serves (every node would wait on the
+         * others): they stay gated until replica_serve's thread has taken them over. */
+        pthread_mutex_lock(&r->mu);
+        struct rcfg c = r->cur;
+        pthread_mutex_unlock(&r->mu);
+        for (unsigned p = 0; p < c.partitions; p++) {
+            if (!c.nrep[p] || rcfg_primary(&c, p) != r->me || r->routed[p] == r->me) continue;
+            char name[STORE_NAME_MAX + 1];
+            snprintf(name, sizeof name, p == r->me ? "store" : "store.b%u", p % 10000u);
+            pthread_mutex_lock(&r->mu);
+            struct store *st = copy_locked(r, p);
+            pthread_mutex_unlock(&r->mu);
+            if (st) fn(arg, p, r->me, st, name, true);
+        }
+        pthread_mutex_unlock(&r->rmu);
+        return;
+    }
     pthread_mutex_unlock(&r->rmu);
-    apply_routes(r);
+    apply_routes_wait(r);
 }
 
 /* The zombie-probe test hook: what a removed node's process can still do at the other nodes. */
@@ -495,6 +644,7 @@ static void on_config(void *arg, const struct rcfg *c, int version)
     if (newer || version > r->version) {
         probe = r->fault_probe && (r->cur.members >> r->me & 1) && !(c->members >> r->me & 1) &&
                 __atomic_load_n(&r->f, __ATOMIC_ACQUIRE);
+        if (newer) log_marks_locked(r, c);
         r->cur = *c;
         r->version = version;
         __atomic_store_n(&r->member, (c->members >> r->me & 1) != 0, __ATOMIC_RELEASE);
@@ -516,6 +666,7 @@ static void on_config(void *arg, const struct rcfg *c, int version)
     pthread_mutex_unlock(&r->mu);
     if (newer) log_info("node %u: replica configuration epoch %llu", r->me,
                         (unsigned long long)c->epoch);
+    if (newer) apply_fences(r);
     /* (also when hook_remove installed it here and poked: its routes are not taken yet) */
     if (newer || c->epoch > __atomic_load_n(&r->routed_epoch, __ATOMIC_ACQUIRE)) apply_routes(r);
     if (probe) zombie_probe(r, c);
@@ -829,8 +980,51 @@ static int join_self(struct replica *r, const void *ctx)
     return do_join(r, r->me, fab_incarnation(r->f));
 }
 
+/* wal_scan's callback for the come-back decision: the marks only. */
+static int hist_scan(void *arg, const struct wal_rec *rec)
+{
+    uint8_t *hist = arg, kind;
+    unsigned p;
+    if (rec->type == WAL_REPL || rec->type == WAL_FILL) return 0;
+    if (rec->type != WAL_MARK || !mark_get(rec->payload, rec->len, &kind, &p)) return RDKV_EPROTO;
+    hist[p] = hist_after(hist[p], kind);
+    return 0;
+}
+
+/* Whether this node, a member of c that held copies before, comes back as it was from the
+ * copies' log in dir: each copy c gives it has its whole history there (begun, and full where c
+ * says full) -- no commit of those partitions was acknowledged without this node since, as it
+ * was a member holding them. Why not, in why. */
+static bool can_come_back(const struct replica *r, const struct rcfg *c, const char *dir,
+                          uint8_t *hist, char *why, size_t whycap)
+{
+    struct wal_scan_result res;
+    char err[256] = "";
+    memset(hist, 0, RCFG_MAX_NODES);
+    int rc = wal_scan(dir, r->me, r->logo.cluster_fp, 0, hist_scan, hist, &res, err, sizeof err);
+    if (rc) {
+        snprintf(why, whycap, "its copies' log in %.120s does not read: %.120s", dir,
+                 err[0] ? err : rdkv_strerror(rc));
+        return false;
+    }
+    if (!res.records) {
+        snprintf(why, whycap, "%.200s holds no copies' log", dir);
+        return false;
+    }
+    for (unsigned p = 0; p < c->partitions; p++) {
+        if (!rcfg_holds(c, p, r->me)) continue;
+        uint8_t want = rcfg_learning(c, p, r->me) ? HIST_LEARNING : HIST_FULL;
+        if (hist[p] != want) {
+            snprintf(why, whycap, "its log does not hold partition %u's whole history", p);
+            return false;
+        }
+    }
+    return true;
+}
+
 int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_ns,
-                  int64_t lease_ns, struct replica **out, char *err, size_t errcap)
+                  int64_t lease_ns, const struct wal_opts *log, struct replica **out, char *err,
+                  size_t errcap)
 {
     *out = NULL;
     if (!cc->zookeeper[0]) {
@@ -842,8 +1036,17 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
     if (!r) return RDKV_ENOMEM;
     r->me = me;
     r->lease_ns = lease_ns > 0 ? lease_ns : REPLICA_LEASE_DEFAULT_NS;
+    if (log && log->dir) {
+        r->logo = *log;
+        snprintf(r->logdir, sizeof r->logdir, "%s/repl", log->dir);
+        r->logo.dir = r->logdir;
+        r->logo.node = me;
+        r->logo.cluster_fp = cc->fingerprint;
+        r->logo.record_max = WAL_REC_LIMIT;
+    }
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->rmu, NULL);
+    pthread_mutex_init(&r->fmu, NULL);
     pthread_cond_init(&r->cv, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -914,7 +1117,17 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
                  cc->zookeeper, me, rdkv_strerror(rc));
         goto fail;
     }
-    if (rc == RDKV_EEXIST && (c.members >> me & 1)) {
+    char whynot[320] = "";
+    if (rc == RDKV_EEXIST && (c.members >> me & 1) && r->logo.dir &&
+        can_come_back(r, &c, r->logdir, r->hist, whynot, sizeof whynot)) {
+        /* its copies are in its log, whole: it comes back as the member it was, and takes its
+         * partitions over as a promoted copy does (section 7, "Backups' logs") */
+        r->comeback = true;
+        log_warn("node %u held copies of this replicated cluster before: it comes back as the "
+                 "member it was, from its copies' log in %s (epoch %llu)", me, r->logdir,
+                 (unsigned long long)c.epoch);
+    } else if (rc == RDKV_EEXIST && (c.members >> me & 1)) {
+        if (whynot[0]) log_warn("node %u: %s", me, whynot);
         /* An earlier process of this node held copies, and the configuration still counts it:
          * they were in memory and are gone, so this one must neither serve them nor take
          * commits as a copy. Nothing renews its lease now (this process serves nothing yet):
@@ -944,6 +1157,9 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
     }
     rc = 0;
     r->joining = !(c.members >> me & 1);
+    /* a partition it comes back as the primary of is taken over (routed elsewhere until then) */
+    for (unsigned p = 0; r->comeback && p < c.partitions; p++)
+        if (rcfg_primary(&c, p) == me) r->routed[p] = UINT16_MAX;
     if (r->joining)
         log_warn("node %u is no member of the replica configuration (epoch %llu): it joins with "
                  "an empty memory and fills a copy of every partition short of %u copies",
@@ -1060,6 +1276,28 @@ static int copy_row(void *arg, const void *key, uint32_t klen, const void *val, 
 /* KV_RPC_REPL_COPY: a batch of the primary's rows for this node's copy being filled; only from
  * the partition's primary of the configuration held here, and only within one stream begun
  * with its first batch. */
+/* Applies a KV_RPC_REPL_COPY payload (b, len: at least REPL_COPY_HDR bytes) to partition p's
+ * copy st here, being filled, whose sender, epoch and stream the caller has checked (the live
+ * path) or that the log replays: rows the copy holds already, or deleted since the stream
+ * began, are left as they are. A bad row marks the stream broken (the rows before it are in:
+ * it starts again). mu held. */
+static int copy_apply_locked(struct replica *r, unsigned p, struct store *st, const uint8_t *b,
+                             size_t len, char *why, size_t whycap)
+{
+    if (b[18]) { /* the stream's first batch */
+        delset_free_locked(r, p);
+        r->broken[p] = false;
+        r->stream[p] = pack_get_u64le(b + 10);
+    }
+    struct learn lc = {r, p, st};
+    int rc = ckpt_rows_decode(b + REPL_COPY_HDR, len - REPL_COPY_HDR, pack_get_u32le(b + 19),
+                              store_key_max(st), store_value_max(st), copy_row, &lc, why,
+                              whycap);
+    if (rc && rc != RDKV_ENOSPC && rc != RDKV_ENOMEM) rc = RDKV_EPROTO;
+    if (rc) r->broken[p] = true;
+    return rc;
+}
+
 static void on_copy(struct fab_rpc_req *req, void *arg)
 {
     struct replica *r = arg;
@@ -1072,7 +1310,6 @@ static void on_copy(struct fab_rpc_req *req, void *arg)
     uint64_t epoch = pack_get_u64le(b), stream = pack_get_u64le(b + 10);
     unsigned p = pack_get_u16le(b + 8);
     bool first = b[18] != 0;
-    uint32_t nrows = pack_get_u32le(b + 19);
     char why[160] = "";
     pthread_mutex_lock(&r->mu);
     int rc = 0;
@@ -1082,25 +1319,18 @@ static void on_copy(struct fab_rpc_req *req, void *arg)
     else if (!st || !rcfg_learning(&r->cur, p, r->me) ||
              rcfg_primary(&r->cur, p) != fab_rpc_src(req))
         rc = RDKV_EPERM;
-    else if (first) {
-        delset_free_locked(r, p);
-        r->broken[p] = false;
-        r->stream[p] = stream;
-    } else if (r->stream[p] != stream || r->broken[p]) {
+    else if (!first && (r->stream[p] != stream || r->broken[p]))
         rc = RDKV_EABORTED; /* (a stream this process did not see begin, or broken: again) */
-    }
     if (!rc) {
-        struct learn lc = {r, p, st};
-        rc = ckpt_rows_decode(b + REPL_COPY_HDR, len - REPL_COPY_HDR, nrows, store_key_max(st),
-                              store_value_max(st), copy_row, &lc, why, sizeof why);
-        if (rc && rc != RDKV_ENOSPC && rc != RDKV_ENOMEM) rc = RDKV_EPROTO;
-        if (rc) {
-            r->broken[p] = true; /* (rows before the bad one are in: the stream starts again) */
+        rc = copy_apply_locked(r, p, st, b, len, why, sizeof why);
+        if (rc)
             log_warn("node %u: a copy batch of partition %u from node %u refused: %s", r->me, p,
                      fab_rpc_src(req), why[0] ? why : rdkv_strerror(rc));
-        }
     }
+    uint64_t lsn = 0;
+    if (!rc) rc = log_append_locked(r, WAL_FILL, b, len, &lsn);
     pthread_mutex_unlock(&r->mu);
+    if (lsn) log_wait(r, lsn, "copy batch");
     fab_rpc_reply(req, rc, NULL, 0);
 }
 
@@ -1228,87 +1458,71 @@ bool replica_holds_prepared(struct replica *r, uint64_t txid)
 /* KV_RPC_REPL: a primary's commit, applied to this node's copy of its partition -- only from
  * the partition's primary of the configuration this node holds, and only in that epoch (an old
  * primary, a zombie, is refused by every backup that moved on: docs/replication.md). */
-static void on_repl(struct fab_rpc_req *req, void *arg)
+/* Applies a REPL payload (b, len: at least REPL_HDR bytes) of partition p to its copy cp here,
+ * whose sender and epoch the caller has checked (the live path) or that the log replays:
+ * every item's bounds and every write against the copy's limits first, so that a malformed
+ * batch applies nothing; then the items in order; then the stable mark. learning: cp is a copy
+ * being filled (a delete is remembered against the fill's rows). mu held. */
+static int repl_apply_locked(struct replica *r, unsigned p, struct store *cp, bool learning,
+                             const uint8_t *b, size_t len)
 {
-    struct replica *r = arg;
-    const uint8_t *b = fab_rpc_data(req);
-    size_t len = fab_rpc_len(req);
-    if (len < REPL_HDR) {
-        fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
-        return;
-    }
-    uint64_t epoch = pack_get_u64le(b);
-    unsigned p = pack_get_u16le(b + 8);
-    pthread_mutex_lock(&r->mu);
     int rc = 0;
-    uint64_t mine = r->cur.epoch;
-    if (r->stopping) rc = RDKV_ESHUTDOWN;
-    else if (epoch != r->cur.epoch) rc = RDKV_EPERM;
-    else if (p >= r->cur.partitions || !copy_locked(r, p))
-        rc = RDKV_EPERM; /* (its own partition as a copy: after it came back empty, section 8) */
-    else if (!rcfg_holds(&r->cur, p, r->me) || rcfg_primary(&r->cur, p) != fab_rpc_src(req))
-        rc = RDKV_EPERM;
-    struct store *cp = rc ? NULL : copy_locked(r, p);
     uint32_t count = pack_get_u32le(b + 10);
     uint64_t stable = pack_get_u64le(b + 14);
-    if (!rc) {
-        /* every item's bounds first, so that a malformed batch applies nothing */
-        size_t off = REPL_HDR;
-        for (uint32_t i = 0; i < count && !rc; i++) {
-            if (len - off < REPL_ITEM_HDR) rc = RDKV_EPROTO;
-            else {
-                uint8_t kind = b[off + 8];
-                uint32_t il = pack_get_u32le(b + off + 9);
-                if (len - off - REPL_ITEM_HDR < il || kind > REPLICA_DECIDE ||
-                    (kind == REPLICA_PREPARE && il < 2) || (kind == REPLICA_DECIDE && il))
-                    rc = RDKV_EPROTO;
-                else off += REPL_ITEM_HDR + il;
-            }
+    size_t off = REPL_HDR;
+    for (uint32_t i = 0; i < count && !rc; i++) {
+        if (len - off < REPL_ITEM_HDR) rc = RDKV_EPROTO;
+        else {
+            uint8_t kind = b[off + 8];
+            uint32_t il = pack_get_u32le(b + off + 9);
+            if (len - off - REPL_ITEM_HDR < il || kind > REPLICA_DECIDE ||
+                (kind == REPLICA_PREPARE && il < 2) || (kind == REPLICA_DECIDE && il))
+                rc = RDKV_EPROTO;
+            else off += REPL_ITEM_HDR + il;
         }
-        if (!rc && off != len) rc = RDKV_EPROTO;
-        /* and every write of every item, with the copy's limits, before any is applied; and
-         * room for the records it adds */
-        unsigned adds = 0, tadds = 0;
-        uint64_t add_bytes = 0, tadd_bytes = 0;
-        for (size_t o2 = REPL_HDR, i = 0; !rc && i < count; i++) {
-            uint8_t kind = b[o2 + 8];
-            uint32_t il = pack_get_u32le(b + o2 + 9);
-            uint64_t seq = pack_get_u64le(b + o2 + 13);
-            const uint8_t *w = b + o2 + REPL_ITEM_HDR;
-            size_t skip = kind == REPLICA_PREPARE ? 2 : 0;
-            if (kind != REPLICA_DECIDE && !(kind == REPLICA_FORGET && !il))
-                rc = wal_writes_unpack(w + skip, il - skip, check_write, cp);
-            if (seq && kind != REPLICA_APPLY) rc = RDKV_EPROTO;
-            if (kind == REPLICA_PREPARE || kind == REPLICA_DECIDE) {
-                adds++;
-                add_bytes += sizeof(struct rrec) + il;
-            }
-            if (seq && !tail_has_locked(r, p, seq)) {
-                tadds++;
-                tadd_bytes += sizeof(struct rtail) + il;
-            }
-            o2 += REPL_ITEM_HDR + il;
-        }
-        if (!rc && (r->nrecs + adds > REPL_RECS_MAX || r->rec_bytes + add_bytes > REPL_RECS_BYTES))
-            rc = RDKV_ENOSPC;
-        if (!rc && (r->ntail + tadds > REPL_TAIL_MAX ||
-                    r->tail_bytes + tadd_bytes > REPL_TAIL_BYTES))
-            rc = RDKV_ENOSPC;
     }
+    if (!rc && off != len) rc = RDKV_EPROTO;
+    /* and every write of every item, with the copy's limits, before any is applied; and room
+     * for the records it adds */
+    unsigned adds = 0, tadds = 0;
+    uint64_t add_bytes = 0, tadd_bytes = 0;
+    for (size_t o2 = REPL_HDR, i = 0; !rc && i < count; i++) {
+        uint8_t kind = b[o2 + 8];
+        uint32_t il = pack_get_u32le(b + o2 + 9);
+        uint64_t seq = pack_get_u64le(b + o2 + 13);
+        const uint8_t *w = b + o2 + REPL_ITEM_HDR;
+        size_t skip = kind == REPLICA_PREPARE ? 2 : 0;
+        if (kind != REPLICA_DECIDE && !(kind == REPLICA_FORGET && !il))
+            rc = wal_writes_unpack(w + skip, il - skip, check_write, cp);
+        if (seq && kind != REPLICA_APPLY) rc = RDKV_EPROTO;
+        if (kind == REPLICA_PREPARE || kind == REPLICA_DECIDE) {
+            adds++;
+            add_bytes += sizeof(struct rrec) + il;
+        }
+        if (seq && !tail_has_locked(r, p, seq)) {
+            tadds++;
+            tadd_bytes += sizeof(struct rtail) + il;
+        }
+        o2 += REPL_ITEM_HDR + il;
+    }
+    if (!rc && (r->nrecs + adds > REPL_RECS_MAX || r->rec_bytes + add_bytes > REPL_RECS_BYTES))
+        rc = RDKV_ENOSPC;
+    if (!rc && (r->ntail + tadds > REPL_TAIL_MAX || r->tail_bytes + tadd_bytes > REPL_TAIL_BYTES))
+        rc = RDKV_ENOSPC;
     /* (under mu: replica_detach closes the copies only once no apply is running) */
-    for (size_t off = REPL_HDR, i = 0; !rc && i < count; i++) {
-        uint64_t txid = pack_get_u64le(b + off);
-        uint8_t kind = b[off + 8];
-        uint32_t il = pack_get_u32le(b + off + 9);
-        uint64_t seq = pack_get_u64le(b + off + 13);
-        const uint8_t *w = b + off + REPL_ITEM_HDR;
-        off += REPL_ITEM_HDR + il;
+    for (size_t o3 = REPL_HDR, i = 0; !rc && i < count; i++) {
+        uint64_t txid = pack_get_u64le(b + o3);
+        uint8_t kind = b[o3 + 8];
+        uint32_t il = pack_get_u32le(b + o3 + 9);
+        uint64_t seq = pack_get_u64le(b + o3 + 13);
+        const uint8_t *w = b + o3 + REPL_ITEM_HDR;
+        o3 += REPL_ITEM_HDR + il;
         /* (an APPLY held already -- asked again, or re-sent by a promotion -- is not applied
          * again: a later commit of its rows may be here) */
         if (kind == REPLICA_APPLY && !(seq && tail_has_locked(r, p, seq))) {
             struct learn lc = {r, p, cp};
-            rc = rcfg_learning(&r->cur, p, r->me) ? wal_writes_unpack(w, il, apply_learn, &lc)
-                                                  : wal_writes_unpack(w, il, apply_write, cp);
+            rc = learning ? wal_writes_unpack(w, il, apply_learn, &lc)
+                          : wal_writes_unpack(w, il, apply_write, cp);
             /* (said once a second at most: the primary asks again every few ms) */
             if (rc && clock_now_ns() - r->apply_said[p] > NS_PER_S) {
                 r->apply_said[p] = clock_now_ns();
@@ -1339,7 +1553,38 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
     }
     /* (after the items: a promotion's re-send raises stable past what it carries) */
     if (!rc) tail_trim_locked(r, p, stable);
+    return rc;
+}
+
+static void on_repl(struct fab_rpc_req *req, void *arg)
+{
+    struct replica *r = arg;
+    const uint8_t *b = fab_rpc_data(req);
+    size_t len = fab_rpc_len(req);
+    if (len < REPL_HDR) {
+        fab_rpc_reply(req, RDKV_EPROTO, NULL, 0);
+        return;
+    }
+    uint64_t epoch = pack_get_u64le(b);
+    unsigned p = pack_get_u16le(b + 8);
+    pthread_mutex_lock(&r->mu);
+    int rc = 0;
+    uint64_t mine = r->cur.epoch;
+    if (r->stopping) rc = RDKV_ESHUTDOWN;
+    else if (epoch != r->cur.epoch) rc = RDKV_EPERM;
+    else if (p >= r->cur.partitions || !copy_locked(r, p))
+        rc = RDKV_EPERM; /* (its own partition as a copy: after it came back empty, section 8) */
+    else if (!rcfg_holds(&r->cur, p, r->me) || rcfg_primary(&r->cur, p) != fab_rpc_src(req))
+        rc = RDKV_EPERM;
+    if (!rc)
+        rc = repl_apply_locked(r, p, copy_locked(r, p), rcfg_learning(&r->cur, p, r->me), b,
+                               len);
+    /* in this copy's log, in the order applied, and durable before the answer (section 7,
+     * "Backups' logs") */
+    uint64_t lsn = 0;
+    if (!rc) rc = log_append_locked(r, WAL_REPL, b, len, &lsn);
     pthread_mutex_unlock(&r->mu);
+    if (lsn) log_wait(r, lsn, "commit");
     if (rc == RDKV_EPERM)
         log_warn("node %u: refused a commit of partition %u from node %u in epoch %llu (this "
                  "node is in epoch %llu)", r->me, p, fab_rpc_src(req), (unsigned long long)epoch,
@@ -1363,9 +1608,9 @@ static void on_tail(struct fab_rpc_req *req, void *arg)
     pthread_mutex_lock(&r->mu);
     int rc = 0;
     if (r->stopping) rc = RDKV_ESHUTDOWN;
-    else if (epoch != r->cur.epoch || p >= r->cur.partitions || !copy_locked(r, p) ||
+    else if (epoch > r->cur.epoch || p >= r->cur.partitions || !copy_locked(r, p) ||
              !rcfg_holds(&r->cur, p, r->me) || rcfg_primary(&r->cur, p) != fab_rpc_src(req))
-        rc = RDKV_EPERM;
+        rc = RDKV_EPERM; /* (an earlier epoch's asker that is p's primary in this one: a read) */
     size_t n = 0, k = 0, len = 5;
     struct rtail **v = rc ? NULL : tail_sorted_locked(r, p, after, &n, &rc);
     for (; k < n && len + 20 + v[k]->len <= cap; k++) len += 20 + v[k]->len;
@@ -1397,6 +1642,20 @@ static void on_tail(struct fab_rpc_req *req, void *arg)
 static int64_t resync_wait_ns(const struct replica *r) { return 2 * r->lease_ns; }
 
 /* Node's tail of partition p, prepended to *got (the caller frees the list): 0, or why not. */
+/* The epoch a promotion of partition p here speaks in to its copy at node `copy` now: the latest
+ * configuration's, while this node is still p's primary in it and that node still holds a copy
+ * (a removal, a handback or a join may follow the one it began in at once, and the other copies
+ * answer only their own epoch); false once either is not. */
+static bool primary_epoch(struct replica *r, unsigned p, uint16_t copy, uint64_t *epoch)
+{
+    pthread_mutex_lock(&r->mu);
+    bool still = p < r->cur.partitions && rcfg_primary(&r->cur, p) == r->me &&
+                 (r->cur.members >> r->me & 1) && !r->stopping && rcfg_holds(&r->cur, p, copy);
+    if (still && r->cur.epoch > *epoch) *epoch = r->cur.epoch;
+    pthread_mutex_unlock(&r->mu);
+    return still;
+}
+
 static int pull_tail(struct replica *r, struct fab_ctx *fc, uint16_t node, unsigned p,
                      const struct rcfg *c, struct rtail **got)
 {
@@ -1404,9 +1663,14 @@ static int pull_tail(struct replica *r, struct fab_ctx *fc, uint16_t node, unsig
     uint64_t after = 0;
     struct fab_buf resp = {0};
     int rc;
+    uint64_t ep = c->epoch;
     for (;;) {
         uint8_t q[REPL_TAIL_REQ];
-        pack_put_u64le(q, c->epoch);
+        if (!primary_epoch(r, p, node, &ep)) {
+            rc = RDKV_EUNAVAILABLE;
+            break;
+        }
+        pack_put_u64le(q, ep);
         pack_put_u16le(q + 8, (uint16_t)p);
         pack_put_u64le(q + 10, after);
         rc = fab_rpc_call(fc, node, KV_RPC_REPL_TAIL, q, sizeof q, &resp, REPL_TIMEOUT_NS);
@@ -1480,7 +1744,13 @@ static int push_tail(struct replica *r, struct fab_ctx *fc, uint16_t node, unsig
             memcpy(b + off + REPL_ITEM_HDR, v[j]->bytes, v[j]->len);
             off += REPL_ITEM_HDR + v[j]->len;
         }
+        uint64_t ep = c->epoch;
         for (;;) {
+            if (!primary_epoch(r, p, node, &ep)) {
+                rc = RDKV_EUNAVAILABLE;
+                break;
+            }
+            pack_put_u64le(b, ep);
             rc = fab_rpc_call(fc, node, KV_RPC_REPL, b, len, &resp, REPL_TIMEOUT_NS);
             if (!rc || clock_now_ns() >= deadline) break;
             clock_sleep_ns(REPL_RETRY_NS);
@@ -1629,6 +1899,14 @@ static void on_digest(struct fab_rpc_req *req, void *arg)
 static int open_copies(struct replica *r, const struct rcfg *cfg, char *err, size_t errcap)
 {
     int rc = 0;
+    /* (nothing new to open, as for most configurations: rmu is not waited for -- a takeover
+     * may hold it while it waits for other nodes, which may wait for this node's epoch) */
+    bool need = false;
+    pthread_mutex_lock(&r->mu);
+    for (unsigned p = 0; p < cfg->partitions && !need; p++)
+        need = p != r->me && rcfg_holds(cfg, p, r->me) && !r->backup[p];
+    pthread_mutex_unlock(&r->mu);
+    if (!need) return 0;
     pthread_mutex_lock(&r->rmu);
     pthread_mutex_lock(&r->mu);
     struct rcfg c = *cfg;
@@ -2033,6 +2311,105 @@ static void *copier_main(void *arg)
     return NULL;
 }
 
+/* wal_open's callback on a node that comes back: each record applied to its copy as it was
+ * when logged (section 7, "Backups' logs"). */
+static int replay_rec(void *arg, const struct wal_rec *rec)
+{
+    struct replica *r = arg;
+    uint8_t kind;
+    unsigned p;
+    int rc = 0;
+    pthread_mutex_lock(&r->mu);
+    if (rec->type == WAL_MARK) {
+        if (!mark_get(rec->payload, rec->len, &kind, &p)) rc = RDKV_EPROTO;
+        else {
+            r->hist[p] = hist_after(r->hist[p], kind);
+            if (kind == WAL_MARK_FULL || kind == WAL_MARK_GONE) delset_free_locked(r, p);
+            if (kind == WAL_MARK_GONE) {
+                recs_free_locked(r, p);
+                tail_trim_locked(r, p, UINT64_MAX);
+            }
+        }
+    } else if (rec->type == WAL_REPL || rec->type == WAL_FILL) {
+        size_t hdr = rec->type == WAL_REPL ? REPL_HDR : REPL_COPY_HDR;
+        p = rec->len >= hdr ? pack_get_u16le(rec->payload + 8) : RCFG_MAX_NODES;
+        struct store *cp = p < RCFG_MAX_NODES ? copy_locked(r, p) : NULL;
+        uint8_t h = p < RCFG_MAX_NODES ? r->hist[p] : HIST_BAD;
+        char why[160] = "";
+        if (rec->len < hdr || p >= RCFG_MAX_NODES) rc = RDKV_EPROTO;
+        else if (!cp || (h != HIST_LEARNING && h != HIST_FULL))
+            rc = 0; /* (a copy not held now, or given up: its records mean nothing here) */
+        else if (rec->type == WAL_REPL)
+            rc = repl_apply_locked(r, p, cp, h == HIST_LEARNING, rec->payload, rec->len);
+        else if (h == HIST_LEARNING)
+            rc = copy_apply_locked(r, p, cp, rec->payload, rec->len, why, sizeof why);
+        if (rc)
+            log_error("node %u: the copies' log's record of LSN %llu (partition %u) does not "
+                      "apply: %s", r->me, (unsigned long long)rec->lsn, p,
+                      why[0] ? why : rdkv_strerror(rc));
+    } else {
+        rc = RDKV_EPROTO; /* (the transaction layer's records never come here) */
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+/* Removes the copies' log of an earlier process (its segments) before a new one begins. */
+static int log_remove(const char *dir, char *err, size_t errcap)
+{
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? 0 : log_reason(err, errcap, RDKV_EIO, "%s: %s", dir,
+                                                     strerror(errno));
+    int rc = 0;
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        if (strncmp(e->d_name, "wal-", 4) && strncmp(e->d_name, "ckpt-", 5)) continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) && errno != ENOENT)
+            rc = log_reason(err, errcap, RDKV_EIO, "cannot remove %s: %s", path, strerror(errno));
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Opens the copies' log: replayed into the copies when this node comes back, else begun anew
+ * with a mark for each copy the configuration gives it now. */
+static int log_open(struct replica *r, char *err, size_t errcap)
+{
+    char why[512] = "";
+    int rc = 0;
+    if (!r->comeback) {
+        rc = log_remove(r->logdir, err, errcap);
+        if (rc) return rc;
+    }
+    memset(r->hist, 0, sizeof r->hist);
+    int64_t t0 = clock_now_ns();
+    struct wal_scan_result res;
+    struct wal *w = NULL;
+    rc = wal_open(&r->logo, r->comeback ? replay_rec : NULL, r, &res, &w, why, sizeof why);
+    if (rc)
+        return log_reason(err, errcap, rc, "the copies' log in %s: %s", r->logdir,
+                          why[0] ? why : rdkv_strerror(rc));
+    pthread_mutex_lock(&r->mu);
+    r->log = w;
+    if (!r->comeback) {
+        for (unsigned p = 0; p < r->cur.partitions; p++)
+            if (rcfg_holds(&r->cur, p, r->me))
+                log_mark_locked(r, rcfg_learning(&r->cur, p, r->me) ? WAL_MARK_BEGIN
+                                                                    : WAL_MARK_CREATE,
+                                p, r->cur.epoch);
+    } else {
+        log_marks_locked(r, &r->cur); /* (what changed since the start read the configuration) */
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (r->comeback)
+        log_warn("node %u: replayed its copies' log %s: %llu records (LSNs up to %llu) in %.2f "
+                 "s%s", r->me, r->logdir, (unsigned long long)res.records,
+                 (unsigned long long)res.last_lsn, (double)(clock_now_ns() - t0) / 1e9,
+                 res.torn ? " after cutting a torn tail" : "");
+    return 0;
+}
+
 int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
                    const struct store_opts *so, char *err, size_t errcap)
 {
@@ -2051,7 +2428,9 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
     pthread_mutex_unlock(&r->mu);
     int rc = open_copies(r, &c, err, errcap);
     if (rc) return rc;
-    rc = fab_rpc_register(f, KV_RPC_REPL, on_repl, r, FAB_RPC_FAST);
+    if (r->logo.dir && c.replicas > 1 && (rc = log_open(r, err, errcap))) return rc;
+    /* (with a log, a REPL waits for its record durable: on the RPC threads) */
+    rc = fab_rpc_register(f, KV_RPC_REPL, on_repl, r, r->log ? 0 : FAB_RPC_FAST);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_DIGEST, on_digest, r, 0);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_TAIL, on_tail, r, 0);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_EPOCH, on_epoch, r, FAB_RPC_FAST);
@@ -2061,12 +2440,7 @@ int replica_attach(struct replica *r, struct fabric *f, struct store *primary,
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_DROP, on_drop, r, 0);
     if (!rc) rc = fab_rpc_register(f, KV_RPC_REPL_HANDBACK, on_handback, r, 0);
     if (rc) return log_reason(err, errcap, rc, "cannot serve the replication RPCs");
-    pthread_mutex_lock(&r->rmu);
-    pthread_mutex_lock(&r->mu);
-    c = r->cur;
-    pthread_mutex_unlock(&r->mu);
-    apply_fences_locked(r, &c);
-    pthread_mutex_unlock(&r->rmu);
+    apply_fences(r);
     if (c.replicas > 1) {
         struct lease_hooks h = {hook_is_manager, hook_manager_node, hook_config, hook_remove,
                                 hook_live,       hook_resign,       hook_started, r};
@@ -2156,8 +2530,23 @@ static void *joiner_main(void *arg)
     return NULL;
 }
 
+/* A node back from its log, once it serves: its routes, and the takeover of its partitions. */
+static void *comeback_main(void *arg)
+{
+    apply_routes_wait(arg);
+    return NULL;
+}
+
 void replica_serve(struct replica *r)
 {
+    if (r && r->comeback && !r->joiner_on) {
+        r->joiner_on = pthread_create(&r->joiner, NULL, comeback_main, r) == 0;
+        if (!r->joiner_on) {
+            log_error("node %u: no thread to take its partitions over: they stay unavailable "
+                      "until the next configuration", r->me);
+        }
+        return;
+    }
     if (!r || !r->joining || r->joiner_on) return;
     r->joiner_on = pthread_create(&r->joiner, NULL, joiner_main, r) == 0;
     if (!r->joiner_on) log_error("node %u: no thread to join with: it stays no member", r->me);
@@ -2294,6 +2683,7 @@ static void ship_task(void *arg)
     int64_t short_since[RCFG_MAX_NODES] = {0}; /* a copy refusing for want of room, since */
     uint16_t to[RCFG_MAX_REPLICAS];
     int rc = 0;
+    uint64_t lsn = 0; /* the batch in this node's copies' log (its own copy's history) */
     for (;;) {
         pthread_mutex_lock(&r->mu);
         struct rcfg cfg = r->cur;
@@ -2314,6 +2704,7 @@ static void ship_task(void *arg)
         pack_put_u64le(sb->req, cfg.epoch);
         pthread_mutex_lock(&r->mu);
         pack_put_u64le(sb->req + 14, stable_locked(r, p));
+        if (r->log && !lsn) log_append_locked(r, WAL_REPL, sb->req, sb->reqlen, &lsn);
         pthread_mutex_unlock(&r->mu);
         /* the backups of this epoch not yet known to hold the writes */
         unsigned n = 0;
@@ -2381,6 +2772,9 @@ static void ship_task(void *arg)
          * loop's top reads the configuration again) */
         task_sleep_ns(REPL_RETRY_NS);
     }
+    /* (every copy's log holds it before the commit is acknowledged: this one's too; parks this
+     * task, not the shipper's thread) */
+    if (!rc && lsn) log_wait(r, lsn, "commit");
     free(sb->req);
     pthread_mutex_lock(&r->mu);
     for (struct ship_job *j = sb->jobs; j; j = j->next) open_unlink_locked(r, j);
@@ -2578,7 +2972,9 @@ static int enqueue(struct replica *r, struct ship_job *j)
 /* Whether a commit of len bytes of writes fits one REPL (the fabric's RPC limit). */
 static bool fits(struct replica *r, size_t len)
 {
-    return len <= fab_rpc_max(r->f) - REPL_HDR - REPL_ITEM_HDR && len <= UINT32_MAX;
+    size_t max = fab_rpc_max(r->f);
+    if (r->log && max > WAL_REC_LIMIT) max = WAL_REC_LIMIT; /* (and one record of the log) */
+    return len <= max - REPL_HDR - REPL_ITEM_HDR && len <= UINT32_MAX;
 }
 
 /* A commit's writes by partition (as the transaction layer places keys: store_place_hash mod
@@ -3073,10 +3469,14 @@ void replica_stop(struct replica *r)
     replica_release(r);
     zcfg_close(r->z); /* (its thread's callbacks use the lease: closed first) */
     lease_free(r->lease);
+    /* (no handler or ship runs now, and no configuration comes: nothing appends) */
+    if (r->log && wal_close(r->log)) log_error("node %u: the copies' log had failed", r->me);
+    r->log = NULL;
     for (unsigned p = 0; p < RCFG_MAX_NODES; p++) free(r->kept[p]);
     pthread_cond_destroy(&r->ccv);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->rmu);
+    pthread_mutex_destroy(&r->fmu);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }

@@ -19,8 +19,15 @@ struct replica;
  * leases (server/lease.h; 0: 1 s). Fails (the reason in err) when ZooKeeper does not answer
  * within connect_ns, when the configuration stored there does not fit this cluster config
  * (another node count or replica count), or when it no longer counts this node a member. */
+struct wal_opts;
+/* log: with a data directory (log->dir), the copies keep a log in log->dir/repl (log's other
+ * options as the node's redo log: durability, segments, the fail-stop hook), a commit is
+ * acknowledged only once it is durable in every copy's, and a process that held copies before
+ * and is still a member comes back as it was when its log holds each copy's whole history
+ * (docs/replication.md, section 7); NULL or no dir: in memory. */
 int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_ns,
-                  int64_t lease_ns, struct replica **out, char *err, size_t errcap);
+                  int64_t lease_ns, const struct wal_opts *log, struct replica **out, char *err,
+                  size_t errcap);
 struct fabric;
 struct store;
 struct store_opts;

@@ -493,6 +493,38 @@ int launch_restart(struct launch *L, const struct launch_opts *o, unsigned node,
     return rc;
 }
 
+int launch_restart_all(struct launch *L, const struct launch_opts *o, char *err, size_t errcap)
+{
+    char kvserver[PATH_MAX];
+    if (find_kvserver(o, kvserver, err, errcap)) return RDKV_ENOTFOUND;
+    int ready[LAUNCH_MAX];
+    for (unsigned i = 0; i < L->n; i++) ready[i] = -1;
+    int rc = 0;
+    for (unsigned i = 0; i < L->n && !rc; i++) {
+        if (L->children ? L->pids[i] > 0 : launch_alive(L, i)) continue; /* (running) */
+        int lfd;
+        uint16_t port;
+        int64_t until = clock_now_ns() + 10 * NS_PER_S; /* (as launch_restart) */
+        while ((rc = listen_in(L->netns[i], L->cc.nodes[i].host, L->cc.nodes[i].port, &lfd,
+                               &port, err, errcap)) &&
+               clock_now_ns() < until)
+            clock_sleep_ns(20 * NS_PER_MS);
+        if (rc) break;
+        rc = spawn_node(L, o, kvserver, i, lfd, true, &ready[i], err, errcap);
+        close(lfd);
+
+    }
+    int64_t deadline = clock_now_ns() + (o->ready_timeout_ns > 0 ? o->ready_timeout_ns
+                                                                  : 60 * NS_PER_S);
+    for (unsigned i = 0; i < L->n; i++) {
+        if (ready[i] < 0) continue;
+        if (!rc) rc = wait_ready(L, i, ready[i], deadline, err, errcap);
+        close(ready[i]);
+    }
+
+    return rc;
+}
+
 int launch_pause(struct launch *L, unsigned node, bool pause)
 {
     if (node >= L->n || L->pids[node] <= 0 || !L->children) return RDKV_EINVAL;

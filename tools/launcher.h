@@ -107,6 +107,10 @@ int launch_kill(struct launch *L, unsigned node);
  * kvcluster restart) the node's process must be gone, however it died. */
 int launch_restart(struct launch *L, const struct launch_opts *o, unsigned node, char *err,
                    size_t errcap);
+/* The same for every node that is not running, started together -- as a whole cluster starts
+ * again after all its nodes stopped -- and then waited for; from the calling thread (a child
+ * started from a thread that then ends would get its parent-death signal). */
+int launch_restart_all(struct launch *L, const struct launch_opts *o, char *err, size_t errcap);
 /* Stops (SIGSTOP) or continues (SIGCONT) a node and returns once it has (children only). */
 int launch_pause(struct launch *L, unsigned node, bool pause);
 /* True while node's process exists. */

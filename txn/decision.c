@@ -95,10 +95,11 @@ static bool ended(const struct coord_rec *r, uint64_t durable)
 
 uint8_t coord_answer(struct txn_env *e, uint64_t txid)
 {
-    /* a removed coordinator's transaction, while the promotion of its partition here has not
-     * taken its decisions over yet: not "unknown" (that would be an abort), but "wait" */
+    /* a transaction of a partition whose takeover here has not taken its decisions over yet
+     * -- a removed coordinator's, or this node's own after it came back from its log: not
+     * "unknown" (that would be an abort), but "wait" */
     uint16_t c = txn_txid_node(txid);
-    if (c != e->me && c < e->n && __atomic_load_n(&e->route[c].gate, __ATOMIC_ACQUIRE))
+    if (c < e->n && __atomic_load_n(&e->route[c].gate, __ATOMIC_ACQUIRE))
         return TXN_STATE_ACTIVE;
     return coord_state(e, txid);
 }

@@ -32,6 +32,7 @@ static struct bank_xfer ledger[THREADS][XFERS];
 /* lease: the members' --replica-lease (a test that kills no node takes a long one, so that a
  * loaded machine's scheduling never makes a false suspicion) */
 static const char *row_lease; /* the nodes' --lease, when set (their row locks' lease) */
+static bool durable; /* the nodes keep their copies' logs in DIR/node-i.data (--data-dir) */
 static struct netlab lab;     /* replicas --netns: each node in a namespace of its own */
 
 static void start_lease(unsigned nodes, unsigned replicas, const char *lease)
@@ -42,6 +43,7 @@ static void start_lease(unsigned nodes, unsigned replicas, const char *lease)
     lo.transport = tenv_transport;
     lo.arena_size = 128ull << 20;
     lo.replicas = replicas; /* the launcher starts a ZooKeeper in its directory */
+    lo.durable = durable;
     static char dir[256];
     REQUIRE(tenv_mkdtemp(dir, sizeof dir, "rdkv-replicas") == 0);
     lo.dir = dir; /* (kept when a check fails: the nodes' logs) */
@@ -231,14 +233,39 @@ static bool status_says(unsigned node, const char *what)
     return says;
 }
 
+static void restart_opts(struct launch_opts *lo, const char *arena);
+
+/* Starts every dead node again at once, as the launcher started them: true, or false with the
+ * launcher's reason printed. */
+static bool restarted_all(void)
+{
+    struct launch_opts lo;
+    restart_opts(&lo, NULL);
+    char err[512] = "";
+    int rc = launch_restart_all(&L, &lo, err, sizeof err);
+    if (rc) printf("  restart: %s\n", err);
+    return rc == 0;
+}
+
 /* Starts node again as the launcher started it (2 s replica leases), with kvserver's --arena
  * `arena` when not NULL: true, or false with the launcher's reason printed. */
 static bool restarted(unsigned node, const char *arena)
 {
     struct launch_opts lo;
+    restart_opts(&lo, arena);
+    char err[512] = "";
+    int rc = launch_restart(&L, &lo, node, err, sizeof err);
+    if (rc) printf("  restart of node %u: %s\n", node, err);
+    return rc == 0;
+}
+
+static void restart_opts(struct launch_opts *lo_, const char *arena)
+{
+    struct launch_opts lo;
     launch_opts_init(&lo);
     lo.transport = tenv_transport;
     lo.arena_size = 128ull << 20;
+    lo.durable = durable;
     unsigned a = 0;
     lo.extra[a++] = "--replica-lease";
     lo.extra[a++] = "2s";
@@ -251,10 +278,7 @@ static bool restarted(unsigned node, const char *arena)
         lo.extra[a++] = arena;
     }
     lo.extra[a] = NULL;
-    char err[512] = "";
-    int rc = launch_restart(&L, &lo, node, err, sizeof err);
-    if (rc) printf("  restart of node %u: %s\n", node, err);
-    return rc == 0;
+    *lo_ = lo;
 }
 
 /* The nth key of partition p ("k<i>" for the i that lands there after n others did). */
@@ -929,6 +953,126 @@ static void t_two_die(void)
     mover_check(&m, s);
     rdkv_session_close(s);
     stop_ok(true);
+}
+
+/* A mover's keys read in one transaction through s, asked again (bounded: 30 s) while its
+ * partitions are being taken over. */
+static void mover_check_soon(struct mover *m, rdkv_session *s)
+{
+    int64_t until = clock_now_ns() + 30 * NS_PER_S;
+    for (;;) {
+        rdkv_txn *t = NULL;
+        long a = 0, b = 0;
+        int rc = rdkv_txn_begin(s, &t);
+        if (!rc) rc = bank_read_int(t, m->from, &a);
+        if (!rc) rc = bank_read_int(t, m->to, &b);
+        if (t) {
+            rdkv_txn_abort(t);
+            rdkv_txn_free(t);
+        }
+        if (!rc || clock_now_ns() > until) break;
+        rdkv_sleep_us(50000);
+    }
+    mover_check(m, s);
+}
+
+/* The configuration's epoch as node says it (0: no answer). */
+static uint64_t status_epoch(unsigned node)
+{
+    struct fab_buf resp = {0};
+    uint64_t e = 0;
+    if (op_call(node, KV_RPC_STATUS, NULL, 0, &resp) == 0) {
+        char *js = strndup((const char *)resp.data, resp.len);
+        const char *at = js ? strstr(js, "\"epoch\":") : NULL;
+        if (at) e = strtoull(at + 8, NULL, 10);
+        free(js);
+    }
+    fab_buf_free(&resp);
+    return e;
+}
+
+/* One round of durable_restart: both movers run until each acknowledged 40 more transfers, all
+ * three nodes are killed at once, node `lost`'s data directory is deleted (its disk lost; 3:
+ * none), and all three are started again together. */
+static void durable_round(struct mover *m, struct mover *mv, unsigned lost)
+{
+    atomic_store(&m->stop, false);
+    atomic_store(&mv->stop, false);
+    unsigned a0 = atomic_load(&m->acked), b0 = atomic_load(&mv->acked);
+    pthread_t th, thv;
+    REQUIRE(pthread_create(&th, NULL, mover_thread, m) == 0);
+    REQUIRE(pthread_create(&thv, NULL, mover_thread, mv) == 0);
+    int64_t bound = clock_now_ns() + 30 * NS_PER_S;
+    while ((atomic_load(&m->acked) < a0 + 40 || atomic_load(&mv->acked) < b0 + 40) &&
+           clock_now_ns() < bound)
+        rdkv_sleep_us(10000);
+    uint64_t epoch = status_epoch(0);
+    for (unsigned n = 0; n < 3; n++) REQUIRE(launch_kill(&L, n) == 0);
+    atomic_store(&m->stop, true);
+    atomic_store(&mv->stop, true);
+    pthread_join(th, NULL);
+    pthread_join(thv, NULL);
+    printf("  all three killed in epoch %llu: %u and %u transfers acknowledged so far (%u and %u "
+           "unknown)%s\n", (unsigned long long)epoch, atomic_load(&m->acked),
+           atomic_load(&mv->acked), atomic_load(&m->unknown), atomic_load(&mv->unknown),
+           lost < 3 ? "; one node's data directory deleted" : "");
+    CHECK(atomic_load(&m->acked) >= a0 + 40 && atomic_load(&mv->acked) >= b0 + 40);
+    if (lost < 3) {
+        char cmd[PATH_MAX + 32];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s/node-%u.data'", L.dir, lost);
+        REQUIRE(system(cmd) == 0);
+    }
+    int64_t t0 = clock_now_ns();
+    REQUIRE(restarted_all());
+    rdkv_session *s = NULL;
+    REQUIRE(bank_connect(&L, lost < 3 ? (lost + 1) % 3 : 2, &s) == 0);
+    mover_check_soon(m, s);
+    mover_check_soon(mv, s);
+    printf("  started again: both movers' keys read %.0f ms after the restarts began\n",
+           (double)(clock_now_ns() - t0) / 1e6);
+    if (lost == 3) {
+        /* each came back as it was: no removal, no refill */
+        for (unsigned n = 0; n < 3; n++) CHECK_EQ(status_epoch(n), epoch);
+    } else {
+        /* the one without its data was removed, and joined empty: filled from the others */
+        CHECK(filled_everywhere(lost, (lost + 1) % 3, (lost + 2) % 3));
+    }
+    for (unsigned n = 0; n < 3; n++) CHECK(status_says(n, "\"member\":true"));
+    /* and on: a transfer of each mover commits again */
+    atomic_store(&m->stop, false);
+    atomic_store(&mv->stop, false);
+    REQUIRE(pthread_create(&th, NULL, mover_thread, m) == 0);
+    REQUIRE(pthread_create(&thv, NULL, mover_thread, mv) == 0);
+    movers_finish(m, th, mv, thv, 10);
+    mover_check(m, s);
+    mover_check(mv, s);
+    copies_equal(0, 1, 2);
+    rdkv_session_close(s);
+}
+
+/* Durable replicas (docs/replication.md, section 7, "Backups' logs"): every node keeps its
+ * copies' log in its data directory, and a commit is acknowledged only once it is durable in
+ * every copy's. Two movers run -- one between two partitions (a two-phase commit), one inside
+ * partition 2, whose primary is neither mover's node -- and all three nodes are killed with kill
+ * -9 at once, with commits in flight, then started again together: (1) each comes back as the
+ * member it was, in the same epoch; (2) the same with node 2's data directory deleted first --
+ * its partition is served from a backup's log, and it joins empty and is filled. After each,
+ * every acknowledged transfer is there and no failed one, the sums hold, and every partition's
+ * three copies are equal. */
+static void t_durable_restart(void)
+{
+    durable = true;
+    start_lease(3, 3, "2s");
+    struct mover m = {0}, mv = {0};
+    rdkv_session *s = NULL, *sv = NULL;
+    REQUIRE(mover_init(&m, 0, 0, 1, &s) == 0);
+    REQUIRE(mover_init_nth(&mv, 1, 2, 0, 2, 1, &sv) == 0);
+    rdkv_session_close(s);
+    rdkv_session_close(sv);
+    durable_round(&m, &mv, 3);
+    durable_round(&m, &mv, 2);
+    durable = false;
+    stop_ok(false);
 }
 
 /* A commit in flight at a dead primary that reached one backup only (the test hook: node 2's
@@ -1753,6 +1897,7 @@ int main(int argc, char **argv)
         {"prepared_dies", t_prepared_dies},
         {"client_follows", t_client_follows},
         {"commit_in_flight", t_commit_in_flight},
+        {"durable_restart", t_durable_restart},
         {"two_die", t_two_die},
         {"one_shots", t_one_shots},
         {"nemesis", t_nemesis},
