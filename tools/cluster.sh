@@ -14,7 +14,8 @@ usage() {
 Usage:
   tools/cluster.sh start N DIR [kvcluster options]   start N nodes with data, logs and config in DIR
   tools/cluster.sh stop DIR                          stop every node of the cluster in DIR
-  tools/cluster.sh restart DIR I                     start node I again after it stopped or died
+  tools/cluster.sh restart DIR I|all                 start node I (or every node that is not
+                                                     running, together) again after it stopped or died
   tools/cluster.sh status DIR                        show each node (exit 1 if one is down)
   tools/cluster.sh endpoints DIR                     print the export line again
   tools/cluster.sh --help
@@ -95,9 +96,9 @@ start)
     ;;
 restart)
     for a in "$@"; do case $a in -h | --help) usage; exit 0 ;; esac; done
-    [ $# -eq 2 ] || usage_error "restart needs DIR and I"
+    [ $# -eq 2 ] || usage_error "restart needs DIR and I (or all)"
     dir=$1 i=$2
-    case $i in '' | *[!0-9]*) usage_error "I must be a node number, got '$i'" ;; esac
+    case $i in all) ;; '' | *[!0-9]*) usage_error "I must be a node number or all, got '$i'" ;; esac
     need_bins
     [ -d "$dir" ] || die "no such directory: $dir"
     "$bin/kvcluster" restart --dir "$dir" --node "$i" >&2 || die "kvcluster could not restart node $i (see above and $dir/node-$i.log)"

@@ -19,7 +19,7 @@ static const char usage[] =
     "usage: kvcluster start --nodes N --dir DIR [--transport T] [--arena SIZE] [--host H]\n"
     "                       [--bench] [--durable [--durability MODE] [--checkpoint-every SIZE]]\n"
     "                       [--replicas R [--zookeeper HOST:PORT,...]]\n"
-    "       kvcluster restart --dir DIR --node I [--init]\n"
+    "       kvcluster restart --dir DIR --node I|all [--init]\n"
     "       kvcluster status --dir DIR\n"
     "       kvcluster stop --dir DIR\n"
     "       kvcluster secret --dir DIR\n"
@@ -30,6 +30,9 @@ static const char usage[] =
     "restart starts node I of the cluster in DIR again, after it stopped or was killed, with\n"
     "        the options it was started with, on its old port (a --durable node comes back\n"
     "        with its data: it replays its redo log), and returns once its peers see it up.\n"
+    "        --node all starts every node that is not running, together: a whole replicated\n"
+    "        --durable cluster killed or stopped comes back as it was only so (docs/replication.md\n"
+    "        section 7: a node that starts a lease after the manager is removed and refilled).\n"
     "status  shows each node's process and what it answers to a status request.\n"
     "stop    stops every node of the cluster in DIR (SIGTERM, then SIGKILL after 10 s).\n"
     "secret  writes a fresh DIR/cluster.secret (the node secret: name it in a config with\n"
@@ -211,15 +214,22 @@ static int cmd_restart(const char *dir, unsigned node, bool init)
     lo.detach = true;
     lo.init = init;
     int rc = opts_load(dir, &lo, &txt);
-    if (!rc && launch_restart(&L, &lo, node, err, sizeof err)) {
+    bool down[LAUNCH_MAX] = {false};
+    for (unsigned i = 0; i < L.n; i++)
+        down[i] = node == i || (node == LAUNCH_MAX && !launch_alive(&L, i));
+    if (!rc && (node == LAUNCH_MAX ? launch_restart_all(&L, &lo, err, sizeof err)
+                                   : launch_restart(&L, &lo, node, err, sizeof err))) {
         fprintf(stderr, "kvcluster: error: %s\n", err);
         rc = 1;
     }
-    if (!rc) rc = wait_seen_up(&L, node);
-    if (!rc)
-        printf("restarted node %u  %s:%u  pid %d  log %s/node-%u.log%s\n", node,
-               L.cc.nodes[node].host, L.cc.nodes[node].port, (int)L.pids[node], dir, node,
-               lo.durable ? " (its data replayed from its redo log)" : " (in memory: empty)");
+    for (unsigned i = 0; i < L.n && !rc; i++) {
+        if (!down[i]) continue;
+        rc = wait_seen_up(&L, i);
+        if (!rc)
+            printf("restarted node %u  %s:%u  pid %d  log %s/node-%u.log%s\n", i,
+                   L.cc.nodes[i].host, L.cc.nodes[i].port, (int)L.pids[i], dir, i,
+                   lo.durable ? " (its data replayed from its log)" : " (in memory: empty)");
+    }
     cluster_config_free(&L.cc);
     return rc;
 }
@@ -385,8 +395,10 @@ int main(int argc, char **argv)
         } else if (!strcmp(o, "--zookeeper")) {
             lo.zookeeper = v;
         } else if (!strcmp(o, "--node")) {
-            if (parse_uint_range(v, 0, LAUNCH_MAX - 1, &u)) usage_error("--node must be 0..63 (got '%s')", v);
-            node = (long)u;
+            if (!strcmp(v, "all")) node = LAUNCH_MAX;
+            else if (parse_uint_range(v, 0, LAUNCH_MAX - 1, &u))
+                usage_error("--node must be 0..63 or all (got '%s')", v);
+            else node = (long)u;
         } else {
             usage_error("unknown option '%s'", o);
         }
