@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -102,7 +101,6 @@ struct delset {
 struct gent {
     struct gent *next;
     uint64_t txid;
-    uint64_t lsn; /* its batch's record in the copies' log (0: not appended yet) */
     unsigned gen;
     uint8_t kind; /* REPLICA_APPLY (a sync ship until installed), REPLICA_PREPARE or
                      REPLICA_DECIDE (a record until settled) */
@@ -213,12 +211,6 @@ struct replica {
     struct wal *log;
     bool comeback;                  /* this process came back as the member it was, from it */
     uint8_t hist[RCFG_MAX_NODES];   /* each partition's copy history in the log (HIST_*) */
-    uint64_t from[RCFG_MAX_NODES];  /* the replay LSN of each copy's checkpoint loaded (0) */
-    /* checkpoints of the copies (section 7, "Checkpoints"): every ckpt_every bytes of log */
-    uint64_t ckpt_every;
-    unsigned ckpts;                 /* written by this process (atomic: status) */
-    pthread_t ckpter;
-    bool ckpter_on;
     /* a promotion here is taking partition p over (mu): its copies are not filled meanwhile --
      * the drain must count the PREPAREs it takes over, and the fill send the DECIDEs */
     bool taking[RCFG_MAX_NODES];
@@ -341,8 +333,6 @@ static int resync(struct replica *r, unsigned p, const struct rcfg *c, unsigned 
 
 static int gen_enter(struct replica *r, uint64_t txid, uint8_t kind);
 static void gen_leave(struct replica *r, uint64_t txid, uint8_t kind);
-static struct gent **gent_find_locked(struct replica *r, uint64_t txid, uint8_t kind);
-static uint64_t stable_locked(const struct replica *r, unsigned p);
 
 /* The DECIDEs taken over (txids of dec[0..n)) kept for partition p's later copies: 0 or
  * RDKV_ENOMEM. */
@@ -990,24 +980,14 @@ static int join_self(struct replica *r, const void *ctx)
     return do_join(r, r->me, fab_incarnation(r->f));
 }
 
-static void ckpt_dir(const struct replica *r, unsigned p, char *buf, size_t cap);
-
-/* wal_scan's callback for the come-back decision: the marks after each copy's checkpoint, and
- * the log's first LSN. */
-struct hist_state {
-    uint8_t *hist;
-    const uint64_t *from;
-    uint64_t first;
-};
+/* wal_scan's callback for the come-back decision: the marks only. */
 static int hist_scan(void *arg, const struct wal_rec *rec)
 {
-    struct hist_state *h = arg;
-    uint8_t kind;
+    uint8_t *hist = arg, kind;
     unsigned p;
-    if (!h->first) h->first = rec->lsn;
     if (rec->type == WAL_REPL || rec->type == WAL_FILL) return 0;
     if (rec->type != WAL_MARK || !mark_get(rec->payload, rec->len, &kind, &p)) return RDKV_EPROTO;
-    if (rec->lsn >= h->from[p]) h->hist[p] = hist_after(h->hist[p], kind);
+    hist[p] = hist_after(hist[p], kind);
     return 0;
 }
 
@@ -1021,19 +1001,7 @@ static bool can_come_back(const struct replica *r, const struct rcfg *c, const c
     struct wal_scan_result res;
     char err[256] = "";
     memset(hist, 0, RCFG_MAX_NODES);
-    /* a copy with a checkpoint was full at its replay LSN; its marks before are cut */
-    uint64_t from[RCFG_MAX_NODES] = {0};
-    for (unsigned p = 0; p < c->partitions; p++) {
-        char cd[600];
-        ckpt_dir(r, p, cd, sizeof cd);
-        uint64_t kept[CKPT_KEEP];
-        if (ckpt_list(cd, kept, CKPT_KEEP) > 0) {
-            from[p] = kept[0];
-            hist[p] = HIST_FULL;
-        }
-    }
-    struct hist_state hs = {hist, from, 0};
-    int rc = wal_scan(dir, r->me, r->logo.cluster_fp, 0, hist_scan, &hs, &res, err, sizeof err);
+    int rc = wal_scan(dir, r->me, r->logo.cluster_fp, 0, hist_scan, hist, &res, err, sizeof err);
     if (rc) {
         snprintf(why, whycap, "its copies' log in %.120s does not read: %.120s", dir,
                  err[0] ? err : rdkv_strerror(rc));
@@ -1046,7 +1014,7 @@ static bool can_come_back(const struct replica *r, const struct rcfg *c, const c
     for (unsigned p = 0; p < c->partitions; p++) {
         if (!rcfg_holds(c, p, r->me)) continue;
         uint8_t want = rcfg_learning(c, p, r->me) ? HIST_LEARNING : HIST_FULL;
-        if (hist[p] != want || hs.first > (from[p] ? from[p] : 1)) {
+        if (hist[p] != want) {
             snprintf(why, whycap, "its log does not hold partition %u's whole history", p);
             return false;
         }
@@ -2354,9 +2322,7 @@ static int replay_rec(void *arg, const struct wal_rec *rec)
     pthread_mutex_lock(&r->mu);
     if (rec->type == WAL_MARK) {
         if (!mark_get(rec->payload, rec->len, &kind, &p)) rc = RDKV_EPROTO;
-        else if (rec->lsn < r->from[p]) {
-            /* (before its checkpoint: in it) */
-        } else {
+        else {
             r->hist[p] = hist_after(r->hist[p], kind);
             if (kind == WAL_MARK_FULL || kind == WAL_MARK_GONE) delset_free_locked(r, p);
             if (kind == WAL_MARK_GONE) {
@@ -2371,9 +2337,8 @@ static int replay_rec(void *arg, const struct wal_rec *rec)
         uint8_t h = p < RCFG_MAX_NODES ? r->hist[p] : HIST_BAD;
         char why[160] = "";
         if (rec->len < hdr || p >= RCFG_MAX_NODES) rc = RDKV_EPROTO;
-        else if (!cp || (h != HIST_LEARNING && h != HIST_FULL) || rec->lsn < r->from[p])
-            rc = 0; /* (a copy not held now, or given up: its records mean nothing here; or in
-                       its checkpoint) */
+        else if (!cp || (h != HIST_LEARNING && h != HIST_FULL))
+            rc = 0; /* (a copy not held now, or given up: its records mean nothing here) */
         else if (rec->type == WAL_REPL)
             rc = repl_apply_locked(r, p, cp, h == HIST_LEARNING, rec->payload, rec->len);
         else if (h == HIST_LEARNING)
@@ -2407,261 +2372,6 @@ static int log_remove(const char *dir, char *err, size_t errcap)
     return rc;
 }
 
-/* ---- checkpoints of the copies (docs/replication.md, section 7, "Checkpoints") ------------ */
-
-#define CKPT_STATE_VERSION 1u
-
-/* Copy p's checkpoint directory, DIR/repl/copy-<p>. */
-static void ckpt_dir(const struct replica *r, unsigned p, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s/copy-%u", r->logdir, p);
-}
-
-/* What a checkpoint of copy p carries besides its rows, as it is at its replay LSN (mu held):
- * u8 version, u64 stable mark, then u32 count and the kept PREPAREs and DECIDEs (u64 txid, u8
- * kind, u16 coordinator, u32 bytes, the writes), then u32 count and the tail (u64 seq, u64
- * txid, u32 bytes, the writes), then u32 count and the decisions kept for good (u64 txid). */
-static uint8_t *state_pack_locked(const struct replica *r, unsigned p, size_t *len)
-{
-    size_t n = 1 + 8 + 4 + 4 + 4 + (size_t)r->nkept[p] * 8;
-    for (const struct rrec *x = r->recs[p]; x; x = x->next) n += 15 + x->len;
-    for (const struct rtail *x = r->tail[p]; x; x = x->next) n += 20 + x->len;
-    uint8_t *b = malloc(n), *o = b;
-    if (!b) return NULL;
-    *o++ = CKPT_STATE_VERSION;
-    /* (the primary's: every APPLY up to it is on every copy; a backup's: the mark heard last) */
-    pack_put_u64le(o, rcfg_primary(&r->cur, p) == r->me ? stable_locked(r, p) : r->tstable[p]);
-    o += 8;
-    uint32_t k = 0;
-    for (const struct rrec *x = r->recs[p]; x; x = x->next) k++;
-    pack_put_u32le(o, k);
-    o += 4;
-    for (const struct rrec *x = r->recs[p]; x; x = x->next) {
-        pack_put_u64le(o, x->txid);
-        o[8] = x->kind;
-        pack_put_u16le(o + 9, x->coord);
-        pack_put_u32le(o + 11, x->len);
-        memcpy(o + 15, x->bytes, x->len);
-        o += 15 + x->len;
-    }
-    k = 0;
-    for (const struct rtail *x = r->tail[p]; x; x = x->next) k++;
-    pack_put_u32le(o, k);
-    o += 4;
-    for (const struct rtail *x = r->tail[p]; x; x = x->next) {
-        pack_put_u64le(o, x->seq);
-        pack_put_u64le(o + 8, x->txid);
-        pack_put_u32le(o + 16, x->len);
-        memcpy(o + 20, x->bytes, x->len);
-        o += 20 + x->len;
-    }
-    pack_put_u32le(o, r->nkept[p]);
-    o += 4;
-    for (unsigned i = 0; i < r->nkept[p]; i++, o += 8) pack_put_u64le(o, r->kept[p][i]);
-    *len = (size_t)(o - b);
-    return b;
-}
-
-/* Restores what state_pack_locked packed (mu held, the copy's records and tail empty): 0, or
- * RDKV_EPROTO for bytes that are not such a state, RDKV_ENOMEM. The decisions kept for good
- * come back as kept DECIDEs, which the takeover keeps again. */
-static int state_load_locked(struct replica *r, unsigned p, const uint8_t *b, size_t len)
-{
-    if (len < 13 || b[0] != CKPT_STATE_VERSION) return RDKV_EPROTO;
-    r->tstable[p] = pack_get_u64le(b + 1);
-    size_t off = 9;
-    uint32_t k = pack_get_u32le(b + off);
-    off += 4;
-    for (uint32_t i = 0; i < k; i++) {
-        if (len - off < 15 || len - off - 15 < pack_get_u32le(b + off + 11)) return RDKV_EPROTO;
-        uint32_t il = pack_get_u32le(b + off + 11);
-        uint8_t kind = b[off + 8];
-        if (kind != REPLICA_PREPARE && kind != REPLICA_DECIDE) return RDKV_EPROTO;
-        struct rrec *x = malloc(sizeof *x + il);
-        if (!x) return RDKV_ENOMEM;
-        x->txid = pack_get_u64le(b + off);
-        x->kind = kind;
-        x->coord = pack_get_u16le(b + off + 9);
-        x->len = il;
-        memcpy(x->bytes, b + off + 15, il);
-        x->next = r->recs[p];
-        r->recs[p] = x;
-        r->nrecs++;
-        r->rec_bytes += sizeof *x + il;
-        off += 15 + il;
-    }
-    if (len - off < 4) return RDKV_EPROTO;
-    k = pack_get_u32le(b + off);
-    off += 4;
-    for (uint32_t i = 0; i < k; i++) {
-        if (len - off < 20 || len - off - 20 < pack_get_u32le(b + off + 16)) return RDKV_EPROTO;
-        uint32_t il = pack_get_u32le(b + off + 16);
-        int rc = tail_add_locked(r, p, pack_get_u64le(b + off), pack_get_u64le(b + off + 8),
-                                 b + off + 20, il);
-        if (rc) return rc;
-        off += 20 + il;
-    }
-    if (len - off < 4) return RDKV_EPROTO;
-    k = pack_get_u32le(b + off);
-    off += 4;
-    if ((len - off) / 8 != k || (len - off) % 8) return RDKV_EPROTO;
-    for (uint32_t i = 0; i < k; i++, off += 8) {
-        struct rrec *x = malloc(sizeof *x);
-        if (!x) return RDKV_ENOMEM;
-        *x = (struct rrec){r->recs[p], pack_get_u64le(b + off), REPLICA_DECIDE,
-                           txn_txid_node(pack_get_u64le(b + off)), 0};
-        r->recs[p] = x;
-        r->nrecs++;
-        r->rec_bytes += sizeof *x;
-    }
-    return 0;
-}
-
-/* A checkpoint of every full copy held here, then the log cut behind the older of each copy's
- * two kept checkpoints. A copy's replay LSN is the log's next LSN when it begins -- every
- * record below is applied in memory: backups append under mu after applying -- or, lower, the
- * record of the oldest commit this primary shipped and has not installed (or PREPARE or DECIDE
- * not settled): its effect is not in memory yet. */
-static int ckpt_copies(struct replica *r, struct lock_thread *lt)
-{
-    int64_t t0 = clock_now_ns();
-    unsigned written = 0;
-    uint64_t rows = 0, cut_at = UINT64_MAX;
-    bool cut_ok = true;
-    int rc = 0;
-    for (unsigned p = 0; p < RCFG_MAX_NODES && !rc; p++) {
-        pthread_mutex_lock(&r->mu);
-        struct store *st = copy_locked(r, p);
-        bool full = !r->stopping && st && p < r->cur.partitions && rcfg_holds(&r->cur, p, r->me) &&
-                    !rcfg_learning(&r->cur, p, r->me) && r->hist[p] == HIST_FULL;
-        /* A backup's copy is written to without row locks (REPLs apply under mu): its rows are
-         * read with mu held throughout, so that no apply changes one under the reader -- which
-         * pauses this node's REPLs for the checkpoint's length (docs/replication.md says what
-         * that costs). The primary's own copy is read under the row locks its commits take. */
-        bool hold = full && rcfg_primary(&r->cur, p) != r->me;
-        bool held = p < r->cur.partitions && rcfg_holds(&r->cur, p, r->me);
-        uint64_t lsn = 0;
-        uint8_t *state = NULL;
-        size_t slen = 0;
-        if (full) {
-            lsn = wal_next_lsn(r->log);
-            for (unsigned b = 0; b < 64; b++)
-                for (struct gent *g = r->gmap[b]; g; g = g->next)
-                    if (g->lsn && g->lsn < lsn) lsn = g->lsn;
-            state = state_pack_locked(r, p, &slen);
-            if (!state) rc = RDKV_ENOMEM;
-        }
-        if (!hold) pthread_mutex_unlock(&r->mu);
-        if (held && !full) cut_ok = false; /* (a copy being filled keeps its whole history) */
-        if (!full || rc) {
-            if (hold) pthread_mutex_unlock(&r->mu);
-            free(state);
-            continue;
-        }
-        char dir[600], why[256] = "";
-        ckpt_dir(r, p, dir, sizeof dir);
-        if (mkdir(dir, 0700) && errno != EEXIST) {
-            rc = log_reason(why, sizeof why, RDKV_EIO, "%s: %s", dir, strerror(errno));
-        }
-        /* (every record below it on disk first: a crash must not leave a log that ends before
-         * the LSN the checkpoint says it holds) */
-        if (!rc && lsn > 1 && wal_wait(r->log, lsn - 1)) rc = RDKV_EIO;
-        struct ckpt_write_opts co;
-        ckpt_write_opts_init(&co);
-        co.row_lock = r->row;
-        co.lt = lt;
-        co.state = state;
-        co.state_len = slen;
-        struct ckpt_info info;
-        if (!rc)
-            rc = ckpt_write(st, dir, r->me, r->logo.cluster_fp, lsn, &co, &info, why, sizeof why);
-        if (hold) pthread_mutex_unlock(&r->mu);
-        free(state);
-        if (rc) {
-            log_warn("node %u: a checkpoint of partition %u's copy failed (the log is kept "
-                     "whole): %s", r->me, p, why[0] ? why : rdkv_strerror(rc));
-            break;
-        }
-        written++;
-        rows += info.rows;
-        uint64_t kept[CKPT_KEEP];
-        int k = ckpt_list(dir, kept, CKPT_KEEP);
-        if (k == CKPT_KEEP && kept[CKPT_KEEP - 1] < cut_at) cut_at = kept[CKPT_KEEP - 1];
-        else if (k != CKPT_KEEP) cut_ok = false;
-    }
-    if (rc) return rc;
-    int cut = cut_ok && cut_at != UINT64_MAX ? wal_truncate_before(r->log, cut_at) : 0;
-    __atomic_add_fetch(&r->ckpts, 1, __ATOMIC_RELAXED);
-    log_info("node %u: checkpoint of %u copies (%llu rows) in %.2f s; %d log segment(s) dropped",
-             r->me, written, (unsigned long long)rows, (double)(clock_now_ns() - t0) / 1e9,
-             cut > 0 ? cut : 0);
-    return 0;
-}
-
-/* The copies' checkpointer: a checkpoint once the log grew by ckpt_every bytes. */
-static void *ckpter_main(void *arg)
-{
-    struct replica *r = arg;
-    struct fab_ctx *fc = NULL;
-    struct lock_thread lt;
-    if (!r->row || fab_ctx_create(r->f, &fc) || lock_thread_init(&lt, fc, r->lcfg)) {
-        log_error("node %u: the copies' checkpointer cannot start (no fabric context or row "
-                  "lock): the copies' log grows", r->me);
-        if (fc) fab_ctx_destroy(fc);
-        return NULL;
-    }
-    struct wal_stats ws;
-    wal_stats(r->log, &ws);
-    uint64_t since = ws.bytes;
-    pthread_mutex_lock(&r->mu);
-    while (!r->stopping) {
-        struct timespec until = clock_ts(clock_now_ns() + NS_PER_S / 4);
-        pthread_cond_timedwait(&r->ccv, &r->mu, &until);
-        if (r->stopping) break;
-        wal_stats(r->log, &ws);
-        if (ws.bytes - since < r->ckpt_every) continue;
-        pthread_mutex_unlock(&r->mu);
-        if (ckpt_copies(r, &lt) == 0) since = ws.bytes;
-        pthread_mutex_lock(&r->mu);
-    }
-    pthread_mutex_unlock(&r->mu);
-    lock_thread_fini(&lt);
-    fab_ctx_destroy(fc);
-    return NULL;
-}
-
-/* A node that comes back: each full copy's newest valid checkpoint loaded, and the LSN its
- * replay starts from (r->from). */
-static int ckpt_load_copies(struct replica *r, char *err, size_t errcap)
-{
-    for (unsigned p = 0; p < r->cur.partitions; p++) {
-        if (!rcfg_holds(&r->cur, p, r->me) || rcfg_learning(&r->cur, p, r->me)) continue;
-        pthread_mutex_lock(&r->mu);
-        struct store *st = copy_locked(r, p);
-        pthread_mutex_unlock(&r->mu);
-        char dir[600], why[512] = "";
-        ckpt_dir(r, p, dir, sizeof dir);
-        struct ckpt_info info;
-        memset(&info, 0, sizeof info);
-        int rc = st ? ckpt_load(st, dir, r->me, r->logo.cluster_fp, &info, why, sizeof why)
-                    : RDKV_ENOTFOUND;
-        if (rc == RDKV_ENOTFOUND) continue; /* (none: its whole history is in the log) */
-        if (!rc) {
-            pthread_mutex_lock(&r->mu);
-            rc = state_load_locked(r, p, info.state, info.state_len);
-            r->from[p] = info.replay_lsn;
-            r->hist[p] = HIST_FULL;
-            pthread_mutex_unlock(&r->mu);
-            if (rc) snprintf(why, sizeof why, "its state does not decode");
-        }
-        free(info.state);
-        if (rc)
-            return log_reason(err, errcap, rc, "partition %u's copy: checkpoint in %s: %s", p, dir,
-                              why[0] ? why : rdkv_strerror(rc));
-    }
-    return 0;
-}
-
 /* Opens the copies' log: replayed into the copies when this node comes back, else begun anew
  * with a mark for each copy the configuration gives it now. */
 static int log_open(struct replica *r, char *err, size_t errcap)
@@ -2673,9 +2383,7 @@ static int log_open(struct replica *r, char *err, size_t errcap)
         if (rc) return rc;
     }
     memset(r->hist, 0, sizeof r->hist);
-    memset(r->from, 0, sizeof r->from);
     int64_t t0 = clock_now_ns();
-    if (r->comeback && (rc = ckpt_load_copies(r, err, errcap))) return rc;
     struct wal_scan_result res;
     struct wal *w = NULL;
     rc = wal_open(&r->logo, r->comeback ? replay_rec : NULL, r, &res, &w, why, sizeof why);
@@ -2829,15 +2537,8 @@ static void *comeback_main(void *arg)
     return NULL;
 }
 
-void replica_set_checkpoint_every(struct replica *r, uint64_t bytes)
-{
-    if (r) r->ckpt_every = bytes;
-}
-
 void replica_serve(struct replica *r)
 {
-    if (r && r->log && r->ckpt_every && !r->ckpter_on)
-        r->ckpter_on = pthread_create(&r->ckpter, NULL, ckpter_main, r) == 0;
     if (r && r->comeback && !r->joiner_on) {
         r->joiner_on = pthread_create(&r->joiner, NULL, comeback_main, r) == 0;
         if (!r->joiner_on) {
@@ -3003,15 +2704,7 @@ static void ship_task(void *arg)
         pack_put_u64le(sb->req, cfg.epoch);
         pthread_mutex_lock(&r->mu);
         pack_put_u64le(sb->req + 14, stable_locked(r, p));
-        if (r->log && !lsn) {
-            log_append_locked(r, WAL_REPL, sb->req, sb->reqlen, &lsn);
-            /* (a checkpoint replays its partition from the oldest record not installed or
-             * settled yet: the jobs' open entries say which) */
-            for (struct ship_job *j = sb->jobs; j; j = j->next) {
-                struct gent *g = *gent_find_locked(r, j->txid, j->kind);
-                if (g && !g->lsn) g->lsn = lsn;
-            }
-        }
+        if (r->log && !lsn) log_append_locked(r, WAL_REPL, sb->req, sb->reqlen, &lsn);
         pthread_mutex_unlock(&r->mu);
         /* the backups of this epoch not yet known to hold the writes */
         unsigned n = 0;
@@ -3674,8 +3367,7 @@ void replica_detach(struct replica *r)
     if (r->copier_on) pthread_join(r->copier, NULL);
     if (r->joiner_on) pthread_join(r->joiner, NULL);
     if (r->asker_on) pthread_join(r->asker, NULL);
-    if (r->ckpter_on) pthread_join(r->ckpter, NULL);
-    r->copier_on = r->joiner_on = r->asker_on = r->ckpter_on = false;
+    r->copier_on = r->joiner_on = r->asker_on = false;
     pthread_mutex_lock(&r->mu);
     for (unsigned p = 0; p < RCFG_MAX_NODES; p++) {
         store_close(r->backup[p]);
@@ -3757,12 +3449,6 @@ void replica_status_json(struct replica *r, const struct cluster_config *cc, FIL
     fprintf(m, "]");
     if (r->fault_probe)
         fprintf(m, ",\"probe\":{\"refused\":%u,\"of\":%u}", probe_refused, probe_of);
-    if (r->log) {
-        struct wal_stats ws;
-        wal_stats(r->log, &ws);
-        fprintf(m, ",\"log\":{\"bytes\":%llu,\"checkpoints\":%u}", (unsigned long long)ws.bytes,
-                __atomic_load_n(&r->ckpts, __ATOMIC_RELAXED));
-    }
     fprintf(m, "}");
 }
 
