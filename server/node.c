@@ -1123,6 +1123,9 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
     rc = replica_start(&n->cc, (uint16_t)o->node, o->peer_wait_ns, o->replica_lease_ns,
                        o->data_dir && n->cc.replicas > 1 ? &lo : NULL, &n->repl, why,
                        sizeof why);
+    if (!rc && o->data_dir && n->cc.replicas > 1)
+        log_warn("node %ld: the copies' log in %s/repl is not cut by checkpoints yet: it grows "
+                 "with every commit (docs/replication.md, section 7)", o->node, o->data_dir);
     if (rc) {
         snprintf(err, errcap, "%s", why);
         cluster_config_free(&n->cc);

@@ -265,8 +265,9 @@ static bool mark_get(const uint8_t *b, uint32_t len, uint8_t *kind, unsigned *p)
     return *p < RCFG_MAX_NODES;
 }
 
-/* Appends a record of the copies' log (mu held, so that its order is the order applied): 0 and
- * *lsn (0 without a log); a record that cannot be appended stops the node (the copy here
+/* Appends a record of the copies' log (mu held where its order must be the order applied: a
+ * backup's REPLs, COPYs and marks; a primary's own batches go one at a time per partition): 0
+ * and *lsn (0 without a log); a record that cannot be appended stops the node (the copy here
  * already shows it: a restart decides from the log). */
 static int log_append_locked(struct replica *r, uint8_t type, const void *b, size_t len,
                              uint64_t *lsn)
@@ -362,6 +363,22 @@ static int take_over(struct replica *r, unsigned p, const struct rcfg *c, unsign
     /* the commits in flight at the dead primary first: on every copy, or on none */
     int src = resync(r, p, c, pulled, pushed);
     if (src) return src;
+    /* (a configuration that came meanwhile names another primary: this takeover is abandoned,
+     * the partition stays gated here, and the routes go again -- apply_routes) */
+    pthread_mutex_lock(&r->mu);
+    bool still = p < r->cur.partitions && rcfg_primary(&r->cur, p) == r->me &&
+                 (r->cur.members >> r->me & 1);
+    pthread_mutex_unlock(&r->mu);
+    if (!still) return RDKV_EUNAVAILABLE;
+    /* (never a seq given before again, also where no other copy was asked: a copy's tail and
+     * stable mark name the highest it holds) */
+    pthread_mutex_lock(&r->mu);
+    uint64_t top = r->tstable[p];
+    for (const struct rtail *x = r->tail[p]; x; x = x->next)
+        if (x->seq > top) top = x->seq;
+    if (r->pseq[p] < top) r->pseq[p] = top;
+    tail_trim_locked(r, p, top); /* (a primary keeps no tail of its own partition) */
+    pthread_mutex_unlock(&r->mu);
     pthread_mutex_lock(&r->mu);
     unsigned n = 0, d = 0;
     for (struct rrec *x = r->recs[p]; x; x = x->next) x->kind == REPLICA_PREPARE ? n++ : d++;
@@ -740,6 +757,7 @@ static int change_config(struct replica *r, make_fn make, const void *ctx, const
         pthread_mutex_lock(&r->mu);
         bool newer = next.epoch > r->cur.epoch;
         if (newer) {
+            log_marks_locked(r, &next); /* (on_config will not see it as newer) */
             r->cur = next;
             r->version = nv;
             __atomic_store_n(&r->member, (next.members >> r->me & 1) != 0, __ATOMIC_RELEASE);
@@ -980,6 +998,31 @@ static int join_self(struct replica *r, const void *ctx)
     return do_join(r, r->me, fab_incarnation(r->f));
 }
 
+/* Whether another member's process lives on from before this node's restart: a node comes
+ * back as it was only in a whole cluster started again -- the others' memory of its old process
+ * (its locks, its rows' places, its commits in flight) is gone with them; with one alive, it
+ * joins empty instead, as in memory. Their election znodes made before this check began are
+ * waited for until ZooKeeper's session timeout has passed (a dead process's goes then); one
+ * still there is a survivor's. */
+static bool survivors(struct replica *r, char *why, size_t whycap)
+{
+    uint64_t mark = 0, elders = 0;
+    int64_t session_ns = 0, t0 = clock_now_ns();
+    for (;;) {
+        int rc = zcfg_elders(r->z, &mark, &elders, &session_ns);
+        if (rc) {
+            snprintf(why, whycap, "ZooKeeper did not say which nodes live: %s", rdkv_strerror(rc));
+            return true;
+        }
+        if (!elders) return false;
+        if (clock_now_ns() - t0 > session_ns + NS_PER_S) break;
+        clock_sleep_ns(100 * NS_PER_MS);
+    }
+    snprintf(why, whycap, "other members live on (mask %#llx): the cluster was not stopped as a "
+             "whole", (unsigned long long)elders);
+    return true;
+}
+
 /* wal_scan's callback for the come-back decision: the marks only. */
 static int hist_scan(void *arg, const struct wal_rec *rec)
 {
@@ -1119,7 +1162,8 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
     }
     char whynot[320] = "";
     if (rc == RDKV_EEXIST && (c.members >> me & 1) && r->logo.dir &&
-        can_come_back(r, &c, r->logdir, r->hist, whynot, sizeof whynot)) {
+        can_come_back(r, &c, r->logdir, r->hist, whynot, sizeof whynot) &&
+        !survivors(r, whynot, sizeof whynot)) {
         /* its copies are in its log, whole: it comes back as the member it was, and takes its
          * partitions over as a promoted copy does (section 7, "Backups' logs") */
         r->comeback = true;
@@ -1720,6 +1764,7 @@ static int push_tail(struct replica *r, struct fab_ctx *fc, uint16_t node, unsig
 {
     int64_t deadline = clock_now_ns() + resync_wait_ns(r);
     size_t cap = fab_rpc_max(r->f);
+    if (r->log && cap > WAL_REC_LIMIT) cap = WAL_REC_LIMIT; /* (one record of a copy's log) */
     struct fab_buf resp = {0};
     int rc = 0;
     for (size_t i = 0; i < n && !rc;) {
@@ -1796,12 +1841,42 @@ static int resync(struct replica *r, unsigned p, const struct rcfg *c, unsigned 
     n = 0;
     for (struct rtail *x = got; x && !rc; x = x->next) v[n++] = x;
     if (n) qsort(v, n, sizeof *v, seq_cmp);
+    size_t took = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         if (tail_has_locked(r, p, v[i]->seq)) continue;
         rc = wal_writes_unpack(v[i]->bytes, v[i]->len, check_write, copy_locked(r, p));
         if (!rc) rc = tail_add_locked(r, p, v[i]->seq, v[i]->txid, v[i]->bytes, v[i]->len);
         if (!rc) rc = wal_writes_unpack(v[i]->bytes, v[i]->len, apply_write, copy_locked(r, p));
-        if (!rc) ++*pulled;
+        if (!rc) {
+            ++*pulled;
+            v[took++] = v[i]; /* (what this copy took: into its log, below) */
+        }
+    }
+    /* what this copy took, in its log too (as the REPL that carries it to the others), or a
+     * whole cluster started again would find it on the other copies only */
+    uint64_t lsn = 0;
+    if (!rc && took && r->log) {
+        size_t len = REPL_HDR;
+        for (size_t i = 0; i < took; i++) len += REPL_ITEM_HDR + v[i]->len;
+        uint8_t *b = malloc(len);
+        if (!b) rc = RDKV_ENOMEM;
+        else {
+            pack_put_u64le(b, c->epoch);
+            pack_put_u16le(b + 8, (uint16_t)p);
+            pack_put_u32le(b + 10, (uint32_t)took);
+            pack_put_u64le(b + 14, 0);
+            size_t off = REPL_HDR;
+            for (size_t i = 0; i < took; i++) {
+                pack_put_u64le(b + off, v[i]->txid);
+                b[off + 8] = REPLICA_APPLY;
+                pack_put_u32le(b + off + 9, v[i]->len);
+                pack_put_u64le(b + off + 13, v[i]->seq);
+                memcpy(b + off + REPL_ITEM_HDR, v[i]->bytes, v[i]->len);
+                off += REPL_ITEM_HDR + v[i]->len;
+            }
+            log_append_locked(r, WAL_REPL, b, len, &lsn);
+            free(b);
+        }
     }
     int err = 0;
     size_t m = 0;
@@ -1809,6 +1884,7 @@ static int resync(struct replica *r, unsigned p, const struct rcfg *c, unsigned 
     if (!rc) rc = err;
     uint64_t stable = m ? all[m - 1]->seq : r->tstable[p];
     pthread_mutex_unlock(&r->mu);
+    if (lsn) log_wait(r, lsn, "commit taken from another copy");
     /* the union to every other copy (the tail's entries stay put: only this thread trims p's
      * tail now -- no REPL of p is taken here, this node being its primary) */
     for (unsigned i = 0; i < c->nrep[p] && !rc && m; i++) {
@@ -2704,8 +2780,10 @@ static void ship_task(void *arg)
         pack_put_u64le(sb->req, cfg.epoch);
         pthread_mutex_lock(&r->mu);
         pack_put_u64le(sb->req + 14, stable_locked(r, p));
-        if (r->log && !lsn) log_append_locked(r, WAL_REPL, sb->req, sb->reqlen, &lsn);
         pthread_mutex_unlock(&r->mu);
+        /* (not under mu: an append waits -- parks this task -- while the log's queue is full;
+         * the partition's batches go one at a time, so their order in the log is theirs) */
+        if (r->log && !lsn) log_append_locked(r, WAL_REPL, sb->req, sb->reqlen, &lsn);
         /* the backups of this epoch not yet known to hold the writes */
         unsigned n = 0;
         for (unsigned i = 1; i < cfg.nrep[p]; i++)

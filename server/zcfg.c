@@ -509,6 +509,45 @@ int zcfg_live(struct zcfg *z, uint64_t *live, int64_t *session_ns)
     return rc;
 }
 
+int zcfg_elders(struct zcfg *z, uint64_t *mark, uint64_t *elders, int64_t *session_ns)
+{
+    pthread_rwlock_rdlock(&z->hl);
+    int rc = z->zh ? 0 : RDKV_EUNAVAILABLE;
+    *elders = 0;
+    if (!rc && !*mark) {
+        /* the mark: an ephemeral znode beside the candidacies (not one: no "n_" name), whose
+         * creation orders every candidacy made before it */
+        char prefix[PATH_CAP], made[PATH_CAP];
+        snprintf(prefix, sizeof prefix, "%s/r_", z->electdir);
+        struct Stat st;
+        rc = zstatus(zoo_create(z->zh, prefix, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+                                ZOO_EPHEMERAL_SEQUENTIAL, made, sizeof made));
+        if (!rc) rc = zstatus(zoo_exists(z->zh, made, 0, &st));
+        if (!rc) *mark = (uint64_t)st.czxid;
+    }
+    struct String_vector kids = {0, NULL};
+    if (!rc && (rc = zstatus(zoo_get_children(z->zh, z->electdir, 0, &kids))) == 0) {
+        for (int i = 0; i < kids.count && !rc; i++) {
+            if (seqno(kids.data[i]) < 0) continue;
+            char path[PATH_CAP];
+            snprintf(path, sizeof path, "%s/%.31s", z->electdir, kids.data[i]);
+            struct Stat st;
+            int v, zrc = zoo_exists(z->zh, path, 0, &st);
+            if (zrc == ZNONODE) continue; /* (its session ended meanwhile) */
+            if ((rc = zstatus(zrc))) break;
+            if ((uint64_t)st.czxid > *mark) continue; /* (made after the mark) */
+            zrc = elect_node(z, kids.data[i], &v);
+            if (zrc == ZNONODE) continue;
+            if ((rc = zstatus(zrc))) break;
+            if (v >= 0 && v < 64 && v != z->o.node) *elders |= 1ull << v;
+        }
+        deallocate_String_vector(&kids);
+        *session_ns = (int64_t)zoo_recv_timeout(z->zh) * NS_PER_MS;
+    }
+    pthread_rwlock_unlock(&z->hl);
+    return rc;
+}
+
 bool zcfg_connected(struct zcfg *z)
 {
     pthread_mutex_lock(&z->mu);

@@ -48,6 +48,12 @@ void zcfg_resign(struct zcfg *z);
  * the session timeout ZooKeeper granted this node: 0, or RDKV_EUNAVAILABLE when ZooKeeper did
  * not answer. A few reads: for the manager's judgement of a silent member, not the data path. */
 int zcfg_live(struct zcfg *z, uint64_t *live, int64_t *session_ns);
+/* The other nodes whose election znodes were made before *mark (bit i for node i < 64): with
+ * *mark 0, a mark is made first (an ephemeral znode beside them) and *mark set to its creation
+ * zxid. Asked again while they last, it tells a process that survived (its znode stays) from
+ * one that died (its session ends within the timeout, also given) -- whatever started after
+ * the mark is not counted. 0, or RDKV_EUNAVAILABLE. */
+int zcfg_elders(struct zcfg *z, uint64_t *mark, uint64_t *elders, int64_t *session_ns);
 /* Whether the session is connected now (a manager grants leases only then). */
 bool zcfg_connected(struct zcfg *z);
 /* The manager's node id as ZooKeeper says now (the lowest election znode's data), or < 0 when

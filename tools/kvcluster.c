@@ -228,7 +228,7 @@ static int cmd_restart(const char *dir, unsigned node, bool init)
         if (!rc)
             printf("restarted node %u  %s:%u  pid %d  log %s/node-%u.log%s\n", i,
                    L.cc.nodes[i].host, L.cc.nodes[i].port, (int)L.pids[i], dir, i,
-                   lo.durable ? " (its data replayed from its log)" : " (in memory: empty)");
+                   lo.durable ? " (its data replayed from its redo log)" : " (in memory: empty)");
     }
     cluster_config_free(&L.cc);
     return rc;

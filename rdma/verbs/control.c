@@ -269,8 +269,17 @@ static void vn_on_connect(struct fab_rpc_req *req, void *arg)
     p->qp = qp;
     p->node = fab_rpc_src(req);
     p->inc = fab_rpc_src_incarnation(req);
+    uint32_t qpn = qp->qp_num; /* (p may be reaped once it is linked and vn->mu let go) */
     struct passive *old = NULL;
     pthread_mutex_lock(&vn->mu);
+    /* fenced meanwhile: not linked (fab_fence stores its bound before its reap takes vn->mu, so
+     * either this sees the bound or the reap sees p) */
+    if (fab_fenced(f, p->node, p->inc)) {
+        pthread_mutex_unlock(&vn->mu);
+        passive_destroy(p);
+        fab_rpc_reply(req, RDKV_EPERM, NULL, 0);
+        return;
+    }
     for (struct passive **pp = &vn->passive; *pp;) {
         struct passive *x = *pp;
         if (x->conn_id == p->conn_id && !x->cm_id) {
@@ -289,14 +298,8 @@ static void vn_on_connect(struct fab_rpc_req *req, void *arg)
         passive_destroy(old);
         old = n;
     }
-    /* (fenced while this ran: the fence's reap may have come before the link above) */
-    if (fab_fenced(f, p->node, p->inc)) {
-        verbs_fence(f, p->node, 0);
-        fab_rpc_reply(req, RDKV_EPERM, NULL, 0);
-        return;
-    }
     struct xch me;
-    xch_local(vn, &me, qp->qp_num, psn, dest);
+    xch_local(vn, &me, qpn, psn, dest);
     me.rkey = vn->mr->rkey;
     me.base = (uint64_t)(uintptr_t)f->arena;
     me.size = f->arena_size;

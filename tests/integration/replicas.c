@@ -991,10 +991,29 @@ static uint64_t status_epoch(unsigned node)
     return e;
 }
 
+#define BULK_N 300
+#define BULK_LEN 2048
+
+/* durable_restart's bulk values, each read back whole through s. */
+static void bulk_check(rdkv_session *s)
+{
+    unsigned ok = 0;
+    for (unsigned i = 0; i < BULK_N; i++) {
+        char k[24];
+        snprintf(k, sizeof k, "bulk%u", i);
+        const void *v = NULL;
+        size_t vl = 0;
+        if (rdkv_get(s, k, strlen(k), &v, &vl) == 0 && vl == BULK_LEN &&
+            ((const char *)v)[0] == 'x' && ((const char *)v)[BULK_LEN - 1] == 'x')
+            ok++;
+    }
+    CHECK_EQ(ok, BULK_N);
+}
+
 /* One round of durable_restart: both movers run until each acknowledged 40 more transfers, all
- * three nodes are killed at once, node `lost`'s data directory is deleted (its disk lost; 3:
- * none), and all three are started again together. */
-static void durable_round(struct mover *m, struct mover *mv, unsigned lost)
+ * three nodes are killed at once (or node `only`, when it is not 3), node `lost`'s data
+ * directory is deleted (its disk lost; 3: none), and they are started again together. */
+static void durable_round(struct mover *m, struct mover *mv, unsigned lost, unsigned only)
 {
     atomic_store(&m->stop, false);
     atomic_store(&mv->stop, false);
@@ -1006,14 +1025,19 @@ static void durable_round(struct mover *m, struct mover *mv, unsigned lost)
     while ((atomic_load(&m->acked) < a0 + 40 || atomic_load(&mv->acked) < b0 + 40) &&
            clock_now_ns() < bound)
         rdkv_sleep_us(10000);
-    uint64_t epoch = status_epoch(0);
-    for (unsigned n = 0; n < 3; n++) REQUIRE(launch_kill(&L, n) == 0);
+    uint64_t epoch = status_epoch(only < 3 ? (only + 1) % 3 : 0);
+    for (unsigned n = 0; n < 3; n++)
+        if (only == 3 || n == only) REQUIRE(launch_kill(&L, n) == 0);
+    /* (one node: started again at once, within its lease, while the movers go on) */
+    int64_t t0 = clock_now_ns();
+    if (only < 3) REQUIRE(restarted_all());
     atomic_store(&m->stop, true);
     atomic_store(&mv->stop, true);
     pthread_join(th, NULL);
     pthread_join(thv, NULL);
-    printf("  all three killed in epoch %llu: %u and %u transfers acknowledged so far (%u and %u "
-           "unknown)%s\n", (unsigned long long)epoch, atomic_load(&m->acked),
+    printf("  %s killed in epoch %llu: %u and %u transfers acknowledged so far (%u and %u "
+           "unknown)%s\n", only < 3 ? "one node" : "all three", (unsigned long long)epoch,
+           atomic_load(&m->acked),
            atomic_load(&mv->acked), atomic_load(&m->unknown), atomic_load(&mv->unknown),
            lost < 3 ? "; one node's data directory deleted" : "");
     CHECK(atomic_load(&m->acked) >= a0 + 40 && atomic_load(&mv->acked) >= b0 + 40);
@@ -1022,17 +1046,26 @@ static void durable_round(struct mover *m, struct mover *mv, unsigned lost)
         snprintf(cmd, sizeof cmd, "rm -rf '%s/node-%u.data'", L.dir, lost);
         REQUIRE(system(cmd) == 0);
     }
-    int64_t t0 = clock_now_ns();
-    REQUIRE(restarted_all());
+    if (only == 3) {
+        t0 = clock_now_ns();
+        REQUIRE(restarted_all());
+    }
     rdkv_session *s = NULL;
-    REQUIRE(bank_connect(&L, lost < 3 ? (lost + 1) % 3 : 2, &s) == 0);
+    REQUIRE(bank_connect(&L, lost < 3 ? (lost + 1) % 3 : only < 3 ? (only + 1) % 3 : 2, &s) == 0);
     mover_check_soon(m, s);
     mover_check_soon(mv, s);
     printf("  started again: both movers' keys read %.0f ms after the restarts began\n",
            (double)(clock_now_ns() - t0) / 1e6);
-    if (lost == 3) {
+    if (lost == 3 && only == 3) {
         /* each came back as it was: no removal, no refill */
         for (unsigned n = 0; n < 3; n++) CHECK_EQ(status_epoch(n), epoch);
+    } else if (lost == 3) {
+        /* one node started again at once: it came back as it was (before its removal), or it
+         * was removed first and joined empty -- either keeps every acknowledged commit */
+        bool back = status_epoch(only) == epoch;
+        printf("  node %u %s\n", only, back ? "came back as it was, in the same epoch"
+                                            : "was removed first, and joined empty");
+        if (!back) CHECK(filled_everywhere(only, (only + 1) % 3, (only + 2) % 3));
     } else {
         /* the one without its data was removed, and joined empty: filled from the others */
         CHECK(filled_everywhere(lost, (lost + 1) % 3, (lost + 2) % 3));
@@ -1046,6 +1079,7 @@ static void durable_round(struct mover *m, struct mover *mv, unsigned lost)
     movers_finish(m, th, mv, thv, 10);
     mover_check(m, s);
     mover_check(mv, s);
+    bulk_check(s);
     copies_equal(0, 1, 2);
     rdkv_session_close(s);
 }
@@ -1056,7 +1090,8 @@ static void durable_round(struct mover *m, struct mover *mv, unsigned lost)
  * partition 2, whose primary is neither mover's node -- and all three nodes are killed with kill
  * -9 at once, with commits in flight, then started again together: (1) each comes back as the
  * member it was, in the same epoch; (2) the same with node 2's data directory deleted first --
- * its partition is served from a backup's log, and it joins empty and is filled. After each,
+ * its partition is served from a backup's log, and it joins empty and is filled; (3) node 1
+ * alone killed and started again at once: back as it was, or removed first and refilled. After each,
  * every acknowledged transfer is there and no failed one, the sums hold, and every partition's
  * three copies are equal. */
 static void t_durable_restart(void)
@@ -1067,10 +1102,19 @@ static void t_durable_restart(void)
     rdkv_session *s = NULL, *sv = NULL;
     REQUIRE(mover_init(&m, 0, 0, 1, &s) == 0);
     REQUIRE(mover_init_nth(&mv, 1, 2, 0, 2, 1, &sv) == 0);
+    /* 600 KB of 2 KB values over all partitions, read back whole after every round */
+    char big[BULK_LEN];
+    memset(big, 'x', sizeof big);
+    for (unsigned i = 0; i < BULK_N; i++) {
+        char k[24];
+        snprintf(k, sizeof k, "bulk%u", i);
+        REQUIRE(rdkv_put(s, k, strlen(k), big, sizeof big) == 0);
+    }
     rdkv_session_close(s);
     rdkv_session_close(sv);
-    durable_round(&m, &mv, 3);
-    durable_round(&m, &mv, 2);
+    durable_round(&m, &mv, 3, 3);
+    durable_round(&m, &mv, 2, 3);
+    durable_round(&m, &mv, 3, 1); /* (one node, started again at once) */
     durable = false;
     stop_ok(false);
 }
