@@ -1757,6 +1757,29 @@ static int pull_tail(struct replica *r, struct fab_ctx *fc, uint16_t node, unsig
     return rc;
 }
 
+/* A REPL payload of partition p in epoch carrying the APPLYs v[0..n) and the stable mark:
+ * len bytes (the caller counted them), malloc'd; NULL for no memory. */
+static uint8_t *pack_applies(uint64_t epoch, unsigned p, struct rtail *const *v, size_t n,
+                             uint64_t stable, size_t len)
+{
+    uint8_t *b = malloc(len);
+    if (!b) return NULL;
+    pack_put_u64le(b, epoch);
+    pack_put_u16le(b + 8, (uint16_t)p);
+    pack_put_u32le(b + 10, (uint32_t)n);
+    pack_put_u64le(b + 14, stable);
+    size_t off = REPL_HDR;
+    for (size_t j = 0; j < n; j++) {
+        pack_put_u64le(b + off, v[j]->txid);
+        b[off + 8] = REPLICA_APPLY;
+        pack_put_u32le(b + off + 9, v[j]->len);
+        pack_put_u64le(b + off + 13, v[j]->seq);
+        memcpy(b + off + REPL_ITEM_HDR, v[j]->bytes, v[j]->len);
+        off += REPL_ITEM_HDR + v[j]->len;
+    }
+    return b;
+}
+
 /* Sends the APPLYs v[0..n) (seq order) to node as REPLs of partition p, the last one raising
  * its stable mark to `stable`: 0, or why not. */
 static int push_tail(struct replica *r, struct fab_ctx *fc, uint16_t node, unsigned p,
@@ -1771,23 +1794,10 @@ static int push_tail(struct replica *r, struct fab_ctx *fc, uint16_t node, unsig
         size_t k = 0, len = REPL_HDR;
         while (i + k < n && (k == 0 || len + REPL_ITEM_HDR + v[i + k]->len <= cap))
             len += REPL_ITEM_HDR + v[i + k++]->len;
-        uint8_t *b = malloc(len);
+        uint8_t *b = pack_applies(c->epoch, p, v + i, k, i + k == n ? stable : 0, len);
         if (!b) {
             rc = RDKV_ENOMEM;
             break;
-        }
-        pack_put_u64le(b, c->epoch);
-        pack_put_u16le(b + 8, (uint16_t)p);
-        pack_put_u32le(b + 10, (uint32_t)k);
-        pack_put_u64le(b + 14, i + k == n ? stable : 0);
-        size_t off = REPL_HDR;
-        for (size_t j = i; j < i + k; j++) {
-            pack_put_u64le(b + off, v[j]->txid);
-            b[off + 8] = REPLICA_APPLY;
-            pack_put_u32le(b + off + 9, v[j]->len);
-            pack_put_u64le(b + off + 13, v[j]->seq);
-            memcpy(b + off + REPL_ITEM_HDR, v[j]->bytes, v[j]->len);
-            off += REPL_ITEM_HDR + v[j]->len;
         }
         uint64_t ep = c->epoch;
         for (;;) {
@@ -1858,22 +1868,9 @@ static int resync(struct replica *r, unsigned p, const struct rcfg *c, unsigned 
     if (!rc && took && r->log) {
         size_t len = REPL_HDR;
         for (size_t i = 0; i < took; i++) len += REPL_ITEM_HDR + v[i]->len;
-        uint8_t *b = malloc(len);
+        uint8_t *b = pack_applies(c->epoch, p, v, took, 0, len);
         if (!b) rc = RDKV_ENOMEM;
         else {
-            pack_put_u64le(b, c->epoch);
-            pack_put_u16le(b + 8, (uint16_t)p);
-            pack_put_u32le(b + 10, (uint32_t)took);
-            pack_put_u64le(b + 14, 0);
-            size_t off = REPL_HDR;
-            for (size_t i = 0; i < took; i++) {
-                pack_put_u64le(b + off, v[i]->txid);
-                b[off + 8] = REPLICA_APPLY;
-                pack_put_u32le(b + off + 9, v[i]->len);
-                pack_put_u64le(b + off + 13, v[i]->seq);
-                memcpy(b + off + REPL_ITEM_HDR, v[i]->bytes, v[i]->len);
-                off += REPL_ITEM_HDR + v[i]->len;
-            }
             log_append_locked(r, WAL_REPL, b, len, &lsn);
             free(b);
         }
