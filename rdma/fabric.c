@@ -321,7 +321,7 @@ int fab_fence(struct fabric *f, uint16_t node, uint64_t upto)
     if (upto) log_info("fenced node %u's processes up to incarnation %llu", node,
                        (unsigned long long)upto);
     else log_info("node %u is no longer fenced", node);
-    if (f->be->fence) f->be->fence(f, node, upto);
+    if (f->be->fence) f->be->fence(f, node);
     svc_sync(f);
     return 0;
 }

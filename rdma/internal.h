@@ -324,9 +324,9 @@ struct fab_backend {
     /* On the service thread: service connection conn_id is gone (fab_rpc_conn); drop what
      * was created for it. */
     void (*conn_gone)(struct fabric *f, uint64_t conn_id);
-    /* fab_fence took a new bound for node (already in f->fence_upto): the backend drops what
-     * serves a fenced process (its queue pairs) and refuses to make more. */
-    void (*fence)(struct fabric *f, uint16_t node, uint64_t upto);
+    /* fab_fence took a new bound for node (in f->fence_upto): the backend drops what serves a
+     * fenced process (its queue pairs) and refuses to make more. */
+    void (*fence)(struct fabric *f, uint16_t node);
 };
 
 extern const struct fab_backend fab_soft_backend;  /* rdma/soft/initiator.c */

@@ -1218,13 +1218,7 @@ void svc_sync(struct fabric *f)
     pthread_mutex_lock(&s->mu);
     /* (bounded: a loop that stopped answers nothing more anyway) */
     while (s->sync_seen < want && !atomic_load(&s->stop)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = clock_ts(clock_now_ns() + 50 * NS_PER_MS);
         pthread_cond_timedwait(&s->cv, &s->mu, &ts);
     }
     pthread_mutex_unlock(&s->mu);
@@ -1255,7 +1249,11 @@ int svc_start(struct fabric *f, int listen_fd, char *err, size_t errcap)
     s->replies_tail = &s->replies;
     s->q_tail = &s->q_head;
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
+    pthread_condattr_t ca; /* (svc_sync's wait is on the monotonic clock: clock_ts) */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_mutex_init(&s->reply_mu, NULL);
     pthread_mutex_init(&s->q_mu, NULL);
     pthread_cond_init(&s->q_cv, NULL);

@@ -236,6 +236,22 @@ static struct store *copy_locked(const struct replica *r, unsigned p)
     return p == r->me ? r->primary : p < RCFG_MAX_NODES ? r->backup[p] : NULL;
 }
 
+/* Whether this node is partition p's primary in the configuration held, and a member. mu
+ * held. */
+static bool primary_locked(const struct replica *r, unsigned p)
+{
+    return p < r->cur.partitions && rcfg_primary(&r->cur, p) == r->me &&
+           (r->cur.members >> r->me & 1);
+}
+
+/* The name of partition p's store at a node: "store" at its home node, "store.b<p>" at any
+ * other (a copy). */
+_Static_assert(RCFG_MAX_NODES <= 9999, "store.b<p> fits its name");
+static void store_name(unsigned p, uint16_t node, char name[STORE_NAME_MAX + 1])
+{
+    snprintf(name, STORE_NAME_MAX + 1, p == node ? "store" : "store.b%u", p % 10000u);
+}
+
 /* ---- the copies' log (docs/replication.md, section 7, "Backups' logs") --------------------- */
 
 /* A copy's history in the log, from its marks. */
@@ -366,8 +382,7 @@ static int take_over(struct replica *r, unsigned p, const struct rcfg *c, unsign
     /* (a configuration that came meanwhile names another primary: this takeover is abandoned,
      * the partition stays gated here, and the routes go again -- apply_routes) */
     pthread_mutex_lock(&r->mu);
-    bool still = p < r->cur.partitions && rcfg_primary(&r->cur, p) == r->me &&
-                 (r->cur.members >> r->me & 1);
+    bool still = primary_locked(r, p);
     pthread_mutex_unlock(&r->mu);
     if (!still) return RDKV_EUNAVAILABLE;
     /* (never a seq given before again, also where no other copy was asked: a copy's tail and
@@ -504,7 +519,7 @@ static void apply_routes_locked(struct replica *r)
         uint16_t node = rcfg_primary(&c, p);
         if (node == r->routed[p]) continue;
         char name[STORE_NAME_MAX + 1];
-        snprintf(name, sizeof name, p == node ? "store" : "store.b%u", p % 10000u);
+        store_name(p, node, name);
         struct store *st = NULL;
         if (node == r->me) {
             pthread_mutex_lock(&r->mu);
@@ -542,7 +557,7 @@ static void apply_routes_locked(struct replica *r)
         pthread_mutex_unlock(&r->mu);
         if (stop || !st || r->routed[p] != r->me) continue;
         char name[STORE_NAME_MAX + 1];
-        snprintf(name, sizeof name, p == r->me ? "store" : "store.b%u", p % 10000u);
+        store_name(p, r->me, name);
         {
             int64_t t0 = clock_now_ns();
             unsigned np = 0, nd = 0, pulled = 0, pushed = 0;
@@ -609,7 +624,7 @@ void replica_set_route(struct replica *r, replica_route_fn fn, replica_adopt_fn 
         for (unsigned p = 0; p < c.partitions; p++) {
             if (!c.nrep[p] || rcfg_primary(&c, p) != r->me || r->routed[p] == r->me) continue;
             char name[STORE_NAME_MAX + 1];
-            snprintf(name, sizeof name, p == r->me ? "store" : "store.b%u", p % 10000u);
+            store_name(p, r->me, name);
             pthread_mutex_lock(&r->mu);
             struct store *st = copy_locked(r, p);
             pthread_mutex_unlock(&r->mu);
@@ -1693,8 +1708,7 @@ static int64_t resync_wait_ns(const struct replica *r) { return 2 * r->lease_ns;
 static bool primary_epoch(struct replica *r, unsigned p, uint16_t copy, uint64_t *epoch)
 {
     pthread_mutex_lock(&r->mu);
-    bool still = p < r->cur.partitions && rcfg_primary(&r->cur, p) == r->me &&
-                 (r->cur.members >> r->me & 1) && !r->stopping && rcfg_holds(&r->cur, p, copy);
+    bool still = primary_locked(r, p) && !r->stopping && rcfg_holds(&r->cur, p, copy);
     if (still && r->cur.epoch > *epoch) *epoch = r->cur.epoch;
     pthread_mutex_unlock(&r->mu);
     return still;
@@ -1994,8 +2008,7 @@ static int open_copies(struct replica *r, const struct rcfg *cfg, char *err, siz
         if (have) continue;
         struct store_opts o = r->so;
         char name[STORE_NAME_MAX + 1];
-        _Static_assert(RCFG_MAX_NODES <= 9999, "store.b<p> fits its name");
-        snprintf(name, sizeof name, "store.b%u", p % 10000u);
+        store_name(p, r->me, name); /* (p is not this node's own: a copy) */
         o.name = name;
         o.hidden = true; /* (peers open it only once it is promoted: apply_routes) */
         char why[256];

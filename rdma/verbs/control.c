@@ -377,7 +377,7 @@ static void passive_reap(struct verbs_node *vn, uint64_t conn_id)
     }
 }
 
-void verbs_fence(struct fabric *f, uint16_t node, uint64_t upto)
+void verbs_fence(struct fabric *f, uint16_t node)
 {
     struct verbs_node *vn = f->vn;
     if (!vn) return;
@@ -394,7 +394,6 @@ void verbs_fence(struct fabric *f, uint16_t node, uint64_t upto)
         }
     }
     pthread_mutex_unlock(&vn->mu);
-    (void)upto; /* (f->fence_upto holds it already) */
     while (gone) {
         struct passive *n = gone->next;
         passive_destroy(gone);

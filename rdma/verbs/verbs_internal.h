@@ -139,6 +139,6 @@ void verbs_node_close(struct fabric *f);
  * the service thread. */
 void verbs_conn_gone(struct fabric *f, uint64_t conn_id);
 /* fab_fence's hook: destroys the passive queue pairs of node's fenced processes. */
-void verbs_fence(struct fabric *f, uint16_t node, uint64_t upto);
+void verbs_fence(struct fabric *f, uint16_t node);
 
 #endif
