@@ -100,11 +100,15 @@ static void arena_put(uint8_t *dst, const uint8_t *src, size_t n)
     for (; i < n; i++) __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
 }
 
+/* A row's header is stored with release and loaded with acquire (plain moves on x86): a thread
+ * that reads a header sees the key and value bytes written before it -- also one that reached
+ * the row through its lock line rather than the index, e.g. a lock holder waiting on a row that
+ * was recycled and published again for the same key meanwhile. */
 static void hdr_load(const uint8_t *row, struct row_hdr *h)
 {
     uint64_t w[8];
     const uint64_t *src = (const uint64_t *)(const void *)(row + ROW_HDR_OFF);
-    for (int i = 0; i < 8; i++) w[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+    for (int i = 0; i < 8; i++) w[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
     memcpy(h, w, sizeof *h);
 }
 
@@ -113,7 +117,7 @@ static void hdr_store(uint8_t *row, const struct row_hdr *h)
     uint64_t w[8];
     memcpy(w, h, sizeof w);
     uint64_t *dst = (uint64_t *)(void *)(row + ROW_HDR_OFF);
-    for (int i = 0; i < 8; i++) __atomic_store_n(&dst[i], w[i], __ATOMIC_RELAXED);
+    for (int i = 0; i < 8; i++) __atomic_store_n(&dst[i], w[i], __ATOMIC_RELEASE);
 }
 
 static uint64_t next_version(uint64_t v) { return v + 1 ? v + 1 : 1; }
