@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 static char log_tag[64] = "rdkv";
 static int log_level = -1;
+static int log_time = -1; /* RDKV_LOG_TIME=1: each line begins with its UTC time */
 
 void log_set_tag(const char *tag)
 {
@@ -43,7 +45,22 @@ void log_msg(enum log_level level, const char *fmt, ...)
     if (level > log_get_level()) return;
     static const char *names[] = {"error", "warn", "info", "debug"};
     char line[1024];
-    int n = snprintf(line, sizeof line, "%s: %s: ", log_tag, names[level]);
+    int n = 0;
+    int t = __atomic_load_n(&log_time, __ATOMIC_RELAXED);
+    if (t < 0) {
+        const char *e = getenv("RDKV_LOG_TIME");
+        t = e && !strcmp(e, "1");
+        __atomic_store_n(&log_time, t, __ATOMIC_RELAXED);
+    }
+    if (t) {
+        struct timespec ts;
+        struct tm tm;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        gmtime_r(&ts.tv_sec, &tm);
+        n = snprintf(line, sizeof line, "%02d:%02d:%02d.%03ld ", tm.tm_hour, tm.tm_min,
+                     tm.tm_sec, ts.tv_nsec / 1000000);
+    }
+    n += snprintf(line + n, sizeof line - (size_t)n, "%s: %s: ", log_tag, names[level]);
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);

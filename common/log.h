@@ -1,5 +1,6 @@
 /* Logging to stderr with a program tag and a level chosen by RDKV_LOG (error, warn, info, debug).
- * Messages are single lines; the default level is warn, so a healthy node prints nothing. */
+ * Messages are single lines; the default level is warn, so a healthy node prints nothing.
+ * RDKV_LOG_TIME=1 begins each line with its UTC time of day, to the millisecond. */
 #ifndef RDKV_LOG_H
 #define RDKV_LOG_H
 
