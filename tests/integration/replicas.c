@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define THREADS 3
@@ -390,16 +391,36 @@ static int mover_init(struct mover *m, unsigned node, unsigned pf, unsigned pt, 
     return mover_init_nth(m, node, pf, 0, pt, 0, s);
 }
 
+/* The time of day (UTC) in at[32], "HH:MM:SS.mmm": the nodes' log lines' (RDKV_LOG_TIME). */
+static const char *utc_now(char at[32])
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    snprintf(at, 32, "%02d:%02d:%02d.%03ld", tm.tm_hour % 24, tm.tm_min % 60, tm.tm_sec % 61,
+             (ts.tv_nsec / 1000000) % 1000);
+    return at;
+}
+
 /* The mover's two keys still sum to what they held, and the acknowledged moves are all there. */
 static void mover_check(struct mover *m, rdkv_session *s)
 {
     long a = 0, b = 0;
     rdkv_txn *t = NULL;
     REQUIRE(rdkv_txn_begin(s, &t) == 0);
-    CHECK_EQ(bank_read_int(t, m->from, &a), 0);
-    CHECK_EQ(bank_read_int(t, m->to, &b), 0);
+    int ra = bank_read_int(t, m->from, &a);
+    int rb = ra ? 0 : bank_read_int(t, m->to, &b);
+    if (ra || rb) {
+        char at[32];
+        printf("  the mover's keys %s and %s: %s at %s UTC\n", m->from, m->to,
+               rdkv_strerror(ra ? ra : rb), utc_now(at));
+    }
+    CHECK_EQ(ra, 0);
+    CHECK_EQ(rb, 0);
     rdkv_txn_abort(t);
     rdkv_txn_free(t);
+    if (ra || rb) return;
     CHECK_EQ(a + b, 2 * BANK_START);
     unsigned moved = (unsigned)(b - BANK_START);
     CHECK(moved >= atomic_load(&m->acked));
@@ -419,6 +440,13 @@ static void movers_finish(struct mover *a, pthread_t ta, struct mover *b, pthrea
     atomic_store(&b->stop, true);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
+    unsigned da = atomic_load(&a->acked) - a0, db = atomic_load(&b->acked) - b0;
+    if (da < more || db < more) {
+        char at[32];
+        printf("  the movers acknowledged %u and %u more moves of %u in 30 s (until %s UTC)\n",
+               da, db, more, utc_now(at));
+    }
+    CHECK(da >= more && db >= more);
 }
 
 /* Waits (bounded: 60 s) until node `n` is a member again and no partition has a copy being
@@ -1822,6 +1850,16 @@ static void t_nemesis(void)
     nx_teardown();
 }
 
+/* The same rounds on durable replicas (--data-dir: every copy's log on disk, section 7): a
+ * node killed comes back into the running cluster empty and is filled, as in memory, and no
+ * acknowledged commit may be lost either way. */
+static void t_nemesis_durable(void)
+{
+    durable = true;
+    t_nemesis();
+    durable = false;
+}
+
 /* The epoch the status of node n names (0 when it cannot be read). */
 static unsigned long epoch_of(unsigned n)
 {
@@ -1911,6 +1949,7 @@ int main(int argc, char **argv)
         printf("SKIPPED: ZooKeeper is not installed (apt-get install zookeeper)\n");
         return 77;
     }
+    setenv("RDKV_LOG_TIME", "1", 1); /* (the nodes' logs, kept when a case fails, in order) */
     if (argc > 1 && !strcmp(argv[argc - 1], "--netns")) {
         /* the network partitions, on a lab of namespaces (root only) */
         char err[256];
@@ -1945,6 +1984,7 @@ int main(int argc, char **argv)
         {"two_die", t_two_die},
         {"one_shots", t_one_shots},
         {"nemesis", t_nemesis},
+        {"nemesis_durable", t_nemesis_durable},
     };
     return tenv_main(argc, argv, "replicas", cases, sizeof cases / sizeof *cases);
 }
