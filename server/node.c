@@ -131,9 +131,10 @@ const char node_usage[] =
     "                        holds no log or checkpoint (a new cluster). Without it such a\n"
     "                        node refuses to start: its data is missing, and it must never\n"
     "                        answer \"not found\" for keys it held\n"
-    "  --checkpoint-every SIZE  with --data-dir: write a checkpoint of the partition into the\n"
-    "                        data dir once the log grew this much, and drop the log behind the\n"
-    "                        older of the two checkpoints kept (default 256M; 0: never)\n"
+    "  --checkpoint-every SIZE  with --data-dir: write a checkpoint of the partition (replicated:\n"
+    "                        of every copy held) into the data dir once the log grew this much,\n"
+    "                        and drop the log behind the older of the two checkpoints kept\n"
+    "                        (default 256M; 0: never)\n"
     "  --log-segment SIZE    with --data-dir: the redo log's segment files (default 64M, at least\n"
     "                        64K); the log is dropped behind a checkpoint in whole segments\n"
     "  --peer-wait DUR       at start-up, wait up to this long for every peer to answer, and\n"
@@ -1123,9 +1124,9 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
     rc = replica_start(&n->cc, (uint16_t)o->node, o->peer_wait_ns, o->replica_lease_ns,
                        o->data_dir && n->cc.replicas > 1 ? &lo : NULL, &n->repl, why,
                        sizeof why);
-    if (!rc && o->data_dir && n->cc.replicas > 1)
-        log_warn("node %ld: the copies' log in %s/repl is not cut by checkpoints yet: it grows "
-                 "with every commit (docs/replication.md, section 7)", o->node, o->data_dir);
+    if (!rc && o->data_dir && n->cc.replicas > 1 && !o->checkpoint_every)
+        log_warn("node %ld: --checkpoint-every 0: the copies' log in %s/repl is never cut: it "
+                 "grows with every commit (docs/replication.md, section 7)", o->node, o->data_dir);
     if (rc) {
         snprintf(err, errcap, "%s", why);
         cluster_config_free(&n->cc);
@@ -1212,6 +1213,7 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
     replica_set_rows(n->repl, lock_algo_find(txn_env_cfg(n->txn)->row_lock),
                      txn_env_lock_cfg(n->txn));
     replica_set_route(n->repl, route_txn, adopt_txn, n->txn);
+    replica_set_checkpoint_every(n->repl, n->o.checkpoint_every);
     if (o->data_dir && (rc = txids_start(n, err, errcap))) goto fail;
     if (n->recov) {
         struct txn_recovery *tr = n->recov;

@@ -17,10 +17,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -211,14 +213,26 @@ struct replica {
     struct wal *log;
     bool comeback;                  /* this process came back as the member it was, from it */
     uint8_t hist[RCFG_MAX_NODES];   /* each partition's copy history in the log (HIST_*) */
+    uint64_t from[RCFG_MAX_NODES];  /* the replay LSN of each copy's checkpoint loaded (0) */
+    /* checkpoints of the copies (section 7, "Checkpoints"): every ckpt_every bytes of log */
+    uint64_t ckpt_every;
+    /* copy p's rows are being read for its checkpoint (under mu): REPLs of p are refused
+     * (RDKV_EBUSY: the primary asks again) and a takeover's applies wait, so that nothing
+     * changes a row under the reader -- a backup's applies take no row locks */
+    bool ckpt_busy[RCFG_MAX_NODES];
+    unsigned ckpts;                 /* written by this process (atomic: status) */
+    pthread_t ckpter;
+    bool ckpter_on;
     /* a promotion here is taking partition p over (mu): its copies are not filled meanwhile --
      * the drain must count the PREPAREs it takes over, and the fill send the DECIDEs */
     bool taking[RCFG_MAX_NODES];
     /* a partition this primary is handing back to its home node (section 8, "Handing a
      * partition back"; under mu, read by frozen_refuse): its new commits and PREPAREs are
      * refused (RDKV_EBUSY, nothing sent) while the ones begun before drain. nfrozen (atomic):
-     * how many, so that a ship pays nothing when none is; next_handback: not tried before */
-    bool frozen[RCFG_MAX_NODES];
+     * how many, so that a ship pays nothing when none is; next_handback: not tried before.
+     * A checkpoint of a primary's copy freezes it too, for its drain (so a count: each freezer
+     * takes and gives back one) */
+    uint8_t frozen[RCFG_MAX_NODES];
     unsigned nfrozen;
     int64_t next_handback[RCFG_MAX_NODES];
     /* a primary's filling of new copies, per partition (under mu; status shows it) */
@@ -350,6 +364,7 @@ static int resync(struct replica *r, unsigned p, const struct rcfg *c, unsigned 
 
 static int gen_enter(struct replica *r, uint64_t txid, uint8_t kind);
 static void gen_leave(struct replica *r, uint64_t txid, uint8_t kind);
+static uint64_t stable_locked(const struct replica *r, unsigned p);
 
 /* The DECIDEs taken over (txids of dec[0..n)) kept for partition p's later copies: 0 or
  * RDKV_ENOMEM. */
@@ -1038,14 +1053,24 @@ static bool survivors(struct replica *r, char *why, size_t whycap)
     return true;
 }
 
-/* wal_scan's callback for the come-back decision: the marks only. */
+static void ckpt_dir(const struct replica *r, unsigned p, char *buf, size_t cap);
+
+/* wal_scan's callback for the come-back decision: the marks after each copy's checkpoint, and
+ * the log's first LSN. */
+struct hist_state {
+    uint8_t *hist;
+    const uint64_t *from;
+    uint64_t first;
+};
 static int hist_scan(void *arg, const struct wal_rec *rec)
 {
-    uint8_t *hist = arg, kind;
+    struct hist_state *h = arg;
+    uint8_t kind;
     unsigned p;
+    if (!h->first) h->first = rec->lsn;
     if (rec->type == WAL_REPL || rec->type == WAL_FILL) return 0;
     if (rec->type != WAL_MARK || !mark_get(rec->payload, rec->len, &kind, &p)) return RDKV_EPROTO;
-    hist[p] = hist_after(hist[p], kind);
+    if (rec->lsn >= h->from[p]) h->hist[p] = hist_after(h->hist[p], kind);
     return 0;
 }
 
@@ -1059,7 +1084,20 @@ static bool can_come_back(const struct replica *r, const struct rcfg *c, const c
     struct wal_scan_result res;
     char err[256] = "";
     memset(hist, 0, RCFG_MAX_NODES);
-    int rc = wal_scan(dir, r->me, r->logo.cluster_fp, 0, hist_scan, hist, &res, err, sizeof err);
+    /* a copy with a checkpoint was full at its replay LSN; its marks before are cut */
+    uint64_t from[RCFG_MAX_NODES] = {0};
+    for (unsigned p = 0; p < c->partitions; p++) {
+        char cd[600];
+        ckpt_dir(r, p, cd, sizeof cd);
+        uint64_t kept[CKPT_KEEP];
+        int k = ckpt_list(cd, kept, CKPT_KEEP);
+        if (k > 0) {
+            from[p] = kept[k - 1]; /* (the oldest kept: the newest may not load) */
+            hist[p] = HIST_FULL;
+        }
+    }
+    struct hist_state hs = {hist, from, 0};
+    int rc = wal_scan(dir, r->me, r->logo.cluster_fp, 0, hist_scan, &hs, &res, err, sizeof err);
     if (rc) {
         snprintf(why, whycap, "its copies' log in %.120s does not read: %.120s", dir,
                  err[0] ? err : rdkv_strerror(rc));
@@ -1072,7 +1110,9 @@ static bool can_come_back(const struct replica *r, const struct rcfg *c, const c
     for (unsigned p = 0; p < c->partitions; p++) {
         if (!rcfg_holds(c, p, r->me)) continue;
         uint8_t want = rcfg_learning(c, p, r->me) ? HIST_LEARNING : HIST_FULL;
-        if (hist[p] != want) {
+        /* (a checkpoint's log must reach it: from below its replay LSN on) */
+        if (hist[p] != want || hs.first > (from[p] ? from[p] : 1) ||
+            res.last_lsn + 1 < from[p]) {
             snprintf(why, whycap, "its log does not hold partition %u's whole history", p);
             return false;
         }
@@ -1635,6 +1675,8 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
         rc = RDKV_EPERM; /* (its own partition as a copy: after it came back empty, section 8) */
     else if (!rcfg_holds(&r->cur, p, r->me) || rcfg_primary(&r->cur, p) != fab_rpc_src(req))
         rc = RDKV_EPERM;
+    else if (r->ckpt_busy[p])
+        rc = RDKV_EBUSY; /* (its checkpoint reads the copy's rows: asked again shortly) */
     if (!rc)
         rc = repl_apply_locked(r, p, copy_locked(r, p), rcfg_learning(&r->cur, p, r->me), b,
                                len);
@@ -1856,8 +1898,10 @@ static int resync(struct replica *r, unsigned p, const struct rcfg *c, unsigned 
             log_warn("node %u: partition %u's copy at node %u did not give its commits in "
                      "flight (%s): taken for dead", r->me, p, node, rdkv_strerror(prc));
     }
-    /* what this copy lacks, applied in seq order (deduplicated: tail_has) */
+    /* what this copy lacks, applied in seq order (deduplicated: tail_has) -- once no
+     * checkpoint reads its rows (one begun while this node was a backup of p) */
     pthread_mutex_lock(&r->mu);
+    while (r->ckpt_busy[p]) pthread_cond_wait(&r->ccv, &r->mu);
     size_t n = 0;
     for (struct rtail *x = got; x; x = x->next) n++;
     struct rtail **v = n ? malloc(n * sizeof *v) : NULL;
@@ -2279,7 +2323,7 @@ static int hand_back(struct replica *r, struct fab_ctx *fc, unsigned p)
     pthread_mutex_lock(&r->mu);
     bool clear = !gen_wait_locked(r, r->gen ^ 1, t0 + HANDBACK_DRAIN_NS);
     if (clear) {
-        r->frozen[p] = true;
+        r->frozen[p]++;
         __atomic_add_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
     }
     pthread_mutex_unlock(&r->mu);
@@ -2328,7 +2372,7 @@ static int hand_back(struct replica *r, struct fab_ctx *fc, unsigned p)
         pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
     }
     bool moved = rcfg_primary(&r->cur, p) != r->me;
-    r->frozen[p] = false;
+    r->frozen[p]--;
     __atomic_sub_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&r->mu);
     if (moved)
@@ -2408,7 +2452,9 @@ static int replay_rec(void *arg, const struct wal_rec *rec)
     pthread_mutex_lock(&r->mu);
     if (rec->type == WAL_MARK) {
         if (!mark_get(rec->payload, rec->len, &kind, &p)) rc = RDKV_EPROTO;
-        else {
+        else if (rec->lsn < r->from[p]) {
+            /* (before its checkpoint: in it) */
+        } else {
             r->hist[p] = hist_after(r->hist[p], kind);
             if (kind == WAL_MARK_FULL || kind == WAL_MARK_GONE) delset_free_locked(r, p);
             if (kind == WAL_MARK_GONE) {
@@ -2423,8 +2469,9 @@ static int replay_rec(void *arg, const struct wal_rec *rec)
         uint8_t h = p < RCFG_MAX_NODES ? r->hist[p] : HIST_BAD;
         char why[160] = "";
         if (rec->len < hdr || p >= RCFG_MAX_NODES) rc = RDKV_EPROTO;
-        else if (!cp || (h != HIST_LEARNING && h != HIST_FULL))
-            rc = 0; /* (a copy not held now, or given up: its records mean nothing here) */
+        else if (!cp || (h != HIST_LEARNING && h != HIST_FULL) || rec->lsn < r->from[p])
+            rc = 0; /* (a copy not held now, or given up: its records mean nothing here; or in
+                       its checkpoint) */
         else if (rec->type == WAL_REPL)
             rc = repl_apply_locked(r, p, cp, h == HIST_LEARNING, rec->payload, rec->len);
         else if (h == HIST_LEARNING)
@@ -2441,21 +2488,372 @@ static int replay_rec(void *arg, const struct wal_rec *rec)
 }
 
 /* Removes the copies' log of an earlier process (its segments) before a new one begins. */
+static int files_remove(const char *dir, const char *const *prefixes, bool dirs, char *err,
+                        size_t errcap);
+
 static int log_remove(const char *dir, char *err, size_t errcap)
+{
+    /* the copies' checkpoints first: a crash in between must not leave checkpoints without the
+     * log they belonged to seeming a copy's history (can_come_back also refuses a checkpoint
+     * its log does not reach) */
+    static const char *const copies[] = {"copy-", NULL}, *const logs[] = {"wal-", "ckpt-", NULL};
+    int rc = files_remove(dir, copies, true, err, errcap);
+    int fd = rc ? -1 : open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        if (fsync(fd)) rc = log_reason(err, errcap, RDKV_EIO, "%s: %s", dir, strerror(errno));
+        close(fd);
+    }
+    return rc ? rc : files_remove(dir, logs, false, err, errcap);
+}
+
+/* Removes dir's entries named with one of prefixes -- with dirs, directories of files (each
+ * one's files, then itself) -- : 0, or RDKV_EIO. A missing dir has none. */
+static int files_remove(const char *dir, const char *const *prefixes, bool dirs, char *err,
+                        size_t errcap)
 {
     DIR *d = opendir(dir);
     if (!d) return errno == ENOENT ? 0 : log_reason(err, errcap, RDKV_EIO, "%s: %s", dir,
                                                      strerror(errno));
     int rc = 0;
     for (struct dirent *e; !rc && (e = readdir(d));) {
-        if (strncmp(e->d_name, "wal-", 4) && strncmp(e->d_name, "ckpt-", 5)) continue;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        bool named = false;
+        for (unsigned i = 0; prefixes[i] && !named; i++)
+            named = !strncmp(e->d_name, prefixes[i], strlen(prefixes[i]));
+        if (!named) continue;
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (unlink(path) && errno != ENOENT)
+        if (dirs) {
+            static const char *const any[] = {"", NULL};
+            rc = files_remove(path, any, false, err, errcap);
+            if (!rc && rmdir(path) && errno != ENOENT)
+                rc = log_reason(err, errcap, RDKV_EIO, "cannot remove %s: %s", path,
+                                strerror(errno));
+        } else if (unlink(path) && errno != ENOENT) {
             rc = log_reason(err, errcap, RDKV_EIO, "cannot remove %s: %s", path, strerror(errno));
+        }
     }
     closedir(d);
     return rc;
+}
+
+/* ---- checkpoints of the copies (docs/replication.md, section 7, "Checkpoints") ------------ */
+
+#define CKPT_STATE_VERSION 1u
+
+/* Copy p's checkpoint directory, DIR/repl/copy-<p>. */
+static void ckpt_dir(const struct replica *r, unsigned p, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/copy-%u", r->logdir, p);
+}
+
+/* What a checkpoint of copy p carries besides its rows, as it is at its replay LSN (mu held):
+ * u8 version, u64 stable mark, then u32 count and the kept PREPAREs and DECIDEs (u64 txid, u8
+ * kind, u16 coordinator, u32 bytes, the writes), then u32 count and the tail (u64 seq, u64
+ * txid, u32 bytes, the writes), then u32 count and the decisions kept for good (u64 txid). */
+static uint8_t *state_pack_locked(const struct replica *r, unsigned p, size_t *len)
+{
+    size_t n = 1 + 8 + 4 + 4 + 4 + (size_t)r->nkept[p] * 8;
+    for (const struct rrec *x = r->recs[p]; x; x = x->next) n += 15 + x->len;
+    for (const struct rtail *x = r->tail[p]; x; x = x->next) n += 20 + x->len;
+    uint8_t *b = malloc(n), *o = b;
+    if (!b) return NULL;
+    *o++ = CKPT_STATE_VERSION;
+    /* (the primary's: every APPLY up to it is on every copy; a backup's: the mark heard last) */
+    pack_put_u64le(o, rcfg_primary(&r->cur, p) == r->me ? stable_locked(r, p) : r->tstable[p]);
+    o += 8;
+    uint32_t k = 0;
+    for (const struct rrec *x = r->recs[p]; x; x = x->next) k++;
+    pack_put_u32le(o, k);
+    o += 4;
+    for (const struct rrec *x = r->recs[p]; x; x = x->next) {
+        pack_put_u64le(o, x->txid);
+        o[8] = x->kind;
+        pack_put_u16le(o + 9, x->coord);
+        pack_put_u32le(o + 11, x->len);
+        memcpy(o + 15, x->bytes, x->len);
+        o += 15 + x->len;
+    }
+    k = 0;
+    for (const struct rtail *x = r->tail[p]; x; x = x->next) k++;
+    pack_put_u32le(o, k);
+    o += 4;
+    for (const struct rtail *x = r->tail[p]; x; x = x->next) {
+        pack_put_u64le(o, x->seq);
+        pack_put_u64le(o + 8, x->txid);
+        pack_put_u32le(o + 16, x->len);
+        memcpy(o + 20, x->bytes, x->len);
+        o += 20 + x->len;
+    }
+    pack_put_u32le(o, r->nkept[p]);
+    o += 4;
+    for (unsigned i = 0; i < r->nkept[p]; i++, o += 8) pack_put_u64le(o, r->kept[p][i]);
+    *len = (size_t)(o - b);
+    return b;
+}
+
+/* Restores what state_pack_locked packed (mu held, the copy's records and tail empty): 0, or
+ * RDKV_EPROTO for bytes that are not such a state, RDKV_ENOMEM. The decisions kept for good
+ * come back as kept DECIDEs, which the takeover keeps again. */
+static int state_load_locked(struct replica *r, unsigned p, const uint8_t *b, size_t len)
+{
+    if (len < 13 || b[0] != CKPT_STATE_VERSION) return RDKV_EPROTO;
+    r->tstable[p] = pack_get_u64le(b + 1);
+    size_t off = 9;
+    uint32_t k = pack_get_u32le(b + off);
+    off += 4;
+    for (uint32_t i = 0; i < k; i++) {
+        if (len - off < 15 || len - off - 15 < pack_get_u32le(b + off + 11)) return RDKV_EPROTO;
+        uint32_t il = pack_get_u32le(b + off + 11);
+        uint8_t kind = b[off + 8];
+        if (kind != REPLICA_PREPARE && kind != REPLICA_DECIDE) return RDKV_EPROTO;
+        struct rrec *x = malloc(sizeof *x + il);
+        if (!x) return RDKV_ENOMEM;
+        x->txid = pack_get_u64le(b + off);
+        x->kind = kind;
+        x->coord = pack_get_u16le(b + off + 9);
+        x->len = il;
+        memcpy(x->bytes, b + off + 15, il);
+        x->next = r->recs[p];
+        r->recs[p] = x;
+        r->nrecs++;
+        r->rec_bytes += sizeof *x + il;
+        off += 15 + il;
+    }
+    if (len - off < 4) return RDKV_EPROTO;
+    k = pack_get_u32le(b + off);
+    off += 4;
+    for (uint32_t i = 0; i < k; i++) {
+        if (len - off < 20 || len - off - 20 < pack_get_u32le(b + off + 16)) return RDKV_EPROTO;
+        uint32_t il = pack_get_u32le(b + off + 16);
+        int rc = tail_add_locked(r, p, pack_get_u64le(b + off), pack_get_u64le(b + off + 8),
+                                 b + off + 20, il);
+        if (rc) return rc;
+        off += 20 + il;
+    }
+    if (len - off < 4) return RDKV_EPROTO;
+    k = pack_get_u32le(b + off);
+    off += 4;
+    if ((len - off) / 8 != k || (len - off) % 8) return RDKV_EPROTO;
+    for (uint32_t i = 0; i < k; i++, off += 8) {
+        struct rrec *x = malloc(sizeof *x);
+        if (!x) return RDKV_ENOMEM;
+        *x = (struct rrec){r->recs[p], pack_get_u64le(b + off), REPLICA_DECIDE,
+                           txn_txid_node(pack_get_u64le(b + off)), 0};
+        r->recs[p] = x;
+        r->nrecs++;
+        r->rec_bytes += sizeof *x;
+    }
+    return 0;
+}
+
+/* How long a checkpoint of a primary's copy waits for the commits and two-phase records begun
+ * before it: first with the partition open (a record that stays longer -- a transaction in
+ * doubt -- makes it give up without refusing anything), then frozen, briefly. */
+#define CKPT_DRAIN_NS (2 * NS_PER_S)
+#define CKPT_FROZEN_DRAIN_NS (200 * NS_PER_MS)
+#define CKPT_RETRY_NS (5 * NS_PER_S) /* after a checkpoint that could not take every copy */
+
+/* Whether copy p here is full -- begun and filled, with its whole history in the log -- so that
+ * a checkpoint of it stands for that history (mu held). */
+static bool ckpt_full_locked(const struct replica *r, unsigned p)
+{
+    return !r->stopping && copy_locked(r, p) && p < r->cur.partitions &&
+           rcfg_holds(&r->cur, p, r->me) && !rcfg_learning(&r->cur, p, r->me) &&
+           r->hist[p] == HIST_FULL && !r->taking[p];
+}
+
+/* Copy p's replay LSN, taken with its rows held still: 0 and *lsn, *state (mu held on return,
+ * ckpt_busy[p] set), or a status (mu held, nothing set; RDKV_EAGAIN-like RDKV_EBUSY: not now).
+ * Every record of p below the log's next LSN is applied in memory then, and none after it has
+ * been: a backup appends its REPLs under mu after applying them, and ckpt_busy refuses its
+ * next ones; a primary appends before it ships and installs after, so its copy is drained
+ * first -- frozen (its new commits and PREPAREs refused, retryably) until every commit and
+ * record begun before has been installed or settled, the asynchronous APPLYs and the PREPAREs
+ * a promotion adopted included (each counts in the drain's generation until then). */
+static int ckpt_begin_locked(struct replica *r, unsigned p, uint64_t *lsn, uint8_t **state,
+                             size_t *slen)
+{
+    if (!ckpt_full_locked(r, p) || r->ckpt_busy[p]) return RDKV_EBUSY;
+    bool primary = primary_locked(r, p), frozen = false;
+    char what[64];
+    snprintf(what, sizeof what, "a checkpoint of partition %u's copy", p);
+    if (primary) {
+        pthread_mutex_unlock(&r->mu);
+        int rc = drain_old(r, CKPT_DRAIN_NS, what); /* (open: nothing refused yet) */
+        pthread_mutex_lock(&r->mu);
+        if (rc || !ckpt_full_locked(r, p) || !primary_locked(r, p)) return RDKV_EBUSY;
+        r->frozen[p]++;
+        __atomic_add_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
+        frozen = true;
+        pthread_mutex_unlock(&r->mu);
+        rc = drain_old(r, CKPT_FROZEN_DRAIN_NS, what);
+        pthread_mutex_lock(&r->mu);
+        if (rc || !ckpt_full_locked(r, p) || !primary_locked(r, p) || r->ckpt_busy[p]) {
+            r->frozen[p]--;
+            __atomic_sub_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
+            return RDKV_EBUSY;
+        }
+    }
+    *lsn = wal_next_lsn(r->log);
+    *state = state_pack_locked(r, p, slen);
+    int rc = *state ? 0 : RDKV_ENOMEM;
+    if (frozen) {
+        /* (its commits from here on have records from *lsn on: replayed over the rows, which
+         * may show some of them already -- whole values, applied again harmlessly) */
+        r->frozen[p]--;
+        __atomic_sub_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
+    }
+    if (!rc) r->ckpt_busy[p] = true;
+    return rc;
+}
+
+/* A checkpoint of every full copy held here (ckpt_begin_locked), then the log cut behind the
+ * older of each held copy's two kept checkpoints -- none while a copy held has fewer, or is
+ * being filled (it keeps its history from its BEGIN). A copy not checkpointed this time keeps
+ * its older checkpoints, and they bound the cut. 0, or the first failure (the log kept). */
+static int ckpt_copies(struct replica *r, struct lock_thread *lt)
+{
+    int64_t t0 = clock_now_ns();
+    unsigned written = 0, skipped = 0;
+    uint64_t rows = 0;
+    int rc = 0;
+    for (unsigned p = 0; p < RCFG_MAX_NODES && !rc; p++) {
+        uint64_t lsn = 0;
+        uint8_t *state = NULL;
+        size_t slen = 0;
+        pthread_mutex_lock(&r->mu);
+        bool held = p < r->cur.partitions && rcfg_holds(&r->cur, p, r->me);
+        int brc = held ? ckpt_begin_locked(r, p, &lsn, &state, &slen) : RDKV_EBUSY;
+        struct store *st = copy_locked(r, p);
+        pthread_mutex_unlock(&r->mu);
+        if (brc) {
+            skipped += held;
+            if (brc != RDKV_EBUSY) rc = brc;
+            continue;
+        }
+        char dir[600], why[256] = "";
+        ckpt_dir(r, p, dir, sizeof dir);
+        if (mkdir(dir, 0700) && errno != EEXIST)
+            rc = log_reason(why, sizeof why, RDKV_EIO, "%s: %s", dir, strerror(errno));
+        /* (every record below it on disk first: a crash must not leave a log that ends before
+         * the LSN the checkpoint says it holds) */
+        if (!rc && lsn > 1 && wal_wait(r->log, lsn - 1)) rc = RDKV_EIO;
+        struct ckpt_write_opts co;
+        ckpt_write_opts_init(&co);
+        co.row_lock = r->row;
+        co.lt = lt;
+        /* (a row held longer -- by a dead holder until its lease frees it -- ends this try: REPLs
+         * of p wait for the reader meanwhile, and a takeover of p too) */
+        co.row_give_up_ns = 5 * NS_PER_S;
+        co.state = state;
+        co.state_len = slen;
+        struct ckpt_info info;
+        if (!rc)
+            rc = ckpt_write(st, dir, r->me, r->logo.cluster_fp, lsn, &co, &info, why, sizeof why);
+        pthread_mutex_lock(&r->mu);
+        r->ckpt_busy[p] = false;
+        pthread_cond_broadcast(&r->ccv);
+        pthread_mutex_unlock(&r->mu);
+        free(state);
+        if (rc) {
+            log_warn("node %u: a checkpoint of partition %u's copy failed (the log is kept "
+                     "whole): %s", r->me, p, why[0] ? why : rdkv_strerror(rc));
+            break;
+        }
+        written++;
+        rows += info.rows;
+    }
+    if (rc) return rc;
+    /* the cut: behind every held copy's older checkpoint, read back from its directory */
+    uint64_t cut_at = UINT64_MAX;
+    pthread_mutex_lock(&r->mu);
+    struct rcfg c = r->cur;
+    bool full[RCFG_MAX_NODES];
+    for (unsigned p = 0; p < c.partitions; p++)
+        full[p] = r->hist[p] == HIST_FULL && !rcfg_learning(&c, p, r->me);
+    pthread_mutex_unlock(&r->mu);
+    for (unsigned p = 0; p < c.partitions && cut_at; p++) {
+        if (!rcfg_holds(&c, p, r->me)) continue;
+        char dir[600];
+        ckpt_dir(r, p, dir, sizeof dir);
+        uint64_t kept[CKPT_KEEP];
+        int k = full[p] ? ckpt_list(dir, kept, CKPT_KEEP) : 0;
+        if (k == CKPT_KEEP && kept[CKPT_KEEP - 1] < cut_at) cut_at = kept[CKPT_KEEP - 1];
+        else if (k != CKPT_KEEP) cut_at = 0;
+    }
+    int cut = cut_at && cut_at != UINT64_MAX ? wal_truncate_before(r->log, cut_at) : 0;
+    __atomic_add_fetch(&r->ckpts, 1, __ATOMIC_RELAXED);
+    log_info("node %u: checkpoint of %u copies (%llu rows; %u not now) in %.2f s; %d log "
+             "segment(s) dropped", r->me, written, (unsigned long long)rows, skipped,
+             (double)(clock_now_ns() - t0) / 1e9, cut > 0 ? cut : 0);
+    return skipped ? RDKV_EBUSY : 0;
+}
+
+/* The copies' checkpointer: a checkpoint once the log grew by ckpt_every bytes. */
+static void *ckpter_main(void *arg)
+{
+    struct replica *r = arg;
+    struct fab_ctx *fc = NULL;
+    struct lock_thread lt;
+    if (!r->row || fab_ctx_create(r->f, &fc) || lock_thread_init(&lt, fc, r->lcfg)) {
+        log_error("node %u: the copies' checkpointer cannot start (no fabric context or row "
+                  "lock): the copies' log grows", r->me);
+        if (fc) fab_ctx_destroy(fc);
+        return NULL;
+    }
+    struct wal_stats ws;
+    wal_stats(r->log, &ws);
+    uint64_t since = ws.bytes;
+    int64_t next_try = 0; /* (after a checkpoint that could not take every copy: a pause) */
+    pthread_mutex_lock(&r->mu);
+    while (!r->stopping) {
+        struct timespec until = clock_ts(clock_now_ns() + NS_PER_S / 4);
+        pthread_cond_timedwait(&r->ccv, &r->mu, &until);
+        if (r->stopping) break;
+        wal_stats(r->log, &ws);
+        if (ws.bytes - since < r->ckpt_every || clock_now_ns() < next_try) continue;
+        pthread_mutex_unlock(&r->mu);
+        if (ckpt_copies(r, &lt) == 0) since = ws.bytes;
+        else next_try = clock_now_ns() + CKPT_RETRY_NS;
+        pthread_mutex_lock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    lock_thread_fini(&lt);
+    fab_ctx_destroy(fc);
+    return NULL;
+}
+
+/* A node that comes back: each full copy's newest valid checkpoint loaded, and the LSN its
+ * replay starts from (r->from). */
+static int ckpt_load_copies(struct replica *r, char *err, size_t errcap)
+{
+    for (unsigned p = 0; p < r->cur.partitions; p++) {
+        if (!rcfg_holds(&r->cur, p, r->me) || rcfg_learning(&r->cur, p, r->me)) continue;
+        pthread_mutex_lock(&r->mu);
+        struct store *st = copy_locked(r, p);
+        pthread_mutex_unlock(&r->mu);
+        char dir[600], why[512] = "";
+        ckpt_dir(r, p, dir, sizeof dir);
+        struct ckpt_info info;
+        memset(&info, 0, sizeof info);
+        int rc = st ? ckpt_load(st, dir, r->me, r->logo.cluster_fp, &info, why, sizeof why)
+                    : RDKV_ENOTFOUND;
+        if (rc == RDKV_ENOTFOUND) continue; /* (none: its whole history is in the log) */
+        if (!rc) {
+            pthread_mutex_lock(&r->mu);
+            rc = state_load_locked(r, p, info.state, info.state_len);
+            r->from[p] = info.replay_lsn;
+            r->hist[p] = HIST_FULL;
+            pthread_mutex_unlock(&r->mu);
+            if (rc) snprintf(why, sizeof why, "its state does not decode");
+        }
+        free(info.state);
+        if (rc)
+            return log_reason(err, errcap, rc, "partition %u's copy: checkpoint in %s: %s", p, dir,
+                              why[0] ? why : rdkv_strerror(rc));
+    }
+    return 0;
 }
 
 /* Opens the copies' log: replayed into the copies when this node comes back, else begun anew
@@ -2469,7 +2867,9 @@ static int log_open(struct replica *r, char *err, size_t errcap)
         if (rc) return rc;
     }
     memset(r->hist, 0, sizeof r->hist);
+    memset(r->from, 0, sizeof r->from);
     int64_t t0 = clock_now_ns();
+    if (r->comeback && (rc = ckpt_load_copies(r, err, errcap))) return rc;
     struct wal_scan_result res;
     struct wal *w = NULL;
     rc = wal_open(&r->logo, r->comeback ? replay_rec : NULL, r, &res, &w, why, sizeof why);
@@ -2623,8 +3023,15 @@ static void *comeback_main(void *arg)
     return NULL;
 }
 
+void replica_set_checkpoint_every(struct replica *r, uint64_t bytes)
+{
+    if (r) r->ckpt_every = bytes;
+}
+
 void replica_serve(struct replica *r)
 {
+    if (r && r->log && r->ckpt_every && !r->ckpter_on)
+        r->ckpter_on = pthread_create(&r->ckpter, NULL, ckpter_main, r) == 0;
     if (r && r->comeback && !r->joiner_on) {
         r->joiner_on = pthread_create(&r->joiner, NULL, comeback_main, r) == 0;
         if (!r->joiner_on) {
@@ -3455,7 +3862,8 @@ void replica_detach(struct replica *r)
     if (r->copier_on) pthread_join(r->copier, NULL);
     if (r->joiner_on) pthread_join(r->joiner, NULL);
     if (r->asker_on) pthread_join(r->asker, NULL);
-    r->copier_on = r->joiner_on = r->asker_on = false;
+    if (r->ckpter_on) pthread_join(r->ckpter, NULL);
+    r->copier_on = r->joiner_on = r->asker_on = r->ckpter_on = false;
     pthread_mutex_lock(&r->mu);
     for (unsigned p = 0; p < RCFG_MAX_NODES; p++) {
         store_close(r->backup[p]);
@@ -3537,6 +3945,12 @@ void replica_status_json(struct replica *r, const struct cluster_config *cc, FIL
     fprintf(m, "]");
     if (r->fault_probe)
         fprintf(m, ",\"probe\":{\"refused\":%u,\"of\":%u}", probe_refused, probe_of);
+    if (r->log) {
+        struct wal_stats ws;
+        wal_stats(r->log, &ws);
+        fprintf(m, ",\"log\":{\"bytes\":%llu,\"checkpoints\":%u}", (unsigned long long)ws.bytes,
+                __atomic_load_n(&r->ckpts, __ATOMIC_RELAXED));
+    }
     fprintf(m, "}");
 }
 

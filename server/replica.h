@@ -42,6 +42,9 @@ struct lock_cfg;
 /* The cluster's row lock and its tunables (the transaction layer's), with which a primary reads
  * its rows to fill a new copy (docs/replication.md, section 8). Before replica_set_route. */
 void replica_set_rows(struct replica *r, const struct lock_algo *row, const struct lock_cfg *lcfg);
+/* With a log: a checkpoint of the copies once the log grew by this many bytes (0: none; the
+ * log then grows with every commit). Before replica_serve. */
+void replica_set_checkpoint_every(struct replica *r, uint64_t bytes);
 /* Whether node is a member of the configuration held here (true without replicas). */
 bool replica_is_member(struct replica *r, uint16_t node);
 /* Once the node serves: a node that started as no member of the configuration (its memory
