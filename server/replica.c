@@ -216,10 +216,6 @@ struct replica {
     uint64_t from[RCFG_MAX_NODES];  /* the replay LSN of each copy's checkpoint loaded (0) */
     /* checkpoints of the copies (section 7, "Checkpoints"): every ckpt_every bytes of log */
     uint64_t ckpt_every;
-    /* copy p's rows are being read for its checkpoint (under mu): REPLs of p are refused
-     * (RDKV_EBUSY: the primary asks again) and a takeover's applies wait, so that nothing
-     * changes a row under the reader -- a backup's applies take no row locks */
-    bool ckpt_busy[RCFG_MAX_NODES];
     unsigned ckpts;                 /* written by this process (atomic: status) */
     pthread_t ckpter;
     bool ckpter_on;
@@ -1110,9 +1106,9 @@ static bool can_come_back(const struct replica *r, const struct rcfg *c, const c
     for (unsigned p = 0; p < c->partitions; p++) {
         if (!rcfg_holds(c, p, r->me)) continue;
         uint8_t want = rcfg_learning(c, p, r->me) ? HIST_LEARNING : HIST_FULL;
-        /* (a checkpoint's log must reach it: from below its replay LSN on) */
-        if (hist[p] != want || hs.first > (from[p] ? from[p] : 1) ||
-            res.last_lsn + 1 < from[p]) {
+        /* (a checkpoint's log must reach it: from below its replay LSN on; a copy without one
+         * has its whole history in the log when its CREATE or BEGIN mark is there -- hist) */
+        if (hist[p] != want || (from[p] && (hs.first > from[p] || res.last_lsn + 1 < from[p]))) {
             snprintf(why, whycap, "its log does not hold partition %u's whole history", p);
             return false;
         }
@@ -1675,8 +1671,6 @@ static void on_repl(struct fab_rpc_req *req, void *arg)
         rc = RDKV_EPERM; /* (its own partition as a copy: after it came back empty, section 8) */
     else if (!rcfg_holds(&r->cur, p, r->me) || rcfg_primary(&r->cur, p) != fab_rpc_src(req))
         rc = RDKV_EPERM;
-    else if (r->ckpt_busy[p])
-        rc = RDKV_EBUSY; /* (its checkpoint reads the copy's rows: asked again shortly) */
     if (!rc)
         rc = repl_apply_locked(r, p, copy_locked(r, p), rcfg_learning(&r->cur, p, r->me), b,
                                len);
@@ -1898,10 +1892,8 @@ static int resync(struct replica *r, unsigned p, const struct rcfg *c, unsigned 
             log_warn("node %u: partition %u's copy at node %u did not give its commits in "
                      "flight (%s): taken for dead", r->me, p, node, rdkv_strerror(prc));
     }
-    /* what this copy lacks, applied in seq order (deduplicated: tail_has) -- once no
-     * checkpoint reads its rows (one begun while this node was a backup of p) */
+    /* what this copy lacks, applied in seq order (deduplicated: tail_has) */
     pthread_mutex_lock(&r->mu);
-    while (r->ckpt_busy[p]) pthread_cond_wait(&r->ccv, &r->mu);
     size_t n = 0;
     for (struct rtail *x = got; x; x = x->next) n++;
     struct rtail **v = n ? malloc(n * sizeof *v) : NULL;
@@ -2231,7 +2223,9 @@ static int fill_partition(struct replica *r, struct fab_ctx *fc, struct lock_thr
  * in the index the stream scans until it is), and every PREPARE and DECIDE of the old one
  * settled (the new copy never received them). Before a hand-back the same, once the partition
  * is frozen. 0, or RDKV_ETIMEDOUT after limit_ns (said, for what_for; tried again later),
- * RDKV_ESHUTDOWN. Only the copier calls it: one drain at a time. */
+ * RDKV_ESHUTDOWN. The copier and the checkpointer may drain at once: each waits for all that
+ * began before its own flip -- and, when the other flips meanwhile, for some that began after,
+ * so either may time out sooner; neither returns early. */
 /* Waits (mu held) until generation g has nothing counted: 0, RDKV_ETIMEDOUT at `until`, or
  * RDKV_ESHUTDOWN. */
 static int gen_wait_locked(struct replica *r, unsigned g, int64_t until)
@@ -2499,6 +2493,8 @@ static int log_remove(const char *dir, char *err, size_t errcap)
     static const char *const copies[] = {"copy-", NULL}, *const logs[] = {"wal-", "ckpt-", NULL};
     int rc = files_remove(dir, copies, true, err, errcap);
     int fd = rc ? -1 : open(dir, O_RDONLY | O_DIRECTORY);
+    if (!rc && fd < 0 && errno != ENOENT)
+        rc = log_reason(err, errcap, RDKV_EIO, "%s: %s", dir, strerror(errno));
     if (fd >= 0) {
         if (fsync(fd)) rc = log_reason(err, errcap, RDKV_EIO, "%s: %s", dir, strerror(errno));
         close(fd);
@@ -2559,8 +2555,12 @@ static uint8_t *state_pack_locked(const struct replica *r, unsigned p, size_t *l
     uint8_t *b = malloc(n), *o = b;
     if (!b) return NULL;
     *o++ = CKPT_STATE_VERSION;
-    /* (the primary's: every APPLY up to it is on every copy; a backup's: the mark heard last) */
-    pack_put_u64le(o, rcfg_primary(&r->cur, p) == r->me ? stable_locked(r, p) : r->tstable[p]);
+    /* (the primary's: every APPLY up to it is on every copy; a backup's: the mark heard last --
+     * the higher of the two, for a primary named whose takeover has not run yet) */
+    uint64_t stable = r->tstable[p];
+    if (rcfg_primary(&r->cur, p) == r->me && stable_locked(r, p) > stable)
+        stable = stable_locked(r, p);
+    pack_put_u64le(o, stable);
     o += 8;
     uint32_t k = 0;
     for (const struct rrec *x = r->recs[p]; x; x = x->next) k++;
@@ -2635,15 +2635,14 @@ static int state_load_locked(struct replica *r, unsigned p, const uint8_t *b, si
     k = pack_get_u32le(b + off);
     off += 4;
     if ((len - off) / 8 != k || (len - off) % 8) return RDKV_EPROTO;
-    for (uint32_t i = 0; i < k; i++, off += 8) {
-        struct rrec *x = malloc(sizeof *x);
-        if (!x) return RDKV_ENOMEM;
-        *x = (struct rrec){r->recs[p], pack_get_u64le(b + off), REPLICA_DECIDE,
-                           txn_txid_node(pack_get_u64le(b + off)), 0};
-        r->recs[p] = x;
-        r->nrecs++;
-        r->rec_bytes += sizeof *x;
-    }
+    if (!k) return 0;
+    /* (kept as they were, not as records: a copy's records are its primary's open ones, which
+     * a FORGET settles -- these never get one) */
+    uint64_t *kept = realloc(r->kept[p], (r->nkept[p] + k) * sizeof *kept);
+    if (!kept) return RDKV_ENOMEM;
+    for (uint32_t i = 0; i < k; i++, off += 8) kept[r->nkept[p] + i] = pack_get_u64le(b + off);
+    r->kept[p] = kept;
+    r->nkept[p] += k;
     return 0;
 }
 
@@ -2663,18 +2662,19 @@ static bool ckpt_full_locked(const struct replica *r, unsigned p)
            r->hist[p] == HIST_FULL && !r->taking[p];
 }
 
-/* Copy p's replay LSN, taken with its rows held still: 0 and *lsn, *state (mu held on return,
- * ckpt_busy[p] set), or a status (mu held, nothing set; RDKV_EAGAIN-like RDKV_EBUSY: not now).
- * Every record of p below the log's next LSN is applied in memory then, and none after it has
- * been: a backup appends its REPLs under mu after applying them, and ckpt_busy refuses its
- * next ones; a primary appends before it ships and installs after, so its copy is drained
- * first -- frozen (its new commits and PREPAREs refused, retryably) until every commit and
- * record begun before has been installed or settled, the asynchronous APPLYs and the PREPAREs
- * a promotion adopted included (each counts in the drain's generation until then). */
+/* Copy p's replay LSN and state: 0 and *lsn, *state (mu held on return), or a status (mu held,
+ * nothing set; RDKV_ENOTFOUND: no full copy of p here; RDKV_EBUSY: not now). Every record of p below the log's next LSN has been
+ * applied to the copy in memory then: a backup appends its REPLs under mu after applying them;
+ * a primary appends before it ships and installs after, so its copy is drained first -- frozen
+ * (its new commits and PREPAREs refused, retryably) until every commit and record begun before
+ * has been installed or settled, the asynchronous APPLYs and the PREPAREs a promotion adopted
+ * included (each counts in the drain's generation until then). Records from *lsn on may show
+ * in the rows read afterwards: they are whole values and deletes by key, which the replay
+ * applies again in order, harmlessly. */
 static int ckpt_begin_locked(struct replica *r, unsigned p, uint64_t *lsn, uint8_t **state,
                              size_t *slen)
 {
-    if (!ckpt_full_locked(r, p) || r->ckpt_busy[p]) return RDKV_EBUSY;
+    if (!ckpt_full_locked(r, p)) return RDKV_ENOTFOUND; /* (no full copy to take: none due) */
     bool primary = primary_locked(r, p), frozen = false;
     char what[64];
     snprintf(what, sizeof what, "a checkpoint of partition %u's copy", p);
@@ -2689,7 +2689,7 @@ static int ckpt_begin_locked(struct replica *r, unsigned p, uint64_t *lsn, uint8
         pthread_mutex_unlock(&r->mu);
         rc = drain_old(r, CKPT_FROZEN_DRAIN_NS, what);
         pthread_mutex_lock(&r->mu);
-        if (rc || !ckpt_full_locked(r, p) || !primary_locked(r, p) || r->ckpt_busy[p]) {
+        if (rc || !ckpt_full_locked(r, p) || !primary_locked(r, p)) {
             r->frozen[p]--;
             __atomic_sub_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
             return RDKV_EBUSY;
@@ -2699,13 +2699,20 @@ static int ckpt_begin_locked(struct replica *r, unsigned p, uint64_t *lsn, uint8
     *state = state_pack_locked(r, p, slen);
     int rc = *state ? 0 : RDKV_ENOMEM;
     if (frozen) {
-        /* (its commits from here on have records from *lsn on: replayed over the rows, which
-         * may show some of them already -- whole values, applied again harmlessly) */
         r->frozen[p]--;
         __atomic_sub_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
     }
-    if (!rc) r->ckpt_busy[p] = true;
     return rc;
+}
+
+/* ckpt_write's guard around each row's read: mu, under which a backup's REPLs and a
+ * takeover's pulled commits are applied without row locks -- so no apply changes or recycles
+ * the row being read (a primary's own installs are kept off by the row's shared lock). */
+static void ckpt_guard(void *arg, bool enter)
+{
+    struct replica *r = arg;
+    if (enter) pthread_mutex_lock(&r->mu);
+    else pthread_mutex_unlock(&r->mu);
 }
 
 /* A checkpoint of every full copy held here (ckpt_begin_locked), then the log cut behind the
@@ -2723,19 +2730,27 @@ static int ckpt_copies(struct replica *r, struct lock_thread *lt)
         uint8_t *state = NULL;
         size_t slen = 0;
         pthread_mutex_lock(&r->mu);
-        bool held = p < r->cur.partitions && rcfg_holds(&r->cur, p, r->me);
-        int brc = held ? ckpt_begin_locked(r, p, &lsn, &state, &slen) : RDKV_EBUSY;
+        int brc = ckpt_begin_locked(r, p, &lsn, &state, &slen);
         struct store *st = copy_locked(r, p);
         pthread_mutex_unlock(&r->mu);
         if (brc) {
-            skipped += held;
-            if (brc != RDKV_EBUSY) rc = brc;
+            /* (a copy being filled, or none: nothing due -- it blocks the cut below) */
+            skipped += brc == RDKV_EBUSY;
+            if (brc != RDKV_EBUSY && brc != RDKV_ENOTFOUND) rc = brc;
             continue;
         }
         char dir[600], why[256] = "";
         ckpt_dir(r, p, dir, sizeof dir);
-        if (mkdir(dir, 0700) && errno != EEXIST)
-            rc = log_reason(why, sizeof why, RDKV_EIO, "%s: %s", dir, strerror(errno));
+        if (mkdir(dir, 0700)) {
+            if (errno != EEXIST)
+                rc = log_reason(why, sizeof why, RDKV_EIO, "%s: %s", dir, strerror(errno));
+        } else {
+            /* (the new directory's name durable before a checkpoint in it can count) */
+            int dfd = open(r->logdir, O_RDONLY | O_DIRECTORY);
+            if (dfd < 0 || fsync(dfd))
+                rc = log_reason(why, sizeof why, RDKV_EIO, "%s: %s", r->logdir, strerror(errno));
+            if (dfd >= 0) close(dfd);
+        }
         /* (every record below it on disk first: a crash must not leave a log that ends before
          * the LSN the checkpoint says it holds) */
         if (!rc && lsn > 1 && wal_wait(r->log, lsn - 1)) rc = RDKV_EIO;
@@ -2743,18 +2758,14 @@ static int ckpt_copies(struct replica *r, struct lock_thread *lt)
         ckpt_write_opts_init(&co);
         co.row_lock = r->row;
         co.lt = lt;
-        /* (a row held longer -- by a dead holder until its lease frees it -- ends this try: REPLs
-         * of p wait for the reader meanwhile, and a takeover of p too) */
-        co.row_give_up_ns = 5 * NS_PER_S;
+        co.row_give_up_ns = 5 * NS_PER_S; /* (a row held longer ends this try: tried later) */
+        co.guard = ckpt_guard;
+        co.guard_arg = r;
         co.state = state;
         co.state_len = slen;
         struct ckpt_info info;
         if (!rc)
             rc = ckpt_write(st, dir, r->me, r->logo.cluster_fp, lsn, &co, &info, why, sizeof why);
-        pthread_mutex_lock(&r->mu);
-        r->ckpt_busy[p] = false;
-        pthread_cond_broadcast(&r->ccv);
-        pthread_mutex_unlock(&r->mu);
         free(state);
         if (rc) {
             log_warn("node %u: a checkpoint of partition %u's copy failed (the log is kept "
@@ -2828,8 +2839,11 @@ static void *ckpter_main(void *arg)
  * replay starts from (r->from). */
 static int ckpt_load_copies(struct replica *r, char *err, size_t errcap)
 {
-    for (unsigned p = 0; p < r->cur.partitions; p++) {
-        if (!rcfg_holds(&r->cur, p, r->me) || rcfg_learning(&r->cur, p, r->me)) continue;
+    pthread_mutex_lock(&r->mu);
+    struct rcfg c = r->cur;
+    pthread_mutex_unlock(&r->mu);
+    for (unsigned p = 0; p < c.partitions; p++) {
+        if (!rcfg_holds(&c, p, r->me) || rcfg_learning(&c, p, r->me)) continue;
         pthread_mutex_lock(&r->mu);
         struct store *st = copy_locked(r, p);
         pthread_mutex_unlock(&r->mu);
@@ -3648,8 +3662,18 @@ static void gen_leave(struct replica *r, uint64_t txid, uint8_t kind)
 static int frozen_refuse(struct replica *r, uint8_t kind, uint64_t txid, const void *payload,
                          size_t len)
 {
-    if (!__atomic_load_n(&r->nfrozen, __ATOMIC_SEQ_CST) || kind == REPLICA_FORGET || !len)
+    if (!__atomic_load_n(&r->nfrozen, __ATOMIC_SEQ_CST) || kind == REPLICA_FORGET)
         return 0;
+    if (kind == REPLICA_DECIDE) {
+        /* (a DECIDE goes to its coordinator's partition: a record the drain must see settled,
+         * or in the state of a checkpoint taken after it -- refused while that one is frozen) */
+        unsigned p = txn_txid_node(txid) % r->parts;
+        pthread_mutex_lock(&r->mu);
+        int rc = p < RCFG_MAX_NODES && r->frozen[p] ? RDKV_EBUSY : 0;
+        pthread_mutex_unlock(&r->mu);
+        return rc;
+    }
+    if (!len) return 0;
     size_t pre = kind == REPLICA_APPLY ? 0 : 2; /* (a PREPARE's, or a DECIDE's own share) */
     struct split sp = {.parts = r->parts};
     if (len < pre || wal_writes_unpack((const uint8_t *)payload + pre, len - pre, mark_part, &sp))
@@ -3793,9 +3817,12 @@ static int ship_rec(void *arg, int kind, uint64_t txid, const void *payload, siz
     if (kind == TXN_SHIP_KEEP) {
         /* a decision its coordinator keeps for good: never FORGET, so no drain waits for it,
          * and every copy of its partition filled later is sent it, as a taken-over one */
-        gen_leave(r, txid, REPLICA_DECIDE);
+        /* (kept before it leaves the drain's generation: a checkpoint's state, taken once the
+         * drain is through, holds it) */
         uint64_t t = txid;
-        return keep_decided(r, txn_txid_node(txid) % r->parts, &t, 1);
+        int rc = keep_decided(r, txn_txid_node(txid) % r->parts, &t, 1);
+        gen_leave(r, txid, REPLICA_DECIDE);
+        return rc;
     }
     if (kind != REPLICA_FORGET) {
         bool prep = kind == REPLICA_PREPARE || len, dec = kind == REPLICA_DECIDE;

@@ -536,6 +536,7 @@ static int copy_row(struct wctx *w, uint32_t i)
         size_t mark = w->blen;
         uint32_t mrows = w->brows;
         struct row_view v;
+        if (o->guard) o->guard(o->guard_arg, true);
         rc = store_row_view(w->s, w->cand[i], &v);
         if (rc == 0 && (v.flags & ROW_LIVE) && v.klen == klen &&
             (!klen || !memcmp(v.key, key, klen))) {
@@ -548,6 +549,7 @@ static int copy_row(struct wctx *w, uint32_t i)
         }
         /* else: the row was deleted (perhaps recycled for another key) after the index pass:
          * the key was absent at that moment, and its delete is in the log after the replay LSN */
+        if (o->guard) o->guard(o->guard_arg, false);
         int rel = lock_release(&h);
         held = clock_now_ns() - held;
         if (held > w->max_hold) w->max_hold = held;

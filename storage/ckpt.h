@@ -92,6 +92,12 @@ struct ckpt_write_opts {
     const void *state;    /* the caller's state to carry (state_len bytes; none: NULL, 0), as
                              it is when the rows are copied: a restart gets it back (ckpt_info) */
     size_t state_len;
+    /* Called around each row's read (enter true, then false), its row lock held (none: NULL):
+     * a store whose writers take no row locks -- a replica's copy, written by its primary's
+     * commits -- is read with their mutex held there, so that no write changes or recycles the
+     * row under the reader. */
+    void (*guard)(void *arg, bool enter);
+    void *guard_arg;
 };
 void ckpt_write_opts_init(struct ckpt_write_opts *o);
 
