@@ -33,6 +33,12 @@ struct zcfg {
     int64_t office_zxid; /* the election's last change when this node found itself the lowest:
                             a node claimed after it started during this office (zcfg_claimed) */
     unsigned ev_config, ev_elect, ev_resign; /* events not handled yet */
+    /* a read of the configuration, or an election step, that failed without ending the session
+     * (an operation timeout on a slow server) set no watch: done again at these times (0: none) */
+    int64_t retry_config_at, retry_elect_at;
+    int64_t said_at; /* when such a failure was last logged (one line per ZCFG_SAY_NS) */
+    bool fault_read;  /* test hook (RDKV_TEST_FAULT=zk-read-timeout): every other read fails */
+    unsigned reads;
     pthread_t th;
     bool th_started;
 };
@@ -104,11 +110,7 @@ static int session_open(struct zcfg *z, int64_t wait_ns)
     pthread_mutex_unlock(&z->mu);
     z->zh = zookeeper_init(z->hosts, session_watch, z->o.session_ms, NULL, z, 0);
     if (!z->zh) return RDKV_EUNAVAILABLE;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    int64_t ns = until.tv_nsec + wait_ns % NS_PER_S;
-    until.tv_sec += wait_ns / NS_PER_S + ns / NS_PER_S;
-    until.tv_nsec = ns % NS_PER_S;
+    struct timespec until = clock_ts(clock_now_ns() + wait_ns);
     pthread_mutex_lock(&z->mu);
     int w = 0;
     while (!z->connected && !z->expired && !z->stop && w != ETIMEDOUT)
@@ -193,19 +195,16 @@ static int elect_node(struct zcfg *z, const char *name, int *node)
 
 /* The election's step: the manager when this node's znode is the lowest, else a watch on the
  * one just below it (looping when that one went away meanwhile). Runs on zcfg's thread. */
-static void elect_step(struct zcfg *z)
+static int elect_step(struct zcfg *z)
 {
     for (int tries = 0; tries < 64; tries++) {
-        if (!z->mine[0]) return;
+        if (!z->mine[0]) return 0;
         const char *me = strrchr(z->mine, '/') + 1;
         long long myseq = seqno(me);
         struct String_vector kids = {0, NULL};
         struct Stat dst;
         int zrc = zoo_get_children2(z->zh, z->electdir, 0, &kids, &dst);
-        if (zrc != ZOK) {
-            log_warn("ZooKeeper %s: election: %s", z->hosts, zerror(zrc));
-            return; /* the session's events bring us back */
-        }
+        if (zrc != ZOK) return zrc; /* (done again shortly: zcfg_main) */
         long long best = -1;
         char pred[32] = "";
         bool present = false;
@@ -219,9 +218,8 @@ static void elect_step(struct zcfg *z)
             }
         }
         deallocate_String_vector(&kids);
-        if (!present) { /* our znode is gone: the session ended; expiry handling rejoins */
-            return;
-        }
+        if (!present) /* our znode is gone: the session ended; expiry handling rejoins */
+            return 0;
         if (best < 0) {
             bool was;
             pthread_mutex_lock(&z->mu);
@@ -234,18 +232,16 @@ static void elect_step(struct zcfg *z)
                          z->hosts);
                 if (z->o.on_manager) z->o.on_manager(z->o.arg, true);
             }
-            return;
+            return 0;
         }
         char path[PATH_CAP];
         snprintf(path, sizeof path, "%s/%s", z->electdir, pred);
         struct Stat st;
         zrc = zoo_wexists(z->zh, path, elect_watch, z, &st);
-        if (zrc == ZOK) return; /* watching the one below */
-        if (zrc != ZNONODE) {
-            log_warn("ZooKeeper %s: election: %s", z->hosts, zerror(zrc));
-            return;
-        }
+        if (zrc == ZOK) return 0; /* watching the one below */
+        if (zrc != ZNONODE) return zrc;
     }
+    return 0;
 }
 
 /* The election znode's create (ephemeral, sequential, the node's id as data), for join and for
@@ -319,6 +315,22 @@ static void resign(struct zcfg *z)
 
 /* zcfg's thread: handles events; after an expired session, opens a new one (retrying every
  * second), reads the configuration again and rejoins the election. */
+#define ZCFG_RETRY_NS (200 * NS_PER_MS) /* a failed read or election step, done again after */
+#define ZCFG_SAY_NS (5 * NS_PER_S)      /* such failures logged at most once per this */
+
+/* A read or election step that failed and set no watch (mu held): done again after
+ * ZCFG_RETRY_NS -- nothing else would bring this node's configuration or office up to date
+ * until its session ended -- and said, at most once per ZCFG_SAY_NS. */
+static void retry_later(struct zcfg *z, int64_t *at, const char *why)
+{
+    int64_t now = clock_now_ns();
+    *at = now + ZCFG_RETRY_NS;
+    if (!z->said_at || now - z->said_at >= ZCFG_SAY_NS) {
+        z->said_at = now;
+        log_warn("%s (asked again every %lld ms)", why, (long long)(ZCFG_RETRY_NS / NS_PER_MS));
+    }
+}
+
 static void *zcfg_main(void *arg)
 {
     struct zcfg *z = arg;
@@ -355,12 +367,13 @@ static void *zcfg_main(void *arg)
             struct rcfg c;
             int v;
             char err[256];
-            if (!read_config(z, &c, &v, err, sizeof err)) {
-                if (z->o.on_config) z->o.on_config(z->o.arg, &c, v);
-            } else {
-                log_warn("%s", err);
-            }
+            int rc = z->fault_read && z->reads++ % 2 == 0
+                         ? log_reason(err, sizeof err, RDKV_EUNAVAILABLE, "test hook: a read of "
+                                      "the configuration timed out, no watch set")
+                         : read_config(z, &c, &v, err, sizeof err);
+            if (!rc && z->o.on_config) z->o.on_config(z->o.arg, &c, v);
             pthread_mutex_lock(&z->mu);
+            if (rc) retry_later(z, &z->retry_config_at, err);
             continue;
         }
         if (z->ev_resign) {
@@ -375,12 +388,37 @@ static void *zcfg_main(void *arg)
             z->ev_elect = 0;
             bool running = z->running;
             pthread_mutex_unlock(&z->mu);
-            if (running && !z->mine[0] && join(z)) log_warn("ZooKeeper %s: cannot join the election", z->hosts);
-            if (running) elect_step(z);
+            int jrc = running && !z->mine[0] ? join(z) : 0;
+            int erc = running && !jrc ? elect_step(z) : 0;
             pthread_mutex_lock(&z->mu);
+            if (jrc || erc) {
+                char err[256];
+                snprintf(err, sizeof err, "ZooKeeper %.150s: election: %.60s", z->hosts,
+                         jrc ? "cannot join" : zerror(erc));
+                retry_later(z, &z->retry_elect_at, err);
+            }
             continue;
         }
-        pthread_cond_wait(&z->cv, &z->mu);
+        /* a failed read or election step again once its time has come, else wait for events */
+        int64_t now = clock_now_ns(), next = 0;
+        if (z->retry_config_at && z->retry_config_at <= now) {
+            z->retry_config_at = 0;
+            z->ev_config++;
+            continue;
+        }
+        if (z->retry_elect_at && z->retry_elect_at <= now) {
+            z->retry_elect_at = 0;
+            if (z->running) z->ev_elect++;
+            continue;
+        }
+        if (z->retry_config_at) next = z->retry_config_at;
+        if (z->retry_elect_at && (!next || z->retry_elect_at < next)) next = z->retry_elect_at;
+        if (!next) {
+            pthread_cond_wait(&z->cv, &z->mu);
+        } else {
+            struct timespec ts = clock_ts(next);
+            pthread_cond_timedwait(&z->cv, &z->mu, &ts);
+        }
     }
     pthread_mutex_unlock(&z->mu);
     return NULL;
@@ -395,6 +433,8 @@ int zcfg_open(const struct zcfg_opts *o, const struct rcfg *initial, struct zcfg
     struct zcfg *z = calloc(1, sizeof *z);
     if (!z) return RDKV_ENOMEM;
     z->o = *o;
+    const char *hook = getenv("RDKV_TEST_FAULT");
+    z->fault_read = hook && !strcmp(hook, "zk-read-timeout");
     snprintf(z->hosts, sizeof z->hosts, "%s", o->hosts);
     snprintf(z->root, sizeof z->root, "%s", o->root);
     z->o.hosts = z->hosts;
@@ -402,7 +442,11 @@ int zcfg_open(const struct zcfg_opts *o, const struct rcfg *initial, struct zcfg
     snprintf(z->cfgpath, sizeof z->cfgpath, "%s/config", z->root);
     snprintf(z->electdir, sizeof z->electdir, "%s/manager", z->root);
     pthread_mutex_init(&z->mu, NULL);
-    pthread_cond_init(&z->cv, NULL);
+    pthread_condattr_t ca; /* (its waits are on the monotonic clock: clock_ts) */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&z->cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_rwlock_init(&z->hl, NULL);
     zoo_set_debug_level((ZooLogLevel)0); /* quiet: zcfg says what matters itself */
     int rc = session_open(z, o->connect_ns);

@@ -1157,6 +1157,33 @@ static void durable_round(struct mover *m, struct mover *mv, unsigned lost, unsi
     rdkv_session_close(s);
 }
 
+/* A read of the configuration that fails without ending the ZooKeeper session (an operation
+ * timeout on a loaded server) sets no watch: the node reads again shortly, or it would hold its
+ * old configuration until its session ended. The test hook fails every other read of every
+ * node; a node killed must still be removed at both others, and its partition served. */
+static void t_zk_read_retry(void)
+{
+    start_hooked("zk-read-timeout");
+    unsigned v = non_manager(), m = manager();
+    REQUIRE(v < 3 && m < 3);
+    unsigned w = 3 - v - m; /* (the other survivor: a member that only watches) */
+    REQUIRE(launch_kill(&L, v) == 0);
+    CHECK(status_becomes(m, "\"epoch\":2,"));
+    CHECK(status_becomes(w, "\"epoch\":2,"));
+    CHECK(bank_log_says(&L, w, "asked again every"));
+    char k[16];
+    key_on_nth(v, 0, k, sizeof k);
+    rdkv_session *s = NULL;
+    REQUIRE(bank_connect(&L, w, &s) == 0);
+    int rc;
+    int64_t until = clock_now_ns() + 20 * NS_PER_S;
+    while ((rc = rdkv_put(s, k, strlen(k), "v", 1)) != 0 && clock_now_ns() < until)
+        rdkv_sleep_us(20000);
+    CHECK_EQ(rc, 0); /* (the dead node's partition, served by a promoted copy) */
+    rdkv_session_close(s);
+    stop_ok(true);
+}
+
 /* Durable replicas (docs/replication.md, section 7, "Backups' logs"): every node keeps its
  * copies' log in its data directory, and a commit is acknowledged only once it is durable in
  * every copy's. Two movers run -- one between two partitions (a two-phase commit), one inside
@@ -2039,6 +2066,7 @@ int main(int argc, char **argv)
         {"prepared_dies", t_prepared_dies},
         {"client_follows", t_client_follows},
         {"commit_in_flight", t_commit_in_flight},
+        {"zk_read_retry", t_zk_read_retry},
         {"durable_restart", t_durable_restart},
         {"two_die", t_two_die},
         {"one_shots", t_one_shots},
