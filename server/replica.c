@@ -2297,6 +2297,15 @@ static bool handback_due(const struct replica *r, const struct rcfg *c, unsigned
            !rcfg_learning(c, p, (uint16_t)p) && clock_now_ns() >= r->next_handback[p];
 }
 
+/* Partition p frozen here once more (a hand-back's, a checkpoint's), or thawed once (mu held):
+ * frozen_refuse refuses its new commits, PREPAREs and DECIDEs while any freezer holds it. */
+static void freeze_locked(struct replica *r, unsigned p, bool on)
+{
+    if (on) r->frozen[p]++;
+    else r->frozen[p]--;
+    __atomic_add_fetch(&r->nfrozen, on ? 1u : (unsigned)-1, __ATOMIC_SEQ_CST);
+}
+
 /* How long a hand-back waits for the commits and two-phase records begun before it (its
  * partition refuses new ones meanwhile) before it gives up and is tried again later. */
 #define HANDBACK_DRAIN_NS (3 * NS_PER_S)
@@ -2317,8 +2326,7 @@ static int hand_back(struct replica *r, struct fab_ctx *fc, unsigned p)
     pthread_mutex_lock(&r->mu);
     bool clear = !gen_wait_locked(r, r->gen ^ 1, t0 + HANDBACK_DRAIN_NS);
     if (clear) {
-        r->frozen[p]++;
-        __atomic_add_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
+        freeze_locked(r, p, true);
     }
     pthread_mutex_unlock(&r->mu);
     if (!clear) return RDKV_ETIMEDOUT; /* (a record of an earlier generation still open) */
@@ -2366,8 +2374,7 @@ static int hand_back(struct replica *r, struct fab_ctx *fc, unsigned p)
         pthread_cond_timedwait(&r->ccv, &r->mu, &ts);
     }
     bool moved = rcfg_primary(&r->cur, p) != r->me;
-    r->frozen[p]--;
-    __atomic_sub_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
+    freeze_locked(r, p, false);
     pthread_mutex_unlock(&r->mu);
     if (moved)
         log_warn("node %u: handed partition %u back to node %u (drained in %.1f ms, frozen "
@@ -2683,15 +2690,13 @@ static int ckpt_begin_locked(struct replica *r, unsigned p, uint64_t *lsn, uint8
         int rc = drain_old(r, CKPT_DRAIN_NS, what); /* (open: nothing refused yet) */
         pthread_mutex_lock(&r->mu);
         if (rc || !ckpt_full_locked(r, p) || !primary_locked(r, p)) return RDKV_EBUSY;
-        r->frozen[p]++;
-        __atomic_add_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
+        freeze_locked(r, p, true);
         frozen = true;
         pthread_mutex_unlock(&r->mu);
         rc = drain_old(r, CKPT_FROZEN_DRAIN_NS, what);
         pthread_mutex_lock(&r->mu);
         if (rc || !ckpt_full_locked(r, p) || !primary_locked(r, p)) {
-            r->frozen[p]--;
-            __atomic_sub_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
+            freeze_locked(r, p, false);
             return RDKV_EBUSY;
         }
     }
@@ -2699,8 +2704,7 @@ static int ckpt_begin_locked(struct replica *r, unsigned p, uint64_t *lsn, uint8
     *state = state_pack_locked(r, p, slen);
     int rc = *state ? 0 : RDKV_ENOMEM;
     if (frozen) {
-        r->frozen[p]--;
-        __atomic_sub_fetch(&r->nfrozen, 1, __ATOMIC_SEQ_CST);
+        freeze_locked(r, p, false);
     }
     return rc;
 }

@@ -313,8 +313,6 @@ static void resign(struct zcfg *z)
     }
 }
 
-/* zcfg's thread: handles events; after an expired session, opens a new one (retrying every
- * second), reads the configuration again and rejoins the election. */
 #define ZCFG_RETRY_NS (200 * NS_PER_MS) /* a failed read or election step, done again after */
 #define ZCFG_SAY_NS (5 * NS_PER_S)      /* such failures logged at most once per this */
 
@@ -331,6 +329,8 @@ static void retry_later(struct zcfg *z, int64_t *at, const char *why)
     }
 }
 
+/* zcfg's thread: handles events; after an expired session, opens a new one (retrying every
+ * second), reads the configuration again and rejoins the election. */
 static void *zcfg_main(void *arg)
 {
     struct zcfg *z = arg;
