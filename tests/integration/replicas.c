@@ -1920,7 +1920,12 @@ static void t_nemesis(void)
     char hosts[64], err[256];
     REQUIRE(launch_zk_start(L.dir, hosts, sizeof hosts, err, sizeof err) == 0);
     printf("  %u transfers while ZooKeeper was away\n", during);
-    CHECK(during > 0);
+    /* Without ZooKeeper the manager grants nothing, so the nodes serve for what is left of
+     * their 2 s leases (docs/replication.md, section 4). In memory that window holds hundreds
+     * of transfers. A durable commit also waits for fsyncs, which another test's I/O on the
+     * same disk stalled past the whole window once in CI (0 transfers, every lease still
+     * valid): so only the in-memory round asserts progress here (zookeeper_away does too). */
+    if (!durable) CHECK(during > 0);
     nx_settle(4, "ZooKeeper away 2 s", NULL, 0);
 
     /* 5: R - 1 nodes at once, both replaced */
