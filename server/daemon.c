@@ -109,11 +109,11 @@ int daemon_run(int argc, char **argv, const struct daemon_services *bench)
         node_describe_replication(n, repl, sizeof repl);
         fprintf(stderr,
                 "kvserver: node %ld of %u serving at %s:%u (transport %s, arena %llu MiB, row "
-                "lock %s, range lock %s, %s%s%s; %s)\n",
+                "lock %s, conflicts %s, range lock %s, %s%s%s; %s)\n",
                 o.node, cc->n, me->host, me->port,
                 fab_transport_name(fab_transport_of(node_fabric(n))),
                 (unsigned long long)(fab_arena_size(node_fabric(n)) >> 20), o.txn.row_lock,
-                o.txn.range_lock,
+                txn_conflict_name(o.txn.conflict), o.txn.range_lock,
                 o.data_dir ? "durable: redo log in " : "in memory: nothing survives a restart",
                 o.data_dir ? o.data_dir : "",
                 !o.data_dir ? ""

@@ -174,65 +174,74 @@ void node_opts_init(struct node_opts *o)
     o->checkpoint_every = 256ull << 20;
 }
 
+/* kvserver's options (node_opts_parse, node_opt_arity) */
+enum {
+    O_CONFIG = 256, O_NODE, O_TRANSPORT, O_ARENA, O_RPC_THREADS, O_PEER_WAIT, O_LISTEN_FD,
+    O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
+    O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_SESS_THREADS, O_COMMITTO,
+    O_CONFLICT, O_MAXCONNS, O_OUTMAX, O_HELLOTO, O_CONNIDLE, O_BENCH, O_SECRET, O_INSECURE,
+    O_TXN_OPS, O_TXN_BYTES, O_PREP_MAX, O_INDOUBT, O_SESS_CONN, O_DATADIR, O_DURABILITY, O_CKPT_EVERY, O_LOG_SEGMENT, O_INIT, O_FAULT_WAL,
+    O_REPLICA_LEASE
+};
+static const struct option node_longopts[] = {
+    {"config", required_argument, 0, O_CONFIG},
+    {"node", required_argument, 0, O_NODE},
+    {"transport", required_argument, 0, O_TRANSPORT},
+    {"arena", required_argument, 0, O_ARENA},
+    {"heap", required_argument, 0, O_HEAP},
+    {"key-max", required_argument, 0, O_KEYMAX},
+    {"value-max", required_argument, 0, O_VALMAX},
+    {"row-lock", required_argument, 0, O_ROWLOCK},
+    {"range-lock", required_argument, 0, O_RANGELOCK},
+    {"lock-timeout", required_argument, 0, O_LOCKTO},
+    {"conflict", required_argument, 0, O_CONFLICT},
+    {"lease", required_argument, 0, O_LEASE},
+    {"replica-lease", required_argument, 0, O_REPLICA_LEASE},
+    {"drtm-lease", required_argument, 0, O_DRTM_LEASE},
+    {"commit-timeout", required_argument, 0, O_COMMITTO},
+    {"txn-max-ops", required_argument, 0, O_TXN_OPS},
+    {"txn-max-bytes", required_argument, 0, O_TXN_BYTES},
+    {"prepared-max", required_argument, 0, O_PREP_MAX},
+    {"indoubt-after", required_argument, 0, O_INDOUBT},
+    {"sessions-per-conn", required_argument, 0, O_SESS_CONN},
+    {"session-idle", required_argument, 0, O_IDLE},
+    {"max-sessions", required_argument, 0, O_MAXSESS},
+    {"session-threads", required_argument, 0, O_SESS_THREADS},
+    {"rpc-threads", required_argument, 0, O_RPC_THREADS},
+    {"max-conns", required_argument, 0, O_MAXCONNS},
+    {"conn-out-max", required_argument, 0, O_OUTMAX},
+    {"hello-timeout", required_argument, 0, O_HELLOTO},
+    {"conn-idle", required_argument, 0, O_CONNIDLE},
+    {"bench", no_argument, 0, O_BENCH},
+    {"data-dir", required_argument, 0, O_DATADIR},
+    {"durability", required_argument, 0, O_DURABILITY},
+    {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
+    {"log-segment", required_argument, 0, O_LOG_SEGMENT},
+    {"init", no_argument, 0, O_INIT},
+    {"fault-wal", required_argument, 0, O_FAULT_WAL},
+    {"peer-wait", required_argument, 0, O_PEER_WAIT},
+    {"listen-fd", required_argument, 0, O_LISTEN_FD},
+    {"ready-fd", required_argument, 0, O_READY_FD},
+    {"verbs-device", required_argument, 0, O_VDEV},
+    {"verbs-cm", required_argument, 0, O_VCM},
+    {"soft-atomic-pause-us", required_argument, 0, O_PAUSE},
+    {"spin-us", required_argument, 0, O_SPIN},
+    {"secret-file", required_argument, 0, O_SECRET},
+    {"insecure", no_argument, 0, O_INSECURE},
+    {"help", no_argument, 0, 'h'},
+    {"version", no_argument, 0, O_VERSION},
+    {0, 0, 0, 0},
+};
+
+int node_opt_arity(const char *name)
+{
+    for (const struct option *x = node_longopts; x->name; x++)
+        if (!strcmp(x->name, name)) return x->has_arg == no_argument ? 0 : 1;
+    return -1;
+}
+
 int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_t errcap)
 {
-    enum {
-        O_CONFIG = 256, O_NODE, O_TRANSPORT, O_ARENA, O_RPC_THREADS, O_PEER_WAIT, O_LISTEN_FD,
-        O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
-        O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_SESS_THREADS, O_COMMITTO,
-        O_CONFLICT, O_MAXCONNS, O_OUTMAX, O_HELLOTO, O_CONNIDLE, O_BENCH, O_SECRET, O_INSECURE,
-        O_TXN_OPS, O_TXN_BYTES, O_PREP_MAX, O_INDOUBT, O_SESS_CONN, O_DATADIR, O_DURABILITY, O_CKPT_EVERY, O_LOG_SEGMENT, O_INIT, O_FAULT_WAL,
-        O_REPLICA_LEASE
-    };
-    static const struct option longopts[] = {
-        {"config", required_argument, 0, O_CONFIG},
-        {"node", required_argument, 0, O_NODE},
-        {"transport", required_argument, 0, O_TRANSPORT},
-        {"arena", required_argument, 0, O_ARENA},
-        {"heap", required_argument, 0, O_HEAP},
-        {"key-max", required_argument, 0, O_KEYMAX},
-        {"value-max", required_argument, 0, O_VALMAX},
-        {"row-lock", required_argument, 0, O_ROWLOCK},
-        {"range-lock", required_argument, 0, O_RANGELOCK},
-        {"lock-timeout", required_argument, 0, O_LOCKTO},
-        {"conflict", required_argument, 0, O_CONFLICT},
-        {"lease", required_argument, 0, O_LEASE},
-        {"replica-lease", required_argument, 0, O_REPLICA_LEASE},
-        {"drtm-lease", required_argument, 0, O_DRTM_LEASE},
-        {"commit-timeout", required_argument, 0, O_COMMITTO},
-        {"txn-max-ops", required_argument, 0, O_TXN_OPS},
-        {"txn-max-bytes", required_argument, 0, O_TXN_BYTES},
-        {"prepared-max", required_argument, 0, O_PREP_MAX},
-        {"indoubt-after", required_argument, 0, O_INDOUBT},
-        {"sessions-per-conn", required_argument, 0, O_SESS_CONN},
-        {"session-idle", required_argument, 0, O_IDLE},
-        {"max-sessions", required_argument, 0, O_MAXSESS},
-        {"session-threads", required_argument, 0, O_SESS_THREADS},
-        {"rpc-threads", required_argument, 0, O_RPC_THREADS},
-        {"max-conns", required_argument, 0, O_MAXCONNS},
-        {"conn-out-max", required_argument, 0, O_OUTMAX},
-        {"hello-timeout", required_argument, 0, O_HELLOTO},
-        {"conn-idle", required_argument, 0, O_CONNIDLE},
-        {"bench", no_argument, 0, O_BENCH},
-        {"data-dir", required_argument, 0, O_DATADIR},
-        {"durability", required_argument, 0, O_DURABILITY},
-        {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
-        {"log-segment", required_argument, 0, O_LOG_SEGMENT},
-        {"init", no_argument, 0, O_INIT},
-        {"fault-wal", required_argument, 0, O_FAULT_WAL},
-        {"peer-wait", required_argument, 0, O_PEER_WAIT},
-        {"listen-fd", required_argument, 0, O_LISTEN_FD},
-        {"ready-fd", required_argument, 0, O_READY_FD},
-        {"verbs-device", required_argument, 0, O_VDEV},
-        {"verbs-cm", required_argument, 0, O_VCM},
-        {"soft-atomic-pause-us", required_argument, 0, O_PAUSE},
-        {"spin-us", required_argument, 0, O_SPIN},
-        {"secret-file", required_argument, 0, O_SECRET},
-        {"insecure", no_argument, 0, O_INSECURE},
-        {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, O_VERSION},
-        {0, 0, 0, 0},
-    };
 #define BAD(...)                                                                                   \
     do {                                                                                           \
         snprintf(err, errcap, __VA_ARGS__);                                                        \
@@ -245,7 +254,7 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
     bool seg_given = false;
     uint64_t v;
     int64_t d;
-    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "h", node_longopts, NULL)) != -1) {
         switch (ch) {
         case O_CONFIG: o->config = optarg; break;
         case O_NODE:

@@ -21,7 +21,9 @@ Usage:
   tools/cluster.sh --help
 
 start runs 'kvcluster start --nodes N --dir DIR' (extra options such as --transport soft or
---arena 256M go to kvcluster), waits until every node is ready, and prints
+--arena 256M go to kvcluster, and any kvserver option, such as --conflict no-wait or --row-lock
+dslr, through it to every node; restart gives them again), waits until every node is ready,
+and prints
   export RDKV_SECRET_FILE=DIR/cluster.client.secret
   export KVCTL_ENDPOINTS=127.0.0.1:PORT,127.0.0.1:PORT,...
 on stdout, the endpoints last (the rest goes to stderr), with the ports from DIR/cluster.conf. So:

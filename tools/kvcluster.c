@@ -1,5 +1,6 @@
 /* kvcluster: starts, inspects and stops a local rdkv cluster whose nodes run in the background.
  * Everything about the cluster (config, logs, pids) lives in one directory. */
+#include "server/node.h"
 #include "server/proto.h"
 #include "tools/launcher.h"
 
@@ -18,7 +19,7 @@
 static const char usage[] =
     "usage: kvcluster start --nodes N --dir DIR [--transport T] [--arena SIZE] [--host H]\n"
     "                       [--bench] [--durable [--durability MODE] [--checkpoint-every SIZE]]\n"
-    "                       [--replicas R [--zookeeper HOST:PORT,...]]\n"
+    "                       [--replicas R [--zookeeper HOST:PORT,...]] [kvserver options]\n"
     "       kvcluster restart --dir DIR --node I|all [--init]\n"
     "       kvcluster status --dir DIR\n"
     "       kvcluster stop --dir DIR\n"
@@ -26,7 +27,10 @@ static const char usage[] =
     "\n"
     "start   launches N kvserver nodes in the background on ports the kernel picks, writes\n"
     "        DIR/cluster.conf (give it to kvbench --config or kvctl), DIR/node-I.log and\n"
-    "        DIR/node-I.pid, and returns once every node is ready.\n"
+    "        DIR/node-I.pid, and returns once every node is ready. Any other kvserver option\n"
+    "        (kvserver --help), such as --conflict no-wait or --row-lock dslr, goes to every\n"
+    "        node, and restart gives it again; kvcluster sets --config, --node, --data-dir,\n"
+    "        --secret-file and the descriptors itself.\n"
     "restart starts node I of the cluster in DIR again, after it stopped or was killed, with\n"
     "        the options it was started with, on its old port (a --durable node comes back\n"
     "        with its data: it replays its redo log), and returns once its peers see it up.\n"
@@ -93,6 +97,8 @@ static int cmd_secret(const char *dir)
 
 static void opts_save(const char *dir, const struct launch_opts *lo)
 {
+    /* (each kvserver argument passed through on a line "arg TEXT": a value may hold spaces, and
+     * main refused one with a line end) */
     char p[4096];
     snprintf(p, sizeof p, "%s/" OPTS_FILE, dir);
     FILE *f = fopen(p, "w");
@@ -102,12 +108,14 @@ static void opts_save(const char *dir, const struct launch_opts *lo)
             fab_transport_name(lo->transport), (unsigned long long)lo->arena_size, lo->bench,
             lo->durable, lo->durability ? lo->durability : "-",
             lo->checkpoint_every ? lo->checkpoint_every : "-");
+    for (unsigned k = 0; lo->extra[k]; k++) fprintf(f, "arg %s\n", lo->extra[k]);
     fclose(f);
 }
 
 /* Where opts_load keeps the option values lo points to. */
 struct opts_text {
     char durability[128], checkpoint_every[128];
+    char extra[LAUNCH_EXTRA_MAX - 1][256]; /* the kvserver arguments passed through */
 };
 
 /* A "-" in the file is an option not given: NULL. */
@@ -130,8 +138,18 @@ static int opts_load(const char *dir, struct launch_opts *lo, struct opts_text *
         return 1;
     }
     int bad = 0;
+    unsigned nx = 0;
     while (!bad && fgets(line, sizeof line, f)) {
-        if (sscanf(line, "%31s %127s", word, val) != 2) bad = 1;
+        size_t ll = strlen(line);
+        if (!strncmp(line, "arg ", 4) && ll > 5 && line[ll - 1] == '\n') {
+            if (nx == LAUNCH_EXTRA_MAX - 1 || ll - 5 >= sizeof txt->extra[nx]) bad = 1;
+            else {
+                memcpy(txt->extra[nx], line + 4, ll - 5);
+                txt->extra[nx][ll - 5] = 0;
+                lo->extra[nx] = txt->extra[nx];
+                lo->extra[++nx] = NULL;
+            }
+        } else if (sscanf(line, "%31s %127s", word, val) != 2) bad = 1;
         else if (!strcmp(word, "transport")) bad = fab_transport_parse(val, &lo->transport) != 0;
         else if (!strcmp(word, "arena")) bad = parse_u64(val, &lo->arena_size) != 0;
         else if (!strcmp(word, "bench")) lo->bench = !strcmp(val, "1");
@@ -332,6 +350,73 @@ static int cmd_stop(const char *dir)
     return rc == RDKV_ETIMEDOUT ? 1 : 0;
 }
 
+/* The kvserver options kvcluster sets itself, per node or from its own options. */
+static const char *const own_opts[] = {"config", "listen-fd", "ready-fd", "data-dir",
+                                       "secret-file", "insecure", "help", "version", NULL};
+/* kvcluster's own options that take a value (the rest of its own take none) */
+static const char *const value_opts[] = {"--nodes", "--dir", "--transport", "--arena", "--host",
+                                         "--durability", "--checkpoint-every", "--replicas",
+                                         "--zookeeper", "--node", NULL};
+
+/* An option kvcluster does not know, o (v: the argument after it, or NULL): a kvserver option
+ * goes to every node (lo->extra, *nx of them so far). Returns how many arguments it took. */
+static int pass_through(struct launch_opts *lo, unsigned *nx, const char *o, const char *v)
+{
+    char name[64];
+    const char *eq = strchr(o, '=');
+    size_t nl = eq ? (size_t)(eq - o) : strlen(o);
+    if (strncmp(o, "--", 2) || nl - 2 >= sizeof name) usage_error("unknown option '%s'", o);
+    memcpy(name, o + 2, nl - 2);
+    name[nl - 2] = 0;
+    int arity = node_opt_arity(name);
+    if (arity < 0) usage_error("unknown option '%s' (neither kvcluster's nor kvserver's)", o);
+    for (unsigned k = 0; own_opts[k]; k++)
+        if (!strcmp(name, own_opts[k]))
+            usage_error("kvcluster sets kvserver's '%s' itself (see kvcluster --help)", o);
+    if (arity && !eq && !v) usage_error("option '%s' needs a value", o);
+    if (!arity && eq) usage_error("option '%s' takes no value", o);
+    int took = arity && !eq ? 2 : 1;
+    if (*nx + (unsigned)took > LAUNCH_EXTRA_MAX - 1)
+        usage_error("too many kvserver options (at most %s arguments)", "23");
+    for (int k = 0; k < took; k++) {
+        const char *a = k ? v : o;
+        if (strchr(a, '\n') || strlen(a) >= 255) usage_error("bad kvserver argument '%s'", a);
+        lo->extra[(*nx)++] = a;
+    }
+    lo->extra[*nx] = NULL;
+    return took;
+}
+
+/* The kvserver options passed through, checked as kvserver would before any node starts: a bad
+ * value is said once, here, not in every node's log. */
+static void check_passed(const struct launch_opts *lo)
+{
+    if (!lo->extra[0]) return;
+    char *args[LAUNCH_EXTRA_MAX + 8];
+    int n = 0;
+    args[n++] = "kvserver";
+    args[n++] = "--config";
+    args[n++] = "cluster.conf";
+    args[n++] = "--node";
+    args[n++] = "0";
+    if (lo->durable) {
+        args[n++] = "--data-dir";
+        args[n++] = "node.data";
+    }
+    for (unsigned k = 0; lo->extra[k]; k++) args[n++] = (char *)lo->extra[k];
+    args[n] = NULL;
+    struct node_opts no;
+    node_opts_init(&no);
+    char err[512] = "";
+    if (node_opts_parse(n, args, &no, err, sizeof err) == 2) {
+        /* (kvcluster's --durable is what gives the nodes a --data-dir) */
+        char *dd = strstr(err, "needs --data-dir");
+        if (dd) snprintf(dd, sizeof err - (size_t)(dd - err), "needs --durable");
+        fprintf(stderr, "kvcluster: kvserver option: %s\nTry 'kvserver --help'.\n", err);
+        exit(2);
+    }
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -351,6 +436,7 @@ int main(int argc, char **argv)
     uint64_t u;
     bool init = false;
     long node = -1;
+    unsigned nx = 0; /* kvserver arguments passed through, in lo.extra */
     for (int i = 2; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
@@ -367,6 +453,12 @@ int main(int argc, char **argv)
         }
         if (!strcmp(o, "--init")) {
             init = true;
+            continue;
+        }
+        bool mine = false;
+        for (unsigned k = 0; value_opts[k]; k++) mine |= !strcmp(o, value_opts[k]);
+        if (!mine) {
+            i += pass_through(&lo, &nx, o, v) - 1;
             continue;
         }
         if (!v) usage_error("option '%s' needs a value", o);
@@ -411,8 +503,11 @@ int main(int argc, char **argv)
         if (lo.durability && !lo.durable) usage_error("%s", "--durability needs --durable");
         if (lo.checkpoint_every && !lo.durable) usage_error("%s", "--checkpoint-every needs --durable");
         if (lo.replicas > lo.nodes) usage_error("%s", "--replicas must be at most --nodes");
+        check_passed(&lo);
         return cmd_start(&lo);
     }
+    if (nx) usage_error("kvserver options such as '%s' go with start only (restart gives the "
+                        "ones the cluster was started with)", lo.extra[0]);
     if (!strcmp(cmd, "restart")) {
         if (node < 0) usage_error("%s", "restart needs --node I");
         return cmd_restart(dir, (unsigned)node, init);

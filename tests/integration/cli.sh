@@ -9,6 +9,7 @@ work=$(mktemp -d)
 pass=0 fail=0
 cleanup() {
     "$bin/kvcluster" stop --dir "$work/c1" >/dev/null 2>&1
+    "$bin/kvcluster" stop --dir "$work/c4" >/dev/null 2>&1
     [ -n "${bgpid:-}" ] && kill -9 "$bgpid" 2>/dev/null
     rm -rf "$work"
 }
@@ -98,6 +99,28 @@ else
     bad "kvcluster start"
 fi
 expect "kvcluster bad usage" 2 "needs --nodes" -- "$bin/kvcluster" start --dir "$work/c3"
+# kvserver's options pass through kvcluster start to every node, and restart gives them again
+if timeout 60 "$bin/kvcluster" start --nodes 1 --dir "$work/c4" --conflict no-wait --row-lock dslr >"$work/out" 2>"$work/err" &&
+    grep -q "row lock dslr, conflicts no-wait" "$work/c4/node-0.log"; then
+    ok "kvcluster start passes kvserver options"
+    kill -9 "$(cat "$work/c4/node-0.pid")"
+    if timeout 60 "$bin/kvcluster" restart --dir "$work/c4" --node 0 >"$work/out" 2>"$work/err" &&
+        [ "$(grep -c "row lock dslr, conflicts no-wait" "$work/c4/node-0.log")" = 2 ]; then
+        ok "kvcluster restart keeps kvserver options"
+    else
+        bad "kvcluster restart keeps kvserver options"
+    fi
+else
+    bad "kvcluster start passes kvserver options"
+fi
+"$bin/kvcluster" stop --dir "$work/c4" >/dev/null 2>&1
+expect "kvcluster bad kvserver value" 2 "unknown --conflict 'maybe'" -- "$bin/kvcluster" start --nodes 1 --dir "$work/c5" --conflict maybe
+expect "kvcluster unknown option" 2 "neither kvcluster's nor kvserver's" -- "$bin/kvcluster" start --nodes 1 --dir "$work/c5" --bogus 1
+expect "kvcluster option it sets itself" 2 "sets kvserver's '--config' itself" -- "$bin/kvcluster" start --nodes 1 --dir "$work/c5" --config x
+expect "kvcluster kvserver option without its value" 2 "needs a value" -- "$bin/kvcluster" start --nodes 1 --dir "$work/c5" --conflict
+expect "kvcluster kvserver option needing --durable" 2 "needs --durable" -- "$bin/kvcluster" start --nodes 1 --dir "$work/c5" --log-segment 1M
+expect "kvcluster kvserver option on stop" 2 "go with start only" -- "$bin/kvcluster" stop --dir "$work/c5" --conflict no-wait
+[ ! -e "$work/c5" ] && ok "kvcluster refused options start nothing" || bad "kvcluster refused options start nothing"
 expect "kvcluster status of nothing" 1 "cannot open" -- "$bin/kvcluster" status --dir "$work/none"
 
 # SIGTERM: clean stop with status 0, after the node said it was ready.
