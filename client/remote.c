@@ -135,17 +135,6 @@ static void ses_head(struct rdkv_session *s, uint16_t ep, struct pack_w *w, uint
     pack_u8(w, op);
 }
 
-static void put_bytes(struct pack_w *w, const void *p, size_t n)
-{
-    if (n > UINT32_MAX) {
-        w->err = true;
-        return;
-    }
-    pack_u32(w, (uint32_t)n);
-    uint8_t *d = pack_w_room(w, n);
-    if (d && n) memcpy(d, p, n);
-}
-
 /* The cluster's nodes, from an open's answer: which endpoint reaches each node (matched by host
  * and port as the config writes them; a node the endpoints do not name is reached through the
  * coordinator). An answer without the list (or with a list that does not parse) leaves the
@@ -394,9 +383,9 @@ static void key_fields(struct pack_w *w, uint8_t op, const void *key, size_t kle
                        uint32_t off, const void *val, size_t vlen)
 {
     if (op == SES_GET || op == SES_PATCH) pack_u8(w, (uint8_t)upd);
-    put_bytes(w, key, klen);
+    pack_bytes(w, key, klen);
     if (op == SES_PATCH) pack_u32(w, off);
-    if (op == SES_PUT || op == SES_PATCH) put_bytes(w, val, vlen);
+    if (op == SES_PUT || op == SES_PATCH) pack_bytes(w, val, vlen);
 }
 
 /* A SES_MULTI request: the deferred writes, then n more items that the caller appends. */
@@ -602,9 +591,9 @@ static int rem_scan(struct rdkv_txn *t, const void *begin, size_t blen, const vo
     do {
         struct pack_w w;
         ses_head(t->s, ep, &w, op_byte(t, SES_SCAN, commit));
-        put_bytes(&w, begin, blen);
+        pack_bytes(&w, begin, blen);
         pack_u8(&w, end != NULL);
-        put_bytes(&w, end, end ? elen : 0);
+        pack_bytes(&w, end, end ? elen : 0);
         pack_u64(&w, limit);
         rc = ses_call(t->s, ep, &w, &it->batch, &d, &dl);
     } while (may_resend(t, ep, rc));

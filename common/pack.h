@@ -135,6 +135,17 @@ static inline void pack_str(struct pack_w *w, const char *s)
     uint8_t *p = pack_w_room(w, n);
     if (p) memcpy(p, s, n);
 }
+/* Bytes: u32 length, then the bytes (the sessions' keys and values). */
+static inline void pack_bytes(struct pack_w *w, const void *p, size_t n)
+{
+    if (n > UINT32_MAX) {
+        w->err = true;
+        return;
+    }
+    pack_u32(w, (uint32_t)n);
+    uint8_t *d = pack_w_room(w, n);
+    if (d && n) memcpy(d, p, n);
+}
 
 static inline void pack_r_init(struct pack_r *r, const void *p, size_t len)
 {
@@ -185,6 +196,12 @@ static inline void unpack_str(struct pack_r *r, char *out, size_t cap)
     }
     memcpy(out, p, n);
     out[n] = 0;
+}
+/* Bytes as pack_bytes wrote them: where they are in the input (NULL on error), *n long. */
+static inline const uint8_t *unpack_bytes(struct pack_r *r, uint32_t *n)
+{
+    *n = unpack_u32(r);
+    return pack_r_take(r, *n);
 }
 /* True when the whole input was consumed without error. */
 static inline bool unpack_done(const struct pack_r *r) { return !r->err && r->at == r->len; }

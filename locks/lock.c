@@ -11,6 +11,8 @@
 #include "locks/ticket.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -31,10 +33,31 @@ const struct lock_algo *lock_algo_find(const char *name)
     return NULL;
 }
 
+static char all_names[256], txn_names[256];
+static pthread_once_t names_once = PTHREAD_ONCE_INIT;
+
+static void names_init(void)
+{
+    size_t a = 0, t = 0;
+    for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++) {
+        a += (size_t)snprintf(all_names + a, sizeof all_names - a, "%s%s", a ? ", " : "",
+                              algos[i]->name);
+        if (!algos[i]->queue_wait)
+            t += (size_t)snprintf(txn_names + t, sizeof txn_names - t, "%s%s", t ? ", " : "",
+                                  algos[i]->name);
+    }
+}
+
 const char *lock_algo_names(void)
 {
-    return "alock, spin, mcs, dslr, dslr-u, drtm, rof, trad, rwlock, dmcs, fompi-rw, rma-mcs, "
-           "rma-rw";
+    pthread_once(&names_once, names_init);
+    return all_names;
+}
+
+const char *lock_algo_txn_names(void)
+{
+    pthread_once(&names_once, names_init);
+    return txn_names;
 }
 
 void lock_cfg_init(struct lock_cfg *cfg)

@@ -26,6 +26,10 @@ struct lock_algo {
     const char *name;
     unsigned modes;        /* bitmask of (1 << enum lock_mode) it supports */
     bool uses_descriptors; /* queue locks take one descriptor per held lock */
+    /* A waiter queued behind others cannot give up at its deadline (MCS and its kin; alock
+     * queues too, but never behind a holder it would have to outwait). Transactions, whose
+     * waits must end so that a deadlock aborts, refuse such a row lock (txn_env). */
+    bool queue_wait;
     bool recovers;         /* a holder that dies never wedges the lock (leases) */
     /* 0: held. RDKV_ETIMEDOUT: the deadline passed first; not held, nothing left behind (a
      * ticket already taken is released on the holder's behalf when its turn comes).
@@ -127,8 +131,10 @@ void lock_trad_free(struct trad_mgr *m);
 
 /* By name ("alock", "dslr", ...), or NULL. */
 const struct lock_algo *lock_algo_find(const char *name);
-/* Comma-separated names, for --help texts. */
+/* Comma-separated names, for --help texts: every algorithm's, or (lock_algo_txn_names) those
+ * that can serve transactions (no queue_wait). */
 const char *lock_algo_names(void);
+const char *lock_algo_txn_names(void);
 
 /* Tunables; lock_cfg_init gives the defaults. */
 struct lock_cfg {

@@ -70,6 +70,7 @@ const struct lock_algo lock_mcs = {
     .name = "mcs",
     .modes = 1u << LOCK_EXCLUSIVE,
     .uses_descriptors = true,
+    .queue_wait = true,
     .acquire = mcs_acquire,
     .release = mcs_release,
 };
@@ -79,6 +80,7 @@ const struct lock_algo lock_dmcs = {
     .name = "dmcs",
     .modes = 1u << LOCK_EXCLUSIVE,
     .uses_descriptors = true,
+    .queue_wait = true,
     .acquire = mcs_acquire,
     .release = mcs_release,
 };

@@ -464,6 +464,7 @@ const struct lock_algo lock_rma_mcs = {
     .name = "rma-mcs",
     .modes = 1u << LOCK_EXCLUSIVE,
     .uses_descriptors = true,
+    .queue_wait = true,
     .acquire = mcs_acq,
     .release = mcs_rel,
 };
@@ -472,6 +473,7 @@ const struct lock_algo lock_rma_rw = {
     .name = "rma-rw",
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
     .uses_descriptors = true,
+    .queue_wait = true,
     .acquire = rw_acq,
     .release = rw_rel,
 };

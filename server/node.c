@@ -289,10 +289,10 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
         case O_ROWLOCK:
             if (!lock_algo_find(optarg))
                 BAD("unknown --row-lock '%s' (one of %s)", optarg, lock_algo_names());
-            if (lock_algo_find(optarg)->uses_descriptors && strcmp(optarg, "alock"))
+            if (lock_algo_find(optarg)->queue_wait)
                 BAD("--row-lock %s cannot serve transactions: a queue lock's waiter cannot give "
-                    "up, so waits could not be bounded (use rwlock, dslr, dslr-u, drtm, rof, trad, "
-                    "alock or spin)", optarg);
+                    "up, so waits could not be bounded (use one of %s)", optarg,
+                    lock_algo_txn_names());
             o->txn.row_lock = optarg;
             break;
         case O_RANGELOCK:

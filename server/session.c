@@ -290,19 +290,6 @@ static void worker_put(struct session *x)
 /* ------------------------------------------------------------------------------------------ */
 /* Operations, in the session's task. */
 
-static void put_bytes(struct pack_w *w, const void *p, uint32_t n)
-{
-    pack_u32(w, n);
-    uint8_t *d = pack_w_room(w, n);
-    if (d && n) memcpy(d, p, n);
-}
-
-static const uint8_t *get_bytes(struct pack_r *r, uint32_t *n)
-{
-    *n = unpack_u32(r);
-    return pack_r_take(r, *n);
-}
-
 static void end_txn(struct session *x)
 {
     if (x->it) {
@@ -378,7 +365,7 @@ static int fill_batch(struct session *x, struct pack_w *w, size_t max, bool *cap
             *capped = true;
             return RDKV_ETOOBIG;
         }
-        put_bytes(w, k, kl);
+        pack_bytes(w, k, kl);
         if ((r = put_capped(w, v, vl, max, capped))) return r;
         n++;
     }
@@ -446,25 +433,25 @@ static void sop_fields(struct pack_r *r, struct sop *o)
     switch (o->op) {
     case SES_GET:
         o->flag = unpack_u8(r);
-        o->k = get_bytes(r, &o->kl);
+        o->k = unpack_bytes(r, &o->kl);
         if (o->flag > 1) r->err = true;
         break;
     case SES_PUT:
-        o->k = get_bytes(r, &o->kl);
-        o->v = get_bytes(r, &o->vl);
+        o->k = unpack_bytes(r, &o->kl);
+        o->v = unpack_bytes(r, &o->vl);
         break;
-    case SES_DEL: o->k = get_bytes(r, &o->kl); break;
+    case SES_DEL: o->k = unpack_bytes(r, &o->kl); break;
     case SES_PATCH:
         o->flag = unpack_u8(r);
-        o->k = get_bytes(r, &o->kl);
+        o->k = unpack_bytes(r, &o->kl);
         o->limit = unpack_u32(r);
-        o->v = get_bytes(r, &o->vl);
+        o->v = unpack_bytes(r, &o->vl);
         if (o->flag > 1) r->err = true;
         break;
     case SES_SCAN:
-        o->k = get_bytes(r, &o->kl);
+        o->k = unpack_bytes(r, &o->kl);
         o->flag = unpack_u8(r);
-        o->e = get_bytes(r, &o->el);
+        o->e = unpack_bytes(r, &o->el);
         o->limit = unpack_u64(r);
         if (o->flag > 1) r->err = true;
         break;

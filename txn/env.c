@@ -133,12 +133,11 @@ static int cfg_settle(struct txn_env *e, const struct txn_cfg *cfg, struct store
     } else if (!(e->row->modes & (1u << LOCK_EXCLUSIVE))) {
         snprintf(err, errcap, "row lock '%s' has no exclusive mode", e->cfg.row_lock);
         rc = RDKV_EINVAL;
-    } else if (e->row->uses_descriptors && strcmp(e->row->name, "alock")) {
-        /* alock gives up at a deadline by never queueing behind anyone (locks/alock.c) */
+    } else if (e->row->queue_wait) {
         snprintf(err, errcap,
                  "row lock '%s' is a queue lock: a waiter cannot give up, so transactions that "
-                 "wait for each other would hang instead of aborting (use rwlock, dslr, dslr-u, "
-                 "drtm, rof, fompi-rw, trad, alock or spin)", e->cfg.row_lock);
+                 "wait for each other would hang instead of aborting (use one of %s)",
+                 e->cfg.row_lock, lock_algo_txn_names());
         rc = RDKV_EINVAL;
     } else if (!e->range) {
         snprintf(err, errcap, "unknown range lock '%s' (one of %s)", e->cfg.range_lock,
