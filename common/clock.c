@@ -1,18 +1,18 @@
 /* Sleeping and CPU-time helpers. */
 #include "clock.h"
 
-#include "task.h"
-
 #include <errno.h>
 #include <stdlib.h>
+
+static bool (*sleeper)(int64_t ns);
+
+void clock_set_sleeper(bool (*fn)(int64_t ns)) { __atomic_store_n(&sleeper, fn, __ATOMIC_RELEASE); }
 
 void clock_sleep_ns(int64_t ns)
 {
     if (ns <= 0) return;
-    if (task_running()) { /* a task sleeps; its thread runs the others */
-        task_sleep_ns(ns);
-        return;
-    }
+    bool (*fn)(int64_t) = __atomic_load_n(&sleeper, __ATOMIC_ACQUIRE);
+    if (fn && fn(ns)) return; /* a task sleeps; its thread runs the others */
     struct timespec ts = clock_ts(ns), rem;
     while (nanosleep(&ts, &rem) != 0 && errno == EINTR) ts = rem;
 }

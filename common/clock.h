@@ -3,6 +3,7 @@
 #ifndef RDKV_CLOCK_H
 #define RDKV_CLOCK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -31,6 +32,10 @@ static inline struct timespec clock_ts(int64_t ns)
 
 /* Sleeps for ns nanoseconds (restarting after signals); in a task, only the task sleeps. */
 void clock_sleep_ns(int64_t ns);
+/* How a layer above sleeps its own kind of waiter instead of the thread: fn sleeps ns and
+ * returns true, or returns false when the caller is not one of its waiters. The task scheduler
+ * sets it (common/task.c), so that a task's clock_sleep_ns parks the task alone. */
+void clock_set_sleeper(bool (*fn)(int64_t ns));
 
 /* CPU time (user + system) consumed so far by the whole process, in nanoseconds. */
 int64_t clock_process_cpu_ns(void);

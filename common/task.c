@@ -349,8 +349,17 @@ static void task_entry(transfer_t tr)
 
 /* ------------------------------------------------------------------------------------------ */
 
+/* clock_sleep_ns in a task (clock_set_sleeper) */
+static bool sleep_task(int64_t ns)
+{
+    if (!tls_task) return false;
+    task_sleep_ns(ns);
+    return true;
+}
+
 int sched_create(struct sched **out)
 {
+    clock_set_sleeper(sleep_task); /* (before any task of this scheduler can run) */
     struct sched *s = calloc(1, sizeof *s);
     if (!s) return RDKV_ENOMEM;
     s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -621,6 +621,9 @@ char *node_cluster_status_json(struct node *n, struct fab_ctx *c)
     return buf;
 }
 
+/* The sessions' view of it (struct session_host). */
+static char *status_of(void *arg, struct fab_ctx *c) { return node_cluster_status_json(arg, c); }
+
 static void status_handler(struct fab_rpc_req *req, void *arg)
 {
     struct node *n = arg;
@@ -1233,7 +1236,8 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         }
     }
     if (n->wal && n->o.checkpoint_every) ckpt_start(n);
-    if ((rc = session_svc_start(n, &n->o.sessions, &n->sessions))) {
+    struct session_host host = {n->f, n->txn, (uint16_t)n->o.node, status_of, n};
+    if ((rc = session_svc_start(&host, &n->o.sessions, &n->sessions))) {
         snprintf(err, errcap, "cannot start the session service: %s", rdkv_strerror(rc));
         goto fail;
     }

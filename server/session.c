@@ -7,8 +7,8 @@
  * and change nothing. */
 #include "server/session.h"
 
-#include "server/node.h"
 #include "server/proto.h"
+#include "txn/txn.h"
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -90,7 +90,7 @@ struct connrec {
 #define CONN_BUCKETS 256u
 
 struct session_svc {
-    struct node *n;
+    struct session_host h;
     unsigned max, per_conn;
     struct connrec *conns[CONN_BUCKETS];
     int64_t idle_ns;
@@ -269,7 +269,7 @@ static int worker_get(struct session *x)
         if (th->npool) {
             x->w = th->pool[--th->npool];
         } else {
-            int rc = txn_worker_create_on(node_txn(th->svc->n), th->c, &x->w);
+            int rc = txn_worker_create_on(th->svc->h.txn, th->c, &x->w);
             if (rc) return rc;
         }
     }
@@ -397,7 +397,7 @@ static void send_batch(struct session *x, struct fab_rpc_req *req)
 /* Every node's status as this node sees it. */
 static void cluster_status(struct session *x, struct fab_rpc_req *req)
 {
-    char *js = node_cluster_status_json(x->th->svc->n, x->th->c);
+    char *js = x->th->svc->h.status_json(x->th->svc->h.arg, x->th->c);
     if (!js) {
         reply_status(req, RDKV_ENOMEM);
         return;
@@ -711,8 +711,8 @@ static bool inline_fits(struct session_svc *s, const struct sop *o)
 {
     if (o->flags != (SES_F_BEGIN | SES_F_COMMIT) || !s->inline_w) return false;
     if (!ses_op_is_key(o->op)) return false;
-    struct txn_env *e = node_txn(s->n);
-    return txn_env_owner(e, txn_partition(e, o->k, o->kl)) == node_id(s->n);
+    struct txn_env *e = s->h.txn;
+    return txn_env_owner(e, txn_partition(e, o->k, o->kl)) == s->h.me;
 }
 
 /* Runs o inline and answers: true. false: it met a lock it could not take in time (nothing
@@ -888,7 +888,7 @@ static void *sthread_main(void *arg)
     struct sthread *th = arg;
     struct session_svc *s = th->svc;
     int rc = sched_create(&th->s);
-    if (!rc) rc = fab_ctx_create(node_fabric(s->n), &th->c);
+    if (!rc) rc = fab_ctx_create(s->h.f, &th->c);
     if (!rc) {
         /* a session thread's tasks wait for other nodes' answers: polling for them takes the
          * CPU those nodes need to answer (remote transfers: +30-50% blocking at once, 3 nodes
@@ -988,12 +988,12 @@ static void on_session(struct fab_rpc_req *req, void *arg)
         }
         /* the session id, and the cluster's nodes: a client sends a one-shot operation
          * straight to its key's owner */
-        const struct cluster_config *cc = fab_cluster(node_fabric(s->n));
+        const struct cluster_config *cc = fab_cluster(s->h.f);
         struct pack_w w;
         pack_w_init(&w);
         uint8_t *d = pack_w_room(&w, SES_ID_LEN);
         if (d) memcpy(d, sid.b, SES_ID_LEN);
-        pack_u16(&w, node_id(s->n));
+        pack_u16(&w, s->h.me);
         pack_u16(&w, (uint16_t)cc->n);
         for (unsigned i = 0; i < cc->n; i++) {
             pack_str(&w, cc->nodes[i].host);
@@ -1084,15 +1084,16 @@ static void on_conn_gone(void *arg, uint64_t conn)
 
 /* ------------------------------------------------------------------------------------------ */
 
-int session_svc_start(struct node *n, const struct session_cfg *cfg, struct session_svc **out)
+int session_svc_start(const struct session_host *host, const struct session_cfg *cfg,
+                      struct session_svc **out)
 {
     struct session_svc *s = calloc(1, sizeof *s);
     if (!s) return RDKV_ENOMEM;
-    s->n = n;
+    s->h = *host;
     s->max = cfg->max_sessions ? cfg->max_sessions : SESSION_MAX_DEFAULT;
     s->per_conn = cfg->per_conn ? cfg->per_conn : SESSION_PER_CONN_DEFAULT;
     s->idle_ns = cfg->idle_ns > 0 ? cfg->idle_ns : 60 * NS_PER_S;
-    s->txn_idle_ns = txn_env_cfg(node_txn(n))->lease_ns / 2;
+    s->txn_idle_ns = txn_env_cfg(s->h.txn)->lease_ns / 2;
     s->nthreads = cfg->threads ? cfg->threads : 2;
     s->nbuckets = 64;
     while (s->nbuckets < s->max && s->nbuckets < (1u << 16)) s->nbuckets <<= 1;
@@ -1128,14 +1129,14 @@ int session_svc_start(struct node *n, const struct session_cfg *cfg, struct sess
      * never posts on its context). Not where commits ship to backups (replicas > 1): a commit
      * then waits for the backups' answers, which this very thread receives -- inline, it would
      * stop the node's fabric until the ship gave up, and the ship is asked again for ever */
-    if (!rc && !txn_env_cfg(node_txn(n))->ship &&
-        !(rc = fab_ctx_create(node_fabric(n), &s->inline_c))) {
-        rc = txn_worker_create_on(node_txn(n), s->inline_c, &s->inline_w);
+    if (!rc && !txn_env_cfg(s->h.txn)->ship &&
+        !(rc = fab_ctx_create(s->h.f, &s->inline_c))) {
+        rc = txn_worker_create_on(s->h.txn, s->inline_c, &s->inline_w);
         if (!rc) txn_worker_set_lock_timeout(s->inline_w, INLINE_LOCK_NS);
     }
     if (!rc) {
-        fab_on_conn_gone(node_fabric(n), on_conn_gone, s);
-        rc = fab_rpc_register(node_fabric(n), KV_RPC_SESSION, on_session, s,
+        fab_on_conn_gone(s->h.f, on_conn_gone, s);
+        rc = fab_rpc_register(s->h.f, KV_RPC_SESSION, on_session, s,
                               FAB_RPC_INLINE | FAB_RPC_CLIENT);
     }
     if (rc) {
@@ -1147,7 +1148,7 @@ int session_svc_start(struct node *n, const struct session_cfg *cfg, struct sess
         for (unsigned i = 0; i < started; i++) pthread_join(s->threads[i].th, NULL);
         if (s->inline_w) txn_worker_destroy(s->inline_w);
         if (s->inline_c) fab_ctx_destroy(s->inline_c);
-        fab_on_conn_gone(node_fabric(n), NULL, NULL);
+        fab_on_conn_gone(s->h.f, NULL, NULL);
         session_svc_free(s);
         return rc;
     }

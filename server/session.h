@@ -12,7 +12,9 @@
 
 #include <stdint.h>
 
-struct node;
+struct fabric;
+struct fab_ctx;
+struct txn_env;
 struct session_svc;
 
 #define SESSION_MAX_DEFAULT 16384u
@@ -26,7 +28,19 @@ struct session_cfg {
     unsigned threads;      /* session threads; 0: 2 */
 };
 
-int session_svc_start(struct node *n, const struct session_cfg *cfg, struct session_svc **out);
+/* What the sessions run on, given by the node that starts them. */
+struct session_host {
+    struct fabric *f;    /* the node's fabric */
+    struct txn_env *txn; /* its transaction layer */
+    uint16_t me;         /* its node id */
+    /* The cluster's status as JSON (malloc'd; NULL when it cannot be made), asked with c, a
+     * session thread's fabric context: what a session's STATUS operation answers. */
+    char *(*status_json)(void *arg, struct fab_ctx *c);
+    void *arg;
+};
+
+int session_svc_start(const struct session_host *host, const struct session_cfg *cfg,
+                      struct session_svc **out);
 /* Closes every session (aborting their transactions) and waits for the session threads. */
 void session_svc_stop(struct session_svc *s);
 void session_svc_free(struct session_svc *s);
