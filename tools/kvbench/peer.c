@@ -3,6 +3,7 @@
  * rdkv session. The peer classes live in kvbench only (the nodes never run them), so their
  * config bytes are this process's struct peer_cfg, never sent anywhere. */
 #include "tools/kvbench/peer.h"
+#include "tools/kvbench/ycsb_report.h"
 #include "tools/kvbench/drive.h"
 #include "tools/kvbench/transfer.h"
 #include "tools/kvbench/ycsb_gen.h"
