@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # rdkv beside Redis and PostgreSQL: starts a private redis-server, a private PostgreSQL and a
 # 3-node rdkv cluster on 127.0.0.1 (free ports, one temporary directory), runs the same kvbench
-# ycsb workloads against each with the same number of client connections, writes docs/peers.md
+# ycsb workloads against each with the same number of client connections, writes docs/reports/peers.md
 # (a table, the command, the machine, what differs) and a gnuplot bar chart, and stops
 # everything it started, also on failure or Ctrl-C.
 #
@@ -209,8 +209,8 @@ is stopped when it ends.
   --nodes N         rdkv nodes (default 3)
   --embedded-tasks K  rdkv embedded: workers per thread, each a task (default 16): the way
                     an application inside a node keeps many operations in flight
-  --out FILE        the report (default docs/peers.md)
-  --plot FILE       the chart (default docs/plots/peers.png; none: no chart)
+  --out FILE        the report (default docs/reports/peers.md)
+  --plot FILE       the chart (default docs/reports/plots/peers.png; none: no chart)
   --results DIR     keep every run's kvbench output there (default: a temporary directory)
 Exit status: 0 when every run finished without errors and every transfer check held, 1 if
 not, 2 on bad usage.
@@ -219,7 +219,7 @@ EOF
 
 repeat=1 threads=6 records=100000 fieldlength=100 distribution=uniform seconds=10 warmup=1 ops="" accounts=10000 nodes=3 etasks=16
 workloads="a b c f transfer" systems="rdkv-remote rdkv-embedded redis postgres"
-out=$peers_root/docs/peers.md plot=$peers_root/docs/plots/peers.png results="" quick=0
+out=$peers_root/docs/reports/peers.md plot=$peers_root/docs/reports/plots/peers.png results="" quick=0
 cmdline="tools/peers.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
     case $1 in

@@ -111,7 +111,9 @@ static const char usage[] =
     "  --sweep-p P,...   the sweep's lock-client counts (default 4,16,64,256,512; each a\n"
     "                    multiple of the node count; a node runs at most 255 clients)\n"
     "  --figs F,...      the figures --sweep-rma runs, of 3, 4, 5 (default all)\n"
-    "  --out DIR         where the sweeps write their report and plots/ (default docs)\n"
+    "  --out DIR         where the sweeps write their report and plots/ (default kvbench-report,\n"
+    "                    made in the current directory; docs/reports holds the\n"
+    "                    published ones)\n"
     "  -h, --help        this text\n"
     "\n"
     "examples:\n"
@@ -1303,7 +1305,7 @@ static void rma_report(FILE *f, const struct rma_sweep *sw, const struct rma_env
     }
     if (odd) fprintf(f, "\n");
     fprintf(f, "## Reading\n\n(Not generated: add a reading of this run by hand -- where and why "
-               "these figures differ from the paper's Figures 3–5, as docs/rma-sweep.md does.)\n");
+               "these figures differ from the paper's Figures 3–5, as docs/reports/rma-sweep.md does.)\n");
 }
 
 /* Runs the planned points; prints one line per point. 0, or 1 on a failed run. */
@@ -1403,7 +1405,7 @@ int cmd_lock(int argc, char **argv)
     bench_common_init(&co);
     co.nodes = 2;
     co.spin_ns = 0; /* workers block at once: see --help */
-    const char *algos[8] = {"alock"}, *cdf = NULL, *out = "docs";
+    const char *algos[8] = {"alock"}, *cdf = NULL, *out = "kvbench-report";
     unsigned nalgos = 1;
     unsigned threads = 2, locks = 20, locality = 95, repeat = 1;
     bool sweep = false, sweep_rma = false, transport_given = false, nodes_given = false;

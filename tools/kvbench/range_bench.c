@@ -98,7 +98,9 @@ static const char usage[] =
     "                    1, 2, 4, 8, 16 for every design given, then oltp at --clients (default\n"
     "                    16) for every design; write range-sweep.md and, with gnuplot,\n"
     "                    plots/range-micro-w{0,1,20,100}.png into --out\n"
-    "  --out DIR         where --sweep writes (default docs)\n"
+    "  --out DIR         where --sweep writes (default kvbench-report,\n"
+    "                    made in the current directory; docs/reports holds the\n"
+    "                    published ones)\n"
     "  -h, --help        this text\n"
     "\n"
     "examples:\n"
@@ -691,7 +693,7 @@ int cmd_range(int argc, char **argv)
     bench_common_init(&co);
     co.nodes = 2;
     co.spin_ns = 0; /* clients block at once, as kvbench lock's workers: see --help */
-    const char *algos[MAX_ALGOS] = {"combiner-rpc"}, *out = "docs", *clients_arg = "";
+    const char *algos[MAX_ALGOS] = {"combiner-rpc"}, *out = "kvbench-report", *clients_arg = "";
     unsigned nalgos = 1, workload = BENCH_RANGE_MICRO, write_pct = 20, repeat = 1, clients = 0;
     bool sweep = false, transport_given = false, algo_given = false, writes_given = false;
     double warmup = 0.5;

@@ -35,7 +35,8 @@ static const char usage[] =
     "                        high: 1), start\n"
     "                        nodes, load, run --seconds, check; write tpcc-compare.md and, with\n"
     "                        gnuplot, plots/tpcc-{throughput,mean,p999}.png into --out\n"
-    "  --out DIR             where --compare writes (default docs)\n"
+    "  --out DIR             where --compare writes (default kvbench-report, made in the\n"
+    "                        current directory; docs/reports holds the published ones)\n"
     "\n";
 static const char usage_tail[] =
     "  -h, --help            this text\n"
@@ -340,7 +341,7 @@ int cmd_tpcc(int argc, char **argv)
     memset(&x, 0, sizeof x);
     drive_cli_init(&x.c);
     tpcc_opts_init(&x.t);
-    x.out = "docs";
+    x.out = "kvbench-report";
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t u;
