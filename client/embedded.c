@@ -6,6 +6,7 @@
 #include "client/session.h"
 
 #include "server/node.h"
+#include "server/opts.h"
 #include "server/proto.h"
 
 #include "common/clock.h"

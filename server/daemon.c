@@ -4,6 +4,7 @@
  * SIGINT, then exits cleanly. Bad configs, ports in use and unreachable peers end it with a
  * one-line error and exit 1. */
 #include "server/daemon.h"
+#include "server/opts.h"
 #include "storage/wal.h"
 
 #include "common/clock.h"

@@ -45,15 +45,6 @@ struct node_opts {
                                      3 sync-delay, its microseconds */
 };
 
-void node_opts_init(struct node_opts *o);
-/* The option text of kvserver --help. */
-extern const char node_usage[];
-/* Parses kvserver-style arguments (argv[0] is skipped). 0: parsed; 1: --help or --version was
- * asked for (the text is in err); 2: bad usage (the reason is in err). */
-int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_t errcap);
-/* Whether kvserver's option --name takes a value (1) or not (0); -1 when it has none such
- * (kvcluster passes kvserver's options through). */
-int node_opt_arity(const char *name);
 
 struct node;
 /* Loads the config and starts the node (not waiting for peers). On failure writes a one-line

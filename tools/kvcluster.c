@@ -1,6 +1,6 @@
 /* kvcluster: starts, inspects and stops a local rdkv cluster whose nodes run in the background.
  * Everything about the cluster (config, logs, pids) lives in one directory. */
-#include "server/node.h"
+#include "server/opts.h"
 #include "server/proto.h"
 #include "tools/launcher.h"
 
