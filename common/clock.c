@@ -38,3 +38,14 @@ uint64_t clock_wall_us(void)
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
+
+int clock_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    int rc = pthread_condattr_init(&ca);
+    if (rc) return rc;
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    rc = pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return rc;
+}

@@ -3,6 +3,7 @@
 #ifndef RDKV_CLOCK_H
 #define RDKV_CLOCK_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -36,6 +37,10 @@ void clock_sleep_ns(int64_t ns);
  * returns true, or returns false when the caller is not one of its waiters. The task scheduler
  * sets it (common/task.c), so that a task's clock_sleep_ns parks the task alone. */
 void clock_set_sleeper(bool (*fn)(int64_t ns));
+
+/* Initialises cv for waits on the monotonic clock: pthread_cond_timedwait(cv, mu,
+ * &(struct timespec){clock_ts(deadline)}) with a clock_now_ns() deadline. 0 or an errno. */
+int clock_cond_init(pthread_cond_t *cv);
 
 /* CPU time (user + system) consumed so far by the whole process, in nanoseconds. */
 int64_t clock_process_cpu_ns(void);

@@ -141,11 +141,7 @@ int lock_janitor_start(struct fabric *f, const struct lock_cfg *cfg, struct lock
     j->f = f;
     j->cfg = *cfg;
     pthread_mutex_init(&j->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* it waits for jobs' deadlines */
-    pthread_cond_init(&j->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&j->cv);
     if (pthread_create(&j->thr, NULL, janitor_main, j)) {
         pthread_cond_destroy(&j->cv);
         pthread_mutex_destroy(&j->mu);

@@ -317,11 +317,7 @@ struct trad_mgr *lock_trad_serve(struct fabric *f, int64_t lease_ns)
     m->f = f;
     m->lease_ns = lease_ns > 0 ? lease_ns : 10 * NS_PER_MS;
     pthread_mutex_init(&m->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&m->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&m->cv);
     if (pthread_create(&m->thr, NULL, sweeper, m)) {
         pthread_mutex_destroy(&m->mu);
         pthread_cond_destroy(&m->cv);

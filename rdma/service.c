@@ -1249,11 +1249,7 @@ int svc_start(struct fabric *f, int listen_fd, char *err, size_t errcap)
     s->replies_tail = &s->replies;
     s->q_tail = &s->q_head;
     pthread_mutex_init(&s->mu, NULL);
-    pthread_condattr_t ca; /* (svc_sync's wait is on the monotonic clock: clock_ts) */
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&s->cv);
     pthread_mutex_init(&s->reply_mu, NULL);
     pthread_mutex_init(&s->q_mu, NULL);
     pthread_cond_init(&s->q_cv, NULL);

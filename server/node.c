@@ -405,12 +405,8 @@ static void *ckpt_main(void *arg)
 
 static void ckpt_start(struct node *n)
 {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&n->ckpt_mu, NULL);
-    pthread_cond_init(&n->ckpt_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&n->ckpt_cv);
     n->ckpt_running = pthread_create(&n->ckpt_thr, NULL, ckpt_main, n) == 0;
     if (!n->ckpt_running) log_error("checkpointer: no thread; the log grows without bound");
 }
@@ -670,11 +666,7 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
     n->o = *o;
     n->start_ns = clock_now_ns();
     pthread_mutex_init(&n->wmu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&n->wcv, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&n->wcv);
     char why[512];
     int rc = cluster_config_load(o->config, &n->cc, why, sizeof why);
     if (rc) {

@@ -1142,11 +1142,7 @@ int replica_start(const struct cluster_config *cc, uint16_t me, int64_t connect_
     pthread_mutex_init(&r->rmu, NULL);
     pthread_mutex_init(&r->fmu, NULL);
     pthread_cond_init(&r->cv, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&r->ccv, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&r->ccv);
     for (unsigned p = 0; p < RCFG_MAX_NODES; p++) r->routed[p] = (uint16_t)p;
     struct rcfg init;
     int rc = rcfg_initial(&init, cc->n, cc->replicas);

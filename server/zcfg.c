@@ -442,11 +442,7 @@ int zcfg_open(const struct zcfg_opts *o, const struct rcfg *initial, struct zcfg
     snprintf(z->cfgpath, sizeof z->cfgpath, "%s/config", z->root);
     snprintf(z->electdir, sizeof z->electdir, "%s/manager", z->root);
     pthread_mutex_init(&z->mu, NULL);
-    pthread_condattr_t ca; /* (its waits are on the monotonic clock: clock_ts) */
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&z->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&z->cv);
     pthread_rwlock_init(&z->hl, NULL);
     zoo_set_debug_level((ZooLogLevel)0); /* quiet: zcfg says what matters itself */
     int rc = session_open(z, o->connect_ns);

@@ -5,6 +5,7 @@
 
 #include "locks/janitor.h"
 
+#include "common/clock.h"
 #include "common/log.h"
 
 #include <stdlib.h>
@@ -190,14 +191,10 @@ int txn_env_open(struct fabric *f, struct store *st, struct range_server *rs,
     if (!rc && (rc = range_space_create(rs, TXN_RANGE_SPACE, NULL)))
         snprintf(err, errcap, "cannot create the key range space: %s", rdkv_strerror(rc));
     e->kwake = e->awake = INT64_MAX; /* (until they sleep, any PREPARE kept kicks them) */
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the keeper and asker wait for deadlines */
     pthread_mutex_init(&e->imu, NULL);
-    pthread_cond_init(&e->kcv, &ca);
-    pthread_cond_init(&e->acv, &ca);
-    pthread_cond_init(&e->rcv, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&e->kcv);
+    clock_cond_init(&e->acv);
+    clock_cond_init(&e->rcv);
     if (!rc && lock_janitor_start(f, &e->lcfg, &e->jan)) {
         snprintf(err, errcap, "cannot start the transaction janitor thread");
         rc = RDKV_ENOMEM;

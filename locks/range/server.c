@@ -809,11 +809,7 @@ int range_server_start(struct fabric *f, int64_t lease_ns, struct range_server *
     for (int i = RANGE_FLAG_SLOTS - 1; i >= 0; i--) s->free_flags[s->nfree_flags++] = i;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->qmu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->qcv, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&s->qcv);
     if (pthread_create(&s->thr, NULL, combiner_main, s)) {
         range_server_free(s);
         return RDKV_ENOMEM;

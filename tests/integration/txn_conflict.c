@@ -144,11 +144,7 @@ static bool act_start(struct actor *a, unsigned node, int policy)
     a->node = node;
     a->op = A_BEGIN; /* (busy until the worker exists) */
     pthread_mutex_init(&a->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* (act_wait's deadline: clock_now_ns) */
-    pthread_cond_init(&a->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&a->cv);
     if (pthread_create(&a->th, NULL, act_main, a)) return false;
     if (act_wait(a)) return false;
     act_do(a, A_POLICY, NULL, (uint64_t)policy);
