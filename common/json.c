@@ -135,3 +135,9 @@ void json_kv_i64(struct json *j, const char *key, int64_t v) { json_key(j, key);
 void json_kv_u64(struct json *j, const char *key, uint64_t v) { json_key(j, key); json_u64(j, v); }
 void json_kv_double(struct json *j, const char *key, double v) { json_key(j, key); json_double(j, v); }
 void json_kv_bool(struct json *j, const char *key, bool v) { json_key(j, key); json_bool(j, v); }
+
+void json_raw(struct json *j, const char *text, size_t n)
+{
+    pre_value(j);
+    fwrite(text, 1, n, j->f);
+}

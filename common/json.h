@@ -30,6 +30,9 @@ void json_u64(struct json *j, uint64_t v);
 void json_double(struct json *j, double v); /* non-finite values are written as null */
 void json_bool(struct json *j, bool v);
 void json_null(struct json *j);
+/* A value already written as JSON (n bytes of text, e.g. a peer's status reply), as it is: the
+ * caller vouches that it is one whole, valid value. */
+void json_raw(struct json *j, const char *text, size_t n);
 
 /* key + value shorthands */
 void json_kv_str(struct json *j, const char *key, const char *v);

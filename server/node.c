@@ -11,6 +11,7 @@
 #include "storage/wal.h"
 
 #include "common/clock.h"
+#include "common/json.h"
 #include "common/log.h"
 
 #include <dirent.h>
@@ -74,6 +75,7 @@ static void node_refuse_rpc(struct node *n, uint16_t type)
 /* ------------------------------------------------------------------------------------------ */
 /* Status. */
 
+/* The status reply (KV_RPC_STATUS; its fields: docs/architecture.md, "Status"). */
 char *node_status_json(struct node *n)
 {
     struct fabric *f = n->f;
@@ -86,44 +88,75 @@ char *node_status_json(struct node *n)
     FILE *m = open_memstream(&buf, &len);
     if (!m) return NULL;
     const struct cluster_node *me = &n->cc.nodes[fab_node_id(f)];
-    fprintf(m,
-            "{\"node\":%u,\"address\":\"%s:%u\",\"nodes\":%u,\"transport\":\"%s\","
-            "\"arena_bytes\":%llu,\"uptime_ns\":%lld,\"cpu_ns\":%lld,\"pid\":%d,"
-            "\"version\":\"%s\",\"rows\":%llu,\"heap_bytes\":%llu,\"heap_used\":%llu,"
-            "\"row_lock\":\"%s\",\"range_lock\":\"%s\",\"sessions\":%u,"
-            "\"fence\":{\"refused\":%llu,\"late\":%llu,\"kept\":%llu,\"resolved\":%llu,"
-            "\"dropped\":%llu,\"pending\":%llu,\"stale\":%llu},"
-            "\"prepared\":{\"kept\":%llu,\"bytes\":%llu,\"refused\":%llu,"
-            "\"indoubt_committed\":%llu,\"indoubt_dropped\":%llu,\"holds_kept\":%llu,"
-            "\"holds_freed\":%llu},\"decisions\":{\"pending\":%llu},"
-            "\"checkpoints\":{\"written\":%u,\"busy\":%d},",
-            fab_node_id(f), me->host, me->port, fab_num_nodes(f),
-            fab_transport_name(fab_transport_of(f)), (unsigned long long)fab_arena_size(f),
-            (long long)(clock_now_ns() - n->start_ns), (long long)clock_process_cpu_ns(),
-            (int)getpid(), NODE_VERSION, (unsigned long long)ss.rows,
-            (unsigned long long)ss.heap_bytes, (unsigned long long)ss.heap_used,
-            txn_env_cfg(n->txn)->row_lock, txn_env_cfg(n->txn)->range_lock,
-            session_count(n->sessions), (unsigned long long)fs.refused,
-            (unsigned long long)fs.late, (unsigned long long)fs.kept,
-            (unsigned long long)fs.resolved, (unsigned long long)fs.dropped,
-            (unsigned long long)fs.pending, (unsigned long long)fs.stale,
-            (unsigned long long)fs.prepared, (unsigned long long)fs.prepared_bytes,
-            (unsigned long long)fs.prepared_refused, (unsigned long long)fs.indoubt_committed,
-            (unsigned long long)fs.indoubt_dropped, (unsigned long long)fs.kept_for,
-            (unsigned long long)fs.freed_for, (unsigned long long)fs.decisions_pending,
-            __atomic_load_n(&n->ckpt_written, __ATOMIC_RELAXED),
-            (int)__atomic_load_n(&n->ckpt_busy, __ATOMIC_RELAXED));
-    replica_status_json(n->repl, &n->cc, m);
-    fprintf(m, ",\"peers\":[");
+    char addr[300];
+    snprintf(addr, sizeof addr, "%s:%u", me->host, me->port);
+    struct json j;
+    json_init(&j, m, false);
+    json_obj_begin(&j);
+    json_kv_u64(&j, "node", fab_node_id(f));
+    json_kv_str(&j, "address", addr);
+    json_kv_u64(&j, "nodes", fab_num_nodes(f));
+    json_kv_str(&j, "transport", fab_transport_name(fab_transport_of(f)));
+    json_kv_u64(&j, "arena_bytes", fab_arena_size(f));
+    json_kv_i64(&j, "uptime_ns", clock_now_ns() - n->start_ns);
+    json_kv_i64(&j, "cpu_ns", clock_process_cpu_ns());
+    json_kv_i64(&j, "pid", getpid());
+    json_kv_str(&j, "version", NODE_VERSION);
+    json_kv_u64(&j, "rows", ss.rows);
+    json_kv_u64(&j, "heap_bytes", ss.heap_bytes);
+    json_kv_u64(&j, "heap_used", ss.heap_used);
+    json_kv_str(&j, "row_lock", txn_env_cfg(n->txn)->row_lock);
+    json_kv_str(&j, "range_lock", txn_env_cfg(n->txn)->range_lock);
+    json_kv_u64(&j, "sessions", session_count(n->sessions));
+    json_key(&j, "fence");
+    json_obj_begin(&j);
+    json_kv_u64(&j, "refused", fs.refused);
+    json_kv_u64(&j, "late", fs.late);
+    json_kv_u64(&j, "kept", fs.kept);
+    json_kv_u64(&j, "resolved", fs.resolved);
+    json_kv_u64(&j, "dropped", fs.dropped);
+    json_kv_u64(&j, "pending", fs.pending);
+    json_kv_u64(&j, "stale", fs.stale);
+    json_obj_end(&j);
+    json_key(&j, "prepared");
+    json_obj_begin(&j);
+    json_kv_u64(&j, "kept", fs.prepared);
+    json_kv_u64(&j, "bytes", fs.prepared_bytes);
+    json_kv_u64(&j, "refused", fs.prepared_refused);
+    json_kv_u64(&j, "indoubt_committed", fs.indoubt_committed);
+    json_kv_u64(&j, "indoubt_dropped", fs.indoubt_dropped);
+    json_kv_u64(&j, "holds_kept", fs.kept_for);
+    json_kv_u64(&j, "holds_freed", fs.freed_for);
+    json_obj_end(&j);
+    json_key(&j, "decisions");
+    json_obj_begin(&j);
+    json_kv_u64(&j, "pending", fs.decisions_pending);
+    json_obj_end(&j);
+    json_key(&j, "checkpoints");
+    json_obj_begin(&j);
+    json_kv_u64(&j, "written", __atomic_load_n(&n->ckpt_written, __ATOMIC_RELAXED));
+    json_kv_i64(&j, "busy", (int)__atomic_load_n(&n->ckpt_busy, __ATOMIC_RELAXED));
+    json_obj_end(&j);
+    replica_status_json(n->repl, &n->cc, &j);
+    json_key(&j, "peers");
+    json_arr_begin(&j);
     for (unsigned i = 0; i < n->cc.n; i++) {
         const char *state = i == fab_node_id(f) ? "self"
                             : txn_env_is_down(n->txn, (uint16_t)i) ? "down"
                                                                    : "up";
-        fprintf(m, "%s{\"node\":%u,\"address\":\"%s:%u\",\"state\":\"%s\"}", i ? "," : "", i,
-                n->cc.nodes[i].host, n->cc.nodes[i].port, state);
+        snprintf(addr, sizeof addr, "%s:%u", n->cc.nodes[i].host, n->cc.nodes[i].port);
+        json_obj_begin(&j);
+        json_kv_u64(&j, "node", i);
+        json_kv_str(&j, "address", addr);
+        json_kv_str(&j, "state", state);
+        json_obj_end(&j);
     }
-    fprintf(m, "]}");
-    fclose(m);
+    json_arr_end(&j);
+    json_obj_end(&j);
+    if (fclose(m)) {
+        free(buf);
+        return NULL;
+    }
     return buf;
 }
 
@@ -135,6 +168,8 @@ static uint64_t json_find_u64(const char *js, const char *key)
     return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
 }
 
+/* The cluster's status, gathered by this node: each node's status reply (docs/architecture.md,
+ * "Status"), or its error. */
 char *node_cluster_status_json(struct node *n, struct fab_ctx *c)
 {
     struct fabric *f = node_fabric(n);
@@ -143,7 +178,12 @@ char *node_cluster_status_json(struct node *n, struct fab_ctx *c)
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
     if (!m) return NULL;
-    fprintf(m, "{\"coordinator\":%u,\"nodes\":[", node_id(n));
+    struct json j;
+    json_init(&j, m, false);
+    json_obj_begin(&j);
+    json_kv_u64(&j, "coordinator", node_id(n));
+    json_key(&j, "nodes");
+    json_arr_begin(&j);
     struct fab_buf resp = {0};
     for (unsigned i = 0; i < cc->n; i++) {
         char *js = NULL;
@@ -169,21 +209,31 @@ char *node_cluster_status_json(struct node *n, struct fab_ctx *c)
                 rc = RDKV_ENOMEM;
             }
         }
-        fprintf(m, "%s{\"node\":%u,\"address\":\"%s:%u\",\"state\":\"%s\"", i ? "," : "", i,
-                cc->nodes[i].host, cc->nodes[i].port, rc ? "down" : "up");
+        char addr[300];
+        snprintf(addr, sizeof addr, "%s:%u", cc->nodes[i].host, cc->nodes[i].port);
+        json_obj_begin(&j);
+        json_kv_u64(&j, "node", i);
+        json_kv_str(&j, "address", addr);
+        json_kv_str(&j, "state", rc ? "down" : "up");
         if (rc) {
-            fprintf(m, ",\"error\":\"%s\"}", rdkv_strerror(rc));
+            json_kv_str(&j, "error", rdkv_strerror(rc));
         } else {
-            fprintf(m, ",\"rows\":%llu,\"heap_bytes\":%llu,\"heap_used\":%llu,\"status\":%s}",
-                    (unsigned long long)json_find_u64(js, "rows"),
-                    (unsigned long long)json_find_u64(js, "heap_bytes"),
-                    (unsigned long long)json_find_u64(js, "heap_used"), js);
+            json_kv_u64(&j, "rows", json_find_u64(js, "rows"));
+            json_kv_u64(&j, "heap_bytes", json_find_u64(js, "heap_bytes"));
+            json_kv_u64(&j, "heap_used", json_find_u64(js, "heap_used"));
+            json_key(&j, "status");
+            json_raw(&j, js, strlen(js)); /* (a peer's reply: an object, checked above) */
         }
+        json_obj_end(&j);
         free(js);
     }
     fab_buf_free(&resp);
-    fprintf(m, "]}");
-    fclose(m);
+    json_arr_end(&j);
+    json_obj_end(&j);
+    if (fclose(m)) {
+        free(buf);
+        return NULL;
+    }
     return buf;
 }
 

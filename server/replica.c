@@ -2,6 +2,7 @@
 #include "server/replica.h"
 
 #include "common/clock.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/pack.h"
 #include "common/task.h"
@@ -3930,11 +3931,18 @@ void replica_describe(struct replica *r, const struct cluster_config *cc, char *
              (unsigned long long)replica_epoch(r), cc->zookeeper);
 }
 
-void replica_status_json(struct replica *r, const struct cluster_config *cc, FILE *m)
+void replica_status_json(struct replica *r, const struct cluster_config *cc, struct json *j)
 {
+    json_key(j, "replication");
+    json_obj_begin(j);
     if (!r) {
-        fprintf(m, "\"replication\":{\"replicas\":1,\"zookeeper\":null,\"epoch\":1,"
-                   "\"manager\":null}");
+        json_kv_u64(j, "replicas", 1);
+        json_key(j, "zookeeper");
+        json_null(j);
+        json_kv_u64(j, "epoch", 1);
+        json_key(j, "manager");
+        json_null(j);
+        json_obj_end(j);
         return;
     }
     pthread_mutex_lock(&r->mu);
@@ -3944,41 +3952,62 @@ void replica_status_json(struct replica *r, const struct cluster_config *cc, FIL
     memcpy(fill, r->fill, sizeof fill);
     unsigned probe_refused = r->probe_refused, probe_of = r->probe_of;
     pthread_mutex_unlock(&r->mu);
-    /* (the hosts string was checked as host:port[,host:port][/chroot] when the config was read:
-     * no character that JSON must escape) */
-    fprintf(m, "\"replication\":{\"replicas\":%u,\"zookeeper\":\"%s\",\"epoch\":%llu,"
-               "\"manager\":%s,\"member\":%s,\"lease\":%s,\"removed\":%u,\"partitions\":[",
-            c.replicas, cc->zookeeper, (unsigned long long)c.epoch, mgr ? "true" : "false",
-            (c.members >> r->me & 1) ? "true" : "false",
-            !r->lease ? "null" : lease_valid(r->lease) ? "true" : "false",
-            r->lease ? lease_removed(r->lease) : 0u);
+    json_kv_u64(j, "replicas", c.replicas);
+    json_kv_str(j, "zookeeper", cc->zookeeper);
+    json_kv_u64(j, "epoch", c.epoch);
+    json_kv_bool(j, "manager", mgr);
+    json_kv_bool(j, "member", c.members >> r->me & 1);
+    json_key(j, "lease");
+    if (!r->lease) json_null(j);
+    else json_bool(j, lease_valid(r->lease));
+    json_kv_u64(j, "removed", r->lease ? lease_removed(r->lease) : 0u);
+    json_key(j, "partitions");
+    json_arr_begin(j);
     for (unsigned p = 0; p < c.partitions; p++) {
-        fprintf(m, "%s{\"partition\":%u,\"replicas\":[", p ? "," : "", p);
-        for (unsigned i = 0; i < c.nrep[p]; i++) fprintf(m, "%s%u", i ? "," : "", c.rep[p][i]);
-        fprintf(m, "],\"filling\":[");
-        for (unsigned i = rcfg_full(&c, p); i < c.nrep[p]; i++)
-            fprintf(m, "%s%u", i > rcfg_full(&c, p) ? "," : "", c.rep[p][i]);
-        fprintf(m, "]");
+        json_obj_begin(j);
+        json_kv_u64(j, "partition", p);
+        json_key(j, "replicas");
+        json_arr_begin(j);
+        for (unsigned i = 0; i < c.nrep[p]; i++) json_u64(j, c.rep[p][i]);
+        json_arr_end(j);
+        json_key(j, "filling");
+        json_arr_begin(j);
+        for (unsigned i = rcfg_full(&c, p); i < c.nrep[p]; i++) json_u64(j, c.rep[p][i]);
+        json_arr_end(j);
         /* this node's stream to them, when it is the primary filling them */
-        if (fill[p].epoch)
-            fprintf(m, ",\"fill\":{\"rows\":%llu,\"of\":%llu}",
-                    (unsigned long long)fill[p].rows, (unsigned long long)fill[p].of);
-        fprintf(m, "}");
+        if (fill[p].epoch) {
+            json_key(j, "fill");
+            json_obj_begin(j);
+            json_kv_u64(j, "rows", fill[p].rows);
+            json_kv_u64(j, "of", fill[p].of);
+            json_obj_end(j);
+        }
+        json_obj_end(j);
     }
+    json_arr_end(j);
     /* the nodes whose old processes every member fences (section 6, step 4) */
-    fprintf(m, "],\"fenced\":[");
-    for (unsigned i = 0, k = 0; i < c.nodes; i++)
-        if (c.fenced[i]) fprintf(m, "%s%u", k++ ? "," : "", i);
-    fprintf(m, "]");
-    if (r->fault_probe)
-        fprintf(m, ",\"probe\":{\"refused\":%u,\"of\":%u}", probe_refused, probe_of);
+    json_key(j, "fenced");
+    json_arr_begin(j);
+    for (unsigned i = 0; i < c.nodes; i++)
+        if (c.fenced[i]) json_u64(j, i);
+    json_arr_end(j);
+    if (r->fault_probe) {
+        json_key(j, "probe");
+        json_obj_begin(j);
+        json_kv_u64(j, "refused", probe_refused);
+        json_kv_u64(j, "of", probe_of);
+        json_obj_end(j);
+    }
     if (r->log) {
         struct wal_stats ws;
         wal_stats(r->log, &ws);
-        fprintf(m, ",\"log\":{\"bytes\":%llu,\"checkpoints\":%u}", (unsigned long long)ws.bytes,
-                __atomic_load_n(&r->ckpts, __ATOMIC_RELAXED));
+        json_key(j, "log");
+        json_obj_begin(j);
+        json_kv_u64(j, "bytes", ws.bytes);
+        json_kv_u64(j, "checkpoints", __atomic_load_n(&r->ckpts, __ATOMIC_RELAXED));
+        json_obj_end(j);
     }
-    fprintf(m, "}");
+    json_obj_end(j);
 }
 
 void replica_release(struct replica *r)

@@ -125,8 +125,9 @@ uint64_t replica_epoch(struct replica *r);
 /* One line's clause for the node's start line: "one copy of each partition (no ZooKeeper)" or
  * "replicas R, configuration epoch E in ZooKeeper HOSTS". */
 void replica_describe(struct replica *r, const struct cluster_config *cc, char *buf, size_t cap);
-/* Writes `"replication":{...}` (no separator) into a JSON object being written. */
-void replica_status_json(struct replica *r, const struct cluster_config *cc, FILE *m);
+/* Writes the key "replication" and its object into the JSON object j is writing. */
+struct json;
+void replica_status_json(struct replica *r, const struct cluster_config *cc, struct json *j);
 void replica_stop(struct replica *r);
 
 #endif
