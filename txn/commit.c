@@ -244,6 +244,7 @@ static int ship_decision(struct twopc *c)
     uint64_t txid = c->t->txid;
     int rc = c->mine ? part_ship_prepare(e, c->mine, TXN_SHIP_DECIDE)
                      : e->cfg.ship_rec(e->cfg.ship_arg, TXN_SHIP_DECIDE, txid, NULL, 0);
+    if (!rc && txn_fault_take(e, TXN_FAULT_DECIDE_UNKNOWN)) rc = RDKV_EUNAVAILABLE;
     if (!rc) {
         coord_shipped(e, txid);
         if (txn_fault_is(e, TXN_FAULT_EXIT_AFTER_DECISION)) {
@@ -262,6 +263,35 @@ static int ship_decision(struct twopc *c)
 }
 
 #define DELIVER_MOVED_NS (30 * NS_PER_S) /* how long deliver_moved tries */
+
+/* A DECIDE that some backups may hold and not all (ship_decision's RDKV_EUNKNOWN) is shipped
+ * again -- a PREPARE or DECIDE asked again replaces itself at a backup -- every 10 ms, for as
+ * long as this node still serves its partition and at most DELIVER_MOVED_NS: once the
+ * configuration drops the backup that did not answer (a dead or stopped node, removed after a
+ * lease), the ship reaches every backup of the new one and the decision is made, so the
+ * participants are told. Without this, nothing ever settled such a transaction while its
+ * coordinator stayed its partition's primary: the participants kept it prepared (their rows
+ * locked) and a new copy's fill of their partition waited for it for ever (found by the
+ * nemesis: a DECIDE that met a node just SIGSTOPped). A refusal now (busy, no memory) is no
+ * clean abort any more: the first ship may have reached a backup. 0, or still RDKV_EUNKNOWN
+ * (this node no longer serves its partition: the promoted copy owns the decision). */
+static int ship_decision_again(struct twopc *c)
+{
+    struct txn_env *e = c->t->w->e;
+    int64_t until = clock_now_ns() + DELIVER_MOVED_NS;
+    int rc = RDKV_EUNKNOWN;
+    while (rc && clock_now_ns() < until && txn_serving(e) && txn_owner(e, e->me) == e->me) {
+        clock_sleep_ns(10 * NS_PER_MS);
+        rc = c->mine ? part_ship_prepare(e, c->mine, TXN_SHIP_DECIDE)
+                     : e->cfg.ship_rec(e->cfg.ship_arg, TXN_SHIP_DECIDE, c->t->txid, NULL, 0);
+    }
+    if (c->mine) c->mine->shipped = true; /* (the first ship may have reached a backup) */
+    if (rc) return RDKV_EUNKNOWN;
+    coord_shipped(e, c->t->txid);
+    log_warn("txn %llx: its commit decision reached every backup when shipped again: committing",
+             (unsigned long long)c->t->txid);
+    return 0;
+}
 
 /* Replicated: a participant that did not confirm its COMMIT may have died. Its partitions are
  * then promoted, and each promoted copy holds the transaction prepared -- its PREPARE was on
@@ -425,7 +455,10 @@ static int commit_2pc(struct txn *t, uint32_t np, const uint16_t *parts, const u
         rc = log_decision(&c);
         if (rc) wal_unhold(e->wal, &hold);
     }
-    if (!rc && !e->wal && e->cfg.ship_rec) rc = ship_decision(&c);
+    if (!rc && !e->wal && e->cfg.ship_rec) {
+        rc = ship_decision(&c);
+        if (rc == RDKV_EUNKNOWN) rc = ship_decision_again(&c);
+    }
     if (rc == RDKV_EUNKNOWN) {
         /* neither commit nor abort may be told: the record stays "active" for the
          * participants' questions (one reference kept), this node's share stays staged, and

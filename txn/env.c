@@ -49,7 +49,9 @@ const char *txn_conflict_name(int policy)
  * durable (a slow disk's window, widened). In any cluster: query-slow makes the node answer
  * TXN_RPC_QUERY 600 ms late (past the asker's timeout), from its RPC threads. Replicated:
  * ship-busy makes the next COMMIT of a transaction prepared here fail its ship to the backups
- * once (nothing installed, still prepared, answered busy), as a zombie primary's does. */
+ * once (nothing installed, still prepared, answered busy), as a zombie primary's does;
+ * decide-unknown makes the coordinator's next DECIDE, shipped, count as failed (a backup that
+ * did not answer), so that it is shipped again. */
 static void fault_parse(struct txn_env *e)
 {
     static const struct {
@@ -68,6 +70,7 @@ static void fault_parse(struct txn_env *e)
         {"query-slow@", TXN_FAULT_QUERY_SLOW, false},
         {"install-slow@", TXN_FAULT_INSTALL_SLOW, true},
         {"ship-busy@", TXN_FAULT_SHIP_BUSY, false},
+        {"decide-unknown@", TXN_FAULT_DECIDE_UNKNOWN, false},
     };
     const char *f = getenv("RDKV_TEST_FAULT");
     const char *at = f ? strchr(f, '@') : NULL;

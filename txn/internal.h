@@ -40,6 +40,9 @@ enum txn_fault {
     TXN_FAULT_SHIP_BUSY,           /* ship-busy@N: replicated, a participant's next COMMIT of
                                       a prepared transaction finds its ship failed once, as a
                                       zombie primary's does (it stays prepared, answers busy) */
+    TXN_FAULT_DECIDE_UNKNOWN,      /* decide-unknown@N: replicated, the coordinator's next
+                                      DECIDE reaches its backups but is taken for failed, as
+                                      one a backup did not answer is */
 };
 
 /* One write of a commit, as the coordinator sends it to the key's owner. */

@@ -943,6 +943,19 @@ static void t_busy_commit(void)
     stop_ok(true);
 }
 
+/* The coordinator's DECIDE is taken for failed (the hook: as when a backup did not answer --
+ * CI's nemesis met it with a backup just SIGSTOPped) after it reached the backups: the
+ * coordinator, still its partition's primary, ships it again until every backup holds it and
+ * then commits. Before, it answered "unknown" and nothing ever settled the transaction: the
+ * participant kept it prepared, its rows locked, and a new copy's fill waited for it for ever. */
+static void t_decide_unknown(void)
+{
+    int rc = -1;
+    hooked_transfer("decide-unknown@2", 2, 2, 0, 1, 1, &rc);
+    CHECK_EQ(rc, 0);
+    stop_ok(true);
+}
+
 /* The coordinator dies right after its decision reached its backups, before any COMMIT: the
  * participants hold the transaction prepared and ask the node now serving the coordinator's
  * partition, which answers from the replicated decision -- both sides commit. Then the dead
@@ -2076,6 +2089,7 @@ int main(int argc, char **argv)
         {"participant_dies", t_participant_dies},
         {"coordinator_dies", t_coordinator_dies},
         {"busy_commit", t_busy_commit},
+        {"decide_unknown", t_decide_unknown},
         {"late_start", t_late_start},
         {"copy_full", t_copy_full},
         {"prepared_dies", t_prepared_dies},
