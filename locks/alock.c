@@ -295,6 +295,7 @@ static int alock_holds_x(struct fabric *f, rptr line, uint16_t holder, uint64_t 
 }
 
 const struct lock_algo lock_alock = {
+    .id = LOCK_ID_ALOCK,
     .name = "alock",
     .modes = 1u << LOCK_EXCLUSIVE,
     .uses_descriptors = true,

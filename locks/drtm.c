@@ -96,6 +96,7 @@ static int drtm_holds_x(struct fabric *f, rptr line, uint16_t holder, uint64_t t
 }
 
 const struct lock_algo lock_drtm = {
+    .id = LOCK_ID_DRTM,
     .name = "drtm",
     .holds_x = drtm_holds_x,
     .movable = true,

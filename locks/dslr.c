@@ -210,6 +210,7 @@ static int dslru_release(struct lock_handle *h) { return dslr_release_l(h, &tk_d
 static int dslru_upgrade(struct lock_handle *h, int64_t d) { return dslr_upgrade_l(h, d, &tk_dslr6); }
 
 const struct lock_algo lock_dslr = {
+    .id = LOCK_ID_DSLR,
     .name = "dslr",
     .recovers = true,
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
@@ -220,6 +221,7 @@ const struct lock_algo lock_dslr = {
 };
 
 const struct lock_algo lock_dslr_u = {
+    .id = LOCK_ID_DSLR_U,
     .name = "dslr-u",
     .recovers = true,
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE | 1u << LOCK_UPDATE,

@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/fence.h"
 #include "locks/lock_internal.h"
 #include "locks/ticket.h"
@@ -27,6 +28,35 @@ const struct lock_algo *lock_algo_find(const char *name)
     for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
         if (!strcmp(algos[i]->name, name)) return algos[i];
     return NULL;
+}
+
+const struct lock_algo *lock_algo_by_id(unsigned id)
+{
+    for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
+        if (algos[i]->id == id) return algos[i];
+    return NULL;
+}
+
+_Static_assert(LOCK_ID__COUNT <= METRICS_ALGOS, "per-algorithm counters");
+
+int lock_acquire(struct lock_handle *h, enum lock_mode m, int64_t deadline)
+{
+    if (!metrics_me()) return h->algo->acquire(h, m, deadline);
+    unsigned id = h->algo->id;
+    uint64_t resets = h->t ? h->t->stats.resets : 0;
+    unsigned waits = lock_waits_seen();
+    int64_t from = clock_now_ns();
+    int rc = h->algo->acquire(h, m, deadline);
+    metrics_algo_add(id, MA_ACQUIRES, 1);
+    if (lock_waits_seen() != waits) {
+        metrics_algo_add(id, MA_WAITS, 1);
+        metrics_time(MH_LOCK_WAIT, clock_now_ns() - from);
+    }
+    if (rc == RDKV_ETIMEDOUT) metrics_algo_add(id, MA_TIMEOUTS, 1);
+    else if (rc == RDKV_EABORTED) metrics_algo_add(id, MA_ABORTS, 1);
+    if (h->t && h->t->stats.resets != resets)
+        metrics_algo_add(id, MA_RESETS, h->t->stats.resets - resets);
+    return rc;
 }
 
 static char all_names[256], txn_names[256];

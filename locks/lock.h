@@ -22,8 +22,17 @@ enum lock_mode { LOCK_SHARED = 1, LOCK_EXCLUSIVE = 2, LOCK_UPDATE = 3 };
 struct lock_handle;
 struct lock_thread;
 
+/* Every algorithm's place in the registry (lock_algo.id): per-algorithm counters
+ * (common/metrics.h) are kept by it. */
+enum lock_algo_id {
+    LOCK_ID_ALOCK, LOCK_ID_SPIN, LOCK_ID_MCS, LOCK_ID_DSLR, LOCK_ID_DSLR_U, LOCK_ID_DRTM,
+    LOCK_ID_ROF, LOCK_ID_TRAD, LOCK_ID_RWLOCK, LOCK_ID_DMCS, LOCK_ID_FOMPI_RW, LOCK_ID_RMA_MCS,
+    LOCK_ID_RMA_RW, LOCK_ID__COUNT
+};
+
 struct lock_algo {
     const char *name;
+    enum lock_algo_id id;
     unsigned modes;        /* bitmask of (1 << enum lock_mode) it supports */
     bool uses_descriptors; /* queue locks take one descriptor per held lock */
     /* A waiter queued behind others cannot give up at its deadline (MCS and its kin; alock
@@ -131,6 +140,8 @@ void lock_trad_free(struct trad_mgr *m);
 
 /* By name ("alock", "dslr", ...), or NULL. */
 const struct lock_algo *lock_algo_find(const char *name);
+/* The algorithm whose lock_algo.id is id (NULL: none). */
+const struct lock_algo *lock_algo_by_id(unsigned id);
 /* Comma-separated names, for --help texts: every algorithm's, or (lock_algo_txn_names) those
  * that can serve transactions (no queue_wait). */
 const char *lock_algo_names(void);
@@ -269,10 +280,9 @@ static inline void lock_handle_init(struct lock_handle *h, struct lock_thread *t
     h->rd_len = 0;
     h->rd_ok = false;
 }
-static inline int lock_acquire(struct lock_handle *h, enum lock_mode m, int64_t deadline)
-{
-    return h->algo->acquire(h, m, deadline);
-}
+/* Takes the lock in mode m by the deadline (lock_algo.acquire), counted in the process's
+ * metrics by algorithm: acquires, waits, timeouts, aborts, resets (common/metrics.h). */
+int lock_acquire(struct lock_handle *h, enum lock_mode m, int64_t deadline);
 static inline int lock_release(struct lock_handle *h) { return h->algo->release(h); }
 static inline int lock_upgrade(struct lock_handle *h, int64_t deadline)
 {
@@ -374,5 +384,8 @@ void lock_retry_backoff(struct lock_thread *t, int64_t *b, uint64_t *seed);
 /* A short pause between polls that cannot be woken: spins first, then yields, then sleeps
  * 1 us .. 128 us (for pollers of words only a NIC writes). round counts up from 0. */
 void lock_backoff(unsigned round);
+/* Waits (of those above) the calling thread or task has begun: a count that changes across a
+ * call tells that the call waited. */
+unsigned lock_waits_seen(void);
 
 #endif

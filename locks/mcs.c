@@ -67,6 +67,7 @@ out:
 }
 
 const struct lock_algo lock_mcs = {
+    .id = LOCK_ID_MCS,
     .name = "mcs",
     .modes = 1u << LOCK_EXCLUSIVE,
     .uses_descriptors = true,
@@ -77,6 +78,7 @@ const struct lock_algo lock_mcs = {
 
 /* D-MCS under the name its paper gives it (docs/rma-locks.md). */
 const struct lock_algo lock_dmcs = {
+    .id = LOCK_ID_DMCS,
     .name = "dmcs",
     .modes = 1u << LOCK_EXCLUSIVE,
     .uses_descriptors = true,

@@ -461,6 +461,7 @@ static int rw_acq(struct lock_handle *h, enum lock_mode m, int64_t dl)
 static int rw_rel(struct lock_handle *h) { return rma_release(h, true); }
 
 const struct lock_algo lock_rma_mcs = {
+    .id = LOCK_ID_RMA_MCS,
     .name = "rma-mcs",
     .modes = 1u << LOCK_EXCLUSIVE,
     .uses_descriptors = true,
@@ -470,6 +471,7 @@ const struct lock_algo lock_rma_mcs = {
 };
 
 const struct lock_algo lock_rma_rw = {
+    .id = LOCK_ID_RMA_RW,
     .name = "rma-rw",
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,
     .uses_descriptors = true,

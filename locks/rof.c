@@ -88,6 +88,7 @@ static int rof_holds_x(struct fabric *f, rptr line, uint16_t holder, uint64_t to
 }
 
 const struct lock_algo lock_rof = {
+    .id = LOCK_ID_ROF,
     .name = "rof",
     .holds_x = rof_holds_x,
     .movable = true,
@@ -97,6 +98,7 @@ const struct lock_algo lock_rof = {
 };
 
 const struct lock_algo lock_fompi_rw = {
+    .id = LOCK_ID_FOMPI_RW,
     .name = "fompi-rw",
     .holds_x = rof_holds_x,
     .movable = true,

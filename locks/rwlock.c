@@ -837,6 +837,7 @@ static int rw_release_x(struct lock_thread *t, rptr line, uint16_t holder, uint6
 }
 
 const struct lock_algo lock_rwlock = {
+    .id = LOCK_ID_RWLOCK,
     .name = "rwlock",
     .recovers = true,
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,

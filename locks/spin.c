@@ -45,6 +45,7 @@ static int spin_holds_x(struct fabric *f, rptr line, uint16_t holder, uint64_t t
 }
 
 const struct lock_algo lock_spin = {
+    .id = LOCK_ID_SPIN,
     .name = "spin",
     .holds_x = spin_holds_x,
     .movable = true,

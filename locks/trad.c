@@ -433,6 +433,7 @@ static int trad_release(struct lock_handle *h)
 }
 
 const struct lock_algo lock_trad = {
+    .id = LOCK_ID_TRAD,
     .name = "trad",
     .recovers = true,
     .modes = 1u << LOCK_SHARED | 1u << LOCK_EXCLUSIVE,

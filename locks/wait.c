@@ -9,6 +9,7 @@
 #include "common/task.h"
 
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -17,6 +18,30 @@ static inline void cpu_relax(void) { __builtin_ia32_pause(); }
 
 #define SPIN_ROUNDS 512           /* about 1-3 us of pause instructions */
 #define NAP_MAX_NS (128 * NS_PER_US) /* longest sleep between looks at a NIC-written word */
+
+/* Waits begun by the calling thread, or task (tasks of one thread interleave, so each counts its
+ * own): lock_acquire compares the count before and after to tell an acquire that waited. */
+static __thread unsigned thread_waits;
+static int waits_key = -1;
+static pthread_once_t waits_once = PTHREAD_ONCE_INIT;
+static void waits_key_init(void) { waits_key = task_key_create(NULL); }
+
+unsigned lock_waits_seen(void)
+{
+    if (!task_running()) return thread_waits;
+    pthread_once(&waits_once, waits_key_init);
+    return (unsigned)(uintptr_t)task_get(waits_key);
+}
+
+static void note_wait(void)
+{
+    if (!task_running()) {
+        thread_waits++;
+        return;
+    }
+    pthread_once(&waits_once, waits_key_init);
+    task_set(waits_key, (void *)((uintptr_t)task_get(waits_key) + 1));
+}
 
 static int futex_wait32(uint32_t *addr, uint32_t val, int64_t ns)
 {
@@ -47,6 +72,8 @@ static int task_wait_change(uint64_t *w, uint64_t v, int64_t deadline)
 
 int lock_wait_change(uint64_t *w, uint64_t v, uint32_t *sleeping, int64_t deadline)
 {
+    if (__atomic_load_n(w, __ATOMIC_ACQUIRE) != v) return 0;
+    note_wait();
     if (task_running()) return task_wait_change(w, v, deadline);
     for (unsigned i = 0; i < SPIN_ROUNDS; i++) {
         if (__atomic_load_n(w, __ATOMIC_ACQUIRE) != v) return 0;
@@ -97,6 +124,8 @@ static void desc_claim_served(struct lock_desc *d, uint64_t mine)
 void lock_desc_wait(struct lock_desc *d, uint64_t *w, uint64_t v)
 {
     struct task *me = task_self();
+    if (me && __atomic_load_n(w, __ATOMIC_SEQ_CST) != v) return;
+    if (me) note_wait();
     if (!me) {
         lock_wait_change(w, v, &d->sleeping, 0);
         return;
@@ -154,6 +183,7 @@ void lock_wake(uint64_t *w, uint32_t *sleeping)
 
 void lock_nap(uint32_t *w, uint32_t seen, uint32_t *sleepers, int64_t ns)
 {
+    note_wait();
     if (task_running()) { /* (a task cannot be woken through the futex: it naps) */
         if (__atomic_load_n(w, __ATOMIC_SEQ_CST) == seen) task_sleep_ns(ns);
         return;
@@ -172,6 +202,7 @@ void lock_wake_all(uint32_t *w, uint32_t *sleepers)
 
 void lock_retry_backoff(struct lock_thread *t, int64_t *b, uint64_t *seed)
 {
+    note_wait();
     int64_t wait = *b / 2 + (int64_t)rng_below(seed, (uint64_t)(*b / 2 + 1));
     if (wait < 20 * NS_PER_US && task_running()) {
         task_yield(); /* a task's short back-off: the thread's other tasks run meanwhile */
@@ -186,6 +217,7 @@ void lock_retry_backoff(struct lock_thread *t, int64_t *b, uint64_t *seed)
 
 void lock_backoff(unsigned round)
 {
+    note_wait();
     /* About 2 us of spinning in all, then yields, then sleeps: on a 2-core machine a spinning
      * waiter takes the CPU from the thread it waits for. A task yields to the thread's other
      * tasks instead of spinning. */

@@ -5,6 +5,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/task.h"
 #include "common/tsan.h"
 
@@ -211,7 +212,10 @@ void ctx_complete(struct fab_ctx *c, unsigned i, int status)
     struct peer_ep *ep = &c->eps[s->node];
     if (s->kind == SLOT_CHAIN) ep->chains--;
     else ep->rpcs--;
-    if (s->status < 0) COUNT(c, s->owner, errors, 1);
+    if (s->status < 0) {
+        COUNT(c, s->owner, errors, 1);
+        metrics_peer_add(s->node, MP_ERRORS, 1);
+    }
     if (s->waiter) task_wake(s->waiter);
     if (s->discard) {
         c->discards--;
@@ -593,6 +597,7 @@ static int post_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_
     s->owner = me;
     me->c = c;
     if (!sync) me->inflight++;
+    uint64_t bytes0 = c->k.bytes_read + c->k.bytes_written;
     for (unsigned i = 0; i < n; i++) {
         ops[i].status = 0;
         ops[i].result = 0;
@@ -604,6 +609,8 @@ static int post_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_
         }
     }
     COUNT(c, me, round_trips, 1);
+    metrics_peer_add(s->node, MP_OPS, n);
+    metrics_peer_add(s->node, MP_BYTES, c->k.bytes_read + c->k.bytes_written - bytes0);
     c->eps[s->node].chains++;
     *slot_out = si;
     rc = ctx_ep_up(c, s->node);
@@ -658,6 +665,7 @@ static int post_rpc(struct fab_ctx *c, uint16_t node, uint16_t type, const void 
      * nor a round trip of its) */
     bool setup = type == FAB_RPC_VERBS_CONNECT || type == FAB_RPC_VERBS_TICKET;
     if (!setup) COUNT(c, me, rpcs, 1);
+    if (!setup) metrics_peer_add(node, MP_RPCS, 1);
     if (!discard && !setup) COUNT(c, me, round_trips, 1);
     c->eps[node].rpcs++;
     *slot_out = si;

@@ -121,6 +121,9 @@ int daemon_run(int argc, char **argv, const struct daemon_services *bench)
                 : o.durability == WAL_DUR_OFF ? ", durability off"
                 : o.durability == WAL_DUR_SYNC ? ", durability sync" : ", durability group",
                 repl);
+        if (node_metrics_address(n))
+            fprintf(stderr, "kvserver: node %ld metrics at http://%s/metrics\n", o.node,
+                    node_metrics_address(n));
         if (o.ready_fd >= 0) {
             ssize_t wr = write(o.ready_fd, "ready\n", 6);
             (void)wr;

@@ -2,6 +2,7 @@
  * serves status and remote sessions, and watches its peers with heartbeats so that operations
  * needing a dead peer fail fast with RDKV_EUNAVAILABLE instead of hanging. */
 #include "server/node.h"
+#include "server/metrics.h"
 #include "server/replica.h"
 
 #include "locks/range/range.h"
@@ -13,6 +14,7 @@
 #include "common/clock.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/metrics.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -48,6 +50,7 @@ struct node {
     bool ckpt_busy;             /* one is being written (status; atomic) */
     struct txn_recovery *recov; /* what the replay found of 2PCs, until txn_env_recover */
     int64_t start_ns;
+    struct metrics_http *metrics; /* --metrics HOST:PORT, or NULL */
     /* the peer watcher */
     pthread_t watcher;
     bool watching;
@@ -74,6 +77,32 @@ static void node_refuse_rpc(struct node *n, uint16_t type)
 
 /* ------------------------------------------------------------------------------------------ */
 /* Status. */
+
+/* What the metrics add to the process's counters (server/metrics.h). */
+static void node_gauges(void *arg, struct metrics_gauges *g)
+{
+    struct node *n = arg;
+    struct store_stats ss;
+    store_stats(n->st, &ss);
+    const struct txn_cfg *tc = txn_env_cfg(n->txn);
+    g->node = fab_node_id(n->f);
+    g->version = NODE_VERSION;
+    g->row_lock = tc->row_lock;
+    g->range_lock = tc->range_lock;
+    g->conflict = txn_conflict_name(tc->conflict);
+    g->transport = fab_transport_name(fab_transport_of(n->f));
+    g->uptime_ns = clock_now_ns() - n->start_ns;
+    g->rows = ss.rows;
+    g->sessions = session_count(n->sessions);
+    g->arena_bytes = fab_arena_size(n->f);
+    g->heap_bytes = ss.heap_bytes;
+    g->heap_used = ss.heap_used;
+}
+
+const char *node_metrics_address(const struct node *n)
+{
+    return n->metrics ? metrics_http_address(n->metrics) : NULL;
+}
 
 /* The status reply (KV_RPC_STATUS; its fields: docs/architecture.md, "Status"). */
 char *node_status_json(struct node *n)
@@ -108,6 +137,11 @@ char *node_status_json(struct node *n)
     json_kv_str(&j, "row_lock", txn_env_cfg(n->txn)->row_lock);
     json_kv_str(&j, "range_lock", txn_env_cfg(n->txn)->range_lock);
     json_kv_u64(&j, "sessions", session_count(n->sessions));
+    if (n->metrics) json_kv_str(&j, "metrics_address", metrics_http_address(n->metrics));
+    json_key(&j, "metrics");
+    json_obj_begin(&j);
+    metrics_write_json(&j);
+    json_obj_end(&j);
     json_key(&j, "fence");
     json_obj_begin(&j);
     json_kv_u64(&j, "refused", fs.refused);
@@ -864,6 +898,10 @@ int node_start(const struct node_opts *o, struct node **out, char *err, size_t e
         }
         n->watching = true;
     }
+    if (o->metrics_off) metrics_enable(false);
+    if (o->metrics && (rc = metrics_http_start(o->metrics, node_gauges, n, &n->metrics, err,
+                                               errcap)))
+        goto fail;
     fab_serve(n->f);
     replica_serve(n->repl); /* (a node back with an empty memory asks to join) */
     *out = n;
@@ -923,6 +961,7 @@ int node_wait_peers(struct node *n, int64_t wait_ns, bool (*stop)(void *), void 
 void node_stop(struct node *n)
 {
     if (!n) return;
+    metrics_http_stop(n->metrics); /* (it reads the store and the sessions) */
     replica_detach(n->repl); /* ships give up, backups' copies close */
     if (n->watching) {
         pthread_mutex_lock(&n->wmu);

@@ -41,6 +41,8 @@ struct node_opts {
     bool init;                    /* --init: the data dir may be empty (a new partition) */
     int64_t replica_lease_ns;     /* --replica-lease: a member's lease at the configuration
                                      manager (replicated clusters; default 1 s) */
+    const char *metrics;          /* --metrics HOST:PORT: serve Prometheus's /metrics (NULL: no) */
+    bool metrics_off;             /* --metrics off: count nothing (server/metrics.h) */
     int fault_wal, fault_errno;   /* testing, --fault-wal: 1 write, 2 sync (0: none), its errno;
                                      3 sync-delay, its microseconds */
 };
@@ -68,6 +70,8 @@ uint16_t node_id(const struct node *n);
 /* How the node's partitions are kept, for its start line (server/replica.h). */
 void node_describe_replication(struct node *n, char *buf, size_t cap);
 
+/* Where --metrics serves ("HOST:PORT"), or NULL. */
+const char *node_metrics_address(const struct node *n);
 /* The node's status as JSON (what KV_RPC_STATUS answers): this node's identity, store and the
  * peer watcher's view of every node. malloc'd. */
 char *node_status_json(struct node *n);

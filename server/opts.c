@@ -4,6 +4,7 @@
 
 #include "locks/range/range.h"
 #include "storage/wal.h"
+#include "server/metrics.h"
 
 #include "common/clock.h"
 #include "common/parse.h"
@@ -92,6 +93,10 @@ const char node_usage[] =
     "                        (default 256M; 0: never)\n"
     "  --log-segment SIZE    with --data-dir: the redo log's segment files (default 64M, at least\n"
     "                        64K); the log is dropped behind a checkpoint in whole segments\n"
+    "  --metrics HOST:PORT   serve the node's counters in Prometheus's text format at\n"
+    "                        http://HOST:PORT/metrics (\":PORT\" is 127.0.0.1:PORT; port 0: any\n"
+    "                        free one, named in the start line and the status); \"off\": count\n"
+    "                        nothing. The node always counts otherwise (kvctl stats, docs/metrics.md)\n"
     "  --peer-wait DUR       at start-up, wait up to this long for every peer to answer, and\n"
     "                        exit with an error if one does not (default 30s; 0: do not wait)\n"
     "  --secret-file FILE    the cluster's node secret (default: the config's secret_file);\n"
@@ -131,7 +136,7 @@ void node_opts_init(struct node_opts *o)
 
 /* kvserver's options (node_opts_parse, node_opt_arity) */
 enum {
-    O_CONFIG = 256, O_NODE, O_TRANSPORT, O_ARENA, O_RPC_THREADS, O_PEER_WAIT, O_LISTEN_FD,
+    O_METRICS = 200, O_CONFIG = 256, O_NODE, O_TRANSPORT, O_ARENA, O_RPC_THREADS, O_PEER_WAIT, O_LISTEN_FD,
     O_READY_FD, O_VDEV, O_VCM, O_PAUSE, O_SPIN, O_VERSION, O_HEAP, O_KEYMAX, O_VALMAX,
     O_ROWLOCK, O_RANGELOCK, O_LOCKTO, O_LEASE, O_DRTM_LEASE, O_IDLE, O_MAXSESS, O_SESS_THREADS, O_COMMITTO,
     O_CONFLICT, O_MAXCONNS, O_OUTMAX, O_HELLOTO, O_CONNIDLE, O_BENCH, O_SECRET, O_INSECURE,
@@ -175,6 +180,7 @@ static const struct option node_longopts[] = {
     {"init", no_argument, 0, O_INIT},
     {"fault-wal", required_argument, 0, O_FAULT_WAL},
     {"peer-wait", required_argument, 0, O_PEER_WAIT},
+    {"metrics", required_argument, 0, O_METRICS},
     {"listen-fd", required_argument, 0, O_LISTEN_FD},
     {"ready-fd", required_argument, 0, O_READY_FD},
     {"verbs-device", required_argument, 0, O_VDEV},
@@ -382,6 +388,15 @@ int node_opts_parse(int argc, char **argv, struct node_opts *o, char *err, size_
                 BAD("bad --log-segment '%s' (a size of at least 64K, such as 64M)", optarg);
             seg_given = true;
             break;
+        case O_METRICS: {
+            char host[256];
+            uint16_t port;
+            o->metrics_off = !strcmp(optarg, "off");
+            o->metrics = o->metrics_off ? NULL : optarg;
+            if (!o->metrics_off && metrics_addr_parse(optarg, host, sizeof host, &port))
+                BAD("bad --metrics '%s' (HOST:PORT, [IPV6]:PORT, :PORT or off)", optarg);
+            break;
+        }
         case O_PEER_WAIT:
             if (parse_duration_ns(optarg, &o->peer_wait_ns)) BAD("bad --peer-wait '%s'", optarg);
             break;

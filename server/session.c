@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/pack.h"
 #include "common/task.h"
 
@@ -216,6 +217,7 @@ static void link_session(struct session_svc *s, struct session *x, struct connre
     if (th->sessions) th->sessions->prev = x;
     th->sessions = x;
     s->count++;
+    metrics_add(MC_SESSIONS_OPENED, 1);
 }
 
 static void unlink_session(struct session_svc *s, struct session *x)
@@ -239,6 +241,7 @@ static void unlink_session(struct session_svc *s, struct session *x)
     else th->sessions = x->next;
     if (x->next) x->next->prev = x->prev;
     s->count--;
+    metrics_add(MC_SESSIONS_CLOSED, 1);
 }
 
 /* Takes the queued requests of x (to answer them after unlocking). */

@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/task.h"
 #include "common/pack.h"
 #include "rdkv_status.h"
@@ -626,6 +627,7 @@ static int do_sync(struct wal *w, int fd, bool datasync)
 {
     int e = take_fault(w, &w->fault_sync);
     if (e) return e;
+    int64_t from = clock_now_ns();
     unsigned naps = 0;
     for (;;) {
         struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
@@ -641,6 +643,8 @@ static int do_sync(struct wal *w, int fd, bool datasync)
         if (rc < 0) return -rc;
         break;
     }
+    metrics_add(MC_LOG_SYNCS, 1);
+    metrics_time(MH_LOG_SYNC, clock_now_ns() - from);
     pthread_mutex_lock(&w->mu);
     w->st.syncs++;
     pthread_mutex_unlock(&w->mu);
@@ -660,6 +664,7 @@ static void fail(struct wal *w, int e, const char *what)
     int status = errno_status(e);
     char msg[sizeof w->errmsg];
     snprintf(msg, sizeof msg, "%s: %s", what, strerror(e));
+    metrics_add(MC_LOG_ERRORS, 1);
     if (first) {
         log_error("redo log %s failed: %s (every later commit fails until a restart)", w->dir,
                   msg);
@@ -801,6 +806,8 @@ static void *writer_main(void *arg)
                     w->durable_lsn = lsn;
                     w->st.records++;
                     w->st.bytes += sz;
+                    metrics_add(MC_LOG_RECORDS, 1);
+                    metrics_add(MC_LOG_BYTES, sz);
                     wake_list(&w->dwait, lsn);
                     pthread_mutex_unlock(&w->mu);
                 }
@@ -812,6 +819,8 @@ static void *writer_main(void *arg)
             /* stats first: a waiter that returns sees its record counted */
             w->st.records += last - first + 1;
             w->st.bytes += n;
+            metrics_add(MC_LOG_RECORDS, last - first + 1);
+            metrics_add(MC_LOG_BYTES, n);
             if (w->o.durability != WAL_DUR_OFF) w->durable_lsn = last;
             wake_list(&w->dwait, w->durable_lsn);
         }

@@ -2,16 +2,18 @@
 # what to run (otherwise). Sourced by quickstart.sh and test.sh.
 
 RDKV_PKGS_BUILD="gcc make cmake pkg-config libibverbs-dev librdmacm-dev liburing-dev libxxhash-dev
-libjemalloc-dev libboost-context-dev ibverbs-providers libsodium-dev libzookeeper-mt-dev"
+libjemalloc-dev libboost-context-dev ibverbs-providers libsodium-dev libzookeeper-mt-dev
+libmicrohttpd-dev"
 # kvbench ycsb --db redis|postgres builds when these client libraries are there (optional).
 RDKV_PKGS_PEERS="libhiredis-dev libpq-dev"
 # The verbs suite boots Debian's kernel under QEMU with Soft-RoCE; clang brings libFuzzer; spin
 # checks the Promela lock models; the peers test (and tools/peers.sh) runs real Redis and
 # PostgreSQL servers and draws its chart with gnuplot; replicated clusters keep their
-# configuration in a ZooKeeper server (Debian's zookeeper, on Java), started per test.
+# configuration in a ZooKeeper server (Debian's zookeeper, on Java), started per test;
+# Prometheus's promtool checks what a node's --metrics endpoint serves.
 RDKV_PKGS_TEST="$RDKV_PKGS_BUILD qemu-system-x86 kmod cpio busybox-static iproute2 clang
 libclang-rt-14-dev spin $RDKV_PKGS_PEERS redis-server redis-tools postgresql gnuplot-nox
-zookeeper"
+zookeeper prometheus curl"
 
 # rdkv_ensure_packages build|quickstart|test
 rdkv_ensure_packages() {

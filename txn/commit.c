@@ -526,10 +526,28 @@ static int commit_writes(struct txn *t, uint32_t nw)
     return rc;
 }
 
+/* The end of a transaction in the process's metrics (common/metrics.h): committed, or aborted
+ * with status rc (0 from the client's abort). */
+static void count_end(const struct txn *t, int rc, bool commit, int64_t commit_from)
+{
+    if (!t->began_ns) return; /* (counting was off when it began) */
+    int64_t now = clock_now_ns();
+    enum metric_counter k = MC_TXN_ABORT_OTHER;
+    if (commit && (rc == 0 || rc == RDKV_EUNKNOWN)) k = MC_TXN_COMMITS;
+    else if (rc == 0) k = MC_TXN_ABORT_CLIENT;
+    else if (rc == RDKV_EABORTED) k = MC_TXN_ABORT_CONFLICT;
+    else if (rc == RDKV_EUNAVAILABLE) k = MC_TXN_ABORT_UNAVAILABLE;
+    metrics_add(k, 1);
+    if (rc == RDKV_EUNKNOWN) metrics_add(MC_TXN_COMMITS_UNKNOWN, 1);
+    metrics_time(MH_TXN, now - t->began_ns);
+    if (commit) metrics_time(MH_COMMIT, now - commit_from);
+}
+
 static int commit_in(struct txn *t)
 {
     if (!t->active) return RDKV_EINVAL;
     struct txn_worker *w = t->w;
+    int64_t from = t->began_ns ? clock_now_ns() : 0;
     int rc = t->failed;
     if (!rc && !txn_serving(w->e)) rc = RDKV_EUNAVAILABLE; /* (its reads may be stale now) */
     if (!rc) {
@@ -540,6 +558,7 @@ static int commit_in(struct txn *t)
     }
     if (rc == 0 || rc == RDKV_EUNKNOWN) w->stats.commits++;
     else w->stats.aborts++;
+    count_end(t, rc, true, from);
     txn_end(t);
     return rc;
 }
@@ -548,6 +567,7 @@ static void abort_in(struct txn *t)
 {
     if (!t || !t->active) return;
     t->w->stats.aborts++;
+    count_end(t, t->failed, false, 0);
     txn_end(t);
 }
 

@@ -8,6 +8,8 @@
 
 #include "txn/internal.h"
 
+#include "common/metrics.h"
+
 struct tent {
     const uint8_t *key;
     uint32_t klen;
@@ -37,6 +39,7 @@ struct txn {
     uint64_t ts;      /* start timestamp (wait-die's age), kept across retries by txn_keep_ts */
     bool active;
     int failed;
+    int64_t began_ns; /* clock_now_ns() at txn_begin while metrics count (else 0) */
     uint32_t nops;    /* operations so far, and the bytes of their keys and values (the caps) */
     uint64_t nbytes;
     struct tent *ents;
@@ -74,6 +77,13 @@ struct txn_worker {
     uint32_t nrfree, rfreecap;
     uint64_t rng;
 };
+
+/* A lock wait that ran out: the worker's count and the process's (common/metrics.h). */
+static inline void txn_count_conflict(struct txn_worker *w)
+{
+    w->stats.conflicts++;
+    metrics_add(MC_TXN_LOCK_CONFLICTS, 1);
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* core.c: a transaction's memory, entries and locks. */

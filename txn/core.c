@@ -93,7 +93,7 @@ int txn_classify(struct txn *t, int rc, uint16_t node)
     switch (rc) {
     case RDKV_ETIMEDOUT:
     case RDKV_EABORTED:
-        t->w->stats.conflicts++;
+        txn_count_conflict(t->w);
         return RDKV_EABORTED;
     case RDKV_EFLUSHED:
     case RDKV_EUNAVAILABLE:
@@ -413,6 +413,7 @@ int txn_begin(struct txn_worker *w, struct txn **out)
     }
     t->log_txid = 0;
     t->ts = ts_fresh(w->e);
+    t->began_ns = metrics_me() ? clock_now_ns() : 0;
     memset(t->pinc, 0, w->e->n * sizeof *t->pinc);
     memset(t->sroute, 0, w->e->n * sizeof *t->sroute);
     *out = t;

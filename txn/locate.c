@@ -338,7 +338,7 @@ int txn_locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want_va
         int rc = txn_lock_read_row(t, en, row, LOCK_EXCLUSIVE, want_val || en->have_val, &r);
         if (rc) return rc;
         if (r != 1 || en->version != ver) {
-            t->w->stats.conflicts++;
+            txn_count_conflict(t->w);
             return txn_fail(t, r < 0 ? r : RDKV_EABORTED);
         }
         return 0;
@@ -361,7 +361,7 @@ int txn_locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want_va
                 txn_unlock_row(t, en);
                 if (r < 0) return txn_fail(t, r);
                 if (r == 1) {
-                    t->w->stats.conflicts++;
+                    txn_count_conflict(t->w);
                     return txn_fail(t, RDKV_EABORTED);
                 }
             }
@@ -409,6 +409,6 @@ int txn_locate(struct txn *t, struct tent *en, enum lock_mode mode, bool want_va
         }
         use_cache = false; /* present after all (inserted meanwhile): lock its row */
     }
-    t->w->stats.conflicts++;
+    txn_count_conflict(t->w);
     return txn_fail(t, RDKV_EABORTED);
 }
