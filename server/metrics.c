@@ -280,7 +280,7 @@ void metrics_write_json(struct json *j)
 
 struct metrics_http {
     struct MHD_Daemon *d;
-    int fd;
+    int fd; /* the listening socket, MHD's once it started */
     metrics_gauges_fn fn;
     void *arg;
     char address[300];
@@ -433,7 +433,6 @@ const char *metrics_http_address(const struct metrics_http *h) { return h->addre
 void metrics_http_stop(struct metrics_http *h)
 {
     if (!h) return;
-    MHD_stop_daemon(h->d);
-    close(h->fd); /* (a socket given with MHD_OPTION_LISTEN_SOCKET stays the caller's) */
+    MHD_stop_daemon(h->d); /* (it closes the listening socket it was given too) */
     free(h);
 }
