@@ -273,6 +273,44 @@ static bool age_dies_early(struct member *m, const struct tk_req *r, const uint6
     return m->died;
 }
 
+/* Wait-die and a dead holder. A dead member's lock is freed by lease recovery, which only a
+ * waiter performs: two leases with nothing on the line moving (rule 4's and the tickets'). A
+ * request younger than the dead member dies before it waits, leaving no trace, and every later
+ * request is younger still: without this, nobody would ever wait, and the row would stay
+ * locked. So each request that dies early notes the whole line as it saw it, keyed by the
+ * cohort's age word, in the process's stuck table; a request that finds the line exactly so,
+ * noted continuously (each sighting less than a lease after the one before) since more than two
+ * leases ago, does not die: it seeds the observations its wait's lease recovery resumes --
+ * the tickets' (a remote request) or rule 4's (a local one), the very entries a waiter that
+ * gave up at its deadline leaves -- and waits as a timeout request, which recovers the lock at
+ * its first look. The condition is stronger than the one those waiters keep (the whole line
+ * still, not just the serving counters and liveness bits), and the recovery itself is theirs:
+ * a CAS from the values seen, so a holder that moved in between is never reset. */
+static bool dead_line(struct lock_thread *t, const struct member *m, const struct tk_req *r,
+                      const uint64_t *w)
+{
+    int64_t now = clock_now_ns(), lease = t->cfg.lease_ns;
+    uint64_t key = 0;
+    for (unsigned i = 0; i < LOCK_LINE / 8; i++) key = (key ^ w[i]) * 0x9E3779B97F4A7C15ull;
+    rptr aw = rptr_add(m->s.line, m->s.remote ? RW_RAGE : RW_LAGE);
+    struct lock_stuck st;
+    if (!tk_stuck_get(t, aw, &st) || st.n != key || now - st.left >= lease)
+        st = (struct lock_stuck){.word = aw, .n = key, .since = now};
+    st.left = now;
+    tk_stuck_put(t, &st);
+    if (now - st.since <= 2 * lease) return false;
+    struct lock_stuck seed = {.since = st.since, .left = now};
+    if (m->s.remote) { /* the tickets' patience (ticket.c, wait_loop) */
+        seed.word = r->word;
+        seed.n = tk_motion(r, w[RW_RT / 8], w[RW_RC / 8]);
+    } else { /* rule 4's (cross) */
+        seed.word = rptr_add(m->s.line, RW_RC);
+        seed.n = (w[RW_RC / 8] & CW_RAISED_LIVE) ^ (w[RW_RT / 8] * 0x9E3779B97F4A7C15ull);
+    }
+    tk_stuck_put(t, &seed);
+    return true;
+}
+
 static void tk_req_of(struct lock_handle *h, struct side *s, enum tk_class cls, struct tk_req *r)
 {
     r->lay = &tk_dslr4;
@@ -514,9 +552,14 @@ static int rw_acquire(struct lock_handle *h, enum lock_mode mode, int64_t deadli
             for (unsigned i = 0; i < LOCK_LINE / 8; i++)
                 w[i] = __atomic_load_n(&s->lp[i], __ATOMIC_SEQ_CST);
         }
-        if (age_dies_early(&m, &r, w)) {
+        if (age_dies_early(&m, &r, w) && !dead_line(t, &m, &r, w)) {
             t->stats.dies++;
             return RDKV_EABORTED;
+        }
+        if (m.died) { /* the line is a dead member's: wait as a timeout request (dead_line) */
+            m.age = 0;
+            m.died = false;
+            m.grace_end = 0;
         }
     }
     if (!s->remote && deadline && deadline - clock_now_ns() <= TRY_ONLY_NS) {

@@ -378,6 +378,7 @@ bool tk_stuck_get(const struct lock_thread *t, rptr word, struct lock_stuck *out
     return stuck_get(t, word, out);
 }
 void tk_stuck_put(const struct lock_thread *t, const struct lock_stuck *st) { stuck_put(t, st); }
+uint64_t tk_motion(const struct tk_req *r, uint64_t v, uint64_t next) { return motion(r, v, next); }
 
 static int wait_loop(struct lock_thread *t, struct tk_req *r, uint64_t v, uint64_t next,
                      int64_t seen_at, bool consume, int64_t deadline)

@@ -128,6 +128,9 @@ void tk_wake(struct lock_thread *t, const struct tk_req *r);
  * their rule-4 observations of the remote cross word there too. */
 bool tk_stuck_get(const struct lock_thread *t, rptr word, struct lock_stuck *out);
 void tk_stuck_put(const struct lock_thread *t, const struct lock_stuck *st);
+/* What a waiter on r's word counts as movement, with the word at v and the word after it at
+ * next: the key (lock_stuck.n) its patience is kept under. */
+uint64_t tk_motion(const struct tk_req *r, uint64_t v, uint64_t next);
 /* Word value v still serves the exclusive ticket taken when the word was `prev` (every earlier
  * ticket served, ours not yet): the hold is current. With prev == v: no ticket outstanding. */
 bool tk_x_current(const struct tk_layout *l, uint64_t v, uint64_t prev);

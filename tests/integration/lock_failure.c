@@ -65,6 +65,12 @@ struct item {
     uint8_t mode;
 };
 
+/* Wait-die (0: not): the holder's age and the requesters' (older = smaller), and the bound of
+ * each of a requester's attempts, which repeat until the try's timeout as a transaction's
+ * retries would. */
+static uint64_t holder_age, try_age;
+static int64_t try_each_ns;
+
 static int hold(struct cluster *cl, uint16_t on, const char *algo, const struct item *it, unsigned n)
 {
     struct pack_w w;
@@ -78,6 +84,7 @@ static int hold(struct cluster *cl, uint16_t on, const char *algo, const struct 
         pack_u32(&w, it[i].idx);
         pack_u8(&w, it[i].mode);
     }
+    if (holder_age) pack_u64(&w, holder_age);
     struct fab_buf resp = {0};
     int rc = fab_rpc_call(cl->c, on, KV_RPC_BENCH_LOCK_HOLD, w.p, w.len, &resp, 30 * NS_PER_S);
     pack_w_free(&w);
@@ -97,6 +104,10 @@ static int try_lock(struct cluster *cl, uint16_t on, const char *algo, struct it
     pack_u32(&w, it.idx);
     pack_u8(&w, it.mode);
     pack_u64(&w, (uint64_t)timeout);
+    if (try_age) {
+        pack_u64(&w, try_age);
+        pack_u64(&w, (uint64_t)try_each_ns);
+    }
     struct fab_buf resp = {0};
     int rc = fab_rpc_call(cl->c, on, KV_RPC_BENCH_LOCK_TRY, w.p, w.len, &resp, timeout + 30 * NS_PER_S);
     pack_w_free(&w);
@@ -185,9 +196,24 @@ static void dead_holder(const char *algo, uint32_t base)
 static void t_dead_holder_dslr(void) { dead_holder("dslr", 0); }
 static void t_dead_holder_rwlock(void) { dead_holder("rwlock", 2); }
 
+/* Wait-die: the dead holder is older than every request after it, so each would die before it
+ * waits, and nobody would ever wait out the lease (locks/rwlock.c, dead_line). Requests of
+ * transactions' shape -- younger, each attempt bounded by a lock timeout far under a lease,
+ * retried -- must still get the locks within the same bound. */
+static void t_dead_holder_rwlock_waitdie(void)
+{
+    holder_age = 1000;
+    try_age = 2000;
+    try_each_ns = 20 * NS_PER_MS;
+    dead_holder("rwlock", 2);
+    holder_age = try_age = 0;
+    try_each_ns = 0;
+}
+
 static const struct test_case cases[] = {
     {"dead_holder_dslr", t_dead_holder_dslr},
     {"dead_holder_rwlock", t_dead_holder_rwlock},
+    {"dead_holder_rwlock_waitdie", t_dead_holder_rwlock_waitdie},
 };
 
 int main(int argc, char **argv)

@@ -729,6 +729,7 @@ struct hold {
     int64_t lease;
     uint32_t locks, n;
     struct { uint16_t node; uint32_t idx; uint8_t mode; } it[16];
+    uint64_t age; /* wait-die's (0: none) */
 };
 
 static void *hold_main(void *arg)
@@ -752,6 +753,7 @@ static void *hold_main(void *arg)
         }
         lock_handle_init(&h[i], &t, lock_algo_find(hd->algo),
                          locktable_line(&lt, hd->it[i].node, hd->it[i].idx));
+        h[i].age = hd->age;
         rc = lock_acquire(&h[i], (enum lock_mode)hd->it[i].mode, clock_now_ns() + 10 * NS_PER_S);
         if (!rc) held++;
     }
@@ -786,7 +788,8 @@ static void on_lock_hold(struct fab_rpc_req *req, void *arg)
         hd->it[i].idx = unpack_u32(&r);
         hd->it[i].mode = unpack_u8(&r);
     }
-    if (!unpack_done(&r) || hd->n > 16 || !lock_algo_find(hd->algo) || hd->lease <= 0 ||
+    if (!r.err && r.at < r.len) hd->age = unpack_u64(&r); /* (optional: wait-die's age) */
+    if (!unpack_done(&r) || hd->n > 16 || hd->age > LOCK_AGE_MAX || !lock_algo_find(hd->algo) || hd->lease <= 0 ||
         hd->locks == 0) {
         free(hd);
         fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
@@ -814,8 +817,17 @@ static void on_lock_try(struct fab_rpc_req *req, void *arg)
     uint32_t idx = unpack_u32(&r);
     uint8_t mode = unpack_u8(&r);
     int64_t timeout = (int64_t)unpack_u64(&r);
+    /* optional: wait-die's age, and each attempt's own bound (a transaction's lock timeout:
+     * the attempts repeat, as a transaction's retries do, until the timeout) */
+    uint64_t age = 0;
+    int64_t try_ns = 0;
+    if (!r.err && r.at < r.len) {
+        age = unpack_u64(&r);
+        try_ns = (int64_t)unpack_u64(&r);
+    }
     const struct lock_algo *a = lock_algo_find(algo);
-    if (!unpack_done(&r) || !a || lease <= 0 || !locks || timeout <= 0 || timeout > 600 * NS_PER_S) {
+    if (!unpack_done(&r) || !a || lease <= 0 || !locks || timeout <= 0 ||
+        timeout > 600 * NS_PER_S || age > LOCK_AGE_MAX || try_ns < 0) {
         fab_rpc_reply(req, RDKV_EINVAL, NULL, 0);
         return;
     }
@@ -837,8 +849,20 @@ static void on_lock_try(struct fab_rpc_req *req, void *arg)
         struct lock_handle h;
         lock_handle_init(&h, &t, a, locktable_line(&lt, node, idx));
         int64_t deadline = t0 + timeout;
-        do rc = lock_acquire(&h, (enum lock_mode)mode, deadline);
-        while (rc == RDKV_EABORTED); /* our request was consumed by a reset: take a new ticket */
+        for (;;) {
+            int64_t now = clock_now_ns(), until = deadline;
+            if (try_ns && now + try_ns < deadline) until = now + try_ns;
+            h.age = age;
+            rc = lock_acquire(&h, (enum lock_mode)mode, until);
+            /* EABORTED: consumed by a reset, or wait-die died: take a new ticket */
+            bool again = rc == RDKV_EABORTED || (rc == RDKV_ETIMEDOUT && until < deadline);
+            if (!again) break;
+            if (clock_now_ns() >= deadline) {
+                rc = RDKV_ETIMEDOUT;
+                break;
+            }
+            if (age) lock_backoff(8); /* (a transaction's retry back-off) */
+        }
         if (!rc) rc = lock_release(&h);
         if (!rc) rc = fab_read(c, locktable_line(&lt, node, idx), line, sizeof line);
     }
