@@ -287,6 +287,31 @@ int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, i
     return rc;
 }
 
+int bench_start(struct bench_cluster *b, const struct bench_common *co, const char *cmd,
+                int64_t wait_ns)
+{
+    bench_install_signals();
+    char err[512];
+    if (bench_cluster_open(b, co, wait_ns, err, sizeof err)) {
+        fprintf(stderr, "kvbench %s: error: %s\n", cmd, err);
+        return 1;
+    }
+    return 0;
+}
+
+int bench_finish(struct bench_cluster *b, const char *cmd, int rc)
+{
+    if (bench_cluster_close(b)) {
+        fprintf(stderr, "kvbench %s: a node did not stop cleanly\n", cmd);
+        rc = 1;
+    }
+    if (bench_stop) {
+        fprintf(stderr, "kvbench %s: interrupted\n", cmd);
+        return 130;
+    }
+    return rc;
+}
+
 int bench_cluster_close(struct bench_cluster *b)
 {
     int rc = 0;

@@ -45,6 +45,13 @@ const char *bench_strerror(int status);
  * config; then opens a client fabric on it and waits (up to wait_ns) until every node answers. */
 int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, int64_t wait_ns,
                        char *err, size_t errcap);
+/* The start every cluster benchmark shares: stop-on-signal, then bench_cluster_open. 0, or 1
+ * after "kvbench CMD: error: ..." on stderr. */
+int bench_start(struct bench_cluster *b, const struct bench_common *co, const char *cmd,
+                int64_t wait_ns);
+/* The end they share: closes the cluster ("kvbench CMD: a node did not stop cleanly" makes rc
+ * 1) and returns rc, or 130 after "kvbench CMD: interrupted" when a signal stopped the run. */
+int bench_finish(struct bench_cluster *b, const char *cmd, int rc);
 /* Closes the fabric and stops the nodes it launched. Returns non-zero if a node did not exit
  * cleanly. */
 int bench_cluster_close(struct bench_cluster *b);
