@@ -340,14 +340,9 @@ int cmd_fabric(int argc, char **argv)
         i++;
     }
     if (co.config && !transport_given) co.transport = FAB_AUTO;
-    bench_install_signals();
-
     struct bench_cluster bc;
+    if (bench_start(&bc, &co, "fabric", 30 * NS_PER_S)) return 1;
     char err[512];
-    if (bench_cluster_open(&bc, &co, 30 * NS_PER_S, err, sizeof err)) {
-        fprintf(stderr, "kvbench fabric: error: %s\n", err);
-        return 1;
-    }
     unsigned nn = fab_num_nodes(bc.f);
     if (target >= nn) {
         fprintf(stderr, "kvbench fabric: error: --target-node %u, but the cluster has %u nodes\n", target, nn);
@@ -481,13 +476,5 @@ int cmd_fabric(int argc, char **argv)
             if (fclose(jf)) rc = 1;
         }
     }
-    if (bench_cluster_close(&bc)) {
-        fprintf(stderr, "kvbench fabric: a node did not stop cleanly\n");
-        rc = 1;
-    }
-    if (bench_stop) {
-        fprintf(stderr, "kvbench fabric: interrupted\n");
-        return 130;
-    }
-    return rc;
+    return bench_finish(&bc, "fabric", rc);
 }

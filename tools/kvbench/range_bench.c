@@ -816,14 +816,9 @@ int cmd_range(int argc, char **argv)
             bench_usage_error("range", "too many clients for the client nodes: at most 64 per node "
                                        "(%s)", "add --nodes");
     }
-    bench_install_signals();
-
     struct bench_cluster bc;
+    if (bench_start(&bc, &co, "range", 30 * NS_PER_S)) return 1;
     char err[512];
-    if (bench_cluster_open(&bc, &co, 30 * NS_PER_S, err, sizeof err)) {
-        fprintf(stderr, "kvbench range: error: %s\n", err);
-        return 1;
-    }
     unsigned nn = fab_num_nodes(bc.f);
     unsigned cmax = sweep ? (oltp_clients > 16 ? oltp_clients : 16) : clients;
     if ((cmax + (nn > 1 ? nn - 2 : 0)) / (nn > 1 ? nn - 1 : 1) > BENCH_MAX_THREADS) {
@@ -1004,13 +999,5 @@ int cmd_range(int argc, char **argv)
         }
     }
     free(pts);
-    if (bench_cluster_close(&bc)) {
-        fprintf(stderr, "kvbench range: a node did not stop cleanly\n");
-        rc = 1;
-    }
-    if (bench_stop) {
-        fprintf(stderr, "kvbench range: interrupted\n");
-        return 130;
-    }
-    return rc;
+    return bench_finish(&bc, "range", rc);
 }
