@@ -240,37 +240,37 @@ static const struct bench_opt lock_opts[] = {
      "                    fompi-rw, rma-mcs or rma-rw, or a list (up to 8) to compare them in\n"
      "                    one run; ratios to the first are printed (default alock). alock, spin,\n"
      "                    mcs, dmcs and rma-mcs have only the exclusive mode\n",
-     0, 0, 0, 0, NULL, opt_algo},
+     0, 0, 0, 0, NULL, opt_algo, NULL},
     {"--nodes", BOPT_COMMON,
      "  --nodes N         start N local nodes for the run (default 2; 4 with --sweep-rma)\n",
-     0, BOPT_GIVEN(T, nodes_given), 0, 0, NULL, NULL},
+     0, BOPT_GIVEN(T, nodes_given), 0, 0, NULL, NULL, NULL},
     {"--config", BOPT_COMMON,
      "  --config FILE     use the running cluster in FILE instead\n",
-     0, 0, 0, 0, NULL, NULL},
+     0, 0, 0, 0, NULL, NULL, NULL},
     {"--transport", BOPT_COMMON,
      "  --transport T     soft, verbs or auto (default soft with --nodes)\n",
-     0, BOPT_GIVEN(T, transport_given), 0, 0, NULL, NULL},
+     0, BOPT_GIVEN(T, transport_given), 0, 0, NULL, NULL, NULL},
     {"--threads", BOPT_UINT,
      "  --threads T       worker threads per node (default 2)\n",
-     offsetof(T, threads), 0, 1, BENCH_MAX_THREADS, "--threads must be 1..64 (got '%s')", NULL},
+     offsetof(T, threads), 0, 1, BENCH_MAX_THREADS, "--threads must be 1..64 (got '%s')", NULL, NULL},
     {"--tasks", BOPT_UINT,
      "  --tasks K         lock clients per thread, each a task with its own lock state, sharing\n"
      "                    the thread's fabric context (default 1: the thread is the client)\n",
-     offsetof(T, base.tasks), 0, 1, BENCH_MAX_TASKS, "--tasks must be 1..256 (got '%s')", NULL},
+     offsetof(T, base.tasks), 0, 1, BENCH_MAX_TASKS, "--tasks must be 1..256 (got '%s')", NULL, NULL},
     {"--locks", BOPT_UINT,
      "  --locks L         locks in the table (default 20; rma-mcs and rma-rw: at most 4096)\n",
-     offsetof(T, locks), 0, 1, 1000000, "--locks must be 1..1000000 (got '%s')", NULL},
+     offsetof(T, locks), 0, 1, 1000000, "--locks must be 1..1000000 (got '%s')", NULL, NULL},
     {"--locality", BOPT_UINT,
      "  --locality P      percent of locks on the worker's own node (default 95)\n",
-     offsetof(T, locality), 0, 0, 100, "--locality must be 0..100 (got '%s')", NULL},
+     offsetof(T, locality), 0, 0, 100, "--locality must be 0..100 (got '%s')", NULL, NULL},
     {"--read-ratio", BOPT_UINT,
      "  --read-ratio R    percent of locks taken shared, 0..100 (default 0)\n",
-     offsetof(T, read_ratio), BOPT_GIVEN(T, read_given), 0, 100, "--read-ratio must be 0..100 (got '%s')", NULL},
+     offsetof(T, read_ratio), BOPT_GIVEN(T, read_given), 0, 100, "--read-ratio must be 0..100 (got '%s')", NULL, NULL},
     {"--writers", BOPT_FN,
      "  --writers F       percent of locks taken exclusive, the rest shared; may be fractional\n"
      "                    (the RMA paper's F_W, whose default is 0.2); instead of --read-ratio.\n"
      "                    The exclusive-only algorithms need 100\n",
-     0, BOPT_GIVEN(T, writers_given), 0, 0, "--writers must be a percentage from 0 to 100, at least 0.0001 when not 0 (got '%s')", opt_writers},
+     0, BOPT_GIVEN(T, writers_given), 0, 0, "--writers must be a percentage from 0 to 100, at least 0.0001 when not 0 (got '%s')", opt_writers, NULL},
     {"--bench", BOPT_FN,
      "  --bench B         one of the RMA paper's microbenchmarks instead of --cs-ns/--think-us:\n"
      "                      lb    acquire + release, empty critical section; headline: mean\n"
@@ -284,83 +284,83 @@ static const struct bench_opt lock_opts[] = {
      "                      warb  empty critical section; after the release the client waits a\n"
      "                            random 1..4 us (its thread's other tasks run) before the next\n"
      "                    Attempts have no deadline with --bench unless --timeout-ms is given\n",
-     0, 0, 0, 0, "--bench must be lb, ecsb, sob, wcsb or warb (got '%s')", opt_bench},
+     0, 0, 0, 0, "--bench must be lb, ecsb, sob, wcsb or warb (got '%s')", opt_bench, NULL},
     {"--tdc", BOPT_UINT,
      "  --tdc N           rma-rw: lock clients per physical reader counter (the paper's T_DC).\n"
      "                    With C = threads x tasks clients per node: N >= C puts a counter on\n"
      "                    every (N/C)-th node, N < C puts C/N counters (at most 4) on each node;\n"
      "                    N must divide evenly (default C: one counter per node)\n",
-     offsetof(T, tdc), 0, 1, 1000000, "--tdc must be a number of lock clients per counter, 1..1000000 (got '%s')", NULL},
+     offsetof(T, tdc), 0, 1, 1000000, "--tdc must be a number of lock clients per counter, 1..1000000 (got '%s')", NULL, NULL},
     {"--tl", BOPT_FN,
      "  --tl L2,L1        rma-mcs, rma-rw: T_L,2 (writer entries in a row within a node) and\n"
      "                    T_L,1 (rma-rw: level-1 passes between nodes before the readers' turn;\n"
      "                    T_W = L2 x L1) (default 50,20)\n",
-     0, BOPT_GIVEN(T, tl_given), 0, 0, "--tl needs T_L2,T_L1, both 1..1000000 (got '%s')", opt_tl},
+     0, BOPT_GIVEN(T, tl_given), 0, 0, "--tl needs T_L2,T_L1, both 1..1000000 (got '%s')", opt_tl, NULL},
     {"--tr", BOPT_FN,
      "  --tr N            rma-rw: T_R, readers per counter per read phase (default 1000)\n",
-     0, BOPT_GIVEN(T, tl_given), 0, 0, "--tr must be 1..1000000 (got '%s')", opt_tr},
+     0, BOPT_GIVEN(T, tl_given), 0, 0, "--tr must be 1..1000000 (got '%s')", opt_tr, NULL},
     {"--locks-per-op", BOPT_UINT,
      "  --locks-per-op K  distinct locks per op, 1..16 (default 1)\n",
-     offsetof(T, base.locks_per_op), 0, 1, BENCH_MAX_LOCKS_PER_OP, "--locks-per-op must be 1..16 (got '%s')", NULL},
+     offsetof(T, base.locks_per_op), 0, 1, BENCH_MAX_LOCKS_PER_OP, "--locks-per-op must be 1..16 (got '%s')", NULL, NULL},
     {"--dist", BOPT_FN,
      "  --dist D          uniform or powerlaw: how the index within a node's part is chosen\n"
      "                    (default uniform); powerlaw: P(i) ~ (i+1)^-alpha\n",
-     0, 0, 0, 0, "--dist must be uniform or powerlaw (got '%s')", opt_dist},
+     0, 0, 0, 0, "--dist must be uniform or powerlaw (got '%s')", opt_dist, NULL},
     {"--alpha", BOPT_FN,
      "  --alpha A         the power-law exponent, > 1 (default 2, as in DSLR's Figure 15)\n",
-     0, BOPT_GIVEN(T, alpha_given), 0, 0, "--alpha must be in (1, 10] (got '%s')", opt_alpha},
+     0, BOPT_GIVEN(T, alpha_given), 0, 0, "--alpha must be in (1, 10] (got '%s')", opt_alpha, NULL},
     {"--cs-ns", BOPT_UINT,
      "  --cs-ns N         busy nanoseconds inside each critical section (default 0)\n",
-     offsetof(T, cs_ns), BOPT_GIVEN(T, cs_given), 0, 1000000000, "bad --cs-ns '%s'", NULL},
+     offsetof(T, cs_ns), BOPT_GIVEN(T, cs_given), 0, 1000000000, "bad --cs-ns '%s'", NULL, NULL},
     {"--think-us", BOPT_UINT,
      "  --think-us U      microseconds a worker sleeps between ops, holding nothing (default 0)\n",
-     offsetof(T, think_us), BOPT_GIVEN(T, think_given), 0, 1000000, "--think-us must be 0..1000000 (got '%s')", NULL},
+     offsetof(T, think_us), BOPT_GIVEN(T, think_given), 0, 1000000, "--think-us must be 0..1000000 (got '%s')", NULL, NULL},
     {"--lease-ms", BOPT_DOUBLE,
      "  --lease-ms M      lease of dslr, dslr-u, trad and rwlock holders (default 10)\n",
-     offsetof(T, lease_ms), 0, 0.01, 60000, "--lease-ms must be 0.01..60000 (got '%s')", NULL},
+     offsetof(T, lease_ms), 0, 0.01, 60000, "--lease-ms must be 0.01..60000 (got '%s')", NULL, NULL},
     {"--timeout-ms", BOPT_DOUBLE,
      "  --timeout-ms M    deadline of one attempt of an op, 0 = none (default 100, 0 with\n"
      "                    --bench); mcs, dmcs, rma-mcs and rma-rw have no abort path and\n"
      "                    ignore it\n",
-     offsetof(T, timeout_ms), BOPT_GIVEN(T, timeout_given), 0, 600000, "--timeout-ms must be 0..600000 (got '%s')", NULL},
+     offsetof(T, timeout_ms), BOPT_GIVEN(T, timeout_given), 0, 600000, "--timeout-ms must be 0..600000 (got '%s')", NULL, NULL},
     {"--omega-us", BOPT_FN,
      "  --omega-us W      DSLR's poll unit (a waiter sleeps W x the tickets ahead before it\n"
      "                    looks again); default: the transport's round trip, measured\n",
-     0, 0, 0, 0, "--omega-us must be in (0, 100000] (got '%s')", opt_omega},
+     0, 0, 0, 0, "--omega-us must be in (0, 100000] (got '%s')", opt_omega, NULL},
     {"--fail-pct", BOPT_DOUBLE,
      "  --fail-pct P      percent (may be fractional) of holdings of other nodes' locks that are\n"
      "                    never released, as if their holder died (default 0); only for the\n"
      "                    algorithms that recover from dead holders: dslr, dslr-u, trad, rwlock\n",
-     offsetof(T, fail_pct), 0, 0, 100, "--fail-pct must be 0..100 (got '%s')", NULL},
+     offsetof(T, fail_pct), 0, 0, 100, "--fail-pct must be 0..100 (got '%s')", NULL, NULL},
     {"--seconds", BOPT_COMMON,
      "  --seconds S       measured seconds per run (default 2; 1 with --sweep-rma), after\n"
      "                    --warmup S (default 0.5; 0.3 with --sweep-rma)\n",
-     0, BOPT_GIVEN(T, seconds_given), 0, 0, NULL, NULL},
+     0, BOPT_GIVEN(T, seconds_given), 0, 0, NULL, NULL, NULL},
     {"--warmup", BOPT_DOUBLE, "", offsetof(T, warmup), BOPT_GIVEN(T, warmup_given), 0, 600,
-     "bad --warmup '%s'", NULL},
+     "bad --warmup '%s'", NULL, NULL},
     {"--budgets", BOPT_FN,
      "  --budgets L,R     ALock's and rwlock's local and remote budgets (default 5,20)\n",
-     0, 0, 0, 0, "--budgets needs LOCAL,REMOTE, both >= 1 (got '%s')", opt_budgets},
+     0, 0, 0, 0, "--budgets needs LOCAL,REMOTE, both >= 1 (got '%s')", opt_budgets, NULL},
     {"--spin-us", BOPT_COMMON,
      "  --spin-us U       a thread waiting for a fabric completion polls U us before it blocks\n"
      "                    (default 0 here: workers and NIC threads outnumber the cores on small\n"
      "                    machines, and polling takes the CPU from the thread being waited for)\n",
-     0, 0, 0, 0, NULL, NULL},
+     0, 0, 0, 0, NULL, NULL, NULL},
     {"--json", BOPT_COMMON,
      "  --json FILE       write the results as JSON\n",
-     0, 0, 0, 0, NULL, NULL},
+     0, 0, 0, 0, NULL, NULL, NULL},
     {"--cdf", BOPT_STR,
      "  --cdf FILE        write the (first algorithm's) latency CDF as CSV (latency_us,fraction)\n",
-     offsetof(T, cdf), 0, 0, 0, NULL, NULL},
+     offsetof(T, cdf), 0, 0, 0, NULL, NULL, NULL},
     {"--repeat", BOPT_UINT,
      "  --repeat N        run each point N times and report the run with the median ops/s\n"
      "                    (default 1; 3 with --sweep-rma)\n",
-     offsetof(T, repeat), BOPT_GIVEN(T, repeat_given), 1, 99, "--repeat must be 1..99 (got '%s')", NULL},
+     offsetof(T, repeat), BOPT_GIVEN(T, repeat_given), 1, 99, "--repeat must be 1..99 (got '%s')", NULL, NULL},
     {"--sweep", BOPT_FLAG,
      "  --sweep           run the ALock paper's grid -- locks 20/100/1000 x locality\n"
      "                    85/90/95/100 x threads 1..T -- for alock, spin and mcs; write a table\n"
      "                    and gnuplot plots (needs gnuplot) into --out\n",
-     offsetof(T, sweep), 0, 0, 0, NULL, NULL},
+     offsetof(T, sweep), 0, 0, 0, NULL, NULL, NULL},
     {"--sweep-rma", BOPT_FLAG,
      "  --sweep-rma       run the RMA paper's Figures 3-5 scaled to this cluster, one lock, P\n"
      "                    lock clients in all (P/nodes per node: min(T, P/nodes) threads, the\n"
@@ -369,22 +369,22 @@ static const struct bench_opt lock_opts[] = {
      "                    (0.2% writers), T_L product and split (25%), T_R (0.2%, 2%, 5%);\n"
      "                    Fig. 5 rma-rw vs fompi-rw for 0.2..100% writers, with spin, dmcs and\n"
      "                    rma-mcs; writes rma-sweep.md and plots/rma-*.png into --out\n",
-     offsetof(T, sweep_rma), 0, 0, 0, NULL, NULL},
+     offsetof(T, sweep_rma), 0, 0, 0, NULL, NULL, NULL},
     {"--sweep-p", BOPT_FN,
      "  --sweep-p P,...   the sweep's lock-client counts (default 4,16,64,256,512; each a\n"
      "                    multiple of the node count; a node runs at most 255 clients)\n",
-     0, 0, 0, 0, "--sweep-p needs up to 8 lock-client counts, e.g. 4,16,64,256 (got '%s')", opt_sweep_p},
+     0, 0, 0, 0, "--sweep-p needs up to 8 lock-client counts, e.g. 4,16,64,256 (got '%s')", opt_sweep_p, NULL},
     {"--figs", BOPT_FN,
      "  --figs F,...      the figures --sweep-rma runs, of 3, 4, 5 (default all)\n",
-     0, BOPT_GIVEN(T, figs_given), 0, 0, "--figs needs a list of 3, 4 and 5 (got '%s')", opt_figs},
+     0, BOPT_GIVEN(T, figs_given), 0, 0, "--figs needs a list of 3, 4 and 5 (got '%s')", opt_figs, NULL},
     {"--out", BOPT_STR,
      "  --out DIR         where the sweeps write their report and plots/ (default kvbench-report,\n"
      "                    made in the current directory; docs/reports holds the\n"
      "                    published ones)\n",
-     offsetof(T, out), 0, 0, 0, NULL, NULL},
+     offsetof(T, out), 0, 0, 0, NULL, NULL, NULL},
     {"--help", BOPT_HELP,
      "  -h, --help        this text\n",
-     0, 0, 0, 0, NULL, NULL},
+     0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef T
 

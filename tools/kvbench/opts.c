@@ -64,7 +64,8 @@ int bench_opts_parse(const struct bench_cmd *c, void *opts, int argc, char **arg
         }
         if (bench_common_opt(co, c->name, argc, argv, &i)) continue;
         if (!d) bench_usage_error(c->name, "unknown option '%s'", o);
-        if (i + 1 >= argc) bench_usage_error(c->name, "option '%s' needs a value", o);
+        if (i + 1 >= argc)
+            bench_usage_error(c->name, d->missing ? d->missing : "option '%s' needs a value", o);
         set(c, d, opts, argv[++i]);
     }
     return 0;

@@ -13,7 +13,6 @@
 #include <stdio.h>
 
 enum bench_opt_kind {
-    BOPT_TEXT,   /* help text only (no option) */
     BOPT_HELP,   /* -h, --help: prints the help, the command ends with 0 */
     BOPT_COMMON, /* one of bench_common's options (bench_common_opt parses it) */
     BOPT_FLAG,   /* no value: sets a bool */
@@ -24,7 +23,7 @@ enum bench_opt_kind {
 };
 
 struct bench_opt {
-    const char *name; /* "--threads"; NULL for BOPT_TEXT */
+    const char *name; /* "--threads" */
     unsigned char kind;
     const char *help; /* its lines of --help, verbatim (may be "": told by another's) */
     size_t off;       /* where the value goes, in the command's options struct */
@@ -33,11 +32,13 @@ struct bench_opt {
     const char *err;  /* the message for a bad value: one %s, the value */
     /* BOPT_FN: 0, or non-zero for err; may exit itself with a message of its own */
     int (*fn)(void *opts, const char *v);
+    /* the message when the value is missing (one %s: the option; NULL: "option '%s' needs a
+     * value") */
+    const char *missing;
 };
 
 /* Table rows: the options struct type is the macro's first argument. */
 #define BOPT_GIVEN(T, g) (offsetof(T, g) + 1)
-#define BOPT_ROW_TEXT(h) {NULL, BOPT_TEXT, (h), 0, 0, 0, 0, NULL, NULL}
 
 struct bench_cmd {
     const char *name; /* "lock", for messages */
