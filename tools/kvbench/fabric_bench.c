@@ -348,12 +348,11 @@ static const struct bench_opt fabric_opts[] = {
      0, 0, 0, 0, NULL, NULL, NULL},
     {"--json", BOPT_COMMON, "  --json FILE        also write the results as JSON\n", 0, 0, 0, 0,
      NULL, NULL, NULL},
-    {"--help", BOPT_HELP, "  -h, --help         this text\n", 0, 0, 0, 0, NULL, NULL, NULL},
+    BOPT_ROW_HELP("  -h, --help         this text\n"),
 };
 #undef T
-static const struct bench_cmd fabric_cmd = {"fabric", fabric_head, fabric_opts,
-                                            sizeof fabric_opts / sizeof *fabric_opts, NULL,
-                                            offsetof(struct fabric_cli, co)};
+static const struct bench_cmd fabric_cmd =
+    BENCH_CMD("fabric", fabric_head, fabric_opts, NULL, struct fabric_cli);
 
 /* What a run measured. */
 struct fabric_run {

@@ -379,18 +379,14 @@ static const struct bench_opt lock_opts[] = {
      0, BOPT_GIVEN(T, figs_given), 0, 0, "--figs needs a list of 3, 4 and 5 (got '%s')", opt_figs, NULL},
     {"--out", BOPT_STR,
      "  --out DIR         where the sweeps write their report and plots/ (default kvbench-report,\n"
-     "                    made in the current directory; docs/reports holds the\n"
-     "                    published ones)\n",
+     BOPT_OUT_DEFAULT,
      offsetof(T, out), 0, 0, 0, NULL, NULL, NULL},
-    {"--help", BOPT_HELP,
-     "  -h, --help        this text\n",
-     0, 0, 0, 0, NULL, NULL, NULL},
+    BOPT_ROW_HELP("  -h, --help        this text\n"),
 };
 #undef T
 
-static const struct bench_cmd lock_cmd = {"lock", lock_head, lock_opts,
-                                          sizeof lock_opts / sizeof *lock_opts, lock_tail,
-                                          offsetof(struct lock_cli, co)};
+static const struct bench_cmd lock_cmd =
+    BENCH_CMD("lock", lock_head, lock_opts, lock_tail, struct lock_cli);
 
 static void lock_cli_init(struct lock_cli *c)
 {

@@ -40,6 +40,13 @@ struct bench_opt {
 /* Table rows: the options struct type is the macro's first argument. */
 #define BOPT_GIVEN(T, g) (offsetof(T, g) + 1)
 
+/* Rows and text every command's table shares: -h/--help (its help line as the command aligns
+ * it), and how --out's default reads. */
+#define BOPT_ROW_HELP(text) {"--help", BOPT_HELP, (text), 0, 0, 0, 0, NULL, NULL, NULL}
+#define BOPT_OUT_DEFAULT                                                                        \
+    "                    made in the current directory; docs/reports holds the\n"                \
+    "                    published ones)\n"
+
 struct bench_cmd {
     const char *name; /* "lock", for messages */
     const char *head; /* usage and description, before the options */
@@ -48,6 +55,10 @@ struct bench_cmd {
     const char *tail; /* after the options (examples) */
     size_t common;    /* offset of the struct bench_common in the options struct */
 };
+
+/* A command's declaration: its options struct type T holds a struct bench_common named co. */
+#define BENCH_CMD(name, head, opts, tail, T)                                                     \
+    {(name), (head), (opts), sizeof(opts) / sizeof *(opts), (tail), offsetof(T, co)}
 
 /* Parses argv[1..]: 0, or 1 after printing --help (the command returns 0). Exits 2 on bad
  * usage. */

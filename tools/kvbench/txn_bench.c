@@ -96,12 +96,11 @@ static const struct bench_opt txn_opts[] = {
      NULL, NULL},
     {"--json", BOPT_COMMON, "  --json FILE       also write the results as JSON\n", 0, 0, 0, 0,
      NULL, NULL, NULL},
-    {"--help", BOPT_HELP, "  -h, --help        this text\n", 0, 0, 0, 0, NULL, NULL, NULL},
+    BOPT_ROW_HELP("  -h, --help        this text\n"),
 };
 #undef T
-static const struct bench_cmd txn_cmd = {"txn", txn_head, txn_opts,
-                                         sizeof txn_opts / sizeof *txn_opts, NULL,
-                                         offsetof(struct txn_cli, co)};
+static const struct bench_cmd txn_cmd =
+    BENCH_CMD("txn", txn_head, txn_opts, NULL, struct txn_cli);
 
 static void print_res(const char *name, const struct bench_txn_res *r)
 {
