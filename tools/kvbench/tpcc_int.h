@@ -1,6 +1,6 @@
 /* TPC-C's pieces shared by its files (internal to the workload): the tables, the record layout,
- * the decoded config, and what the check (tpcc_check.c) needs of the keys and the config. tpcc.c
- * has the whole design: placement, keys, records, scaling and lock order. */
+ * the decoded config (tpcc_cfg.c), and what the check (tpcc_check.c) needs of the keys and the
+ * rows. tpcc.c has the whole design: placement, keys, records, scaling and lock order. */
 #ifndef RDKV_KVBENCH_TPCC_INT_H
 #define RDKV_KVBENCH_TPCC_INT_H
 
@@ -179,6 +179,12 @@ size_t tpcc_key_succ(uint8_t *k, size_t n);
  * broken database (tpcc_must turns RDKV_ENOTFOUND into RDKV_EPROTO). */
 int tpcc_rd(rdkv_txn *t, const uint8_t *k, size_t kl, bool upd, void *buf, size_t min, size_t cap);
 int tpcc_must(int rc);
+/* err gets the message (printf-style); returns RDKV_EINVAL. */
+int tpcc_bad(char *err, size_t errcap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* wl_class's cfg_check: the config bytes decode and are in range. */
+int tpcc_cfg_check(const void *cfg, size_t len, char *err, size_t errcap);
+/* Decodes and checks config bytes into c (NULL: only checks). */
 int tpcc_cfg_decode(const void *buf, size_t len, struct cfg *c, char *err, size_t errcap);
 
 /* The check (tpcc_check.c): wl_class's check_parts, check and check_report. */
