@@ -382,6 +382,24 @@ FILE *bench_json_begin(struct json *j, const char *path, const char *cmd,
     return f;
 }
 
+static void swap_bytes(unsigned char *a, unsigned char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char t = a[i];
+        a[i] = b[i];
+        b[i] = t;
+    }
+}
+
+void *bench_median_run(void *runs, unsigned n, size_t size, double (*ops)(const void *run))
+{
+    unsigned char *r = runs;
+    for (unsigned a = 0; a < n; a++)
+        for (unsigned b = a + 1; b < n; b++)
+            if (ops(r + b * size) < ops(r + a * size)) swap_bytes(r + a * size, r + b * size, size);
+    return r + (size_t)(n / 2) * size;
+}
+
 int bench_gnuplot(const char *script)
 {
     if (system("command -v gnuplot >/dev/null 2>&1") != 0) return 1;

@@ -81,6 +81,10 @@ void bench_json_metrics(struct json *j, const struct bench_stats *s);
 FILE *bench_json_begin(struct json *j, const char *path, const char *cmd,
                        const struct bench_cluster *bc, const char *transport, unsigned nodes);
 
+/* A point measured --repeat times: sorts its n runs (each `size` bytes) by ops(run), ascending,
+ * and returns the one with the median throughput, which stands for the point. */
+void *bench_median_run(void *runs, unsigned n, size_t size, double (*ops)(const void *run));
+
 /* Runs gnuplot on a script, its messages to stderr: 0 plotted, 1 gnuplot is not installed (the
  * script and data stay for later), -1 it failed. */
 int bench_gnuplot(const char *script);

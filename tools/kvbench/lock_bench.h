@@ -36,8 +36,6 @@ double lock_rt_per_op(const struct lock_point *p);
 double lock_mean_us(const struct lock_point *p);
 double lock_wmean_us(const struct lock_point *p);
 double lock_writers_pct(const struct lock_point *p);
-/* The run of a point with the median throughput (sorts runs). */
-struct lock_point lock_median_run(struct lock_point *runs, unsigned repeat);
 /* The point's request from base and the point's own fields. */
 void lock_point_req(struct lock_point *pt, const struct bench_lock_req *base);
 /* One measurement on every node at once, of pt->q. */

@@ -13,18 +13,7 @@ double lock_ops_per_s(const struct lock_point *p)
     return p->seconds > 0 ? (double)p->r.ops / p->seconds : 0;
 }
 
-/* The run of a point with the median throughput (sorts runs). */
-struct lock_point lock_median_run(struct lock_point *runs, unsigned repeat)
-{
-    for (unsigned a = 0; a < repeat; a++)
-        for (unsigned b = a + 1; b < repeat; b++)
-            if (lock_ops_per_s(&runs[b]) < lock_ops_per_s(&runs[a])) {
-                struct lock_point tmp = runs[a];
-                runs[a] = runs[b];
-                runs[b] = tmp;
-            }
-    return runs[repeat / 2];
-}
+static double run_ops(const void *p) { return lock_ops_per_s(p); }
 double lock_rt_per_op(const struct lock_point *p)
 {
     return p->r.ops ? (double)p->r.round_trips / (double)p->r.ops : 0;
@@ -320,7 +309,7 @@ int lock_run_median(struct fabric *f, struct lock_point *p, unsigned repeat, con
         return 1;
     }
     /* the run with the median throughput stands for the point */
-    *p = lock_median_run(runs, repeat);
+    *p = *(struct lock_point *)bench_median_run(runs, repeat, sizeof *runs, run_ops);
     free(runs);
     return 0;
 }

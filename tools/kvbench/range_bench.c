@@ -882,6 +882,8 @@ static unsigned point_of(const struct range_cli *c, size_t i, struct range_point
     return a;
 }
 
+static double run_ops(const void *p) { return ops_per_s(p); }
+
 /* Runs p --repeat times and keeps the median-throughput run (or the failed one): 0, 1 when a
  * run could not be made (after a message), or -1 when interrupted before any run. */
 static int run_median(const struct range_cli *c, struct fabric *f, struct range_point *p,
@@ -906,15 +908,7 @@ static int run_median(const struct range_cli *c, struct fabric *f, struct range_
         *p = runs[nrun - 1];
         return 0;
     }
-    /* the run with the median throughput stands for the point */
-    for (unsigned x = 0; x < nrun; x++)
-        for (unsigned y = x + 1; y < nrun; y++)
-            if (ops_per_s(&runs[y]) < ops_per_s(&runs[x])) {
-                struct range_point tmp = runs[x];
-                runs[x] = runs[y];
-                runs[y] = tmp;
-            }
-    *p = runs[nrun / 2];
+    *p = *(struct range_point *)bench_median_run(runs, nrun, sizeof *runs, run_ops);
     return 0;
 }
 
