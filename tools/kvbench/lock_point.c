@@ -156,16 +156,22 @@ static void series_name(const struct lock_point *p, char *out, size_t cap)
     }
 }
 
+/* The point as bench.h's statistics (for the YCSB text and JSON metrics every bench prints). */
+static void point_stats(const struct lock_point *p, struct bench_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->ok = p->r.ops;
+    s->errors = p->r.errors;
+    s->seconds = p->seconds;
+    s->round_trips_per_op = lock_rt_per_op(p);
+    s->h = p->r.h;
+}
+
 void lock_print_point(const struct lock_point *p)
 {
     struct bench_stats s;
-    memset(&s, 0, sizeof s);
+    point_stats(p, &s);
     series_name(p, s.name, sizeof s.name);
-    s.ok = p->r.ops;
-    s.errors = p->r.errors;
-    s.seconds = p->seconds;
-    s.round_trips_per_op = lock_rt_per_op(p);
-    s.h = p->r.h;
     bench_print_ycsb(stdout, &s);
     printf("[%s], FabricOpsPerOp, %.3f\n", s.name,
            p->r.ops ? (double)p->r.fabric_ops / (double)p->r.ops : 0.0);
@@ -233,12 +239,7 @@ void lock_json_point(struct json *j, const struct lock_point *p, unsigned nodes,
                                      (p->q.rma_dc_per_node ? p->q.rma_dc_per_node : 1));
     }
     struct bench_stats s;
-    memset(&s, 0, sizeof s);
-    s.ok = p->r.ops;
-    s.errors = p->r.errors;
-    s.seconds = p->seconds;
-    s.round_trips_per_op = lock_rt_per_op(p);
-    s.h = p->r.h;
+    point_stats(p, &s);
     bench_json_metrics(j, &s);
     json_kv_double(j, "round_trips_per_op", lock_rt_per_op(p));
     json_kv_double(j, "fabric_ops_per_op",

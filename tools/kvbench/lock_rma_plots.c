@@ -42,17 +42,21 @@ static void plot_xs(const struct rma_sweep *sw, double *xs)
     for (unsigned i = 0; i < sw->nP; i++) xs[i] = sw->Ps[i];
 }
 
-static int plots_fig3(FILE *g, const struct rma_sweep *sw, const char *dir)
+/* A figure's terminal, output file and multiplot layout. */
+static void plot_begin(FILE *g, const char *dir, const char *name, const char *size,
+                       const char *layout, const char *title)
+{
+    fprintf(g, "set terminal pngcairo size %s font ',10'\nset output '%s/%s.png'\n"
+               "set multiplot layout %s title '%s'\n",
+            size, dir, name, layout, title);
+}
+
+static int plots_fig3(FILE *g, const struct rma_sweep *sw, const char *dir, const double *xs,
+                      double *v)
 {
     char path[4300];
     unsigned nP = sw->nP;
-    double xs[RMA_MAXP], v[16 * RMA_MAXP];
-    plot_xs(sw, xs);
     int rc = 0;
-    fprintf(g, "set terminal pngcairo size 2000,480 font ',10'\nset output '%s/rma-fig3.png'\n"
-               "set multiplot layout 1,5 title 'Fig. 3 scaled: RMA-MCS vs spin (foMPI-Spin) "
-               "and D-MCS, writers only, one lock'\n",
-            dir);
     /* LB: the ECSB runs' mean latency */
     for (unsigned panel = 0; panel <= F3_BENCH; panel++) {
         unsigned b = panel == 0 ? BENCH_LOCK_ECSB : f3_bench[panel - 1];
@@ -78,17 +82,12 @@ static int plots_fig3(FILE *g, const struct rma_sweep *sw, const char *dir)
     return rc;
 }
 
-static int plots_fig4(FILE *g, const struct rma_sweep *sw, const char *dir)
+static int plots_fig4(FILE *g, const struct rma_sweep *sw, const char *dir, const double *xs,
+                      double *v)
 {
     char path[4300];
     unsigned nP = sw->nP;
-    double xs[RMA_MAXP], v[16 * RMA_MAXP];
-    plot_xs(sw, xs);
     int rc = 0;
-    fprintf(g, "set terminal pngcairo size 1800,1000 font ',10'\nset output '%s/rma-fig4.png'\n"
-               "set multiplot layout 2,3 title 'Fig. 4 scaled: RMA-RW thresholds (ECSB, one "
-               "lock)'\n",
-            dir);
     /* (a) T_DC */
     const char *dcn[F4_DC];
     for (unsigned d = 0; d < F4_DC; d++) {
@@ -167,17 +166,12 @@ static int plots_fig4(FILE *g, const struct rma_sweep *sw, const char *dir)
     return rc;
 }
 
-static int plots_fig5(FILE *g, const struct rma_sweep *sw, const char *dir)
+static int plots_fig5(FILE *g, const struct rma_sweep *sw, const char *dir, const double *xs,
+                      double *v)
 {
     char path[4300];
     unsigned nP = sw->nP;
-    double xs[RMA_MAXP], v[16 * RMA_MAXP];
-    plot_xs(sw, xs);
     int rc = 0;
-    fprintf(g, "set terminal pngcairo size 1600,1000 font ',10'\nset output '%s/rma-fig5.png'\n"
-               "set multiplot layout 2,2 title 'Fig. 5 scaled: RMA-RW vs foMPI-RW (ECSB, "
-               "one lock)'\n",
-            dir);
     char names[F5_FW + F5_REFS][32];
     const char *np[F5_FW + F5_REFS];
     for (unsigned panel = 0; !rc && panel < 3; panel++) {
@@ -254,10 +248,25 @@ int lock_rma_plots(const struct rma_sweep *sw, const char *out)
     fprintf(g, "# kvbench lock --sweep-rma: the HPDC'16 paper's Figures 3-5, scaled\n"
                "set datafile missing '?'\nset grid\nset key below font ',8'\n"
                "set logscale x 2\nset logscale y\nset xlabel 'P (lock clients, 4 nodes)'\n");
+    double xs[RMA_MAXP], v[16 * RMA_MAXP];
+    plot_xs(sw, xs);
     int rc = 0;
-    if (sw->figs[3]) rc = plots_fig3(g, sw, dir);
-    if (!rc && sw->figs[4]) rc = plots_fig4(g, sw, dir);
-    if (!rc && sw->figs[5]) rc = plots_fig5(g, sw, dir);
+    if (sw->figs[3]) {
+        plot_begin(g, dir, "rma-fig3", "2000,480", "1,5",
+                   "Fig. 3 scaled: RMA-MCS vs spin (foMPI-Spin) and D-MCS, writers only, "
+                   "one lock");
+        rc = plots_fig3(g, sw, dir, xs, v);
+    }
+    if (!rc && sw->figs[4]) {
+        plot_begin(g, dir, "rma-fig4", "1800,1000", "2,3",
+                   "Fig. 4 scaled: RMA-RW thresholds (ECSB, one lock)");
+        rc = plots_fig4(g, sw, dir, xs, v);
+    }
+    if (!rc && sw->figs[5]) {
+        plot_begin(g, dir, "rma-fig5", "1600,1000", "2,2",
+                   "Fig. 5 scaled: RMA-RW vs foMPI-RW (ECSB, one lock)");
+        rc = plots_fig5(g, sw, dir, xs, v);
+    }
     if (fclose(g) || rc) return RDKV_EIO;
     int st = bench_gnuplot(gp);
     if (st == 1) fprintf(stderr, "kvbench lock: gnuplot is not installed (Debian: gnuplot-nox); "
