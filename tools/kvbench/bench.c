@@ -287,6 +287,31 @@ int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, i
     return rc;
 }
 
+int bench_start(struct bench_cluster *b, const struct bench_common *co, const char *cmd,
+                int64_t wait_ns)
+{
+    bench_install_signals();
+    char err[512];
+    if (bench_cluster_open(b, co, wait_ns, err, sizeof err)) {
+        fprintf(stderr, "kvbench %s: error: %s\n", cmd, err);
+        return 1;
+    }
+    return 0;
+}
+
+int bench_finish(struct bench_cluster *b, const char *cmd, int rc)
+{
+    if (bench_cluster_close(b)) {
+        fprintf(stderr, "kvbench %s: a node did not stop cleanly\n", cmd);
+        rc = 1;
+    }
+    if (bench_stop) {
+        fprintf(stderr, "kvbench %s: interrupted\n", cmd);
+        return 130;
+    }
+    return rc;
+}
+
 int bench_cluster_close(struct bench_cluster *b)
 {
     int rc = 0;
@@ -355,6 +380,24 @@ FILE *bench_json_begin(struct json *j, const char *path, const char *cmd,
     json_kv_u64(j, "nodes", nodes);
     json_kv_bool(j, "local_nodes", bc->launched);
     return f;
+}
+
+static void swap_bytes(unsigned char *a, unsigned char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char t = a[i];
+        a[i] = b[i];
+        b[i] = t;
+    }
+}
+
+void *bench_median_run(void *runs, unsigned n, size_t size, double (*ops)(const void *run))
+{
+    unsigned char *r = runs;
+    for (unsigned a = 0; a < n; a++)
+        for (unsigned b = a + 1; b < n; b++)
+            if (ops(r + b * size) < ops(r + a * size)) swap_bytes(r + a * size, r + b * size, size);
+    return r + (size_t)(n / 2) * size;
 }
 
 int bench_gnuplot(const char *script)

@@ -45,6 +45,13 @@ const char *bench_strerror(int status);
  * config; then opens a client fabric on it and waits (up to wait_ns) until every node answers. */
 int bench_cluster_open(struct bench_cluster *b, const struct bench_common *co, int64_t wait_ns,
                        char *err, size_t errcap);
+/* The start every cluster benchmark shares: stop-on-signal, then bench_cluster_open. 0, or 1
+ * after "kvbench CMD: error: ..." on stderr. */
+int bench_start(struct bench_cluster *b, const struct bench_common *co, const char *cmd,
+                int64_t wait_ns);
+/* The end they share: closes the cluster ("kvbench CMD: a node did not stop cleanly" makes rc
+ * 1) and returns rc, or 130 after "kvbench CMD: interrupted" when a signal stopped the run. */
+int bench_finish(struct bench_cluster *b, const char *cmd, int rc);
 /* Closes the fabric and stops the nodes it launched. Returns non-zero if a node did not exit
  * cleanly. */
 int bench_cluster_close(struct bench_cluster *b);
@@ -73,6 +80,10 @@ void bench_json_metrics(struct json *j, const struct bench_stats *s);
  * left open for the caller's own keys. NULL, with a message, if the file cannot be written. */
 FILE *bench_json_begin(struct json *j, const char *path, const char *cmd,
                        const struct bench_cluster *bc, const char *transport, unsigned nodes);
+
+/* A point measured --repeat times: sorts its n runs (each `size` bytes) by ops(run), ascending,
+ * and returns the one with the median throughput, which stands for the point. */
+void *bench_median_run(void *runs, unsigned n, size_t size, double (*ops)(const void *run));
 
 /* Runs gnuplot on a script, its messages to stderr: 0 plotted, 1 gnuplot is not installed (the
  * script and data stay for later), -1 it failed. */

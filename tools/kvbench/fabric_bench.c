@@ -2,12 +2,14 @@
  * and 16, against a raw TCP ping-pong on the same hosts as the baseline, plus the CPU an idle
  * node burns. */
 #include "bench.h"
+#include "tools/kvbench/opts.h"
 
 #include "common/clock.h"
 #include "common/parse.h"
 #include "rdma/wire.h"
 
 #include <errno.h>
+#include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -17,27 +19,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static const char usage[] =
+static const char fabric_head[] =
     "usage: kvbench fabric [--nodes N | --config FILE] [options]\n"
     "\n"
     "Measures the fabric: p50/p99/p99.9 round-trip latency and ops/s of READ 8 B, 64 B and 4 KiB,\n"
     "WRITE 8 B, CAS, FAA and an RPC echo, each at queue depth 1 and 16, and as the baseline a\n"
     "raw TCP ping-pong of 8-byte messages to the same node (no fabric). It also reports the CPU\n"
     "an idle node uses.\n"
-    "\n"
-    "  --nodes N          start N local kvserver nodes for the run (default 3)\n"
-    "  --config FILE      use the running cluster in FILE instead\n"
-    "  --transport T      soft, verbs or auto (default soft with --nodes, else the config's)\n"
-    "  --seconds S        length of each measurement (default 2)\n"
-    "  --threads T        client threads; thread i targets node (target + i) mod N (default 1)\n"
-    "  --target-node N    the node the first thread measures (default 0)\n"
-    "  --ops LIST         comma-separated subset of read8,read64,read4k,write8,cas,faa,rpc\n"
-    "  --depths LIST      comma-separated queue depths (default 1,16)\n"
-    "  --idle-seconds S   how long to watch idle nodes (default 2; 0 skips it)\n"
-    "  --spin-us U        a waiting client thread polls U us before it blocks (default 20;\n"
-    "                     the ping-pong baseline always blocks)\n"
-    "  --json FILE        also write the results as JSON\n"
-    "  -h, --help         this text\n";
+    "\n";
 
 enum bop { B_READ8, B_READ64, B_READ4K, B_WRITE8, B_CAS, B_FAA, B_RPC, B_NOPS };
 static const char *const bop_key[B_NOPS] = {"read8", "read64", "read4k", "write8", "cas", "faa", "rpc"};
@@ -292,93 +281,99 @@ static unsigned parse_list(const char *s, const char *const *keys, unsigned nkey
     return count;
 }
 
-int cmd_fabric(int argc, char **argv)
-{
+/* kvbench fabric's options (fabric_opts). */
+struct fabric_cli {
     struct bench_common co;
-    bench_common_init(&co);
-    unsigned threads = 1, target = 0, ndepths = 2;
-    unsigned depths[8] = {1, 16};
-    double idle_s = 2;
+    unsigned threads, target, ndepths;
+    unsigned depths[8];
+    double idle_s;
     bool sel[B_NOPS];
-    for (unsigned k = 0; k < B_NOPS; k++) sel[k] = true;
-    bool transport_given = false;
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t u;
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            fputs(usage, stdout);
-            return 0;
-        }
-        if (!strcmp(o, "--transport")) transport_given = true;
-        if (bench_common_opt(&co, "fabric", argc, argv, &i)) continue;
-        if (!strcmp(o, "--threads")) {
-            if (!v || parse_uint_range(v, 1, MAX_THREADS, &u)) bench_usage_error("fabric", "--threads needs 1..64 (got '%s')", v ? v : "");
-            threads = (unsigned)u;
-        } else if (!strcmp(o, "--target-node")) {
-            if (!v || parse_uint_range(v, 0, 65534, &u)) bench_usage_error("fabric", "bad --target-node '%s'", v ? v : "");
-            target = (unsigned)u;
-        } else if (!strcmp(o, "--ops")) {
-            if (!v) bench_usage_error("fabric", "%s needs a list", o);
-            for (unsigned k = 0; k < B_NOPS; k++) sel[k] = false;
-            parse_list(v, bop_key, B_NOPS, sel);
-        } else if (!strcmp(o, "--depths")) {
-            if (!v) bench_usage_error("fabric", "%s needs a list", o);
-            ndepths = 0;
-            char *dup = strdup(v), *save = NULL;
-            for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                if (ndepths == 8 || parse_uint_range(t, 1, MAX_DEPTH, &u))
-                    bench_usage_error("fabric", "bad --depths '%s' (up to 8 values in 1..256)", v);
-                depths[ndepths++] = (unsigned)u;
-            }
-            free(dup);
-            if (!ndepths) bench_usage_error("fabric", "bad --depths '%s'", v);
-        } else if (!strcmp(o, "--idle-seconds")) {
-            if (!v || parse_double(v, &idle_s) || idle_s < 0) bench_usage_error("fabric", "bad --idle-seconds '%s'", v ? v : "");
-        } else {
-            bench_usage_error("fabric", "unknown option '%s'", o);
-        }
-        i++;
-    }
-    if (co.config && !transport_given) co.transport = FAB_AUTO;
-    bench_install_signals();
+    bool transport_given;
+};
 
-    struct bench_cluster bc;
-    char err[512];
-    if (bench_cluster_open(&bc, &co, 30 * NS_PER_S, err, sizeof err)) {
-        fprintf(stderr, "kvbench fabric: error: %s\n", err);
-        return 1;
-    }
-    unsigned nn = fab_num_nodes(bc.f);
-    if (target >= nn) {
-        fprintf(stderr, "kvbench fabric: error: --target-node %u, but the cluster has %u nodes\n", target, nn);
-        bench_cluster_close(&bc);
-        return 2;
-    }
-    printf("# kvbench fabric: transport %s, %u node%s%s, %u client thread%s (first -> node %u), "
-           "%.1f s per measurement\n",
-           fab_transport_name(bc.transport), nn, nn == 1 ? "" : "s",
-           bc.launched ? " (local processes)" : "", threads, threads == 1 ? "" : "s", target,
-           co.seconds);
-    fflush(stdout);
+static int opt_ops(void *o, const char *v)
+{
+    struct fabric_cli *c = o;
+    for (unsigned k = 0; k < B_NOPS; k++) c->sel[k] = false;
+    parse_list(v, bop_key, B_NOPS, c->sel);
+    return 0;
+}
 
-    int rc = 0;
-    double idle[LAUNCH_MAX] = {0};
-    bool have_idle = false;
-    if (idle_s > 0) {
-        if (idle_cpu(bc.f, idle_s, idle, err, sizeof err)) {
-            fprintf(stderr, "kvbench fabric: idle measurement failed: %s\n", err);
-        } else {
-            have_idle = true;
-        }
+static int opt_depths(void *o, const char *v)
+{
+    struct fabric_cli *c = o;
+    uint64_t u;
+    c->ndepths = 0;
+    char *dup = strdup(v), *save = NULL;
+    for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (c->ndepths == 8 || parse_uint_range(t, 1, MAX_DEPTH, &u))
+            bench_usage_error("fabric", "bad --depths '%s' (up to 8 values in 1..256)", v);
+        c->depths[c->ndepths++] = (unsigned)u;
     }
+    free(dup);
+    return !c->ndepths;
+}
 
+#define T struct fabric_cli
+static const struct bench_opt fabric_opts[] = {
+    {"--nodes", BOPT_COMMON,
+     "  --nodes N          start N local kvserver nodes for the run (default 3)\n", 0, 0, 0, 0,
+     NULL, NULL, NULL},
+    {"--config", BOPT_COMMON, "  --config FILE      use the running cluster in FILE instead\n",
+     0, 0, 0, 0, NULL, NULL, NULL},
+    {"--transport", BOPT_COMMON,
+     "  --transport T      soft, verbs or auto (default soft with --nodes, else the config's)\n",
+     0, BOPT_GIVEN(T, transport_given), 0, 0, NULL, NULL, NULL},
+    {"--seconds", BOPT_COMMON, "  --seconds S        length of each measurement (default 2)\n",
+     0, 0, 0, 0, NULL, NULL, NULL},
+    {"--threads", BOPT_UINT,
+     "  --threads T        client threads; thread i targets node (target + i) mod N (default 1)\n",
+     offsetof(T, threads), 0, 1, MAX_THREADS, "--threads needs 1..64 (got '%s')", NULL,
+     "--threads needs 1..64 (got '')"},
+    {"--target-node", BOPT_UINT,
+     "  --target-node N    the node the first thread measures (default 0)\n",
+     offsetof(T, target), 0, 0, 65534, "bad --target-node '%s'", NULL, "bad --target-node ''"},
+    {"--ops", BOPT_FN,
+     "  --ops LIST         comma-separated subset of read8,read64,read4k,write8,cas,faa,rpc\n", 0,
+     0, 0, 0, NULL, opt_ops, "%s needs a list"},
+    {"--depths", BOPT_FN, "  --depths LIST      comma-separated queue depths (default 1,16)\n",
+     0, 0, 0, 0, "bad --depths '%s'", opt_depths, "%s needs a list"},
+    {"--idle-seconds", BOPT_DOUBLE,
+     "  --idle-seconds S   how long to watch idle nodes (default 2; 0 skips it)\n",
+     offsetof(T, idle_s), 0, 0, HUGE_VAL, "bad --idle-seconds '%s'", NULL,
+     "bad --idle-seconds ''"},
+    {"--spin-us", BOPT_COMMON,
+     "  --spin-us U        a waiting client thread polls U us before it blocks (default 20;\n"
+     "                     the ping-pong baseline always blocks)\n",
+     0, 0, 0, 0, NULL, NULL, NULL},
+    {"--json", BOPT_COMMON, "  --json FILE        also write the results as JSON\n", 0, 0, 0, 0,
+     NULL, NULL, NULL},
+    BOPT_ROW_HELP("  -h, --help         this text\n"),
+};
+#undef T
+static const struct bench_cmd fabric_cmd =
+    BENCH_CMD("fabric", fabric_head, fabric_opts, NULL, struct fabric_cli);
+
+/* What a run measured. */
+struct fabric_run {
     struct bench_stats res[B_NOPS * 8];
-    unsigned nres = 0;
+    unsigned nres;
+    struct bench_stats base; /* the TCP ping-pong */
+    bool have_base, have_idle;
+    double idle[LAUNCH_MAX];
+    double ratio; /* READ 8 B QD1 p50 over the ping-pong's (0: not measured) */
+};
+
+/* Every selected op at every depth, then the baseline: 0, or 1 when one failed. */
+static int measure_all(const struct fabric_cli *c, struct fabric *f, struct fabric_run *m)
+{
+    int rc = 0;
+    char err[512];
     for (unsigned k = 0; k < B_NOPS && !bench_stop; k++) {
-        if (!sel[k]) continue;
-        for (unsigned d = 0; d < ndepths && !bench_stop; d++) {
-            struct bench_stats *s = &res[nres++];
-            int r = measure(bc.f, threads, target, (enum bop)k, depths[d], co.seconds, s);
+        if (!c->sel[k]) continue;
+        for (unsigned d = 0; d < c->ndepths && !bench_stop; d++) {
+            struct bench_stats *s = &m->res[m->nres++];
+            int r = measure(f, c->threads, c->target, (enum bop)k, c->depths[d], c->co.seconds, s);
             if (r) {
                 fprintf(stderr, "kvbench fabric: %s: %s\n", s->name, rdkv_strerror(r));
                 rc = 1;
@@ -388,106 +383,140 @@ int cmd_fabric(int argc, char **argv)
             fflush(stdout);
         }
     }
-    struct bench_stats base;
-    bool have_base = false;
     if (!bench_stop) {
-        if (tcp_pingpong(bc.f, (uint16_t)target, co.seconds, &base, err, sizeof err)) {
+        if (tcp_pingpong(f, (uint16_t)c->target, c->co.seconds, &m->base, err, sizeof err)) {
             fprintf(stderr, "kvbench fabric: baseline: %s\n", err);
             rc = 1;
         } else {
-            have_base = true;
-            bench_print_ycsb(stdout, &base);
+            m->have_base = true;
+            bench_print_ycsb(stdout, &m->base);
         }
-    }
-    if (have_idle)
-        for (unsigned i = 0; i < nn && i < LAUNCH_MAX; i++)
-            printf("[IDLE], Node%uCPU(%%), %.2f\n", i, idle[i]);
-
-    /* A readable summary, with the targets of docs/benchmarks.md. */
-    printf("\n%-18s %5s %12s %10s %10s %10s %8s\n", "op", "depth", "ops/s", "p50(us)", "p99(us)",
-           "p99.9(us)", "RT/op");
-    for (unsigned i = 0; i < nres; i++) {
-        const struct bench_stats *s = &res[i];
-        printf("%-18s %5u %12.0f %10.1f %10.1f %10.1f %8.2f\n", s->name, s->depth,
-               bench_ops_per_s(s), hist_percentile(&s->h, 50) / 1e3, hist_percentile(&s->h, 99) / 1e3,
-               hist_percentile(&s->h, 99.9) / 1e3, s->round_trips_per_op);
-    }
-    if (have_base)
-        printf("%-18s %5u %12.0f %10.1f %10.1f %10.1f %8s\n", base.name, 1u, bench_ops_per_s(&base),
-               hist_percentile(&base.h, 50) / 1e3, hist_percentile(&base.h, 99) / 1e3,
-               hist_percentile(&base.h, 99.9) / 1e3, "-");
-    const struct bench_stats *r8q1 = NULL, *r8q16 = NULL;
-    for (unsigned i = 0; i < nres; i++) {
-        if (!strcmp(res[i].name, "READ-8B-QD1")) r8q1 = &res[i];
-        if (!strcmp(res[i].name, "READ-8B-QD16")) r8q16 = &res[i];
-    }
-    double ratio = 0;
-    if (r8q1 && have_base && hist_percentile(&base.h, 50)) {
-        ratio = (double)hist_percentile(&r8q1->h, 50) / (double)hist_percentile(&base.h, 50);
-        printf("\nREAD 8B QD1 p50 / TCP ping-pong p50 = %.2f (target <= 1.5)\n", ratio);
-    }
-    if (r8q16 && threads == 1) printf("READ 8B QD16 throughput = %.0f ops/s (target >= 100000)\n", bench_ops_per_s(r8q16));
-    if (have_idle) {
-        double mx = 0;
-        for (unsigned i = 0; i < nn && i < LAUNCH_MAX; i++) if (idle[i] > mx) mx = idle[i];
-        printf("idle node CPU, worst node = %.2f%% of a core (target < 2%%)\n", mx);
-    }
-
-    if (co.json) {
-        struct json j;
-        FILE *jf = bench_json_begin(&j, co.json, "fabric", &bc, fab_transport_name(bc.transport), nn);
-        if (!jf) {
-            rc = 1;
-        } else {
-            json_kv_u64(&j, "threads", threads);
-            json_kv_u64(&j, "target_node", target);
-            json_kv_double(&j, "seconds", co.seconds);
-            json_kv_double(&j, "client_spin_us", co.spin_ns < 0 ? 20.0 : (double)co.spin_ns / 1e3);
-            json_obj_end(&j);
-            json_key(&j, "results");
-            json_arr_begin(&j);
-            for (unsigned i = 0; i < nres; i++) {
-                unsigned k;
-                for (k = 0; k < B_NOPS; k++) {
-                    char nm[48];
-                    snprintf(nm, sizeof nm, "%s-%uB-QD%u", bop_op[k], bop_size[k], res[i].depth);
-                    if (!strcmp(nm, res[i].name)) break;
-                }
-                json_obj_begin(&j);
-                json_kv_str(&j, "op", k < B_NOPS ? bop_op[k] : res[i].name);
-                json_kv_u64(&j, "size", k < B_NOPS ? bop_size[k] : 0);
-                json_kv_u64(&j, "depth", res[i].depth);
-                bench_json_metrics(&j, &res[i]);
-                json_obj_end(&j);
-            }
-            json_arr_end(&j);
-            if (have_base) {
-                json_key(&j, "baseline");
-                json_obj_begin(&j);
-                json_kv_str(&j, "op", "TCP_PINGPONG");
-                json_kv_u64(&j, "size", 8);
-                json_kv_u64(&j, "depth", 1);
-                bench_json_metrics(&j, &base);
-                json_obj_end(&j);
-            }
-            if (have_idle) {
-                json_key(&j, "idle_cpu_percent");
-                json_arr_begin(&j);
-                for (unsigned i = 0; i < nn && i < LAUNCH_MAX; i++) json_double(&j, idle[i]);
-                json_arr_end(&j);
-            }
-            if (ratio > 0) json_kv_double(&j, "read8_qd1_p50_over_tcp_p50", ratio);
-            json_obj_end(&j);
-            if (fclose(jf)) rc = 1;
-        }
-    }
-    if (bench_cluster_close(&bc)) {
-        fprintf(stderr, "kvbench fabric: a node did not stop cleanly\n");
-        rc = 1;
-    }
-    if (bench_stop) {
-        fprintf(stderr, "kvbench fabric: interrupted\n");
-        return 130;
     }
     return rc;
+}
+
+static void print_row(const struct bench_stats *s, unsigned depth, const char *rt)
+{
+    printf("%-18s %5u %12.0f %10.1f %10.1f %10.1f %8s\n", s->name, depth, bench_ops_per_s(s),
+           hist_percentile(&s->h, 50) / 1e3, hist_percentile(&s->h, 99) / 1e3,
+           hist_percentile(&s->h, 99.9) / 1e3, rt);
+}
+
+/* A readable summary, with the targets of docs/benchmarks.md. */
+static void print_summary(const struct fabric_cli *c, struct fabric_run *m, unsigned nn)
+{
+    if (m->have_idle)
+        for (unsigned i = 0; i < nn && i < LAUNCH_MAX; i++)
+            printf("[IDLE], Node%uCPU(%%), %.2f\n", i, m->idle[i]);
+    printf("\n%-18s %5s %12s %10s %10s %10s %8s\n", "op", "depth", "ops/s", "p50(us)", "p99(us)",
+           "p99.9(us)", "RT/op");
+    const struct bench_stats *r8q1 = NULL, *r8q16 = NULL;
+    for (unsigned i = 0; i < m->nres; i++) {
+        const struct bench_stats *s = &m->res[i];
+        char rt[32];
+        snprintf(rt, sizeof rt, "%.2f", s->round_trips_per_op);
+        print_row(s, s->depth, rt);
+        if (!strcmp(s->name, "READ-8B-QD1")) r8q1 = s;
+        if (!strcmp(s->name, "READ-8B-QD16")) r8q16 = s;
+    }
+    if (m->have_base) print_row(&m->base, 1u, "-");
+    if (r8q1 && m->have_base && hist_percentile(&m->base.h, 50)) {
+        m->ratio = (double)hist_percentile(&r8q1->h, 50) / (double)hist_percentile(&m->base.h, 50);
+        printf("\nREAD 8B QD1 p50 / TCP ping-pong p50 = %.2f (target <= 1.5)\n", m->ratio);
+    }
+    if (r8q16 && c->threads == 1) printf("READ 8B QD16 throughput = %.0f ops/s (target >= 100000)\n", bench_ops_per_s(r8q16));
+    if (m->have_idle) {
+        double mx = 0;
+        for (unsigned i = 0; i < nn && i < LAUNCH_MAX; i++) if (m->idle[i] > mx) mx = m->idle[i];
+        printf("idle node CPU, worst node = %.2f%% of a core (target < 2%%)\n", mx);
+    }
+}
+
+/* One measurement's JSON object: its op and size found back from its name. */
+static void json_result(struct json *j, const struct bench_stats *s)
+{
+    unsigned k;
+    for (k = 0; k < B_NOPS; k++) {
+        char nm[48];
+        snprintf(nm, sizeof nm, "%s-%uB-QD%u", bop_op[k], bop_size[k], s->depth);
+        if (!strcmp(nm, s->name)) break;
+    }
+    json_obj_begin(j);
+    json_kv_str(j, "op", k < B_NOPS ? bop_op[k] : s->name);
+    json_kv_u64(j, "size", k < B_NOPS ? bop_size[k] : 0);
+    json_kv_u64(j, "depth", s->depth);
+    bench_json_metrics(j, s);
+    json_obj_end(j);
+}
+
+static int write_json(const struct fabric_cli *c, const struct bench_cluster *bc,
+                      const struct fabric_run *m, unsigned nn)
+{
+    struct json j;
+    FILE *jf = bench_json_begin(&j, c->co.json, "fabric", bc, fab_transport_name(bc->transport), nn);
+    if (!jf) return 1;
+    json_kv_u64(&j, "threads", c->threads);
+    json_kv_u64(&j, "target_node", c->target);
+    json_kv_double(&j, "seconds", c->co.seconds);
+    json_kv_double(&j, "client_spin_us", c->co.spin_ns < 0 ? 20.0 : (double)c->co.spin_ns / 1e3);
+    json_obj_end(&j);
+    json_key(&j, "results");
+    json_arr_begin(&j);
+    for (unsigned i = 0; i < m->nres; i++) json_result(&j, &m->res[i]);
+    json_arr_end(&j);
+    if (m->have_base) {
+        json_key(&j, "baseline");
+        json_obj_begin(&j);
+        json_kv_str(&j, "op", "TCP_PINGPONG");
+        json_kv_u64(&j, "size", 8);
+        json_kv_u64(&j, "depth", 1);
+        bench_json_metrics(&j, &m->base);
+        json_obj_end(&j);
+    }
+    if (m->have_idle) {
+        json_key(&j, "idle_cpu_percent");
+        json_arr_begin(&j);
+        for (unsigned i = 0; i < nn && i < LAUNCH_MAX; i++) json_double(&j, m->idle[i]);
+        json_arr_end(&j);
+    }
+    if (m->ratio > 0) json_kv_double(&j, "read8_qd1_p50_over_tcp_p50", m->ratio);
+    json_obj_end(&j);
+    return fclose(jf) ? 1 : 0;
+}
+
+int cmd_fabric(int argc, char **argv)
+{
+    struct fabric_cli c = {.threads = 1, .ndepths = 2, .depths = {1, 16}, .idle_s = 2};
+    bench_common_init(&c.co);
+    for (unsigned k = 0; k < B_NOPS; k++) c.sel[k] = true;
+    if (bench_opts_parse(&fabric_cmd, &c, argc, argv)) return 0;
+    if (c.co.config && !c.transport_given) c.co.transport = FAB_AUTO;
+    struct bench_cluster bc;
+    if (bench_start(&bc, &c.co, "fabric", 30 * NS_PER_S)) return 1;
+    unsigned nn = fab_num_nodes(bc.f);
+    if (c.target >= nn) {
+        fprintf(stderr, "kvbench fabric: error: --target-node %u, but the cluster has %u nodes\n", c.target, nn);
+        bench_cluster_close(&bc);
+        return 2;
+    }
+    printf("# kvbench fabric: transport %s, %u node%s%s, %u client thread%s (first -> node %u), "
+           "%.1f s per measurement\n",
+           fab_transport_name(bc.transport), nn, nn == 1 ? "" : "s",
+           bc.launched ? " (local processes)" : "", c.threads, c.threads == 1 ? "" : "s", c.target,
+           c.co.seconds);
+    fflush(stdout);
+    struct fabric_run *m = calloc(1, sizeof *m);
+    if (!m) return bench_finish(&bc, "fabric", 1);
+    char err[512];
+    if (c.idle_s > 0) {
+        if (idle_cpu(bc.f, c.idle_s, m->idle, err, sizeof err))
+            fprintf(stderr, "kvbench fabric: idle measurement failed: %s\n", err);
+        else
+            m->have_idle = true;
+    }
+    int rc = measure_all(&c, bc.f, m);
+    print_summary(&c, m, nn);
+    if (c.co.json && write_json(&c, &bc, m, nn)) rc = 1;
+    free(m);
+    return bench_finish(&bc, "fabric", rc);
 }

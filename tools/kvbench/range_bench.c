@@ -6,6 +6,7 @@
  * paced writers, a log writer). Several designs run one after the other on the same nodes;
  * --sweep runs the thesis's grids and writes a table and gnuplot plots. */
 #include "bench.h"
+#include "tools/kvbench/opts.h"
 
 #include "common/clock.h"
 #include "common/parse.h"
@@ -27,7 +28,7 @@
 #define SPACE_DEPTH 5
 #define MICRO_MAX_UNITS 2048u /* 2^11 = 8 segments of 2^8: the thesis's cap for segmentation */
 
-static const char usage[] =
+static const char range_head[] =
     "usage: kvbench range [--algo A[,A...]] [--workload micro|oltp] [--clients C] [options]\n"
     "\n"
     "The range-lock benchmark of the range-lock thesis. kvbench starts --nodes local nodes; node 0\n"
@@ -69,39 +70,9 @@ static const char usage[] =
     "          the log per 3200 reads. Writers that are ahead nap (30 us steps). Each role is\n"
     "          placed round-robin over the client nodes, and a node's writers are paced by its\n"
     "          own readers' count scaled to all readers. --writes is ignored.\n"
-    "\n"
-    "  --algo A[,A...]   combiner-rpc, combiner-rdma, itree, segment, citron, or a list\n"
-    "                    (default combiner-rpc; with --sweep, default all five)\n"
-    "  --workload W      micro or oltp (default micro)\n"
-    "  --clients C       clients in all, at most 64 per node (default 4; oltp 16)\n"
-    "  --tasks K         a node's clients run K per thread, as tasks sharing its fabric\n"
-    "                    context (default 1: every client a thread)\n"
-    "  --writes W        micro: percent of ops exclusive, 0..100 (default 20)\n"
-    "  --cs-us U         microseconds a range is held (busy) before release (default 0)\n"
-    "  --timeout-ms M    deadline of one attempt of an op, 0 = none (default 100)\n"
-    "  --lease-ms M      the DSLR lease of segment's and citron's words (default 50): a range\n"
-    "                    holds its first words while it waits for the others, so the lease\n"
-    "                    must cover the whole acquisition (DSLR's row default, 10 ms, is\n"
-    "                    outlived under 8+ clients on 2 cores, and expired holders leave\n"
-    "                    their words to the waiters' resets)\n"
-    "  --seconds S       measured seconds per run (default 2), after --warmup S (default 0.5)\n"
-    "  --repeat N        run each point N times and report the run with the median ops/s\n"
-    "                    (default 1)\n"
-    "  --nodes N         start N local nodes (default 2: node 0 owns the space, node 1 runs the\n"
-    "                    clients)\n"
-    "  --config FILE     use the running cluster in FILE instead (node 0 owns the space)\n"
-    "  --transport T     soft, verbs or auto (default soft with --nodes)\n"
-    "  --spin-us U       a thread waiting for a fabric completion polls U us before it blocks\n"
-    "                    (default 0, as kvbench lock: clients outnumber the cores)\n"
-    "  --json FILE       write the results as JSON\n"
-    "  --sweep           run the thesis's grids: micro with writes 0, 1, 20, 100 % x clients\n"
-    "                    1, 2, 4, 8, 16 for every design given, then oltp at --clients (default\n"
-    "                    16) for every design; write range-sweep.md and, with gnuplot,\n"
-    "                    plots/range-micro-w{0,1,20,100}.png into --out\n"
-    "  --out DIR         where --sweep writes (default kvbench-report,\n"
-    "                    made in the current directory; docs/reports holds the\n"
-    "                    published ones)\n"
-    "  -h, --help        this text\n"
+    "\n";
+
+static const char range_tail[] =
     "\n"
     "examples:\n"
     "  kvbench range --algo combiner-rpc,itree,segment --workload micro --clients 8 --writes 1\n"
@@ -687,145 +658,401 @@ static int write_plots(const char *out, const struct range_point *pts, const cha
 
 /* ------------------------------------------------------------------------------------------ */
 
-int cmd_range(int argc, char **argv)
-{
+/* kvbench range's options (range_opts), then what follows from them (range_cli_finish). */
+struct range_cli {
     struct bench_common co;
-    bench_common_init(&co);
-    co.nodes = 2;
-    co.spin_ns = 0; /* clients block at once, as kvbench lock's workers: see --help */
-    const char *algos[MAX_ALGOS] = {"combiner-rpc"}, *out = "kvbench-report", *clients_arg = "";
-    unsigned nalgos = 1, workload = BENCH_RANGE_MICRO, write_pct = 20, repeat = 1, clients = 0;
-    bool sweep = false, transport_given = false, algo_given = false, writes_given = false;
-    double warmup = 0.5;
-    int64_t cs_ns = 0, timeout_ns = 100 * NS_PER_MS;
+    const char *algos[MAX_ALGOS], *out, *clients_arg;
+    unsigned nalgos, workload, write_pct, repeat, clients, tasks;
+    double warmup, cs_us, timeout_ms, lease_ms;
+    bool sweep, transport_given, algo_given, writes_given;
+    unsigned oltp_clients; /* the oltp points' clients (--clients, else 16) */
+    int64_t cs_ns, timeout_ns;
+};
+
+static int opt_algo(void *o, const char *v)
+{
     static const char algo_err[] = "--algo must be combiner-rpc, combiner-rdma, itree, segment, "
                                    "citron or a comma-separated list of up to 8 (got '%s')";
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t u;
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            fputs(usage, stdout);
-            return 0;
-        }
-        if (!strcmp(o, "--transport")) transport_given = true;
-        if (!strcmp(o, "--sweep")) {
-            sweep = true;
-            continue;
-        }
-        if (bench_common_opt(&co, "range", argc, argv, &i)) continue;
-        if (!v) bench_value_missing("range", usage, o);
-        if (!strcmp(o, "--algo")) {
-            nalgos = 0;
-            algo_given = true;
-            char *dup = strdup(v), *save = NULL;
-            if (!dup) bench_usage_error("range", "out of memory reading '%s'", v);
-            for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                if (!range_algo_find(t) || nalgos == MAX_ALGOS) {
-                    free(dup);
-                    bench_usage_error("range", algo_err, v);
-                }
-                algos[nalgos++] = range_algo_find(t)->name;
-            }
+    struct range_cli *c = o;
+    c->nalgos = 0;
+    char *dup = strdup(v), *save = NULL;
+    if (!dup) bench_usage_error("range", "out of memory reading '%s'", v);
+    for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!range_algo_find(t) || c->nalgos == MAX_ALGOS) {
             free(dup);
-            if (!nalgos) bench_usage_error("range", algo_err, v);
-        } else if (!strcmp(o, "--workload")) {
-            if (!strcmp(v, "micro")) workload = BENCH_RANGE_MICRO;
-            else if (!strcmp(v, "oltp")) workload = BENCH_RANGE_OLTP;
-            else bench_usage_error("range", "--workload must be micro or oltp (got '%s')", v);
-        } else if (!strcmp(o, "--tasks")) {
-            if (parse_uint_range(v, 1, BENCH_MAX_TASKS, &u))
-                bench_usage_error("range", "--tasks must be 1..256 (got '%s')", v);
-            tasks_per_thread = (unsigned)u;
-        } else if (!strcmp(o, "--clients")) {
-            if (parse_uint_range(v, 1, (uint64_t)BENCH_MAX_THREADS * (LAUNCH_MAX - 1), &u))
-                bench_usage_error("range", "--clients must be 1..4032 (at most 64 per node; got '%s')", v);
-            clients = (unsigned)u;
-            clients_arg = v;
-        } else if (!strcmp(o, "--writes")) {
-            if (parse_uint_range(v, 0, 100, &u))
-                bench_usage_error("range", "--writes must be a percentage 0..100 (got '%s')", v);
-            write_pct = (unsigned)u;
-            writes_given = true;
-        } else if (!strcmp(o, "--cs-us")) {
-            double d;
-            if (parse_double(v, &d) || !(d >= 0) || d > 1e6)
-                bench_usage_error("range", "--cs-us must be 0..1000000 microseconds (got '%s')", v);
-            cs_ns = (int64_t)(d * 1e3);
-        } else if (!strcmp(o, "--lease-ms")) {
-            double m;
-            if (parse_double(v, &m) || !(m >= 1) || m > 60000)
-                bench_usage_error("range", "--lease-ms must be 1..60000 (got '%s')", v);
-            lease_ns = (int64_t)(m * 1e6);
-        } else if (!strcmp(o, "--timeout-ms")) {
-            double m;
-            if (parse_double(v, &m) || !(m >= 0) || m > 600000)
-                bench_usage_error("range", "--timeout-ms must be 0..600000 (got '%s')", v);
-            timeout_ns = (int64_t)(m * 1e6);
-        } else if (!strcmp(o, "--warmup")) {
-            if (parse_double(v, &warmup) || !(warmup >= 0) || warmup > 600)
-                bench_usage_error("range", "--warmup must be 0..600 seconds (got '%s')", v);
-        } else if (!strcmp(o, "--repeat")) {
-            if (parse_uint_range(v, 1, 99, &u))
-                bench_usage_error("range", "--repeat must be 1..99 (got '%s')", v);
-            repeat = (unsigned)u;
-        } else if (!strcmp(o, "--out")) {
-            out = v;
-        } else {
-            bench_usage_error("range", "unknown option '%s'", o);
+            bench_usage_error("range", algo_err, v);
         }
-        i++;
+        c->algos[c->nalgos++] = range_algo_find(t)->name;
     }
-    if (co.config && !transport_given) co.transport = FAB_AUTO;
-    if (sweep && !algo_given) {
-        nalgos = NALL;
-        for (unsigned a = 0; a < NALL; a++) algos[a] = all_algos[a];
+    free(dup);
+    if (!c->nalgos) bench_usage_error("range", algo_err, v);
+    return 0;
+}
+
+static int opt_workload(void *o, const char *v)
+{
+    struct range_cli *c = o;
+    if (!strcmp(v, "micro")) c->workload = BENCH_RANGE_MICRO;
+    else if (!strcmp(v, "oltp")) c->workload = BENCH_RANGE_OLTP;
+    else return 1;
+    return 0;
+}
+
+static int opt_clients(void *o, const char *v)
+{
+    struct range_cli *c = o;
+    uint64_t u;
+    if (parse_uint_range(v, 1, (uint64_t)BENCH_MAX_THREADS * (LAUNCH_MAX - 1), &u)) return 1;
+    c->clients = (unsigned)u;
+    c->clients_arg = v;
+    return 0;
+}
+
+#define T struct range_cli
+static const struct bench_opt range_opts[] = {
+    {"--algo", BOPT_FN,
+     "  --algo A[,A...]   combiner-rpc, combiner-rdma, itree, segment, citron, or a list\n"
+     "                    (default combiner-rpc; with --sweep, default all five)\n",
+     0, BOPT_GIVEN(T, algo_given), 0, 0, NULL, opt_algo, NULL},
+    {"--workload", BOPT_FN,
+     "  --workload W      micro or oltp (default micro)\n",
+     0, 0, 0, 0, "--workload must be micro or oltp (got '%s')", opt_workload, NULL},
+    {"--clients", BOPT_FN,
+     "  --clients C       clients in all, at most 64 per node (default 4; oltp 16)\n",
+     0, 0, 0, 0, "--clients must be 1..4032 (at most 64 per node; got '%s')", opt_clients, NULL},
+    {"--tasks", BOPT_UINT,
+     "  --tasks K         a node's clients run K per thread, as tasks sharing its fabric\n"
+     "                    context (default 1: every client a thread)\n",
+     offsetof(T, tasks), 0, 1, BENCH_MAX_TASKS, "--tasks must be 1..256 (got '%s')", NULL, NULL},
+    {"--writes", BOPT_UINT,
+     "  --writes W        micro: percent of ops exclusive, 0..100 (default 20)\n",
+     offsetof(T, write_pct), BOPT_GIVEN(T, writes_given), 0, 100, "--writes must be a percentage 0..100 (got '%s')", NULL, NULL},
+    {"--cs-us", BOPT_DOUBLE,
+     "  --cs-us U         microseconds a range is held (busy) before release (default 0)\n",
+     offsetof(T, cs_us), 0, 0, 1e6, "--cs-us must be 0..1000000 microseconds (got '%s')", NULL, NULL},
+    {"--timeout-ms", BOPT_DOUBLE,
+     "  --timeout-ms M    deadline of one attempt of an op, 0 = none (default 100)\n",
+     offsetof(T, timeout_ms), 0, 0, 600000, "--timeout-ms must be 0..600000 (got '%s')", NULL, NULL},
+    {"--lease-ms", BOPT_DOUBLE,
+     "  --lease-ms M      the DSLR lease of segment's and citron's words (default 50): a range\n"
+     "                    holds its first words while it waits for the others, so the lease\n"
+     "                    must cover the whole acquisition (DSLR's row default, 10 ms, is\n"
+     "                    outlived under 8+ clients on 2 cores, and expired holders leave\n"
+     "                    their words to the waiters' resets)\n",
+     offsetof(T, lease_ms), 0, 1, 60000, "--lease-ms must be 1..60000 (got '%s')", NULL, NULL},
+    {"--seconds", BOPT_COMMON,
+     "  --seconds S       measured seconds per run (default 2), after --warmup S (default 0.5)\n",
+     0, 0, 0, 0, NULL, NULL, NULL},
+    {"--warmup", BOPT_DOUBLE, "", offsetof(T, warmup), 0, 0, 600,
+     "--warmup must be 0..600 seconds (got '%s')", NULL, NULL},
+    {"--repeat", BOPT_UINT,
+     "  --repeat N        run each point N times and report the run with the median ops/s\n"
+     "                    (default 1)\n",
+     offsetof(T, repeat), 0, 1, 99, "--repeat must be 1..99 (got '%s')", NULL, NULL},
+    {"--nodes", BOPT_COMMON,
+     "  --nodes N         start N local nodes (default 2: node 0 owns the space, node 1 runs the\n"
+     "                    clients)\n",
+     0, 0, 0, 0, NULL, NULL, NULL},
+    {"--config", BOPT_COMMON,
+     "  --config FILE     use the running cluster in FILE instead (node 0 owns the space)\n",
+     0, 0, 0, 0, NULL, NULL, NULL},
+    {"--transport", BOPT_COMMON,
+     "  --transport T     soft, verbs or auto (default soft with --nodes)\n",
+     0, BOPT_GIVEN(T, transport_given), 0, 0, NULL, NULL, NULL},
+    {"--spin-us", BOPT_COMMON,
+     "  --spin-us U       a thread waiting for a fabric completion polls U us before it blocks\n"
+     "                    (default 0, as kvbench lock: clients outnumber the cores)\n",
+     0, 0, 0, 0, NULL, NULL, NULL},
+    {"--json", BOPT_COMMON,
+     "  --json FILE       write the results as JSON\n",
+     0, 0, 0, 0, NULL, NULL, NULL},
+    {"--sweep", BOPT_FLAG,
+     "  --sweep           run the thesis's grids: micro with writes 0, 1, 20, 100 % x clients\n"
+     "                    1, 2, 4, 8, 16 for every design given, then oltp at --clients (default\n"
+     "                    16) for every design; write range-sweep.md and, with gnuplot,\n"
+     "                    plots/range-micro-w{0,1,20,100}.png into --out\n",
+     offsetof(T, sweep), 0, 0, 0, NULL, NULL, NULL},
+    {"--out", BOPT_STR,
+     "  --out DIR         where --sweep writes (default kvbench-report,\n"
+     BOPT_OUT_DEFAULT,
+     offsetof(T, out), 0, 0, 0, NULL, NULL, NULL},
+    BOPT_ROW_HELP("  -h, --help        this text\n"),
+};
+#undef T
+static const struct bench_cmd range_cmd =
+    BENCH_CMD("range", range_head, range_opts, range_tail, struct range_cli);
+
+/* Defaults that depend on other options, and the checks that need no node: 0, or 2 after a
+ * message (exits on bad usage). */
+static int range_cli_finish(struct range_cli *c)
+{
+    tasks_per_thread = c->tasks;
+    lease_ns = (int64_t)(c->lease_ms * 1e6);
+    c->cs_ns = (int64_t)(c->cs_us * 1e3);
+    c->timeout_ns = (int64_t)(c->timeout_ms * 1e6);
+    if (c->co.config && !c->transport_given) c->co.transport = FAB_AUTO;
+    if (c->sweep && !c->algo_given) {
+        c->nalgos = NALL;
+        for (unsigned a = 0; a < NALL; a++) c->algos[a] = all_algos[a];
     }
-    unsigned oltp_clients = clients ? clients : 16;
-    if (!clients) clients = workload == BENCH_RANGE_OLTP ? 16 : 4;
-    if ((workload == BENCH_RANGE_OLTP || sweep) && oltp_clients < 3)
+    c->oltp_clients = c->clients ? c->clients : 16;
+    if (!c->clients) c->clients = c->workload == BENCH_RANGE_OLTP ? 16 : 4;
+    if ((c->workload == BENCH_RANGE_OLTP || c->sweep) && c->oltp_clients < 3)
         bench_usage_error("range", "the oltp workload (also run by --sweep) needs --clients >= 3: "
-                                   "a reader, a writer and a log writer (got '%s')", clients_arg);
-    if (sweep && writes_given)
+                                   "a reader, a writer and a log writer (got '%s')", c->clients_arg);
+    if (c->sweep && c->writes_given)
         fprintf(stderr, "kvbench range: note: --sweep runs writes 0, 1, 20 and 100 %%; --writes is "
                         "ignored\n");
-    else if (workload == BENCH_RANGE_OLTP && writes_given)
+    else if (c->workload == BENCH_RANGE_OLTP && c->writes_given)
         fprintf(stderr, "kvbench range: note: --writes is ignored for the oltp workload (its mix "
                         "is fixed)\n");
     /* every request is checked here, before any node starts, with the nodes' own rules */
-    for (unsigned x = 0; x < 2 * nalgos; x++) {
-        unsigned a = x / 2;
-        if (!sweep && (x % 2) != workload) continue;
+    for (unsigned x = 0; x < 2 * c->nalgos; x++) {
+        if (!c->sweep && (x % 2) != c->workload) continue;
         struct range_point p;
         memset(&p, 0, sizeof p);
-        snprintf(p.algo, sizeof p.algo, "%s", algos[a]);
+        snprintf(p.algo, sizeof p.algo, "%s", c->algos[x / 2]);
         p.workload = x % 2;
-        p.write_pct = write_pct;
-        oltp_split(oltp_clients, &p.readers, &p.writers, &p.loggers);
+        p.write_pct = c->write_pct;
+        oltp_split(c->oltp_clients, &p.readers, &p.writers, &p.loggers);
         struct bench_range_req q;
-        base_req(&q, &p, (int64_t)(warmup * 1e9), (int64_t)(co.seconds * 1e9), cs_ns, timeout_ns, 1);
+        base_req(&q, &p, (int64_t)(c->warmup * 1e9), (int64_t)(c->co.seconds * 1e9), c->cs_ns,
+                 c->timeout_ns, 1);
         const char *why = bench_range_req_check(&q);
         if (why) {
             fprintf(stderr, "kvbench range: error: %s: %s\n", q.algo, why);
             return 2;
         }
     }
-    if (!co.config) {
-        unsigned cn = co.nodes > 1 ? co.nodes - 1 : 1;
-        unsigned cmax0 = sweep ? (oltp_clients > 16 ? oltp_clients : 16) : clients;
+    if (!c->co.config) {
+        unsigned cn = c->co.nodes > 1 ? c->co.nodes - 1 : 1;
+        unsigned cmax0 = c->sweep ? (c->oltp_clients > 16 ? c->oltp_clients : 16) : c->clients;
         if ((cmax0 + cn - 1) / cn > BENCH_MAX_THREADS)
             bench_usage_error("range", "too many clients for the client nodes: at most 64 per node "
                                        "(%s)", "add --nodes");
     }
-    bench_install_signals();
+    return 0;
+}
 
-    struct bench_cluster bc;
+static void print_head(const struct range_cli *c, const struct bench_cluster *bc, unsigned nn,
+                       const char *tname, const char *where)
+{
+    printf("# kvbench range: transport %s, %u node%s%s; node 0 owns range space %u: 2^%u units, "
+           "%u segments of 2^%u, citron depth %u (%u leaves of %u units); clients on %s; %.1f s "
+           "per run after %.1f s warm-up; hold %.1f us; attempt timeout %.1f ms; DSLR lease "
+           "%.1f ms\n",
+           tname, nn, nn == 1 ? "" : "s", bc->launched ? " (local processes)" : "", SPACE_ID,
+           SPACE_BITS, 1u << SPACE_SEG_BITS, SPACE_SEG_BITS, SPACE_DEPTH, 1u << (2 * SPACE_DEPTH),
+           1u << (SPACE_BITS - 2 * SPACE_DEPTH), where, c->co.seconds, c->warmup,
+           (double)c->cs_ns / 1e3, (double)c->timeout_ns / 1e6, (double)lease_ns / 1e6);
+    if (c->sweep || c->workload == BENCH_RANGE_MICRO)
+        printf("# micro: range sizes uniform in [1, %u] units at uniform positions inside [0, "
+               "2^%u)%s\n", MICRO_MAX_UNITS, SPACE_BITS,
+               c->sweep ? "" : "; exclusive with the --writes probability");
+    if (c->sweep || c->workload == BENCH_RANGE_OLTP) {
+        unsigned r, w, l;
+        oltp_split(c->oltp_clients, &r, &w, &l);
+        printf("# oltp: %u clients = %u reader%s + %u writer%s + %u log writer%s (39:9:1 scaled); "
+               "8 data files + 1 log of %u units; 2^6-unit reads and writes, 100 writes per "
+               "writer per 1000 reads, one 2^11-unit log write per 3200 reads\n",
+               c->oltp_clients, r, r == 1 ? "" : "s", w, w == 1 ? "" : "s", l, l == 1 ? "" : "s",
+               (1u << SPACE_BITS) / 9);
+    }
+    fflush(stdout);
+}
+
+/* Point i: the --sweep grid (micro by writes and clients, then oltp) or one per design.
+ * Returns its design's index. */
+static unsigned point_of(const struct range_cli *c, size_t i, struct range_point *p)
+{
+    unsigned a, na = c->nalgos;
+    if (c->sweep && i < (size_t)NSW * NSC * na) {
+        a = (unsigned)(i % na);
+        p->workload = BENCH_RANGE_MICRO;
+        p->clients = sweep_clients[(i / na) % NSC];
+        p->write_pct = sweep_writes[i / na / NSC];
+    } else {
+        a = c->sweep ? (unsigned)(i - (size_t)NSW * NSC * na) : (unsigned)i;
+        p->workload = c->sweep ? BENCH_RANGE_OLTP : c->workload;
+        p->clients = p->workload == BENCH_RANGE_OLTP ? c->oltp_clients : c->clients;
+        p->write_pct = p->workload == BENCH_RANGE_OLTP ? 0 : c->write_pct;
+    }
+    snprintf(p->algo, sizeof p->algo, "%s", c->algos[a]);
+    if (p->workload == BENCH_RANGE_OLTP) oltp_split(p->clients, &p->readers, &p->writers, &p->loggers);
+    return a;
+}
+
+static double run_ops(const void *p) { return ops_per_s(p); }
+
+/* Runs p --repeat times and keeps the median-throughput run (or the failed one): 0, 1 when a
+ * run could not be made (after a message), or -1 when interrupted before any run. */
+static int run_median(const struct range_cli *c, struct fabric *f, struct range_point *p,
+                      struct range_point *runs)
+{
     char err[512];
-    if (bench_cluster_open(&bc, &co, 30 * NS_PER_S, err, sizeof err)) {
-        fprintf(stderr, "kvbench range: error: %s\n", err);
+    struct bench_range_req base;
+    base_req(&base, p, (int64_t)(c->warmup * 1e9), (int64_t)(c->co.seconds * 1e9), c->cs_ns,
+             c->timeout_ns, (uint64_t)clock_now_ns());
+    unsigned nrun = 0;
+    for (unsigned k = 0; k < c->repeat && !bench_stop; k++) {
+        runs[k] = *p;
+        if (run_point(f, &runs[k], &base, err, sizeof err)) {
+            fprintf(stderr, "kvbench range: %s: %s\n", p->algo, err);
+            return 1;
+        }
+        nrun++;
+        if (runs[k].failed) break;
+    }
+    if (!nrun) return -1;
+    if (runs[nrun - 1].failed) {
+        *p = runs[nrun - 1];
+        return 0;
+    }
+    *p = *(struct range_point *)bench_median_run(runs, nrun, sizeof *runs, run_ops);
+    return 0;
+}
+
+/* Every point, printed as it ends; a design that fails skips its later points. 0, or 1. */
+static int measure(const struct range_cli *c, struct fabric *f, struct range_point *pts,
+                   size_t npts)
+{
+    struct range_point *runs = calloc(c->repeat, sizeof *runs);
+    if (!runs) return -1;
+    int rc = 0;
+    bool algo_failed[MAX_ALGOS] = {false};
+    for (size_t i = 0; i < npts && !bench_stop; i++) {
+        struct range_point *p = &pts[i];
+        unsigned a = point_of(c, i, p);
+        if (algo_failed[a]) {
+            /* the design already failed in this sweep: its later points are skipped */
+            p->failed = p->skipped = true;
+            snprintf(p->error, sizeof p->error, "skipped (the design failed earlier)");
+            continue;
+        }
+        int r = run_median(c, f, p, runs);
+        if (r > 0) rc = 1;
+        if (r) break;
+        if (p->failed) {
+            algo_failed[a] = true;
+            fprintf(stderr, "kvbench range: %s: %s\n", p->algo, p->error);
+            rc = 1;
+        }
+        print_point(p);
+    }
+    free(runs);
+    return rc;
+}
+
+static int write_json(const struct range_cli *c, const struct bench_cluster *bc,
+                      const struct range_point *pts, size_t npts, unsigned nn, const char *tname)
+{
+    struct json j;
+    FILE *jf = bench_json_begin(&j, c->co.json, "range", bc, tname, nn);
+    if (!jf) return 1;
+    json_kv_double(&j, "seconds", c->co.seconds);
+    json_kv_double(&j, "warmup_seconds", c->warmup);
+    json_kv_u64(&j, "repeat", c->repeat);
+    json_kv_i64(&j, "cs_ns", c->cs_ns);
+    json_kv_i64(&j, "timeout_ns", c->timeout_ns);
+    json_kv_i64(&j, "lease_ns", lease_ns);
+    json_kv_u64(&j, "space_bits", SPACE_BITS);
+    json_kv_u64(&j, "segment_bits", SPACE_SEG_BITS);
+    json_kv_u64(&j, "tree_depth", SPACE_DEPTH);
+    json_kv_u64(&j, "micro_max_units", MICRO_MAX_UNITS);
+    json_kv_bool(&j, "sweep", c->sweep);
+    json_obj_end(&j);
+    json_key(&j, "results");
+    json_arr_begin(&j);
+    for (size_t i = 0; i < npts; i++)
+        if (pts[i].done || (pts[i].failed && !pts[i].skipped)) json_point(&j, &pts[i], nn);
+    json_arr_end(&j);
+    json_obj_end(&j);
+    return fclose(jf) ? 1 : 0;
+}
+
+/* --sweep's range-sweep.md and plots under --out: 0, or 1. */
+static int write_sweep(const struct range_cli *c, const struct range_point *pts, unsigned nn,
+                       const char *tname, const char *where)
+{
+    int rc = 0;
+    char path[4200];
+    mkdir(c->out, 0755);
+    snprintf(path, sizeof path, "%s/range-sweep.md", c->out);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "kvbench range: cannot write %s: %s\n", path, strerror(errno));
+        rc = 1;
+    } else {
+        fprintf(f, "# kvbench range --sweep\n\nGenerated by `kvbench range --sweep --nodes %u "
+                   "--clients %u --seconds %g --warmup %g --repeat %u --cs-us %g "
+                   "--timeout-ms %g --lease-ms %g` (transport "
+                   "%s, %u nodes as separate processes; node 0 owns a space of 2^%u units, "
+                   "the clients run in %s; each point is the median-throughput run of %u). "
+                   "micro: range sizes uniform in [1, %u] units at uniform positions (the "
+                   "same for every design), exclusive with the given probability; citron "
+                   "takes shared ranges as exclusive. Plots: `plots/range-micro-w*.png`.\n\n",
+                nn, c->oltp_clients, c->co.seconds, c->warmup, c->repeat, (double)c->cs_ns / 1e3,
+                (double)c->timeout_ns / 1e6, (double)lease_ns / 1e6, tname, nn,
+                SPACE_BITS, where, c->repeat, MICRO_MAX_UNITS);
+        write_sweep_md(f, pts, c->algos, c->nalgos, c->oltp_clients);
+        if (fclose(f)) rc = 1;
+        else printf("\nwrote %s\n", path);
+    }
+    int pr = write_plots(c->out, pts, c->algos, c->nalgos, nn, tname);
+    if (pr == 0)
+        printf("wrote %s/plots/range-micro-w{0,1,20,100}.png\n", c->out);
+    else if (pr == 1)
+        fprintf(stderr, "kvbench range: gnuplot is not installed (Debian: apt-get install "
+                        "gnuplot-nox): no plots; the data files and script are in %s/plots\n",
+                c->out);
+    else {
+        fprintf(stderr, "kvbench range: plotting failed (no design succeeded, or gnuplot "
+                        "reported an error); the data files are in %s/plots\n", c->out);
+        rc = 1;
+    }
+    return rc;
+}
+
+/* The points, their tables and files, on the open cluster. */
+static int run_all(const struct range_cli *c, const struct bench_cluster *bc, unsigned nn,
+                   const char *tname, const char *where)
+{
+    unsigned na = c->nalgos;
+    size_t npts = c->sweep ? (size_t)NSW * NSC * na + na : na;
+    struct range_point *pts = calloc(npts, sizeof *pts);
+    int rc = pts ? measure(c, bc->f, pts, npts) : -1;
+    if (rc < 0) {
+        free(pts);
+        fprintf(stderr, "kvbench range: out of memory\n");
         return 1;
     }
+    bool complete = true;
+    for (size_t i = 0; i < npts; i++) complete &= pts[i].done || pts[i].failed;
+    if (!c->sweep && complete && !bench_stop) print_table(pts, na);
+    /* the oltp rows compare like the thesis's Table 6 */
+    if (c->sweep && complete && !bench_stop) print_table(&pts[(size_t)NSW * NSC * na], na);
+    if (c->co.json && write_json(c, bc, pts, npts, nn, tname)) rc = 1;
+    if (c->sweep && complete && !bench_stop && write_sweep(c, pts, nn, tname, where)) rc = 1;
+    free(pts);
+    return rc;
+}
+
+int cmd_range(int argc, char **argv)
+{
+    struct range_cli c = {.algos = {"combiner-rpc"}, .out = "kvbench-report", .clients_arg = "",
+                          .nalgos = 1, .workload = BENCH_RANGE_MICRO, .write_pct = 20,
+                          .repeat = 1, .tasks = 1, .warmup = 0.5, .timeout_ms = 100,
+                          .lease_ms = 50};
+    bench_common_init(&c.co);
+    c.co.nodes = 2;
+    c.co.spin_ns = 0; /* clients block at once, as kvbench lock's workers: see --help */
+    if (bench_opts_parse(&range_cmd, &c, argc, argv)) return 0;
+    int rc = range_cli_finish(&c);
+    if (rc) return rc;
+    struct bench_cluster bc;
+    if (bench_start(&bc, &c.co, "range", 30 * NS_PER_S)) return 1;
     unsigned nn = fab_num_nodes(bc.f);
-    unsigned cmax = sweep ? (oltp_clients > 16 ? oltp_clients : 16) : clients;
+    unsigned cmax = c.sweep ? (c.oltp_clients > 16 ? c.oltp_clients : 16) : c.clients;
     if ((cmax + (nn > 1 ? nn - 2 : 0)) / (nn > 1 ? nn - 1 : 1) > BENCH_MAX_THREADS) {
         fprintf(stderr, "kvbench range: error: %u clients on %u client node%s: at most %u per "
                         "node\n", cmax, nn > 1 ? nn - 1 : 1, nn > 2 ? "s" : "", BENCH_MAX_THREADS);
@@ -836,181 +1063,7 @@ int cmd_range(int argc, char **argv)
     char where[32];
     if (nn <= 2) snprintf(where, sizeof where, "node %u", nn - 1);
     else snprintf(where, sizeof where, "nodes 1..%u", nn - 1);
-    printf("# kvbench range: transport %s, %u node%s%s; node 0 owns range space %u: 2^%u units, "
-           "%u segments of 2^%u, citron depth %u (%u leaves of %u units); clients on %s; %.1f s "
-           "per run after %.1f s warm-up; hold %.1f us; attempt timeout %.1f ms; DSLR lease "
-           "%.1f ms\n",
-           tname, nn, nn == 1 ? "" : "s", bc.launched ? " (local processes)" : "", SPACE_ID,
-           SPACE_BITS, 1u << SPACE_SEG_BITS, SPACE_SEG_BITS, SPACE_DEPTH, 1u << (2 * SPACE_DEPTH),
-           1u << (SPACE_BITS - 2 * SPACE_DEPTH), where, co.seconds, warmup, (double)cs_ns / 1e3,
-           (double)timeout_ns / 1e6, (double)lease_ns / 1e6);
-    if (sweep || workload == BENCH_RANGE_MICRO)
-        printf("# micro: range sizes uniform in [1, %u] units at uniform positions inside [0, "
-               "2^%u)%s\n", MICRO_MAX_UNITS, SPACE_BITS,
-               sweep ? "" : "; exclusive with the --writes probability");
-    if (sweep || workload == BENCH_RANGE_OLTP) {
-        unsigned r, w, l;
-        oltp_split(oltp_clients, &r, &w, &l);
-        printf("# oltp: %u clients = %u reader%s + %u writer%s + %u log writer%s (39:9:1 scaled); "
-               "8 data files + 1 log of %u units; 2^6-unit reads and writes, 100 writes per "
-               "writer per 1000 reads, one 2^11-unit log write per 3200 reads\n",
-               oltp_clients, r, r == 1 ? "" : "s", w, w == 1 ? "" : "s", l, l == 1 ? "" : "s",
-               (1u << SPACE_BITS) / 9);
-    }
-    fflush(stdout);
-
-    size_t npts = sweep ? (size_t)NSW * NSC * nalgos + nalgos : nalgos;
-    struct range_point *pts = calloc(npts, sizeof *pts);
-    struct range_point *runs = calloc(repeat, sizeof *runs);
-    if (!pts || !runs) {
-        free(pts);
-        free(runs);
-        bench_cluster_close(&bc);
-        fprintf(stderr, "kvbench range: out of memory\n");
-        return 1;
-    }
-    int rc = 0;
-    bool algo_failed[MAX_ALGOS] = {false};
-    struct bench_range_req base;
-    for (size_t i = 0; i < npts && !bench_stop; i++) {
-        struct range_point *p = &pts[i];
-        unsigned a;
-        if (sweep && i < (size_t)NSW * NSC * nalgos) {
-            a = (unsigned)(i % nalgos);
-            p->workload = BENCH_RANGE_MICRO;
-            p->clients = sweep_clients[(i / nalgos) % NSC];
-            p->write_pct = sweep_writes[i / nalgos / NSC];
-        } else {
-            a = sweep ? (unsigned)(i - (size_t)NSW * NSC * nalgos) : (unsigned)i;
-            p->workload = sweep ? BENCH_RANGE_OLTP : workload;
-            p->clients = p->workload == BENCH_RANGE_OLTP ? oltp_clients : clients;
-            p->write_pct = p->workload == BENCH_RANGE_OLTP ? 0 : write_pct;
-        }
-        snprintf(p->algo, sizeof p->algo, "%s", algos[a]);
-        if (p->workload == BENCH_RANGE_OLTP) oltp_split(p->clients, &p->readers, &p->writers, &p->loggers);
-        if (algo_failed[a]) {
-            /* the design already failed in this sweep: its later points are skipped */
-            p->failed = p->skipped = true;
-            snprintf(p->error, sizeof p->error, "skipped (the design failed earlier)");
-            continue;
-        }
-        base_req(&base, p, (int64_t)(warmup * 1e9), (int64_t)(co.seconds * 1e9), cs_ns,
-                 timeout_ns, (uint64_t)clock_now_ns());
-        int r = 0;
-        unsigned nrun = 0;
-        for (unsigned k = 0; k < repeat && !r && !bench_stop; k++) {
-            runs[k] = *p;
-            r = run_point(bc.f, &runs[k], &base, err, sizeof err);
-            if (r) break;
-            nrun++;
-            if (runs[k].failed) break;
-        }
-        if (r) {
-            fprintf(stderr, "kvbench range: %s: %s\n", p->algo, err);
-            rc = 1;
-            break;
-        }
-        if (!nrun) break; /* interrupted */
-        if (runs[nrun - 1].failed) {
-            *p = runs[nrun - 1];
-            algo_failed[a] = true;
-            fprintf(stderr, "kvbench range: %s: %s\n", p->algo, p->error);
-            rc = 1;
-        } else {
-            /* the run with the median throughput stands for the point */
-            for (unsigned x = 0; x < nrun; x++)
-                for (unsigned y = x + 1; y < nrun; y++)
-                    if (ops_per_s(&runs[y]) < ops_per_s(&runs[x])) {
-                        struct range_point tmp = runs[x];
-                        runs[x] = runs[y];
-                        runs[y] = tmp;
-                    }
-            *p = runs[nrun / 2];
-        }
-        print_point(p);
-    }
-    free(runs);
-    bool complete = true;
-    for (size_t i = 0; i < npts; i++) complete &= pts[i].done || pts[i].failed;
-
-    if (!sweep && complete && !bench_stop) print_table(pts, nalgos);
-    if (sweep && complete && !bench_stop) {
-        /* the oltp rows compare like the thesis's Table 6 */
-        print_table(&pts[(size_t)NSW * NSC * nalgos], nalgos);
-    }
-    if (co.json) {
-        struct json j;
-        FILE *jf = bench_json_begin(&j, co.json, "range", &bc, tname, nn);
-        if (!jf) {
-            rc = 1;
-        } else {
-            json_kv_double(&j, "seconds", co.seconds);
-            json_kv_double(&j, "warmup_seconds", warmup);
-            json_kv_u64(&j, "repeat", repeat);
-            json_kv_i64(&j, "cs_ns", cs_ns);
-            json_kv_i64(&j, "timeout_ns", timeout_ns);
-            json_kv_i64(&j, "lease_ns", lease_ns);
-            json_kv_u64(&j, "space_bits", SPACE_BITS);
-            json_kv_u64(&j, "segment_bits", SPACE_SEG_BITS);
-            json_kv_u64(&j, "tree_depth", SPACE_DEPTH);
-            json_kv_u64(&j, "micro_max_units", MICRO_MAX_UNITS);
-            json_kv_bool(&j, "sweep", sweep);
-            json_obj_end(&j);
-            json_key(&j, "results");
-            json_arr_begin(&j);
-            for (size_t i = 0; i < npts; i++)
-                if (pts[i].done || (pts[i].failed && !pts[i].skipped))
-                    json_point(&j, &pts[i], nn);
-            json_arr_end(&j);
-            json_obj_end(&j);
-            if (fclose(jf)) rc = 1;
-        }
-    }
-    if (sweep && complete && !bench_stop) {
-        char path[4200];
-        mkdir(out, 0755);
-        snprintf(path, sizeof path, "%s/range-sweep.md", out);
-        FILE *f = fopen(path, "w");
-        if (!f) {
-            fprintf(stderr, "kvbench range: cannot write %s: %s\n", path, strerror(errno));
-            rc = 1;
-        } else {
-            fprintf(f, "# kvbench range --sweep\n\nGenerated by `kvbench range --sweep --nodes %u "
-                       "--clients %u --seconds %g --warmup %g --repeat %u --cs-us %g "
-                       "--timeout-ms %g --lease-ms %g` (transport "
-                       "%s, %u nodes as separate processes; node 0 owns a space of 2^%u units, "
-                       "the clients run in %s; each point is the median-throughput run of %u). "
-                       "micro: range sizes uniform in [1, %u] units at uniform positions (the "
-                       "same for every design), exclusive with the given probability; citron "
-                       "takes shared ranges as exclusive. Plots: `plots/range-micro-w*.png`.\n\n",
-                    nn, oltp_clients, co.seconds, warmup, repeat, (double)cs_ns / 1e3,
-                    (double)timeout_ns / 1e6, (double)lease_ns / 1e6, tname, nn,
-                    SPACE_BITS, where, repeat, MICRO_MAX_UNITS);
-            write_sweep_md(f, pts, algos, nalgos, oltp_clients);
-            if (fclose(f)) rc = 1;
-            else printf("\nwrote %s\n", path);
-        }
-        int pr = write_plots(out, pts, algos, nalgos, nn, tname);
-        if (pr == 0)
-            printf("wrote %s/plots/range-micro-w{0,1,20,100}.png\n", out);
-        else if (pr == 1)
-            fprintf(stderr, "kvbench range: gnuplot is not installed (Debian: apt-get install "
-                            "gnuplot-nox): no plots; the data files and script are in %s/plots\n",
-                    out);
-        else {
-            fprintf(stderr, "kvbench range: plotting failed (no design succeeded, or gnuplot "
-                            "reported an error); the data files are in %s/plots\n", out);
-            rc = 1;
-        }
-    }
-    free(pts);
-    if (bench_cluster_close(&bc)) {
-        fprintf(stderr, "kvbench range: a node did not stop cleanly\n");
-        rc = 1;
-    }
-    if (bench_stop) {
-        fprintf(stderr, "kvbench range: interrupted\n");
-        return 130;
-    }
-    return rc;
+    print_head(&c, &bc, nn, tname, where);
+    rc = run_all(&c, &bc, nn, tname, where);
+    return bench_finish(&bc, "range", rc);
 }

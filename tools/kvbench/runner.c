@@ -2,6 +2,7 @@
  * a mutex per worker, taken once per recorded operation (uncontended but for the status poll),
  * lets the poller take interval snapshots without tearing a histogram. */
 #include "tools/kvbench/runner.h"
+#include "tools/kvbench/fields.h"
 
 #include "client/embed.h"
 
@@ -87,31 +88,35 @@ void wl_stats_init(struct wl_stats *s, unsigned nops)
     for (unsigned i = 0; i < WL_MAX_OPS; i++) hist_init(&s->op[i].h);
 }
 
-static void cost_add(struct wl_cost *d, const struct wl_cost *s)
-{
-    d->steps += s->steps;
-    d->round_trips += s->round_trips;
-    d->rpcs += s->rpcs;
-    d->csw_voluntary += s->csw_voluntary;
-    d->csw_involuntary += s->csw_involuntary;
-}
+/* A whole run's head and each operation's figures, as fields (fields.h): the encoding of
+ * KV_RPC_WL_POLL's statistics and the merge across workers and nodes. */
+#define S struct wl_stats
+static const struct bench_field stats_head[] = {
+    BFIELD(S, nops, BF_U32, BF_MAX),
+    BFIELD(S, elapsed_ns, BF_I64, BF_MAX),
+    BFIELD(S, cost.steps, BF_U64, BF_SUM),
+    BFIELD(S, cost.round_trips, BF_U64, BF_SUM),
+    BFIELD(S, cost.rpcs, BF_U64, BF_SUM),
+    BFIELD(S, cost.csw_voluntary, BF_U64, BF_SUM),
+    BFIELD(S, cost.csw_involuntary, BF_U64, BF_SUM),
+};
+#undef S
+#define O struct wl_opstat
+static const struct bench_field opstat_fields[] = {
+    BFIELD(O, ok, BF_U64, BF_SUM),
+    BFIELD(O, not_found, BF_U64, BF_SUM),
+    BFIELD(O, errors, BF_U64, BF_SUM),
+    BFIELD(O, aborts, BF_U64, BF_SUM),
+    BFIELD(O, rolled_back, BF_U64, BF_SUM),
+    BFIELD(O, first_error, BF_I32, BF_FIRST),
+    BFIELD(O, h, BF_HIST, BF_SUM),
+};
+#undef O
 
 void wl_stats_merge(struct wl_stats *dst, const struct wl_stats *src)
 {
-    if (src->nops > dst->nops) dst->nops = src->nops;
-    if (src->elapsed_ns > dst->elapsed_ns) dst->elapsed_ns = src->elapsed_ns;
-    cost_add(&dst->cost, &src->cost);
-    for (unsigned i = 0; i < src->nops; i++) {
-        struct wl_opstat *d = &dst->op[i];
-        const struct wl_opstat *s = &src->op[i];
-        d->ok += s->ok;
-        d->not_found += s->not_found;
-        d->errors += s->errors;
-        d->aborts += s->aborts;
-        d->rolled_back += s->rolled_back;
-        if (!d->first_error) d->first_error = s->first_error;
-        hist_merge(&d->h, &s->h);
-    }
+    bf_merge(BFIELDS(stats_head), dst, src);
+    for (unsigned i = 0; i < src->nops; i++) bf_merge(BFIELDS(opstat_fields), &dst->op[i], &src->op[i]);
 }
 
 uint64_t wl_stats_ops(const struct wl_stats *s)
@@ -123,46 +128,19 @@ uint64_t wl_stats_ops(const struct wl_stats *s)
 
 void wl_stats_pack(const struct wl_stats *s, struct pack_w *w)
 {
-    pack_u32(w, s->nops);
-    pack_u64(w, (uint64_t)s->elapsed_ns);
-    pack_u64(w, s->cost.steps);
-    pack_u64(w, s->cost.round_trips);
-    pack_u64(w, s->cost.rpcs);
-    pack_u64(w, s->cost.csw_voluntary);
-    pack_u64(w, s->cost.csw_involuntary);
-    for (unsigned i = 0; i < s->nops; i++) {
-        const struct wl_opstat *o = &s->op[i];
-        pack_u64(w, o->ok);
-        pack_u64(w, o->not_found);
-        pack_u64(w, o->errors);
-        pack_u64(w, o->aborts);
-        pack_u64(w, o->rolled_back);
-        pack_u32(w, (uint32_t)o->first_error);
-        hist_pack(&o->h, w);
-    }
+    bf_pack(BFIELDS(stats_head), s, w);
+    for (unsigned i = 0; i < s->nops; i++) bf_pack(BFIELDS(opstat_fields), &s->op[i], w);
 }
 
 bool wl_stats_unpack(struct wl_stats *s, struct pack_r *r)
 {
-    uint32_t n = unpack_u32(r);
-    if (n > WL_MAX_OPS) return false;
-    wl_stats_init(s, n);
-    s->elapsed_ns = (int64_t)unpack_u64(r);
-    s->cost.steps = unpack_u64(r);
-    s->cost.round_trips = unpack_u64(r);
-    s->cost.rpcs = unpack_u64(r);
-    s->cost.csw_voluntary = unpack_u64(r);
-    s->cost.csw_involuntary = unpack_u64(r);
-    for (unsigned i = 0; i < n; i++) {
-        struct wl_opstat *o = &s->op[i];
-        o->ok = unpack_u64(r);
-        o->not_found = unpack_u64(r);
-        o->errors = unpack_u64(r);
-        o->aborts = unpack_u64(r);
-        o->rolled_back = unpack_u64(r);
-        o->first_error = (int32_t)unpack_u32(r);
-        if (!hist_unpack(&o->h, r)) return false;
-    }
+    struct wl_stats head;
+    if (!bf_unpack(BFIELDS(stats_head), &head, r) || head.nops > WL_MAX_OPS) return false;
+    wl_stats_init(s, head.nops);
+    s->elapsed_ns = head.elapsed_ns;
+    s->cost = head.cost;
+    for (unsigned i = 0; i < s->nops; i++)
+        if (!bf_unpack(BFIELDS(opstat_fields), &s->op[i], r)) return false;
     return r->err == 0;
 }
 
@@ -259,24 +237,29 @@ int wl_check_all(const struct wl_class *c, rdkv_session *s, const void *cfg, siz
 /* ------------------------------------------------------------------------------------------ */
 /* Requests */
 
+#define Q struct wl_run_req
+static const struct bench_field req_fields[] = {
+    BFIELD_STR(Q, cls),
+    BFIELD(Q, threads, BF_U32, BF_KEEP),
+    BFIELD(Q, tasks, BF_U32, BF_KEEP),
+    BFIELD(Q, nodes, BF_U32, BF_KEEP),
+    BFIELD(Q, proc, BF_U32, BF_KEEP),
+    BFIELD(Q, nprocs, BF_U32, BF_KEEP),
+    BFIELD(Q, node, BF_I32, BF_KEEP),
+    BFIELD(Q, warmup_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, run_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, ops, BF_U64, BF_KEEP),
+    BFIELD(Q, target, BF_F64, BF_KEEP),
+    BFIELD(Q, seed, BF_U64, BF_KEEP),
+    BFIELD(Q, lock_timeout_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, cfg_len, BF_U32, BF_KEEP),
+};
+#undef Q
+
+/* The fields, then cfg_len bytes of config. */
 void wl_run_req_pack(const struct wl_run_req *q, struct pack_w *w)
 {
-    pack_str(w, q->cls);
-    pack_u32(w, q->threads);
-    pack_u32(w, q->tasks);
-    pack_u32(w, q->nodes);
-    pack_u32(w, q->proc);
-    pack_u32(w, q->nprocs);
-    pack_u32(w, (uint32_t)q->node);
-    pack_u64(w, (uint64_t)q->warmup_ns);
-    pack_u64(w, (uint64_t)q->run_ns);
-    pack_u64(w, q->ops);
-    uint64_t t;
-    memcpy(&t, &q->target, 8);
-    pack_u64(w, t);
-    pack_u64(w, q->seed);
-    pack_u64(w, (uint64_t)q->lock_timeout_ns);
-    pack_u32(w, q->cfg_len);
+    bf_pack(BFIELDS(req_fields), q, w);
     uint8_t *p = pack_w_room(w, q->cfg_len);
     if (p && q->cfg_len) memcpy(p, q->cfg, q->cfg_len);
 }
@@ -286,21 +269,7 @@ int wl_run_req_unpack(struct wl_run_req *q, const void *p, size_t len)
     struct pack_r r;
     pack_r_init(&r, p, len);
     memset(q, 0, sizeof *q);
-    unpack_str(&r, q->cls, sizeof q->cls);
-    q->threads = unpack_u32(&r);
-    q->tasks = unpack_u32(&r);
-    q->nodes = unpack_u32(&r);
-    q->proc = unpack_u32(&r);
-    q->nprocs = unpack_u32(&r);
-    q->node = (int32_t)unpack_u32(&r);
-    q->warmup_ns = (int64_t)unpack_u64(&r);
-    q->run_ns = (int64_t)unpack_u64(&r);
-    q->ops = unpack_u64(&r);
-    uint64_t t = unpack_u64(&r);
-    memcpy(&q->target, &t, 8);
-    q->seed = unpack_u64(&r);
-    q->lock_timeout_ns = (int64_t)unpack_u64(&r);
-    q->cfg_len = unpack_u32(&r);
+    bf_unpack(BFIELDS(req_fields), q, &r);
     const uint8_t *c = q->cfg_len <= WL_MAX_CFG ? pack_r_take(&r, q->cfg_len) : NULL;
     if (!c || !unpack_done(&r) || !q->threads || q->threads > WL_MAX_THREADS || !q->tasks ||
         q->tasks > WL_MAX_TASKS || q->threads * q->tasks > WL_MAX_WORKERS || !q->nodes ||

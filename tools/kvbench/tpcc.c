@@ -64,306 +64,10 @@
 #include <string.h>
 #include <time.h>
 
-#define CFG_MAGIC "TPCC"
-#define O_ID_MAX 0xFFFFFEu /* O_ID is 3 bytes in the keys */
-#define MAX_OL 15
-#define LOAD_BATCH_ROWS 256 /* rows per loading transaction */
-#define LOAD_BATCH_BYTES (128u << 10)
-#define TAG_SALT_MAX (1u << 24)
-#define ROLLBACK 1      /* a transaction body's "roll back" (positive: not a status) */
-#define BUSY_RETRIES 16 /* RDKV_EBUSY retries of one transaction before it counts as an error */
-
-#define C_LAST_LOAD 157u
-#define C_LAST_RUN 223u
-#define C_ID_C 259u
-#define OL_I_ID_C 7911u
-
-enum table {
-    T_WAREHOUSE = 1,
-    T_DISTRICT,
-    T_CUSTOMER,
-    T_CUST_NAME,
-    T_HISTORY,
-    T_ORDER,
-    T_CUST_ORDER,
-    T_NEW_ORDER,
-    T_ORDER_LINE,
-    T_ITEM,
-    T_STOCK,
-    T_DELIVERY
-};
-
-/* ---------------------------------------------------------------------------------------------
- * Records: byte offsets of each field, and the fixed part's length. */
-enum {
-    W_YTD = 0,
-    W_TAX = 8,
-    W_NAME = 12,
-    W_STREET_1 = 22,
-    W_STREET_2 = 42,
-    W_CITY = 62,
-    W_STATE = 82,
-    W_ZIP = 84,
-    W_LEN = 93
-};
-enum {
-    D_YTD = 0,
-    D_TAX = 8,
-    D_NEXT_O_ID = 12,
-    D_NAME = 16,
-    D_STREET_1 = 26,
-    D_STREET_2 = 46,
-    D_CITY = 66,
-    D_STATE = 86,
-    D_ZIP = 88,
-    D_LEN = 97
-};
-enum {
-    C_BALANCE = 0,
-    C_YTD_PAYMENT = 8,
-    C_CREDIT_LIM = 16,
-    C_DISCOUNT = 24,
-    C_PAYMENT_CNT = 28,
-    C_DELIVERY_CNT = 32,
-    C_SINCE = 36,
-    C_FIRST = 44,
-    C_MIDDLE = 60,
-    C_LAST = 62,
-    C_STREET_1 = 78,
-    C_STREET_2 = 98,
-    C_CITY = 118,
-    C_STATE = 138,
-    C_ZIP = 140,
-    C_PHONE = 149,
-    C_CREDIT = 165,
-    C_DATA = 167,
-    C_DATA_MAX = 500,
-    C_MAX = C_DATA + C_DATA_MAX
-};
-enum {
-    H_C_ID = 0,
-    H_C_D_ID = 4,
-    H_C_W_ID = 5,
-    H_D_ID = 7,
-    H_W_ID = 8,
-    H_DATE = 10,
-    H_AMOUNT = 18,
-    H_DATA = 26,
-    H_MAX = H_DATA + 24
-};
-enum { O_C_ID = 0, O_ENTRY_D = 4, O_CARRIER_ID = 12, O_OL_CNT = 13, O_ALL_LOCAL = 14, O_LEN = 15 };
-enum {
-    OL_I_ID = 0,
-    OL_SUPPLY_W_ID = 4,
-    OL_DELIVERY_D = 6,
-    OL_QUANTITY = 14,
-    OL_AMOUNT = 15,
-    OL_DIST_INFO = 23,
-    OL_LEN = 47
-};
-enum { I_IM_ID = 0, I_PRICE = 4, I_NAME = 12, I_DATA = 36, I_MAX = I_DATA + 50 };
-enum {
-    S_QUANTITY = 0,
-    S_YTD = 4,
-    S_ORDER_CNT = 8,
-    S_REMOTE_CNT = 12,
-    S_DIST = 16,
-    S_DATA = 256,
-    S_MAX = S_DATA + 50
-};
-#define NAME_LEN 16 /* C_FIRST and C_LAST in records and in CUST_NAME keys */
-
-/* A record's field: n bytes at off, little-endian. */
-static uint64_t le_get(const void *v, unsigned off, unsigned n)
-{
-    return pack_get_le((const uint8_t *)v + off, n);
-}
-
-static void le_put(void *v, unsigned off, uint64_t x, unsigned n)
-{
-    pack_put_le((uint8_t *)v + off, x, n);
-}
-
-static uint64_t be_get(const uint8_t *p, unsigned n)
-{
-    uint64_t x = 0;
-    for (unsigned i = 0; i < n; i++) x = x << 8 | p[i];
-    return x;
-}
-
-static uint8_t *be_put(uint8_t *p, uint64_t x, unsigned n)
-{
-    for (unsigned i = n; i--;) *p++ = (uint8_t)(x >> (8 * i));
-    return p;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * The config: packed bytes (TPCC_CFG_LEN, little-endian)
- *   0 "TPCC"  4 u16 version  6 u16 nodes  8 u16 warehouses_per_node  10 u32 items
- *   14 u32 customers_per_district  18 u8 mix[5]  23 u8 remote_item_pct  24 u8 remote_payment_pct
- *   25 u8 by_name_pct  26 u8 rollback_pct  27 u8 reserved (0)
- * and their decoded form with what follows from them. */
-struct cfg {
-    unsigned nodes, wpn, W, items, ncust;
-    unsigned mix[TPCC_NOPS];
-    unsigned remote_item_pct, remote_payment_pct, by_name_pct, rollback_pct;
-    uint32_t first_undelivered; /* O_ID >= this: undelivered at load (NEW-ORDER rows) */
-    unsigned names;             /* C_LAST numbers in use: min(1000, ncust) */
-    uint32_t a_cid, c_cid, a_iid, c_iid;
-};
-
-void tpcc_opts_init(struct tpcc_opts *o)
-{
-    memset(o, 0, sizeof *o);
-    o->nodes = 1;
-    o->warehouses_per_node = 1;
-    o->items = 100000;
-    o->customers_per_district = 3000;
-    static const unsigned mix[TPCC_NOPS] = {45, 43, 4, 4, 4};
-    memcpy(o->mix, mix, sizeof mix);
-    o->remote_item_pct = 1;
-    o->remote_payment_pct = 15;
-    o->by_name_pct = 60;
-    o->rollback_pct = 1;
-}
-
-static int bad(char *err, size_t errcap, const char *fmt, ...)
-{
-    if (err && errcap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errcap, fmt, ap);
-        va_end(ap);
-    }
-    return RDKV_EINVAL;
-}
-
-/* Every range check in one place, for packing and for bytes from the network alike. */
-static int opts_valid(const struct tpcc_opts *o, char *err, size_t errcap)
-{
-    if (o->nodes < 1 || o->nodes > TPCC_MAX_NODES)
-        return bad(err, errcap, "tpcc: nodes %u not in 1..%u", o->nodes, TPCC_MAX_NODES);
-    if (o->warehouses_per_node < 1 ||
-        (uint64_t)o->nodes * o->warehouses_per_node > TPCC_MAX_WAREHOUSES)
-        return bad(err, errcap, "tpcc: %u warehouses per node on %u nodes (1..%u in all)",
-                   o->warehouses_per_node, o->nodes, TPCC_MAX_WAREHOUSES);
-    if (o->items < 1 || o->items > TPCC_MAX_ITEMS)
-        return bad(err, errcap, "tpcc: items %u not in 1..%u", o->items, TPCC_MAX_ITEMS);
-    if (o->customers_per_district < 1 || o->customers_per_district > TPCC_MAX_CUSTOMERS)
-        return bad(err, errcap, "tpcc: customers per district %u not in 1..%u",
-                   o->customers_per_district, TPCC_MAX_CUSTOMERS);
-    unsigned sum = 0;
-    for (int i = 0; i < TPCC_NOPS; i++) {
-        if (o->mix[i] > 100) return bad(err, errcap, "tpcc: mix share %u over 100", o->mix[i]);
-        sum += o->mix[i];
-    }
-    if (sum != 100) return bad(err, errcap, "tpcc: the mix adds up to %u, not 100", sum);
-    if (o->remote_item_pct > 100 || o->remote_payment_pct > 100 || o->by_name_pct > 100 ||
-        o->rollback_pct > 100)
-        return bad(err, errcap, "tpcc: a percentage over 100");
-    return 0;
-}
-
-int tpcc_cfg_pack(const struct tpcc_opts *o, void *buf, size_t cap, size_t *len, char *err,
-                  size_t errcap)
-{
-    int rc = opts_valid(o, err, errcap);
-    if (rc) return rc;
-    if (cap < TPCC_CFG_LEN) return RDKV_ETOOBIG;
-    uint8_t *b = buf;
-    memset(b, 0, TPCC_CFG_LEN);
-    memcpy(b, CFG_MAGIC, 4);
-    le_put(b, 4, TPCC_CFG_VERSION, 2);
-    le_put(b, 6, o->nodes, 2);
-    le_put(b, 8, o->warehouses_per_node, 2);
-    le_put(b, 10, o->items, 4);
-    le_put(b, 14, o->customers_per_district, 4);
-    for (int i = 0; i < TPCC_NOPS; i++) b[18 + i] = (uint8_t)o->mix[i];
-    b[23] = (uint8_t)o->remote_item_pct;
-    b[24] = (uint8_t)o->remote_payment_pct;
-    b[25] = (uint8_t)o->by_name_pct;
-    b[26] = (uint8_t)o->rollback_pct;
-    *len = TPCC_CFG_LEN;
-    return 0;
-}
-
-/* A's value over a range of `span` values where the spec has spec_a over spec_span (see the
- * file's header). */
-static uint32_t nurand_a(uint32_t spec_a, uint32_t spec_span, uint32_t span)
-{
-    if (span >= spec_span) return spec_a;
-    uint64_t lim = ((uint64_t)spec_a + 1) * span / spec_span;
-    uint32_t a = 1;
-    while (((uint64_t)a + 1) * 2 <= lim) a = a * 2 + 1;
-    return a;
-}
-
-static int cfg_decode(const void *buf, size_t len, struct cfg *c, char *err, size_t errcap)
-{
-    const uint8_t *b = buf;
-    if (!buf || len != TPCC_CFG_LEN)
-        return bad(err, errcap, "tpcc: config of %zu bytes, want %u", len, TPCC_CFG_LEN);
-    if (memcmp(b, CFG_MAGIC, 4)) return bad(err, errcap, "tpcc: not a TPC-C config");
-    if (le_get(b, 4, 2) != TPCC_CFG_VERSION)
-        return bad(err, errcap, "tpcc: config version %u, want %u", (unsigned)le_get(b, 4, 2),
-                   TPCC_CFG_VERSION);
-    if (b[27]) return bad(err, errcap, "tpcc: reserved config byte set");
-    struct tpcc_opts o;
-    o.nodes = (unsigned)le_get(b, 6, 2);
-    o.warehouses_per_node = (unsigned)le_get(b, 8, 2);
-    o.items = (unsigned)le_get(b, 10, 4);
-    o.customers_per_district = (unsigned)le_get(b, 14, 4);
-    for (int i = 0; i < TPCC_NOPS; i++) o.mix[i] = b[18 + i];
-    o.remote_item_pct = b[23];
-    o.remote_payment_pct = b[24];
-    o.by_name_pct = b[25];
-    o.rollback_pct = b[26];
-    int rc = opts_valid(&o, err, errcap);
-    if (rc || !c) return rc;
-    memset(c, 0, sizeof *c);
-    c->nodes = o.nodes;
-    c->wpn = o.warehouses_per_node;
-    c->W = o.nodes * o.warehouses_per_node;
-    c->items = o.items;
-    c->ncust = o.customers_per_district;
-    memcpy(c->mix, o.mix, sizeof c->mix);
-    c->remote_item_pct = o.remote_item_pct;
-    c->remote_payment_pct = o.remote_payment_pct;
-    c->by_name_pct = o.by_name_pct;
-    c->rollback_pct = o.rollback_pct;
-    /* spec: 900 of 3000 undelivered; scaled, rounded up (at least one) */
-    uint32_t undelivered = (c->ncust * 3u + 9u) / 10u;
-    c->first_undelivered = c->ncust - undelivered + 1;
-    c->names = c->ncust < 1000 ? c->ncust : 1000;
-    c->a_cid = nurand_a(1023, 3000, c->ncust);
-    c->c_cid = C_ID_C % (c->a_cid + 1);
-    c->a_iid = nurand_a(8191, 100000, c->items);
-    c->c_iid = OL_I_ID_C % (c->a_iid + 1);
-    return 0;
-}
-
-static int tpcc_cfg_check(const void *cfg, size_t len, char *err, size_t errcap)
-{
-    return cfg_decode(cfg, len, NULL, err, errcap);
-}
-
-uint64_t tpcc_rows_per_warehouse(const struct tpcc_opts *o)
-{
-    uint64_t n = o->customers_per_district;
-    uint64_t undelivered = (n * 3 + 9) / 10;
-    /* WAREHOUSE, DELIVERY, STOCK; per district: DISTRICT, CUSTOMER, CUST_NAME, HISTORY, ORDER,
-     * CUST_ORDER, NEW-ORDER and ORDER-LINE (10 per order expected) */
-    return 2 + (uint64_t)o->items + TPCC_DISTRICTS * (1 + 6 * n + undelivered + 10 * n);
-}
+#include "tools/kvbench/tpcc_int.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Placement tags, computed on first use and cached. */
-struct tags {
-    unsigned nodes, W;
-    char (*w)[16]; /* [W + 1]; "" until computed */
-    char (*i)[16]; /* [nodes] */
-};
-
 static unsigned tag_find(char kind, unsigned id, unsigned node, unsigned nodes, char tag[16])
 {
     char key[24];
@@ -385,7 +89,7 @@ unsigned tpcc_wh_tag(unsigned w, unsigned nodes, char tag[16])
     return tag_find('w', w, (w - 1) % nodes, nodes, tag);
 }
 
-static int tags_init(struct tags *t, unsigned nodes, unsigned W)
+int tpcc_tags_init(struct tags *t, unsigned nodes, unsigned W)
 {
     t->nodes = nodes;
     t->W = W;
@@ -394,7 +98,7 @@ static int tags_init(struct tags *t, unsigned nodes, unsigned W)
     return t->w && t->i ? 0 : RDKV_ENOMEM;
 }
 
-static void tags_free(struct tags *t)
+void tpcc_tags_free(struct tags *t)
 {
     free(t->w);
     free(t->i);
@@ -433,7 +137,7 @@ static size_t finish_w(struct tags *tg, uint8_t *k, uint8_t *p, unsigned w)
     return finish(tg, k, p, tg ? wtag(tg, w) : NULL);
 }
 
-static uint8_t *wd(uint8_t *k, enum table t, unsigned w, unsigned d)
+uint8_t *tpcc_wd(uint8_t *k, enum table t, unsigned w, unsigned d)
 {
     k[0] = (uint8_t)t;
     uint8_t *p = be_put(k + 1, w, 2);
@@ -441,31 +145,31 @@ static uint8_t *wd(uint8_t *k, enum table t, unsigned w, unsigned d)
     return p;
 }
 
-static size_t key_warehouse(struct tags *tg, uint8_t *k, unsigned w)
+size_t tpcc_k_warehouse(struct tags *tg, uint8_t *k, unsigned w)
 {
-    return finish_w(tg, k, wd(k, T_WAREHOUSE, w, 0), w);
+    return finish_w(tg, k, tpcc_wd(k, T_WAREHOUSE, w, 0), w);
 }
 
 static size_t key_delivery(struct tags *tg, uint8_t *k, unsigned w)
 {
-    return finish_w(tg, k, wd(k, T_DELIVERY, w, 0), w);
+    return finish_w(tg, k, tpcc_wd(k, T_DELIVERY, w, 0), w);
 }
 
-static size_t key_district(struct tags *tg, uint8_t *k, unsigned w, unsigned d)
+size_t tpcc_k_district(struct tags *tg, uint8_t *k, unsigned w, unsigned d)
 {
-    return finish_w(tg, k, wd(k, T_DISTRICT, w, d), w);
+    return finish_w(tg, k, tpcc_wd(k, T_DISTRICT, w, d), w);
 }
 
 static size_t key_customer(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint32_t c)
 {
-    return finish_w(tg, k, be_put(wd(k, T_CUSTOMER, w, d), c, 2), w);
+    return finish_w(tg, k, be_put(tpcc_wd(k, T_CUSTOMER, w, d), c, 2), w);
 }
 
 /* first NULL: the prefix of one last name (a scan bound, tg NULL). */
 static size_t key_cust_name(struct tags *tg, uint8_t *k, unsigned w, unsigned d,
                             const uint8_t *last, const uint8_t *first, uint32_t c)
 {
-    uint8_t *p = wd(k, T_CUST_NAME, w, d);
+    uint8_t *p = tpcc_wd(k, T_CUST_NAME, w, d);
     memcpy(p, last, NAME_LEN);
     p += NAME_LEN;
     if (first) {
@@ -478,32 +182,32 @@ static size_t key_cust_name(struct tags *tg, uint8_t *k, unsigned w, unsigned d,
 static size_t key_history(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint64_t origin,
                           uint32_t seq)
 {
-    uint8_t *p = be_put(wd(k, T_HISTORY, w, d), origin, 8);
+    uint8_t *p = be_put(tpcc_wd(k, T_HISTORY, w, d), origin, 8);
     return finish_w(tg, k, be_put(p, seq, 4), w);
 }
 
 static size_t key_order(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint32_t o)
 {
-    return finish_w(tg, k, be_put(wd(k, T_ORDER, w, d), o, 3), w);
+    return finish_w(tg, k, be_put(tpcc_wd(k, T_ORDER, w, d), o, 3), w);
 }
 
 static size_t key_cust_order(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint32_t c,
                              uint32_t o)
 {
-    uint8_t *p = be_put(wd(k, T_CUST_ORDER, w, d), c, 2);
+    uint8_t *p = be_put(tpcc_wd(k, T_CUST_ORDER, w, d), c, 2);
     return finish_w(tg, k, be_put(p, o, 3), w);
 }
 
 static size_t key_new_order(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint32_t o)
 {
-    return finish_w(tg, k, be_put(wd(k, T_NEW_ORDER, w, d), o, 3), w);
+    return finish_w(tg, k, be_put(tpcc_wd(k, T_NEW_ORDER, w, d), o, 3), w);
 }
 
 /* ol 0: the bound before order o's lines (tg NULL). */
 static size_t key_order_line(struct tags *tg, uint8_t *k, unsigned w, unsigned d, uint32_t o,
                              unsigned ol)
 {
-    uint8_t *p = be_put(wd(k, T_ORDER_LINE, w, d), o, 3);
+    uint8_t *p = be_put(tpcc_wd(k, T_ORDER_LINE, w, d), o, 3);
     if (ol) *p++ = (uint8_t)ol;
     return finish_w(tg, k, p, w);
 }
@@ -516,12 +220,12 @@ static size_t key_item(struct tags *tg, uint8_t *k, unsigned node, uint32_t i)
 
 static size_t key_stock(struct tags *tg, uint8_t *k, unsigned w, uint32_t i)
 {
-    return finish_w(tg, k, be_put(wd(k, T_STOCK, w, 0), i, 3), w);
+    return finish_w(tg, k, be_put(tpcc_wd(k, T_STOCK, w, 0), i, 3), w);
 }
 
 /* The smallest key above every key that starts with k[0..n): k with its last byte incremented
  * (carrying; the prefixes here never are all 0xFF). */
-static size_t key_succ(uint8_t *k, size_t n)
+size_t tpcc_key_succ(uint8_t *k, size_t n)
 {
     for (size_t i = n; i--;) {
         if (++k[i]) break;
@@ -533,16 +237,16 @@ static size_t key_succ(uint8_t *k, size_t n)
 size_t tpcc_key_district(uint8_t *k, unsigned nodes, unsigned w, unsigned d)
 {
     struct tags tg;
-    size_t n = tags_init(&tg, nodes, w) ? 0 : key_district(&tg, k, w, d);
-    tags_free(&tg);
+    size_t n = tpcc_tags_init(&tg, nodes, w) ? 0 : tpcc_k_district(&tg, k, w, d);
+    tpcc_tags_free(&tg);
     return n;
 }
 
 size_t tpcc_key_order(uint8_t *k, unsigned nodes, unsigned w, unsigned d, uint32_t o_id)
 {
     struct tags tg;
-    size_t n = tags_init(&tg, nodes, w) ? 0 : key_order(&tg, k, w, d, o_id);
-    tags_free(&tg);
+    size_t n = tpcc_tags_init(&tg, nodes, w) ? 0 : key_order(&tg, k, w, d, o_id);
+    tpcc_tags_free(&tg);
     return n;
 }
 
@@ -550,8 +254,8 @@ size_t tpcc_key_order_line(uint8_t *k, unsigned nodes, unsigned w, unsigned d, u
                            unsigned ol)
 {
     struct tags tg;
-    size_t n = tags_init(&tg, nodes, w) ? 0 : key_order_line(&tg, k, w, d, o_id, ol);
-    tags_free(&tg);
+    size_t n = tpcc_tags_init(&tg, nodes, w) ? 0 : key_order_line(&tg, k, w, d, o_id, ol);
+    tpcc_tags_free(&tg);
     return n;
 }
 
@@ -711,7 +415,7 @@ static int load_district(struct batch *b, const struct cfg *c, struct tags *tg, 
     le_put(v, D_NEXT_O_ID, c->ncust + 1, 4);
     astr(r, v + D_NAME, 6, 10, 10);
     address(r, v + D_STREET_1);
-    if ((rc = batch_add(b, k, key_district(tg, k, w, d), v, D_LEN))) return rc;
+    if ((rc = batch_add(b, k, tpcc_k_district(tg, k, w, d), v, D_LEN))) return rc;
 
     for (uint32_t cid = 1; cid <= c->ncust && !rc; cid++) {
         memset(v, 0, C_DATA);
@@ -791,7 +495,7 @@ static int load_warehouse(struct batch *b, const struct cfg *c, struct tags *tg,
     le_put(v, W_TAX, rnd(&r, 0, 2000), 4);
     astr(&r, v + W_NAME, 6, 10, 10);
     address(&r, v + W_STREET_1);
-    int rc = batch_add(b, k, key_warehouse(tg, k, w), v, W_LEN);
+    int rc = batch_add(b, k, tpcc_k_warehouse(tg, k, w), v, W_LEN);
     uint8_t zero[8] = {0};
     if (!rc) rc = batch_add(b, k, key_delivery(tg, k, w), zero, 8);
     for (uint32_t i = 1; i <= c->items && !rc; i++) {
@@ -810,15 +514,15 @@ static int tpcc_load(rdkv_session *s, const void *cfgb, size_t len, unsigned par
                      char *err, size_t errcap)
 {
     struct cfg c;
-    int rc = cfg_decode(cfgb, len, &c, err, errcap);
+    int rc = tpcc_cfg_decode(cfgb, len, &c, err, errcap);
     if (rc) return rc;
     if (nparts != c.nodes || part >= nparts)
-        return bad(err, errcap, "tpcc: load part %u of %u, but the config has %u nodes", part,
+        return tpcc_bad(err, errcap, "tpcc: load part %u of %u, but the config has %u nodes", part,
                    nparts, c.nodes);
     struct tags tg;
     struct batch b = {.s = s, .buf = malloc(LOAD_BATCH_BYTES + 1024)};
     uint32_t *perm = malloc(sizeof *perm * c.ncust);
-    rc = tags_init(&tg, c.nodes, c.W);
+    rc = tpcc_tags_init(&tg, c.nodes, c.W);
     if (!rc && (!b.buf || !perm)) rc = RDKV_ENOMEM;
     unsigned at = 0; /* the warehouse being loaded (0: ITEM) */
     if (!rc) rc = load_items(&b, &c, &tg, part);
@@ -828,12 +532,12 @@ static int tpcc_load(rdkv_session *s, const void *cfgb, size_t len, unsigned par
     }
     if (!rc) rc = batch_flush(&b);
     if (rc && at)
-        bad(err, errcap, "tpcc: loading warehouse %u: %s", at, rdkv_strerror(rc));
+        tpcc_bad(err, errcap, "tpcc: loading warehouse %u: %s", at, rdkv_strerror(rc));
     else if (rc)
-        bad(err, errcap, "tpcc: loading ITEM on node %u: %s", part, rdkv_strerror(rc));
+        tpcc_bad(err, errcap, "tpcc: loading ITEM on node %u: %s", part, rdkv_strerror(rc));
     free(perm);
     free(b.buf);
-    tags_free(&tg);
+    tpcc_tags_free(&tg);
     return rc;
 }
 
@@ -867,7 +571,7 @@ static int ids_push(struct worker *w, uint32_t id)
 
 /* Reads key into buf: its length (at least min, at most cap: otherwise it is not a row of
  * ours: RDKV_EPROTO), or a status (RDKV_ENOTFOUND when absent). */
-static int rd(rdkv_txn *t, const uint8_t *k, size_t kl, bool upd, void *buf, size_t min, size_t cap)
+int tpcc_rd(rdkv_txn *t, const uint8_t *k, size_t kl, bool upd, void *buf, size_t min, size_t cap)
 {
     const void *v;
     size_t vl;
@@ -879,7 +583,7 @@ static int rd(rdkv_txn *t, const uint8_t *k, size_t kl, bool upd, void *buf, siz
 }
 
 /* A row that must exist: absent is a broken database, not a NOT_FOUND outcome. */
-static int must(int rc)
+int tpcc_must(int rc)
 {
     return rc == RDKV_ENOTFOUND ? RDKV_EPROTO : rc;
 }
@@ -893,7 +597,7 @@ static int by_name(struct worker *wk, rdkv_txn *t, unsigned w, unsigned d, unsig
     last_field(name, last);
     size_t bl = key_cust_name(NULL, b, w, d, last, NULL, 0);
     memcpy(e, b, bl);
-    size_t el = key_succ(e, bl);
+    size_t el = tpcc_key_succ(e, bl);
     rdkv_iter *it;
     int rc = rdkv_txn_scan(t, b, bl, e, el, 0, &it);
     if (rc) return rc;
@@ -1004,15 +708,15 @@ static int new_order(struct worker *wk, rdkv_txn *t, const struct inputs *in)
     struct tags *tg = &wk->tg;
     uint8_t k[TPCC_KEY_MAX], v[C_MAX], dist[D_LEN];
     unsigned w = in->w, d = in->d;
-    int n = rd(t, k, key_warehouse(tg, k, w), false, v, W_LEN, W_LEN);
-    if (n < 0) return must(n);
+    int n = tpcc_rd(t, k, tpcc_k_warehouse(tg, k, w), false, v, W_LEN, W_LEN);
+    if (n < 0) return tpcc_must(n);
     int64_t w_tax = (int64_t)le_get(v, W_TAX, 4);
-    if ((n = rd(t, k, key_district(tg, k, w, d), true, dist, D_LEN, D_LEN)) < 0) return must(n);
+    if ((n = tpcc_rd(t, k, tpcc_k_district(tg, k, w, d), true, dist, D_LEN, D_LEN)) < 0) return tpcc_must(n);
     int64_t d_tax = (int64_t)le_get(dist, D_TAX, 4);
     uint32_t o = (uint32_t)le_get(dist, D_NEXT_O_ID, 4);
     if (o < 1 || o > O_ID_MAX) return RDKV_ENOSPC; /* out of O_IDs for the keys */
     le_put(dist, D_NEXT_O_ID, o + 1, 4);
-    int rc = rdkv_txn_put(t, k, key_district(tg, k, w, d), dist, D_LEN);
+    int rc = rdkv_txn_put(t, k, tpcc_k_district(tg, k, w, d), dist, D_LEN);
     if (rc) return rc;
 
     uint8_t rec[O_LEN], one = 0;
@@ -1026,8 +730,8 @@ static int new_order(struct worker *wk, rdkv_txn *t, const struct inputs *in)
     if ((rc = rdkv_txn_put(t, k, key_new_order(tg, k, w, d, o), &one, 1))) return rc;
     if ((rc = rdkv_txn_put(t, k, key_cust_order(tg, k, w, d, in->c, o), &one, 1))) return rc;
 
-    if ((n = rd(t, k, key_customer(tg, k, w, d, in->c), false, v, C_DATA, C_MAX)) < 0)
-        return must(n);
+    if ((n = tpcc_rd(t, k, key_customer(tg, k, w, d, in->c), false, v, C_DATA, C_MAX)) < 0)
+        return tpcc_must(n);
     int64_t discount = (int64_t)le_get(v, C_DISCOUNT, 4);
     bool bad_credit = !memcmp(v + C_CREDIT, "BC", 2);
 
@@ -1036,12 +740,12 @@ static int new_order(struct worker *wk, rdkv_txn *t, const struct inputs *in)
     for (unsigned i = 0; i < in->ol_cnt; i++) {
         const struct no_line *l = &in->l[i];
         uint8_t item[I_MAX];
-        int il = rd(t, k, key_item(tg, k, wk->node, l->i), false, item, I_DATA, I_MAX);
+        int il = tpcc_rd(t, k, key_item(tg, k, wk->node, l->i), false, item, I_DATA, I_MAX);
         if (il == RDKV_ENOTFOUND && in->rollback && i + 1 == in->ol_cnt) return ROLLBACK;
-        if (il < 0) return must(il);
+        if (il < 0) return tpcc_must(il);
         int64_t price = (int64_t)le_get(item, I_PRICE, 8);
-        int sl = rd(t, k, key_stock(tg, k, l->sw, l->i), true, v, S_DATA, S_MAX);
-        if (sl < 0) return must(sl);
+        int sl = tpcc_rd(t, k, key_stock(tg, k, l->sw, l->i), true, v, S_DATA, S_MAX);
+        if (sl < 0) return tpcc_must(sl);
         int32_t q = (int32_t)le_get(v, S_QUANTITY, 4);
         q = q >= (int32_t)l->qty + 10 ? q - (int32_t)l->qty : q - (int32_t)l->qty + 91;
         le_put(v, S_QUANTITY, (uint32_t)q, 4);
@@ -1075,19 +779,19 @@ static int payment(struct worker *wk, rdkv_txn *t, const struct inputs *in)
     struct tags *tg = &wk->tg;
     uint8_t k[TPCC_KEY_MAX], wv[W_LEN], dv[D_LEN], cv[C_MAX];
     unsigned w = in->w, d = in->d;
-    int n = rd(t, k, key_warehouse(tg, k, w), true, wv, W_LEN, W_LEN);
-    if (n < 0) return must(n);
+    int n = tpcc_rd(t, k, tpcc_k_warehouse(tg, k, w), true, wv, W_LEN, W_LEN);
+    if (n < 0) return tpcc_must(n);
     le_put(wv, W_YTD, le_get(wv, W_YTD, 8) + (uint64_t)in->amount, 8);
-    int rc = rdkv_txn_put(t, k, key_warehouse(tg, k, w), wv, W_LEN);
+    int rc = rdkv_txn_put(t, k, tpcc_k_warehouse(tg, k, w), wv, W_LEN);
     if (rc) return rc;
-    if ((n = rd(t, k, key_district(tg, k, w, d), true, dv, D_LEN, D_LEN)) < 0) return must(n);
+    if ((n = tpcc_rd(t, k, tpcc_k_district(tg, k, w, d), true, dv, D_LEN, D_LEN)) < 0) return tpcc_must(n);
     le_put(dv, D_YTD, le_get(dv, D_YTD, 8) + (uint64_t)in->amount, 8);
-    if ((rc = rdkv_txn_put(t, k, key_district(tg, k, w, d), dv, D_LEN))) return rc;
+    if ((rc = rdkv_txn_put(t, k, tpcc_k_district(tg, k, w, d), dv, D_LEN))) return rc;
 
     uint32_t c = in->c;
     if (in->by_name && (rc = by_name(wk, t, in->cw, in->cd, in->name, &c))) return rc;
-    int cl = rd(t, k, key_customer(tg, k, in->cw, in->cd, c), true, cv, C_DATA, C_MAX);
-    if (cl < 0) return must(cl);
+    int cl = tpcc_rd(t, k, key_customer(tg, k, in->cw, in->cd, c), true, cv, C_DATA, C_MAX);
+    if (cl < 0) return tpcc_must(cl);
     le_put(cv, C_BALANCE, le_get(cv, C_BALANCE, 8) - (uint64_t)in->amount, 8);
     le_put(cv, C_YTD_PAYMENT, le_get(cv, C_YTD_PAYMENT, 8) + (uint64_t)in->amount, 8);
     le_put(cv, C_PAYMENT_CNT, le_get(cv, C_PAYMENT_CNT, 4) + 1, 4);
@@ -1134,7 +838,7 @@ static int order_status(struct worker *wk, rdkv_txn *t, const struct inputs *in)
     /* the customer's latest order: the last of its CUST_ORDER rows */
     size_t bl = key_cust_order(NULL, k, w, d, c, 0) - 3; /* (w, d, c) */
     memcpy(e, k, bl);
-    size_t el = key_succ(e, bl);
+    size_t el = tpcc_key_succ(e, bl);
     rdkv_iter *it;
     if ((rc = rdkv_txn_scan(t, k, bl, e, el, 0, &it))) return rc;
     uint32_t o = 0;
@@ -1150,16 +854,16 @@ static int order_status(struct worker *wk, rdkv_txn *t, const struct inputs *in)
     rdkv_iter_close(it);
     if (rc < 0) return rc;
     if (!o) return RDKV_EPROTO; /* every customer has an order from the load on */
-    int n = rd(t, k, key_order(tg, k, w, d, o), false, v, O_LEN, O_LEN);
-    if (n < 0) return must(n);
+    int n = tpcc_rd(t, k, key_order(tg, k, w, d, o), false, v, O_LEN, O_LEN);
+    if (n < 0) return tpcc_must(n);
     unsigned ol_cnt = v[O_OL_CNT];
     int64_t sum = v[O_CARRIER_ID];
     for (unsigned ol = 1; ol <= ol_cnt; ol++) {
-        if ((n = rd(t, k, key_order_line(tg, k, w, d, o, ol), false, v, OL_LEN, OL_LEN)) < 0)
-            return must(n);
+        if ((n = tpcc_rd(t, k, key_order_line(tg, k, w, d, o, ol), false, v, OL_LEN, OL_LEN)) < 0)
+            return tpcc_must(n);
         sum += (int64_t)le_get(v, OL_AMOUNT, 8) + (int64_t)le_get(v, OL_DELIVERY_D, 8);
     }
-    if ((n = rd(t, k, key_customer(tg, k, w, d, c), false, v, C_DATA, C_MAX)) < 0) return must(n);
+    if ((n = tpcc_rd(t, k, key_customer(tg, k, w, d, c), false, v, C_DATA, C_MAX)) < 0) return tpcc_must(n);
     wk->sink += sum + (int64_t)le_get(v, C_BALANCE, 8);
     return 0;
 }
@@ -1170,8 +874,8 @@ static int delivery(struct worker *wk, rdkv_txn *t, const struct inputs *in)
     struct tags *tg = &wk->tg;
     uint8_t k[TPCC_KEY_MAX], e[TPCC_KEY_MAX], v[C_MAX];
     unsigned w = in->w;
-    int n = rd(t, k, key_delivery(tg, k, w), true, v, 8, 8);
-    if (n < 0) return must(n);
+    int n = tpcc_rd(t, k, key_delivery(tg, k, w), true, v, 8, 8);
+    if (n < 0) return tpcc_must(n);
     le_put(v, 0, le_get(v, 0, 8) + 1, 8);
     int rc = rdkv_txn_put(t, k, key_delivery(tg, k, w), v, 8);
     if (rc) return rc;
@@ -1180,7 +884,7 @@ static int delivery(struct worker *wk, rdkv_txn *t, const struct inputs *in)
         /* the oldest NEW-ORDER row of the district */
         size_t bl = key_new_order(NULL, k, w, d, 0) - 3;
         memcpy(e, k, bl);
-        size_t el = key_succ(e, bl);
+        size_t el = tpcc_key_succ(e, bl);
         rdkv_iter *it;
         if ((rc = rdkv_txn_scan(t, k, bl, e, el, 1, &it))) return rc;
         const void *rk, *rv;
@@ -1194,8 +898,8 @@ static int delivery(struct worker *wk, rdkv_txn *t, const struct inputs *in)
         rdkv_iter_close(it);
         if (rc < 0) return rc;
         if (!o) continue; /* none outstanding: the district is skipped */
-        if ((rc = rdkv_txn_delete(t, k, key_new_order(tg, k, w, d, o)))) return must(rc);
-        if ((n = rd(t, k, key_order(tg, k, w, d, o), true, v, O_LEN, O_LEN)) < 0) return must(n);
+        if ((rc = rdkv_txn_delete(t, k, key_new_order(tg, k, w, d, o)))) return tpcc_must(rc);
+        if ((n = tpcc_rd(t, k, key_order(tg, k, w, d, o), true, v, O_LEN, O_LEN)) < 0) return tpcc_must(n);
         uint32_t c = (uint32_t)le_get(v, O_C_ID, 4);
         unsigned ol_cnt = v[O_OL_CNT];
         v[O_CARRIER_ID] = (uint8_t)in->carrier;
@@ -1203,14 +907,14 @@ static int delivery(struct worker *wk, rdkv_txn *t, const struct inputs *in)
         int64_t sum = 0;
         for (unsigned ol = 1; ol <= ol_cnt; ol++) {
             size_t kl = key_order_line(tg, k, w, d, o, ol);
-            if ((n = rd(t, k, kl, true, v, OL_LEN, OL_LEN)) < 0) return must(n);
+            if ((n = tpcc_rd(t, k, kl, true, v, OL_LEN, OL_LEN)) < 0) return tpcc_must(n);
             sum += (int64_t)le_get(v, OL_AMOUNT, 8);
             le_put(v, OL_DELIVERY_D, (uint64_t)now, 8);
             if ((rc = rdkv_txn_put(t, k, kl, v, OL_LEN))) return rc;
         }
         size_t kl = key_customer(tg, k, w, d, c);
-        int cl = rd(t, k, kl, true, v, C_DATA, C_MAX);
-        if (cl < 0) return must(cl);
+        int cl = tpcc_rd(t, k, kl, true, v, C_DATA, C_MAX);
+        if (cl < 0) return tpcc_must(cl);
         le_put(v, C_BALANCE, le_get(v, C_BALANCE, 8) + (uint64_t)sum, 8);
         le_put(v, C_DELIVERY_CNT, le_get(v, C_DELIVERY_CNT, 4) + 1, 4);
         if ((rc = rdkv_txn_put(t, k, kl, v, (size_t)cl))) return rc;
@@ -1230,8 +934,8 @@ static int stock_level(struct worker *wk, rdkv_txn *t, const struct inputs *in)
     struct tags *tg = &wk->tg;
     uint8_t k[TPCC_KEY_MAX], e[TPCC_KEY_MAX], v[S_MAX];
     unsigned w = in->w, d = in->d;
-    int n = rd(t, k, key_district(tg, k, w, d), false, v, D_LEN, D_LEN);
-    if (n < 0) return must(n);
+    int n = tpcc_rd(t, k, tpcc_k_district(tg, k, w, d), false, v, D_LEN, D_LEN);
+    if (n < 0) return tpcc_must(n);
     uint32_t next = (uint32_t)le_get(v, D_NEXT_O_ID, 4);
     uint32_t lo = next > 20 ? next - 20 : 1;
     /* the order lines of the last 20 orders */
@@ -1257,8 +961,8 @@ static int stock_level(struct worker *wk, rdkv_txn *t, const struct inputs *in)
     unsigned low = 0;
     for (size_t i = 0; i < wk->nids; i++) {
         if (i && wk->ids[i] == wk->ids[i - 1]) continue;
-        if ((n = rd(t, k, key_stock(tg, k, w, wk->ids[i]), false, v, S_DATA, S_MAX)) < 0)
-            return must(n);
+        if ((n = tpcc_rd(t, k, key_stock(tg, k, w, wk->ids[i]), false, v, S_DATA, S_MAX)) < 0)
+            return tpcc_must(n);
         if ((int32_t)le_get(v, S_QUANTITY, 4) < (int32_t)in->threshold) low++;
     }
     wk->sink += low;
@@ -1269,15 +973,15 @@ static int tpcc_worker_new(const void *cfgb, size_t len, const struct wl_place *
                            void **out)
 {
     struct cfg c;
-    int rc = cfg_decode(cfgb, len, &c, NULL, 0);
+    int rc = tpcc_cfg_decode(cfgb, len, &c, NULL, 0);
     if (rc) return rc;
     if (!pl || pl->nodes != c.nodes || (pl->node >= 0 && (unsigned)pl->node >= c.nodes))
         return RDKV_EINVAL;
     struct worker *wk = calloc(1, sizeof *wk);
     if (!wk) return RDKV_ENOMEM;
     wk->c = c;
-    if ((rc = tags_init(&wk->tg, c.nodes, c.W))) {
-        tags_free(&wk->tg);
+    if ((rc = tpcc_tags_init(&wk->tg, c.nodes, c.W))) {
+        tpcc_tags_free(&wk->tg);
         free(wk);
         return rc;
     }
@@ -1303,7 +1007,7 @@ static void tpcc_worker_free(void *p)
 {
     struct worker *wk = p;
     if (!wk) return;
-    tags_free(&wk->tg);
+    tpcc_tags_free(&wk->tg);
     free(wk->ids);
     free(wk);
 }
@@ -1372,333 +1076,6 @@ static int tpcc_step(void *p, rdkv_session *s, struct wl_step *st)
     rdkv_txn_free(t);
     st->status = rc;
     return session_broken(rc) ? rc : 0;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * The check: consistency conditions 1-4 (spec 3.3.2.1 - 3.3.2.4), one part per warehouse (part
- * p is warehouse p + 1, which lives on node p mod nodes: kvbench checks it there, reading its
- * rows locally). One transaction reads WAREHOUSE and its DISTRICT rows (condition 1); then
- * each district's DISTRICT row and, page by page, its ORDER, NEW-ORDER and ORDER-LINE rows
- * (conditions 2-4). wl_check's checks are the conditions; its count[] the rows seen of ORDER,
- * NEW-ORDER and ORDER-LINE. */
-struct out {
-    char *p;
-    size_t cap, len;
-};
-
-static void outf(struct out *o, const char *fmt, ...)
-{
-    if (!o->cap || o->len + 1 >= o->cap) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
-    va_end(ap);
-    if (n > 0) o->len += (size_t)n < o->cap - o->len ? (size_t)n : o->cap - o->len - 1;
-}
-
-static const char *money(int64_t cents, char buf[32])
-{
-    uint64_t a = cents < 0 ? (uint64_t)0 - (uint64_t)cents : (uint64_t)cents;
-    snprintf(buf, 32, "%s%" PRIu64 ".%02" PRIu64, cents < 0 ? "-" : "", a / 100, a % 100);
-    return buf;
-}
-
-struct dstate {
-    uint32_t next;
-    uint64_t orders, no_rows, lines, ol_cnt_sum;
-    uint32_t max_o, min_no, max_no;
-};
-
-static int on_order(struct dstate *ds, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
-                    size_t pfx)
-{
-    if (kl < pfx + 3 || vl < O_LEN) return RDKV_EPROTO;
-    uint32_t o = (uint32_t)be_get(k + pfx, 3);
-    if (o > ds->max_o) ds->max_o = o;
-    ds->orders++;
-    ds->ol_cnt_sum += v[O_OL_CNT];
-    return 0;
-}
-
-static int on_new_order(struct dstate *ds, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
-                        size_t pfx)
-{
-    (void)v;
-    (void)vl;
-    if (kl < pfx + 3) return RDKV_EPROTO;
-    uint32_t o = (uint32_t)be_get(k + pfx, 3);
-    if (!ds->no_rows || o < ds->min_no) ds->min_no = o;
-    if (o > ds->max_no) ds->max_no = o;
-    ds->no_rows++;
-    return 0;
-}
-
-static int on_line(struct dstate *ds, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
-                   size_t pfx)
-{
-    (void)k;
-    (void)kl;
-    (void)v;
-    (void)pfx;
-    if (vl < OL_LEN) return RDKV_EPROTO;
-    ds->lines++;
-    return 0;
-}
-
-struct dcheck {
-    struct tags *tg;
-    unsigned w, d;
-    unsigned page; /* rows per page that last worked */
-    struct dstate ds;
-};
-
-/* The check runs after the run, on a quiescent database, so a district's rows may be read in
- * pages, one transaction each: a transaction that locked a whole district (33,000 rows at spec
- * size) would outlive drtm's lease and run out of alock's descriptors. A page starts at
- * CHECK_PAGE_MAX rows and halves, down to CHECK_PAGE_MIN, whenever its transaction has to be
- * run again (a lease that ran out, descriptors used up: both retryable); later pages keep the
- * size that worked. Small pages made the check of a 10 s run take a minute: each page is a
- * transaction with range locks on every partition. */
-#define CHECK_PAGE_MAX 1024u
-#define CHECK_PAGE_MIN 32u
-
-struct page {
-    struct dstate part;                 /* this page's rows (recomputed on a retry) */
-    unsigned limit;                     /* rows per page */
-    unsigned tries;                     /* runs of this page's transaction */
-    const uint8_t *from, *end;
-    size_t fl, el, pfx;
-    int (*fn)(struct dstate *, const uint8_t *, size_t, const uint8_t *, size_t, size_t);
-    uint8_t last[TPCC_KEY_MAX + 1];
-    size_t ll;
-    unsigned rows;
-};
-
-static int page_txn(rdkv_txn *t, void *arg)
-{
-    struct page *p = arg;
-    memset(&p->part, 0, sizeof p->part);
-    p->rows = 0;
-    if (p->tries++ && p->limit > CHECK_PAGE_MIN) p->limit /= 2; /* run again: a smaller page */
-    rdkv_iter *it;
-    int rc = rdkv_txn_scan(t, p->from, p->fl, p->end, p->el, p->limit, &it);
-    if (rc) return rc;
-    const void *k, *v;
-    size_t kl, vl;
-    while ((rc = rdkv_iter_next(it, &k, &kl, &v, &vl)) == 1) {
-        if ((rc = p->fn(&p->part, k, kl, v, vl, p->pfx))) break;
-        if (kl > TPCC_KEY_MAX) {
-            rc = RDKV_EPROTO;
-            break;
-        }
-        memcpy(p->last, k, kl);
-        p->ll = kl;
-        p->rows++;
-    }
-    rdkv_iter_close(it);
-    return rc < 0 ? rc : 0;
-}
-
-static void dstate_add(struct dstate *d, const struct dstate *s)
-{
-    if (s->no_rows && (!d->no_rows || s->min_no < d->min_no)) d->min_no = s->min_no;
-    if (s->max_no > d->max_no) d->max_no = s->max_no;
-    if (s->max_o > d->max_o) d->max_o = s->max_o;
-    d->orders += s->orders;
-    d->no_rows += s->no_rows;
-    d->lines += s->lines;
-    d->ol_cnt_sum += s->ol_cnt_sum;
-}
-
-static int read_next_o_id(rdkv_txn *t, void *arg)
-{
-    struct dcheck *a = arg;
-    uint8_t k[TPCC_KEY_MAX], v[D_LEN];
-    int n = rd(t, k, key_district(a->tg, k, a->w, a->d), false, v, D_LEN, D_LEN);
-    if (n < 0) return must(n);
-    a->ds.next = (uint32_t)le_get(v, D_NEXT_O_ID, 4);
-    return 0;
-}
-
-/* A district's figures for conditions 2-4: D_NEXT_O_ID, then its ORDER, NEW-ORDER and
- * ORDER-LINE rows page by page. */
-static int check_district_paged(rdkv_session *s, struct dcheck *a)
-{
-    memset(&a->ds, 0, sizeof a->ds);
-    int rc = rdkv_run_txn(s, read_next_o_id, a);
-    static const enum table tabs[3] = {T_ORDER, T_NEW_ORDER, T_ORDER_LINE};
-    int (*const fns[3])(struct dstate *, const uint8_t *, size_t, const uint8_t *, size_t,
-                        size_t) = {on_order, on_new_order, on_line};
-    for (int i = 0; i < 3 && !rc; i++) {
-        uint8_t b[TPCC_KEY_MAX + 1], e[TPCC_KEY_MAX], k[TPCC_KEY_MAX];
-        size_t bl = (size_t)(wd(k, tabs[i], a->w, a->d) - k);
-        memcpy(b, k, bl);
-        memcpy(e, k, bl);
-        size_t el = key_succ(e, bl);
-        struct page p = {.from = b, .fl = bl, .end = e, .el = el, .pfx = bl, .fn = fns[i],
-                         .limit = a->page};
-        for (;;) {
-            p.tries = 0;
-            if ((rc = rdkv_run_txn(s, page_txn, &p))) break;
-            a->page = p.limit;
-            dstate_add(&a->ds, &p.part);
-            if (p.rows < p.limit) break;
-            /* the next page starts just after the last key read */
-            memcpy(b, p.last, p.ll);
-            b[p.ll] = 0;
-            p.fl = p.ll + 1;
-        }
-    }
-    return rc;
-}
-
-struct wcheck {
-    struct tags *tg;
-    unsigned w;
-    int64_t w_ytd, d_ytd;
-};
-
-static int check_warehouse(rdkv_txn *t, void *arg)
-{
-    struct wcheck *a = arg;
-    uint8_t k[TPCC_KEY_MAX], v[D_LEN];
-    int n = rd(t, k, key_warehouse(a->tg, k, a->w), false, v, W_LEN, W_LEN);
-    if (n < 0) return must(n);
-    a->w_ytd = (int64_t)le_get(v, W_YTD, 8);
-    a->d_ytd = 0;
-    for (unsigned d = 1; d <= TPCC_DISTRICTS; d++) {
-        n = rd(t, k, key_district(a->tg, k, a->w, d), false, v, D_LEN, D_LEN);
-        if (n < 0) return must(n);
-        a->d_ytd += (int64_t)le_get(v, D_YTD, 8);
-    }
-    return 0;
-}
-
-enum { COND_1, COND_2, COND_3, COND_4, TPCC_CONDS };
-static const char *const cond_what[TPCC_CONDS] = {
-    "1 (W_YTD = sum(D_YTD))",
-    "2 (D_NEXT_O_ID - 1 = max(O_ID) = max(NO_O_ID))",
-    "3 (max(NO_O_ID) - min(NO_O_ID) + 1 = NEW-ORDER rows)",
-    "4 (sum(O_OL_CNT) = ORDER-LINE rows)",
-};
-enum { ROWS_ORDER, ROWS_NEW_ORDER, ROWS_ORDER_LINE };
-
-static unsigned tpcc_check_parts(const void *cfgb, size_t len)
-{
-    struct cfg c;
-    char err[160];
-    return cfg_decode(cfgb, len, &c, err, sizeof err) ? 1 : c.W;
-}
-
-/* Warehouse part + 1: condition 1, and 2-4 for each of its districts. */
-static int tpcc_check(rdkv_session *s, const void *cfgb, size_t len, unsigned part,
-                      struct wl_check *acc)
-{
-    struct cfg c;
-    char err[160];
-    int rc = cfg_decode(cfgb, len, &c, err, sizeof err);
-    if (rc) return rc;
-    if (part >= c.W) return RDKV_EINVAL;
-    struct tags tg;
-    if ((rc = tags_init(&tg, c.nodes, c.W))) {
-        tags_free(&tg);
-        return rc;
-    }
-    unsigned w = part + 1;
-    struct wcheck wc = {.tg = &tg, .w = w};
-    char a[32], b[32];
-    if (!(rc = rdkv_run_txn(s, check_warehouse, &wc))) {
-        if (wc.w_ytd != wc.d_ytd)
-            wl_check_note(acc, COND_1, "warehouse %u: W_YTD=%s, sum(D_YTD)=%s", w,
-                          money(wc.w_ytd, a), money(wc.d_ytd, b));
-        else
-            wl_check_note(acc, COND_1, NULL);
-    }
-    unsigned page = CHECK_PAGE_MAX;
-    for (unsigned d = 1; d <= TPCC_DISTRICTS && !rc; d++) {
-        struct dcheck dc = {.tg = &tg, .w = w, .d = d, .page = page};
-        if ((rc = check_district_paged(s, &dc))) break;
-        page = dc.page;
-        const struct dstate *ds = &dc.ds;
-        acc->count[ROWS_ORDER] += ds->orders;
-        acc->count[ROWS_NEW_ORDER] += ds->no_rows;
-        acc->count[ROWS_ORDER_LINE] += ds->lines;
-        if (ds->next - 1 != ds->max_o)
-            wl_check_note(acc, COND_2,
-                          "district %u/%u: D_NEXT_O_ID-1=%" PRIu32 ", max(O_ID)=%" PRIu32, w, d,
-                          ds->next - 1, ds->max_o);
-        else if (ds->no_rows && ds->max_no != ds->max_o)
-            wl_check_note(acc, COND_2,
-                          "district %u/%u: max(O_ID)=%" PRIu32 ", max(NO_O_ID)=%" PRIu32, w, d,
-                          ds->max_o, ds->max_no);
-        else
-            wl_check_note(acc, COND_2, NULL);
-        if (ds->no_rows && (uint64_t)ds->max_no - ds->min_no + 1 != ds->no_rows)
-            wl_check_note(acc, COND_3,
-                          "district %u/%u: max(NO_O_ID)-min(NO_O_ID)+1=%" PRIu64
-                          ", NEW-ORDER rows=%" PRIu64,
-                          w, d, (uint64_t)ds->max_no - ds->min_no + 1, ds->no_rows);
-        else
-            wl_check_note(acc, COND_3, NULL);
-        if (ds->ol_cnt_sum != ds->lines)
-            wl_check_note(acc, COND_4,
-                          "district %u/%u: sum(O_OL_CNT)=%" PRIu64 ", ORDER-LINE rows=%" PRIu64, w,
-                          d, ds->ol_cnt_sum, ds->lines);
-        else
-            wl_check_note(acc, COND_4, NULL);
-    }
-    tags_free(&tg);
-    return rc;
-}
-
-static int tpcc_check_report(const void *cfgb, size_t len, const struct wl_check *all, char *outp,
-                             size_t outcap)
-{
-    struct out o = {.p = outp, .cap = outcap};
-    if (outcap) outp[0] = 0;
-    struct cfg c;
-    char err[160];
-    if (cfg_decode(cfgb, len, &c, err, sizeof err)) {
-        outf(&o, "%s\n", err);
-        return TPCC_CONDS;
-    }
-    outf(&o, "tpcc check: %u warehouses, %u districts\n", c.W, c.W * TPCC_DISTRICTS);
-    for (int i = 0; i < TPCC_CONDS; i++)
-        if (all->failed[i]) outf(&o, "  FAILED %s: %s\n", cond_what[i], all->first[i]);
-    outf(&o, "rows: ORDER %" PRIu64 ", NEW-ORDER %" PRIu64 ", ORDER-LINE %" PRIu64 "\n",
-         all->count[ROWS_ORDER], all->count[ROWS_NEW_ORDER], all->count[ROWS_ORDER_LINE]);
-    int failed = 0;
-    for (int i = 0; i < TPCC_CONDS; i++) {
-        if (all->failed[i]) failed++;
-        outf(&o, "condition %s: %s", cond_what[i], all->failed[i] ? "FAILED" : "holds");
-        if (all->failed[i])
-            outf(&o, " in %" PRIu64 " of %" PRIu64 "\n", all->failed[i], all->checked[i]);
-        else
-            outf(&o, " (%" PRIu64 " checked)\n", all->checked[i]);
-    }
-    /* the last line, in full even when the report above ran out of room (whole lines of the
-     * report give way to it) */
-    char last[1024];
-    struct out lo = {.p = last, .cap = sizeof last};
-    outf(&lo, "consistency: %d/4 conditions hold", TPCC_CONDS - failed);
-    for (int i = 0, n = 0; i < TPCC_CONDS; i++) {
-        if (!all->failed[i]) continue;
-        outf(&lo, "%s%d (%s", n++ ? ", " : "; failed: ", i + 1, all->first[i]);
-        if (all->failed[i] > 1) outf(&lo, "; %" PRIu64 " more", all->failed[i] - 1);
-        outf(&lo, ")");
-    }
-    outf(&lo, "\n");
-    if (outcap) {
-        size_t room = outcap - 1, n = lo.len <= room ? lo.len : room;
-        if (n < lo.len && n) last[n - 1] = '\n'; /* cut, but still a line */
-        if (o.len + n > room) {
-            o.len = room - n;
-            while (o.len && outp[o.len - 1] != '\n') o.len--;
-        }
-        memcpy(outp + o.len, last, n);
-        outp[o.len + n] = 0;
-    }
-    return failed;
 }
 
 const struct wl_class wl_tpcc = {

@@ -4,6 +4,7 @@
  * sessions); the output gives latency percentiles and the fabric round trips each transaction
  * took, split into locks + reads and the commit's own messages. */
 #include "tools/kvbench/bench.h"
+#include "tools/kvbench/opts.h"
 
 #include "tools/kvbench/node/bench.h"
 
@@ -14,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage[] =
+static const char txn_head[] =
     "usage: kvbench txn [--nodes N | --config FILE] [options]\n"
     "\n"
     "Measures single transactions run by worker threads inside node 0:\n"
@@ -28,26 +29,78 @@ static const char usage[] =
     "  insert-spread  the same with the same bytes reordered, <i> \"session:\" <run>, so that\n"
     "             the keys differ in their first 8 bytes (both kinds together print the ratio)\n"
     "Also the fabric's READ round trip of a node-1 row in the same run, for comparison.\n"
-    "\n"
-    "  --kind K[,K...]   ro-local, ro-remote, rw-2part, all (those three; the default),\n"
-    "                    insert-prefix, insert-spread, or insert (those two)\n"
-    "  --threads N       worker threads in node 0 (default 1)\n"
-    "  --tasks K         workers per thread, each a task sharing its thread's fabric context\n"
-    "                    (default 1: the thread is the worker)\n"
-    "  --keys N          keys per node (default 1000)\n"
-    "  --value-size B    bytes per value (default 100)\n"
-    "  --seconds S       measured time per kind (default 3)\n"
-    "  --rounds R        the insert kinds run in R rounds of S/R seconds, alternating\n"
-    "                    prefix, spread, spread, prefix, ... (default 4)\n"
-    "  --warmup S        unmeasured time first (default 0.5)\n"
-    "  --nodes N         launch N local nodes (default 2; at least 2)\n"
-    "  --config FILE     use a running cluster instead\n"
-    "  --transport T     soft or verbs, for launched nodes (default soft)\n"
-    "  --json FILE       also write the results as JSON\n"
-    "  -h, --help        this text\n";
+    "\n";
+
+/* kvbench txn's options (txn_opts). */
+struct txn_cli {
+    struct bench_common co;
+    bool kinds[BENCH_TXN_KINDS];
+    unsigned rounds;
+    double warmup;
+    struct bench_txn_req q;
+};
 
 static const char *const kind_names[BENCH_TXN_KINDS] = {"ro-local", "ro-remote", "rw-2part",
                                                         "insert-prefix", "insert-spread"};
+
+static int opt_kind(void *o, const char *v)
+{
+    struct txn_cli *c = o;
+    memset(c->kinds, 0, sizeof c->kinds);
+    char *dup = strdup(v), *save = NULL;
+    int bad = !dup;
+    for (char *t = dup ? strtok_r(dup, ",", &save) : NULL; t && !bad; t = strtok_r(NULL, ",", &save)) {
+        bool ok = false;
+        for (int k = 0; k < BENCH_TXN_KINDS; k++)
+            if (!strcmp(t, kind_names[k]) ||
+                !strcmp(t, k < BENCH_TXN_INSERT_PREFIX ? "all" : "insert"))
+                c->kinds[k] = ok = true;
+        bad = !ok;
+    }
+    free(dup);
+    return bad;
+}
+
+#define T struct txn_cli
+static const struct bench_opt txn_opts[] = {
+    {"--kind", BOPT_FN,
+     "  --kind K[,K...]   ro-local, ro-remote, rw-2part, all (those three; the default),\n"
+     "                    insert-prefix, insert-spread, or insert (those two)\n",
+     0, 0, 0, 0,
+     "--kind must be ro-local, ro-remote, rw-2part, all, insert-prefix, insert-spread or insert "
+     "(got '%s')", opt_kind, NULL},
+    {"--threads", BOPT_UINT, "  --threads N       worker threads in node 0 (default 1)\n",
+     offsetof(T, q.threads), 0, 1, BENCH_MAX_THREADS, "--threads must be 1..64 (got '%s')", NULL, NULL},
+    {"--tasks", BOPT_UINT,
+     "  --tasks K         workers per thread, each a task sharing its thread's fabric context\n"
+     "                    (default 1: the thread is the worker)\n",
+     offsetof(T, q.tasks), 0, 1, BENCH_MAX_TASKS, "--tasks must be 1..256 (got '%s')", NULL, NULL},
+    {"--keys", BOPT_UINT, "  --keys N          keys per node (default 1000)\n",
+     offsetof(T, q.keys_per_node), 0, 1, 1000000, "--keys must be 1..1000000 (got '%s')", NULL, NULL},
+    {"--value-size", BOPT_UINT, "  --value-size B    bytes per value (default 100)\n",
+     offsetof(T, q.value_size), 0, 0, 65536, "--value-size must be 0..65536 (got '%s')", NULL, NULL},
+    {"--seconds", BOPT_COMMON, "  --seconds S       measured time per kind (default 3)\n", 0, 0,
+     0, 0, NULL, NULL, NULL},
+    {"--rounds", BOPT_UINT,
+     "  --rounds R        the insert kinds run in R rounds of S/R seconds, alternating\n"
+     "                    prefix, spread, spread, prefix, ... (default 4)\n",
+     offsetof(T, rounds), 0, 1, 100, "--rounds must be 1..100 (got '%s')", NULL, NULL},
+    {"--warmup", BOPT_DOUBLE, "  --warmup S        unmeasured time first (default 0.5)\n",
+     offsetof(T, warmup), 0, 0, 600, "bad --warmup '%s'", NULL, NULL},
+    {"--nodes", BOPT_COMMON, "  --nodes N         launch N local nodes (default 2; at least 2)\n",
+     0, 0, 0, 0, NULL, NULL, NULL},
+    {"--config", BOPT_COMMON, "  --config FILE     use a running cluster instead\n", 0, 0, 0, 0,
+     NULL, NULL, NULL},
+    {"--transport", BOPT_COMMON,
+     "  --transport T     soft or verbs, for launched nodes (default soft)\n", 0, 0, 0, 0, NULL,
+     NULL, NULL},
+    {"--json", BOPT_COMMON, "  --json FILE       also write the results as JSON\n", 0, 0, 0, 0,
+     NULL, NULL, NULL},
+    BOPT_ROW_HELP("  -h, --help        this text\n"),
+};
+#undef T
+static const struct bench_cmd txn_cmd =
+    BENCH_CMD("txn", txn_head, txn_opts, NULL, struct txn_cli);
 
 static void print_res(const char *name, const struct bench_txn_res *r)
 {
@@ -113,70 +166,145 @@ static void report(const char *name, const struct bench_txn_res *res, struct jso
     json_obj_end(j);
 }
 
+/* Loads every node's keys: 0, or 1 after a message. */
+static int load_nodes(struct fab_ctx *c, const struct bench_txn_req *q, unsigned nn,
+                      struct fab_buf *resp)
+{
+    uint8_t lb[8];
+    pack_put_u32le(lb, q->keys_per_node);
+    pack_put_u32le(lb + 4, q->value_size);
+    for (unsigned n = 0; n < nn; n++) {
+        int r = fab_rpc_call(c, (uint16_t)n, KV_RPC_BENCH_TXN_LOAD, lb, 8, resp, 600 * NS_PER_S);
+        if (r) {
+            fprintf(stderr, "kvbench txn: error: loading node %u: %s\n", n, bench_strerror(r));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The insert kinds run in --rounds rounds of --seconds / rounds each, alternating ABBA when both
+ * are asked for (prefix, spread, spread, prefix, ...), so that a shared machine's load changes
+ * hit both alike; each one's result is the sum of its rounds. */
+static int run_inserts(struct fab_ctx *c, const struct txn_cli *cli, struct fab_buf *resp,
+                       struct json *j)
+{
+    struct bench_txn_req q = cli->q;
+    struct bench_txn_res acc[2];
+    int64_t acc_ns[2] = {0, 0};
+    bool ran[2] = {false, false};
+    int rc = 0;
+    q.run_ns = cli->q.run_ns / cli->rounds > 0 ? cli->q.run_ns / cli->rounds : 1;
+    for (unsigned r = 0; r < cli->rounds && !rc && !bench_stop; r++)
+        for (int x = 0; x < 2 && !rc && !bench_stop; x++) {
+            int i = r % 2 ? 1 - x : x; /* ABBA */
+            int k = BENCH_TXN_INSERT_PREFIX + i;
+            if (!cli->kinds[k]) continue;
+            struct bench_txn_res res;
+            if (run_kind(c, &q, k, resp, &res)) {
+                rc = 1;
+                break;
+            }
+            if (!ran[i]) acc[i] = res;
+            else bench_txn_res_add(&acc[i], &res);
+            acc_ns[i] += res.elapsed_ns;
+            ran[i] = true;
+            if (res.errors) rc = 1;
+        }
+    for (int i = 0; i < 2; i++)
+        if (ran[i]) {
+            acc[i].elapsed_ns = acc_ns[i];
+            report(kind_names[BENCH_TXN_INSERT_PREFIX + i], &acc[i], j);
+        }
+    if (ran[0] && ran[1] && acc[0].elapsed_ns > 0 && acc[1].elapsed_ns > 0 && acc[1].ops) {
+        double ratio = ((double)acc[0].ops / (double)acc[0].elapsed_ns) /
+                       ((double)acc[1].ops / (double)acc[1].elapsed_ns);
+        printf("[insert-prefix/insert-spread], ThroughputRatio, %.3f\n", ratio);
+        if (j) {
+            json_obj_begin(j);
+            json_kv_str(j, "kind", "insert-prefix/insert-spread");
+            json_kv_double(j, "throughput_ratio", ratio);
+            json_obj_end(j);
+        }
+    }
+    return rc;
+}
+
+/* Every kind asked for, the ordinary ones once each, then the insert kinds. */
+static int run_kinds(struct fab_ctx *c, const struct txn_cli *cli, struct fab_buf *resp,
+                     struct json *j)
+{
+    struct bench_txn_req q = cli->q;
+    int rc = 0;
+    for (int k = 0; k < BENCH_TXN_INSERT_PREFIX && !rc && !bench_stop; k++) {
+        if (!cli->kinds[k]) continue;
+        struct bench_txn_res res;
+        if (run_kind(c, &q, k, resp, &res)) return 1;
+        report(kind_names[k], &res, j);
+        if (res.errors) rc = 1;
+    }
+    if (!rc && run_inserts(c, cli, resp, j)) rc = 1;
+    return rc;
+}
+
+/* The JSON file's head, its results array left open: the file, or NULL after a message. */
+static FILE *json_begin(struct json *j, const struct txn_cli *cli, const struct bench_cluster *bc,
+                        unsigned nn)
+{
+    FILE *jf = bench_json_begin(j, cli->co.json, "txn", bc, fab_transport_name(bc->transport), nn);
+    if (!jf) return NULL;
+    json_kv_u64(j, "threads", cli->q.threads);
+    json_kv_u64(j, "tasks_per_thread", cli->q.tasks);
+    json_kv_u64(j, "keys_per_node", cli->q.keys_per_node);
+    json_kv_u64(j, "value_size", cli->q.value_size);
+    json_obj_end(j);
+    json_key(j, "results");
+    json_arr_begin(j);
+    return jf;
+}
+
+/* Loads, measures and reports on the open cluster. */
+static int run_all(struct fab_ctx *c, const struct txn_cli *cli, const struct bench_cluster *bc,
+                   unsigned nn)
+{
+    const struct bench_txn_req *q = &cli->q;
+    struct fab_buf resp = {0};
+    printf("# kvbench txn: transport %s, %u nodes%s, %u worker thread%s x %u tasks in node 0, %u keys per node, "
+           "%u-byte values, %.1f s per kind after %.1f s warm-up\n",
+           fab_transport_name(bc->transport), nn, bc->launched ? " (local processes)" : "",
+           q->threads, q->threads == 1 ? "" : "s", q->tasks, q->keys_per_node, q->value_size,
+           cli->co.seconds, (double)q->warmup_ns / 1e9);
+    int rc = load_nodes(c, q, nn, &resp);
+    FILE *jf = NULL;
+    struct json j;
+    if (!rc && cli->co.json && !(jf = json_begin(&j, cli, bc, nn))) rc = 1;
+    if (!rc) rc = run_kinds(c, cli, &resp, jf ? &j : NULL);
+    if (jf) {
+        json_arr_end(&j);
+        json_obj_end(&j);
+        fputc('\n', jf);
+        fclose(jf);
+    }
+    fab_buf_free(&resp);
+    return rc;
+}
+
 int cmd_txn(int argc, char **argv)
 {
-    struct bench_common co;
-    bench_common_init(&co);
-    co.nodes = 2;
-    co.seconds = 3;
-    bool kinds[BENCH_TXN_KINDS] = {true, true, true, false, false};
-    unsigned rounds = 4;
-    struct bench_txn_req q = {.threads = 1, .tasks = 1, .keys_per_node = 1000, .value_size = 100,
-                              .warmup_ns = NS_PER_S / 2, .seed = 42};
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t u;
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            fputs(usage, stdout);
-            return 0;
-        }
-        if (bench_common_opt(&co, "txn", argc, argv, &i)) continue;
-        if (!v) bench_value_missing("txn", usage, o);
-        if (!strcmp(o, "--kind")) {
-            memset(kinds, 0, sizeof kinds);
-            char *dup = strdup(v), *save = NULL;
-            for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                bool ok = false;
-                for (int k = 0; k < BENCH_TXN_KINDS; k++)
-                    if (!strcmp(t, kind_names[k]) ||
-                        !strcmp(t, k < BENCH_TXN_INSERT_PREFIX ? "all" : "insert"))
-                        kinds[k] = ok = true;
-                if (!ok) bench_usage_error("txn", "--kind must be ro-local, ro-remote, rw-2part, all, insert-prefix, insert-spread or insert (got '%s')", v);
-            }
-            free(dup);
-        } else if (!strcmp(o, "--rounds")) {
-            if (parse_uint_range(v, 1, 100, &u)) bench_usage_error("txn", "--rounds must be 1..100 (got '%s')", v);
-            rounds = (unsigned)u;
-        } else if (!strcmp(o, "--threads")) {
-            if (parse_uint_range(v, 1, BENCH_MAX_THREADS, &u)) bench_usage_error("txn", "--threads must be 1..64 (got '%s')", v);
-            q.threads = (uint32_t)u;
-        } else if (!strcmp(o, "--tasks")) {
-            if (parse_uint_range(v, 1, BENCH_MAX_TASKS, &u)) bench_usage_error("txn", "--tasks must be 1..256 (got '%s')", v);
-            q.tasks = (uint32_t)u;
-        } else if (!strcmp(o, "--keys")) {
-            if (parse_uint_range(v, 1, 1000000, &u)) bench_usage_error("txn", "--keys must be 1..1000000 (got '%s')", v);
-            q.keys_per_node = (uint32_t)u;
-        } else if (!strcmp(o, "--value-size")) {
-            if (parse_uint_range(v, 0, 65536, &u)) bench_usage_error("txn", "--value-size must be 0..65536 (got '%s')", v);
-            q.value_size = (uint32_t)u;
-        } else if (!strcmp(o, "--warmup")) {
-            double w;
-            if (parse_double(v, &w) || w < 0 || w > 600) bench_usage_error("txn", "bad --warmup '%s'", v);
-            q.warmup_ns = (int64_t)(w * 1e9);
-        } else {
-            bench_usage_error("txn", "unknown option '%s'", o);
-        }
-        i++;
-    }
-    if (co.nodes < 2 && !co.config) bench_usage_error("txn", "--nodes must be at least 2 (got '%s')", "1");
-    q.run_ns = (int64_t)(co.seconds * 1e9);
-    bench_install_signals();
+    struct txn_cli cli = {.kinds = {true, true, true, false, false},
+                          .rounds = 4,
+                          .warmup = 0.5,
+                          .q = {.threads = 1, .tasks = 1, .keys_per_node = 1000,
+                                .value_size = 100, .seed = 42}};
+    bench_common_init(&cli.co);
+    cli.co.nodes = 2;
+    cli.co.seconds = 3;
+    if (bench_opts_parse(&txn_cmd, &cli, argc, argv)) return 0;
+    if (cli.co.nodes < 2 && !cli.co.config) bench_usage_error("txn", "--nodes must be at least 2 (got '%s')", "1");
+    cli.q.warmup_ns = (int64_t)(cli.warmup * 1e9);
+    cli.q.run_ns = (int64_t)(cli.co.seconds * 1e9);
     struct bench_cluster bc;
-    char err[512];
-    if (bench_cluster_open(&bc, &co, 30 * NS_PER_S, err, sizeof err)) {
-        fprintf(stderr, "kvbench txn: error: %s\n", err);
-        return 1;
-    }
+    if (bench_start(&bc, &cli.co, "txn", 30 * NS_PER_S)) return 1;
     unsigned nn = fab_num_nodes(bc.f);
     int rc = 0;
     struct fab_ctx *c = NULL;
@@ -187,98 +315,7 @@ int cmd_txn(int argc, char **argv)
         fprintf(stderr, "kvbench txn: error: cannot create a fabric context\n");
         rc = 1;
     }
-    struct fab_buf resp = {0};
-    if (!rc) {
-        printf("# kvbench txn: transport %s, %u nodes%s, %u worker thread%s x %u tasks in node 0, %u keys per node, "
-               "%u-byte values, %.1f s per kind after %.1f s warm-up\n",
-               fab_transport_name(bc.transport), nn, bc.launched ? " (local processes)" : "",
-               q.threads, q.threads == 1 ? "" : "s", q.tasks, q.keys_per_node, q.value_size, co.seconds,
-               (double)q.warmup_ns / 1e9);
-        uint8_t lb[8];
-        pack_put_u32le(lb, q.keys_per_node);
-        pack_put_u32le(lb + 4, q.value_size);
-        for (unsigned n = 0; n < nn && !rc; n++) {
-            int r = fab_rpc_call(c, (uint16_t)n, KV_RPC_BENCH_TXN_LOAD, lb, 8, &resp, 600 * NS_PER_S);
-            if (r) {
-                fprintf(stderr, "kvbench txn: error: loading node %u: %s\n", n, bench_strerror(r));
-                rc = 1;
-            }
-        }
-    }
-    FILE *jf = NULL;
-    struct json j;
-    if (!rc && co.json) {
-        jf = bench_json_begin(&j, co.json, "txn", &bc, fab_transport_name(bc.transport), nn);
-        if (!jf) rc = 1;
-        else {
-            json_kv_u64(&j, "threads", q.threads);
-            json_kv_u64(&j, "tasks_per_thread", q.tasks);
-            json_kv_u64(&j, "keys_per_node", q.keys_per_node);
-            json_kv_u64(&j, "value_size", q.value_size);
-            json_obj_end(&j);
-            json_key(&j, "results");
-            json_arr_begin(&j);
-        }
-    }
-    /* The ordinary kinds run once each. The insert kinds run in --rounds rounds of
-     * --seconds / rounds each, alternating ABBA when both are asked for (prefix, spread, spread,
-     * prefix, ...), so that a shared machine's load changes hit both alike; each one's result
-     * is the sum of its rounds. */
-    struct bench_txn_res acc[2];
-    int64_t acc_ns[2] = {0, 0};
-    bool ran[2] = {false, false};
-    for (int k = 0; k < BENCH_TXN_INSERT_PREFIX && !rc && !bench_stop; k++) {
-        if (!kinds[k]) continue;
-        struct bench_txn_res res;
-        if (run_kind(c, &q, k, &resp, &res)) {
-            rc = 1;
-            break;
-        }
-        report(kind_names[k], &res, jf ? &j : NULL);
-        if (res.errors) rc = 1;
-    }
-    int64_t run_ns = q.run_ns;
-    q.run_ns = run_ns / rounds > 0 ? run_ns / rounds : 1;
-    for (unsigned r = 0; r < rounds && !rc && !bench_stop; r++)
-        for (int x = 0; x < 2 && !rc && !bench_stop; x++) {
-            int i = r % 2 ? 1 - x : x; /* ABBA */
-            int k = BENCH_TXN_INSERT_PREFIX + i;
-            if (!kinds[k]) continue;
-            struct bench_txn_res res;
-            if (run_kind(c, &q, k, &resp, &res)) {
-                rc = 1;
-                break;
-            }
-            if (!ran[i]) acc[i] = res;
-            else bench_txn_res_add(&acc[i], &res);
-            acc_ns[i] += res.elapsed_ns;
-            ran[i] = true;
-            if (res.errors) rc = 1;
-        }
-    q.run_ns = run_ns;
-    for (int i = 0; i < 2; i++)
-        if (ran[i]) {
-            acc[i].elapsed_ns = acc_ns[i];
-            report(kind_names[BENCH_TXN_INSERT_PREFIX + i], &acc[i], jf ? &j : NULL);
-        }
-    if (ran[0] && ran[1] && acc[0].elapsed_ns > 0 && acc[1].elapsed_ns > 0 && acc[1].ops) {
-        double ratio = ((double)acc[0].ops / (double)acc[0].elapsed_ns) /
-                       ((double)acc[1].ops / (double)acc[1].elapsed_ns);
-        printf("[insert-prefix/insert-spread], ThroughputRatio, %.3f\n", ratio);
-        if (jf) {
-            json_obj_begin(&j);
-            json_kv_str(&j, "kind", "insert-prefix/insert-spread");
-            json_kv_double(&j, "throughput_ratio", ratio);
-            json_obj_end(&j);
-        }
-    }
-    if (jf) {
-        json_arr_end(&j);
-        json_obj_end(&j);
-        fputc('\n', jf);
-        fclose(jf);
-    }
-    fab_buf_free(&resp);
+    if (!rc) rc = run_all(c, &cli, &bc, nn);
     if (c) fab_ctx_destroy(c);
     if (bench_cluster_close(&bc) && !rc) rc = 1;
     return rc;

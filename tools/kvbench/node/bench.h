@@ -10,6 +10,7 @@
 
 #include "common/hist.h"
 #include "common/pack.h"
+#include "tools/kvbench/fields.h"
 #include "rdma/fabric.h"
 
 #define BENCH_MAX_THREADS 64
@@ -104,6 +105,11 @@ struct bench_lock_res {
  * u16 node, u32 index, u8 mode, u64 timeout_ns. Answers its status (a lease reset that aborts
  * the request is retried) with u64 elapsed_ns and the 64-byte lock line as read after the
  * release. */
+
+/* The result's fields (fields.h): its encoding, its merge, and the counters kvbench lock
+ * reports (JSON names and YCSB labels). */
+extern const struct bench_field bench_lock_res_fields[];
+extern const size_t bench_lock_res_nfields;
 
 void bench_lock_req_pack(const struct bench_lock_req *q, struct pack_w *w);
 int bench_lock_req_unpack(struct bench_lock_req *q, const void *p, size_t len);

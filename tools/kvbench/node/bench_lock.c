@@ -15,34 +15,70 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define Q struct bench_lock_req
+static const struct bench_field req_fields[] = {
+    BFIELD_STR(Q, algo),
+    BFIELD(Q, threads, BF_U32, BF_KEEP),
+    BFIELD(Q, tasks, BF_U32, BF_KEEP),
+    BFIELD(Q, locks, BF_U32, BF_KEEP),
+    BFIELD(Q, locality, BF_U32, BF_KEEP),
+    BFIELD(Q, warmup_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, run_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, cs_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, local_budget, BF_I64, BF_KEEP),
+    BFIELD(Q, remote_budget, BF_I64, BF_KEEP),
+    BFIELD(Q, seed, BF_U64, BF_KEEP),
+    BFIELD(Q, read_ppm, BF_U32, BF_KEEP),
+    BFIELD(Q, locks_per_op, BF_U32, BF_KEEP),
+    BFIELD(Q, think_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, dist, BF_U32, BF_KEEP),
+    BFIELD(Q, alpha_milli, BF_U32, BF_KEEP),
+    BFIELD(Q, fail_ppm, BF_U32, BF_KEEP),
+    BFIELD(Q, lease_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, timeout_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, omega_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, bench, BF_U32, BF_KEEP),
+    BFIELD(Q, rma_tl2, BF_I64, BF_KEEP),
+    BFIELD(Q, rma_tl1, BF_I64, BF_KEEP),
+    BFIELD(Q, rma_tr, BF_I64, BF_KEEP),
+    BFIELD(Q, rma_dc_nodes, BF_U32, BF_KEEP),
+    BFIELD(Q, rma_dc_per_node, BF_U32, BF_KEEP),
+};
+#undef Q
+
+/* The result: counters add up, the window is the longest; the spread of clients' ops (fair) is
+ * merged by fair_add. The labelled counters are what kvbench lock reports. */
+#define R struct bench_lock_res
+const struct bench_field bench_lock_res_fields[] = {
+    BFIELD(R, ops, BF_U64, BF_SUM),
+    BFIELD(R, local_ops, BF_U64, BF_SUM),
+    BFIELD(R, errors, BF_U64, BF_SUM),
+    BFIELD(R, round_trips, BF_U64, BF_SUM),
+    BFIELD(R, fabric_ops, BF_U64, BF_SUM),
+    BFIELD(R, elapsed_ns, BF_I64, BF_MAX),
+    BFIELD_R(R, timeouts, BF_U64, BF_SUM, "timeouts", "Timeouts"),
+    BFIELD_R(R, aborts, BF_U64, BF_SUM, "aborts", "Aborts"),
+    BFIELD_R(R, resets, BF_U64, BF_SUM, "lease_resets", "LeaseResets"),
+    BFIELD_R(R, lease_expired, BF_U64, BF_SUM, "lease_expired_releases", "LeaseExpiredReleases"),
+    BFIELD_R(R, overflow_resets, BF_U64, BF_SUM, "overflow_resets", "OverflowResets"),
+    BFIELD_R(R, retries, BF_U64, BF_SUM, "retries", "Retries"),
+    BFIELD_R(R, injected, BF_U64, BF_SUM, "injected_failures", "InjectedFailures"),
+    BFIELD(R, increments, BF_U64, BF_SUM),
+    BFIELD_R(R, write_ops, BF_U64, BF_SUM, "write_ops", NULL),
+    BFIELD(R, fair.clients, BF_U64, BF_KEEP),
+    BFIELD(R, fair.min, BF_U64, BF_KEEP),
+    BFIELD(R, fair.max, BF_U64, BF_KEEP),
+    BFIELD(R, fair.sum, BF_U64, BF_KEEP),
+    BFIELD(R, fair.sumsq, BF_F64, BF_KEEP),
+    BFIELD(R, h, BF_HIST, BF_SUM),
+    BFIELD(R, wh, BF_HIST, BF_SUM),
+};
+#undef R
+const size_t bench_lock_res_nfields = sizeof bench_lock_res_fields / sizeof *bench_lock_res_fields;
+
 void bench_lock_req_pack(const struct bench_lock_req *q, struct pack_w *w)
 {
-    pack_str(w, q->algo);
-    pack_u32(w, q->threads);
-    pack_u32(w, q->tasks);
-    pack_u32(w, q->locks);
-    pack_u32(w, q->locality);
-    pack_u64(w, (uint64_t)q->warmup_ns);
-    pack_u64(w, (uint64_t)q->run_ns);
-    pack_u64(w, (uint64_t)q->cs_ns);
-    pack_u64(w, (uint64_t)q->local_budget);
-    pack_u64(w, (uint64_t)q->remote_budget);
-    pack_u64(w, q->seed);
-    pack_u32(w, q->read_ppm);
-    pack_u32(w, q->locks_per_op);
-    pack_u64(w, (uint64_t)q->think_ns);
-    pack_u32(w, q->dist);
-    pack_u32(w, q->alpha_milli);
-    pack_u32(w, q->fail_ppm);
-    pack_u64(w, (uint64_t)q->lease_ns);
-    pack_u64(w, (uint64_t)q->timeout_ns);
-    pack_u64(w, (uint64_t)q->omega_ns);
-    pack_u32(w, q->bench);
-    pack_u64(w, (uint64_t)q->rma_tl2);
-    pack_u64(w, (uint64_t)q->rma_tl1);
-    pack_u64(w, (uint64_t)q->rma_tr);
-    pack_u32(w, q->rma_dc_nodes);
-    pack_u32(w, q->rma_dc_per_node);
+    bf_pack(BFIELDS(req_fields), q, w);
 }
 
 static const char *const kind_names[BENCH_LOCK_KINDS] = {"none", "lb", "ecsb", "sob", "wcsb",
@@ -121,102 +157,24 @@ const char *bench_lock_req_check(const struct bench_lock_req *q)
 
 int bench_lock_req_unpack(struct bench_lock_req *q, const void *p, size_t len)
 {
-    struct pack_r r;
-    pack_r_init(&r, p, len);
     memset(q, 0, sizeof *q);
-    unpack_str(&r, q->algo, sizeof q->algo);
-    q->threads = unpack_u32(&r);
-    q->tasks = unpack_u32(&r);
-    q->locks = unpack_u32(&r);
-    q->locality = unpack_u32(&r);
-    q->warmup_ns = (int64_t)unpack_u64(&r);
-    q->run_ns = (int64_t)unpack_u64(&r);
-    q->cs_ns = (int64_t)unpack_u64(&r);
-    q->local_budget = (int64_t)unpack_u64(&r);
-    q->remote_budget = (int64_t)unpack_u64(&r);
-    q->seed = unpack_u64(&r);
-    q->read_ppm = unpack_u32(&r);
-    q->locks_per_op = unpack_u32(&r);
-    q->think_ns = (int64_t)unpack_u64(&r);
-    q->dist = unpack_u32(&r);
-    q->alpha_milli = unpack_u32(&r);
-    q->fail_ppm = unpack_u32(&r);
-    q->lease_ns = (int64_t)unpack_u64(&r);
-    q->timeout_ns = (int64_t)unpack_u64(&r);
-    q->omega_ns = (int64_t)unpack_u64(&r);
-    q->bench = unpack_u32(&r);
-    q->rma_tl2 = (int64_t)unpack_u64(&r);
-    q->rma_tl1 = (int64_t)unpack_u64(&r);
-    q->rma_tr = (int64_t)unpack_u64(&r);
-    q->rma_dc_nodes = unpack_u32(&r);
-    q->rma_dc_per_node = unpack_u32(&r);
-    if (!unpack_done(&r)) return RDKV_EPROTO;
+    if (bf_unpack_all(BFIELDS(req_fields), q, p, len)) return RDKV_EPROTO;
     return bench_lock_req_check(q) ? RDKV_EINVAL : 0;
 }
 
 void bench_lock_res_pack(const struct bench_lock_res *r, struct pack_w *w)
 {
-    pack_u64(w, r->ops);
-    pack_u64(w, r->local_ops);
-    pack_u64(w, r->errors);
-    pack_u64(w, r->round_trips);
-    pack_u64(w, r->fabric_ops);
-    pack_u64(w, (uint64_t)r->elapsed_ns);
-    pack_u64(w, r->timeouts);
-    pack_u64(w, r->aborts);
-    pack_u64(w, r->resets);
-    pack_u64(w, r->lease_expired);
-    pack_u64(w, r->overflow_resets);
-    pack_u64(w, r->retries);
-    pack_u64(w, r->injected);
-    pack_u64(w, r->increments);
-    pack_u64(w, r->write_ops);
-    pack_u64(w, r->fair.clients);
-    pack_u64(w, r->fair.min);
-    pack_u64(w, r->fair.max);
-    pack_u64(w, r->fair.sum);
-    uint64_t bits;
-    memcpy(&bits, &r->fair.sumsq, 8);
-    pack_u64(w, bits);
-    hist_pack(&r->h, w);
-    hist_pack(&r->wh, w);
+    bf_pack(bench_lock_res_fields, bench_lock_res_nfields, r, w);
 }
 
 int bench_lock_res_unpack(struct bench_lock_res *r, const void *p, size_t len)
 {
-    struct pack_r rd;
-    pack_r_init(&rd, p, len);
-    r->ops = unpack_u64(&rd);
-    r->local_ops = unpack_u64(&rd);
-    r->errors = unpack_u64(&rd);
-    r->round_trips = unpack_u64(&rd);
-    r->fabric_ops = unpack_u64(&rd);
-    r->elapsed_ns = (int64_t)unpack_u64(&rd);
-    r->timeouts = unpack_u64(&rd);
-    r->aborts = unpack_u64(&rd);
-    r->resets = unpack_u64(&rd);
-    r->lease_expired = unpack_u64(&rd);
-    r->overflow_resets = unpack_u64(&rd);
-    r->retries = unpack_u64(&rd);
-    r->injected = unpack_u64(&rd);
-    r->increments = unpack_u64(&rd);
-    r->write_ops = unpack_u64(&rd);
-    r->fair.clients = unpack_u64(&rd);
-    r->fair.min = unpack_u64(&rd);
-    r->fair.max = unpack_u64(&rd);
-    r->fair.sum = unpack_u64(&rd);
-    uint64_t bits = unpack_u64(&rd);
-    memcpy(&r->fair.sumsq, &bits, 8);
-    if (!hist_unpack(&r->h, &rd) || !hist_unpack(&r->wh, &rd) || !unpack_done(&rd))
-        return RDKV_EPROTO;
-    return 0;
+    return bf_unpack_all(bench_lock_res_fields, bench_lock_res_nfields, r, p, len);
 }
 
 void bench_lock_res_init(struct bench_lock_res *r)
 {
-    memset(r, 0, sizeof *r);
-    hist_init(&r->h);
-    hist_init(&r->wh);
+    bf_init(bench_lock_res_fields, bench_lock_res_nfields, r, sizeof *r);
 }
 
 double bench_lock_fair_cv(const struct bench_lock_fair *f)
@@ -239,24 +197,8 @@ static void fair_add(struct bench_lock_fair *dst, const struct bench_lock_fair *
 
 void bench_lock_res_add(struct bench_lock_res *dst, const struct bench_lock_res *r)
 {
-    dst->ops += r->ops;
-    dst->local_ops += r->local_ops;
-    dst->errors += r->errors;
-    dst->round_trips += r->round_trips;
-    dst->fabric_ops += r->fabric_ops;
-    if (r->elapsed_ns > dst->elapsed_ns) dst->elapsed_ns = r->elapsed_ns;
-    dst->timeouts += r->timeouts;
-    dst->aborts += r->aborts;
-    dst->resets += r->resets;
-    dst->lease_expired += r->lease_expired;
-    dst->overflow_resets += r->overflow_resets;
-    dst->retries += r->retries;
-    dst->injected += r->injected;
-    dst->increments += r->increments;
-    dst->write_ops += r->write_ops;
+    bf_merge(bench_lock_res_fields, bench_lock_res_nfields, dst, r);
     fair_add(&dst->fair, &r->fair);
-    hist_merge(&dst->h, &r->h);
-    hist_merge(&dst->wh, &r->wh);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -18,12 +18,63 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define S struct bench_range_space
+static const struct bench_field space_fields[] = {
+    BFIELD(S, space, BF_U16, BF_KEEP),
+    BFIELD(S, bits, BF_U32, BF_KEEP),
+    BFIELD(S, seg_bits, BF_U32, BF_KEEP),
+    BFIELD(S, tree_depth, BF_U32, BF_KEEP),
+};
+#undef S
+#define Q struct bench_range_req
+static const struct bench_field req_fields[] = {
+    BFIELD_STR(Q, algo),
+    BFIELD(Q, workload, BF_U32, BF_KEEP),
+    BFIELD(Q, owner, BF_U16, BF_KEEP),
+    BFIELD(Q, space, BF_U16, BF_KEEP),
+    BFIELD(Q, bits, BF_U32, BF_KEEP),
+    BFIELD(Q, threads, BF_U32, BF_KEEP),
+    BFIELD(Q, tasks, BF_U32, BF_KEEP),
+    BFIELD(Q, first_client, BF_U32, BF_KEEP),
+    BFIELD(Q, write_pct, BF_U32, BF_KEEP),
+    BFIELD(Q, max_units, BF_U32, BF_KEEP),
+    BFIELD(Q, readers, BF_U32, BF_KEEP),
+    BFIELD(Q, writers, BF_U32, BF_KEEP),
+    BFIELD(Q, loggers, BF_U32, BF_KEEP),
+    BFIELD(Q, total_readers, BF_U32, BF_KEEP),
+    BFIELD(Q, total_writers, BF_U32, BF_KEEP),
+    BFIELD(Q, total_loggers, BF_U32, BF_KEEP),
+    BFIELD(Q, warmup_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, run_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, cs_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, timeout_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, lease_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, seed, BF_U64, BF_KEEP),
+};
+#undef Q
+/* The result: counters add up, the window is the longest; the first error (with its op) is
+ * merged by bench_range_res_add. */
+#define R struct bench_range_res
+static const struct bench_field res_fields[] = {
+    BFIELD(R, ops, BF_U64, BF_SUM),
+    BFIELD(R, retries, BF_U64, BF_SUM),
+    BFIELD(R, errors, BF_U64, BF_SUM),
+    BFIELD(R, error, BF_I32, BF_KEEP),
+    BFIELD(R, error_op, BF_U32, BF_KEEP),
+    BFIELD(R, round_trips, BF_U64, BF_SUM),
+    BFIELD(R, fabric_ops, BF_U64, BF_SUM),
+    BFIELD(R, rpcs, BF_U64, BF_SUM),
+    BFIELD(R, elapsed_ns, BF_I64, BF_MAX),
+    BFIELD(R, pacing_ns, BF_I64, BF_SUM),
+    BFIELD_N(R, class_ops, BF_U64, BF_SUM, BENCH_RANGE_CLASSES),
+    BFIELD(R, h, BF_HIST, BF_SUM),
+    BFIELD_N(R, class_h, BF_HIST, BF_SUM, BENCH_RANGE_CLASSES),
+};
+#undef R
+
 void bench_range_space_pack(const struct bench_range_space *s, struct pack_w *w)
 {
-    pack_u16(w, s->space);
-    pack_u32(w, s->bits);
-    pack_u32(w, s->seg_bits);
-    pack_u32(w, s->tree_depth);
+    bf_pack(BFIELDS(space_fields), s, w);
 }
 
 const char *bench_range_space_check(const struct bench_range_space *s)
@@ -38,41 +89,14 @@ const char *bench_range_space_check(const struct bench_range_space *s)
 
 int bench_range_space_unpack(struct bench_range_space *s, const void *p, size_t len)
 {
-    struct pack_r r;
-    pack_r_init(&r, p, len);
     memset(s, 0, sizeof *s);
-    s->space = unpack_u16(&r);
-    s->bits = unpack_u32(&r);
-    s->seg_bits = unpack_u32(&r);
-    s->tree_depth = unpack_u32(&r);
-    if (!unpack_done(&r)) return RDKV_EPROTO;
+    if (bf_unpack_all(BFIELDS(space_fields), s, p, len)) return RDKV_EPROTO;
     return bench_range_space_check(s) ? RDKV_EINVAL : 0;
 }
 
 void bench_range_req_pack(const struct bench_range_req *q, struct pack_w *w)
 {
-    pack_str(w, q->algo);
-    pack_u32(w, q->workload);
-    pack_u16(w, q->owner);
-    pack_u16(w, q->space);
-    pack_u32(w, q->bits);
-    pack_u32(w, q->threads);
-    pack_u32(w, q->tasks);
-    pack_u32(w, q->first_client);
-    pack_u32(w, q->write_pct);
-    pack_u32(w, q->max_units);
-    pack_u32(w, q->readers);
-    pack_u32(w, q->writers);
-    pack_u32(w, q->loggers);
-    pack_u32(w, q->total_readers);
-    pack_u32(w, q->total_writers);
-    pack_u32(w, q->total_loggers);
-    pack_u64(w, (uint64_t)q->warmup_ns);
-    pack_u64(w, (uint64_t)q->run_ns);
-    pack_u64(w, (uint64_t)q->cs_ns);
-    pack_u64(w, (uint64_t)q->timeout_ns);
-    pack_u64(w, (uint64_t)q->lease_ns);
-    pack_u64(w, q->seed);
+    bf_pack(BFIELDS(req_fields), q, w);
 }
 
 /* Checks a request (from kvbench's command line or the network): NULL or a message. */
@@ -116,95 +140,32 @@ const char *bench_range_req_check(const struct bench_range_req *q)
 
 int bench_range_req_unpack(struct bench_range_req *q, const void *p, size_t len)
 {
-    struct pack_r r;
-    pack_r_init(&r, p, len);
     memset(q, 0, sizeof *q);
-    unpack_str(&r, q->algo, sizeof q->algo);
-    q->workload = unpack_u32(&r);
-    q->owner = unpack_u16(&r);
-    q->space = unpack_u16(&r);
-    q->bits = unpack_u32(&r);
-    q->threads = unpack_u32(&r);
-    q->tasks = unpack_u32(&r);
-    q->first_client = unpack_u32(&r);
-    q->write_pct = unpack_u32(&r);
-    q->max_units = unpack_u32(&r);
-    q->readers = unpack_u32(&r);
-    q->writers = unpack_u32(&r);
-    q->loggers = unpack_u32(&r);
-    q->total_readers = unpack_u32(&r);
-    q->total_writers = unpack_u32(&r);
-    q->total_loggers = unpack_u32(&r);
-    q->warmup_ns = (int64_t)unpack_u64(&r);
-    q->run_ns = (int64_t)unpack_u64(&r);
-    q->cs_ns = (int64_t)unpack_u64(&r);
-    q->timeout_ns = (int64_t)unpack_u64(&r);
-    q->lease_ns = (int64_t)unpack_u64(&r);
-    q->seed = unpack_u64(&r);
-    if (!unpack_done(&r)) return RDKV_EPROTO;
+    if (bf_unpack_all(BFIELDS(req_fields), q, p, len)) return RDKV_EPROTO;
     q->algo[sizeof q->algo - 1] = 0;
     return bench_range_req_check(q) ? RDKV_EINVAL : 0;
 }
 
 void bench_range_res_pack(const struct bench_range_res *r, struct pack_w *w)
 {
-    pack_u64(w, r->ops);
-    pack_u64(w, r->retries);
-    pack_u64(w, r->errors);
-    pack_u32(w, (uint32_t)r->error);
-    pack_u32(w, r->error_op);
-    pack_u64(w, r->round_trips);
-    pack_u64(w, r->fabric_ops);
-    pack_u64(w, r->rpcs);
-    pack_u64(w, (uint64_t)r->elapsed_ns);
-    pack_u64(w, (uint64_t)r->pacing_ns);
-    for (int k = 0; k < BENCH_RANGE_CLASSES; k++) pack_u64(w, r->class_ops[k]);
-    hist_pack(&r->h, w);
-    for (int k = 0; k < BENCH_RANGE_CLASSES; k++) hist_pack(&r->class_h[k], w);
+    bf_pack(BFIELDS(res_fields), r, w);
 }
 
 int bench_range_res_unpack(struct bench_range_res *r, const void *p, size_t len)
 {
-    struct pack_r rd;
-    pack_r_init(&rd, p, len);
-    r->ops = unpack_u64(&rd);
-    r->retries = unpack_u64(&rd);
-    r->errors = unpack_u64(&rd);
-    r->error = (int32_t)unpack_u32(&rd);
-    r->error_op = unpack_u32(&rd);
-    r->round_trips = unpack_u64(&rd);
-    r->fabric_ops = unpack_u64(&rd);
-    r->rpcs = unpack_u64(&rd);
-    r->elapsed_ns = (int64_t)unpack_u64(&rd);
-    r->pacing_ns = (int64_t)unpack_u64(&rd);
-    for (int k = 0; k < BENCH_RANGE_CLASSES; k++) r->class_ops[k] = unpack_u64(&rd);
-    if (!hist_unpack(&r->h, &rd)) return RDKV_EPROTO;
-    for (int k = 0; k < BENCH_RANGE_CLASSES; k++)
-        if (!hist_unpack(&r->class_h[k], &rd)) return RDKV_EPROTO;
-    if (!unpack_done(&rd) || r->error > 0 || r->error_op > 2 || r->elapsed_ns < 0)
+    if (bf_unpack_all(BFIELDS(res_fields), r, p, len) || r->error > 0 || r->error_op > 2 ||
+        r->elapsed_ns < 0)
         return RDKV_EPROTO;
     return 0;
 }
 
 void bench_range_res_add(struct bench_range_res *dst, const struct bench_range_res *r)
 {
-    dst->ops += r->ops;
-    dst->retries += r->retries;
-    dst->errors += r->errors;
     if (!dst->error && r->error) {
         dst->error = r->error;
         dst->error_op = r->error_op;
     }
-    dst->round_trips += r->round_trips;
-    dst->fabric_ops += r->fabric_ops;
-    dst->rpcs += r->rpcs;
-    if (r->elapsed_ns > dst->elapsed_ns) dst->elapsed_ns = r->elapsed_ns;
-    dst->pacing_ns += r->pacing_ns;
-    hist_merge(&dst->h, &r->h);
-    for (int k = 0; k < BENCH_RANGE_CLASSES; k++) {
-        dst->class_ops[k] += r->class_ops[k];
-        hist_merge(&dst->class_h[k], &r->class_h[k]);
-    }
+    bf_merge(BFIELDS(res_fields), dst, r);
 }
 
 const char *bench_range_error_op(uint32_t op)

@@ -348,82 +348,62 @@ static void on_run(struct fab_rpc_req *req, void *arg)
     free(th);
 }
 
+#define Q struct bench_txn_req
+static const struct bench_field req_fields[] = {
+    BFIELD(Q, kind, BF_U8, BF_KEEP),
+    BFIELD(Q, threads, BF_U32, BF_KEEP),
+    BFIELD(Q, keys_per_node, BF_U32, BF_KEEP),
+    BFIELD(Q, value_size, BF_U32, BF_KEEP),
+    BFIELD(Q, tasks, BF_U32, BF_KEEP),
+    BFIELD(Q, warmup_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, run_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, lock_timeout_ns, BF_I64, BF_KEEP),
+    BFIELD(Q, seed, BF_U64, BF_KEEP),
+};
+#undef Q
+/* The result: counters add up, the window is the longest, histograms merge. */
+#define R struct bench_txn_res
+static const struct bench_field res_fields[] = {
+    BFIELD(R, ops, BF_U64, BF_SUM),
+    BFIELD(R, aborts, BF_U64, BF_SUM),
+    BFIELD(R, errors, BF_U64, BF_SUM),
+    BFIELD(R, round_trips, BF_U64, BF_SUM),
+    BFIELD(R, rt_before_commit, BF_U64, BF_SUM),
+    BFIELD(R, rt_commit, BF_U64, BF_SUM),
+    BFIELD(R, rpc_commit, BF_U64, BF_SUM),
+    BFIELD(R, elapsed_ns, BF_I64, BF_MAX),
+    BFIELD(R, h, BF_HIST, BF_SUM),
+    BFIELD(R, read_h, BF_HIST, BF_SUM),
+};
+#undef R
+
 void bench_txn_req_pack(const struct bench_txn_req *q, struct pack_w *w)
 {
-    pack_u8(w, q->kind);
-    pack_u32(w, q->threads);
-    pack_u32(w, q->keys_per_node);
-    pack_u32(w, q->value_size);
-    pack_u32(w, q->tasks);
-    pack_u64(w, (uint64_t)q->warmup_ns);
-    pack_u64(w, (uint64_t)q->run_ns);
-    pack_u64(w, (uint64_t)q->lock_timeout_ns);
-    pack_u64(w, q->seed);
+    bf_pack(BFIELDS(req_fields), q, w);
 }
 
 int bench_txn_req_unpack(struct bench_txn_req *q, const void *p, size_t len)
 {
-    struct pack_r r;
-    pack_r_init(&r, p, len);
-    q->kind = unpack_u8(&r);
-    q->threads = unpack_u32(&r);
-    q->keys_per_node = unpack_u32(&r);
-    q->value_size = unpack_u32(&r);
-    q->tasks = unpack_u32(&r);
-    q->warmup_ns = (int64_t)unpack_u64(&r);
-    q->run_ns = (int64_t)unpack_u64(&r);
-    q->lock_timeout_ns = (int64_t)unpack_u64(&r);
-    q->seed = unpack_u64(&r);
-    if (!unpack_done(&r) || q->keys_per_node > 1000000 || q->value_size > 65536 ||
-        q->warmup_ns < 0 || q->run_ns <= 0 || q->run_ns > 3600 * NS_PER_S ||
-        q->warmup_ns > 3600 * NS_PER_S || q->lock_timeout_ns < 0)
+    if (bf_unpack_all(BFIELDS(req_fields), q, p, len) || q->keys_per_node > 1000000 ||
+        q->value_size > 65536 || q->warmup_ns < 0 || q->run_ns <= 0 ||
+        q->run_ns > 3600 * NS_PER_S || q->warmup_ns > 3600 * NS_PER_S || q->lock_timeout_ns < 0)
         return RDKV_EPROTO;
     return 0;
 }
 
 void bench_txn_res_pack(const struct bench_txn_res *r, struct pack_w *w)
 {
-    pack_u64(w, r->ops);
-    pack_u64(w, r->aborts);
-    pack_u64(w, r->errors);
-    pack_u64(w, r->round_trips);
-    pack_u64(w, r->rt_before_commit);
-    pack_u64(w, r->rt_commit);
-    pack_u64(w, r->rpc_commit);
-    pack_u64(w, (uint64_t)r->elapsed_ns);
-    hist_pack(&r->h, w);
-    hist_pack(&r->read_h, w);
+    bf_pack(BFIELDS(res_fields), r, w);
 }
 
 int bench_txn_res_unpack(struct bench_txn_res *r, const void *p, size_t len)
 {
-    struct pack_r rd;
-    pack_r_init(&rd, p, len);
-    r->ops = unpack_u64(&rd);
-    r->aborts = unpack_u64(&rd);
-    r->errors = unpack_u64(&rd);
-    r->round_trips = unpack_u64(&rd);
-    r->rt_before_commit = unpack_u64(&rd);
-    r->rt_commit = unpack_u64(&rd);
-    r->rpc_commit = unpack_u64(&rd);
-    r->elapsed_ns = (int64_t)unpack_u64(&rd);
-    if (!hist_unpack(&r->h, &rd) || !hist_unpack(&r->read_h, &rd) || !unpack_done(&rd))
-        return RDKV_EPROTO;
-    return 0;
+    return bf_unpack_all(BFIELDS(res_fields), r, p, len);
 }
 
 void bench_txn_res_add(struct bench_txn_res *dst, const struct bench_txn_res *r)
 {
-    dst->ops += r->ops;
-    dst->aborts += r->aborts;
-    dst->errors += r->errors;
-    dst->round_trips += r->round_trips;
-    dst->rt_before_commit += r->rt_before_commit;
-    dst->rt_commit += r->rt_commit;
-    dst->rpc_commit += r->rpc_commit;
-    if (r->elapsed_ns > dst->elapsed_ns) dst->elapsed_ns = r->elapsed_ns;
-    hist_merge(&dst->h, &r->h);
-    hist_merge(&dst->read_h, &r->read_h);
+    bf_merge(BFIELDS(res_fields), dst, r);
 }
 
 void bench_txn_register(struct fabric *f, struct txn_env *e)
