@@ -274,41 +274,36 @@ static bool age_dies_early(struct member *m, const struct tk_req *r, const uint6
 }
 
 /* Wait-die and a dead holder. A dead member's lock is freed by lease recovery, which only a
- * waiter performs: two leases with nothing on the line moving (rule 4's and the tickets'). A
- * request younger than the dead member dies before it waits, leaving no trace, and every later
- * request is younger still: without this, nobody would ever wait, and the row would stay
- * locked. So each request that dies early notes the whole line as it saw it, keyed by the
- * cohort's age word, in the process's stuck table; a request that finds the line exactly so,
- * noted continuously (each sighting less than a lease after the one before) since more than two
- * leases ago, does not die: it seeds the observations its wait's lease recovery resumes --
- * the tickets' (a remote request) or rule 4's (a local one), the very entries a waiter that
- * gave up at its deadline leaves -- and waits as a timeout request, which recovers the lock at
- * its first look. The condition is stronger than the one those waiters keep (the whole line
- * still, not just the serving counters and liveness bits), and the recovery itself is theirs:
- * a CAS from the values seen, so a holder that moved in between is never reset. */
+ * waiter performs, once what it watches has not moved for two leases: the remote tickets and
+ * their liveness bits (a remote request, ticket.c's wait_loop), or the remote cohort's raised
+ * marks and tickets (a local request, rule 4 in cross). Those waiters leave what they watched in
+ * the process's stuck table when they give up at their deadline, and the next waiter on the
+ * same values resumes the patience clock from there. A request younger than a dead member dies
+ * before it waits, and every later request is younger still: without this, nobody would ever
+ * wait, and the row would stay locked for good. So a request that dies early keeps the same
+ * entry, as if it had waited and given up at once; one that finds the entry more than two leases
+ * old does not die, but waits as a timeout request, which resumes the entry and recovers the
+ * lock at its first look. The recovery is the waiters' own: a CAS from the values seen, so a
+ * member that moved in between is never reset. (Only what the other side can hold matters: a
+ * local member lives in the lock's own process and always releases.) */
 static bool dead_line(struct lock_thread *t, const struct member *m, const struct tk_req *r,
                       const uint64_t *w)
 {
     int64_t now = clock_now_ns(), lease = t->cfg.lease_ns;
-    uint64_t key = 0;
-    for (unsigned i = 0; i < LOCK_LINE / 8; i++) key = (key ^ w[i]) * 0x9E3779B97F4A7C15ull;
-    rptr aw = rptr_add(m->s.line, m->s.remote ? RW_RAGE : RW_LAGE);
-    struct lock_stuck st;
-    if (!tk_stuck_get(t, aw, &st) || st.n != key || now - st.left >= lease)
-        st = (struct lock_stuck){.word = aw, .n = key, .since = now};
+    struct lock_stuck st, seen;
+    if (m->s.remote) { /* the tickets' patience */
+        st.word = r->word;
+        st.n = tk_motion(r, w[RW_RT / 8], w[RW_RC / 8]);
+    } else { /* rule 4's */
+        st.word = rptr_add(m->s.line, RW_RC);
+        st.n = (w[RW_RC / 8] & CW_RAISED_LIVE) ^ (w[RW_RT / 8] * 0x9E3779B97F4A7C15ull);
+    }
+    st.since = now;
+    if (tk_stuck_get(t, st.word, &seen) && seen.n == st.n && now - seen.left < lease)
+        st.since = seen.since;
     st.left = now;
     tk_stuck_put(t, &st);
-    if (now - st.since <= 2 * lease) return false;
-    struct lock_stuck seed = {.since = st.since, .left = now};
-    if (m->s.remote) { /* the tickets' patience (ticket.c, wait_loop) */
-        seed.word = r->word;
-        seed.n = tk_motion(r, w[RW_RT / 8], w[RW_RC / 8]);
-    } else { /* rule 4's (cross) */
-        seed.word = rptr_add(m->s.line, RW_RC);
-        seed.n = (w[RW_RC / 8] & CW_RAISED_LIVE) ^ (w[RW_RT / 8] * 0x9E3779B97F4A7C15ull);
-    }
-    tk_stuck_put(t, &seed);
-    return true;
+    return now - st.since > 2 * lease;
 }
 
 static void tk_req_of(struct lock_handle *h, struct side *s, enum tk_class cls, struct tk_req *r)

@@ -70,6 +70,7 @@ struct item {
  * retries would. */
 static uint64_t holder_age, try_age;
 static int64_t try_each_ns;
+static bool home_first; /* the lock's own node asks first (rwlock: rule 4's recovery) */
 
 static int hold(struct cluster *cl, uint16_t on, const char *algo, const struct item *it, unsigned n)
 {
@@ -162,6 +163,10 @@ static void dead_holder(const char *algo, uint32_t base)
     int64_t patience = (tenv_slow() ? 10 : 5) * LEASE;
     for (unsigned i = 0; i < 4; i++) {
         uint16_t home = held[i].node, order[2] = {(uint16_t)(1 - home), home};
+        if (home_first) {
+            order[0] = home;
+            order[1] = (uint16_t)(1 - home);
+        }
         uint64_t line[8] = {0};
         int64_t elapsed = 0;
         bool ok = true;
@@ -206,8 +211,11 @@ static void t_dead_holder_rwlock_waitdie(void)
     try_age = 2000;
     try_each_ns = 20 * NS_PER_MS;
     dead_holder("rwlock", 2);
+    home_first = true; /* again, the lock's own node first: rule 4's recovery */
+    dead_holder("rwlock", 2);
     holder_age = try_age = 0;
     try_each_ns = 0;
+    home_first = false;
 }
 
 static const struct test_case cases[] = {
