@@ -43,13 +43,11 @@ static const char *type_name(const json_t *v)
     }
 }
 
-static void *zalloc(size_t n, size_t size)
+/* n zeroed items of size, or NULL after saying so in r's message. */
+static void *zalloc(const struct rd *r, size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size);
-    if (!p) {
-        fputs("kvctl: error: out of memory (RDKV_ENOMEM)\n", stderr);
-        exit(1);
-    }
+    if (!p) fail(r, "out of memory for %zu items", n);
     return p;
 }
 
@@ -93,7 +91,7 @@ static int get_u64s(const struct rd *r, const json_t *obj, const char *key, uint
     json_t *a = need(r, obj, key, JSON_ARRAY);
     if (!a) return -1;
     *n = json_array_size(a);
-    *out = zalloc(*n, sizeof **out);
+    if (!(*out = zalloc(r, *n, sizeof **out))) return -1;
     for (size_t i = 0; i < *n; i++) {
         char what[64];
         snprintf(what, sizeof what, "\"%s\"[%zu]", key, i);
@@ -143,7 +141,11 @@ static int read_repl(const struct rd *r, const json_t *rp, struct st_repl *out)
     json_t *parts = need(r, rp, "partitions", JSON_ARRAY);
     if (!parts) return -1;
     out->nparts = json_array_size(parts);
-    out->parts = zalloc(out->nparts, sizeof *out->parts);
+    out->parts = zalloc(r, out->nparts, sizeof *out->parts);
+    if (!out->parts) {
+        out->nparts = 0;
+        return -1;
+    }
     for (size_t i = 0; i < out->nparts; i++) {
         char where[160];
         snprintf(where, sizeof where, "%s.partitions[%zu]", r->where, i);
@@ -189,6 +191,20 @@ static int read_node(const struct rd *r, const json_t *n, struct st_node *out)
     return read_repl(&rr, rp, &out->repl);
 }
 
+static int read_nodes(const struct rd *r, const json_t *nodes, struct st_cluster *c)
+{
+    c->nodes = zalloc(r, json_array_size(nodes), sizeof *c->nodes);
+    if (!c->nodes) return -1;
+    c->n = json_array_size(nodes);
+    for (size_t i = 0; i < c->n; i++) {
+        char where[32];
+        snprintf(where, sizeof where, "nodes[%zu]", i);
+        struct rd rn = {where, r->err, r->errcap};
+        if (read_node(&rn, json_array_get(nodes, i), &c->nodes[i])) return -1;
+    }
+    return 0;
+}
+
 int status_parse(const char *js, struct st_cluster *c, char *err, size_t errcap)
 {
     memset(c, 0, sizeof *c);
@@ -202,18 +218,8 @@ int status_parse(const char *js, struct st_cluster *c, char *err, size_t errcap)
     json_t *nodes;
     if (!json_is_object(c->doc)) fail(&r, "the reply is %s, not an object", type_name(c->doc));
     else if (!get_u64(&r, c->doc, "coordinator", &c->coordinator, NULL) &&
-             (nodes = need(&r, c->doc, "nodes", JSON_ARRAY))) {
-        c->n = json_array_size(nodes);
-        c->nodes = zalloc(c->n, sizeof *c->nodes);
-        size_t i = 0;
-        for (; i < c->n; i++) {
-            char where[32];
-            snprintf(where, sizeof where, "nodes[%zu]", i);
-            struct rd rn = {where, err, errcap};
-            if (read_node(&rn, json_array_get(nodes, i), &c->nodes[i])) break;
-        }
-        if (i == c->n) return 0;
-    }
+             (nodes = need(&r, c->doc, "nodes", JSON_ARRAY)) && !read_nodes(&r, nodes, c))
+        return 0;
     status_free(c);
     return -1;
 }
