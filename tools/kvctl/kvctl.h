@@ -3,7 +3,8 @@
  * the global flags; each cmd_*.c runs commands of one concern, shell.c the interactive shell,
  * exec.c operations inside transactions, tokens.c the txn/shell input, output.c the printing,
  * status.c (status.h) the node's status reply. A command is one `int cmd_NAME(struct inv *)`
- * plus one row of `commands` in main.c; it returns kvctl's exit status. */
+ * (declared below, with the others) plus one row of `commands` in main.c; it returns kvctl's
+ * exit status. */
 #ifndef RDKV_KVCTL_H
 #define RDKV_KVCTL_H
 
