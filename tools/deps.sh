@@ -3,7 +3,7 @@
 
 RDKV_PKGS_BUILD="gcc make cmake pkg-config libibverbs-dev librdmacm-dev liburing-dev libxxhash-dev
 libjemalloc-dev libboost-context-dev ibverbs-providers libsodium-dev libzookeeper-mt-dev
-libmicrohttpd-dev"
+libmicrohttpd-dev libjansson-dev"
 # kvbench ycsb --db redis|postgres builds when these client libraries are there (optional).
 RDKV_PKGS_PEERS="libhiredis-dev libpq-dev"
 # The verbs suite boots Debian's kernel under QEMU with Soft-RoCE; clang brings libFuzzer; spin
