@@ -36,7 +36,7 @@ names() { grep -qE -- "(^|[^A-Za-z0-9_-])$2([^A-Za-z0-9_-]|\$)" "$1"; }
 "$bin/kvserver" --help >"$work/kvserver.help" 2>&1 || bad "kvserver --help failed"
 "$bin/kvcluster" --help >"$work/kvcluster.help" 2>&1 || bad "kvcluster --help failed"
 "$bin/kvctl" --help >"$work/kvctl.help" 2>&1 || bad "kvctl --help failed"
-for c in get put del scan txn shell status; do
+for c in get put del scan txn shell status stats; do
     "$bin/kvctl" "$c" --help >>"$work/kvctl.help" 2>&1 || bad "kvctl $c --help failed"
 done
 "$bin/kvbench" --help >"$work/kvbench.help" 2>&1 || bad "kvbench --help failed"

@@ -82,6 +82,13 @@ grew "lock acquires counted" rdkv_lock_acquires_total $n
 grew "sessions counted" rdkv_sessions_opened_total $n
 grew "fabric operations counted" rdkv_fabric_rpcs_total 1
 grew "transaction latencies counted" rdkv_txn_duration_seconds_count $n
+# kvctl stats: the same counters, from the nodes' status
+expect "kvctl stats" 0 "^commits " -- "${kv[@]}" stats
+st=$(awk '$1 == "commits" && $2 ~ /^[0-9]/ { print $NF }' "$work/out")
+[ "${st:-0}" -ge $((2 * n)) ] && ok "kvctl stats counts the commits ($st)" || bad "kvctl stats: commits total '$st'"
+expect "kvctl -w json stats" 0 '"metrics":{"commits":' -- "${kv[@]}" -w json stats
+expect "kvctl stats --help" 0 "kvctl stats" -- "${kv[@]}" stats --help
+expect "kvctl stats takes no argument" 2 "" -- "${kv[@]}" stats x
 rows=$(both b rdkv_rows)
 [ "$rows" = $n ] && ok "rows gauge ($rows)" || bad "rows gauge ($rows, wanted $n)"
 
@@ -105,6 +112,16 @@ for _ in $(seq 1 50); do # the server sees the four close as it polls: ask until
     timeout 5 curl -sf -o /dev/null "$u0" && { served=1; break; }
 done
 [ "$served" = 1 ] && ok "served again once they closed" || bad "not served after the four closed"
+
+# A node down: stats says so and exits 5; the others' columns are there.
+kill -9 "$(cat "$work/c/node-1.pid")"
+down=0
+for _ in $(seq 1 50); do # the coordinator's watcher declares it down within a second or so
+    timeout 30 "${kv[@]}" stats >"$work/out" 2>"$work/err"
+    [ $? = 5 ] && { down=1; break; }
+    sleep 0.2
+done
+[ "$down" = 1 ] && grep -q "node 1 .* is down" "$work/err" && ok "kvctl stats with a node down exits 5" || bad "kvctl stats with a node down"
 
 # A durable node counts its log's records and syncs.
 expect "start a durable node with --metrics" 0 "started 1 node" -- "$cl" start --nodes 1 --dir "$work/d" --durable --metrics 127.0.0.1:0

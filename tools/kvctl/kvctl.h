@@ -123,6 +123,7 @@ int cmd_scan(struct inv *);
 int cmd_txn(struct inv *);
 int cmd_shell(struct inv *);
 int cmd_status(struct inv *);
+int cmd_stats(struct inv *);
 int cmd_help(struct inv *);
 int cmd_version(struct inv *);
 
@@ -220,5 +221,9 @@ int run_oneshot(struct op *op, const char *what);
 
 /* cmd_cluster.c: fetches the status and prints it; returns the exit status. */
 int do_status(void);
+
+/* output.c: a byte count as "1.5 MiB" and a duration in ns as "250us", "2.5ms", "1s". */
+void fmt_bytes(char *out, size_t cap, double v);
+void fmt_ns(char *out, size_t cap, int64_t ns);
 
 #endif

@@ -221,6 +221,18 @@ static const struct command commands[] = {
      "  kvctl status\n"
      "  kvctl --endpoints 10.0.0.1:7400 -w json status\n",
      cmd_status},
+    {"stats", 0, "kvctl stats [flags]", "show the nodes' counters",
+     "Asks the coordinating node for the cluster's status and prints every node's counters\n"
+     "as a table, one row per counter, one column per node and the total: commits, aborts by\n"
+     "reason, transaction and commit latencies, lock acquires, waits and resets, fabric\n"
+     "operations, the redo log's bytes and syncs, and heap memory (docs/metrics.md). The same\n"
+     "counters are served in Prometheus's format by kvserver --metrics. -w json prints each\n"
+     "node's metrics object. Exits 5 when a node is down (its column shows '-').\n"
+     "\n"
+     "Examples:\n"
+     "  kvctl stats\n"
+     "  kvctl -w json stats\n",
+     cmd_stats},
     {"help", 0, "kvctl help [COMMAND|exit-codes|escaping]", "help for a command or topic",
      "Prints help for kvctl, for a command, or for a topic: exit-codes, escaping.\n", cmd_help},
     {"version", 0, "kvctl version", "print the version", "Prints kvctl's version.\n",

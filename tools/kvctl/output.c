@@ -223,13 +223,21 @@ int flush_stdout(void)
 /* ---------------------------------------------------------------------------------------------
  * The status table (kvctl status): one line per node, then a replicated cluster's partitions. */
 
-static void fmt_bytes(char *out, size_t cap, double v)
+void fmt_bytes(char *out, size_t cap, double v)
 {
     static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int i = 0;
     while (v >= 1024 && i < 4) v /= 1024, i++;
     if (i == 0) snprintf(out, cap, "%.0f B", v);
     else snprintf(out, cap, "%.1f %s", v, u[i]);
+}
+
+void fmt_ns(char *out, size_t cap, int64_t ns)
+{
+    if (ns == INT64_MAX) snprintf(out, cap, ">10s"); /* (the histograms' last bucket) */
+    else if (ns >= 1000000000) snprintf(out, cap, "%gs", (double)ns / 1e9);
+    else if (ns >= 1000000) snprintf(out, cap, "%gms", (double)ns / 1e6);
+    else snprintf(out, cap, "%gus", (double)ns / 1e3);
 }
 
 static bool has_u64(const uint64_t *v, size_t n, uint64_t x)

@@ -156,7 +156,8 @@ static int read_repl(const struct rd *r, const json_t *rp, struct st_repl *out)
 }
 
 /* One entry of `nodes`: `node`, `address`, `state`, then `rows`, `heap_bytes`, `heap_used` and
- * `status` when it answered, or `error` when it did not. */
+ * `status` (its `replication`, and `metrics` when there) when it answered, or `error` when it
+ * did not. */
 static int read_node(const struct rd *r, const json_t *n, struct st_node *out)
 {
     if (!json_is_object(n)) return fail(r, "is %s, not an object", type_name(n));
@@ -185,6 +186,9 @@ static int read_node(const struct rd *r, const json_t *n, struct st_node *out)
     struct rd rs = {where, r->err, r->errcap};
     json_t *rp = need(&rs, st, "replication", JSON_OBJECT);
     if (!rp) return -1;
+    json_t *mx = json_object_get(st, "metrics"); /* (a node of an older version has none) */
+    if (mx && !json_is_object(mx)) return fail(&rs, "\"metrics\" is %s, not an object", type_name(mx));
+    out->metrics = mx;
     char wrepl[112];
     snprintf(wrepl, sizeof wrepl, "%s.replication", where);
     struct rd rr = {wrepl, r->err, r->errcap};

@@ -40,6 +40,7 @@ struct st_node {
     uint64_t rows, heap_bytes, heap_used;
     const char *error; /* why it is down; NULL: none given */
     struct st_repl repl; /* from its own status object (`status`) */
+    struct json_t *metrics; /* its status's `metrics` object (docs/metrics.md), NULL: none */
 };
 
 /* The cluster's status as the node that answered gathered it. */
