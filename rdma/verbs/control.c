@@ -906,7 +906,8 @@ static int cm_wait(struct rdma_event_channel *ch, enum rdma_cm_event_type want, 
     }
 }
 
-void cm_active_free(struct rdma_cm_id *id, struct rdma_event_channel *ch)
+/* Destroys an active rdma_cm id (and its queue pair) and its event channel. */
+static void cm_active_free(struct rdma_cm_id *id, struct rdma_event_channel *ch)
 {
     if (id) {
         if (id->qp) rdma_destroy_qp(id);
@@ -1067,6 +1068,19 @@ static int vqp_connect_oob(struct fab_ctx *c, struct vqp *q)
     return 0;
 }
 
+void vqp_close(struct vqp *q)
+{
+    if (q->cm_id) {
+        rdma_disconnect(q->cm_id);
+        cm_active_free(q->cm_id, q->cm_ch);
+        q->cm_id = NULL;
+        q->cm_ch = NULL;
+    } else if (q->qp) {
+        ibv_destroy_qp(q->qp);
+    }
+    q->qp = NULL;
+}
+
 /* Gives node a connected queue pair in c->eps[node].be_peer. */
 static int vqp_connect_one(struct fab_ctx *c, uint16_t node);
 
@@ -1124,7 +1138,8 @@ static int vqp_connect_one(struct fab_ctx *c, uint16_t node)
         return rc;
     }
     if (c->eps[node].be_peer) { /* cannot happen: one connect per peer at a time */
-        vqp_destroy(c, q);
+        vqp_close(q); /* fresh: no chain on it */
+        free(q);
         return 0;
     }
     c->eps[node].be_peer = q;

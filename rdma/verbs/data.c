@@ -44,6 +44,8 @@ static inline bool op_is_atomic(const struct fab_op *o)
     return o->opcode == FAB_OP_CAS || o->opcode == FAB_OP_FAA;
 }
 
+static void vqp_destroy(struct fab_ctx *c, struct vqp *q);
+
 static bool arena_contains(const struct fabric *f, const void *p, uint64_t len)
 {
     const uint8_t *b = p;
@@ -525,16 +527,10 @@ static void vctx_drain(struct fab_ctx *c)
 
 /* Drops a queue pair: destroys it first (the hardware is then done with every buffer), then
  * releases the chains on it without completing them (the caller does). */
-void vqp_destroy(struct fab_ctx *c, struct vqp *q)
+static void vqp_destroy(struct fab_ctx *c, struct vqp *q)
 {
     struct vctx *vc = c->be_ctx;
-    if (q->cm_id) {
-        rdma_disconnect(q->cm_id);
-        cm_active_free(q->cm_id, q->cm_ch);
-    } else if (q->qp) {
-        ibv_destroy_qp(q->qp);
-    }
-    q->qp = NULL;
+    vqp_close(q);
     while (q->post_head != IDX_NONE) {
         unsigned si = list_pop(vc, &q->post_head, &q->post_tail);
         vs_release(vc, &vc->vs[si]);
@@ -568,15 +564,7 @@ static void vqp_fail(struct fab_ctx *c, struct vqp *q, int fail_si, unsigned fai
             chain_finish(c, q, (unsigned)fail_si, (int)fail_op, status);
         }
     }
-    /* Destroy before touching the buffers of the chains still on it. */
-    if (q->cm_id) {
-        rdma_disconnect(q->cm_id);
-        cm_active_free(q->cm_id, q->cm_ch);
-        q->cm_id = NULL;
-    } else if (q->qp) {
-        ibv_destroy_qp(q->qp);
-    }
-    q->qp = NULL;
+    vqp_close(q); /* before touching the buffers of the chains still on it */
     c->eps[node].be_peer = NULL;
     int st = fail_si >= 0 ? rest : status;
     while (q->post_head != IDX_NONE) {

@@ -1,7 +1,7 @@
 /* The verbs backend's private header: the node, per-context, queue-pair and chain state that
- * control.c (device, rdma_cm, queue-pair set-up) and data.c (posting, completions, the backend's
- * table) share, and the few calls between them. Only rdma/verbs includes it; the core sees
- * fab_verbs_backend. */
+ * control.c (device, rdma_cm, queue-pair set-up and teardown) and data.c (posting, completions,
+ * the backend's table) share, and data.c's calls down into control.c (never the reverse). Only
+ * rdma/verbs includes it; the core sees fab_verbs_backend. */
 #ifndef RDKV_RDMA_VERBS_INTERNAL_H
 #define RDKV_RDMA_VERBS_INTERNAL_H
 
@@ -123,15 +123,14 @@ struct vctx {
 };
 
 /* ---------------------------------------------------------------------------------------------
- * Calls between the two halves */
+ * control.c's calls, which data.c makes */
 
 /* control.c: gives node a connected queue pair in c->eps[node].be_peer (through rdma_cm, or the
  * out-of-band exchange, which re-enters the context). */
 int vqp_connect(struct fab_ctx *c, uint16_t node);
-/* control.c: destroys an active rdma_cm id (and its queue pair) and its event channel. */
-void cm_active_free(struct rdma_cm_id *id, struct rdma_event_channel *ch);
-/* data.c: drops a queue pair and releases the chains on it without completing them. */
-void vqp_destroy(struct fab_ctx *c, struct vqp *q);
+/* control.c: destroys q's queue pair (through rdma_cm when it came from there); q and the chains
+ * on it stay for the caller. */
+void vqp_close(struct vqp *q);
 /* True when libibverbs lists at least one device. */
 bool verbs_available(void);
 
