@@ -1,6 +1,7 @@
 /* io_uring plumbing shared by contexts and the node service: ring setup, provided-buffer rings,
  * framed connections, and blocking socket helpers for handshakes. */
-#include "internal.h"
+#include "conn.h"
+#include "fabric.h"
 
 #include "common/clock.h"
 #include "common/log.h"

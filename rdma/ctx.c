@@ -107,7 +107,7 @@ void fab_ctx_destroy(struct fab_ctx *c)
     int64_t until = clock_now_ns() + NS_PER_S;
     while (c->discards && clock_now_ns() < until) ctx_progress(c, 20 * NS_PER_MS);
     for (unsigned i = 0; i < f->nnodes; i++)
-        if (c->eps[i].conn || c->eps[i].vqp) ctx_fail_peer(c, (uint16_t)i, RDKV_ESHUTDOWN);
+        if (c->eps[i].conn || c->eps[i].be_peer) ctx_fail_peer(c, (uint16_t)i, RDKV_ESHUTDOWN);
     if (f->be->ctx_fini) f->be->ctx_fini(c);
     /* Let the closed connections' operations finish (briefly), then the ring's exit cancels
      * whatever is left before any buffer is freed. */
@@ -774,11 +774,9 @@ static int on_ctx_frame(void *arg, const struct wire_hdr *h, const uint8_t *body
 {
     struct cconn *cc = arg;
     if (cc->c.closing) return RDKV_ESHUTDOWN;
-    switch (h->type) {
-    case WIRE_OP_RESP: return soft_on_op_resp(cc->ctx, cc->node, h, body);
-    case WIRE_RPC_RESP: return on_rpc_resp(cc->ctx, cc, h, body);
-    default: return RDKV_EPROTO;
-    }
+    if (h->type == WIRE_RPC_RESP) return on_rpc_resp(cc->ctx, cc, h, body);
+    const struct fab_backend *be = cc->ctx->f->be;
+    return be->on_frame ? be->on_frame(cc->ctx, cc->node, h, body) : RDKV_EPROTO;
 }
 
 static void ctx_on_recv(struct fab_ctx *c, struct cconn *cc, struct io_uring_cqe *cqe)

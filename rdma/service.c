@@ -59,7 +59,7 @@ struct sconn {
     bool auth_wait;   /* HELLO answered with a challenge: the next frame must be AUTH */
     struct wire_hello hello;              /* while auth_wait: the claims being proven */
     uint8_t nonce[WIRE_NONCE_SIZE];       /* while auth_wait: our challenge */
-    bool qp_error;    /* the soft NIC's error state: flush everything until WIRE_OP_RESET */
+    bool qp_error;    /* the backend NIC's error state (exec): flush all until WIRE_OP_RESET */
     bool fence_said;  /* the log said that this connection's process is fenced */
     bool echo;        /* hand the socket to an echo thread once the recv is cancelled */
     bool echo_pending; /* counted in svc.echo_pending until its thread starts or it goes */
@@ -785,6 +785,24 @@ static void handle_auth(struct svc *s, struct sconn *sc, const struct wire_hdr *
     hello_accept(s, sc, &sc->hello);
 }
 
+/* A one-sided request to a node whose backend's operations do not travel on the TCP stream: it
+ * answers RDKV_ENOTSUP (a malformed one closes the connection, as the soft NIC does). */
+static void op_unserved(struct svc *s, struct sconn *sc, const struct wire_hdr *h,
+                        const uint8_t *body)
+{
+    struct wire_op_req rq;
+    const uint8_t *payload;
+    uint8_t *p = wire_get_op_req(h, body, &rq, &payload)
+                     ? NULL
+                     : conn_reserve(&sc->c, WIRE_HDR_SIZE + WIRE_OP_RESP_SIZE);
+    if (!p) {
+        conn_close(&s->ring, &sc->c);
+        return;
+    }
+    struct wire_op_resp r = {.status = RDKV_ENOTSUP};
+    wire_put_op_resp(p, &r);
+}
+
 static int on_frame(void *arg, const struct wire_hdr *h, const uint8_t *body)
 {
     struct sconn *sc = arg;
@@ -805,8 +823,10 @@ static int on_frame(void *arg, const struct wire_hdr *h, const uint8_t *body)
     }
     switch (h->type) {
     case WIRE_OP_REQ:
-        soft_nic_exec(s->f, &s->ring, &sc->c, &sc->qp_error,
-                      sconn_fenced(s, sc) ? RDKV_EPERM : 0, h, body);
+        if (s->f->be->exec)
+            s->f->be->exec(s->f, &s->ring, &sc->c, &sc->qp_error,
+                           sconn_fenced(s, sc) ? RDKV_EPERM : 0, h, body);
+        else op_unserved(s, sc, h, body);
         break;
     case WIRE_OP_RESET: sc->qp_error = false; break;
     case WIRE_RPC_REQ: dispatch_rpc(s, sc, h, body); break;

@@ -1,12 +1,34 @@
 /* The soft transport's initiator side: a chain becomes request frames on the endpoint's TCP
  * stream (ops longer than WIRE_OP_MAX as several pieces), and responses complete the pieces in
  * order from the endpoint's fifo; a mismatch fails the endpoint, never mis-completes an op. */
-#include "rdma/internal.h"
+#include "nic.h"
+
+#include "rdma/core.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static bool fifo_push(struct peer_ep *ep, struct piece p)
+/* One part of a one-sided op in flight: ops longer than WIRE_OP_MAX travel as several. */
+struct piece {
+    uint16_t slot;
+    uint8_t op;
+    uint32_t len;
+    uint64_t at; /* byte offset inside the op */
+};
+
+/* The backend's state for one peer of a context (c->be_ctx holds one per node). */
+struct soft_ep {
+    bool needs_reset;   /* send WIRE_OP_RESET before the next request */
+    struct piece *fifo; /* pieces in flight, in order */
+    unsigned head, count, cap;
+};
+
+static inline struct soft_ep *soft_ep(struct fab_ctx *c, uint16_t node)
+{
+    return &((struct soft_ep *)c->be_ctx)[node];
+}
+
+static bool fifo_push(struct soft_ep *ep, struct piece p)
 {
     if (ep->count == ep->cap) {
         unsigned ncap = ep->cap ? ep->cap * 2 : 64;
@@ -29,8 +51,8 @@ static bool fifo_push(struct peer_ep *ep, struct piece p)
 static int soft_post(struct fab_ctx *c, unsigned si, bool defer)
 {
     struct slot *s = &c->slots[si];
-    struct peer_ep *ep = &c->eps[s->node];
-    struct conn *cn = ep->conn;
+    struct soft_ep *ep = soft_ep(c, s->node);
+    struct conn *cn = c->eps[s->node].conn;
     if (ep->needs_reset) {
         uint8_t *p = conn_reserve(cn, WIRE_HDR_SIZE);
         if (!p) return RDKV_ENOMEM;
@@ -61,11 +83,12 @@ static int soft_post(struct fab_ctx *c, unsigned si, bool defer)
     return 0;
 }
 
-/* A response completes the oldest piece in flight on the endpoint (internal.h). */
-int soft_on_op_resp(struct fab_ctx *c, uint16_t node, const struct wire_hdr *h,
-                    const uint8_t *body)
+/* The backend's on_frame: a response completes the oldest piece in flight on the endpoint. */
+static int soft_on_op_resp(struct fab_ctx *c, uint16_t node, const struct wire_hdr *h,
+                           const uint8_t *body)
 {
-    struct peer_ep *ep = &c->eps[node];
+    if (h->type != WIRE_OP_RESP) return RDKV_EPROTO;
+    struct soft_ep *ep = soft_ep(c, node);
     struct wire_op_resp r;
     const uint8_t *payload;
     if (wire_get_op_resp(h, body, &r, &payload) || ep->count == 0) return RDKV_EPROTO;
@@ -99,7 +122,8 @@ int soft_on_op_resp(struct fab_ctx *c, uint16_t node, const struct wire_hdr *h,
  * goes down only through ctx_fail_peer, so ctx_ep_up always finds it so. */
 static void soft_peer_down(struct fab_ctx *c, uint16_t node, int status)
 {
-    struct peer_ep *ep = &c->eps[node];
+    if (!c->be_ctx) return;
+    struct soft_ep *ep = soft_ep(c, node);
     ep->needs_reset = false;
     for (unsigned k = 0; k < ep->count; k++) {
         struct piece *p = &ep->fifo[(ep->head + k) % ep->cap];
@@ -110,18 +134,26 @@ static void soft_peer_down(struct fab_ctx *c, uint16_t node, int status)
     ep->head = ep->count = 0;
 }
 
-static void soft_ctx_fini(struct fab_ctx *c)
+static int soft_ctx_init(struct fab_ctx *c)
 {
-    for (unsigned i = 0; i < c->f->nnodes; i++) {
-        free(c->eps[i].fifo);
-        c->eps[i].fifo = NULL;
-        c->eps[i].cap = 0;
-    }
+    c->be_ctx = calloc(c->f->nnodes, sizeof(struct soft_ep));
+    return c->be_ctx ? 0 : RDKV_ENOMEM;
 }
 
-/* Everything else -- the connection, its output and flushes, RPC -- is the shared code's. */
+static void soft_ctx_fini(struct fab_ctx *c)
+{
+    for (unsigned i = 0; i < c->f->nnodes; i++) free(soft_ep(c, (uint16_t)i)->fifo);
+    free(c->be_ctx);
+    c->be_ctx = NULL;
+}
+
+/* Everything else -- the connection, its output and flushes, RPC -- is the core's. */
 const struct fab_backend fab_soft_backend = {
+    .transport = FAB_SOFT,
+    .ctx_init = soft_ctx_init,
     .ctx_fini = soft_ctx_fini,
     .post = soft_post,
+    .on_frame = soft_on_op_resp,
+    .exec = soft_nic_exec,
     .peer_down = soft_peer_down,
 };

@@ -2,7 +2,7 @@
  * arrive on the service's connections against the arena -- one thread, in arrival order, atomics
  * as load-compute-store serialized among themselves but not atomic with CPU atomics, aligned
  * words moved whole -- and appends each response to the connection it came on. */
-#include "rdma/internal.h"
+#include "nic.h"
 
 #include "common/clock.h"
 #include "common/fence.h"
@@ -72,7 +72,7 @@ void soft_nic_exec(struct fabric *f, struct io_uring *ring, struct conn *cn, boo
         conn_close(ring, cn);
         return;
     }
-    if (f->transport != FAB_SOFT || !f->arena) {
+    if (!f->arena) {
         nic_respond(ring, cn, RDKV_ENOTSUP, 0, NULL, 0);
         return;
     }

@@ -237,7 +237,7 @@ static void passive_destroy(struct passive *p)
 static void vn_on_connect(struct fab_rpc_req *req, void *arg)
 {
     struct fabric *f = arg;
-    struct verbs_node *vn = f->vn;
+    struct verbs_node *vn = f->be_node;
     struct xch peer;
     if (fab_rpc_from_client(req)) { /* the dispatcher refuses it already: the rkey is no client's */
         fab_rpc_reply(req, RDKV_EPERM, NULL, 0);
@@ -314,7 +314,7 @@ static void vn_on_connect(struct fab_rpc_req *req, void *arg)
 static void vn_on_ticket(struct fab_rpc_req *req, void *arg)
 {
     struct fabric *f = arg;
-    struct verbs_node *vn = f->vn;
+    struct verbs_node *vn = f->be_node;
     if (fab_rpc_from_client(req) || !vn) {
         fab_rpc_reply(req, RDKV_EPERM, NULL, 0);
         return;
@@ -379,7 +379,7 @@ static void passive_reap(struct verbs_node *vn, uint64_t conn_id)
 
 void verbs_fence(struct fabric *f, uint16_t node)
 {
-    struct verbs_node *vn = f->vn;
+    struct verbs_node *vn = f->be_node;
     if (!vn) return;
     struct passive *gone = NULL;
     pthread_mutex_lock(&vn->mu);
@@ -403,7 +403,7 @@ void verbs_fence(struct fabric *f, uint16_t node)
 
 void verbs_conn_gone(struct fabric *f, uint64_t conn_id)
 {
-    struct verbs_node *vn = f->vn;
+    struct verbs_node *vn = f->be_node;
     if (!vn || conn_id == PASSIVE_CM) return;
     passive_reap(vn, conn_id);
 }
@@ -514,7 +514,7 @@ static struct passive *cm_unlink(struct verbs_node *vn, struct rdma_cm_id *id)
 static void *cm_main(void *arg)
 {
     struct fabric *f = arg;
-    struct verbs_node *vn = f->vn;
+    struct verbs_node *vn = f->be_node;
     struct pollfd pfd[2] = {{.fd = vn->lch->fd, .events = POLLIN},
                             {.fd = vn->stop_fd, .events = POLLIN}};
     for (;;) {
@@ -586,7 +586,7 @@ static void cm_listener_stop(struct verbs_node *vn)
 
 static int cm_listener_start(struct fabric *f, char *why, size_t whycap)
 {
-    struct verbs_node *vn = f->vn;
+    struct verbs_node *vn = f->be_node;
     const struct cluster_node *me = &f->cc->nodes[f->node];
     struct sockaddr_storage sa;
     if (cm_addr(me->host, me->port, &sa)) {
@@ -814,14 +814,14 @@ int verbs_node_open(struct fabric *f, char *err, size_t errcap)
             return RDKV_EIO;
         }
     }
-    f->vn = vn;
+    f->be_node = vn;
     if (f->arena) {
         rc = fab_rpc_register(f, FAB_RPC_VERBS_CONNECT, vn_on_connect, f, 0);
         if (!rc) rc = fab_rpc_register(f, FAB_RPC_VERBS_TICKET, vn_on_ticket, f, 0);
         if (rc) {
             snprintf(err, errcap, "verbs: cannot register the connect handler: %s",
                      rdkv_strerror(rc));
-            f->vn = NULL;
+            f->be_node = NULL;
             vn_free(vn);
             return rc;
         }
@@ -831,7 +831,7 @@ int verbs_node_open(struct fabric *f, char *err, size_t errcap)
         rc = cm_listener_start(f, why, sizeof why);
         if (rc && f->o.verbs_cm == FAB_CM_RDMACM) {
             snprintf(err, errcap, "verbs: rdma_cm listener: %s", why);
-            f->vn = NULL;
+            f->be_node = NULL;
             vn_free(vn);
             return rc;
         }
@@ -846,7 +846,7 @@ int verbs_node_open(struct fabric *f, char *err, size_t errcap)
 
 void verbs_node_close(struct fabric *f)
 {
-    struct verbs_node *vn = f->vn;
+    struct verbs_node *vn = f->be_node;
     if (!vn) return;
     cm_listener_stop(vn);
     struct passive *p = vn->passive;
@@ -856,7 +856,7 @@ void verbs_node_close(struct fabric *f)
         passive_destroy(p);
         p = n;
     }
-    f->vn = NULL;
+    f->be_node = NULL;
     vn_free(vn);
 }
 
@@ -906,7 +906,8 @@ static int cm_wait(struct rdma_event_channel *ch, enum rdma_cm_event_type want, 
     }
 }
 
-void cm_active_free(struct rdma_cm_id *id, struct rdma_event_channel *ch)
+/* Destroys an active rdma_cm id (and its queue pair) and its event channel. */
+static void cm_active_free(struct rdma_cm_id *id, struct rdma_event_channel *ch)
 {
     if (id) {
         if (id->qp) rdma_destroy_qp(id);
@@ -921,8 +922,8 @@ static int vqp_connect_cm(struct fab_ctx *c, struct vqp *q, const uint8_t *ticke
                           size_t whycap)
 {
     struct fabric *f = c->f;
-    struct verbs_node *vn = f->vn;
-    struct vctx *vc = c->vctx;
+    struct verbs_node *vn = f->be_node;
+    struct vctx *vc = c->be_ctx;
     const struct cluster_node *nd = &f->cc->nodes[q->node];
     int64_t deadline = clock_now_ns() + f->o.connect_timeout_ns;
     int tmo_ms = (int)(f->o.connect_timeout_ns / NS_PER_MS);
@@ -1021,8 +1022,8 @@ fail:
 static int vqp_connect_oob(struct fab_ctx *c, struct vqp *q)
 {
     struct fabric *f = c->f;
-    struct verbs_node *vn = f->vn;
-    struct vctx *vc = c->vctx;
+    struct verbs_node *vn = f->be_node;
+    struct vctx *vc = c->be_ctx;
     struct peer_ep *ep = &c->eps[q->node];
     struct ibv_qp *qp = qp_create(vn, vc->cq, vn->sq_depth, VQ_INLINE_WANT, &q->max_inline);
     if (!qp) {
@@ -1067,7 +1068,20 @@ static int vqp_connect_oob(struct fab_ctx *c, struct vqp *q)
     return 0;
 }
 
-/* Gives node a connected queue pair in c->eps[node].vqp. */
+void vqp_close(struct vqp *q)
+{
+    if (q->cm_id) {
+        rdma_disconnect(q->cm_id);
+        cm_active_free(q->cm_id, q->cm_ch);
+        q->cm_id = NULL;
+        q->cm_ch = NULL;
+    } else if (q->qp) {
+        ibv_destroy_qp(q->qp);
+    }
+    q->qp = NULL;
+}
+
+/* Gives node a connected queue pair in c->eps[node].be_peer. */
 static int vqp_connect_one(struct fab_ctx *c, uint16_t node);
 
 /* Tasks sharing the context: while one of them connects a peer (its exchange waits, so the
@@ -1076,20 +1090,20 @@ static int vqp_connect_one(struct fab_ctx *c, uint16_t node);
  * one without a responder. (A plain thread never finds a connect in progress.) */
 int vqp_connect(struct fab_ctx *c, uint16_t node)
 {
-    struct peer_ep *ep = &c->eps[node];
-    if (ep->vconnecting) {
-        while (ep->vconnecting) task_sleep_ns(50 * NS_PER_US);
-        return ep->vqp ? 0 : RDKV_EUNAVAILABLE;
+    struct vctx *vc = c->be_ctx;
+    if (vc->connecting[node]) {
+        while (vc->connecting[node]) task_sleep_ns(50 * NS_PER_US);
+        return c->eps[node].be_peer ? 0 : RDKV_EUNAVAILABLE;
     }
-    ep->vconnecting = true;
+    vc->connecting[node] = true;
     int rc = vqp_connect_one(c, node);
-    ep->vconnecting = false;
+    vc->connecting[node] = false;
     return rc;
 }
 
 static int vqp_connect_one(struct fab_ctx *c, uint16_t node)
 {
-    struct verbs_node *vn = c->f->vn;
+    struct verbs_node *vn = c->f->be_node;
     struct vqp *q = vqp_new(node);
     if (!q) return RDKV_ENOMEM;
     int rc = -1;
@@ -1123,10 +1137,11 @@ static int vqp_connect_one(struct fab_ctx *c, uint16_t node)
         free(q);
         return rc;
     }
-    if (c->eps[node].vqp) { /* cannot happen: one connect per peer at a time */
-        vqp_destroy(c, q);
+    if (c->eps[node].be_peer) { /* cannot happen: one connect per peer at a time */
+        vqp_close(q); /* fresh: no chain on it */
+        free(q);
         return 0;
     }
-    c->eps[node].vqp = q;
+    c->eps[node].be_peer = q;
     return 0;
 }

@@ -44,6 +44,8 @@ static inline bool op_is_atomic(const struct fab_op *o)
     return o->opcode == FAB_OP_CAS || o->opcode == FAB_OP_FAA;
 }
 
+static void vqp_destroy(struct fab_ctx *c, struct vqp *q);
+
 static bool arena_contains(const struct fabric *f, const void *p, uint64_t len)
 {
     const uint8_t *b = p;
@@ -131,11 +133,16 @@ static void vs_release(struct vctx *vc, struct vslot *vs)
 
 static int verbs_ctx_init(struct fab_ctx *c)
 {
-    struct verbs_node *vn = c->f->vn;
+    struct verbs_node *vn = c->f->be_node;
     if (!vn) return RDKV_ENOTSUP;
     struct vctx *vc = calloc(1, sizeof *vc);
     if (!vc) return RDKV_ENOMEM;
     for (unsigned i = 0; i < FAB_MAX_INFLIGHT; i++) vc->vs[i].ring_rec = -1;
+    vc->connecting = calloc(c->f->nnodes, sizeof *vc->connecting);
+    if (!vc->connecting) {
+        free(vc);
+        return RDKV_ENOMEM;
+    }
     vc->ch = ibv_create_comp_channel(vn->ctx);
     if (!vc->ch) goto fail;
     int fl = fcntl(vc->ch->fd, F_GETFL);
@@ -148,7 +155,7 @@ static int verbs_ctx_init(struct fab_ctx *c)
     }
     vc->stage_mr = ibv_reg_mr(vn->pd, vc->stage, STAGE_SIZE, IBV_ACCESS_LOCAL_WRITE);
     if (!vc->stage_mr) goto fail;
-    c->vctx = vc;
+    c->be_ctx = vc;
     return 0;
 fail:
     log_error("verbs: cannot set up a thread's completion queue: %s", strerror(errno));
@@ -156,18 +163,19 @@ fail:
     free(vc->stage);
     if (vc->cq) ibv_destroy_cq(vc->cq);
     if (vc->ch) ibv_destroy_comp_channel(vc->ch);
+    free(vc->connecting);
     free(vc);
     return RDKV_EIO;
 }
 
 static void verbs_ctx_fini(struct fab_ctx *c)
 {
-    struct vctx *vc = c->vctx;
+    struct vctx *vc = c->be_ctx;
     if (!vc) return;
     for (unsigned i = 0; i < c->f->nnodes; i++) {
-        struct vqp *q = c->eps[i].vqp;
+        struct vqp *q = c->eps[i].be_peer;
         if (q) {
-            c->eps[i].vqp = NULL;
+            c->eps[i].be_peer = NULL;
             vqp_destroy(c, q);
         }
     }
@@ -187,13 +195,14 @@ static void verbs_ctx_fini(struct fab_ctx *c)
     ibv_destroy_comp_channel(vc->ch);
     ibv_dereg_mr(vc->stage_mr);
     free(vc->stage);
+    free(vc->connecting);
     free(vc);
-    c->vctx = NULL;
+    c->be_ctx = NULL;
 }
 
 static void verbs_arm(struct fab_ctx *c)
 {
-    struct vctx *vc = c->vctx;
+    struct vctx *vc = c->be_ctx;
     if (!vc) return;
     ibv_req_notify_cq(vc->cq, 0);
     if (!vc->poll_armed) {
@@ -208,7 +217,7 @@ static void verbs_arm(struct fab_ctx *c)
 static void verbs_on_channel(struct fab_ctx *c, int res)
 {
     (void)res;
-    struct vctx *vc = c->vctx;
+    struct vctx *vc = c->be_ctx;
     if (!vc) return; /* the cancelled poll of a finished context */
     vc->poll_armed = false;
     void *cq_ctx;
@@ -250,7 +259,7 @@ static unsigned op_wrs(const struct verbs_node *vn, const struct fab_op *o)
  * posted ops when fail_op < 0) succeeded: their READ data and atomic results are copied out. */
 static void chain_finish(struct fab_ctx *c, struct vqp *q, unsigned si, int fail_op, int status)
 {
-    struct vctx *vc = c->vctx;
+    struct vctx *vc = c->be_ctx;
     struct vslot *vs = &vc->vs[si];
     if (q && vs->state == VS_POSTED) {
         q->sq_used -= vs->nwr;
@@ -291,8 +300,8 @@ static void chain_finish(struct fab_ctx *c, struct vqp *q, unsigned si, int fail
 static int chain_stage(struct fab_ctx *c, struct vqp *q, unsigned si, bool now)
 {
     struct fabric *f = c->f;
-    struct verbs_node *vn = f->vn;
-    struct vctx *vc = c->vctx;
+    struct verbs_node *vn = f->be_node;
+    struct vctx *vc = c->be_ctx;
     struct slot *s = &c->slots[si];
     struct vslot *vs = &vc->vs[si];
     uint64_t need = 0;
@@ -368,8 +377,8 @@ static void vqp_fail(struct fab_ctx *c, struct vqp *q, int fail_si, unsigned fai
  * appended, so chains built one after the other leave together. */
 static void chain_build(struct fab_ctx *c, struct vqp *q, unsigned si, unsigned *wp)
 {
-    struct verbs_node *vn = c->f->vn;
-    struct vctx *vc = c->vctx;
+    struct verbs_node *vn = c->f->be_node;
+    struct vctx *vc = c->be_ctx;
     struct slot *s = &c->slots[si];
     struct vslot *vs = &vc->vs[si];
     bool rd_before = q->rd_chains > 0;
@@ -448,7 +457,7 @@ static void chain_build(struct fab_ctx *c, struct vqp *q, unsigned si, unsigned 
  * the queue pair is gone (every chain on it completed). */
 static bool wrs_post(struct fab_ctx *c, struct vqp *q, unsigned w)
 {
-    struct vctx *vc = c->vctx;
+    struct vctx *vc = c->be_ctx;
     vc->wr[w - 1].next = NULL;
     struct ibv_send_wr *bad = NULL;
     int err = ibv_post_send(q->qp, vc->wr, &bad);
@@ -472,7 +481,7 @@ static bool vqp_room(const struct vctx *vc, const struct verbs_node *vn, const s
  * op): they finish in order, once everything before them has. */
 static void vqp_finish_empty(struct fab_ctx *c, struct vqp *q)
 {
-    struct vctx *vc = c->vctx;
+    struct vctx *vc = c->be_ctx;
     while (q->post_head != IDX_NONE && vc->vs[q->post_head].nwr == 0) {
         unsigned si = list_pop(vc, &q->post_head, &q->post_tail);
         chain_finish(c, q, si, -1, 0);
@@ -483,8 +492,8 @@ static void vqp_finish_empty(struct fab_ctx *c, struct vqp *q)
  * allows. Returns false when q failed and is gone. */
 static bool vqp_drain(struct fab_ctx *c, struct vqp *q)
 {
-    struct verbs_node *vn = c->f->vn;
-    struct vctx *vc = c->vctx;
+    struct verbs_node *vn = c->f->be_node;
+    struct vctx *vc = c->be_ctx;
     unsigned w = 0;
     while (q->back_head != IDX_NONE) {
         unsigned si = q->back_head;
@@ -509,25 +518,19 @@ static bool vqp_drain(struct fab_ctx *c, struct vqp *q)
 
 static void vctx_drain(struct fab_ctx *c)
 {
-    struct vctx *vc = c->vctx;
+    struct vctx *vc = c->be_ctx;
     for (unsigned n = 0; n < c->f->nnodes && vc->backlogged; n++) {
-        struct vqp *q = c->eps[n].vqp;
+        struct vqp *q = c->eps[n].be_peer;
         if (q && q->back_head != IDX_NONE) vqp_drain(c, q);
     }
 }
 
 /* Drops a queue pair: destroys it first (the hardware is then done with every buffer), then
  * releases the chains on it without completing them (the caller does). */
-void vqp_destroy(struct fab_ctx *c, struct vqp *q)
+static void vqp_destroy(struct fab_ctx *c, struct vqp *q)
 {
-    struct vctx *vc = c->vctx;
-    if (q->cm_id) {
-        rdma_disconnect(q->cm_id);
-        cm_active_free(q->cm_id, q->cm_ch);
-    } else if (q->qp) {
-        ibv_destroy_qp(q->qp);
-    }
-    q->qp = NULL;
+    struct vctx *vc = c->be_ctx;
+    vqp_close(q);
     while (q->post_head != IDX_NONE) {
         unsigned si = list_pop(vc, &q->post_head, &q->post_tail);
         vs_release(vc, &vc->vs[si]);
@@ -548,7 +551,7 @@ void vqp_destroy(struct fab_ctx *c, struct vqp *q)
 static void vqp_fail(struct fab_ctx *c, struct vqp *q, int fail_si, unsigned fail_op, int status,
                      int rest)
 {
-    struct vctx *vc = c->vctx;
+    struct vctx *vc = c->be_ctx;
     uint16_t node = q->node;
     if (fail_si >= 0) {
         /* Chains before it finished (RC completes in order): only empty ones can be left. */
@@ -561,16 +564,8 @@ static void vqp_fail(struct fab_ctx *c, struct vqp *q, int fail_si, unsigned fai
             chain_finish(c, q, (unsigned)fail_si, (int)fail_op, status);
         }
     }
-    /* Destroy before touching the buffers of the chains still on it. */
-    if (q->cm_id) {
-        rdma_disconnect(q->cm_id);
-        cm_active_free(q->cm_id, q->cm_ch);
-        q->cm_id = NULL;
-    } else if (q->qp) {
-        ibv_destroy_qp(q->qp);
-    }
-    q->qp = NULL;
-    c->eps[node].vqp = NULL;
+    vqp_close(q); /* before touching the buffers of the chains still on it */
+    c->eps[node].be_peer = NULL;
     int st = fail_si >= 0 ? rest : status;
     while (q->post_head != IDX_NONE) {
         unsigned si = list_pop(vc, &q->post_head, &q->post_tail);
@@ -608,26 +603,26 @@ static void chain_fail_local(struct fab_ctx *c, unsigned si, int bad)
 static int verbs_post(struct fab_ctx *c, unsigned si, bool defer)
 {
     struct fabric *f = c->f;
-    struct verbs_node *vn = f->vn;
-    struct vctx *vc = c->vctx;
+    struct verbs_node *vn = f->be_node;
+    struct vctx *vc = c->be_ctx;
     struct slot *s = &c->slots[si];
     uint16_t node = s->node;
     uint32_t gen = s->gen;
     int bad = chain_misaligned_op(s);
     unsigned nprep = bad >= 0 ? (unsigned)bad : s->n;
-    if (nprep == 0 && !c->eps[node].vqp) {
+    if (nprep == 0 && !c->eps[node].be_peer) {
         chain_fail_local(c, si, bad); /* nothing in flight to keep order with */
         return 0;
     }
     unsigned nwr = 0;
     for (unsigned i = 0; i < nprep; i++) nwr += op_wrs(vn, &s->ops[i]);
     if (nwr > CHAIN_WR_MAX || nwr >= vn->sq_depth) return RDKV_ETOOBIG;
-    if (!c->eps[node].vqp) {
+    if (!c->eps[node].be_peer) {
         int rc = vqp_connect(c, node); /* may run the context meanwhile */
         if (!slot_is_live(c, si, gen)) return 0; /* a deadline or a dead peer finished it */
         if (rc) return rc;
     }
-    struct vqp *q = c->eps[node].vqp;
+    struct vqp *q = c->eps[node].be_peer;
     struct vslot *vs = &vc->vs[si];
     vs_release(vc, vs);
     vs->gen = gen;
@@ -672,7 +667,7 @@ static int verbs_post(struct fab_ctx *c, unsigned si, bool defer)
 
 static void verbs_flush(struct fab_ctx *c)
 {
-    if (c->vctx) vctx_drain(c);
+    if (c->be_ctx) vctx_drain(c);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -686,7 +681,7 @@ static struct vqp *vqp_by_qpn(struct fab_ctx *c, uint32_t qpn);
  * hardware, where it never fires unless the peer stalls anyway. */
 static void vqp_kick(struct fab_ctx *c, struct vqp *q, int64_t now)
 {
-    struct vctx *vc = c->vctx;
+    struct vctx *vc = c->be_ctx;
     struct ibv_send_wr wr, *bad = NULL;
     memset(&wr, 0, sizeof wr);
     wr.wr_id = wrid_make(KICK_SLOT, 0, 0);
@@ -705,12 +700,12 @@ static void vqp_kick(struct fab_ctx *c, struct vqp *q, int64_t now)
 
 static void vctx_watch(struct fab_ctx *c)
 {
-    struct vctx *vc = c->vctx;
+    struct vctx *vc = c->be_ctx;
     int64_t now = clock_now_ns();
     if (now < vc->next_watch) return;
     vc->next_watch = now + VQ_WATCH_NS;
     for (unsigned n = 0; n < c->f->nnodes; n++) {
-        struct vqp *q = c->eps[n].vqp;
+        struct vqp *q = c->eps[n].be_peer;
         if (q && q->qp && q->sq_used && !q->kick_pending && now - q->last_progress > VQ_STALL_NS)
             vqp_kick(c, q, now);
     }
@@ -719,7 +714,7 @@ static void vctx_watch(struct fab_ctx *c)
 static struct vqp *vqp_by_qpn(struct fab_ctx *c, uint32_t qpn)
 {
     for (unsigned n = 0; n < c->f->nnodes; n++) {
-        struct vqp *q = c->eps[n].vqp;
+        struct vqp *q = c->eps[n].be_peer;
         if (q && q->qp && q->qp->qp_num == qpn) return q;
     }
     return NULL;
@@ -727,7 +722,7 @@ static struct vqp *vqp_by_qpn(struct fab_ctx *c, uint32_t qpn)
 
 static void on_wc(struct fab_ctx *c, const struct ibv_wc *wc)
 {
-    struct vctx *vc = c->vctx;
+    struct vctx *vc = c->be_ctx;
     unsigned si = wrid_slot(wc->wr_id), op = wrid_op(wc->wr_id);
     uint32_t gen = wrid_gen(wc->wr_id);
     struct vqp *q = NULL;
@@ -748,7 +743,7 @@ static void on_wc(struct fab_ctx *c, const struct ibv_wc *wc)
     if (si < FAB_MAX_INFLIGHT) {
         struct vslot *vs = &vc->vs[si];
         if (vs->state == VS_POSTED && vs->gen == gen && slot_is_live(c, si, gen)) {
-            struct vqp *cand = c->eps[vs->node].vqp;
+            struct vqp *cand = c->eps[vs->node].be_peer;
             if (cand && cand->qp && cand->qp->qp_num == wc->qp_num) {
                 q = cand;
                 match = op < vs->nprep;
@@ -775,7 +770,7 @@ static void on_wc(struct fab_ctx *c, const struct ibv_wc *wc)
 
 static int verbs_poll(struct fab_ctx *c)
 {
-    struct vctx *vc = c->vctx;
+    struct vctx *vc = c->be_ctx;
     if (!vc) return 0;
     struct ibv_wc wc[32];
     int total = 0;
@@ -797,9 +792,9 @@ static int verbs_poll(struct fab_ctx *c)
 static void verbs_peer_down(struct fab_ctx *c, uint16_t node, int status)
 {
     (void)status; /* its work requests are failed by the caller */
-    struct vqp *q = c->eps[node].vqp;
-    if (!q || !c->vctx) return;
-    c->eps[node].vqp = NULL;
+    struct vqp *q = c->eps[node].be_peer;
+    if (!q || !c->be_ctx) return;
+    c->eps[node].be_peer = NULL;
     vqp_destroy(c, q);
 }
 
@@ -807,6 +802,9 @@ static void verbs_peer_down(struct fab_ctx *c, uint16_t node, int status)
  * The backend */
 
 const struct fab_backend fab_verbs_backend = {
+    .transport = FAB_VERBS,
+    .available = verbs_available,
+    .why = "no RDMA device found",
     .node_open = verbs_node_open,
     .node_close = verbs_node_close,
     .ctx_init = verbs_ctx_init,

@@ -1,10 +1,11 @@
 /* The verbs backend's private header: the node, per-context, queue-pair and chain state that
- * control.c (device, rdma_cm, queue-pair set-up) and data.c (posting, completions) share, and the
- * few calls between them. Only rdma/verbs includes it; the fabric sees fab_verbs_backend. */
+ * control.c (device, rdma_cm, queue-pair set-up and teardown) and data.c (posting, completions,
+ * the backend's table) share, and data.c's calls down into control.c (never the reverse). Only
+ * rdma/verbs includes it; the core sees fab_verbs_backend. */
 #ifndef RDKV_RDMA_VERBS_INTERNAL_H
 #define RDKV_RDMA_VERBS_INTERNAL_H
 
-#include "rdma/internal.h"
+#include "rdma/core.h"
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -118,18 +119,20 @@ struct vctx {
     struct ibv_send_wr wr[CHAIN_WR_MAX];
     struct ibv_sge sge[CHAIN_WR_MAX];
     struct vslot vs[FAB_MAX_INFLIGHT];
+    bool *connecting;     /* per node: a task of this context is connecting it (vqp_connect) */
 };
 
 /* ---------------------------------------------------------------------------------------------
- * Calls between the two halves */
+ * control.c's calls, which data.c makes */
 
-/* control.c: gives node a connected queue pair in c->eps[node].vqp (through rdma_cm, or the
+/* control.c: gives node a connected queue pair in c->eps[node].be_peer (through rdma_cm, or the
  * out-of-band exchange, which re-enters the context). */
 int vqp_connect(struct fab_ctx *c, uint16_t node);
-/* control.c: destroys an active rdma_cm id (and its queue pair) and its event channel. */
-void cm_active_free(struct rdma_cm_id *id, struct rdma_event_channel *ch);
-/* data.c: drops a queue pair and releases the chains on it without completing them. */
-void vqp_destroy(struct fab_ctx *c, struct vqp *q);
+/* control.c: destroys q's queue pair (through rdma_cm when it came from there); q and the chains
+ * on it stay for the caller. */
+void vqp_close(struct vqp *q);
+/* True when libibverbs lists at least one device. */
+bool verbs_available(void);
 
 /* control.c: the node hooks of fab_verbs_backend (data.c holds the table). Every function returns
  * 0 or RDKV_E*. */

@@ -1,20 +1,17 @@
-/* The node: options, the choice of backend, the arena and its region directory, RPC registration,
- * and start/stop. */
+/* The node's state: options, transport names, the node record (struct fabric) with its
+ * credential and peers' addresses, fencing's bounds, accessors, hooks and RPC registration. It
+ * calls nothing above it: bringing a node up and down is open.c's, its regions region.c's. */
 #include "internal.h"
 
 #include "common/clock.h"
 #include "common/log.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
-#include <xxhash.h>
 
 #define DEFAULT_ARENA (256ull << 20)
 #define MIN_ARENA (64ull << 10)
@@ -53,14 +50,6 @@ const char *fab_transport_name(enum fab_transport t)
     case FAB_AUTO: return "auto";
     }
     return "?";
-}
-
-bool fab_verbs_available(void) { return verbs_available(); }
-
-static void echo_handler(struct fab_rpc_req *req, void *arg)
-{
-    (void)arg;
-    fab_rpc_reply(req, 0, fab_rpc_data(req), fab_rpc_len(req));
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -186,14 +175,8 @@ static int open_credential(struct fabric *f, char *err, size_t errcap)
     return 0;
 }
 
-int fab_open(const struct fab_opts *o, struct fabric **out, char *err, size_t errcap)
+int fab_node_new(const struct fab_opts *o, struct fabric **out, char *err, size_t errcap)
 {
-    char dummy[8];
-    if (!err) {
-        err = dummy;
-        errcap = sizeof dummy;
-    }
-    err[0] = 0;
     *out = NULL;
     if (!o->cluster || o->cluster->n == 0) {
         snprintf(err, errcap, "no cluster configuration");
@@ -220,86 +203,18 @@ int fab_open(const struct fab_opts *o, struct fabric **out, char *err, size_t er
      * long as the clock does not go back; a node with a data directory passes its own) */
     f->incarnation = o->incarnation ? o->incarnation : clock_wall_us();
     pthread_mutex_init(&f->region_lock, NULL);
-    int listen_fd = o->listen_fd;
     int rc = open_credential(f, err, errcap);
     if (!rc && !(f->fence_upto = calloc(f->nnodes, sizeof *f->fence_upto))) rc = RDKV_ENOMEM;
-    if (rc) goto fail;
-
-    f->transport = o->transport;
-    if (f->transport == FAB_AUTO) f->transport = verbs_available() ? FAB_VERBS : FAB_SOFT;
-    if (f->transport == FAB_VERBS && !verbs_available()) {
-        snprintf(err, errcap, "transport verbs: no RDMA device found");
-        rc = RDKV_ENOTSUP;
-        goto fail;
-    }
-    f->be = f->transport == FAB_VERBS ? &fab_verbs_backend : &fab_soft_backend;
-
-    if (f->node != FAB_NODE_CLIENT) {
-        uint64_t size = o->arena_size ? o->arena_size : o->cluster->arena_size;
-        if (!size) size = DEFAULT_ARENA;
-        size = (size + 4095) & ~4095ull;
-        if (size < MIN_ARENA || size > RPTR_OFF_MASK) {
-            snprintf(err, errcap, "arena size %llu is outside %llu..2^48 bytes",
-                     (unsigned long long)size, (unsigned long long)MIN_ARENA);
-            rc = RDKV_EINVAL;
-            goto fail;
-        }
-        void *m = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (m == MAP_FAILED) {
-            snprintf(err, errcap, "cannot map a %llu-byte arena: %s", (unsigned long long)size,
-                     strerror(errno));
-            rc = RDKV_ENOMEM;
-            goto fail;
-        }
-        f->arena = m;
-        f->arena_size = size;
-        struct arena_hdr *h = (struct arena_hdr *)f->arena;
-        h->size = size;
-        h->next_free = ARENA_HDR_SIZE;
-        h->version = 1;
-        __atomic_store_n(&h->magic, ARENA_MAGIC, __ATOMIC_RELEASE);
-
-        if (listen_fd < 0) {
-            const struct cluster_node *me = &o->cluster->nodes[f->node];
-            rc = net_listen(me->host, me->port, &listen_fd, err, errcap);
-            if (rc) goto fail;
-        }
-    }
-
-    if (f->be->node_open) {
-        rc = f->be->node_open(f, err, errcap);
-        if (rc) goto fail;
-    }
-
-    fab_rpc_register(f, FAB_RPC_ECHO, echo_handler, NULL, FAB_RPC_INLINE);
-
-    if (f->node != FAB_NODE_CLIENT) {
-        rc = svc_start(f, listen_fd, err, errcap);
-        if (rc) goto fail;
-        listen_fd = -1; /* the service owns it now */
+    if (rc) {
+        fab_node_free(f);
+        return rc;
     }
     *out = f;
     return 0;
-
-fail:
-    if (listen_fd >= 0 && listen_fd != o->listen_fd) close(listen_fd);
-    if (f->be && f->be->node_close) f->be->node_close(f);
-    if (f->arena) munmap(f->arena, f->arena_size);
-    pthread_mutex_destroy(&f->region_lock);
-    auth_wipe(&f->keys);
-    free(f->addrs);
-    free((void *)f->fence_upto);
-    free(f);
-    return rc;
 }
 
-void fab_close(struct fabric *f)
+void fab_node_free(struct fabric *f)
 {
-    if (!f) return;
-    svc_stop(f);
-    if (f->be->node_close) f->be->node_close(f);
-    if (f->arena) munmap(f->arena, f->arena_size);
     pthread_mutex_destroy(&f->region_lock);
     auth_wipe(&f->keys);
     free(f->addrs);
@@ -312,18 +227,6 @@ bool fab_fenced(const struct fabric *f, uint16_t node, uint64_t inc)
     if (node >= f->nnodes || !f->fence_upto) return false;
     uint64_t upto = atomic_load(&f->fence_upto[node]);
     return upto && inc <= upto;
-}
-
-int fab_fence(struct fabric *f, uint16_t node, uint64_t upto)
-{
-    if (node >= f->nnodes || node == f->node || !f->fence_upto) return RDKV_EINVAL;
-    if (atomic_exchange(&f->fence_upto[node], upto) == upto) return 0;
-    if (upto) log_info("fenced node %u's processes up to incarnation %llu", node,
-                       (unsigned long long)upto);
-    else log_info("node %u is no longer fenced", node);
-    if (f->be->fence) f->be->fence(f, node);
-    svc_sync(f);
-    return 0;
 }
 
 uint16_t fab_node_id(const struct fabric *f) { return f->node; }
@@ -371,106 +274,3 @@ int fab_rpc_register(struct fabric *f, uint16_t type, fab_rpc_handler fn, void *
     return 0;
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* Regions */
-
-static uint64_t region_seal(const struct arena_region *r)
-{
-    struct {
-        char name[FAB_REGION_NAME_MAX + 1];
-        uint64_t off, size;
-    } k;
-    memcpy(k.name, r->name, sizeof k.name);
-    k.off = r->off;
-    k.size = r->size;
-    uint64_t s = XXH3_64bits(&k, sizeof k);
-    return s ? s : 1;
-}
-
-static bool name_ok(const char *name)
-{
-    size_t n = name ? strlen(name) : 0;
-    return n > 0 && n <= FAB_REGION_NAME_MAX;
-}
-
-static int find_region(const struct arena_hdr *h, uint32_t nregions, const char *name, rptr *out,
-                       uint64_t *size, uint16_t node)
-{
-    if (nregions > ARENA_MAX_REGIONS) nregions = ARENA_MAX_REGIONS;
-    for (uint32_t i = 0; i < nregions; i++) {
-        const struct arena_region *r = &h->regions[i];
-        if (r->seal != region_seal(r)) continue; /* torn or not yet published */
-        if (strncmp(r->name, name, sizeof r->name)) continue;
-        if (out) *out = rptr_make(node, r->off);
-        if (size) *size = r->size;
-        return 0;
-    }
-    return RDKV_ENOTFOUND;
-}
-
-int fab_region(struct fabric *f, const char *name, uint64_t size, uint64_t align, rptr *out)
-{
-    if (!f->arena || !name_ok(name) || size == 0 || align == 0 || (align & (align - 1)) ||
-        align > 4096)
-        return RDKV_EINVAL;
-    pthread_mutex_lock(&f->region_lock);
-    struct arena_hdr *h = (struct arena_hdr *)f->arena;
-    uint64_t have;
-    int rc = find_region(h, h->nregions, name, out, &have, f->node);
-    if (rc == 0) {
-        rc = have == size ? 0 : RDKV_EEXIST;
-        goto out;
-    }
-    if (h->nregions >= ARENA_MAX_REGIONS) {
-        rc = RDKV_ENOSPC;
-        goto out;
-    }
-    uint64_t off = (h->next_free + align - 1) & ~(align - 1);
-    if (off > f->arena_size || size > f->arena_size - off) {
-        rc = RDKV_ENOSPC;
-        goto out;
-    }
-    /* Peers may READ the directory while it changes: fill the entry word by word (atomic
-     * stores), then publish it with its seal. */
-    struct arena_region e;
-    memset(&e, 0, sizeof e);
-    memcpy(e.name, name, strlen(name));
-    e.off = off;
-    e.size = size;
-    e.seal = region_seal(&e);
-    struct arena_region *r = &h->regions[h->nregions];
-    uint64_t words[sizeof e / 8];
-    memcpy(words, &e, sizeof e);
-    for (size_t i = 0; i + 1 < sizeof e / 8; i++)
-        __atomic_store_n((uint64_t *)(void *)r + i, words[i], __ATOMIC_RELAXED);
-    __atomic_store_n(&r->seal, e.seal, __ATOMIC_RELEASE);
-    __atomic_store_n(&h->nregions, h->nregions + 1, __ATOMIC_RELEASE);
-    __atomic_store_n(&h->next_free, off + size, __ATOMIC_RELAXED);
-    *out = rptr_make(f->node, off);
-    rc = 0;
-out:
-    pthread_mutex_unlock(&f->region_lock);
-    return rc;
-}
-
-int fab_region_lookup(struct fab_ctx *c, uint16_t node, const char *name, rptr *out, uint64_t *size)
-{
-    struct fabric *f = c->f;
-    if (!name_ok(name) || node >= f->nnodes) return RDKV_EINVAL;
-    if (node == f->node && f->arena) {
-        pthread_mutex_lock(&f->region_lock);
-        const struct arena_hdr *h = (const struct arena_hdr *)f->arena;
-        int rc = find_region(h, h->nregions, name, out, size, node);
-        pthread_mutex_unlock(&f->region_lock);
-        return rc;
-    }
-    struct arena_hdr *h = malloc(sizeof *h);
-    if (!h) return RDKV_ENOMEM;
-    int rc = fab_read(c, rptr_make(node, 0), h, sizeof *h);
-    if (rc == 0) {
-        if (h->magic != ARENA_MAGIC) rc = RDKV_EPROTO;
-        else rc = find_region(h, h->nregions, name, out, size, node);
-    }
-    free(h);
-    return rc;
-}
