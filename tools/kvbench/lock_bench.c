@@ -7,7 +7,8 @@
  * microbenchmarks. --sweep runs the ALock paper's grid for alock, spin and mcs; --sweep-rma the
  * RMA paper's Figures 3-5 scaled to the machine; both write a table and gnuplot plots. This file
  * is the command line and the choice between them (lock_bench.h has the pieces). */
-#include "tools/kvbench/lock_bench.h"
+#include "tools/kvbench/lock_point.h"
+#include "tools/kvbench/lock_rma.h"
 
 #include "tools/kvbench/opts.h"
 

@@ -1,6 +1,6 @@
 /* kvbench lock's measured points (lock_bench.h): one run of a request on every node at once,
  * the WCSB read-back, and the point's YCSB text, JSON and spread of acquires. */
-#include "tools/kvbench/lock_bench.h"
+#include "tools/kvbench/lock_point.h"
 
 #include "common/clock.h"
 #include "locks/lock.h"

@@ -1,6 +1,6 @@
 /* kvbench lock --sweep-rma (lock_bench.h): the points of the HPDC'16 paper's Figures 3-5
  * scaled to this cluster, found by key, and their runs. */
-#include "tools/kvbench/lock_bench.h"
+#include "tools/kvbench/lock_rma.h"
 
 #include <stdlib.h>
 #include <string.h>

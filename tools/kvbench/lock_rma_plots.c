@@ -1,6 +1,6 @@
 /* kvbench lock --sweep-rma's plots (lock_bench.h): one data file per panel and one gnuplot
  * script for Figures 3, 4 and 5 under OUT/plots. */
-#include "tools/kvbench/lock_bench.h"
+#include "tools/kvbench/lock_rma.h"
 
 #include <string.h>
 #include <sys/stat.h>

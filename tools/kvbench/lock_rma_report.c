@@ -1,6 +1,6 @@
 /* kvbench lock --sweep-rma's report (lock_bench.h): rma-sweep.md, in sections -- the setting,
  * the issue's targets, one per figure, and the points with errors. */
-#include "tools/kvbench/lock_bench.h"
+#include "tools/kvbench/lock_rma.h"
 
 #include <string.h>
 #include <time.h>

@@ -1,6 +1,6 @@
 /* kvbench lock --sweep (lock_bench.h): the ALock paper's grid -- locks 20/100/1000 x locality
  * 85/90/95/100 x threads 1..T for alock, spin and mcs -- its table (lock-sweep.md) and plots. */
-#include "tools/kvbench/lock_bench.h"
+#include "tools/kvbench/lock_point.h"
 
 #include <errno.h>
 #include <string.h>
