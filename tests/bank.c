@@ -2,6 +2,7 @@
 #include "tests/bank.h"
 
 #include "tests/harness.h"
+#include "tests/txnwork.h"
 
 #include "common/clock.h"
 #include "rdma/fabric.h"
@@ -100,46 +101,53 @@ int bank_transfer(rdkv_session *s, unsigned i, struct bank_xfer *x)
     return rc;
 }
 
+/* The ledger check's read: every account and every transfer's mark (tw_run_until's body). */
+struct ledger_read {
+    const struct bank *bk;
+    unsigned ln, attempt;
+    long bal[BANK_ACCTS];
+    bool *present;
+};
+
+static int read_ledger(rdkv_txn *t, void *arg)
+{
+    struct ledger_read *lr = arg;
+    unsigned attempt = lr->attempt++;
+    int rc = 0;
+    char k[32];
+    for (unsigned a = 0; a < BANK_ACCTS && !rc; a++) {
+        bank_acct_key(a, k, sizeof k);
+        rc = bank_read_int(t, k, &lr->bal[a]);
+        if (rc && rc != RDKV_EABORTED && attempt % 20 == 0)
+            fprintf(stderr, "  reading %s (node %u): %s\n", k, lr->bk->where[a], rdkv_strerror(rc));
+    }
+    for (unsigned i = 0; i < lr->ln && !rc; i++) {
+        bank_mark_key(i, k, sizeof k);
+        const void *v;
+        size_t vl;
+        int r = rdkv_txn_get(t, k, strlen(k), &v, &vl);
+        if (r == 0) lr->present[i] = true;
+        else if (r == RDKV_ENOTFOUND) lr->present[i] = false;
+        else rc = r;
+    }
+    return rc;
+}
+
 unsigned bank_check(const struct bank *bk, rdkv_session *s, const struct bank_xfer *lx,
                     unsigned ln, unsigned *unknown_in)
 {
-    bool *present = calloc(ln ? ln : 1, sizeof *present);
+    struct ledger_read lr = {.bk = bk, .ln = ln};
+    bool *present = lr.present = calloc(ln ? ln : 1, sizeof *present);
     CHECK(present != NULL);
     if (!present) return 0;
-    long bal[BANK_ACCTS];
+    long *bal = lr.bal;
     /* (a row locked by a transaction in doubt is freed once its participant has asked its
      * coordinator, 10 s after the PREPARE at most) */
-    int64_t deadline = clock_now_ns() + 30 * NS_PER_S;
-    for (int attempt = 0;; attempt++) {
-        bool late = attempt >= 1000 || clock_now_ns() > deadline;
-        CHECK(!late);
-        rdkv_txn *t = NULL;
-        if (late || rdkv_txn_begin(s, &t)) {
-            free(present);
-            return 0;
-        }
-        int rc = 0;
-        char k[32];
-        for (unsigned a = 0; a < BANK_ACCTS && !rc; a++) {
-            bank_acct_key(a, k, sizeof k);
-            rc = bank_read_int(t, k, &bal[a]);
-            if (rc && rc != RDKV_EABORTED && attempt % 20 == 0)
-                fprintf(stderr, "  reading %s (node %u): %s\n", k, bk->where[a], rdkv_strerror(rc));
-        }
-        for (unsigned i = 0; i < ln && !rc; i++) {
-            bank_mark_key(i, k, sizeof k);
-            const void *v;
-            size_t vl;
-            int r = rdkv_txn_get(t, k, strlen(k), &v, &vl);
-            if (r == 0) present[i] = true;
-            else if (r == RDKV_ENOTFOUND) present[i] = false;
-            else rc = r;
-        }
-        if (!rc) rc = rdkv_txn_commit(t);
-        else rdkv_txn_abort(t);
-        rdkv_txn_free(t);
-        if (rc == 0) break;
-        rdkv_sleep_us(50000);
+    int rc = tw_run_until(s, clock_now_ns() + 30 * NS_PER_S, read_ledger, &lr);
+    CHECK(rc == 0);
+    if (rc) {
+        free(present);
+        return 0;
     }
     long want[BANK_ACCTS], total = 0;
     unsigned committed = 0;

@@ -3,6 +3,7 @@
 
 #include "tests/txncluster.h"
 
+#include "common/clock.h"
 #include "common/rng.h"
 
 #include <stdio.h>
@@ -400,4 +401,28 @@ int tw_audit_oneshot(rdkv_session *s, int nacct, int64_t *sum, int64_t *minbal, 
 const char *tw_audit_name(int how)
 {
     return how == 0 ? "gets" : how == 1 ? "scan" : how == 2 ? "gets+scan" : "one-shot scan";
+}
+
+int tw_run_until(rdkv_session *s, int64_t deadline, int (*body)(rdkv_txn *t, void *arg),
+                 void *arg)
+{
+    rdkv_txn *t = NULL;
+    int rc = RDKV_ETIMEDOUT;
+    while (clock_now_ns() < deadline) {
+        if (!t && rdkv_txn_begin(s, &t)) {
+            t = NULL;
+            rdkv_sleep_us(50000);
+            continue;
+        }
+        rc = body(t, arg);
+        if (!rc) rc = rdkv_txn_commit(t);
+        if (!rc) break;
+        if (rdkv_txn_on_error(t, rc)) { /* (it aborted and began t again when it returns 0) */
+            rdkv_txn_free(t);
+            t = NULL;
+            rdkv_sleep_us(50000);
+        }
+    }
+    if (t) rdkv_txn_free(t);
+    return rc;
 }

@@ -129,4 +129,15 @@ const char *tw_audit_name(int how);
 /* The audit by scan as a one-shot transaction of the session (rdkv_scan). */
 int tw_audit_oneshot(rdkv_session *s, int nacct, int64_t *sum, int64_t *minbal, bool *mismatch);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Runs body(t, arg) in one transaction and commits it, again and again until it commits or the
+ * clock passes deadline (clock_now_ns). A retry goes through rdkv_txn_on_error, so it keeps its
+ * first attempt's start time: under wait-die a big read among writers grows older with each
+ * retry until nothing it meets is older, where a fresh transaction per attempt would be the
+ * youngest every time and could die for ever. A status on_error will not retry (a node down
+ * during a failover, the retries used up) begins a fresh transaction after 50 ms. Returns the
+ * last status (0: committed). */
+int tw_run_until(rdkv_session *s, int64_t deadline, int (*body)(rdkv_txn *t, void *arg),
+                 void *arg);
+
 #endif

@@ -550,6 +550,18 @@ static double t_settle(void)
 }
 
 /* histcheck over every register attempt so far and a final committed read of every register. */
+/* The final read of every register, for the checker (tw_run_until's body; arg: the ops). */
+static int read_all_regs(rdkv_txn *t, void *arg)
+{
+    struct hist_op *fin = arg;
+    int rc = 0;
+    for (unsigned r = 0; r < TW_NREG && !rc; r++) {
+        fin[r] = (struct hist_op){HIST_READ, r, 0};
+        rc = tw_reg_read(t, r, true, &fin[r].value);
+    }
+    return rc;
+}
+
 static void t_histcheck(rdkv_session *s, unsigned round)
 {
     size_t n = 1;
@@ -559,21 +571,7 @@ static void t_histcheck(rdkv_session *s, unsigned round)
     REQUIRE(all);
     size_t k = 0;
     for (unsigned i = 0; i < T_REGW; i++) k += tw_hist_append(all + k, &regw[i].h);
-    int rc = -1;
-    int64_t deadline = clock_now_ns() + 30 * NS_PER_S;
-    for (int attempt = 0; attempt < 1000 && rc && clock_now_ns() < deadline; attempt++) {
-        rdkv_txn *t = NULL;
-        if (attempt) rdkv_sleep_us(50000);
-        if (rdkv_txn_begin(s, &t)) continue;
-        rc = 0;
-        for (unsigned r = 0; r < TW_NREG && !rc; r++) {
-            fin[r] = (struct hist_op){HIST_READ, r, 0};
-            rc = tw_reg_read(t, r, true, &fin[r].value);
-        }
-        if (!rc) rc = rdkv_txn_commit(t);
-        else rdkv_txn_abort(t);
-        rdkv_txn_free(t);
-    }
+    int rc = tw_run_until(s, clock_now_ns() + 30 * NS_PER_S, read_all_regs, fin);
     CHECK_EQ(rc, 0);
     if (rc) {
         free(all);

@@ -1745,6 +1745,9 @@ static void nx_join(void)
  * failed one, no transfer partly applied, the total), histcheck finds every register
  * transaction so far and a final read strictly serializable, and every copy of every
  * partition is equal on all three nodes. */
+/* The final read of every register, for the checker (tw_run_until's body; arg: the ops). */
+static int read_all_regs(rdkv_txn *t, void *arg) { return tw_reg_read_all(t, arg); }
+
 static void nx_check(unsigned round, const char *what)
 {
     rdkv_session *s = NULL;
@@ -1759,17 +1762,7 @@ static void nx_check(unsigned round, const char *what)
     size_t k = 0;
     for (unsigned i = 0; i < NX_REGW; i++) k += tw_hist_append(all + k, &nx_reg[i].h);
     struct hist_op fin[TW_NREG];
-    int rc = -1;
-    int64_t deadline = clock_now_ns() + 30 * NS_PER_S;
-    for (int attempt = 0; rc && clock_now_ns() < deadline; attempt++) {
-        rdkv_txn *t = NULL;
-        if (attempt) rdkv_sleep_us(50000);
-        if (rdkv_txn_begin(s, &t)) continue;
-        rc = tw_reg_read_all(t, fin);
-        if (!rc) rc = rdkv_txn_commit(t);
-        else rdkv_txn_abort(t);
-        rdkv_txn_free(t);
-    }
+    int rc = tw_run_until(s, clock_now_ns() + 30 * NS_PER_S, read_all_regs, fin);
     CHECK_EQ(rc, 0);
     if (!rc) {
         all[k++] = (struct hist_txn){UINT64_MAX, HIST_COMMITTED, TW_NREG, fin};
