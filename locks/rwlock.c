@@ -460,9 +460,11 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
                 if (tk_stuck_get(t, rcw, &st) && st.n == key && now - st.left < lease)
                     since = st.since;
                 watching = true;
-            } else if (now - since > 2 * lease && (other & CW_XS) && recover_rc(t, m, other)) {
-                since = now; /* (a failed CAS -- a refresh came in between -- retries next look) */
             }
+            /* (at the first look too: a resumed quiet may be due already -- a wait-die request
+             * that dies at this look would otherwise never recover a dead member's marks) */
+            if (now - since > 2 * lease && (other & CW_XS) && recover_rc(t, m, other))
+                since = now; /* (a failed CAS -- a refresh came in between -- retries next look) */
             if ((other & (CW_XS | CW_W_BITS)) && clear_orphans(t, m)) since = now;
         }
         if (!m->raised) {

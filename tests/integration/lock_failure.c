@@ -128,11 +128,19 @@ static bool dslr_quiet(uint64_t w)
     return (w >> 48 & 0xFFFF) == (w >> 16 & 0xFFFF) && (w >> 32 & 0xFFFF) == (w & 0xFFFF);
 }
 
-/* rwlock: both ticket words served up to their last ticket, both cross words empty. */
+/* rwlock: both ticket words served up to their last ticket, both cross words without marks --
+ * raised X and S members and waiters, the low 40 bits; above them are refresh counters, which
+ * only ever tick (a wait-die request that backs off behind older readers ticks ACTW) -- else
+ * the words are printed. */
 static bool rwlock_quiet(const uint64_t l[8])
 {
-    uint64_t marks = (1ull << 48) - 1;
-    return dslr_quiet(l[0]) && dslr_quiet(l[2]) && !(l[1] & marks) && !(l[3] & marks);
+    uint64_t marks = (1ull << 40) - 1;
+    bool q = dslr_quiet(l[0]) && dslr_quiet(l[2]) && !(l[1] & marks) && !(l[3] & marks);
+    if (!q)
+        fprintf(stderr, "  not quiet: RT %016llx RC %016llx LT %016llx LC %016llx\n",
+                (unsigned long long)l[0], (unsigned long long)l[1], (unsigned long long)l[2],
+                (unsigned long long)l[3]);
+    return q;
 }
 
 static void dead_holder(const char *algo, uint32_t base)
