@@ -122,10 +122,11 @@ enum txn_ship_kind {
 /* The node that coordinates txid (a txid is node:16 | sequence:48): its DECIDE goes to the
  * backups of that node's partition. */
 static inline uint16_t txn_txid_node(uint64_t txid) { return (uint16_t)(txid >> 48); }
-/* wait-die: 14x timeout's commits on hot keys, about as many elsewhere, deadlock-free and, with
- * retries that keep their start time, starvation-free (no-wait, a little faster, can starve a
- * long transaction); docs/benchmarks.md, "Conflict policies: the default" */
-#define TXN_CONFLICT_DEFAULT TXN_CONFLICT_WAIT_DIE
+/* timeout: wait-die and no-wait commit more (up to 14-15x on hot keys), but as the default
+ * each failed the suite -- under wait-die rows of a killed node's transactions stayed locked for
+ * a minute, and under no-wait a long reader among writers never committed (docs/benchmarks.md,
+ * "Conflict policies: the default") */
+#define TXN_CONFLICT_DEFAULT TXN_CONFLICT_TIMEOUT
 #define TXN_MAX_OPS_DEFAULT 10000u
 #define TXN_MAX_BYTES_DEFAULT (64ull << 20)
 void txn_cfg_init(struct txn_cfg *c);

@@ -656,7 +656,7 @@ const char drive_cli_help[] =
     "                        itree\n"
     "  --lock-timeout DUR    started nodes: longest lock wait before an abort (default 100ms)\n"
     "  --drtm-lease DUR      started nodes, --row-lock drtm: a reader's lease (default 10ms)\n"
-    "  --conflict P          started nodes' conflict policy: wait-die (default), timeout or\n"
+    "  --conflict P          started nodes' conflict policy: timeout (default), wait-die or\n"
     "                        no-wait\n"
     "Run:\n"
     "  --mode M              embedded (workers inside the nodes, default) or remote (workers\n"
