@@ -123,9 +123,9 @@ enum txn_ship_kind {
  * backups of that node's partition. */
 static inline uint16_t txn_txid_node(uint64_t txid) { return (uint16_t)(txid >> 48); }
 /* timeout: wait-die and no-wait commit more (up to 14-15x on hot keys), but as the default
- * each failed the suite -- under wait-die rows of a killed node's transactions stayed locked for
- * a minute, and under no-wait a long reader among writers never committed (docs/benchmarks.md,
- * "Conflict policies: the default") */
+ * each failed the suite -- under wait-die clients that retry with a fresh transaction (the
+ * youngest every time) starved, and under no-wait a long reader among writers never committed
+ * (docs/benchmarks.md, "Conflict policies: the default") */
 #define TXN_CONFLICT_DEFAULT TXN_CONFLICT_TIMEOUT
 #define TXN_MAX_OPS_DEFAULT 10000u
 #define TXN_MAX_BYTES_DEFAULT (64ull << 20)
