@@ -89,6 +89,8 @@ st=$(awk '$1 == "commits" && $2 ~ /^[0-9]/ { print $NF }' "$work/out")
 expect "kvctl -w json stats" 0 '"metrics":{"commits":' -- "${kv[@]}" -w json stats
 expect "kvctl stats --help" 0 "kvctl stats" -- "${kv[@]}" stats --help
 expect "kvctl stats takes no argument" 2 "" -- "${kv[@]}" stats x
+expect "stats in the shell" 0 "^lock acquires " -- "${kv[@]}" shell --exec "stats"
+expect "stats in the shell takes no argument" 1 "stats takes no arguments" -- "${kv[@]}" shell --exec "stats x"
 rows=$(both b rdkv_rows)
 [ "$rows" = $n ] && ok "rows gauge ($rows)" || bad "rows gauge ($rows, wanted $n)"
 

@@ -199,6 +199,11 @@ int cmd_stats(struct inv *iv)
     int rc = want_args(iv, 0, 0, "no arguments");
     if (rc) return rc;
     if ((rc = connect_session())) return rc;
+    return do_stats();
+}
+
+int do_stats(void)
+{
     char *js;
     struct st_cluster c;
     bool parsed;

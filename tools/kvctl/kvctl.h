@@ -219,8 +219,10 @@ int run_txn(rdkv_txn_fn fn, void *arg);
 void mark_for_update(struct op *ops, size_t n);
 int run_oneshot(struct op *op, const char *what);
 
-/* cmd_cluster.c: fetches the status and prints it; returns the exit status. */
+/* cmd_cluster.c: fetch the status and print it, or the nodes' counters from it; return the
+ * exit status. */
 int do_status(void);
+int do_stats(void);
 
 /* output.c: a byte count as "1.5 MiB" and a duration in ns as "250us", "2.5ms", "1s". */
 void fmt_bytes(char *out, size_t cap, double v);

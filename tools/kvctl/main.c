@@ -195,6 +195,7 @@ static const struct command commands[] = {
      "  commit                  commit it\n"
      "  rollback                abort it (nothing it wrote happens)\n"
      "  status                  the cluster's nodes\n"
+     "  stats                   the nodes' counters\n"
      "  help                    this list\n"
      "  exit, quit              leave (an open transaction is rolled back)\n"
      "\n"

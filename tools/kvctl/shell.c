@@ -26,6 +26,7 @@ static const char shell_help[] =
     "  commit                  commit the transaction\n"
     "  rollback                abort it: nothing it wrote happens\n"
     "  status                  the cluster's nodes\n"
+    "  stats                   the nodes' counters\n"
     "  help                    this list\n"
     "  exit, quit              leave (an open transaction is rolled back)\n"
     "Without begin, every command is its own transaction (autocommit, retried on conflict).\n"
@@ -149,13 +150,14 @@ static void shell_command(struct shell *sh, struct tok *v, size_t n, bool glued_
             shell_ctl(sh, *c);
             return;
         }
-    if (tok_is(&v[0], "status")) {
+    if (tok_is(&v[0], "status") || tok_is(&v[0], "stats")) {
+        bool stats = tok_is(&v[0], "stats");
         if (n != 1) {
-            fputs("kvctl: error: status takes no arguments\n", stderr);
+            fprintf(stderr, "kvctl: error: %s takes no arguments\n", stats ? "stats" : "status");
             shell_fail(sh);
             return;
         }
-        if (do_status()) shell_fail(sh);
+        if (stats ? do_stats() : do_status()) shell_fail(sh);
         return;
     }
     if (sh->txn_failed) {
