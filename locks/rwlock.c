@@ -68,6 +68,13 @@ static inline uint64_t cw_mode(enum lock_mode m) { return m == LOCK_EXCLUSIVE ? 
 /* the refreshes: the remote ticket waiters' sign that members granted before them live */
 #define CW_REFRESHES (CW_ACTR_BITS | CW_ACTW_BITS)
 
+/* Rule 4's key in the stuck table (at the cross word's address): the remote cohort's raised
+ * marks and liveness as the cross word RC shows them, with its tickets RT. */
+static uint64_t rule4_key(uint64_t rc, uint64_t rt)
+{
+    return (rc & CW_RAISED_LIVE) ^ (rt * 0x9E3779B97F4A7C15ull);
+}
+
 static bool conflict(enum lock_mode m, uint64_t other)
 {
     return m == LOCK_EXCLUSIVE ? (cw_x(other) + cw_s(other)) != 0 : cw_x(other) != 0;
@@ -296,7 +303,7 @@ static bool dead_line(struct lock_thread *t, const struct member *m, const struc
         st.n = tk_motion(r, w[RW_RT / 8], w[RW_RC / 8]);
     } else { /* rule 4's */
         st.word = rptr_add(m->s.line, RW_RC);
-        st.n = (w[RW_RC / 8] & CW_RAISED_LIVE) ^ (w[RW_RT / 8] * 0x9E3779B97F4A7C15ull);
+        st.n = rule4_key(w[RW_RC / 8], w[RW_RT / 8]);
     }
     st.since = now;
     if (tk_stuck_get(t, st.word, &seen) && seen.n == st.n && now - seen.left < lease)
@@ -456,7 +463,7 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
                 /* resume the quiet another local waiter saw on these very values (less than a
                  * lease ago): transactions wait far less than the two leases rule 4 needs */
                 struct lock_stuck st;
-                uint64_t key = watched ^ (watched_rt * 0x9E3779B97F4A7C15ull);
+                uint64_t key = rule4_key(watched, watched_rt);
                 if (tk_stuck_get(t, rcw, &st) && st.n == key && now - st.left < lease)
                     since = st.since;
                 watching = true;
@@ -505,7 +512,7 @@ static int cross(struct lock_thread *t, struct member *m, uint64_t other, uint64
         if (deadline && now >= deadline) {
             if (!s->remote && watching) {
                 struct lock_stuck st = {.word = rcw,
-                                        .n = watched ^ (watched_rt * 0x9E3779B97F4A7C15ull),
+                                        .n = rule4_key(watched, watched_rt),
                                         .since = since,
                                         .left = now};
                 tk_stuck_put(t, &st);

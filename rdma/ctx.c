@@ -597,7 +597,7 @@ static int post_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_
     s->owner = me;
     me->c = c;
     if (!sync) me->inflight++;
-    uint64_t bytes0 = c->k.bytes_read + c->k.bytes_written;
+    uint64_t bytes = 0; /* READ and WRITE bytes of the chain */
     for (unsigned i = 0; i < n; i++) {
         ops[i].status = 0;
         ops[i].result = 0;
@@ -607,10 +607,11 @@ static int post_chain(struct fab_ctx *c, struct fab_op *ops, unsigned n, uint64_
         case FAB_OP_CAS: COUNT(c, me, cas, 1); break;
         case FAB_OP_FAA: COUNT(c, me, faa, 1); break;
         }
+        if (ops[i].opcode == FAB_OP_READ || ops[i].opcode == FAB_OP_WRITE) bytes += ops[i].len;
     }
     COUNT(c, me, round_trips, 1);
     metrics_peer_add(s->node, MP_OPS, n);
-    metrics_peer_add(s->node, MP_BYTES, c->k.bytes_read + c->k.bytes_written - bytes0);
+    metrics_peer_add(s->node, MP_BYTES, bytes);
     c->eps[s->node].chains++;
     *slot_out = si;
     rc = ctx_ep_up(c, s->node);

@@ -18,7 +18,8 @@ command -v curl >/dev/null || { echo "metrics_bench: needs curl" >&2; exit 2; }
 secs=${SECONDS_PER_RUN:-10}
 rounds=${ROUNDS:-6}
 records=${RECORDS:-100000}
-work=$(mktemp -d "${TMPDIR:-/tmp}/metrics-bench.XXXXXX")
+work=$(mktemp -d "${TMPDIR:-/tmp}/metrics-bench.XXXXXX") ||
+    { echo "metrics_bench: cannot make a work directory" >&2; exit 2; }
 scraper=""
 cleanup() {
     [ -n "$scraper" ] && kill "$scraper" 2>/dev/null

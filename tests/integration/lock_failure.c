@@ -65,18 +65,24 @@ struct item {
     uint8_t mode;
 };
 
-/* Wait-die (0: not): the holder's age and the requesters' (older = smaller), and the bound of
- * each of a requester's attempts, which repeat until the try's timeout as a transaction's
- * retries would. */
-static uint64_t holder_age, try_age;
-static int64_t try_each_ns;
-static bool home_first; /* the lock's own node asks first (rwlock: rule 4's recovery) */
+/* One run of dead_holder: the algorithm and the locks' first index; for wait-die (0: not) the
+ * holder's age and the requesters' (older = smaller), and the bound of each of a requester's
+ * attempts, which repeat until the try's timeout as a transaction's retries would; and whether
+ * the lock's own node asks first (rwlock: rule 4's recovery). */
+struct variant {
+    const char *algo;
+    uint32_t base;
+    uint64_t holder_age, try_age;
+    int64_t try_each_ns;
+    bool home_first;
+};
 
-static int hold(struct cluster *cl, uint16_t on, const char *algo, const struct item *it, unsigned n)
+static int hold(struct cluster *cl, uint16_t on, const struct variant *v, const struct item *it,
+                unsigned n)
 {
     struct pack_w w;
     pack_w_init(&w);
-    pack_str(&w, algo);
+    pack_str(&w, v->algo);
     pack_u64(&w, LEASE);
     pack_u32(&w, LOCKS);
     pack_u32(&w, n);
@@ -85,7 +91,7 @@ static int hold(struct cluster *cl, uint16_t on, const char *algo, const struct 
         pack_u32(&w, it[i].idx);
         pack_u8(&w, it[i].mode);
     }
-    if (holder_age) pack_u64(&w, holder_age);
+    if (v->holder_age) pack_u64(&w, v->holder_age);
     struct fab_buf resp = {0};
     int rc = fab_rpc_call(cl->c, on, KV_RPC_BENCH_LOCK_HOLD, w.p, w.len, &resp, 30 * NS_PER_S);
     pack_w_free(&w);
@@ -93,21 +99,21 @@ static int hold(struct cluster *cl, uint16_t on, const char *algo, const struct 
     return rc;
 }
 
-static int try_lock(struct cluster *cl, uint16_t on, const char *algo, struct item it,
+static int try_lock(struct cluster *cl, uint16_t on, const struct variant *v, struct item it,
                     int64_t timeout, uint64_t line[8], int64_t *elapsed)
 {
     struct pack_w w;
     pack_w_init(&w);
-    pack_str(&w, algo);
+    pack_str(&w, v->algo);
     pack_u64(&w, LEASE);
     pack_u32(&w, LOCKS);
     pack_u16(&w, it.node);
     pack_u32(&w, it.idx);
     pack_u8(&w, it.mode);
     pack_u64(&w, (uint64_t)timeout);
-    if (try_age) {
-        pack_u64(&w, try_age);
-        pack_u64(&w, (uint64_t)try_each_ns);
+    if (v->try_age) {
+        pack_u64(&w, v->try_age);
+        pack_u64(&w, (uint64_t)v->try_each_ns);
     }
     struct fab_buf resp = {0};
     int rc = fab_rpc_call(cl->c, on, KV_RPC_BENCH_LOCK_TRY, w.p, w.len, &resp, timeout + 30 * NS_PER_S);
@@ -143,8 +149,10 @@ static bool rwlock_quiet(const uint64_t l[8])
     return q;
 }
 
-static void dead_holder(const char *algo, uint32_t base)
+static void dead_holder(const struct variant *v)
 {
+    const char *algo = v->algo;
+    uint32_t base = v->base;
     if (!tenv_bindir) SKIP("needs --bindir to find kvserver");
     struct cluster cl;
     REQUIRE(start(&cl) == 0);
@@ -159,7 +167,7 @@ static void dead_holder(const char *algo, uint32_t base)
     /* node 2 holds X and S locks on nodes 0 and 1 */
     struct item held[4] = {{0, base, LOCK_EXCLUSIVE}, {0, base + 1, LOCK_SHARED},
                            {1, base, LOCK_EXCLUSIVE}, {1, base + 1, LOCK_SHARED}};
-    CHECK_EQ(hold(&cl, 2, algo, held, 4), 0);
+    CHECK_EQ(hold(&cl, 2, v, held, 4), 0);
     CHECK_EQ(launch_kill(&cl.L, 2), 0);
     /* Every held lock, exclusively, first from a thread on the other surviving node (remote:
      * it must get past the dead holder's ticket), then from a thread on the lock's own node
@@ -170,18 +178,15 @@ static void dead_holder(const char *algo, uint32_t base)
      * third (600 ms, once in a full ctest -j2). */
     int64_t patience = (tenv_slow() ? 10 : 5) * LEASE;
     for (unsigned i = 0; i < 4; i++) {
-        uint16_t home = held[i].node, order[2] = {(uint16_t)(1 - home), home};
-        if (home_first) {
-            order[0] = home;
-            order[1] = (uint16_t)(1 - home);
-        }
+        uint16_t home = held[i].node, other = (uint16_t)(1 - home);
+        uint16_t order[2] = {v->home_first ? home : other, v->home_first ? other : home};
         uint64_t line[8] = {0};
         int64_t elapsed = 0;
         bool ok = true;
         for (unsigned k = 0; k < 2; k++) {
             struct item want = held[i];
             want.mode = LOCK_EXCLUSIVE;
-            int rc = try_lock(&cl, order[k], algo, want, patience, line, &elapsed);
+            int rc = try_lock(&cl, order[k], v, want, patience, line, &elapsed);
             fprintf(stderr, "  %s: lock %u on node %u (held %s by the dead node) from node %u: %s"
                             " after %.0f ms\n", algo, want.idx, want.node,
                     held[i].mode == LOCK_SHARED ? "shared" : "exclusively", order[k],
@@ -198,7 +203,7 @@ static void dead_holder(const char *algo, uint32_t base)
         for (unsigned k = 0; k < 4; k++) {
             struct item want = held[i];
             want.mode = modes[k % 2];
-            CHECK_EQ(try_lock(&cl, order[k / 2], algo, want, LEASE, line, &elapsed), 0);
+            CHECK_EQ(try_lock(&cl, order[k / 2], v, want, LEASE, line, &elapsed), 0);
         }
         if (!strcmp(algo, "rwlock")) CHECK(rwlock_quiet(line));
         else CHECK(dslr_quiet(line[0]));
@@ -206,8 +211,11 @@ static void dead_holder(const char *algo, uint32_t base)
     stop(&cl);
 }
 
-static void t_dead_holder_dslr(void) { dead_holder("dslr", 0); }
-static void t_dead_holder_rwlock(void) { dead_holder("rwlock", 2); }
+static void t_dead_holder_dslr(void) { dead_holder(&(struct variant){.algo = "dslr", .base = 0}); }
+static void t_dead_holder_rwlock(void)
+{
+    dead_holder(&(struct variant){.algo = "rwlock", .base = 2});
+}
 
 /* Wait-die: the dead holder is older than every request after it, so each would die before it
  * waits, and nobody would ever wait out the lease (locks/rwlock.c, dead_line). Requests of
@@ -215,15 +223,11 @@ static void t_dead_holder_rwlock(void) { dead_holder("rwlock", 2); }
  * retried -- must still get the locks within the same bound. */
 static void t_dead_holder_rwlock_waitdie(void)
 {
-    holder_age = 1000;
-    try_age = 2000;
-    try_each_ns = 20 * NS_PER_MS;
-    dead_holder("rwlock", 2);
-    home_first = true; /* again, the lock's own node first: rule 4's recovery */
-    dead_holder("rwlock", 2);
-    holder_age = try_age = 0;
-    try_each_ns = 0;
-    home_first = false;
+    struct variant v = {.algo = "rwlock", .base = 2, .holder_age = 1000, .try_age = 2000,
+                        .try_each_ns = 20 * NS_PER_MS};
+    dead_holder(&v);
+    v.home_first = true; /* again, the lock's own node first: rule 4's recovery */
+    dead_holder(&v);
 }
 
 static const struct test_case cases[] = {
